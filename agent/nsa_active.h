@@ -1,0 +1,56 @@
+/*
+ * nsa_active.h - the active role: writer threads that drain the lanes and
+ * replicate every record to the store.
+ *
+ * Each writer owns a share of the lanes and one pipelined connection per
+ * master. It routes each record by its key's slot, appends
+ * "SET key record PX timeout" (or "DEL key") to that master's open batch,
+ * and closes a batch with one notification carrying all its records
+ * (SPUBLISH, or PUBLISH) when it is full or its flush deadline passed.
+ * Several batches are in flight per connection; replies are read as they
+ * come. MOVED/ASK/TRYAGAIN/CLUSTERDOWN and lost connections make the writer
+ * refresh the topology and resend every unacknowledged record in its
+ * original order, so the store ends with each session's latest record.
+ */
+#ifndef NSA_ACTIVE_H
+#define NSA_ACTIVE_H
+
+#include <stdint.h>
+
+#include "nsa_config.h"
+#include "nsdp_lane.h"
+
+struct nsa_active_stats {
+	uint64_t records;     /* drained from the lanes */
+	uint64_t acked;       /* records whose commands the store acknowledged */
+	uint64_t batches;     /* notifications acknowledged */
+	uint64_t sets, dels;
+	uint64_t resent;      /* records sent again after an error */
+	uint64_t moved, ask, tryagain, clusterdown, other_errors;
+	uint64_t reconnects;
+	uint64_t topology_refreshes;
+	uint64_t lane_drops;  /* sum of the lanes' drop counters */
+	uint64_t dropped;     /* records the agent gave up on (counted, logged) */
+	uint64_t inflight;    /* records sent, not yet acknowledged */
+};
+
+struct nsa_active;
+
+struct nsa_active *nsa_active_create(const struct nsa_config *conf,
+				     struct nsdp_lane **lanes,
+				     unsigned int n_lanes);
+
+/* Connect (retrying with backoff until stopped) and start the writers. */
+int nsa_active_start(struct nsa_active *a);
+
+/* Wait until every lane is empty and every record acknowledged, at most
+ * timeout_ms; 0 when drained, -ETIMEDOUT otherwise. */
+int nsa_active_drain(struct nsa_active *a, int timeout_ms);
+
+/* Stop the writers (unacknowledged records are counted as dropped). */
+void nsa_active_stop(struct nsa_active *a);
+void nsa_active_free(struct nsa_active *a);
+
+void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s);
+
+#endif

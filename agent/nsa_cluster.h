@@ -1,0 +1,84 @@
+/*
+ * nsa_cluster.h - the store as a cluster client sees it.
+ *
+ * Connecting (with timeout, TCP_NODELAY and AUTH), finding out whether the
+ * store is a Redis Cluster or one plain server, the slot map from
+ * CLUSTER SLOTS, and each master's notification channel. Shared by the
+ * active writer and the standby; holds no connection of its own.
+ */
+#ifndef NSA_CLUSTER_H
+#define NSA_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "ns_slot.h"
+
+#define NSA_MAX_NODES 64
+#define NSA_MAX_SEEDS 16
+#define NSA_HOST_MAX 64
+
+enum nsa_publish_mode {
+	NSA_PUBLISH_AUTO,     /* SPUBLISH where the server has it, else PUBLISH */
+	NSA_PUBLISH_SHARDED,  /* SPUBLISH / SSUBSCRIBE (Redis 7) */
+	NSA_PUBLISH_CLASSIC,  /* PUBLISH / SUBSCRIBE */
+};
+
+struct nsa_addr {
+	char host[NSA_HOST_MAX];
+	uint16_t port;
+};
+
+struct nsa_store_conf {
+	struct nsa_addr seeds[NSA_MAX_SEEDS];
+	unsigned int n_seeds;
+	char user[64];          /* empty: AUTH with the password alone */
+	char password[256];     /* empty: no AUTH */
+	int connect_timeout_ms;
+	enum nsa_publish_mode publish;
+};
+
+struct nsa_node {
+	struct nsa_addr addr;
+	/* The lowest slot the master owns: its channel is the one of this slot.
+	 * 0 on a plain server. */
+	uint16_t channel_slot;
+};
+
+struct nsa_topology {
+	int cluster;        /* 0: one plain (non-cluster) server */
+	int sharded_pubsub; /* SPUBLISH/SSUBSCRIBE are used */
+	unsigned int n_nodes; /* masters */
+	struct nsa_node nodes[NSA_MAX_NODES];
+	uint8_t slot_node[NS_SLOTS]; /* master index per slot */
+	uint8_t slot_covered[NS_SLOTS]; /* 0 where no master serves the slot */
+};
+
+/* Blocking connect to host:port within the configured timeout, TCP_NODELAY
+ * set, AUTH sent when a password is configured. Returns a context or NULL
+ * with a reason in err. */
+redisContext *nsa_store_connect(const struct nsa_store_conf *conf,
+				const struct nsa_addr *addr, char *err,
+				size_t errlen);
+
+/* Ask the seeds, in order, for the topology: CLUSTER SLOTS on a cluster, a
+ * single node covering every slot on a plain server. Decides sharded
+ * pub/sub from conf->publish and the server version. 0 or negative errno
+ * with a reason in err. */
+int nsa_topology_fetch(const struct nsa_store_conf *conf,
+		       struct nsa_topology *t, char *err, size_t errlen);
+
+/* The notification channel of master node (NUL-terminated). */
+void nsa_topology_channel(const struct nsa_topology *t, unsigned int node,
+			  char buf[NS_CHANNEL_MAX]);
+
+/* Index of the master at addr, or -1. */
+int nsa_topology_find(const struct nsa_topology *t,
+		      const struct nsa_addr *addr);
+
+/* Parse "host:port" into addr; 0 or -EINVAL. */
+int nsa_addr_parse(const char *s, struct nsa_addr *addr);
+
+#endif

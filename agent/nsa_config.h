@@ -1,0 +1,70 @@
+/*
+ * nsa_config.h - the agent's configuration: one INI file for both roles
+ * (parsed with inih), defaults, validation, and the few command-line
+ * overrides. Every key is documented in README.md, section Configuration.
+ */
+#ifndef NSA_CONFIG_H
+#define NSA_CONFIG_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "nsa_cluster.h"
+#include "nsdp_synth.h"
+
+enum nsa_role { NSA_ROLE_ACTIVE, NSA_ROLE_STANDBY };
+
+struct nsa_config {
+	enum nsa_role role;
+	uint32_t gateway_id;
+	uint32_t epoch;
+
+	struct nsa_store_conf store;
+	char password_file[PATH_MAX];
+
+	/* [active] */
+	unsigned int workers;      /* writer threads */
+	unsigned int batch_size;   /* records per batch per node */
+	unsigned int flush_us;     /* a partial batch waits at most this long */
+	unsigned int max_inflight; /* unacknowledged batches per connection */
+
+	/* [rings] */
+	unsigned int lanes;     /* rings, one per producer lcore */
+	unsigned int ring_size; /* records per ring, a power of two */
+	int attach;             /* 1: find the gateway's rings by name (secondary
+				   process); 0: create them (in-process) */
+
+	/* [source] */
+	int synth;              /* run the synthetic source in this process */
+	struct nsdp_synth_conf synth_conf;
+	char source_dump[PATH_MAX]; /* write the source's final table here */
+
+	/* [standby] */
+	unsigned int table_capacity; /* sessions the table holds */
+	char table_dump[PATH_MAX];   /* where SIGUSR1 / exit dump the table */
+
+	/* [agent] */
+	unsigned int progress_ms; /* progress line period, 0 = none */
+	char eal_args[1024];      /* EAL arguments, space separated */
+	int verbosity;
+};
+
+/* Fill c with the defaults. */
+void nsa_config_defaults(struct nsa_config *c);
+
+/* Load an INI file over c. 0 on success; otherwise -1 with a message naming
+ * the file, line and key in err. */
+int nsa_config_load(struct nsa_config *c, const char *path, char *err,
+		    size_t errlen);
+
+/* Apply one "section.key=value" override (command line --set). */
+int nsa_config_set(struct nsa_config *c, const char *assignment, char *err,
+		   size_t errlen);
+
+/* Check consistency and read the password file; 0 or -1 with err. */
+int nsa_config_finish(struct nsa_config *c, char *err, size_t errlen);
+
+/* Print the effective configuration in INI form. */
+void nsa_config_print(const struct nsa_config *c, FILE *out);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * nsdp_lane.h - the producer side of natsync: what a fast path links.
+ *
+ * A lane is one lock-free single-producer/single-consumer rte_ring of
+ * struct ns_session elements plus the lane's counters, living in a memzone
+ * named "natsync_lane_<idx>" so that an agent in the same process or in a
+ * DPDK secondary process finds it by name. Each fast-path lcore owns one lane
+ * and calls nsdp_record() for every session it creates, refreshes or closes.
+ * nsdp_record() never blocks: when the ring is full the record is dropped
+ * and counted in the lane, and the agent reports the count.
+ */
+#ifndef NSDP_LANE_H
+#define NSDP_LANE_H
+
+#include <errno.h>
+#include <stdint.h>
+
+#include <rte_common.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include "ns_record.h"
+
+#define NSDP_MAX_LANES 64
+#define NSDP_LANE_NAME_FMT "natsync_lane_%u"
+
+struct nsdp_lane {
+	struct rte_ring *ring;
+	uint32_t idx;
+	/* Written by the producer lcore only; others read them. */
+	uint64_t recorded __rte_cache_aligned;
+	uint64_t dropped;
+} __rte_cache_aligned;
+
+/* Create lane idx with a ring of ring_size elements (a power of two) on the
+ * given NUMA socket (SOCKET_ID_ANY for any). Returns NULL and sets rte_errno
+ * on failure. Primary process only. */
+struct nsdp_lane *nsdp_lane_create(unsigned int idx, unsigned int ring_size,
+				   int socket);
+
+/* Find lane idx created by this or the primary process; NULL if absent. */
+struct nsdp_lane *nsdp_lane_lookup(unsigned int idx);
+
+/* Free a lane created by nsdp_lane_create(). */
+void nsdp_lane_free(struct nsdp_lane *lane);
+
+/* Record one session event; 0, or -ENOBUFS when the ring was full and the
+ * record was dropped (and counted). Call from the lane's producer only. */
+static inline int nsdp_record(struct nsdp_lane *lane,
+			      const struct ns_session *s)
+{
+	if (unlikely(rte_ring_sp_enqueue_elem(lane->ring, s, sizeof(*s)) !=
+		     0)) {
+		lane->dropped++;
+		return -ENOBUFS;
+	}
+	lane->recorded++;
+	return 0;
+}
+
+/* Record up to n events in one ring operation; returns how many were
+ * recorded, the rest are dropped and counted. */
+static inline unsigned int nsdp_record_burst(struct nsdp_lane *lane,
+					     const struct ns_session *s,
+					     unsigned int n)
+{
+	unsigned int done = rte_ring_sp_enqueue_burst_elem(
+		lane->ring, s, sizeof(*s), n, NULL);
+
+	lane->recorded += done;
+	lane->dropped += n - done;
+	return done;
+}
+
+/* Consumer side: dequeue up to n records. */
+static inline unsigned int nsdp_lane_drain(struct nsdp_lane *lane,
+					   struct ns_session *out,
+					   unsigned int n)
+{
+	return rte_ring_sc_dequeue_burst_elem(lane->ring, out, sizeof(*out), n,
+					      NULL);
+}
+
+#endif

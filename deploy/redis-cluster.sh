@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Start or stop a local Redis store on loopback for natsync: a cluster of N
+# masters (optionally with replicas), or one plain server with --plain.
+#
+#   deploy/redis-cluster.sh start [--masters 3] [--replicas 0] [--port 7000]
+#                                 [--dir deploy/run/redis-7000] [--plain]
+#                                 [--acl FILE] [--maxmemory 0]
+#   deploy/redis-cluster.sh stop  [--port 7000] [--dir ...]
+#   deploy/redis-cluster.sh status [--port 7000] [--dir ...]
+#
+# Node i listens on 127.0.0.1:(port+i). Every file of the store lives in
+# --dir; stop kills what start started (pid files) and removes nothing else.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cmd=${1:-}
+[ -n "$cmd" ] && shift || true
+masters=3
+replicas=0
+port=7000
+dir=""
+plain=0
+acl=""
+maxmemory=0
+
+usage() {
+	sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--masters) masters=$2; shift 2 ;;
+	--replicas) replicas=$2; shift 2 ;;
+	--port) port=$2; shift 2 ;;
+	--dir) dir=$2; shift 2 ;;
+	--plain) plain=1; shift ;;
+	--acl) acl=$2; shift 2 ;;
+	--maxmemory) maxmemory=$2; shift 2 ;;
+	-h|--help) usage; exit 0 ;;
+	*) echo "redis-cluster.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+	esac
+done
+[ -n "$dir" ] || dir="$here/run/redis-$port"
+
+if [ "$plain" = 1 ]; then
+	masters=1
+	replicas=0
+fi
+nodes=$((masters * (1 + replicas)))
+
+node_ports() {
+	local i
+	for ((i = 0; i < nodes; i++)); do echo $((port + i)); done
+}
+
+start_node() {
+	local p=$1 ndir="$dir/$1"
+	mkdir -p "$ndir"
+	local args=(--port "$p" --bind 127.0.0.1 --dir "$ndir" --daemonize yes
+		--pidfile "$ndir/redis.pid" --logfile "$ndir/redis.log"
+		--save "" --appendonly no --protected-mode no
+		--maxmemory "$maxmemory")
+	if [ "$plain" = 0 ]; then
+		args+=(--cluster-enabled yes --cluster-config-file "$ndir/nodes.conf"
+			--cluster-node-timeout 2000 --cluster-require-full-coverage no
+			--cluster-allow-pubsubshard-when-down yes
+			--cluster-allow-reads-when-down yes)
+	fi
+	if [ -n "$acl" ]; then
+		args+=(--aclfile "$(cd "$(dirname "$acl")" && pwd)/$(basename "$acl")")
+	fi
+	redis-server "${args[@]}"
+}
+
+cli() {
+	local p=$1
+	shift
+	if [ -n "${NATSYNC_REDIS_ADMIN_PASS:-}" ]; then
+		REDISCLI_AUTH="$NATSYNC_REDIS_ADMIN_PASS" redis-cli --user "${NATSYNC_REDIS_ADMIN_USER:-default}" -p "$p" "$@"
+	else
+		redis-cli -p "$p" "$@"
+	fi
+}
+
+wait_ping() {
+	local p=$1 i
+	for ((i = 0; i < 100; i++)); do
+		if cli "$p" ping 2>/dev/null | grep -q PONG; then
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo "redis-cluster.sh: node $p does not answer" >&2
+	return 1
+}
+
+do_start() {
+	command -v redis-server >/dev/null || {
+		echo "redis-cluster.sh: redis-server not found (apt-get install redis-server)" >&2
+		exit 1
+	}
+	mkdir -p "$dir"
+	local p
+	for p in $(node_ports); do
+		if cli "$p" ping >/dev/null 2>&1; then
+			echo "redis-cluster.sh: port $p is already in use" >&2
+			exit 1
+		fi
+	done
+	echo "redis-cluster.sh: starting $nodes node(s) on 127.0.0.1:$port.. in $dir"
+	for p in $(node_ports); do start_node "$p"; done
+	for p in $(node_ports); do wait_ping "$p"; done
+	if [ "$plain" = 1 ]; then
+		echo "redis-cluster.sh: plain server ready on 127.0.0.1:$port"
+		return 0
+	fi
+	local addrs=()
+	for p in $(node_ports); do addrs+=("127.0.0.1:$p"); done
+	if [ -n "${NATSYNC_REDIS_ADMIN_PASS:-}" ]; then
+		REDISCLI_AUTH="$NATSYNC_REDIS_ADMIN_PASS" redis-cli --user "${NATSYNC_REDIS_ADMIN_USER:-default}" \
+			--cluster create "${addrs[@]}" --cluster-replicas "$replicas" --cluster-yes >"$dir/create.log" 2>&1
+	else
+		redis-cli --cluster create "${addrs[@]}" --cluster-replicas "$replicas" \
+			--cluster-yes >"$dir/create.log" 2>&1
+	fi || { cat "$dir/create.log" >&2; exit 1; }
+	local i ok=0
+	for ((i = 0; i < 200; i++)); do
+		ok=1
+		for p in $(node_ports); do
+			if ! cli "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok'; then
+				ok=0
+				break
+			fi
+		done
+		[ "$ok" = 1 ] && break
+		sleep 0.05
+	done
+	if [ "$ok" != 1 ]; then
+		echo "redis-cluster.sh: cluster did not reach state ok" >&2
+		exit 1
+	fi
+	echo "redis-cluster.sh: cluster of $masters master(s), $replicas replica(s) each, ready on 127.0.0.1:$port"
+}
+
+do_stop() {
+	local p f pid n=0
+	for f in "$dir"/*/redis.pid; do
+		[ -f "$f" ] || continue
+		pid=$(cat "$f")
+		if kill -0 "$pid" 2>/dev/null; then
+			kill "$pid" 2>/dev/null || true
+			n=$((n + 1))
+		fi
+	done
+	for f in "$dir"/*/redis.pid; do
+		[ -f "$f" ] || continue
+		pid=$(cat "$f")
+		for ((p = 0; p < 100; p++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -9 "$pid" 2>/dev/null || true
+		rm -f "$f"
+	done
+	echo "redis-cluster.sh: stopped $n node(s) in $dir"
+}
+
+do_status() {
+	local f pid
+	for f in "$dir"/*/redis.pid; do
+		[ -f "$f" ] || continue
+		pid=$(cat "$f")
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "running: $(basename "$(dirname "$f")") pid $pid"
+		fi
+	done
+}
+
+case "$cmd" in
+start) do_start ;;
+stop) do_stop ;;
+status) do_status ;;
+-h|--help|help) usage ;;
+*) usage >&2; exit 2 ;;
+esac

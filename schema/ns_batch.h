@@ -1,0 +1,59 @@
+/*
+ * ns_batch.h - the batch a notification carries.
+ *
+ * A batch is a 32-byte header followed by count records in wire form (see
+ * ns_record.h), optionally followed by an authentication trailer. The header
+ * says who published it (publisher id, epoch) and its place in that
+ * publisher's sequence on its channel, so that a subscriber can tell a gap.
+ * A writer builds a batch in place: reserve the header, append records,
+ * then finish the header once the count is known.
+ */
+#ifndef NS_BATCH_H
+#define NS_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ns_record.h"
+
+#define NS_BATCH_MAGIC 0x4e534231u /* "NSB1" */
+#define NS_BATCH_VERSION 1
+#define NS_BATCH_HDR_LEN 32
+/* A batch carries at most this many records. */
+#define NS_BATCH_MAX_RECORDS 4096
+#define NS_BATCH_MAX_LEN \
+	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_MAX_LEN)
+
+struct ns_batch_hdr {
+	uint32_t publisher_id; /* unique per publishing agent worker */
+	uint32_t gateway_id;
+	uint32_t epoch;
+	uint16_t count;    /* records in the batch */
+	uint8_t flags;     /* reserved, 0 */
+	uint64_t seq;      /* 1, 2, 3... per publisher and channel */
+	uint32_t body_len; /* bytes of records after the header */
+};
+
+/* Write the header into buf (NS_BATCH_HDR_LEN bytes). */
+void ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf);
+
+/* Validate a whole batch: header fields, body length equal to the sum of
+ * the records' lengths, every record decodable. On success fills *h, sets
+ * *body to the first record and returns 0; otherwise a negative errno
+ * (-EMSGSIZE truncated or oversized, -EBADMSG wrong magic, -EPROTO wrong
+ * version, -EINVAL inconsistent). */
+int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
+		    const uint8_t **body);
+
+/* Iterate over the records of a batch ns_batch_decode() accepted. */
+struct ns_batch_iter {
+	const uint8_t *pos;
+	const uint8_t *end;
+};
+
+void ns_batch_iter_init(struct ns_batch_iter *it, const uint8_t *body,
+			uint32_t body_len);
+/* Returns 1 and fills *s, 0 at the end, negative errno on a bad record. */
+int ns_batch_iter_next(struct ns_batch_iter *it, struct ns_session *s);
+
+#endif

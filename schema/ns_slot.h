@@ -1,0 +1,45 @@
+/*
+ * ns_slot.h - Redis Cluster hash slots, and natsync's key and channel names.
+ *
+ * Slots follow the cluster specification exactly: CRC16 (XMODEM) of the key,
+ * or of the first non-empty {hash tag}, modulo 16384. Keys are binary:
+ * "ns:" followed by the protocol and the inside tuple in network byte order,
+ * so that every session has one key and the key costs 16 bytes. Channels are
+ * "ns:b:{N}" where N is the smallest number whose slot is the wanted slot, so
+ * both sides of a replication derive the same channel for a slot.
+ */
+#ifndef NS_SLOT_H
+#define NS_SLOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ns_record.h"
+
+#define NS_SLOTS 16384
+#define NS_KEY_PREFIX "ns:"
+#define NS_KEY_PREFIX_LEN 3
+/* prefix + proto(1) + saddr(4) + sport(2) + daddr(4) + dport(2) */
+#define NS_KEY_LEN 16
+#define NS_CHANNEL_MAX 24
+
+uint16_t ns_crc16(const void *buf, size_t len);
+
+/* The cluster slot of a key, hash tags honoured (as CLUSTER KEYSLOT). */
+uint16_t ns_key_slot(const void *key, size_t len);
+
+/* Write the store key of a session (NS_KEY_LEN bytes) into key. */
+void ns_key_build(uint8_t proto, const struct ns_tuple *orig,
+		  uint8_t key[NS_KEY_LEN]);
+
+/* Parse a store key back; returns 0 or -EINVAL when it is not a natsync
+ * session key. */
+int ns_key_parse(const void *key, size_t len, uint8_t *proto,
+		 struct ns_tuple *orig);
+
+/* Write the NUL-terminated notification channel whose slot is slot;
+ * returns its length, or -EINVAL for slot >= NS_SLOTS. buf holds at least
+ * NS_CHANNEL_MAX bytes. Thread-safe. */
+int ns_channel_for_slot(uint16_t slot, char *buf);
+
+#endif

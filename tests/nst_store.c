@@ -1,0 +1,100 @@
+/*
+ * nst_store.c - start and stop the tests' Redis stores through the same
+ * script operators use, so the tests exercise it too.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <rte_eal.h>
+
+#include "nst_store.h"
+
+static const char *env_or(const char *name, const char *def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : def;
+}
+
+const char *nst_src(const char *rel)
+{
+	static __thread char buf[4][4096];
+	static __thread int n;
+	char *b = buf[n++ & 3];
+
+	snprintf(b, sizeof(buf[0]), "%s/%s", env_or("NATSYNC_SOURCE_ROOT", "."),
+		 rel);
+	return b;
+}
+
+const char *nst_build(const char *rel)
+{
+	static __thread char buf[4][4096];
+	static __thread int n;
+	char *b = buf[n++ & 3];
+
+	snprintf(b, sizeof(buf[0]), "%s/%s", env_or("NATSYNC_BUILD_ROOT", "."),
+		 rel);
+	return b;
+}
+
+int nst_sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	if (rc == -1)
+		return -1;
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+int nst_store_start(int port, int masters, int replicas)
+{
+	const char *run = nst_build("tests/run");
+
+	nst_sh("%s stop --port %d --dir %s/%d >/dev/null 2>&1",
+	       nst_src("deploy/redis-cluster.sh"), port, run, port);
+	if (masters == 0)
+		return nst_sh("%s start --plain --port %d --dir %s/%d >&2",
+			      nst_src("deploy/redis-cluster.sh"), port, run,
+			      port) == 0
+			       ? 0
+			       : -1;
+	return nst_sh("%s start --masters %d --replicas %d --port %d --dir %s/%d >&2",
+		      nst_src("deploy/redis-cluster.sh"), masters, replicas,
+		      port, run, port) == 0
+		       ? 0
+		       : -1;
+}
+
+void nst_store_stop(int port)
+{
+	nst_sh("%s stop --port %d --dir %s/%d >&2",
+	       nst_src("deploy/redis-cluster.sh"), port,
+	       nst_build("tests/run"), port);
+}
+
+int nst_eal_init(unsigned int mem_mb)
+{
+	static int done;
+	char mem[16];
+	char *argv[] = { "natsync-test", "--no-huge", "--no-shconf",
+			 "--no-pci",     "--no-telemetry", "-m", mem,
+			 "--log-level=error", NULL };
+
+	if (done)
+		return 0;
+	snprintf(mem, sizeof(mem), "%u", mem_mb);
+	if (rte_eal_init((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv) < 0)
+		return -1;
+	done = 1;
+	return 0;
+}

@@ -1,0 +1,24 @@
+/*
+ * nst_store.h - test support: start and stop real Redis stores on loopback
+ * with deploy/redis-cluster.sh, and run EAL for tests that need DPDK.
+ * Each test picks its own port base so that suites can run side by side.
+ */
+#ifndef NST_STORE_H
+#define NST_STORE_H
+
+/* Start a store: masters > 0 makes a cluster, masters == 0 a plain server.
+ * Files go to <build>/tests/run/<port>. Returns 0 or -1 (and prints why). */
+int nst_store_start(int port, int masters, int replicas);
+void nst_store_stop(int port);
+
+/* Run a shell command; returns its exit status. */
+int nst_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Path of a file in the source tree, or of a built program. */
+const char *nst_src(const char *rel);
+const char *nst_build(const char *rel);
+
+/* Initialise EAL once per process with --no-huge --no-shconf -m mem_mb. */
+int nst_eal_init(unsigned int mem_mb);
+
+#endif
