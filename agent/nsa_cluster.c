@@ -1,0 +1,433 @@
+/*
+ * nsa_cluster.c - connecting to the store and learning its shape.
+ *
+ * A topology is what one seed answered: the masters of CLUSTER SLOTS (or the
+ * seed alone when the server is not a cluster), which master serves each
+ * slot, and whether notifications go over sharded pub/sub. Masters are
+ * numbered by the lowest slot they own, so the active side and the standby,
+ * asking different seeds, give a master the same index and the same channel.
+ *
+ * Everything here is blocking and runs at start-up or after a redirection,
+ * never per record. No connection is kept: callers own what
+ * nsa_store_connect returns. Replicas are not recorded; writes and
+ * notifications only ever go to masters.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include "nsa_cluster.h"
+
+#define NSA_CONNECT_TIMEOUT_DEFAULT_MS 2000
+/* Long enough for CLUSTER SLOTS or INFO on a loaded server, short enough
+ * that a hung server is noticed. */
+#define NSA_COMMAND_TIMEOUT_MS 5000
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static struct timeval ms_to_tv(int ms)
+{
+	struct timeval tv = {.tv_sec = ms / 1000,
+			     .tv_usec = (ms % 1000) * 1000};
+
+	return tv;
+}
+
+static int host_char_ok(char ch)
+{
+	return isalnum((unsigned char)ch) || ch == '.' || ch == '-' ||
+	       ch == '_';
+}
+
+int nsa_addr_parse(const char *s, struct nsa_addr *addr)
+{
+	const char *colon;
+	size_t host_len;
+	unsigned long port;
+	char *end;
+
+	if (!s || !addr)
+		return -EINVAL;
+	colon = strchr(s, ':');
+	/* One colon only: IPv6 literals are not supported. */
+	if (!colon || strchr(colon + 1, ':'))
+		return -EINVAL;
+	host_len = (size_t)(colon - s);
+	if (host_len == 0 || host_len >= NSA_HOST_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < host_len; i++)
+		if (!host_char_ok(s[i]))
+			return -EINVAL;
+	/* strtoul accepts signs and blanks; a port is digits only. */
+	if (!isdigit((unsigned char)colon[1]))
+		return -EINVAL;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || port == 0 || port > 65535)
+		return -EINVAL;
+	memcpy(addr->host, s, host_len);
+	addr->host[host_len] = '\0';
+	addr->port = (uint16_t)port;
+	return 0;
+}
+
+static int store_auth(const struct nsa_store_conf *conf, redisContext *c,
+		      const struct nsa_addr *addr, char *err, size_t errlen)
+{
+	const char *argv[3] = {"AUTH"};
+	redisReply *r;
+	int argc = 1;
+	int rc = 0;
+
+	if (conf->user[0])
+		argv[argc++] = conf->user;
+	argv[argc++] = conf->password;
+	r = redisCommandArgv(c, argc, argv, NULL);
+	if (!r) {
+		set_err(err, errlen, "%s:%u: AUTH: %s", addr->host, addr->port,
+			c->errstr);
+		return -EIO;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		set_err(err, errlen, "%s:%u: AUTH failed: %s", addr->host,
+			addr->port, r->str);
+		rc = -EACCES;
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
+static int store_open(const struct nsa_store_conf *conf,
+		      const struct nsa_addr *addr, redisContext **out,
+		      char *err, size_t errlen)
+{
+	int timeout_ms = conf->connect_timeout_ms > 0
+				 ? conf->connect_timeout_ms
+				 : NSA_CONNECT_TIMEOUT_DEFAULT_MS;
+	redisContext *c;
+	int one = 1;
+	int rc;
+
+	c = redisConnectWithTimeout(addr->host, addr->port,
+				    ms_to_tv(timeout_ms));
+	if (!c) {
+		set_err(err, errlen, "%s:%u: out of memory", addr->host,
+			addr->port);
+		return -ENOMEM;
+	}
+	if (c->err) {
+		set_err(err, errlen, "%s:%u: %s", addr->host, addr->port,
+			c->errstr);
+		rc = -ECONNREFUSED;
+		goto fail;
+	}
+	/* Batches are small and latency matters more than segment count. */
+	if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))) {
+		rc = -errno;
+		set_err(err, errlen, "%s:%u: TCP_NODELAY: %s", addr->host,
+			addr->port, strerror(errno));
+		goto fail;
+	}
+	/* The connect timeout covers only connect(); without a socket timeout
+	 * a server that accepts and then hangs would block us forever. */
+	if (redisSetTimeout(c, ms_to_tv(NSA_COMMAND_TIMEOUT_MS)) != REDIS_OK) {
+		set_err(err, errlen, "%s:%u: cannot set timeout: %s",
+			addr->host, addr->port, c->errstr);
+		rc = -EIO;
+		goto fail;
+	}
+	if (conf->password[0]) {
+		rc = store_auth(conf, c, addr, err, errlen);
+		if (rc)
+			goto fail;
+	}
+	*out = c;
+	return 0;
+fail:
+	redisFree(c);
+	return rc;
+}
+
+redisContext *nsa_store_connect(const struct nsa_store_conf *conf,
+				const struct nsa_addr *addr, char *err,
+				size_t errlen)
+{
+	redisContext *c = NULL;
+
+	if (store_open(conf, addr, &c, err, errlen))
+		return NULL;
+	return c;
+}
+
+/* Major version from INFO server, or a negative errno. */
+static int server_major_version(redisContext *c, char *err, size_t errlen)
+{
+	redisReply *r = redisCommand(c, "INFO server");
+	const char *v;
+	long major = -1;
+
+	if (!r) {
+		set_err(err, errlen, "INFO: %s", c->errstr);
+		return -EIO;
+	}
+	if (r->type == REDIS_REPLY_STRING &&
+	    (v = strstr(r->str, "redis_version:")) != NULL)
+		major = strtol(v + strlen("redis_version:"), NULL, 10);
+	if (major < 0) {
+		set_err(err, errlen, "INFO server: no redis_version");
+		freeReplyObject(r);
+		return -EPROTO;
+	}
+	freeReplyObject(r);
+	return (int)major;
+}
+
+static int decide_pubsub(const struct nsa_store_conf *conf, redisContext *c,
+			 struct nsa_topology *t, char *err, size_t errlen)
+{
+	int major;
+
+	if (conf->publish == NSA_PUBLISH_CLASSIC) {
+		t->sharded_pubsub = 0;
+		return 0;
+	}
+	major = server_major_version(c, err, errlen);
+	if (major < 0)
+		return major;
+	if (conf->publish == NSA_PUBLISH_SHARDED && major < 7) {
+		set_err(err, errlen,
+			"sharded pub/sub needs Redis 7, server is version %d",
+			major);
+		return -ENOTSUP;
+	}
+	t->sharded_pubsub = major >= 7;
+	return 0;
+}
+
+static void topology_plain(struct nsa_topology *t, const struct nsa_addr *seed)
+{
+	t->cluster = 0;
+	t->n_nodes = 1;
+	t->nodes[0].addr = *seed;
+	t->nodes[0].channel_slot = 0;
+	memset(t->slot_node, 0, sizeof(t->slot_node));
+	memset(t->slot_covered, 1, sizeof(t->slot_covered));
+}
+
+static int node_add(struct nsa_topology *t, const struct nsa_addr *addr)
+{
+	int i = nsa_topology_find(t, addr);
+
+	if (i >= 0)
+		return i;
+	if (t->n_nodes == NSA_MAX_NODES)
+		return -E2BIG;
+	t->nodes[t->n_nodes].addr = *addr;
+	t->nodes[t->n_nodes].channel_slot = NS_SLOTS - 1;
+	return (int)t->n_nodes++;
+}
+
+/* One CLUSTER SLOTS entry: [start, end, [host, port, id, ...], replicas...].
+ */
+static int slot_range_add(struct nsa_topology *t, const redisReply *e,
+			  const struct nsa_addr *seed, char *err, size_t errlen)
+{
+	const redisReply *m;
+	struct nsa_addr addr;
+	long long start, end;
+	int node;
+
+	if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+	    e->element[0]->type != REDIS_REPLY_INTEGER ||
+	    e->element[1]->type != REDIS_REPLY_INTEGER ||
+	    e->element[2]->type != REDIS_REPLY_ARRAY)
+		goto malformed;
+	start = e->element[0]->integer;
+	end = e->element[1]->integer;
+	m = e->element[2];
+	if (start < 0 || end >= NS_SLOTS || start > end || m->elements < 2 ||
+	    (m->element[0]->type != REDIS_REPLY_STRING &&
+	     m->element[0]->type != REDIS_REPLY_NIL) ||
+	    m->element[1]->type != REDIS_REPLY_INTEGER ||
+	    m->element[1]->integer <= 0 || m->element[1]->integer > 65535 ||
+	    m->element[0]->len >= NSA_HOST_MAX)
+		goto malformed;
+	/* An empty host (or NULL, Redis 7's unknown-endpoint) means the node
+	 * is reached at the host we asked, on the port it gives. */
+	if (m->element[0]->type == REDIS_REPLY_NIL || m->element[0]->len == 0)
+		memcpy(addr.host, seed->host, sizeof(addr.host));
+	else
+		memcpy(addr.host, m->element[0]->str, m->element[0]->len + 1);
+	addr.port = (uint16_t)m->element[1]->integer;
+
+	node = node_add(t, &addr);
+	if (node < 0) {
+		set_err(err, errlen, "CLUSTER SLOTS: more than %d masters",
+			NSA_MAX_NODES);
+		return node;
+	}
+	if (start < t->nodes[node].channel_slot)
+		t->nodes[node].channel_slot = (uint16_t)start;
+	for (long long s = start; s <= end; s++) {
+		t->slot_node[s] = (uint8_t)node;
+		t->slot_covered[s] = 1;
+	}
+	return 0;
+malformed:
+	set_err(err, errlen, "CLUSTER SLOTS: malformed reply");
+	return -EPROTO;
+}
+
+/* Renumber masters by their lowest slot, the order both sides agree on. */
+static void nodes_sort(struct nsa_topology *t)
+{
+	struct nsa_node sorted[NSA_MAX_NODES];
+	uint8_t order[NSA_MAX_NODES];
+	uint8_t new_index[NSA_MAX_NODES];
+	unsigned int i, j;
+
+	for (i = 0; i < t->n_nodes; i++) {
+		uint8_t n = (uint8_t)i;
+
+		for (j = i; j > 0 && t->nodes[order[j - 1]].channel_slot >
+					     t->nodes[n].channel_slot;
+		     j--)
+			order[j] = order[j - 1];
+		order[j] = n;
+	}
+	for (i = 0; i < t->n_nodes; i++) {
+		sorted[i] = t->nodes[order[i]];
+		new_index[order[i]] = (uint8_t)i;
+	}
+	memcpy(t->nodes, sorted, t->n_nodes * sizeof(sorted[0]));
+	for (i = 0; i < NS_SLOTS; i++)
+		if (t->slot_covered[i])
+			t->slot_node[i] = new_index[t->slot_node[i]];
+}
+
+static int topology_from_slots(struct nsa_topology *t, const redisReply *r,
+			       const struct nsa_addr *seed, char *err,
+			       size_t errlen)
+{
+	int rc;
+
+	t->cluster = 1;
+	t->n_nodes = 0;
+	memset(t->slot_node, 0, sizeof(t->slot_node));
+	memset(t->slot_covered, 0, sizeof(t->slot_covered));
+	for (size_t i = 0; i < r->elements; i++) {
+		rc = slot_range_add(t, r->element[i], seed, err, errlen);
+		if (rc)
+			return rc;
+	}
+	if (t->n_nodes == 0) {
+		set_err(err, errlen, "cluster has no slots assigned");
+		return -EAGAIN;
+	}
+	nodes_sort(t);
+	return 0;
+}
+
+static int topology_from_seed(const struct nsa_store_conf *conf,
+			      redisContext *c, const struct nsa_addr *seed,
+			      struct nsa_topology *t, char *err, size_t errlen)
+{
+	redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+	int rc;
+
+	if (!r) {
+		set_err(err, errlen, "CLUSTER SLOTS: %s", c->errstr);
+		return -EIO;
+	}
+	if (r->type == REDIS_REPLY_ERROR &&
+	    strstr(r->str, "cluster support disabled")) {
+		topology_plain(t, seed);
+		rc = 0;
+	} else if (r->type == REDIS_REPLY_ERROR) {
+		set_err(err, errlen, "CLUSTER SLOTS: %s", r->str);
+		rc = -EPROTO;
+	} else if (r->type != REDIS_REPLY_ARRAY) {
+		set_err(err, errlen, "CLUSTER SLOTS: unexpected reply");
+		rc = -EPROTO;
+	} else {
+		rc = topology_from_slots(t, r, seed, err, errlen);
+	}
+	freeReplyObject(r);
+	if (rc)
+		return rc;
+	return decide_pubsub(conf, c, t, err, errlen);
+}
+
+int nsa_topology_fetch(const struct nsa_store_conf *conf,
+		       struct nsa_topology *t, char *err, size_t errlen)
+{
+	char reason[256] = "";
+	char tried[512] = "";
+	size_t used = 0;
+	int rc = -EINVAL;
+
+	if (conf->n_seeds == 0 || conf->n_seeds > NSA_MAX_SEEDS) {
+		set_err(err, errlen, "no store seeds configured");
+		return -EINVAL;
+	}
+	for (unsigned int i = 0; i < conf->n_seeds; i++) {
+		const struct nsa_addr *seed = &conf->seeds[i];
+		redisContext *c = NULL;
+		int n;
+
+		n = snprintf(tried + used, sizeof(tried) - used, "%s%s:%u",
+			     i ? ", " : "", seed->host, seed->port);
+		if (n > 0 && (size_t)n < sizeof(tried) - used)
+			used += (size_t)n;
+
+		rc = store_open(conf, seed, &c, reason, sizeof(reason));
+		if (rc)
+			continue;
+		rc = topology_from_seed(conf, c, seed, t, reason,
+					sizeof(reason));
+		redisFree(c);
+		if (rc == 0)
+			return 0;
+	}
+	set_err(err, errlen, "no store topology from seeds %s; last: %s", tried,
+		reason);
+	return rc;
+}
+
+void nsa_topology_channel(const struct nsa_topology *t, unsigned int node,
+			  char buf[NS_CHANNEL_MAX])
+{
+	if (node >= t->n_nodes) {
+		buf[0] = '\0';
+		return;
+	}
+	ns_channel_for_slot(t->nodes[node].channel_slot, buf);
+}
+
+int nsa_topology_find(const struct nsa_topology *t, const struct nsa_addr *addr)
+{
+	for (unsigned int i = 0; i < t->n_nodes; i++)
+		if (t->nodes[i].addr.port == addr->port &&
+		    !strcmp(t->nodes[i].addr.host, addr->host))
+			return (int)i;
+	return -1;
+}

@@ -1,0 +1,698 @@
+/*
+ * nsa_config.c - the agent's configuration: defaults, the INI file, the
+ * --set overrides, the final consistency checks and the printout.
+ *
+ * Every key lives in one table (nsa_keys[]) that names its section, its
+ * kind, where it is stored in struct nsa_config, its range and its default.
+ * The defaults, the file loader, --set and the printout all walk that table,
+ * so a key added there is parsed, range-checked, defaulted and printed
+ * without touching anything else, and the printout always loads back to the
+ * same configuration.
+ *
+ * Invariants: a value is stored only after it was fully validated (a
+ * rejected value leaves its field untouched); the first error stops the
+ * load and is the one reported, as "FILE:LINE: [section] key: reason". Keys
+ * are parsed strictly: numbers are plain decimal without a sign, every
+ * character consumed, range checked; a key given twice in one file is an
+ * error rather than a silent "last one wins".
+ *
+ * Not done here: nothing is connected, allocated or started; the password
+ * itself never comes from the INI file (only from password_file, read in
+ * nsa_config_finish) and is never printed. Not thread-safe; call it before
+ * starting threads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "ns_batch.h"
+#include "nsa_config.h"
+#include "nsa_log.h"
+#include "nsdp_lane.h"
+
+enum nsa_key_kind {
+	NSA_KEY_NUM, /* unsigned decimal in [min, max] */
+	NSA_KEY_POW2, /* NSA_KEY_NUM that must also be a power of two */
+	NSA_KEY_BOOL, /* yes|no|true|false|1|0, stored as int 1/0 */
+	NSA_KEY_ENUM, /* one of names[], stored as its index */
+	NSA_KEY_STR, /* text, at most size - 1 bytes */
+	NSA_KEY_SEEDS, /* comma separated host:port list (store.seeds) */
+};
+
+struct nsa_key {
+	const char *section;
+	const char *key;
+	enum nsa_key_kind kind;
+	size_t offset;
+	size_t size;
+	uint64_t min, max;
+	const char *const *names; /* NSA_KEY_ENUM: NULL-terminated */
+	const char *def; /* default, parsed like a file value */
+};
+
+static const char *const nsa_role_names[] = {"active", "standby", NULL};
+static const char *const nsa_publish_names[] = {"auto", "sharded", "classic",
+						NULL};
+static const char *const nsa_level_names[] = {"error", "warn", "info", "debug",
+					      NULL};
+static const char *const nsa_source_names[] = {"none", "synth", NULL};
+
+/* Enums and flags are stored through 32-bit integers; order of the names
+ * above must match the enum values. */
+_Static_assert(sizeof(enum nsa_role) == sizeof(uint32_t), "enum size");
+_Static_assert(sizeof(enum nsa_publish_mode) == sizeof(uint32_t), "enum size");
+_Static_assert(NSA_ROLE_STANDBY == 1 && NSA_PUBLISH_CLASSIC == 2 &&
+		       NSA_LOG_DEBUG == 3,
+	       "name tables follow the enums");
+
+/* One row per key; clang-format would spread each macro over four lines. */
+/* clang-format off */
+#define NSA_FIELD(f) \
+	offsetof(struct nsa_config, f), sizeof(((struct nsa_config *)0)->f)
+#define NSA_NUM(sec, name, f, lo, hi, def) \
+	{ sec, name, NSA_KEY_NUM, NSA_FIELD(f), lo, hi, NULL, def }
+#define NSA_POW2(sec, name, f, lo, hi, def) \
+	{ sec, name, NSA_KEY_POW2, NSA_FIELD(f), lo, hi, NULL, def }
+#define NSA_BOOL(sec, name, f, def) \
+	{ sec, name, NSA_KEY_BOOL, NSA_FIELD(f), 0, 1, NULL, def }
+#define NSA_ENUM(sec, name, f, names, def) \
+	{ sec, name, NSA_KEY_ENUM, NSA_FIELD(f), 0, 0, names, def }
+#define NSA_STR(sec, name, f, def) \
+	{ sec, name, NSA_KEY_STR, NSA_FIELD(f), 0, 0, NULL, def }
+/* clang-format on */
+
+#define NSA_DEFAULT_EAL_ARGS \
+	"--no-huge --no-shconf -m 512 --no-pci --no-telemetry"
+
+/* In print order: sections appear in the order of their first key. */
+static const struct nsa_key nsa_keys[] = {
+	NSA_ENUM("agent", "role", role, nsa_role_names, "active"),
+	NSA_NUM("agent", "gateway_id", gateway_id, 0, UINT32_MAX, "1"),
+	NSA_NUM("agent", "epoch", epoch, 0, UINT32_MAX, "1"),
+	NSA_NUM("agent", "progress_ms", progress_ms, 0, 3600000, "1000"),
+	NSA_STR("agent", "eal_args", eal_args, NSA_DEFAULT_EAL_ARGS),
+	NSA_ENUM("agent", "log_level", verbosity, nsa_level_names, "info"),
+
+	{"store", "seeds", NSA_KEY_SEEDS, NSA_FIELD(store.seeds), 0, 0, NULL,
+	 "127.0.0.1:7000"},
+	NSA_STR("store", "user", store.user, ""),
+	NSA_STR("store", "password_file", password_file, ""),
+	NSA_NUM("store", "connect_timeout_ms", store.connect_timeout_ms, 1,
+		600000, "1000"),
+	NSA_ENUM("store", "publish", store.publish, nsa_publish_names, "auto"),
+
+	NSA_NUM("active", "workers", workers, 1, NSDP_MAX_LANES, "1"),
+	NSA_NUM("active", "batch_size", batch_size, 1, NS_BATCH_MAX_RECORDS,
+		"256"),
+	NSA_NUM("active", "flush_us", flush_us, 0, 1000000, "200"),
+	NSA_NUM("active", "max_inflight", max_inflight, 1, 1024, "8"),
+
+	NSA_NUM("rings", "lanes", lanes, 1, NSDP_MAX_LANES, "1"),
+	NSA_POW2("rings", "ring_size", ring_size, 64, 16777216, "65536"),
+	NSA_BOOL("rings", "attach", attach, "no"),
+
+	NSA_ENUM("source", "type", synth, nsa_source_names, "none"),
+	NSA_NUM("source", "flows", synth_conf.flows, 1, 1000000000, "100000"),
+	NSA_NUM("source", "events", synth_conf.events, 0, UINT64_MAX,
+		"1000000"),
+	NSA_NUM("source", "rate", synth_conf.rate, 0, UINT64_MAX, "0"),
+	NSA_NUM("source", "seed", synth_conf.seed, 0, UINT64_MAX, "1"),
+	NSA_NUM("source", "refresh_pct", synth_conf.refresh_pct, 0, 100, "60"),
+	NSA_NUM("source", "timeout_ms", synth_conf.timeout_ms, 1, 86400000,
+		"300000"),
+	NSA_BOOL("source", "wait_when_full", synth_conf.wait_when_full, "yes"),
+	NSA_STR("source", "dump", source_dump, ""),
+
+	NSA_NUM("standby", "table_capacity", table_capacity, 1024, 100000000,
+		"2000000"),
+	NSA_STR("standby", "dump", table_dump, ""),
+};
+
+#define NSA_N_KEYS (sizeof(nsa_keys) / sizeof(nsa_keys[0]))
+
+static void nsa_store_u(void *field, size_t size, uint64_t v)
+{
+	if (size == sizeof(uint64_t)) {
+		memcpy(field, &v, sizeof(v));
+	} else {
+		uint32_t v32 = (uint32_t)v;
+
+		memcpy(field, &v32, sizeof(v32));
+	}
+}
+
+static uint64_t nsa_load_u(const void *field, size_t size)
+{
+	if (size == sizeof(uint64_t)) {
+		uint64_t v;
+
+		memcpy(&v, field, sizeof(v));
+		return v;
+	}
+	uint32_t v32;
+
+	memcpy(&v32, field, sizeof(v32));
+	return v32;
+}
+
+static int nsa_parse_num(const struct nsa_key *k, const char *v, uint64_t *out,
+			 char *why, size_t whylen)
+{
+	unsigned long long n;
+	char *end;
+
+	if (*v < '0' || *v > '9') {
+		/* strtoull would accept a sign or leading blanks. */
+		snprintf(why, whylen,
+			 "'%s' is not a number (allowed %llu..%llu)", v,
+			 (unsigned long long)k->min,
+			 (unsigned long long)k->max);
+		return -1;
+	}
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (*end != '\0') {
+		snprintf(why, whylen,
+			 "'%s' is not a number (allowed %llu..%llu)", v,
+			 (unsigned long long)k->min,
+			 (unsigned long long)k->max);
+		return -1;
+	}
+	if (errno == ERANGE || n < k->min || n > k->max) {
+		snprintf(why, whylen, "%s is out of range %llu..%llu", v,
+			 (unsigned long long)k->min,
+			 (unsigned long long)k->max);
+		return -1;
+	}
+	if (k->kind == NSA_KEY_POW2 && (n & (n - 1)) != 0) {
+		snprintf(why, whylen, "%s is not a power of two", v);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
+static int nsa_parse_bool(const char *v, uint64_t *out, char *why,
+			  size_t whylen)
+{
+	static const char *const yes[] = {"yes", "true", "1"};
+	static const char *const no[] = {"no", "false", "0"};
+
+	for (size_t i = 0; i < 3; i++) {
+		if (strcasecmp(v, yes[i]) == 0) {
+			*out = 1;
+			return 0;
+		}
+		if (strcasecmp(v, no[i]) == 0) {
+			*out = 0;
+			return 0;
+		}
+	}
+	snprintf(why, whylen, "'%s' is not a boolean (yes|no|true|false|1|0)",
+		 v);
+	return -1;
+}
+
+static void nsa_join_names(const char *const *names, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; names[i] && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "|" : "",
+				      names[i]);
+}
+
+static int nsa_parse_enum(const struct nsa_key *k, const char *v, uint64_t *out,
+			  char *why, size_t whylen)
+{
+	char allowed[128];
+
+	for (uint64_t i = 0; k->names[i]; i++) {
+		if (strcmp(v, k->names[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	}
+	nsa_join_names(k->names, allowed, sizeof(allowed));
+	snprintf(why, whylen, "'%s' is not one of %s", v, allowed);
+	return -1;
+}
+
+/* Parse the whole list before storing any of it. */
+static int nsa_parse_seeds(struct nsa_store_conf *store, const char *v,
+			   char *why, size_t whylen)
+{
+	/* Zeroed so that equal lists compare equal byte for byte. */
+	struct nsa_addr seeds[NSA_MAX_SEEDS] = {0};
+	unsigned int n = 0;
+	const char *p = v;
+
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char one[NSA_HOST_MAX + 16];
+
+		while (len && (*p == ' ' || *p == '\t')) {
+			p++;
+			len--;
+		}
+		while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
+		if (len == 0) {
+			snprintf(why, whylen, "empty address in '%s'", v);
+			return -1;
+		}
+		if (n == NSA_MAX_SEEDS) {
+			snprintf(why, whylen, "more than %d seed addresses",
+				 NSA_MAX_SEEDS);
+			return -1;
+		}
+		if (len >= sizeof(one)) {
+			snprintf(why, whylen, "'%.*s' is not host:port",
+				 (int)len, p);
+			return -1;
+		}
+		memcpy(one, p, len);
+		one[len] = '\0';
+		if (nsa_addr_parse(one, &seeds[n]) != 0) {
+			snprintf(why, whylen, "'%s' is not host:port", one);
+			return -1;
+		}
+		n++;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	memcpy(store->seeds, seeds, sizeof(seeds));
+	store->n_seeds = n;
+	return 0;
+}
+
+/* Validate v for key k and store it in c; on error c is untouched. */
+static int nsa_key_set(struct nsa_config *c, const struct nsa_key *k,
+		       const char *v, char *why, size_t whylen)
+{
+	char *field = (char *)c + k->offset;
+	uint64_t n = 0;
+	size_t len;
+	int rc;
+
+	switch (k->kind) {
+	case NSA_KEY_NUM:
+	case NSA_KEY_POW2:
+		rc = nsa_parse_num(k, v, &n, why, whylen);
+		break;
+	case NSA_KEY_BOOL:
+		rc = nsa_parse_bool(v, &n, why, whylen);
+		break;
+	case NSA_KEY_ENUM:
+		rc = nsa_parse_enum(k, v, &n, why, whylen);
+		break;
+	case NSA_KEY_SEEDS:
+		return nsa_parse_seeds(&c->store, v, why, whylen);
+	case NSA_KEY_STR:
+		len = strlen(v);
+		/* Allow "quoted values" as many INI dialects do. */
+		if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
+			v++;
+			len -= 2;
+		}
+		if (len >= k->size) {
+			snprintf(why, whylen, "value is longer than %zu bytes",
+				 k->size - 1);
+			return -1;
+		}
+		memset(field, 0, k->size);
+		memcpy(field, v, len);
+		return 0;
+	default:
+		snprintf(why, whylen, "internal: unknown key kind");
+		return -1;
+	}
+	if (rc == 0)
+		nsa_store_u(field, k->size, n);
+	return rc;
+}
+
+static void nsa_list_sections(char *buf, size_t len)
+{
+	const char *last = NULL;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < NSA_N_KEYS && n < len; i++) {
+		if (last && strcmp(last, nsa_keys[i].section) == 0)
+			continue;
+		n += (size_t)snprintf(buf + n, len - n, "%s[%s]",
+				      last ? ", " : "", nsa_keys[i].section);
+		last = nsa_keys[i].section;
+	}
+}
+
+static void nsa_list_keys(const char *section, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < NSA_N_KEYS && n < len; i++)
+		if (strcmp(nsa_keys[i].section, section) == 0)
+			n += (size_t)snprintf(buf + n, len - n, "%s%s",
+					      n ? ", " : "", nsa_keys[i].key);
+}
+
+/* Index of section.key in nsa_keys[], or -1 with the reason in why. */
+static int nsa_key_find(const char *section, const char *key, char *why,
+			size_t whylen)
+{
+	char known[512];
+	int section_known = 0;
+
+	for (size_t i = 0; i < NSA_N_KEYS; i++) {
+		if (strcmp(nsa_keys[i].section, section) != 0)
+			continue;
+		section_known = 1;
+		if (strcmp(nsa_keys[i].key, key) == 0)
+			return (int)i;
+	}
+	if (!section_known) {
+		nsa_list_sections(known, sizeof(known));
+		snprintf(why, whylen, "unknown section (known: %s)", known);
+	} else {
+		nsa_list_keys(section, known, sizeof(known));
+		snprintf(why, whylen, "unknown key (known: %s)", known);
+	}
+	return -1;
+}
+
+void nsa_config_defaults(struct nsa_config *c)
+{
+	char why[256];
+
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; i < NSA_N_KEYS; i++) {
+		/* The defaults are constants: test_config checks they parse. */
+		if (nsa_key_set(c, &nsa_keys[i], nsa_keys[i].def, why,
+				sizeof(why)) != 0)
+			NSA_ERR("config default [%s] %s: %s",
+				nsa_keys[i].section, nsa_keys[i].key, why);
+	}
+	c->synth_conf.gateway_id = c->gateway_id;
+	c->synth_conf.epoch = c->epoch;
+}
+
+/* State of one nsa_config_load: the file is read through nsa_load_line so
+ * that the handler knows the line number (inih passes none unless built
+ * with INI_HANDLER_LINENO) and so that an over-long line is an error rather
+ * than silently split in two. */
+struct nsa_load {
+	struct nsa_config *c;
+	const char *path;
+	FILE *f;
+	int line;
+	int failed_line; /* 0 while no error */
+	int seen[NSA_N_KEYS]; /* line a key was set on, 0 if not yet */
+	char *err;
+	size_t errlen;
+};
+
+static char *nsa_load_line(char *str, int num, void *stream)
+{
+	struct nsa_load *ld = stream;
+	size_t n, lead;
+	int next;
+
+	if (ld->failed_line || !fgets(str, num, ld->f))
+		return NULL;
+	ld->line++;
+	n = strlen(str);
+	if (n > 0 && str[n - 1] != '\n' && (next = getc(ld->f)) != EOF) {
+		ungetc(next, ld->f);
+		ld->failed_line = ld->line;
+		snprintf(ld->err, ld->errlen,
+			 "%s:%d: line is longer than %d characters", ld->path,
+			 ld->line, num - 3);
+		return NULL;
+	}
+	/* inih takes an indented line for the continuation of the previous
+	 * value; here indentation is only layout, so keys may be indented. */
+	lead = strspn(str, " \t");
+	memmove(str, str + lead, n - lead + 1);
+	return str;
+}
+
+static int nsa_load_entry(void *user, const char *section, const char *key,
+			  const char *value)
+{
+	struct nsa_load *ld = user;
+	char why[768];
+	int i;
+
+	if (ld->failed_line)
+		return 0;
+	i = nsa_key_find(section, key, why, sizeof(why));
+	if (i >= 0 && ld->seen[i]) {
+		snprintf(why, sizeof(why), "given twice (first on line %d)",
+			 ld->seen[i]);
+		i = -1;
+	}
+	if (i >= 0 &&
+	    nsa_key_set(ld->c, &nsa_keys[i], value, why, sizeof(why)) != 0)
+		i = -1;
+	if (i < 0) {
+		ld->failed_line = ld->line;
+		snprintf(ld->err, ld->errlen, "%s:%d: [%s] %s: %s", ld->path,
+			 ld->line, section, key, why);
+		return 0;
+	}
+	ld->seen[i] = ld->line;
+	return 1;
+}
+
+int nsa_config_load(struct nsa_config *c, const char *path, char *err,
+		    size_t errlen)
+{
+	struct nsa_load ld = {
+		.c = c, .path = path, .err = err, .errlen = errlen};
+	int rc;
+
+	ld.f = fopen(path, "r");
+	if (!ld.f) {
+		snprintf(err, errlen, "%s: cannot open: %s", path,
+			 strerror(errno));
+		return -1;
+	}
+	rc = ini_parse_stream(nsa_load_line, &ld, nsa_load_entry, &ld);
+	fclose(ld.f);
+	/* inih reports a malformed line only through its return value, the
+	 * first bad line; it wins when it comes before the handler's error. */
+	if (rc > 0 && (!ld.failed_line || rc < ld.failed_line)) {
+		snprintf(err, errlen,
+			 "%s:%d: malformed line (expected [section] or key = "
+			 "value)",
+			 path, rc);
+		return -1;
+	}
+	if (rc < 0 && !ld.failed_line) {
+		snprintf(err, errlen, "%s: cannot parse (inih error %d)", path,
+			 rc);
+		return -1;
+	}
+	return ld.failed_line ? -1 : 0;
+}
+
+static char *nsa_trim(char *s)
+{
+	char *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	end = s + strlen(s);
+	while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+		*--end = '\0';
+	return s;
+}
+
+int nsa_config_set(struct nsa_config *c, const char *assignment, char *err,
+		   size_t errlen)
+{
+	char buf[2048], why[768];
+	char *eq, *dot, *section, *key, *value;
+	int i;
+
+	if (strlen(assignment) >= sizeof(buf)) {
+		snprintf(err, errlen, "--set: longer than %zu bytes",
+			 sizeof(buf) - 1);
+		return -1;
+	}
+	strcpy(buf, assignment);
+	eq = strchr(buf, '=');
+	dot = strchr(buf, '.');
+	if (!eq || !dot || dot > eq) {
+		snprintf(err, errlen, "--set %s: expected section.key=value",
+			 assignment);
+		return -1;
+	}
+	*eq = '\0';
+	*dot = '\0';
+	section = nsa_trim(buf);
+	key = nsa_trim(dot + 1);
+	value = nsa_trim(eq + 1);
+	i = nsa_key_find(section, key, why, sizeof(why));
+	if (i < 0 ||
+	    nsa_key_set(c, &nsa_keys[i], value, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "--set %s.%s: %s", section, key, why);
+		return -1;
+	}
+	return 0;
+}
+
+/* Read the store password: a secret, so refuse a file others may read and
+ * never keep more than the one line it must hold. */
+static int nsa_read_password(struct nsa_config *c, char *err, size_t errlen)
+{
+	const char *path = c->password_file;
+	char *pw = c->store.password;
+	size_t cap = sizeof(c->store.password), n = 0;
+	struct stat st;
+	ssize_t r;
+	int fd;
+
+	/* O_NONBLOCK: a FIFO must not hang the start; fstat refuses it. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		snprintf(err, errlen, "password_file %s: cannot open: %s", path,
+			 strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "password_file %s: cannot stat: %s", path,
+			 strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "password_file %s: not a regular file",
+			 path);
+		goto fail;
+	}
+	if (st.st_mode & 077) {
+		snprintf(err, errlen,
+			 "password_file %s: permissions %04o let others read "
+			 "it; chmod 600",
+			 path, (unsigned int)(st.st_mode & 07777));
+		goto fail;
+	}
+	memset(pw, 0, cap);
+	while (n < cap && (r = read(fd, pw + n, cap - n)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(err, errlen,
+				 "password_file %s: cannot read: %s", path,
+				 strerror(errno));
+			goto fail;
+		}
+		n += (size_t)r;
+	}
+	if (n == cap) {
+		snprintf(err, errlen, "password_file %s: longer than %zu bytes",
+			 path, cap - 1);
+		goto fail;
+	}
+	if (n > 0 && pw[n - 1] == '\n')
+		pw[--n] = '\0';
+	if (n == 0) {
+		snprintf(err, errlen, "password_file %s: empty", path);
+		goto fail;
+	}
+	if (memchr(pw, '\0', n) || memchr(pw, '\n', n)) {
+		snprintf(err, errlen,
+			 "password_file %s: must hold one line of text", path);
+		goto fail;
+	}
+	close(fd);
+	return 0;
+fail:
+	memset(pw, 0, cap);
+	close(fd);
+	return -1;
+}
+
+int nsa_config_finish(struct nsa_config *c, char *err, size_t errlen)
+{
+	if (c->store.n_seeds == 0) {
+		snprintf(err, errlen, "[store] seeds: no seed address given");
+		return -1;
+	}
+	if (c->role == NSA_ROLE_ACTIVE && c->workers > c->lanes) {
+		snprintf(err, errlen,
+			 "[active] workers (%u) exceeds [rings] lanes (%u)",
+			 c->workers, c->lanes);
+		return -1;
+	}
+	if (c->password_file[0] && nsa_read_password(c, err, errlen) != 0)
+		return -1;
+	c->synth_conf.gateway_id = c->gateway_id;
+	c->synth_conf.epoch = c->epoch;
+	return 0;
+}
+
+static void nsa_print_value(const struct nsa_config *c, const struct nsa_key *k,
+			    FILE *out)
+{
+	const char *field = (const char *)c + k->offset;
+
+	switch (k->kind) {
+	case NSA_KEY_NUM:
+	case NSA_KEY_POW2:
+		fprintf(out, "%llu",
+			(unsigned long long)nsa_load_u(field, k->size));
+		break;
+	case NSA_KEY_BOOL:
+		fputs(nsa_load_u(field, k->size) ? "yes" : "no", out);
+		break;
+	case NSA_KEY_ENUM:
+		fputs(k->names[nsa_load_u(field, k->size)], out);
+		break;
+	case NSA_KEY_STR:
+		fputs(field, out);
+		break;
+	case NSA_KEY_SEEDS:
+		for (unsigned int i = 0; i < c->store.n_seeds; i++)
+			fprintf(out, "%s%s:%u", i ? "," : "",
+				c->store.seeds[i].host, c->store.seeds[i].port);
+		break;
+	}
+}
+
+void nsa_config_print(const struct nsa_config *c, FILE *out)
+{
+	const char *section = NULL;
+
+	fputs("; natsync effective configuration (password not shown)\n", out);
+	for (size_t i = 0; i < NSA_N_KEYS; i++) {
+		const struct nsa_key *k = &nsa_keys[i];
+
+		if (!section || strcmp(section, k->section) != 0) {
+			fprintf(out, "%s[%s]\n", section ? "\n" : "",
+				k->section);
+			section = k->section;
+		}
+		/* "key =" alone for an empty text, no trailing blank. */
+		if (k->kind == NSA_KEY_STR &&
+		    !((const char *)c + k->offset)[0]) {
+			fprintf(out, "%s =\n", k->key);
+			continue;
+		}
+		fprintf(out, "%s = ", k->key);
+		nsa_print_value(c, k, out);
+		fputc('\n', out);
+	}
+}

@@ -7,7 +7,9 @@
 #define NSA_CONFIG_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "nsa_cluster.h"
 #include "nsdp_synth.h"

@@ -49,8 +49,10 @@ void nsdp_lane_free(struct nsdp_lane *lane);
 static inline int nsdp_record(struct nsdp_lane *lane,
 			      const struct ns_session *s)
 {
-	if (unlikely(rte_ring_sp_enqueue_elem(lane->ring, s, sizeof(*s)) !=
-		     0)) {
+	/* DPDK 22.11 declares the single-element enqueue's source non-const;
+	 * it only reads it. */
+	if (unlikely(rte_ring_sp_enqueue_elem(lane->ring, (void *)(uintptr_t)s,
+					      sizeof(*s)) != 0)) {
 		lane->dropped++;
 		return -ENOBUFS;
 	}
@@ -64,8 +66,8 @@ static inline unsigned int nsdp_record_burst(struct nsdp_lane *lane,
 					     const struct ns_session *s,
 					     unsigned int n)
 {
-	unsigned int done = rte_ring_sp_enqueue_burst_elem(
-		lane->ring, s, sizeof(*s), n, NULL);
+	unsigned int done = rte_ring_sp_enqueue_burst_elem(lane->ring, s,
+							   sizeof(*s), n, NULL);
 
 	lane->recorded += done;
 	lane->dropped += n - done;
@@ -73,9 +75,8 @@ static inline unsigned int nsdp_record_burst(struct nsdp_lane *lane,
 }
 
 /* Consumer side: dequeue up to n records. */
-static inline unsigned int nsdp_lane_drain(struct nsdp_lane *lane,
-					   struct ns_session *out,
-					   unsigned int n)
+static inline unsigned int
+nsdp_lane_drain(struct nsdp_lane *lane, struct ns_session *out, unsigned int n)
 {
 	return rte_ring_sc_dequeue_burst_elem(lane->ring, out, sizeof(*out), n,
 					      NULL);

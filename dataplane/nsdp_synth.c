@@ -1,0 +1,519 @@
+/*
+ * nsdp_synth.c - the synthetic session source.
+ *
+ * A fixed population of flows, each with a tuple derived from its index
+ * alone, receives create, refresh and delete events chosen by a per-worker
+ * PRNG seeded from (seed, worker), so a configuration always produces the
+ * same events in the same order on every lane (timestamps aside).
+ *
+ * Invariants:
+ * - Worker w of n owns flows i with i % n == w, keeps their state in its own
+ *   arrays (flow i is entry i / n) and is the only writer of lane w and of
+ *   its counters, which others read with relaxed atomic loads.
+ * - A flow's state changes only when its record was accepted by the ring.
+ *   With wait_when_full = 0 a refused record is dropped: it is counted in
+ *   stats.dropped (and in the lane), and the flow keeps the state it had, so
+ *   the final table is exactly what a consumer that saw every accepted
+ *   record would hold. creates/refreshes/deletes count accepted records
+ *   only; produced counts accepted plus dropped records.
+ * - Flow i's translated tuple is pool address 203.0.113.(i % 256), port
+ *   1024 + i / 256, unique for distinct flows; hence at most
+ *   NSDP_SYNTH_MAX_FLOWS = 256 * 64512 flows.
+ *
+ * - Every worker owns at least one flow (flows >= nworkers), else create
+ *   fails with EINVAL.
+ *
+ * Not here: threads or lcore launching (callers run nsdp_synth_run() where
+ * they like: an EAL lcore or a plain pthread; nothing depends on
+ * rte_lcore_id()), and consuming the lanes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+
+#include <rte_cycles.h>
+#include <rte_pause.h>
+
+#include "nsdp_synth.h"
+
+#define NSDP_SYNTH_BURST 32
+#define NSDP_SYNTH_POOL_BASE 0xCB007100u /* 203.0.113.0/24 */
+#define NSDP_SYNTH_POOL_SIZE 256u
+#define NSDP_SYNTH_PORT_MIN 1024u
+#define NSDP_SYNTH_PORTS (65536u - NSDP_SYNTH_PORT_MIN)
+#define NSDP_SYNTH_MAX_FLOWS ((uint64_t)NSDP_SYNTH_POOL_SIZE * NSDP_SYNTH_PORTS)
+#define NSDP_SYNTH_ORIG_SRC_BASE 0x0A000000u /* 10.0.0.0/8 */
+#define NSDP_SYNTH_ORIG_DST_BASE 0xC6120000u /* 198.18.0.0/15 */
+#define NSDP_SYNTH_ORIG_DST_SPAN (1u << 17)
+/* Sleep instead of spinning when the pacer is this far ahead. */
+#define NSDP_SYNTH_SLEEP_NS 200000u
+#define NSDP_SYNTH_MAX_NAP_NS 50000000ull
+
+/* State a burst overwrote, to restore flows whose record the ring refused. */
+struct nsdp_synth_undo {
+	uint64_t k;
+	uint8_t alive;
+	struct ns_session last;
+};
+
+struct nsdp_synth_worker {
+	/* Written by the worker only, read by anyone (relaxed atomics). */
+	uint64_t produced;
+	uint64_t dropped;
+	uint64_t full_waits;
+	uint64_t creates;
+	uint64_t refreshes;
+	uint64_t deletes;
+	int started;
+	int finished;
+	/* Private to the worker while it runs. */
+	uint64_t s[4]; /* xoshiro256** state */
+	uint64_t nflows;
+	uint64_t events;
+	uint8_t *alive;
+	struct ns_session *last;
+	struct ns_session burst[NSDP_SYNTH_BURST];
+	struct nsdp_synth_undo undo[NSDP_SYNTH_BURST];
+} __attribute__((aligned(64)));
+
+struct nsdp_synth {
+	struct nsdp_synth_conf conf;
+	unsigned int nworkers;
+	int stop;
+	struct nsdp_lane *lanes[NSDP_MAX_LANES];
+	struct nsdp_synth_worker *workers;
+};
+
+static uint64_t nsdp_splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static inline uint64_t nsdp_rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+static inline uint64_t nsdp_xoshiro(uint64_t s[4])
+{
+	uint64_t r = nsdp_rotl(s[1] * 5, 7) * 9;
+	uint64_t t = s[1] << 17;
+
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = nsdp_rotl(s[3], 45);
+	return r;
+}
+
+/* Uniform in [0, n) without division (Lemire's multiply-shift). */
+static inline uint64_t nsdp_below(uint64_t s[4], uint64_t n)
+{
+	return (uint64_t)(((unsigned __int128)nsdp_xoshiro(s) * n) >> 64);
+}
+
+static inline uint64_t nsdp_flow_hash(uint64_t i)
+{
+	uint64_t x = i;
+
+	return nsdp_splitmix64(&x);
+}
+
+/* The fields of flow i's record that never change. */
+static void nsdp_synth_flow_init(const struct nsdp_synth_conf *conf, uint64_t i,
+				 struct ns_session *r)
+{
+	static const uint16_t dports[4] = {80, 443, 53, 123};
+	uint64_t h = nsdp_flow_hash(i);
+	uint16_t dport = dports[h & 3];
+
+	memset(r, 0, sizeof(*r));
+	r->version = NS_RECORD_VERSION;
+	r->family = NS_FAMILY_IPV4;
+	r->proto = dport == 80 || dport == 443 ? IPPROTO_TCP : IPPROTO_UDP;
+	r->gateway_id = conf->gateway_id;
+	r->epoch = conf->epoch;
+	r->timeout_ms = conf->timeout_ms;
+	/* saddr alone makes orig unique: i + 1 < 2^24 for every allowed i. */
+	r->orig.saddr = NSDP_SYNTH_ORIG_SRC_BASE + (uint32_t)(i + 1);
+	r->orig.sport =
+		(uint16_t)(NSDP_SYNTH_PORT_MIN + (h >> 8) % NSDP_SYNTH_PORTS);
+	r->orig.daddr = NSDP_SYNTH_ORIG_DST_BASE +
+			(uint32_t)((h >> 32) % NSDP_SYNTH_ORIG_DST_SPAN);
+	r->orig.dport = dport;
+	r->xlat.saddr =
+		NSDP_SYNTH_POOL_BASE + (uint32_t)(i % NSDP_SYNTH_POOL_SIZE);
+	r->xlat.sport =
+		(uint16_t)(NSDP_SYNTH_PORT_MIN + i / NSDP_SYNTH_POOL_SIZE);
+	r->xlat.daddr = r->orig.daddr;
+	r->xlat.dport = r->orig.dport;
+}
+
+struct nsdp_synth *nsdp_synth_create(const struct nsdp_synth_conf *conf,
+				     struct nsdp_lane **lanes,
+				     unsigned int nworkers)
+{
+	struct nsdp_synth *s;
+	unsigned int w;
+
+	if (conf == NULL || lanes == NULL || nworkers == 0 ||
+	    nworkers > NSDP_MAX_LANES || conf->flows < nworkers ||
+	    conf->flows > NSDP_SYNTH_MAX_FLOWS || conf->refresh_pct > 100) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return NULL;
+	s->conf = *conf;
+	s->nworkers = nworkers;
+	s->workers = aligned_alloc(64, sizeof(*s->workers) * nworkers);
+	if (s->workers == NULL) {
+		free(s);
+		return NULL;
+	}
+	memset(s->workers, 0, sizeof(*s->workers) * nworkers);
+	for (w = 0; w < nworkers; w++) {
+		struct nsdp_synth_worker *wk = &s->workers[w];
+		uint64_t x = conf->seed ^ (0xD1B54A32D192ED03ull * (w + 1));
+		int j;
+
+		if (lanes[w] == NULL)
+			goto fail_inval;
+		s->lanes[w] = lanes[w];
+		for (j = 0; j < 4; j++)
+			wk->s[j] = nsdp_splitmix64(&x);
+		wk->nflows = (conf->flows - w + nworkers - 1) / nworkers;
+		wk->events = conf->events / nworkers +
+			     (w < conf->events % nworkers ? 1 : 0);
+		wk->alive = calloc(wk->nflows, 1);
+		wk->last = calloc(wk->nflows, sizeof(*wk->last));
+		if (wk->alive == NULL || wk->last == NULL) {
+			nsdp_synth_free(s);
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
+	return s;
+
+fail_inval:
+	nsdp_synth_free(s);
+	errno = EINVAL;
+	return NULL;
+}
+
+void nsdp_synth_free(struct nsdp_synth *s)
+{
+	unsigned int w;
+
+	if (s == NULL)
+		return;
+	for (w = 0; w < s->nworkers; w++) {
+		free(s->workers[w].alive);
+		free(s->workers[w].last);
+	}
+	free(s->workers);
+	free(s);
+}
+
+void nsdp_synth_stop(struct nsdp_synth *s)
+{
+	__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
+}
+
+static inline int nsdp_synth_stopped(const struct nsdp_synth *s)
+{
+	return __atomic_load_n(&s->stop, __ATOMIC_RELAXED);
+}
+
+static inline void nsdp_publish(uint64_t *counter, uint64_t v)
+{
+	__atomic_store_n(counter, v, __ATOMIC_RELAXED);
+}
+
+/* Generate event j of the burst for a random owned flow and apply it to the
+ * flow's state, remembering what it replaced. */
+static void nsdp_synth_step(const struct nsdp_synth *s,
+			    struct nsdp_synth_worker *wk, unsigned int w,
+			    unsigned int j, uint64_t now_ns)
+{
+	uint64_t k = nsdp_below(wk->s, wk->nflows);
+	struct ns_session *r = &wk->burst[j];
+	struct nsdp_synth_undo *u = &wk->undo[j];
+
+	u->k = k;
+	u->alive = wk->alive[k];
+	u->last = wk->last[k];
+	if (!wk->alive[k]) {
+		nsdp_synth_flow_init(&s->conf, k * s->nworkers + w, r);
+		r->event = NS_EV_CREATE;
+	} else {
+		*r = wk->last[k];
+		r->event = nsdp_below(wk->s, 100) < s->conf.refresh_pct
+				   ? NS_EV_REFRESH
+				   : NS_EV_DELETE;
+	}
+	r->timestamp_ns = now_ns;
+	if (r->event == NS_EV_DELETE) {
+		wk->alive[k] = 0;
+	} else {
+		wk->alive[k] = 1;
+		wk->last[k] = *r;
+	}
+}
+
+/* Undo events from..n-1 of the burst, newest first. */
+static void nsdp_synth_rollback(struct nsdp_synth_worker *wk, unsigned int from,
+				unsigned int n)
+{
+	while (n > from) {
+		const struct nsdp_synth_undo *u = &wk->undo[--n];
+
+		wk->alive[u->k] = u->alive;
+		wk->last[u->k] = u->last;
+	}
+}
+
+/* Enqueue the burst, waiting while the ring is full; returns how many went
+ * in (fewer than n only when stopped). The lane counts only what it
+ * accepted: nothing is dropped. */
+static unsigned int nsdp_synth_enqueue_waiting(const struct nsdp_synth *s,
+					       struct nsdp_synth_worker *wk,
+					       struct nsdp_lane *lane,
+					       unsigned int n,
+					       uint64_t *full_waits)
+{
+	unsigned int done = 0;
+
+	for (;;) {
+		unsigned int got = rte_ring_sp_enqueue_burst_elem(
+			lane->ring, &wk->burst[done], sizeof(wk->burst[0]),
+			n - done, NULL);
+
+		lane->recorded += got;
+		done += got;
+		if (done == n || nsdp_synth_stopped(s))
+			return done;
+		(*full_waits)++;
+		rte_pause();
+	}
+}
+
+static uint64_t nsdp_realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* How many events may go now so that the worker keeps its share of the
+ * rate; waits (checking the stop flag) until at least one may. */
+static uint64_t nsdp_synth_pace(const struct nsdp_synth *s, uint64_t start,
+				double ticks_per_event, uint64_t issued)
+{
+	for (;;) {
+		uint64_t now = rte_rdtsc();
+		uint64_t due =
+			(uint64_t)((double)(now - start) / ticks_per_event) + 1;
+		uint64_t ahead_ns;
+
+		if (due > issued)
+			return due - issued;
+		if (nsdp_synth_stopped(s))
+			return 0;
+		ahead_ns = (uint64_t)(((double)issued * ticks_per_event -
+				       (double)(now - start)) *
+				      1e9 / (double)rte_get_tsc_hz());
+		if (ahead_ns > NSDP_SYNTH_SLEEP_NS) {
+			uint64_t nap = ahead_ns - NSDP_SYNTH_SLEEP_NS / 2;
+			struct timespec ts = {0};
+
+			/* Short naps so that a stop is seen promptly. */
+			ts.tv_nsec = (long)RTE_MIN(nap, NSDP_SYNTH_MAX_NAP_NS);
+			nanosleep(&ts, NULL);
+		} else {
+			rte_pause();
+		}
+	}
+}
+
+int nsdp_synth_run(struct nsdp_synth *s, unsigned int w)
+{
+	struct nsdp_synth_worker *wk;
+	struct nsdp_lane *lane;
+	uint64_t issued = 0, produced = 0, dropped = 0, full_waits = 0;
+	uint64_t creates = 0, refreshes = 0, deletes = 0;
+	double ticks_per_event = 0;
+	uint64_t start = 0;
+
+	if (s == NULL || w >= s->nworkers)
+		return -EINVAL;
+	wk = &s->workers[w];
+	if (__atomic_exchange_n(&wk->started, 1, __ATOMIC_RELAXED))
+		return -EALREADY;
+	lane = s->lanes[w];
+	if (s->conf.rate > 0) {
+		ticks_per_event = (double)rte_get_tsc_hz() * s->nworkers /
+				  (double)s->conf.rate;
+		start = rte_rdtsc();
+	}
+
+	while (issued < wk->events && !nsdp_synth_stopped(s)) {
+		uint64_t want = wk->events - issued;
+		unsigned int n, sent, j;
+		uint64_t now_ns;
+
+		if (want > NSDP_SYNTH_BURST)
+			want = NSDP_SYNTH_BURST;
+		if (ticks_per_event > 0) {
+			uint64_t may = nsdp_synth_pace(s, start,
+						       ticks_per_event, issued);
+
+			if (may == 0)
+				break;
+			if (want > may)
+				want = may;
+		}
+		n = (unsigned int)want;
+		now_ns = nsdp_realtime_ns();
+		for (j = 0; j < n; j++)
+			nsdp_synth_step(s, wk, w, j, now_ns);
+
+		if (s->conf.wait_when_full) {
+			sent = nsdp_synth_enqueue_waiting(s, wk, lane, n,
+							  &full_waits);
+			issued += sent;
+		} else {
+			sent = nsdp_record_burst(lane, wk->burst, n);
+			dropped += n - sent;
+			issued += n;
+		}
+		nsdp_synth_rollback(wk, sent, n);
+		/* A waiting source sends fewer than n only when stopped; the
+		 * rest were never handed over, so they are not produced. */
+		produced += s->conf.wait_when_full ? sent : n;
+		for (j = 0; j < sent; j++) {
+			uint8_t ev = wk->burst[j].event;
+
+			creates += ev == NS_EV_CREATE;
+			refreshes += ev == NS_EV_REFRESH;
+			deletes += ev == NS_EV_DELETE;
+		}
+
+		nsdp_publish(&wk->produced, produced);
+		nsdp_publish(&wk->dropped, dropped);
+		nsdp_publish(&wk->full_waits, full_waits);
+		nsdp_publish(&wk->creates, creates);
+		nsdp_publish(&wk->refreshes, refreshes);
+		nsdp_publish(&wk->deletes, deletes);
+	}
+	/* Release: whoever sees finished also sees the final flow state. */
+	__atomic_store_n(&wk->finished, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void nsdp_synth_stats(const struct nsdp_synth *s, struct nsdp_synth_stats *st)
+{
+	unsigned int w;
+
+	memset(st, 0, sizeof(*st));
+	st->done = 1;
+	for (w = 0; w < s->nworkers; w++) {
+		const struct nsdp_synth_worker *wk = &s->workers[w];
+
+		if (!__atomic_load_n(&wk->finished, __ATOMIC_ACQUIRE))
+			st->done = 0;
+		st->produced +=
+			__atomic_load_n(&wk->produced, __ATOMIC_RELAXED);
+		st->dropped += __atomic_load_n(&wk->dropped, __ATOMIC_RELAXED);
+		st->full_waits +=
+			__atomic_load_n(&wk->full_waits, __ATOMIC_RELAXED);
+		st->creates += __atomic_load_n(&wk->creates, __ATOMIC_RELAXED);
+		st->refreshes +=
+			__atomic_load_n(&wk->refreshes, __ATOMIC_RELAXED);
+		st->deletes += __atomic_load_n(&wk->deletes, __ATOMIC_RELAXED);
+	}
+}
+
+uint64_t nsdp_synth_final_table(const struct nsdp_synth *s,
+				void (*fn)(const struct ns_session *, void *),
+				void *arg)
+{
+	uint64_t i, live = 0;
+
+	for (i = 0; i < s->conf.flows; i++) {
+		const struct nsdp_synth_worker *wk =
+			&s->workers[i % s->nworkers];
+		uint64_t k = i / s->nworkers;
+
+		if (!wk->alive[k])
+			continue;
+		live++;
+		if (fn != NULL)
+			fn(&wk->last[k], arg);
+	}
+	return live;
+}
+
+struct nsdp_dump_ctx {
+	FILE *f;
+	int err;
+};
+
+static void nsdp_dump_one(const struct ns_session *r, void *arg)
+{
+	struct nsdp_dump_ctx *ctx = arg;
+	uint8_t buf[NS_RECORD_MAX_LEN];
+	int len;
+
+	if (ctx->err)
+		return;
+	len = ns_record_encode(r, buf, sizeof(buf));
+	if (len < 0) {
+		ctx->err = len;
+		return;
+	}
+	if (fwrite(buf, 1, (size_t)len, ctx->f) != (size_t)len)
+		ctx->err = -EIO;
+}
+
+int64_t nsdp_synth_dump(const struct nsdp_synth *s, const char *path)
+{
+	struct nsdp_dump_ctx ctx = {0};
+	char tmp[4096];
+	uint64_t n;
+
+	if (s == NULL || path == NULL)
+		return -EINVAL;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	ctx.f = fopen(tmp, "wb");
+	if (ctx.f == NULL)
+		return -errno;
+	n = nsdp_synth_final_table(s, nsdp_dump_one, &ctx);
+	if (fflush(ctx.f) != 0 && ctx.err == 0)
+		ctx.err = -errno;
+	if (ctx.err == 0 && fsync(fileno(ctx.f)) != 0)
+		ctx.err = -errno;
+	if (fclose(ctx.f) != 0 && ctx.err == 0)
+		ctx.err = -errno;
+	if (ctx.err == 0 && rename(tmp, path) != 0)
+		ctx.err = -errno;
+	if (ctx.err != 0) {
+		unlink(tmp);
+		return ctx.err;
+	}
+	return (int64_t)n;
+}

@@ -1,0 +1,146 @@
+/*
+ * ns_batch.c - the batch a notification carries: a 32-byte header and the
+ * records in wire form.
+ *
+ * A subscriber applies a batch without asking the store for anything, so
+ * the batch must be self-describing and must be checked whole before any
+ * of it is applied: ns_batch_decode() accepts a batch only if the header is
+ * known, the length is exact and every record decodes, and the records
+ * fill the body exactly. After that, iterating cannot fail on a batch it
+ * accepted.
+ *
+ * v1 has no trailer and no flags: bytes after the body, or a non-zero flags
+ * byte, are rejected rather than skipped, so that a later format that adds
+ * them (an authentication trailer, say) is never half-understood.
+ *
+ * Not here: sequence numbers and gap detection (the standby), building
+ * batches into connection buffers (the agent; it calls
+ * ns_batch_hdr_encode() once the count is known).
+ */
+#include <errno.h>
+
+#include "ns_batch.h"
+
+enum {
+	OFF_MAGIC = 0,
+	OFF_VERSION = 4,
+	OFF_FLAGS = 5,
+	OFF_COUNT = 6,
+	OFF_PUBLISHER_ID = 8,
+	OFF_GATEWAY_ID = 12,
+	OFF_EPOCH = 16,
+	OFF_SEQ = 20,
+	OFF_BODY_LEN = 28,
+};
+
+_Static_assert(OFF_BODY_LEN + 4 == NS_BATCH_HDR_LEN, "batch header layout");
+_Static_assert(NS_BATCH_MAX_RECORDS <= UINT16_MAX, "count is a u16");
+
+static inline void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static inline void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static inline uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+
+static inline uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
+void ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf)
+{
+	put32(buf + OFF_MAGIC, NS_BATCH_MAGIC);
+	buf[OFF_VERSION] = NS_BATCH_VERSION;
+	buf[OFF_FLAGS] = h->flags;
+	put16(buf + OFF_COUNT, h->count);
+	put32(buf + OFF_PUBLISHER_ID, h->publisher_id);
+	put32(buf + OFF_GATEWAY_ID, h->gateway_id);
+	put32(buf + OFF_EPOCH, h->epoch);
+	put32(buf + OFF_SEQ, (uint32_t)(h->seq >> 32));
+	put32(buf + OFF_SEQ + 4, (uint32_t)h->seq);
+	put32(buf + OFF_BODY_LEN, h->body_len);
+}
+
+int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
+		    const uint8_t **body)
+{
+	struct ns_batch_hdr hdr;
+	struct ns_session s;
+	const uint8_t *pos, *end;
+	uint32_t n = 0;
+
+	if (len < NS_BATCH_HDR_LEN || len > NS_BATCH_MAX_LEN)
+		return -EMSGSIZE;
+	if (get32(buf + OFF_MAGIC) != NS_BATCH_MAGIC)
+		return -EBADMSG;
+	if (buf[OFF_VERSION] != NS_BATCH_VERSION || buf[OFF_FLAGS] != 0)
+		return -EPROTO;
+
+	hdr.flags = buf[OFF_FLAGS];
+	hdr.count = get16(buf + OFF_COUNT);
+	hdr.publisher_id = get32(buf + OFF_PUBLISHER_ID);
+	hdr.gateway_id = get32(buf + OFF_GATEWAY_ID);
+	hdr.epoch = get32(buf + OFF_EPOCH);
+	hdr.seq =
+		(uint64_t)get32(buf + OFF_SEQ) << 32 | get32(buf + OFF_SEQ + 4);
+	hdr.body_len = get32(buf + OFF_BODY_LEN);
+
+	if (hdr.count > NS_BATCH_MAX_RECORDS)
+		return -EMSGSIZE;
+	if (hdr.body_len > len - NS_BATCH_HDR_LEN)
+		return -EMSGSIZE; /* truncated */
+	if (hdr.body_len < len - NS_BATCH_HDR_LEN)
+		return -EINVAL; /* trailing bytes */
+
+	pos = buf + NS_BATCH_HDR_LEN;
+	end = pos + hdr.body_len;
+	while (pos < end) {
+		int rc = ns_record_decode(pos, (size_t)(end - pos), &s);
+
+		/* A record cut by the body's end means body_len and the
+		 * records disagree; a bad record is a bad batch. */
+		if (rc < 0 || ++n > hdr.count)
+			return -EINVAL;
+		pos += rc;
+	}
+	if (n != hdr.count)
+		return -EINVAL;
+
+	*h = hdr;
+	*body = buf + NS_BATCH_HDR_LEN;
+	return 0;
+}
+
+void ns_batch_iter_init(struct ns_batch_iter *it, const uint8_t *body,
+			uint32_t body_len)
+{
+	it->pos = body;
+	it->end = body + body_len;
+}
+
+int ns_batch_iter_next(struct ns_batch_iter *it, struct ns_session *s)
+{
+	int rc;
+
+	if (it->pos >= it->end)
+		return 0;
+	rc = ns_record_decode(it->pos, (size_t)(it->end - it->pos), s);
+	if (rc < 0)
+		return rc;
+	it->pos += rc;
+	return 1;
+}

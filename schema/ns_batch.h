@@ -2,7 +2,8 @@
  * ns_batch.h - the batch a notification carries.
  *
  * A batch is a 32-byte header followed by count records in wire form (see
- * ns_record.h), optionally followed by an authentication trailer. The header
+ * ns_record.h), and nothing else: v1 has no trailer (a later version may add
+ * an authentication trailer, announced by a flag). The header
  * says who published it (publisher id, epoch) and its place in that
  * publisher's sequence on its channel, so that a subscriber can tell a gap.
  * A writer builds a batch in place: reserve the header, append records,
@@ -28,9 +29,9 @@ struct ns_batch_hdr {
 	uint32_t publisher_id; /* unique per publishing agent worker */
 	uint32_t gateway_id;
 	uint32_t epoch;
-	uint16_t count;    /* records in the batch */
-	uint8_t flags;     /* reserved, 0 */
-	uint64_t seq;      /* 1, 2, 3... per publisher and channel */
+	uint16_t count; /* records in the batch */
+	uint8_t flags; /* reserved, 0 */
+	uint64_t seq; /* 1, 2, 3... per publisher and channel */
 	uint32_t body_len; /* bytes of records after the header */
 };
 
@@ -41,7 +42,8 @@ void ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf);
  * the records' lengths, every record decodable. On success fills *h, sets
  * *body to the first record and returns 0; otherwise a negative errno
  * (-EMSGSIZE truncated or oversized, -EBADMSG wrong magic, -EPROTO wrong
- * version, -EINVAL inconsistent). */
+ * version or non-zero flags, -EINVAL inconsistent: trailing bytes, a bad
+ * record, records that do not fill body_len or do not number count). */
 int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 		    const uint8_t **body);
 

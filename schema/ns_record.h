@@ -42,10 +42,10 @@ struct ns_tuple {
  * the outside address and port, xlat.daddr/dport equal orig's).
  */
 struct ns_session {
-	uint8_t version;  /* NS_RECORD_VERSION */
-	uint8_t family;   /* NS_FAMILY_IPV4 */
-	uint8_t proto;    /* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMP */
-	uint8_t event;    /* enum ns_event */
+	uint8_t version; /* NS_RECORD_VERSION */
+	uint8_t family; /* NS_FAMILY_IPV4 */
+	uint8_t proto; /* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMP */
+	uint8_t event; /* enum ns_event */
 	uint32_t gateway_id;
 	uint32_t epoch;
 	uint32_t timeout_ms; /* idle timeout; the store key expires after it */
@@ -58,13 +58,14 @@ struct ns_session {
 _Static_assert(sizeof(struct ns_session) == 64, "ns_session is one line");
 
 /* Encode s into buf; returns the number of bytes written, or -ENOSPC if cap
- * is too small, -EINVAL if s has an unknown version, family or event. */
+ * is too small, -EINVAL if s has an unknown version, family or event or a
+ * zero protocol (what decode would refuse). reserved is not encoded. */
 int ns_record_encode(const struct ns_session *s, uint8_t *buf, size_t cap);
 
 /* Decode one record from buf; returns the number of bytes consumed, or a
  * negative errno: -EMSGSIZE (truncated), -EPROTO (wrong version), -EAFNOSUPPORT
- * (unknown family), -EINVAL (inconsistent fields: bad event, zero protocol,
- * non-zero reserved bytes). out is written only on success. */
+ * (unknown family), -EINVAL (inconsistent fields: bad event, zero protocol).
+ * out is written only on success; its reserved bytes are zeroed. */
 int ns_record_decode(const uint8_t *buf, size_t len, struct ns_session *out);
 
 /* Length of the wire form of s's family, 0 for an unknown family. */
@@ -83,7 +84,8 @@ const char *ns_event_name(uint8_t event);
 int ns_session_same_flow(const struct ns_session *a,
 			 const struct ns_session *b);
 
-/* Equal in every field the table keeps (ignores event and timestamp). */
+/* Equal in every field the wire form carries except event (timestamp
+ * included; reserved ignored). */
 int ns_session_equal_state(const struct ns_session *a,
 			   const struct ns_session *b);
 

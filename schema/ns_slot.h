@@ -38,8 +38,9 @@ int ns_key_parse(const void *key, size_t len, uint8_t *proto,
 		 struct ns_tuple *orig);
 
 /* Write the NUL-terminated notification channel whose slot is slot;
- * returns its length, or -EINVAL for slot >= NS_SLOTS. buf holds at least
- * NS_CHANNEL_MAX bytes. Thread-safe. */
+ * returns its length, or -EINVAL for slot >= NS_SLOTS (-EIO if the table
+ * could not be built, which cannot happen with CRC16). buf holds at least
+ * NS_CHANNEL_MAX bytes. Thread-safe; the first call builds the table. */
 int ns_channel_for_slot(uint16_t slot, char *buf);
 
 #endif

@@ -1,0 +1,498 @@
+/*
+ * test_cluster.c - the store as nsa_cluster sees it, checked against real
+ * redis-server processes: a 3-master cluster on 7500..7502 and a plain server
+ * on 7510. 7518 and 7519 are never listened on: they are the dead seeds.
+ * Every fixture stops the stores it started, also when a test fails.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
+
+#include "nsa_cluster.h"
+#include "ns_slot.h"
+#include "nst_store.h"
+
+#define CLUSTER_PORT 7500
+#define CLUSTER_MASTERS 3
+#define PLAIN_PORT 7510
+#define DEAD_PORT 7519
+#define DEAD_PORT2 7518
+
+/* The topology is 33 KB: keep it off the test's stack. */
+static struct nsa_topology topo;
+static struct nsa_store_conf conf;
+static char err[512];
+
+static void conf_seeds(const int *ports, unsigned int n)
+{
+	memset(&conf, 0, sizeof(conf));
+	conf.connect_timeout_ms = 1000;
+	conf.publish = NSA_PUBLISH_AUTO;
+	for (unsigned int i = 0; i < n; i++) {
+		snprintf(conf.seeds[i].host, sizeof(conf.seeds[i].host),
+			 "127.0.0.1");
+		conf.seeds[i].port = (uint16_t)ports[i];
+	}
+	conf.n_seeds = n;
+}
+
+static redisContext *raw_connect(int port)
+{
+	struct timeval tv = {.tv_sec = 2};
+	redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+
+	cr_assert(c && !c->err, "connect to %d: %s", port,
+		  c ? c->errstr : "oom");
+	return c;
+}
+
+/* Run a command that must succeed (no error reply). */
+static void raw_ok(int port, const char *cmd)
+{
+	redisContext *c = raw_connect(port);
+	redisReply *r = redisCommand(c, cmd);
+
+	cr_assert(r, "%s: %s", cmd, c->errstr);
+	cr_assert(r->type != REDIS_REPLY_ERROR, "%s: %s", cmd, r->str);
+	freeReplyObject(r);
+	redisFree(c);
+}
+
+static int server_keyslot(redisContext *c, const char *key, size_t len)
+{
+	redisReply *r = redisCommand(c, "CLUSTER KEYSLOT %b", key, len);
+	int slot;
+
+	cr_assert(r && r->type == REDIS_REPLY_INTEGER, "CLUSTER KEYSLOT");
+	slot = (int)r->integer;
+	freeReplyObject(r);
+	return slot;
+}
+
+/* Port of the master the server's own CLUSTER SLOTS gives for slot. */
+static int server_slot_master_port(redisContext *c, int slot)
+{
+	redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+	int port = -1;
+
+	cr_assert(r && r->type == REDIS_REPLY_ARRAY, "CLUSTER SLOTS");
+	for (size_t i = 0; i < r->elements; i++) {
+		redisReply *e = r->element[i];
+
+		if (slot >= e->element[0]->integer &&
+		    slot <= e->element[1]->integer)
+			port = (int)e->element[2]->element[1]->integer;
+	}
+	freeReplyObject(r);
+	return port;
+}
+
+static void store_wipe(int port)
+{
+	nst_sh("rm -rf '%s/%d'", nst_build("tests/run"), port);
+}
+
+/* Start from an empty directory: a cluster node keeps nodes.conf there and
+ * would refuse to join a new cluster. Stop before wiping, so that pid files
+ * of a store left behind by a crashed run are still found. */
+static void store_up(int port, int masters)
+{
+	nst_store_stop(port);
+	store_wipe(port);
+	if (nst_store_start(port, masters, 0)) {
+		/* .fini does not run when .init fails. */
+		nst_store_stop(port);
+		cr_assert_fail("store on port %d did not start", port);
+	}
+}
+
+static void store_down(int port)
+{
+	nst_store_stop(port);
+	store_wipe(port);
+}
+
+static void cluster_up(void)
+{
+	store_up(CLUSTER_PORT, CLUSTER_MASTERS);
+}
+
+static void cluster_down(void)
+{
+	store_down(CLUSTER_PORT);
+}
+
+static void plain_up(void)
+{
+	store_up(PLAIN_PORT, 0);
+}
+
+static void plain_down(void)
+{
+	store_down(PLAIN_PORT);
+}
+
+/* ---- addresses, no server ---- */
+
+Test(cluster_addr, parse_accepts_ipv4_and_names)
+{
+	struct nsa_addr a;
+
+	cr_assert_eq(nsa_addr_parse("127.0.0.1:7000", &a), 0);
+	cr_assert_str_eq(a.host, "127.0.0.1");
+	cr_assert_eq(a.port, 7000);
+	cr_assert_eq(nsa_addr_parse("redis-0.store.local:1", &a), 0);
+	cr_assert_str_eq(a.host, "redis-0.store.local");
+	cr_assert_eq(a.port, 1);
+	cr_assert_eq(nsa_addr_parse("localhost:65535", &a), 0);
+	cr_assert_eq(a.port, 65535);
+}
+
+Test(cluster_addr, parse_rejects_bad_ports)
+{
+	static const char *const bad[] = {
+		"127.0.0.1:0",	 "127.0.0.1:65536",
+		"127.0.0.1:",	 "127.0.0.1",
+		"127.0.0.1:-1",	 "127.0.0.1:+80",
+		"127.0.0.1: 80", "127.0.0.1:80 ",
+		"127.0.0.1:80x", "127.0.0.1:99999999999999999999",
+	};
+	struct nsa_addr a;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(nsa_addr_parse(bad[i], &a), -EINVAL, "%s", bad[i]);
+}
+
+Test(cluster_addr, parse_rejects_bad_hosts)
+{
+	char long_host[NSA_HOST_MAX + 8];
+	struct nsa_addr a;
+
+	cr_expect_eq(nsa_addr_parse(":7000", &a), -EINVAL);
+	cr_expect_eq(nsa_addr_parse("::1:7000", &a), -EINVAL);
+	cr_expect_eq(nsa_addr_parse("a b:7000", &a), -EINVAL);
+	cr_expect_eq(nsa_addr_parse("", &a), -EINVAL);
+	cr_expect_eq(nsa_addr_parse(NULL, &a), -EINVAL);
+	memset(long_host, 'h', NSA_HOST_MAX);
+	snprintf(long_host + NSA_HOST_MAX, 8, ":7000");
+	cr_expect_eq(nsa_addr_parse(long_host, &a), -EINVAL);
+	/* The longest host that fits is accepted. */
+	memset(long_host, 'h', NSA_HOST_MAX - 1);
+	snprintf(long_host + NSA_HOST_MAX - 1, 8, ":7000");
+	cr_expect_eq(nsa_addr_parse(long_host, &a), 0);
+	cr_expect_eq(strlen(a.host), NSA_HOST_MAX - 1);
+}
+
+/* ---- dead seeds, no server ---- */
+
+Test(cluster_seeds, fetch_fails_naming_every_dead_seed)
+{
+	const int ports[] = {DEAD_PORT, DEAD_PORT2};
+
+	conf_seeds(ports, 2);
+	cr_assert_lt(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "127.0.0.1:7519"), "err: %s", err);
+	cr_expect(strstr(err, "127.0.0.1:7518"), "err: %s", err);
+}
+
+Test(cluster_seeds, connect_to_dead_port_names_the_address)
+{
+	const int ports[] = {DEAD_PORT};
+
+	conf_seeds(ports, 1);
+	cr_assert_null(
+		nsa_store_connect(&conf, &conf.seeds[0], err, sizeof(err)));
+	cr_expect(strstr(err, "127.0.0.1:7519: "), "err: %s", err);
+}
+
+Test(cluster_seeds, fetch_without_seeds_is_invalid)
+{
+	conf_seeds(NULL, 0);
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)),
+		     -EINVAL);
+}
+
+/* ---- a 3-master cluster ---- */
+
+TestSuite(cluster_live, .init = cluster_up, .fini = cluster_down,
+	  .timeout = 60);
+
+Test(cluster_live, fetch_finds_three_masters_covering_every_slot)
+{
+	const int ports[] = {CLUSTER_PORT};
+
+	conf_seeds(ports, 1);
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(topo.cluster, 1);
+	cr_assert_eq(topo.n_nodes, CLUSTER_MASTERS);
+	for (int s = 0; s < NS_SLOTS; s++) {
+		cr_assert(topo.slot_covered[s], "slot %d", s);
+		cr_assert_lt(topo.slot_node[s], CLUSTER_MASTERS);
+	}
+	/* Redis 7 has sharded pub/sub: AUTO takes it. */
+	cr_expect_eq(topo.sharded_pubsub, 1);
+	for (unsigned int i = 0; i < topo.n_nodes; i++) {
+		cr_expect_str_eq(topo.nodes[i].addr.host, "127.0.0.1");
+		cr_expect_geq(topo.nodes[i].addr.port, CLUSTER_PORT);
+		cr_expect_lt(topo.nodes[i].addr.port,
+			     CLUSTER_PORT + CLUSTER_MASTERS);
+		cr_expect_eq(nsa_topology_find(&topo, &topo.nodes[i].addr),
+			     (int)i);
+	}
+}
+
+Test(cluster_live, masters_are_numbered_by_their_lowest_slot)
+{
+	const int ports[] = {CLUSTER_PORT + 2};
+	struct nsa_addr unknown = {.host = "127.0.0.1", .port = DEAD_PORT};
+
+	conf_seeds(ports, 1);
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_expect_eq(topo.nodes[0].channel_slot, 0);
+	cr_expect_eq(topo.slot_node[0], 0);
+	for (unsigned int i = 1; i < topo.n_nodes; i++)
+		cr_expect_gt(topo.nodes[i].channel_slot,
+			     topo.nodes[i - 1].channel_slot);
+	for (unsigned int i = 0; i < topo.n_nodes; i++) {
+		uint16_t low = topo.nodes[i].channel_slot;
+
+		cr_expect_eq(topo.slot_node[low], i);
+		for (unsigned int s = 0; s < low; s++)
+			cr_assert_neq(topo.slot_node[s], i, "slot %u", s);
+	}
+	cr_expect_eq(nsa_topology_find(&topo, &unknown), -1);
+}
+
+Test(cluster_live, slot_map_agrees_with_the_server_for_sample_keys)
+{
+	const int ports[] = {CLUSTER_PORT};
+	redisContext *c;
+
+	conf_seeds(ports, 1);
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+	c = raw_connect(CLUSTER_PORT);
+	for (int k = 0; k < 200; k++) {
+		char key[32];
+		int len = snprintf(key, sizeof(key), "ns:sample:%d", k * 7919);
+		int slot = server_keyslot(c, key, (size_t)len);
+		const struct nsa_node *n = &topo.nodes[topo.slot_node[slot]];
+		redisContext *owner;
+		redisReply *r;
+
+		cr_assert_eq(n->addr.port, server_slot_master_port(c, slot),
+			     "key %s slot %d", key, slot);
+		/* The node we route to takes the write without MOVED. */
+		owner = nsa_store_connect(&conf, &n->addr, err, sizeof(err));
+		cr_assert(owner, "%s", err);
+		r = redisCommand(owner, "SET %b 1", key, (size_t)len);
+		cr_assert(r && r->type == REDIS_REPLY_STATUS, "SET %s: %s", key,
+			  r ? r->str : owner->errstr);
+		freeReplyObject(r);
+		redisFree(owner);
+	}
+	redisFree(c);
+}
+
+Test(cluster_live, master_channels_hash_to_slots_the_master_owns)
+{
+	const int ports[] = {CLUSTER_PORT + 1};
+	redisContext *c;
+
+	conf_seeds(ports, 1);
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+	c = raw_connect(CLUSTER_PORT);
+	for (unsigned int i = 0; i < topo.n_nodes; i++) {
+		char ch[NS_CHANNEL_MAX];
+		redisContext *owner;
+		redisReply *r;
+		int slot;
+
+		nsa_topology_channel(&topo, i, ch);
+		cr_assert_gt(strlen(ch), 0);
+		slot = server_keyslot(c, ch, strlen(ch));
+		cr_expect_eq(slot, topo.nodes[i].channel_slot, "%s", ch);
+		cr_expect_eq(topo.slot_node[slot], i, "%s", ch);
+		cr_expect_eq(server_slot_master_port(c, slot),
+			     topo.nodes[i].addr.port, "%s", ch);
+		/* The owner accepts SPUBLISH on it without redirection. */
+		owner = nsa_store_connect(&conf, &topo.nodes[i].addr, err,
+					  sizeof(err));
+		cr_assert(owner, "%s", err);
+		r = redisCommand(owner, "SPUBLISH %s x", ch);
+		cr_assert(r && r->type == REDIS_REPLY_INTEGER,
+			  "SPUBLISH %s: %s", ch, r ? r->str : owner->errstr);
+		freeReplyObject(r);
+		redisFree(owner);
+	}
+	redisFree(c);
+}
+
+Test(cluster_live, fetch_skips_a_dead_first_seed)
+{
+	const int ports[] = {DEAD_PORT, CLUSTER_PORT + 1};
+
+	conf_seeds(ports, 2);
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_expect_eq(topo.cluster, 1);
+	cr_expect_eq(topo.n_nodes, CLUSTER_MASTERS);
+}
+
+Test(cluster_live, both_sides_number_masters_alike_from_any_seed)
+{
+	static struct nsa_topology other;
+	int ports[1];
+
+	ports[0] = CLUSTER_PORT;
+	conf_seeds(ports, 1);
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+	for (int p = 1; p < CLUSTER_MASTERS; p++) {
+		ports[0] = CLUSTER_PORT + p;
+		conf_seeds(ports, 1);
+		cr_assert_eq(
+			nsa_topology_fetch(&conf, &other, err, sizeof(err)), 0,
+			"%s", err);
+		cr_expect_eq(memcmp(topo.nodes, other.nodes,
+				    sizeof(topo.nodes[0]) * topo.n_nodes),
+			     0);
+		cr_expect_eq(memcmp(topo.slot_node, other.slot_node,
+				    sizeof(topo.slot_node)),
+			     0);
+	}
+}
+
+Test(cluster_live, unknown_endpoint_means_the_seed_host)
+{
+	const int ports[] = {CLUSTER_PORT};
+
+	/* Redis 7 then answers NULL for the host: connect where we asked. */
+	for (int p = 0; p < CLUSTER_MASTERS; p++)
+		raw_ok(CLUSTER_PORT + p,
+		       "CONFIG SET cluster-preferred-endpoint-type "
+		       "unknown-endpoint");
+	conf_seeds(ports, 1);
+	snprintf(conf.seeds[0].host, NSA_HOST_MAX, "localhost");
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(topo.n_nodes, CLUSTER_MASTERS);
+	for (unsigned int i = 0; i < topo.n_nodes; i++)
+		cr_expect_str_eq(topo.nodes[i].addr.host, "localhost");
+}
+
+Test(cluster_live, classic_publish_mode_turns_sharding_off)
+{
+	const int ports[] = {CLUSTER_PORT};
+
+	conf_seeds(ports, 1);
+	conf.publish = NSA_PUBLISH_CLASSIC;
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_expect_eq(topo.sharded_pubsub, 0);
+	conf.publish = NSA_PUBLISH_SHARDED;
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_expect_eq(topo.sharded_pubsub, 1);
+}
+
+Test(cluster_live, cluster_without_slots_is_an_error)
+{
+	const int ports[] = {CLUSTER_PORT};
+
+	for (int p = 0; p < CLUSTER_MASTERS; p++)
+		raw_ok(CLUSTER_PORT + p, "CLUSTER DELSLOTSRANGE 0 16383");
+	conf_seeds(ports, 1);
+	cr_assert_lt(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "no slots assigned"), "err: %s", err);
+	cr_expect(strstr(err, "127.0.0.1:7500"), "err: %s", err);
+}
+
+/* ---- a plain server ---- */
+
+TestSuite(cluster_plain, .init = plain_up, .fini = plain_down, .timeout = 60);
+
+Test(cluster_plain, plain_server_is_one_node_owning_every_slot)
+{
+	const int ports[] = {PLAIN_PORT};
+	char ch[NS_CHANNEL_MAX];
+
+	conf_seeds(ports, 1);
+	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(topo.cluster, 0);
+	cr_assert_eq(topo.n_nodes, 1);
+	cr_expect_eq(topo.nodes[0].addr.port, PLAIN_PORT);
+	cr_expect_eq(topo.nodes[0].channel_slot, 0);
+	for (int s = 0; s < NS_SLOTS; s++) {
+		cr_assert(topo.slot_covered[s], "slot %d", s);
+		cr_assert_eq(topo.slot_node[s], 0, "slot %d", s);
+	}
+	nsa_topology_channel(&topo, 0, ch);
+	cr_expect_eq(ns_key_slot(ch, strlen(ch)), 0, "%s", ch);
+}
+
+Test(cluster_plain, acl_user_with_right_password_connects)
+{
+	const int ports[] = {PLAIN_PORT};
+	redisContext *c;
+	redisReply *r;
+
+	raw_ok(PLAIN_PORT, "ACL SETUSER natsync_test on >secret ~ns:* +@all");
+	conf_seeds(ports, 1);
+	snprintf(conf.user, sizeof(conf.user), "natsync_test");
+	snprintf(conf.password, sizeof(conf.password), "secret");
+	c = nsa_store_connect(&conf, &conf.seeds[0], err, sizeof(err));
+	cr_assert(c, "%s", err);
+	r = redisCommand(c, "ACL WHOAMI");
+	cr_assert(r && r->type == REDIS_REPLY_STRING);
+	cr_expect_str_eq(r->str, "natsync_test");
+	freeReplyObject(r);
+	redisFree(c);
+	cr_expect_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
+		     "%s", err);
+}
+
+Test(cluster_plain, wrong_password_fails_naming_auth)
+{
+	const int ports[] = {PLAIN_PORT};
+
+	raw_ok(PLAIN_PORT, "ACL SETUSER natsync_test on >secret ~ns:* +@all");
+	conf_seeds(ports, 1);
+	snprintf(conf.user, sizeof(conf.user), "natsync_test");
+	snprintf(conf.password, sizeof(conf.password), "wrong");
+	cr_assert_null(
+		nsa_store_connect(&conf, &conf.seeds[0], err, sizeof(err)));
+	cr_expect(strstr(err, "AUTH"), "err: %s", err);
+	cr_expect(strstr(err, "127.0.0.1:7510"), "err: %s", err);
+	/* The seeds loop reports the same reason. */
+	cr_assert_lt(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "AUTH"), "err: %s", err);
+}
+
+Test(cluster_plain, password_alone_authenticates_the_default_user)
+{
+	const int ports[] = {PLAIN_PORT};
+	redisContext *c;
+	redisReply *r;
+
+	raw_ok(PLAIN_PORT, "CONFIG SET requirepass natsync-pw");
+	conf_seeds(ports, 1);
+	snprintf(conf.password, sizeof(conf.password), "natsync-pw");
+	c = nsa_store_connect(&conf, &conf.seeds[0], err, sizeof(err));
+	cr_assert(c, "%s", err);
+	r = redisCommand(c, "PING");
+	cr_expect(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	/* Put the server back as the other tests expect it. */
+	r = redisCommand(c, "CONFIG SET requirepass %s", "");
+	cr_expect(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	redisFree(c);
+}
