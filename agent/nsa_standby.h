@@ -16,16 +16,23 @@
 #include "nsa_config.h"
 #include "nsa_table.h"
 
+#define NSA_STANDBY_LAG_BUCKETS 32
+
 struct nsa_standby_stats {
-	uint64_t batches;       /* batches applied */
-	uint64_t records;       /* records applied from batches */
-	uint64_t loaded;        /* records applied from the store by loads */
-	uint64_t gaps;          /* sequence gaps seen */
-	uint64_t resyncs;       /* resyncs done (the cold load counts) */
-	uint64_t bad_messages;  /* malformed, truncated or foreign: dropped */
+	uint64_t batches; /* batches applied */
+	uint64_t records; /* records applied from batches */
+	uint64_t loaded; /* records applied from the store by loads */
+	uint64_t gaps; /* sequence gaps seen */
+	uint64_t resyncs; /* resyncs done (the cold load counts) */
+	uint64_t bad_messages; /* malformed, truncated or foreign: dropped */
 	uint64_t resubscribes;
-	int synced;             /* cold load finished */
+	int synced; /* cold load finished */
 	uint64_t lag_count, lag_sum_us, lag_max_us;
+	uint64_t fenced; /* batches dropped: epoch older than seen */
+	uint64_t bad_values; /* store values that did not match their key */
+	/* lag_hist[b]: records whose lag in us is below 2^b (and not below
+	 * 2^(b-1)); the last bucket holds everything larger. */
+	uint64_t lag_hist[NSA_STANDBY_LAG_BUCKETS];
 };
 
 struct nsa_standby;
@@ -40,6 +47,10 @@ void nsa_standby_free(struct nsa_standby *sb);
 struct nsa_table *nsa_standby_table(struct nsa_standby *sb);
 void nsa_standby_stats(const struct nsa_standby *sb,
 		       struct nsa_standby_stats *s);
+
+/* Upper bound of the p-th percentile (0..100) of the lag, from lag_hist. */
+uint64_t nsa_standby_lag_percentile_us(const struct nsa_standby_stats *s,
+				       double p);
 
 /* Ask the subscriber thread to dump the table to path between two batches,
  * and wait for it (at most timeout_ms). Returns the count or negative errno. */

@@ -19,7 +19,7 @@
 struct nsa_table;
 
 struct nsa_table_stats {
-	uint64_t live;       /* sessions in the table */
+	uint64_t live; /* sessions in the table */
 	uint64_t tombstones;
 	uint64_t applied, stale_ignored, full_drops;
 	uint64_t memory_bytes; /* memory the table holds */
@@ -30,6 +30,16 @@ void nsa_table_free(struct nsa_table *t);
 
 /* The current generation; a resync notes it before reading the store. */
 uint64_t nsa_table_generation(const struct nsa_table *t);
+
+/* Begin a resync: returns the current generation and counts the resync as
+ * running, so that tombstones are kept until it finishes (resync_finish)
+ * or is abandoned (resync_abort). */
+uint64_t nsa_table_resync_begin(struct nsa_table *t);
+void nsa_table_resync_abort(struct nsa_table *t);
+
+/* Remove every tombstone when no resync is running (call periodically from
+ * the writer thread). Returns how many were removed. */
+uint64_t nsa_table_purge_tombstones(struct nsa_table *t);
 
 /* Apply a live record (create, refresh, delete). Older records than the
  * entry's (by epoch, then timestamp) are ignored. 0, or -ENOSPC when the
@@ -52,7 +62,8 @@ uint64_t nsa_table_resync_finish(struct nsa_table *t, uint64_t gen,
 int nsa_table_lookup(const struct nsa_table *t, uint8_t proto,
 		     const struct ns_tuple *orig, struct ns_session *out);
 int nsa_table_lookup_reply(const struct nsa_table *t, uint8_t proto,
-			   const struct ns_tuple *reply, struct ns_session *out);
+			   const struct ns_tuple *reply,
+			   struct ns_session *out);
 
 /* Visit every live session (writer thread, or with writes paused). */
 uint64_t nsa_table_walk(const struct nsa_table *t,

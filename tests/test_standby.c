@@ -1,0 +1,615 @@
+/*
+ * test_standby.c - the standby role against real Redis stores: the test
+ * plays the active itself with a plain hiredis client (SET/DEL of keys and
+ * SPUBLISH/PUBLISH of batches it builds, with proper sequence numbers) and
+ * checks that the standby's table ends equal to what it wrote.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
+
+#include "ns_batch.h"
+#include "ns_record.h"
+#include "ns_slot.h"
+#include "nsa_cluster.h"
+#include "nsa_config.h"
+#include "nsa_standby.h"
+#include "nst_store.h"
+
+#define CLUSTER_PORT 7300
+#define PLAIN_PORT 7310
+#define BATCH_RECORDS 256
+
+/* ---- the simulated active --------------------------------------------- */
+
+struct active {
+	struct nsa_topology topo;
+	redisContext *c[NSA_MAX_NODES];
+	uint64_t seq[NSA_MAX_NODES];
+	uint32_t publisher_id, gateway_id, epoch;
+	/* what the active's table holds: index i -> live or not */
+	struct ns_session *table;
+	uint8_t *live;
+	uint32_t size;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static struct ns_session sess(uint32_t i, uint8_t event)
+{
+	struct ns_session s;
+
+	memset(&s, 0, sizeof(s));
+	s.version = NS_RECORD_VERSION;
+	s.family = NS_FAMILY_IPV4;
+	s.proto = i % 3 ? 6 : 17;
+	s.event = event;
+	s.gateway_id = 1;
+	s.epoch = 1;
+	s.timeout_ms = 60000;
+	s.timestamp_ns = now_ns();
+	s.orig.saddr = 0x0a000000u + i;
+	s.orig.daddr = 0xcb007100u + (i % 200);
+	s.orig.sport = (uint16_t)(1000 + i % 50000);
+	s.orig.dport = 443;
+	s.xlat.saddr = 0xc6336401u + i / 60000;
+	s.xlat.sport = (uint16_t)(1024 + i % 60000);
+	s.xlat.daddr = s.orig.daddr;
+	s.xlat.dport = s.orig.dport;
+	return s;
+}
+
+static void store_conf(struct nsa_store_conf *sc, int port,
+		       enum nsa_publish_mode mode)
+{
+	memset(sc, 0, sizeof(*sc));
+	snprintf(sc->seeds[0].host, sizeof(sc->seeds[0].host), "127.0.0.1");
+	sc->seeds[0].port = (uint16_t)port;
+	sc->n_seeds = 1;
+	sc->connect_timeout_ms = 1000;
+	sc->publish = mode;
+}
+
+static void active_open(struct active *a, int port, enum nsa_publish_mode mode,
+			uint32_t size)
+{
+	struct nsa_store_conf sc;
+	char err[256];
+	unsigned int i;
+
+	memset(a, 0, sizeof(*a));
+	store_conf(&sc, port, mode);
+	cr_assert_eq(nsa_topology_fetch(&sc, &a->topo, err, sizeof(err)), 0,
+		     "topology: %s", err);
+	for (i = 0; i < a->topo.n_nodes; i++) {
+		a->c[i] = redisConnect(a->topo.nodes[i].addr.host,
+				       a->topo.nodes[i].addr.port);
+		cr_assert(a->c[i] && !a->c[i]->err);
+	}
+	a->publisher_id = 77;
+	a->gateway_id = 1;
+	a->epoch = 1;
+	a->size = size;
+	a->table = calloc(size, sizeof(*a->table));
+	a->live = calloc(size, 1);
+}
+
+static void active_close(struct active *a)
+{
+	unsigned int i;
+
+	for (i = 0; i < a->topo.n_nodes; i++)
+		redisFree(a->c[i]);
+	free(a->table);
+	free(a->live);
+}
+
+static unsigned int node_of(const struct active *a, const struct ns_session *s)
+{
+	uint8_t key[NS_KEY_LEN];
+
+	ns_key_build(s->proto, &s->orig, key);
+	return a->topo.slot_node[ns_key_slot(key, NS_KEY_LEN)];
+}
+
+static void drain(redisContext *c, unsigned int *pending)
+{
+	void *r;
+
+	while (*pending) {
+		cr_assert_eq(redisGetReply(c, &r), REDIS_OK);
+		cr_assert(((redisReply *)r)->type != REDIS_REPLY_ERROR, "%s",
+			  ((redisReply *)r)->str);
+		freeReplyObject(r);
+		(*pending)--;
+	}
+}
+
+static void publish(struct active *a, unsigned int node, const uint8_t *buf,
+		    size_t len, unsigned int *pending)
+{
+	char ch[NS_CHANNEL_MAX];
+
+	nsa_topology_channel(&a->topo, node, ch);
+	redisAppendCommand(a->c[node], "%s %s %b",
+			   a->topo.sharded_pubsub ? "SPUBLISH" : "PUBLISH", ch,
+			   buf, len);
+	(*pending)++;
+}
+
+/* Write the sessions of indices idx[0..n) with event ev to the store (SET
+ * or DEL) and, when notify, publish them in batches per master. */
+static void active_write(struct active *a, const uint32_t *idx, uint32_t n,
+			 uint8_t ev, int notify)
+{
+	static uint8_t batch[NSA_MAX_NODES][NS_BATCH_MAX_LEN];
+	uint32_t count[NSA_MAX_NODES] = {0}, blen[NSA_MAX_NODES];
+	unsigned int pending[NSA_MAX_NODES] = {0};
+	unsigned int i;
+	uint32_t k;
+
+	for (i = 0; i < a->topo.n_nodes; i++)
+		blen[i] = NS_BATCH_HDR_LEN;
+	for (k = 0; k <= n; k++) {
+		for (i = 0; i < a->topo.n_nodes; i++) {
+			struct ns_batch_hdr h = {0};
+
+			if (!notify || count[i] == 0 ||
+			    (k < n && count[i] < BATCH_RECORDS))
+				continue;
+			h.publisher_id = a->publisher_id;
+			h.gateway_id = a->gateway_id;
+			h.epoch = a->epoch;
+			h.count = (uint16_t)count[i];
+			h.seq = ++a->seq[i];
+			h.body_len = blen[i] - NS_BATCH_HDR_LEN;
+			ns_batch_hdr_encode(&h, batch[i]);
+			publish(a, i, batch[i], blen[i], &pending[i]);
+			count[i] = 0;
+			blen[i] = NS_BATCH_HDR_LEN;
+		}
+		if (k == n)
+			break;
+		{
+			struct ns_session s = sess(idx[k], ev);
+			uint8_t key[NS_KEY_LEN];
+			unsigned int nd = node_of(a, &s);
+			int len;
+
+			s.epoch = a->epoch;
+			if (!notify)
+				blen[nd] = NS_BATCH_HDR_LEN;
+			ns_key_build(s.proto, &s.orig, key);
+			len = ns_record_encode(&s, batch[nd] + blen[nd],
+					       NS_BATCH_MAX_LEN - blen[nd]);
+			cr_assert_gt(len, 0);
+			if (ev == NS_EV_DELETE)
+				redisAppendCommand(a->c[nd], "DEL %b", key,
+						   (size_t)NS_KEY_LEN);
+			else
+				redisAppendCommand(a->c[nd], "SET %b %b PX %u",
+						   key, (size_t)NS_KEY_LEN,
+						   batch[nd] + blen[nd],
+						   (size_t)len, s.timeout_ms);
+			pending[nd]++;
+			blen[nd] += (uint32_t)len;
+			count[nd]++;
+			a->table[idx[k]] = s;
+			a->live[idx[k]] = ev != NS_EV_DELETE;
+		}
+		if (k % 4096 == 4095)
+			for (i = 0; i < a->topo.n_nodes; i++)
+				drain(a->c[i], &pending[i]);
+	}
+	for (i = 0; i < a->topo.n_nodes; i++)
+		drain(a->c[i], &pending[i]);
+}
+
+static void active_write_range(struct active *a, uint32_t first, uint32_t n,
+			       uint8_t ev, int notify)
+{
+	uint32_t *idx = malloc(n * sizeof(*idx)), k;
+
+	for (k = 0; k < n; k++)
+		idx[k] = first + k;
+	active_write(a, idx, n, ev, notify);
+	free(idx);
+}
+
+/* 1 when the standby's table equals the active's. */
+static int table_exact(struct nsa_table *t, const struct active *a)
+{
+	struct nsa_table_stats st;
+	uint64_t live = 0;
+	uint32_t i;
+
+	for (i = 0; i < a->size; i++)
+		live += a->live[i];
+	nsa_table_stats(t, &st);
+	if (st.live != live)
+		return 0;
+	for (i = 0; i < a->size; i++) {
+		struct ns_session out;
+		int rc = nsa_table_lookup(t, a->table[i].proto,
+					  &a->table[i].orig, &out);
+
+		if (a->live[i] &&
+		    (rc != 0 || !ns_session_equal_state(&out, &a->table[i])))
+			return 0;
+		if (!a->live[i] && rc == 0)
+			return 0;
+	}
+	return 1;
+}
+
+static int wait_exact(struct nsa_table *t, const struct active *a,
+		      double timeout_s)
+{
+	double end = mono_s() + timeout_s;
+
+	while (mono_s() < end) {
+		if (table_exact(t, a))
+			return 1;
+		usleep(20000);
+	}
+	return table_exact(t, a);
+}
+
+static int wait_synced(struct nsa_standby *sb, double timeout_s)
+{
+	double end = mono_s() + timeout_s;
+	struct nsa_standby_stats st;
+
+	do {
+		nsa_standby_stats(sb, &st);
+		if (st.synced)
+			return 1;
+		usleep(5000);
+	} while (mono_s() < end);
+	return 0;
+}
+
+static struct nsa_standby *standby_start(int port, enum nsa_publish_mode mode,
+					 uint32_t capacity)
+{
+	static struct nsa_config conf;
+	struct nsa_standby *sb;
+
+	nsa_config_defaults(&conf);
+	conf.role = NSA_ROLE_STANDBY;
+	conf.gateway_id = 1;
+	store_conf(&conf.store, port, mode);
+	conf.table_capacity = capacity;
+	sb = nsa_standby_create(&conf);
+	cr_assert_not_null(sb);
+	cr_assert_eq(nsa_standby_start(sb), 0);
+	return sb;
+}
+
+/* ---- fixtures ------------------------------------------------------------ */
+
+/* Stopping a cluster leaves its nodes.conf behind, and nodes that remember
+ * their old cluster refuse to form a new one: start from an empty dir. */
+static void store_fresh(int port, int masters)
+{
+	nst_store_stop(port);
+	nst_sh("rm -rf %s/%d", nst_build("tests/run"), port);
+	cr_assert_eq(nst_store_start(port, masters, 0), 0);
+}
+
+static void cluster_up(void)
+{
+	cr_assert_eq(nst_eal_init(1024), 0);
+	store_fresh(CLUSTER_PORT, 3);
+}
+
+static void cluster_down(void)
+{
+	nst_store_stop(CLUSTER_PORT);
+}
+
+static void plain_up(void)
+{
+	cr_assert_eq(nst_eal_init(1024), 0);
+	store_fresh(PLAIN_PORT, 0);
+}
+
+static void plain_down(void)
+{
+	nst_store_stop(PLAIN_PORT);
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+Test(standby, live_batches_reach_the_table, .init = cluster_up,
+     .fini = cluster_down)
+{
+	struct active a;
+	struct nsa_standby *sb;
+	struct nsa_standby_stats st;
+
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 5000);
+	cr_assert_eq(a.topo.n_nodes, 3);
+	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
+	cr_assert(wait_synced(sb, 10), "standby did not sync");
+
+	active_write_range(&a, 0, 5000, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	active_write_range(&a, 0, 1000, NS_EV_DELETE, 1);
+	active_write_range(&a, 1000, 1000, NS_EV_REFRESH, 1);
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.records, 7000);
+	cr_assert_eq(st.gaps, 0);
+	cr_assert_eq(st.bad_messages, 0);
+	cr_assert_eq(st.lag_count, 7000);
+	cr_assert_gt(st.lag_sum_us, 0);
+	printf("live: lag mean %lu us, p99 <= %lu us, max %lu us\n",
+	       (unsigned long)(st.lag_sum_us / st.lag_count),
+	       (unsigned long)nsa_standby_lag_percentile_us(&st, 99),
+	       (unsigned long)st.lag_max_us);
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+Test(standby, cold_load_converges_while_batches_keep_coming, .init = cluster_up,
+     .fini = cluster_down)
+{
+	struct active a;
+	struct nsa_standby *sb;
+	struct nsa_standby_stats st;
+	uint32_t k;
+
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 120000);
+	active_write_range(&a, 0, 100000, NS_EV_CREATE, 1);
+	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 200000);
+	/* Keep the active busy while the standby loads. */
+	for (k = 0; k < 20; k++) {
+		active_write_range(&a, 100000 + k * 1000, 1000, NS_EV_CREATE,
+				   1);
+		active_write_range(&a, k * 500, 250, NS_EV_DELETE, 1);
+		active_write_range(&a, 50000 + k * 500, 250, NS_EV_REFRESH, 1);
+	}
+	cr_assert(wait_synced(sb, 30), "cold load did not finish");
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 20),
+		  "table differs from the active's");
+	nsa_standby_stats(sb, &st);
+	printf("cold load under traffic: loaded %lu, batches %lu, resyncs "
+	       "%lu\n",
+	       (unsigned long)st.loaded, (unsigned long)st.batches,
+	       (unsigned long)st.resyncs);
+	cr_assert_geq(st.resyncs, 3);
+	cr_assert_eq(st.bad_values, 0);
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+Test(standby, seq_gap_triggers_resync_and_table_ends_exact, .init = cluster_up,
+     .fini = cluster_down)
+{
+	struct active a;
+	struct nsa_standby *sb;
+	struct nsa_standby_stats st;
+	unsigned int i;
+
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000);
+	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
+	cr_assert(wait_synced(sb, 10));
+	active_write_range(&a, 0, 1000, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+
+	/* Lost notifications: the records reach the store only, and the
+	 * sequence skips them on every channel. */
+	active_write_range(&a, 1000, 1000, NS_EV_CREATE, 0);
+	active_write_range(&a, 0, 300, NS_EV_DELETE, 0);
+	for (i = 0; i < a.topo.n_nodes; i++)
+		a.seq[i]++;
+	active_write_range(&a, 2000, 1000, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 15),
+		  "resync did not repair the table");
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.gaps, a.topo.n_nodes);
+	cr_assert_geq(st.resyncs, 3 + a.topo.n_nodes);
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
+     .fini = cluster_down)
+{
+	static uint8_t buf[NS_BATCH_HDR_LEN + 2 * NS_RECORD_MAX_LEN];
+	struct ns_batch_hdr h = {.publisher_id = 9,
+				 .gateway_id = 1,
+				 .epoch = 1,
+				 .count = 2,
+				 .seq = 1};
+	struct ns_session s1 = sess(900001, NS_EV_CREATE);
+	struct ns_session s2 = sess(900002, NS_EV_CREATE), out;
+	struct nsa_table_stats before, after;
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+	struct active a;
+	unsigned int pending = 0;
+	size_t len;
+	int l1, l2;
+
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 500);
+	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
+	cr_assert(wait_synced(sb, 10));
+	active_write_range(&a, 0, 500, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	nsa_table_stats(nsa_standby_table(sb), &before);
+
+	l1 = ns_record_encode(&s1, buf + NS_BATCH_HDR_LEN, NS_RECORD_MAX_LEN);
+	l2 = ns_record_encode(&s2, buf + NS_BATCH_HDR_LEN + l1,
+			      NS_RECORD_MAX_LEN);
+	h.body_len = (uint32_t)(l1 + l2);
+	ns_batch_hdr_encode(&h, buf);
+	len = NS_BATCH_HDR_LEN + (size_t)(l1 + l2);
+
+	/* foreign text */
+	publish(&a, 0, (const uint8_t *)"hello", 5, &pending);
+	/* truncated: the second record cut short */
+	publish(&a, 0, buf, len - 10, &pending);
+	/* wrong magic */
+	buf[0] ^= 0xff;
+	publish(&a, 0, buf, len, &pending);
+	buf[0] ^= 0xff;
+	/* a record with a bad event inside an otherwise good batch */
+	buf[NS_BATCH_HDR_LEN + 3] = 0x7f;
+	publish(&a, 0, buf, len, &pending);
+	drain(a.c[0], &pending);
+
+	for (int tries = 0; tries < 200; tries++) {
+		nsa_standby_stats(sb, &st);
+		if (st.bad_messages >= 4)
+			break;
+		usleep(10000);
+	}
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.bad_messages, 4);
+	nsa_table_stats(nsa_standby_table(sb), &after);
+	cr_assert_eq(after.applied, before.applied);
+	cr_assert_eq(after.live, before.live);
+	cr_assert_eq(nsa_table_lookup(nsa_standby_table(sb), s1.proto, &s1.orig,
+				      &out),
+		     -ENOENT);
+	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	cr_assert_eq(st.gaps, 0);
+
+	/* Still alive: good batches keep coming in. */
+	active_write_range(&a, 0, 100, NS_EV_DELETE, 1);
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+Test(standby, batches_of_an_older_epoch_are_fenced, .init = cluster_up,
+     .fini = cluster_down)
+{
+	struct active a;
+	struct nsa_standby *sb;
+	struct nsa_standby_stats st;
+	struct ns_session out;
+	uint32_t i;
+
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 2000);
+	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
+	cr_assert(wait_synced(sb, 10));
+	a.epoch = 5;
+	active_write_range(&a, 0, 1000, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	/* The old active wakes up and publishes with its old epoch. */
+	a.epoch = 4;
+	a.publisher_id = 78;
+	active_write_range(&a, 1000, 500, NS_EV_CREATE, 1);
+	for (i = 0; i < 200; i++) {
+		nsa_standby_stats(sb, &st);
+		if (st.fenced >= a.topo.n_nodes)
+			break;
+		usleep(10000);
+	}
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.fenced, a.topo.n_nodes);
+	for (i = 1000; i < 1500; i++)
+		cr_assert_eq(nsa_table_lookup(nsa_standby_table(sb),
+					      a.table[i].proto,
+					      &a.table[i].orig, &out),
+			     -ENOENT);
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+Test(standby, dump_writes_the_table, .init = cluster_up, .fini = cluster_down)
+{
+	const char *path = nst_build("tests/run/standby_dump.bin");
+	struct active a;
+	struct nsa_standby *sb;
+	FILE *f;
+	long size;
+
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000);
+	active_write_range(&a, 0, 3000, NS_EV_CREATE, 1);
+	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
+	cr_assert(wait_synced(sb, 10));
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	cr_assert_eq(nsa_standby_dump(sb, path, 5000), 3000);
+	f = fopen(path, "rb");
+	cr_assert_not_null(f);
+	fseek(f, 0, SEEK_END);
+	size = ftell(f);
+	fclose(f);
+	cr_assert_eq(size, 3000L * NS_RECORD_V1_IPV4_LEN);
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+Test(standby, plain_server_works_with_classic_publish, .init = plain_up,
+     .fini = plain_down)
+{
+	struct active a;
+	struct nsa_standby *sb;
+	struct nsa_standby_stats st;
+
+	active_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, 4000);
+	cr_assert_eq(a.topo.cluster, 0);
+	cr_assert_eq(a.topo.sharded_pubsub, 0);
+	active_write_range(&a, 0, 2000, NS_EV_CREATE, 1);
+	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, 100000);
+	cr_assert(wait_synced(sb, 10));
+	active_write_range(&a, 2000, 2000, NS_EV_CREATE, 1);
+	active_write_range(&a, 0, 500, NS_EV_DELETE, 1);
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.records, 2500);
+	cr_assert_eq(st.gaps, 0);
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+Test(standby, cold_load_of_a_million_sessions_from_a_plain_server,
+     .init = plain_up, .fini = plain_down, .timeout = 240)
+{
+	const uint32_t n = 1000000;
+	struct nsa_table_stats ts;
+	struct active a;
+	struct nsa_standby *sb;
+	double t0, t1;
+
+	active_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, n);
+	active_write_range(&a, 0, n, NS_EV_CREATE, 0);
+	t0 = mono_s();
+	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
+	cr_assert(wait_synced(sb, 30), "cold load took over 30 s");
+	t1 = mono_s();
+	nsa_table_stats(nsa_standby_table(sb), &ts);
+	printf("cold load: %u sessions in %.3f s (%.0f sessions/s), table "
+	       "memory %.1f B/session\n",
+	       n, t1 - t0, n / (t1 - t0),
+	       (double)ts.memory_bytes / (double)ts.live);
+	cr_assert_eq(ts.live, n);
+	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	nsa_standby_free(sb);
+	active_close(&a);
+}
