@@ -40,7 +40,8 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 				     struct nsdp_lane **lanes,
 				     unsigned int n_lanes);
 
-/* Connect (retrying with backoff until stopped) and start the writers. */
+/* Start the writers. Each connects on its own thread, retrying with backoff
+ * until stopped, so this does not wait for the store to be reachable. */
 int nsa_active_start(struct nsa_active *a);
 
 /* Wait until every lane is empty and every record acknowledged, at most

@@ -1,0 +1,988 @@
+/*
+ * test_active.c - the active writers against real Redis stores: what ends
+ * up in the store (exactly the live sessions, their last record, with a
+ * TTL), what a subscriber receives (every record, in per-flow order, with
+ * consecutive sequence numbers), the flush deadline, and recovery from a
+ * store that starts late or restarts mid-stream. One test prints the
+ * throughput against a plain server.
+ *
+ * Ports: 7200-7202 and 7203-7205 clusters, 7210-7213 plain servers.
+ */
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "ns_batch.h"
+#include "ns_slot.h"
+#include "nsa_active.h"
+#include "nsa_cluster.h"
+#include "nsa_config.h"
+#include "nsa_log.h"
+#include "nsdp_lane.h"
+#include "nst_store.h"
+
+#define PORT_CLUSTER 7200
+#define PORT_PLAIN 7210
+#define PORT_LATE 7211
+#define PORT_RESTART 7212
+#define PORT_ACL 7213
+#define PORT_RESHARD 7203
+
+#define TIMEOUT_CREATE_MS 300000u
+#define TIMEOUT_REFRESH_MS 600000u
+#define MAX_EVENTS 3
+
+static int used_ports[8];
+static unsigned int n_used_ports;
+
+static void setup(void)
+{
+	cr_assert_eq(nst_eal_init(256), 0, "EAL init");
+}
+
+static void teardown(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < n_used_ports; i++)
+		nst_store_stop(used_ports[i]);
+	n_used_ports = 0;
+}
+
+TestSuite(active, .init = setup, .fini = teardown);
+
+static void store_up(int port, int masters)
+{
+	used_ports[n_used_ports++] = port;
+	cr_assert_eq(nst_store_start(port, masters, 0), 0, "store on %d", port);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static void conf_for(struct nsa_config *c, int port, unsigned int workers,
+		     enum nsa_publish_mode publish)
+{
+	memset(c, 0, sizeof(*c));
+	c->role = NSA_ROLE_ACTIVE;
+	c->gateway_id = 7;
+	c->epoch = 1;
+	snprintf(c->store.seeds[0].host, NSA_HOST_MAX, "127.0.0.1");
+	c->store.seeds[0].port = (uint16_t)port;
+	c->store.n_seeds = 1;
+	c->store.connect_timeout_ms = 1000;
+	c->store.publish = publish;
+	c->workers = workers;
+	c->batch_size = 256;
+	c->flush_us = 1000;
+	c->max_inflight = 8;
+}
+
+/* Flow i's session: the inside tuple derives from i, so a record names its
+ * flow (saddr's low 24 bits). */
+static struct ns_session flow_record(uint32_t i, uint8_t event, uint64_t ts)
+{
+	struct ns_session s;
+
+	memset(&s, 0, sizeof(s));
+	s.version = NS_RECORD_VERSION;
+	s.family = NS_FAMILY_IPV4;
+	s.proto = 6;
+	s.event = event;
+	s.gateway_id = 7;
+	s.epoch = 1;
+	s.timeout_ms =
+		event == NS_EV_REFRESH ? TIMEOUT_REFRESH_MS : TIMEOUT_CREATE_MS;
+	s.timestamp_ns = ts;
+	s.orig.saddr = 0x0a000000u | i;
+	s.orig.daddr = 0xc0a80001u;
+	s.orig.sport = (uint16_t)(1000 + i % 50000);
+	s.orig.dport = 443;
+	s.xlat = s.orig;
+	s.xlat.saddr = 0x64400001u;
+	s.xlat.sport = (uint16_t)(1024 + i % 60000);
+	return s;
+}
+
+static uint32_t record_flow(const struct ns_session *s)
+{
+	return s->orig.saddr & 0xffffffu;
+}
+
+static struct nsdp_lane **lanes_create(unsigned int n, unsigned int size)
+{
+	static struct nsdp_lane *lanes[NSDP_MAX_LANES];
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		lanes[i] = nsdp_lane_create(i, size, SOCKET_ID_ANY);
+		cr_assert_not_null(lanes[i], "lane %u", i);
+	}
+	return lanes;
+}
+
+/* The producer here waits for room instead of dropping. */
+static void push_wait(struct nsdp_lane *lane, const struct ns_session *s)
+{
+	uint64_t deadline = mono_ms() + 60000;
+
+	while (rte_ring_free_count(lane->ring) == 0) {
+		cr_assert_lt(mono_ms(), deadline, "lane stayed full");
+		usleep(100);
+	}
+	cr_assert_eq(nsdp_record(lane, s), 0);
+}
+
+/* ---- what was written ------------------------------------------------- */
+
+struct plan {
+	uint32_t n_flows;
+	uint8_t *n_ev; /* [n_flows] */
+	struct ns_session *ev; /* [n_flows][MAX_EVENTS] */
+	uint64_t n_records;
+	uint64_t ts;
+};
+
+static void plan_init(struct plan *p, uint32_t n_flows)
+{
+	p->n_flows = n_flows;
+	p->n_ev = calloc(n_flows, 1);
+	p->ev = calloc((size_t)n_flows * MAX_EVENTS, sizeof(*p->ev));
+	p->n_records = 0;
+	p->ts = 1000;
+	cr_assert(p->n_ev && p->ev);
+}
+
+static void plan_free(struct plan *p)
+{
+	free(p->n_ev);
+	free(p->ev);
+}
+
+static void plan_write(struct plan *p, struct nsdp_lane **lanes,
+		       unsigned int n_lanes, uint32_t flow, uint8_t event)
+{
+	struct ns_session s = flow_record(flow, event, p->ts++);
+
+	cr_assert_lt(p->n_ev[flow], MAX_EVENTS);
+	p->ev[(size_t)flow * MAX_EVENTS + p->n_ev[flow]++] = s;
+	p->n_records++;
+	push_wait(lanes[flow % n_lanes], &s);
+}
+
+static const struct ns_session *plan_last(const struct plan *p, uint32_t f)
+{
+	if (p->n_ev[f] == 0)
+		return NULL;
+	return &p->ev[(size_t)f * MAX_EVENTS + p->n_ev[f] - 1];
+}
+
+/* creates for all, refreshes for every third, deletes for every fifth */
+static void plan_write_standard(struct plan *p, struct nsdp_lane **lanes,
+				unsigned int n_lanes)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->n_flows; i++)
+		plan_write(p, lanes, n_lanes, i, NS_EV_CREATE);
+	for (i = 0; i < p->n_flows; i += 3)
+		plan_write(p, lanes, n_lanes, i, NS_EV_REFRESH);
+	for (i = 0; i < p->n_flows; i += 5)
+		plan_write(p, lanes, n_lanes, i, NS_EV_DELETE);
+}
+
+static int same_record(const struct ns_session *a, const struct ns_session *b)
+{
+	return a->event == b->event && a->timestamp_ns == b->timestamp_ns &&
+	       a->timeout_ms == b->timeout_ms && ns_session_equal_state(a, b);
+}
+
+/* ---- the store -------------------------------------------------------- */
+
+struct store_view {
+	struct nsa_topology topo;
+	redisContext *c[NSA_MAX_NODES];
+};
+
+static void store_view_open(struct store_view *v, int port)
+{
+	struct nsa_store_conf sc;
+	char err[256];
+	unsigned int i;
+
+	memset(&sc, 0, sizeof(sc));
+	snprintf(sc.seeds[0].host, NSA_HOST_MAX, "127.0.0.1");
+	sc.seeds[0].port = (uint16_t)port;
+	sc.n_seeds = 1;
+	sc.connect_timeout_ms = 1000;
+	cr_assert_eq(nsa_topology_fetch(&sc, &v->topo, err, sizeof(err)), 0,
+		     "topology: %s", err);
+	for (i = 0; i < v->topo.n_nodes; i++) {
+		v->c[i] = redisConnect(v->topo.nodes[i].addr.host,
+				       v->topo.nodes[i].addr.port);
+		cr_assert(v->c[i] && !v->c[i]->err, "connect node %u", i);
+	}
+}
+
+static void store_view_close(struct store_view *v)
+{
+	unsigned int i;
+
+	for (i = 0; i < v->topo.n_nodes; i++)
+		redisFree(v->c[i]);
+}
+
+static unsigned int node_of(const struct store_view *v, uint32_t flow)
+{
+	struct ns_session s = flow_record(flow, NS_EV_CREATE, 0);
+	uint8_t key[NS_KEY_LEN];
+
+	if (!v->topo.cluster)
+		return 0;
+	ns_key_build(s.proto, &s.orig, key);
+	return v->topo.slot_node[ns_key_slot(key, NS_KEY_LEN)];
+}
+
+static uint64_t store_count_keys(struct store_view *v)
+{
+	uint64_t total = 0;
+	unsigned int i;
+
+	for (i = 0; i < v->topo.n_nodes; i++) {
+		char cursor[32] = "0";
+		int rounds = 0;
+
+		do {
+			redisReply *r = redisCommand(
+				v->c[i], "SCAN %s MATCH ns:* COUNT 1000",
+				cursor);
+
+			cr_assert(r && r->type == REDIS_REPLY_ARRAY &&
+				  r->elements == 2);
+			snprintf(cursor, sizeof(cursor), "%s",
+				 r->element[0]->str);
+			total += r->element[1]->elements;
+			freeReplyObject(r);
+			cr_assert_lt(++rounds, 1000000);
+		} while (strcmp(cursor, "0") != 0);
+	}
+	return total;
+}
+
+/* Check flows [from, to) against the plan: a live flow's key holds its
+ * last record with a TTL, a deleted or never written flow has no key.
+ * Returns the number of flows that do not match. */
+static uint32_t store_check_flows(struct store_view *v, const struct plan *p,
+				  uint32_t from, uint32_t to)
+{
+	uint32_t bad = 0, f;
+	unsigned int node;
+
+	for (node = 0; node < v->topo.n_nodes; node++) {
+		for (f = from; f < to; f++) {
+			struct ns_session s = flow_record(f, NS_EV_CREATE, 0);
+			uint8_t key[NS_KEY_LEN];
+
+			if (node_of(v, f) != node)
+				continue;
+			ns_key_build(s.proto, &s.orig, key);
+			redisAppendCommand(v->c[node], "GET %b", key,
+					   (size_t)NS_KEY_LEN);
+			redisAppendCommand(v->c[node], "PTTL %b", key,
+					   (size_t)NS_KEY_LEN);
+		}
+		for (f = from; f < to; f++) {
+			const struct ns_session *want = plan_last(p, f);
+			redisReply *g = NULL, *t = NULL;
+			struct ns_session got;
+
+			if (node_of(v, f) != node)
+				continue;
+			cr_assert_eq(redisGetReply(v->c[node], (void **)&g),
+				     REDIS_OK);
+			cr_assert_eq(redisGetReply(v->c[node], (void **)&t),
+				     REDIS_OK);
+			if (want == NULL || want->event == NS_EV_DELETE) {
+				bad += g->type != REDIS_REPLY_NIL;
+			} else if (g->type != REDIS_REPLY_STRING ||
+				   ns_record_decode((const uint8_t *)g->str,
+						    g->len, &got) < 0 ||
+				   !same_record(&got, want) ||
+				   t->type != REDIS_REPLY_INTEGER ||
+				   t->integer <= 0 ||
+				   t->integer > (long long)want->timeout_ms) {
+				if (bad < 5)
+					cr_log_error(
+						"flow %u: wrong or missing "
+						"in the store (type %d)",
+						f, g->type);
+				bad++;
+			}
+			freeReplyObject(g);
+			freeReplyObject(t);
+		}
+	}
+	return bad;
+}
+
+static uint32_t plan_live(const struct plan *p)
+{
+	uint32_t f, n = 0;
+
+	for (f = 0; f < p->n_flows; f++) {
+		const struct ns_session *l = plan_last(p, f);
+
+		n += l != NULL && l->event != NS_EV_DELETE;
+	}
+	return n;
+}
+
+/* ---- a subscriber ----------------------------------------------------- */
+
+struct pubseq {
+	uint32_t publisher;
+	char channel[NS_CHANNEL_MAX];
+	uint64_t last;
+};
+
+struct sub {
+	redisContext *c[NSA_MAX_NODES];
+	unsigned int n;
+	pthread_t thread;
+	atomic_int stop;
+	const struct plan *plan;
+	uint8_t *next_ev; /* [n_flows] next expected event per flow */
+	atomic_ullong n_records;
+	uint64_t n_batches, bad_decode, bad_seq, bad_order;
+	struct pubseq ps[64];
+	unsigned int n_ps;
+};
+
+static void sub_batch(struct sub *s, const char *channel, const uint8_t *buf,
+		      size_t len)
+{
+	struct ns_batch_hdr h;
+	const uint8_t *body;
+	struct ns_batch_iter it;
+	struct ns_session r;
+	unsigned int i;
+	int rc;
+
+	if (ns_batch_decode(buf, len, &h, &body) != 0) {
+		s->bad_decode++;
+		return;
+	}
+	s->n_batches++;
+	for (i = 0; i < s->n_ps; i++)
+		if (s->ps[i].publisher == h.publisher_id &&
+		    strcmp(s->ps[i].channel, channel) == 0)
+			break;
+	if (i == s->n_ps && s->n_ps < 64) {
+		s->ps[i].publisher = h.publisher_id;
+		snprintf(s->ps[i].channel, NS_CHANNEL_MAX, "%s", channel);
+		s->ps[i].last = 0;
+		s->n_ps++;
+	}
+	if (i < s->n_ps) {
+		s->bad_seq += h.seq != s->ps[i].last + 1;
+		s->ps[i].last = h.seq;
+	}
+	ns_batch_iter_init(&it, body, h.body_len);
+	while ((rc = ns_batch_iter_next(&it, &r)) == 1) {
+		uint32_t f = record_flow(&r);
+		const struct plan *p = s->plan;
+
+		if (f >= p->n_flows || s->next_ev[f] >= p->n_ev[f] ||
+		    !same_record(
+			    &r, &p->ev[(size_t)f * MAX_EVENTS + s->next_ev[f]]))
+			s->bad_order++;
+		else
+			s->next_ev[f]++;
+		atomic_fetch_add(&s->n_records, 1);
+	}
+	if (rc < 0)
+		s->bad_decode++;
+}
+
+static void sub_reply(struct sub *s, redisReply *r)
+{
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+	    r->element[0]->type == REDIS_REPLY_STRING &&
+	    (strcmp(r->element[0]->str, "smessage") == 0 ||
+	     strcmp(r->element[0]->str, "message") == 0))
+		sub_batch(s, r->element[1]->str,
+			  (const uint8_t *)r->element[2]->str,
+			  r->element[2]->len);
+}
+
+static void *sub_main(void *arg)
+{
+	struct sub *s = arg;
+
+	while (!atomic_load(&s->stop)) {
+		struct pollfd pfd[NSA_MAX_NODES];
+		unsigned int i;
+
+		for (i = 0; i < s->n; i++) {
+			pfd[i].fd = s->c[i]->fd;
+			pfd[i].events = POLLIN;
+			pfd[i].revents = 0;
+		}
+		if (poll(pfd, s->n, 50) <= 0)
+			continue;
+		for (i = 0; i < s->n; i++) {
+			void *r;
+
+			if (!(pfd[i].revents & POLLIN))
+				continue;
+			if (redisBufferRead(s->c[i]) != REDIS_OK)
+				return NULL;
+			while (redisGetReplyFromReader(s->c[i], &r) ==
+				       REDIS_OK &&
+			       r != NULL) {
+				sub_reply(s, r);
+				freeReplyObject(r);
+			}
+		}
+	}
+	return NULL;
+}
+
+/* Subscribe to every master's channel before the writers start. */
+static void sub_start(struct sub *s, int port, const struct plan *p,
+		      enum nsa_publish_mode publish)
+{
+	struct nsa_store_conf sc;
+	struct nsa_topology t;
+	char err[256];
+	unsigned int i;
+
+	memset(s, 0, sizeof(*s));
+	memset(&sc, 0, sizeof(sc));
+	snprintf(sc.seeds[0].host, NSA_HOST_MAX, "127.0.0.1");
+	sc.seeds[0].port = (uint16_t)port;
+	sc.n_seeds = 1;
+	sc.connect_timeout_ms = 1000;
+	sc.publish = publish;
+	cr_assert_eq(nsa_topology_fetch(&sc, &t, err, sizeof(err)), 0, "%s",
+		     err);
+	s->plan = p;
+	s->next_ev = calloc(p->n_flows, 1);
+	for (i = 0; i < t.n_nodes; i++) {
+		char ch[NS_CHANNEL_MAX];
+		redisReply *r;
+
+		nsa_topology_channel(&t, i, ch);
+		s->c[i] = redisConnect(t.nodes[i].addr.host,
+				       t.nodes[i].addr.port);
+		cr_assert(s->c[i] && !s->c[i]->err);
+		r = redisCommand(s->c[i], "%s %s",
+				 t.sharded_pubsub ? "SSUBSCRIBE" : "SUBSCRIBE",
+				 ch);
+		cr_assert(r && r->type == REDIS_REPLY_ARRAY, "subscribe %s",
+			  ch);
+		freeReplyObject(r);
+	}
+	s->n = t.n_nodes;
+	cr_assert_eq(pthread_create(&s->thread, NULL, sub_main, s), 0);
+}
+
+static void sub_finish(struct sub *s, uint64_t expect)
+{
+	uint64_t deadline = mono_ms() + 15000;
+	unsigned int i;
+
+	while (atomic_load(&s->n_records) < expect && mono_ms() < deadline)
+		sleep_ms(5);
+	sleep_ms(100); /* anything extra would show up now */
+	atomic_store(&s->stop, 1);
+	pthread_join(s->thread, NULL);
+	for (i = 0; i < s->n; i++)
+		redisFree(s->c[i]);
+}
+
+static void sub_assert_complete(struct sub *s, const struct plan *p)
+{
+	uint32_t f, missing = 0;
+
+	cr_expect_eq(s->bad_decode, 0, "undecodable batches");
+	cr_expect_eq(s->bad_seq, 0, "sequence gaps");
+	cr_expect_eq(s->bad_order, 0, "records out of per-flow order");
+	for (f = 0; f < p->n_flows; f++)
+		missing += s->next_ev[f] != p->n_ev[f];
+	cr_expect_eq(missing, 0, "flows with records never notified");
+	cr_assert_eq(atomic_load(&s->n_records), p->n_records,
+		     "notified %llu records, wrote %llu",
+		     (unsigned long long)atomic_load(&s->n_records),
+		     (unsigned long long)p->n_records);
+	free(s->next_ev);
+}
+
+/* ---- scenarios -------------------------------------------------------- */
+
+/* Write the standard plan through 2 workers and 2 lanes with a subscriber
+ * attached, then check the store and the notifications. */
+static void replicate_and_check(int port, uint32_t n_flows,
+				enum nsa_publish_mode publish)
+{
+	struct nsdp_lane **lanes = lanes_create(2, 65536);
+	struct nsa_active_stats st;
+	struct store_view v;
+	struct nsa_config c;
+	struct nsa_active *a;
+	struct plan p;
+	struct sub s;
+
+	plan_init(&p, n_flows);
+	conf_for(&c, port, 2, publish);
+	sub_start(&s, port, &p, publish);
+	a = nsa_active_create(&c, lanes, 2);
+	cr_assert_not_null(a);
+	cr_assert_eq(nsa_active_start(a), 0);
+	plan_write_standard(&p, lanes, 2);
+	cr_assert_eq(nsa_active_drain(a, 60000), 0, "drained");
+	nsa_active_stats(a, &st);
+	cr_expect_eq(st.records, p.n_records);
+	cr_expect_eq(st.acked, p.n_records);
+	cr_expect_eq(st.dropped, 0);
+	cr_expect_eq(st.lane_drops, 0);
+	cr_expect_eq(st.inflight, 0);
+	cr_expect_gt(st.batches, 0);
+
+	sub_finish(&s, p.n_records);
+	sub_assert_complete(&s, &p);
+
+	store_view_open(&v, port);
+	cr_expect_eq(store_count_keys(&v), plan_live(&p), "keys in the store");
+	cr_expect_eq(store_check_flows(&v, &p, 0, n_flows), 0,
+		     "flows not matching the store");
+	store_view_close(&v);
+
+	nsa_active_stop(a);
+	nsa_active_free(a);
+	plan_free(&p);
+}
+
+Test(active, cluster_store_and_notifications_hold_every_record_in_order,
+     .timeout = 240)
+{
+	store_up(PORT_CLUSTER, 3);
+	replicate_and_check(PORT_CLUSTER, 50000, NSA_PUBLISH_AUTO);
+}
+
+Test(active, plain_server_with_classic_publish_holds_every_record,
+     .timeout = 120)
+{
+	store_up(PORT_PLAIN, 0);
+	replicate_and_check(PORT_PLAIN, 5000, NSA_PUBLISH_CLASSIC);
+}
+
+Test(active, plain_server_with_auto_publish_holds_every_record, .timeout = 120)
+{
+	store_up(PORT_PLAIN, 0);
+	replicate_and_check(PORT_PLAIN, 5000, NSA_PUBLISH_AUTO);
+}
+
+static int store_has(redisContext *rc, const struct ns_session *want)
+{
+	uint8_t key[NS_KEY_LEN];
+	struct ns_session got;
+	redisReply *r;
+	int ok;
+
+	ns_key_build(want->proto, &want->orig, key);
+	r = redisCommand(rc, "GET %b", key, (size_t)NS_KEY_LEN);
+	ok = r && r->type == REDIS_REPLY_STRING &&
+	     ns_record_decode((const uint8_t *)r->str, r->len, &got) > 0 &&
+	     same_record(&got, want);
+	freeReplyObject(r);
+	return ok;
+}
+
+Test(active, lone_record_is_flushed_within_the_deadline, .timeout = 60)
+{
+	struct nsdp_lane **lanes = lanes_create(1, 1024);
+	struct ns_session warm = flow_record(1, NS_EV_CREATE, 1);
+	struct ns_session lone = flow_record(2, NS_EV_CREATE, 2);
+	struct nsa_config c;
+	struct nsa_active *a;
+	redisContext *rc;
+	uint64_t t0, limit;
+
+	store_up(PORT_PLAIN, 0);
+	conf_for(&c, PORT_PLAIN, 1, NSA_PUBLISH_AUTO);
+	c.flush_us = 2000;
+	a = nsa_active_create(&c, lanes, 1);
+	cr_assert_not_null(a);
+	cr_assert_eq(nsa_active_start(a), 0);
+	/* a first record makes sure the writer is connected */
+	push_wait(lanes[0], &warm);
+	cr_assert_eq(nsa_active_drain(a, 10000), 0);
+	sleep_ms(20); /* let the writer go idle */
+
+	rc = redisConnect("127.0.0.1", PORT_PLAIN);
+	cr_assert(rc && !rc->err);
+	limit = c.flush_us / 1000 + 50;
+	t0 = mono_ms();
+	push_wait(lanes[0], &lone);
+	while (!store_has(rc, &lone) && mono_ms() - t0 <= limit)
+		usleep(500);
+	cr_expect_leq(mono_ms() - t0, limit, "a lone record took %llu ms",
+		      (unsigned long long)(mono_ms() - t0));
+	cr_expect(store_has(rc, &lone), "the lone record is in the store");
+	cr_expect_eq(nsa_active_drain(a, 10000), 0);
+	redisFree(rc);
+	nsa_active_stop(a);
+	nsa_active_free(a);
+}
+
+Test(active, store_starting_late_receives_everything, .timeout = 120)
+{
+	struct nsdp_lane **lanes = lanes_create(1, 8192);
+	struct nsa_active_stats st;
+	struct store_view v;
+	struct nsa_config c;
+	struct nsa_active *a;
+	struct plan p;
+	uint32_t i;
+
+	plan_init(&p, 2000);
+	conf_for(&c, PORT_LATE, 1, NSA_PUBLISH_AUTO);
+	a = nsa_active_create(&c, lanes, 1);
+	cr_assert_not_null(a);
+	cr_assert_eq(nsa_active_start(a), 0, "start does not need the store");
+	for (i = 0; i < p.n_flows; i++)
+		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+	sleep_ms(1000);
+	nsa_active_stats(a, &st);
+	cr_expect_eq(st.acked, 0);
+	store_up(PORT_LATE, 0);
+	cr_assert_eq(nsa_active_drain(a, 30000), 0, "drained");
+	nsa_active_stats(a, &st);
+	cr_expect_eq(st.acked, p.n_records);
+
+	store_view_open(&v, PORT_LATE);
+	cr_expect_eq(store_count_keys(&v), p.n_flows);
+	cr_expect_eq(store_check_flows(&v, &p, 0, p.n_flows), 0);
+	store_view_close(&v);
+	nsa_active_stop(a);
+	nsa_active_free(a);
+	plan_free(&p);
+}
+
+struct producer {
+	struct plan *p;
+	struct nsdp_lane *lane;
+	atomic_uint written; /* flows pushed so far, in order */
+};
+
+static void *producer_main(void *arg)
+{
+	struct producer *pr = arg;
+	uint32_t i;
+
+	for (i = 0; i < pr->p->n_flows; i++) {
+		plan_write(pr->p, &pr->lane, 1, i, NS_EV_CREATE);
+		atomic_store(&pr->written, i + 1);
+		if (i % 256 == 255)
+			usleep(2000);
+	}
+	return NULL;
+}
+
+Test(active, restarted_server_gets_every_unacknowledged_record, .timeout = 180)
+{
+	struct nsdp_lane **lanes = lanes_create(1, 65536);
+	struct nsa_active_stats st;
+	struct producer pr;
+	struct store_view v;
+	struct nsa_config c;
+	struct nsa_active *a;
+	struct plan p;
+	pthread_t th;
+	uint64_t acked_before, deadline;
+	uint32_t bad;
+
+	plan_init(&p, 40000);
+	store_up(PORT_RESTART, 0);
+	conf_for(&c, PORT_RESTART, 1, NSA_PUBLISH_AUTO);
+	a = nsa_active_create(&c, lanes, 1);
+	cr_assert_not_null(a);
+	cr_assert_eq(nsa_active_start(a), 0);
+
+	memset(&pr, 0, sizeof(pr));
+	pr.p = &p;
+	pr.lane = lanes[0];
+	cr_assert_eq(pthread_create(&th, NULL, producer_main, &pr), 0);
+	deadline = mono_ms() + 20000;
+	do {
+		sleep_ms(2);
+		nsa_active_stats(a, &st);
+	} while (st.acked < 3000 && mono_ms() < deadline);
+	cr_assert_geq(st.acked, 3000, "a first part was acknowledged");
+
+	nst_store_stop(PORT_RESTART);
+	sleep_ms(200);
+	/* One lane and one connection: acknowledgements come in record
+	 * order, so what was acknowledged before the crash is a prefix. */
+	nsa_active_stats(a, &st);
+	acked_before = st.acked;
+	cr_assert_eq(nst_store_start(PORT_RESTART, 0, 0), 0);
+	pthread_join(th, NULL);
+	cr_assert_eq(nsa_active_drain(a, 60000), 0, "drained");
+	nsa_active_stats(a, &st);
+	cr_expect_gt(st.reconnects, 0);
+	cr_expect_gt(st.resent, 0);
+	cr_expect_eq(st.acked + st.dropped, p.n_records);
+	cr_expect_eq(st.dropped, 0);
+	cr_log_info("acked before the crash %llu of %u, resent %llu",
+		    (unsigned long long)acked_before, p.n_flows,
+		    (unsigned long long)st.resent);
+	cr_assert_lt(acked_before, p.n_flows, "the crash came mid-stream");
+
+	store_view_open(&v, PORT_RESTART);
+	bad = store_check_flows(&v, &p, (uint32_t)acked_before, p.n_flows);
+	cr_expect_eq(bad, 0, "%u of the last %llu records missing", bad,
+		     (unsigned long long)(p.n_flows - acked_before));
+	store_view_close(&v);
+	nsa_active_stop(a);
+	nsa_active_free(a);
+	plan_free(&p);
+}
+
+Test(active, throughput_one_lane_plain_server, .timeout = 240)
+{
+	const uint32_t total = 1000000, flows = 100000;
+	struct nsdp_lane **lanes = lanes_create(1, 65536);
+	struct ns_session burst[256];
+	struct nsa_active_stats st;
+	struct nsa_config c;
+	struct nsa_active *a;
+	uint64_t t0, ms;
+	redisContext *rc;
+	redisReply *r;
+	uint32_t i = 0;
+
+	store_up(PORT_PLAIN, 0);
+	conf_for(&c, PORT_PLAIN, 1, NSA_PUBLISH_AUTO);
+	c.batch_size = 512;
+	c.max_inflight = 16;
+	a = nsa_active_create(&c, lanes, 1);
+	cr_assert_not_null(a);
+	cr_assert_eq(nsa_active_start(a), 0);
+	/* a first record makes sure the writer is connected */
+	burst[0] = flow_record(0, NS_EV_CREATE, 0);
+	push_wait(lanes[0], &burst[0]);
+	cr_assert_eq(nsa_active_drain(a, 10000), 0);
+
+	t0 = mono_ms();
+	while (i < total) {
+		unsigned int n = 0, k;
+
+		while (n < 256 && i + n < total) {
+			uint32_t f = (i + n) % flows;
+
+			burst[n] = flow_record(
+				f, i + n < flows ? NS_EV_CREATE : NS_EV_REFRESH,
+				i + n + 1);
+			n++;
+		}
+		while (rte_ring_free_count(lanes[0]->ring) < n) {
+			cr_assert_lt(mono_ms() - t0, 120000);
+			usleep(20);
+		}
+		k = nsdp_record_burst(lanes[0], burst, n);
+		cr_assert_eq(k, n);
+		i += n;
+	}
+	cr_assert_eq(nsa_active_drain(a, 120000), 0);
+	ms = mono_ms() - t0;
+	nsa_active_stats(a, &st);
+	printf("active throughput: %u records in %llu ms = %.0f records/s "
+	       "(%llu batches, plain server, 1 lane, 1 writer)\n",
+	       total, (unsigned long long)ms,
+	       ms ? total * 1000.0 / (double)ms : 0.0,
+	       (unsigned long long)st.batches);
+	fflush(stdout);
+	cr_expect_eq(st.acked, total + 1);
+	cr_expect_eq(st.lane_drops, 0);
+
+	rc = redisConnect("127.0.0.1", PORT_PLAIN);
+	cr_assert(rc && !rc->err);
+	r = redisCommand(rc, "DBSIZE");
+	cr_expect(r && r->type == REDIS_REPLY_INTEGER &&
+		  r->integer == (long long)flows);
+	freeReplyObject(r);
+	redisFree(rc);
+	nsa_active_stop(a);
+	nsa_active_free(a);
+}
+
+struct paced_writer {
+	struct plan *p;
+	struct nsdp_lane **lanes;
+	unsigned int n_lanes;
+};
+
+/* creates then refreshes for every flow, spread over about two seconds */
+static void *paced_main(void *arg)
+{
+	struct paced_writer *pw = arg;
+	uint32_t i;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < pw->p->n_flows; i++) {
+			plan_write(pw->p, pw->lanes, pw->n_lanes, i,
+				   pass == 0 ? NS_EV_CREATE : NS_EV_REFRESH);
+			if (i % 100 == 99)
+				usleep(3000);
+		}
+	}
+	return NULL;
+}
+
+static void *reshard_main(void *arg)
+{
+	const char *cmd = arg;
+
+	return (void *)(intptr_t)nst_sh("%s", cmd);
+}
+
+static void node_id(int port, char id[64])
+{
+	redisContext *rc = redisConnect("127.0.0.1", port);
+	redisReply *r;
+
+	cr_assert(rc && !rc->err);
+	r = redisCommand(rc, "CLUSTER MYID");
+	cr_assert(r && r->type == REDIS_REPLY_STRING);
+	snprintf(id, 64, "%s", r->str);
+	freeReplyObject(r);
+	redisFree(rc);
+}
+
+Test(active, resharding_under_load_keeps_every_latest_record, .timeout = 240)
+{
+	struct nsdp_lane **lanes = lanes_create(2, 65536);
+	struct nsa_active_stats st;
+	struct paced_writer pw;
+	struct store_view v;
+	struct nsa_config c;
+	struct nsa_active *a;
+	char from[64], to[64];
+	static char cmd[1024];
+	pthread_t prod, resh;
+	void *rc;
+	struct plan p;
+
+	store_up(PORT_RESHARD, 3);
+	node_id(PORT_RESHARD, from);
+	node_id(PORT_RESHARD + 1, to);
+	snprintf(cmd, sizeof(cmd),
+		 "redis-cli --cluster reshard 127.0.0.1:%d --cluster-from %s "
+		 "--cluster-to %s --cluster-slots 1500 --cluster-yes "
+		 "--cluster-pipeline 5 >%s 2>&1",
+		 PORT_RESHARD, from, to, nst_build("tests/run/reshard.log"));
+
+	plan_init(&p, 20000);
+	conf_for(&c, PORT_RESHARD, 2, NSA_PUBLISH_AUTO);
+	a = nsa_active_create(&c, lanes, 2);
+	cr_assert_not_null(a);
+	cr_assert_eq(nsa_active_start(a), 0);
+	pw.p = &p;
+	pw.lanes = lanes;
+	pw.n_lanes = 2;
+	cr_assert_eq(pthread_create(&prod, NULL, paced_main, &pw), 0);
+	sleep_ms(300);
+	cr_assert_eq(pthread_create(&resh, NULL, reshard_main, cmd), 0);
+	pthread_join(resh, &rc);
+	pthread_join(prod, NULL);
+	cr_expect_eq((intptr_t)rc, 0, "reshard failed, see %s",
+		     nst_build("tests/run/reshard.log"));
+	cr_assert_eq(nsa_active_drain(a, 60000), 0, "drained");
+	nsa_active_stats(a, &st);
+	cr_log_info("reshard: moved %llu ask %llu resent %llu refreshes %llu",
+		    (unsigned long long)st.moved, (unsigned long long)st.ask,
+		    (unsigned long long)st.resent,
+		    (unsigned long long)st.topology_refreshes);
+	cr_expect_gt(st.moved + st.ask, 0, "the writers saw redirections");
+	cr_expect_eq(st.acked, p.n_records);
+	cr_expect_eq(st.dropped, 0);
+
+	store_view_open(&v, PORT_RESHARD);
+	cr_expect_eq(store_count_keys(&v), plan_live(&p), "keys in the store");
+	cr_expect_eq(store_check_flows(&v, &p, 0, p.n_flows), 0,
+		     "flows not matching the store");
+	store_view_close(&v);
+	nsa_active_stop(a);
+	nsa_active_free(a);
+	plan_free(&p);
+}
+
+Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
+{
+	struct nsdp_lane **lanes = lanes_create(1, 1024);
+	struct nsa_active_stats st;
+	struct store_view v;
+	struct nsa_config c;
+	struct nsa_active *a;
+	redisContext *rc;
+	redisReply *r;
+	struct plan p;
+	uint32_t i;
+
+	store_up(PORT_ACL, 0);
+	rc = redisConnect("127.0.0.1", PORT_ACL);
+	cr_assert(rc && !rc->err);
+	r = redisCommand(rc, "ACL SETUSER natsync on >secret ~* &* +@all -del");
+	cr_assert(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER");
+	freeReplyObject(r);
+	redisFree(rc);
+
+	plan_init(&p, 100);
+	conf_for(&c, PORT_ACL, 1, NSA_PUBLISH_AUTO);
+	snprintf(c.store.user, sizeof(c.store.user), "natsync");
+	snprintf(c.store.password, sizeof(c.store.password), "secret");
+	a = nsa_active_create(&c, lanes, 1);
+	cr_assert_not_null(a);
+	cr_assert_eq(nsa_active_start(a), 0);
+	for (i = 0; i < p.n_flows; i++)
+		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+	for (i = 0; i < p.n_flows; i += 2)
+		plan_write(&p, lanes, 1, i, NS_EV_DELETE);
+	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
+	nsa_active_stats(a, &st);
+	cr_expect_eq(st.other_errors, 50);
+	cr_expect_eq(st.dropped, 50);
+	cr_expect_eq(st.acked, 100);
+	cr_expect_eq(st.resent, 0);
+
+	store_view_open(&v, PORT_ACL);
+	cr_expect_eq(store_count_keys(&v), 100, "refused deletes left keys");
+	store_view_close(&v);
+	nsa_active_stop(a);
+	nsa_active_free(a);
+	plan_free(&p);
+}
