@@ -1,1 +1,503 @@
-int main(void){return 0;}
+/*
+ * natsync_agent.c - the natsync-agent program: one binary, two roles.
+ *
+ * Active: creates the lanes (or, with [rings] attach = yes, finds the
+ * gateway's lanes by name as a DPDK secondary process), optionally runs the
+ * synthetic session source on EAL worker lcores, and replicates every
+ * record with the writer threads until stopped or, with a synthetic source,
+ * until every event is produced and acknowledged by the store.
+ * Standby: rebuilds the table from the store and the notifications until
+ * stopped; SIGUSR1 dumps the table to [standby] dump.
+ *
+ * Both print a progress line every [agent] progress_ms and end with one
+ * machine-readable REPORT line on stdout. Exit status: 0 done, 1 runtime
+ * failure, 2 bad configuration or options.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
+#include "nsa_active.h"
+#include "nsa_config.h"
+#include "nsa_log.h"
+#include "nsa_standby.h"
+#include "nsdp_lane.h"
+#include "nsdp_synth.h"
+
+#define EAL_MAX_ARGS 64
+
+static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t dump_requested;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void on_dump(int sig)
+{
+	(void)sig;
+	dump_requested = 1;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: natsync-agent -c FILE [options] [-- EAL-ARGS...]\n"
+		"\n"
+		"Replicates a NAT gateway's session table through Redis.\n"
+		"\n"
+		"  -c, --config FILE     configuration file (INI; see README)\n"
+		"  -r, --role ROLE       active or standby (overrides [agent] "
+		"role)\n"
+		"  -s, --set S.KEY=VAL   override one configuration key, e.g.\n"
+		"                        --set active.batch_size=512 "
+		"(repeatable)\n"
+		"  -t, --duration SECS   stop after SECS seconds (default: an "
+		"active\n"
+		"                        with a synthetic source stops when it "
+		"is\n"
+		"                        done; otherwise run until "
+		"SIGINT/SIGTERM)\n"
+		"  -p, --print-config    print the effective configuration and "
+		"exit\n"
+		"  -h, --help            this text\n"
+		"  -V, --version         the version\n"
+		"\n"
+		"EAL arguments come from [agent] eal_args, then from after "
+		"'--'.\n"
+		"Signals: SIGINT/SIGTERM stop (a standby dumps its table first "
+		"when\n"
+		"[standby] dump is set); SIGUSR1 makes a standby dump its "
+		"table.\n"
+		"Exit status: 0 done, 1 failure, 2 bad configuration or "
+		"options.\n");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(unsigned int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Split eal_args on spaces and append the arguments given after "--". */
+static int build_eal_argv(char *eal_args, int extra_argc, char **extra_argv,
+			  char **argv)
+{
+	int argc = 0;
+	char *save = NULL;
+
+	argv[argc++] = "natsync-agent";
+	for (char *tok = strtok_r(eal_args, " \t", &save);
+	     tok && argc < EAL_MAX_ARGS - 1; tok = strtok_r(NULL, " \t", &save))
+		argv[argc++] = tok;
+	for (int i = 0; i < extra_argc && argc < EAL_MAX_ARGS - 1; i++)
+		argv[argc++] = extra_argv[i];
+	argv[argc] = NULL;
+	return argc;
+}
+
+/*
+ * EAL pins the calling thread to the main lcore's CPU, and threads created
+ * later inherit that. The writer and subscriber threads are not lcores:
+ * let the scheduler place them on any CPU.
+ */
+static void unpin_main_thread(void)
+{
+	cpu_set_t all;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	CPU_ZERO(&all);
+	for (long i = 0; i < n && i < CPU_SETSIZE; i++)
+		CPU_SET((int)i, &all);
+	sched_setaffinity(0, sizeof(all), &all);
+}
+
+struct synth_launch {
+	struct nsdp_synth *synth;
+	unsigned int worker;
+};
+
+static int synth_lcore_main(void *arg)
+{
+	struct synth_launch *l = arg;
+
+	return nsdp_synth_run(l->synth, l->worker);
+}
+
+static int run_active(const struct nsa_config *conf, double duration)
+{
+	struct nsdp_lane *lanes[NSDP_MAX_LANES] = {0};
+	struct synth_launch launch[NSDP_MAX_LANES];
+	struct nsdp_synth *synth = NULL;
+	struct nsa_active *active = NULL;
+	struct nsa_active_stats st;
+	struct nsdp_synth_stats ss = {0};
+	unsigned int lcores[NSDP_MAX_LANES];
+	unsigned int n_lcores = 0, lcore;
+	double t0, t_end = 0, last_progress;
+	uint64_t last_acked = 0;
+	int rc = 1, drained = 0;
+
+	for (unsigned int i = 0; i < conf->lanes; i++) {
+		lanes[i] = conf->attach
+				   ? nsdp_lane_lookup(i)
+				   : nsdp_lane_create(i, conf->ring_size,
+						      (int)rte_socket_id());
+		if (!lanes[i]) {
+			NSA_ERR("lane %u: %s: %s", i,
+				conf->attach ? "not found (is the gateway "
+					       "running, and is this a "
+					       "secondary process?)"
+					     : "cannot create",
+				rte_strerror(rte_errno));
+			goto out;
+		}
+	}
+	if (conf->synth) {
+		RTE_LCORE_FOREACH_WORKER(lcore)
+		{
+			if (n_lcores < conf->lanes)
+				lcores[n_lcores++] = lcore;
+		}
+		if (n_lcores < conf->lanes) {
+			NSA_ERR("source: %u lanes need %u EAL worker lcores, "
+				"EAL has %u (add e.g. -l 0-%u to eal_args)",
+				conf->lanes, conf->lanes, n_lcores,
+				conf->lanes);
+			goto out;
+		}
+		synth = nsdp_synth_create(&conf->synth_conf, lanes,
+					  conf->lanes);
+		if (!synth) {
+			NSA_ERR("source: cannot create the synthetic source");
+			goto out;
+		}
+	}
+	active = nsa_active_create(conf, lanes, conf->lanes);
+	if (!active || nsa_active_start(active) != 0) {
+		NSA_ERR("active: cannot start the writers");
+		goto out;
+	}
+	t0 = now_s();
+	last_progress = t0;
+	if (synth) {
+		for (unsigned int i = 0; i < conf->lanes; i++) {
+			launch[i] = (struct synth_launch){synth, i};
+			rte_eal_remote_launch(synth_lcore_main, &launch[i],
+					      lcores[i]);
+		}
+		NSA_INFO("source: %" PRIu64 " events over %" PRIu64
+			 " flows on %u lcore(s), rate %s",
+			 conf->synth_conf.events, conf->synth_conf.flows,
+			 conf->lanes,
+			 conf->synth_conf.rate ? "fixed" : "flat out");
+	}
+
+	while (!stop_requested) {
+		double t = now_s();
+
+		sleep_ms(20);
+		if (synth) {
+			nsdp_synth_stats(synth, &ss);
+			if (ss.done && !drained) {
+				/* Every event is in a lane: wait for the store. */
+				drained = nsa_active_drain(active, 600000) == 0;
+				t_end = now_s();
+				if (!drained)
+					NSA_ERR("active: not every record was "
+						"acknowledged in time");
+				break;
+			}
+		}
+		if (duration > 0 && t - t0 >= duration)
+			break;
+		if (conf->progress_ms &&
+		    (t - last_progress) * 1000.0 >= conf->progress_ms) {
+			nsa_active_stats(active, &st);
+			fprintf(stderr,
+				"progress: active %.1fs produced %" PRIu64
+				" acked %" PRIu64 " (%.0f/s) inflight %" PRIu64
+				" batches %" PRIu64 " resent %" PRIu64
+				" drops %" PRIu64 " errors %" PRIu64 "\n",
+				t - t0, ss.produced, st.acked,
+				(double)(st.acked - last_acked) /
+					(t - last_progress),
+				st.inflight, st.batches, st.resent,
+				st.lane_drops + st.dropped + ss.dropped,
+				st.other_errors);
+			last_acked = st.acked;
+			last_progress = t;
+		}
+	}
+	if (t_end == 0)
+		t_end = now_s();
+	if (synth) {
+		nsdp_synth_stop(synth);
+		rte_eal_mp_wait_lcore();
+		nsdp_synth_stats(synth, &ss);
+		if (conf->source_dump[0]) {
+			int64_t n = nsdp_synth_dump(synth, conf->source_dump);
+
+			if (n < 0)
+				NSA_ERR("source: dump to %s: %s",
+					conf->source_dump, strerror((int)-n));
+			else
+				NSA_INFO("source: %" PRId64
+					 " live sessions written to %s",
+					 n, conf->source_dump);
+		}
+	}
+	nsa_active_stats(active, &st);
+	{
+		double secs = t_end - t0;
+		uint64_t drops = st.lane_drops + st.dropped + ss.dropped;
+
+		printf("REPORT role=active records=%" PRIu64 " acked=%" PRIu64
+		       " seconds=%.3f rate=%.0f batches=%" PRIu64
+		       " resent=%" PRIu64 " reconnects=%" PRIu64
+		       " errors=%" PRIu64 " drops=%" PRIu64 " drained=%s\n",
+		       st.records, st.acked, secs,
+		       secs > 0 ? (double)st.acked / secs : 0.0, st.batches,
+		       st.resent, st.reconnects, st.other_errors, drops,
+		       synth ? (drained ? "yes" : "no") : "n/a");
+		fflush(stdout);
+		rc = (synth && !drained) ? 1 : 0;
+	}
+out:
+	if (active) {
+		nsa_active_stop(active);
+		nsa_active_free(active);
+	}
+	if (synth)
+		nsdp_synth_free(synth);
+	if (!conf->attach)
+		for (unsigned int i = 0; i < conf->lanes; i++)
+			if (lanes[i])
+				nsdp_lane_free(lanes[i]);
+	return rc;
+}
+
+static void standby_dump(struct nsa_standby *sb, const char *path)
+{
+	int64_t n;
+
+	if (!path[0]) {
+		NSA_WARN("standby: no [standby] dump path; nothing dumped");
+		return;
+	}
+	n = nsa_standby_dump(sb, path, 10000);
+	if (n < 0)
+		NSA_ERR("standby: dump to %s: %s", path, strerror((int)-n));
+	else
+		NSA_INFO("standby: %" PRId64 " sessions written to %s", n,
+			 path);
+}
+
+static int run_standby(const struct nsa_config *conf, double duration)
+{
+	struct nsa_standby *sb = nsa_standby_create(conf);
+	struct nsa_standby_stats st;
+	struct nsa_table_stats ts;
+	double t0 = now_s(), last_progress = t0;
+	int was_synced = 0;
+
+	if (!sb || nsa_standby_start(sb) != 0) {
+		NSA_ERR("standby: cannot start");
+		if (sb)
+			nsa_standby_free(sb);
+		return 1;
+	}
+	while (!stop_requested) {
+		double t = now_s();
+
+		sleep_ms(20);
+		if (dump_requested) {
+			dump_requested = 0;
+			standby_dump(sb, conf->table_dump);
+		}
+		nsa_standby_stats(sb, &st);
+		if (st.synced && !was_synced) {
+			was_synced = 1;
+			NSA_INFO("standby: synced: %" PRIu64
+				 " sessions loaded in %.3f s",
+				 st.loaded, t - t0);
+		}
+		if (duration > 0 && t - t0 >= duration)
+			break;
+		if (conf->progress_ms &&
+		    (t - last_progress) * 1000.0 >= conf->progress_ms) {
+			nsa_table_stats(nsa_standby_table(sb), &ts);
+			fprintf(stderr,
+				"progress: standby %.1fs table %" PRIu64
+				" batches %" PRIu64 " records %" PRIu64
+				" loaded %" PRIu64 " gaps %" PRIu64
+				" resyncs %" PRIu64 " bad %" PRIu64
+				" lag_avg_us %.0f\n",
+				t - t0, ts.live, st.batches, st.records,
+				st.loaded, st.gaps, st.resyncs, st.bad_messages,
+				st.lag_count ? (double)st.lag_sum_us /
+						       (double)st.lag_count
+					     : 0.0);
+			last_progress = t;
+		}
+	}
+	if (conf->table_dump[0])
+		standby_dump(sb, conf->table_dump);
+	nsa_standby_stats(sb, &st);
+	nsa_table_stats(nsa_standby_table(sb), &ts);
+	printf("REPORT role=standby sessions=%" PRIu64 " batches=%" PRIu64
+	       " records=%" PRIu64 " loaded=%" PRIu64 " gaps=%" PRIu64
+	       " resyncs=%" PRIu64 " bad_messages=%" PRIu64
+	       " table_drops=%" PRIu64 " lag_avg_us=%.0f lag_max_us=%" PRIu64
+	       "\n",
+	       ts.live, st.batches, st.records, st.loaded, st.gaps, st.resyncs,
+	       st.bad_messages, ts.full_drops,
+	       st.lag_count ? (double)st.lag_sum_us / (double)st.lag_count
+			    : 0.0,
+	       st.lag_max_us);
+	fflush(stdout);
+	nsa_standby_stop(sb);
+	nsa_standby_free(sb);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"role", required_argument, NULL, 'r'},
+		{"set", required_argument, NULL, 's'},
+		{"duration", required_argument, NULL, 't'},
+		{"print-config", no_argument, NULL, 'p'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	static struct nsa_config conf;
+	char err[1024], *eal_argv[EAL_MAX_ARGS];
+	const char *config_path = NULL, *role = NULL;
+	const char *sets[64];
+	unsigned int n_sets = 0;
+	double duration = 0;
+	int print_config = 0, opt, eal_argc, rc;
+
+	while ((opt = getopt_long(argc, argv, "c:r:s:t:phV", opts, NULL)) !=
+	       -1) {
+		switch (opt) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'r':
+			role = optarg;
+			break;
+		case 's':
+			if (n_sets == sizeof(sets) / sizeof(sets[0])) {
+				fprintf(stderr,
+					"natsync-agent: too many --set\n");
+				return 2;
+			}
+			sets[n_sets++] = optarg;
+			break;
+		case 't': {
+			char *end;
+
+			duration = strtod(optarg, &end);
+			if (*end || duration < 0) {
+				fprintf(stderr,
+					"natsync-agent: --duration: '%s' is "
+					"not a number of seconds\n",
+					optarg);
+				return 2;
+			}
+			break;
+		}
+		case 'p':
+			print_config = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("natsync-agent %s\n", NATSYNC_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+
+	nsa_config_defaults(&conf);
+	if (config_path &&
+	    nsa_config_load(&conf, config_path, err, sizeof(err)) != 0) {
+		fprintf(stderr, "natsync-agent: %s\n", err);
+		return 2;
+	}
+	if (role) {
+		char assignment[64];
+
+		snprintf(assignment, sizeof(assignment), "agent.role=%s", role);
+		if (nsa_config_set(&conf, assignment, err, sizeof(err)) != 0) {
+			fprintf(stderr, "natsync-agent: --role: %s\n", err);
+			return 2;
+		}
+	}
+	for (unsigned int i = 0; i < n_sets; i++) {
+		if (nsa_config_set(&conf, sets[i], err, sizeof(err)) != 0) {
+			fprintf(stderr, "natsync-agent: %s\n", err);
+			return 2;
+		}
+	}
+	if (nsa_config_finish(&conf, err, sizeof(err)) != 0) {
+		fprintf(stderr, "natsync-agent: %s\n", err);
+		return 2;
+	}
+	nsa_log_verbosity = conf.verbosity;
+	if (print_config) {
+		nsa_config_print(&conf, stdout);
+		return 0;
+	}
+
+	eal_argc = build_eal_argv(conf.eal_args, argc - optind, argv + optind,
+				  eal_argv);
+	if (rte_eal_init(eal_argc, eal_argv) < 0) {
+		fprintf(stderr,
+			"natsync-agent: EAL initialisation failed: %s\n",
+			rte_strerror(rte_errno));
+		return 2;
+	}
+	unpin_main_thread();
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	signal(SIGUSR1, on_dump);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (conf.role == NSA_ROLE_ACTIVE)
+		rc = run_active(&conf, duration);
+	else
+		rc = run_standby(&conf, duration);
+	rte_eal_cleanup();
+	return rc;
+}

@@ -21,17 +21,17 @@
 #include "nsdp_lane.h"
 
 struct nsa_active_stats {
-	uint64_t records;     /* drained from the lanes */
-	uint64_t acked;       /* records whose commands the store acknowledged */
-	uint64_t batches;     /* notifications acknowledged */
+	uint64_t records; /* drained from the lanes */
+	uint64_t acked; /* records whose commands the store acknowledged */
+	uint64_t batches; /* notifications acknowledged */
 	uint64_t sets, dels;
-	uint64_t resent;      /* records sent again after an error */
+	uint64_t resent; /* records sent again after an error */
 	uint64_t moved, ask, tryagain, clusterdown, other_errors;
 	uint64_t reconnects;
 	uint64_t topology_refreshes;
-	uint64_t lane_drops;  /* sum of the lanes' drop counters */
-	uint64_t dropped;     /* records the agent gave up on (counted, logged) */
-	uint64_t inflight;    /* records sent, not yet acknowledged */
+	uint64_t lane_drops; /* sum of the lanes' drop counters */
+	uint64_t dropped; /* records the agent gave up on (counted, logged) */
+	uint64_t inflight; /* records sent, not yet acknowledged */
 };
 
 struct nsa_active;

@@ -21,9 +21,9 @@
 #define NSA_HOST_MAX 64
 
 enum nsa_publish_mode {
-	NSA_PUBLISH_AUTO,     /* SPUBLISH where the server has it, else PUBLISH */
-	NSA_PUBLISH_SHARDED,  /* SPUBLISH / SSUBSCRIBE (Redis 7) */
-	NSA_PUBLISH_CLASSIC,  /* PUBLISH / SUBSCRIBE */
+	NSA_PUBLISH_AUTO, /* SPUBLISH where the server has it, else PUBLISH */
+	NSA_PUBLISH_SHARDED, /* SPUBLISH / SSUBSCRIBE (Redis 7) */
+	NSA_PUBLISH_CLASSIC, /* PUBLISH / SUBSCRIBE */
 };
 
 struct nsa_addr {
@@ -34,8 +34,8 @@ struct nsa_addr {
 struct nsa_store_conf {
 	struct nsa_addr seeds[NSA_MAX_SEEDS];
 	unsigned int n_seeds;
-	char user[64];          /* empty: AUTH with the password alone */
-	char password[256];     /* empty: no AUTH */
+	char user[64]; /* empty: AUTH with the password alone */
+	char password[256]; /* empty: no AUTH */
 	int connect_timeout_ms;
 	enum nsa_publish_mode publish;
 };
@@ -48,7 +48,7 @@ struct nsa_node {
 };
 
 struct nsa_topology {
-	int cluster;        /* 0: one plain (non-cluster) server */
+	int cluster; /* 0: one plain (non-cluster) server */
 	int sharded_pubsub; /* SPUBLISH/SSUBSCRIBE are used */
 	unsigned int n_nodes; /* masters */
 	struct nsa_node nodes[NSA_MAX_NODES];

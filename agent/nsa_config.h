@@ -25,29 +25,29 @@ struct nsa_config {
 	char password_file[PATH_MAX];
 
 	/* [active] */
-	unsigned int workers;      /* writer threads */
-	unsigned int batch_size;   /* records per batch per node */
-	unsigned int flush_us;     /* a partial batch waits at most this long */
+	unsigned int workers; /* writer threads */
+	unsigned int batch_size; /* records per batch per node */
+	unsigned int flush_us; /* a partial batch waits at most this long */
 	unsigned int max_inflight; /* unacknowledged batches per connection */
 
 	/* [rings] */
-	unsigned int lanes;     /* rings, one per producer lcore */
+	unsigned int lanes; /* rings, one per producer lcore */
 	unsigned int ring_size; /* records per ring, a power of two */
-	int attach;             /* 1: find the gateway's rings by name (secondary
+	int attach; /* 1: find the gateway's rings by name (secondary
 				   process); 0: create them (in-process) */
 
 	/* [source] */
-	int synth;              /* run the synthetic source in this process */
+	int synth; /* run the synthetic source in this process */
 	struct nsdp_synth_conf synth_conf;
 	char source_dump[PATH_MAX]; /* write the source's final table here */
 
 	/* [standby] */
 	unsigned int table_capacity; /* sessions the table holds */
-	char table_dump[PATH_MAX];   /* where SIGUSR1 / exit dump the table */
+	char table_dump[PATH_MAX]; /* where SIGUSR1 / exit dump the table */
 
 	/* [agent] */
 	unsigned int progress_ms; /* progress line period, 0 = none */
-	char eal_args[1024];      /* EAL arguments, space separated */
+	char eal_args[1024]; /* EAL arguments, space separated */
 	int verbosity;
 };
 

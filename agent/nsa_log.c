@@ -12,7 +12,7 @@ int nsa_log_verbosity = NSA_LOG_INFO;
 
 void nsa_log(enum nsa_log_level lvl, const char *fmt, ...)
 {
-	static const char *const names[] = { "error", "warn", "info", "debug" };
+	static const char *const names[] = {"error", "warn", "info", "debug"};
 	char line[1024];
 	struct timespec ts;
 	struct tm tm;
@@ -23,9 +23,9 @@ void nsa_log(enum nsa_log_level lvl, const char *fmt, ...)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld natsync %s: ",
-		     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-		     names[lvl]);
+	n = snprintf(line, sizeof(line),
+		     "%02d:%02d:%02d.%03ld natsync %s: ", tm.tm_hour, tm.tm_min,
+		     tm.tm_sec, ts.tv_nsec / 1000000, names[lvl]);
 	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);

@@ -20,11 +20,12 @@
 #include "nsdp_lane.h"
 
 struct nsdp_synth_conf {
-	uint64_t flows;      /* distinct flows (population) */
-	uint64_t events;     /* events to produce in all, then stop */
-	uint64_t rate;       /* events per second over all workers, 0 = flat out */
+	uint64_t flows; /* distinct flows (population) */
+	uint64_t events; /* events to produce in all, then stop */
+	uint64_t rate; /* events per second over all workers, 0 = flat out */
 	uint64_t seed;
-	uint32_t refresh_pct; /* of events on a live flow, % that are refreshes */
+	uint32_t
+		refresh_pct; /* of events on a live flow, % that are refreshes */
 	uint32_t gateway_id;
 	uint32_t epoch;
 	uint32_t timeout_ms;
@@ -32,8 +33,8 @@ struct nsdp_synth_conf {
 };
 
 struct nsdp_synth_stats {
-	uint64_t produced;  /* events handed to nsdp_record() */
-	uint64_t dropped;   /* events the ring refused (wait_when_full = 0) */
+	uint64_t produced; /* events handed to nsdp_record() */
+	uint64_t dropped; /* events the ring refused (wait_when_full = 0) */
 	uint64_t full_waits; /* times the source waited on a full ring */
 	uint64_t creates, refreshes, deletes;
 	int done;

@@ -68,7 +68,8 @@ int nst_store_start(int port, int masters, int replicas)
 			      port) == 0
 			       ? 0
 			       : -1;
-	return nst_sh("%s start --masters %d --replicas %d --port %d --dir %s/%d >&2",
+	return nst_sh("%s start --masters %d --replicas %d --port %d --dir "
+		      "%s/%d >&2",
 		      nst_src("deploy/redis-cluster.sh"), masters, replicas,
 		      port, run, port) == 0
 		       ? 0
@@ -78,17 +79,23 @@ int nst_store_start(int port, int masters, int replicas)
 void nst_store_stop(int port)
 {
 	nst_sh("%s stop --port %d --dir %s/%d >&2",
-	       nst_src("deploy/redis-cluster.sh"), port,
-	       nst_build("tests/run"), port);
+	       nst_src("deploy/redis-cluster.sh"), port, nst_build("tests/run"),
+	       port);
 }
 
 int nst_eal_init(unsigned int mem_mb)
 {
 	static int done;
 	char mem[16];
-	char *argv[] = { "natsync-test", "--no-huge", "--no-shconf",
-			 "--no-pci",     "--no-telemetry", "-m", mem,
-			 "--log-level=error", NULL };
+	char *argv[] = {"natsync-test",
+			"--no-huge",
+			"--no-shconf",
+			"--no-pci",
+			"--no-telemetry",
+			"-m",
+			mem,
+			"--log-level=error",
+			NULL};
 
 	if (done)
 		return 0;

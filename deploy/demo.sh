@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# natsync's main job on a fresh Debian machine: installs what is missing,
+# builds, starts a local Redis Cluster, a standby and an active agent fed by
+# the synthetic DPDK session source, shows progress, verifies that the
+# standby's table equals the source's, stops everything it started, and
+# ends with one machine-readable line:
+#   RESULT mode=natsync sessions=N seconds=S rate=R drops=D standby_match=yes|no
+#
+#   deploy/demo.sh [--events 2000000] [--flows 200000] [--masters 3]
+#                  [--replicas 0] [--port 7000] [--workers 1] [--lanes 1]
+#                  [--batch 256] [--rate 0] [--plain]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+. deploy/lib.sh
+
+events=2000000
+flows=200000
+masters=3
+replicas=0
+port=7000
+workers=1
+lanes=1
+batch=256
+rate=0
+plain=0
+
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--events) events=$2; shift 2 ;;
+	--flows) flows=$2; shift 2 ;;
+	--masters) masters=$2; shift 2 ;;
+	--replicas) replicas=$2; shift 2 ;;
+	--port) port=$2; shift 2 ;;
+	--workers) workers=$2; shift 2 ;;
+	--lanes) lanes=$2; shift 2 ;;
+	--batch) batch=$2; shift 2 ;;
+	--rate) rate=$2; shift 2 ;;
+	--plain) plain=1; shift ;;
+	-h|--help) usage; exit 0 ;;
+	*) echo "demo.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+	esac
+done
+
+ns_install_deps
+ns_build build-demo
+
+run="$top/deploy/run/demo-$port"
+rm -rf "$run"
+mkdir -p "$run"
+store_args=(--port "$port" --dir "$run/redis")
+if [ "$plain" = 1 ]; then
+	store_args+=(--plain)
+	nodes=1
+else
+	store_args+=(--masters "$masters" --replicas "$replicas")
+	nodes=$((masters * (1 + replicas)))
+fi
+seeds=""
+for ((i = 0; i < nodes; i++)); do
+	seeds="${seeds:+$seeds,}127.0.0.1:$((port + i))"
+done
+
+standby_pid=""
+cleanup() {
+	set +e
+	if [ -n "$standby_pid" ] && kill -0 "$standby_pid" 2>/dev/null; then
+		ns_say "stopping the standby"
+		kill "$standby_pid"
+		wait "$standby_pid" 2>/dev/null
+	fi
+	ns_say "stopping the store"
+	deploy/redis-cluster.sh stop "${store_args[@]}" >&2
+}
+trap cleanup EXIT
+
+ns_say "starting the store"
+deploy/redis-cluster.sh start "${store_args[@]}" >&2
+
+cat >"$run/standby.ini" <<INI
+[agent]
+role = standby
+gateway_id = 2
+eal_args = --no-huge --no-shconf -m 1024 --no-pci --no-telemetry -l 0
+[store]
+seeds = $seeds
+[standby]
+table_capacity = $((flows * 2 > 1024 ? flows * 2 : 1024))
+dump = $run/standby.tbl
+INI
+cat >"$run/active.ini" <<INI
+[agent]
+role = active
+gateway_id = 1
+eal_args = --no-huge --no-shconf -m 256 --no-pci --no-telemetry -l 0-$lanes
+[store]
+seeds = $seeds
+[active]
+workers = $workers
+batch_size = $batch
+[rings]
+lanes = $lanes
+[source]
+type = synth
+flows = $flows
+events = $events
+rate = $rate
+seed = 42
+dump = $run/source.tbl
+INI
+
+ns_say "starting the standby (log: $run/standby.log)"
+build-demo/agent/natsync-agent -c "$run/standby.ini" >"$run/standby.out" 2>"$run/standby.log" &
+standby_pid=$!
+for ((i = 0; i < 300; i++)); do
+	grep -q "standby: synced" "$run/standby.log" && break
+	kill -0 "$standby_pid" 2>/dev/null || { cat "$run/standby.log" >&2; exit 1; }
+	sleep 0.1
+done
+grep -q "standby: synced" "$run/standby.log" || {
+	echo "demo.sh: the standby did not sync within 30 s" >&2
+	cat "$run/standby.log" >&2
+	exit 1
+}
+
+ns_say "running the active agent: $events events over $flows flows"
+build-demo/agent/natsync-agent -c "$run/active.ini" 2> >(tee "$run/active.log" >&2) | tee "$run/active.out"
+report=$(grep '^REPORT role=active' "$run/active.out" || true)
+[ -n "$report" ] || { echo "demo.sh: the active agent printed no report" >&2; exit 1; }
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$report"; }
+
+ns_say "verifying: source table vs store vs standby table"
+match=no
+if build-demo/agent/natsync-verify -S "$seeds" -s "$run/source.tbl" -b "$run/standby.tbl" \
+	-p "$standby_pid" -t 20 | tee "$run/verify.out"; then
+	match=yes
+fi
+
+kill "$standby_pid"
+wait "$standby_pid" 2>/dev/null || true
+standby_pid=""
+standby_report=$(grep '^REPORT role=standby' "$run/standby.out" || true)
+
+echo
+echo "natsync demo report"
+echo "  store:    $([ "$plain" = 1 ] && echo "1 plain server" || echo "$masters master(s), $replicas replica(s) each") on 127.0.0.1:$port"
+echo "  active:   $report"
+echo "  standby:  $standby_report"
+echo "  verify:   $(tail -n 1 "$run/verify.out")"
+echo "RESULT mode=natsync sessions=$(field acked) seconds=$(field seconds) rate=$(field rate) drops=$(field drops) standby_match=$match"
+[ "$match" = yes ]

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole natsync test suite on a fresh Debian machine: installs what is
+# missing, builds with -Werror, runs every meson test (unit tests, and
+# integration tests that start their own redis-server processes on
+# loopback). Extra arguments go to `meson test` (e.g. --suite unit).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+. deploy/lib.sh
+
+ns_install_deps
+ns_build build-test -Dwerror=true -Dtests=enabled
+ns_say "meson test -C build-test $*"
+meson test -C build-test --print-errorlogs --num-processes 2 "$@"
