@@ -341,9 +341,9 @@ static int run_standby(const struct nsa_config *conf, double duration)
 		nsa_standby_stats(sb, &st);
 		if (st.synced && !was_synced) {
 			was_synced = 1;
-			NSA_INFO("standby: synced: %" PRIu64
-				 " sessions loaded in %.3f s",
-				 st.loaded, t - t0);
+			NSA_INFO("standby: cold load took %.3f s (%" PRIu64
+				 " sessions loaded)",
+				 t - t0, st.loaded);
 		}
 		if (duration > 0 && t - t0 >= duration)
 			break;
