@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Compare natsync's replication rate with Redis's own ceiling and with the
+# classic way, on one plain Redis server on loopback:
+#   1. redis-benchmark: pipelined SETs of 48-byte values (a record's size),
+#   2. natsync-bench --mode naive: one synchronous SET + PUBLISH per event,
+#   3. natsync-bench --mode natsync with a standby attached.
+# Prints each figure line and ends with
+#   RATIO natsync/redis-benchmark=X natsync/naive=Y
+#
+#   PORT=7600 deploy/bench-compare.sh [--naive-events 50000]
+#                                     [--events 2000000] [--flows 200000]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+. deploy/lib.sh
+
+port=${PORT:-7600}
+naive_events=50000
+events=2000000
+flows=200000
+
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--naive-events) naive_events=$2; shift 2 ;;
+	--events) events=$2; shift 2 ;;
+	--flows) flows=$2; shift 2 ;;
+	-h|--help) usage; exit 0 ;;
+	*) echo "bench-compare.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+	esac
+done
+
+ns_install_deps
+ns_build build-bench-compare >&2
+bench="$top/build-bench-compare/agent/natsync-bench"
+[ -x "$bench" ] || { echo "bench-compare.sh: $bench was not built" >&2; exit 1; }
+
+# Absolute: redis-server resolves its log and pid files from its own dir.
+run="$top/deploy/run/bench-$port"
+store_args=(--plain --port "$port" --dir "$run")
+cleanup() {
+	set +e
+	ns_say "stopping the store"
+	deploy/redis-cluster.sh stop --port "$port" --dir "$run" >&2
+}
+trap cleanup EXIT
+
+ns_say "starting one plain Redis on 127.0.0.1:$port"
+deploy/redis-cluster.sh start "${store_args[@]}" >&2
+
+flushall() {
+	ns_say "FLUSHALL"
+	redis-cli -p "$port" FLUSHALL >/dev/null
+}
+
+ns_say "redis-benchmark -p $port -t set -P 64 -c 4 -n 1000000 -r 1000000 -d 48 -q"
+rb_out=$(redis-benchmark -p "$port" -t set -P 64 -c 4 -n 1000000 -r 1000000 \
+	-d 48 -q 2>&1 | tr '\r' '\n')
+# -q prints "SET: 123456.78 requests per second, p50=... msec".
+rb_rate=$(printf '%s\n' "$rb_out" | sed -n 's/^SET: \([0-9.]*\) requests per second.*/\1/p' | tail -1)
+[ -n "$rb_rate" ] || {
+	echo "bench-compare.sh: cannot read redis-benchmark's SET rate from:" >&2
+	printf '%s\n' "$rb_out" >&2
+	exit 1
+}
+
+flushall
+ns_say "natsync-bench --mode naive --events $naive_events"
+naive_line=$("$bench" --store "127.0.0.1:$port" --mode naive \
+	--events "$naive_events" --flows "$flows" | grep '^RESULT ')
+
+flushall
+ns_say "natsync-bench --mode natsync --events $events --flows $flows (standby attached)"
+natsync_line=$("$bench" --store "127.0.0.1:$port" --mode natsync \
+	--events "$events" --flows "$flows" --standby | grep '^RESULT ')
+
+field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+naive_rate=$(field "$naive_line" rate)
+natsync_rate=$(field "$natsync_line" rate)
+
+echo "redis-benchmark SET: $rb_rate requests per second"
+echo "$naive_line"
+echo "$natsync_line"
+awk -v n="$natsync_rate" -v r="$rb_rate" -v v="$naive_rate" 'BEGIN {
+	printf "RATIO natsync/redis-benchmark=%.2f natsync/naive=%.2f\n",
+		(r > 0 ? n / r : 0), (v > 0 ? n / v : 0)
+}'
