@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,17 +25,15 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
-#include <rte_launch.h>
 #include <rte_lcore.h>
 
 #include "nsa_active.h"
 #include "nsa_config.h"
+#include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
 #include "nsdp_synth.h"
-
-#define EAL_MAX_ARGS 64
 
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t dump_requested;
@@ -102,113 +99,27 @@ static void sleep_ms(unsigned int ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Split eal_args on spaces and append the arguments given after "--". */
-static int build_eal_argv(char *eal_args, int extra_argc, char **extra_argv,
-			  char **argv)
-{
-	int argc = 0;
-	char *save = NULL;
-
-	argv[argc++] = "natsync-agent";
-	for (char *tok = strtok_r(eal_args, " \t", &save);
-	     tok && argc < EAL_MAX_ARGS - 1; tok = strtok_r(NULL, " \t", &save))
-		argv[argc++] = tok;
-	for (int i = 0; i < extra_argc && argc < EAL_MAX_ARGS - 1; i++)
-		argv[argc++] = extra_argv[i];
-	argv[argc] = NULL;
-	return argc;
-}
-
-/*
- * EAL pins the calling thread to the main lcore's CPU, and threads created
- * later inherit that. The writer and subscriber threads are not lcores:
- * let the scheduler place them on any CPU.
- */
-static void unpin_main_thread(void)
-{
-	cpu_set_t all;
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	CPU_ZERO(&all);
-	for (long i = 0; i < n && i < CPU_SETSIZE; i++)
-		CPU_SET((int)i, &all);
-	sched_setaffinity(0, sizeof(all), &all);
-}
-
-struct synth_launch {
-	struct nsdp_synth *synth;
-	unsigned int worker;
-};
-
-static int synth_lcore_main(void *arg)
-{
-	struct synth_launch *l = arg;
-
-	return nsdp_synth_run(l->synth, l->worker);
-}
-
 static int run_active(const struct nsa_config *conf, double duration)
 {
-	struct nsdp_lane *lanes[NSDP_MAX_LANES] = {0};
-	struct synth_launch launch[NSDP_MAX_LANES];
-	struct nsdp_synth *synth = NULL;
+	struct nsa_source src;
 	struct nsa_active *active = NULL;
 	struct nsa_active_stats st;
 	struct nsdp_synth_stats ss = {0};
-	unsigned int lcores[NSDP_MAX_LANES];
-	unsigned int n_lcores = 0, lcore;
 	double t0, t_end = 0, last_progress;
 	uint64_t last_acked = 0;
 	int rc = 1, drained = 0;
 
-	for (unsigned int i = 0; i < conf->lanes; i++) {
-		lanes[i] = conf->attach
-				   ? nsdp_lane_lookup(i)
-				   : nsdp_lane_create(i, conf->ring_size,
-						      (int)rte_socket_id());
-		if (!lanes[i]) {
-			NSA_ERR("lane %u: %s: %s", i,
-				conf->attach ? "not found (is the gateway "
-					       "running, and is this a "
-					       "secondary process?)"
-					     : "cannot create",
-				rte_strerror(rte_errno));
-			goto out;
-		}
-	}
-	if (conf->synth) {
-		RTE_LCORE_FOREACH_WORKER(lcore)
-		{
-			if (n_lcores < conf->lanes)
-				lcores[n_lcores++] = lcore;
-		}
-		if (n_lcores < conf->lanes) {
-			NSA_ERR("source: %u lanes need %u EAL worker lcores, "
-				"EAL has %u (add e.g. -l 0-%u to eal_args)",
-				conf->lanes, conf->lanes, n_lcores,
-				conf->lanes);
-			goto out;
-		}
-		synth = nsdp_synth_create(&conf->synth_conf, lanes,
-					  conf->lanes);
-		if (!synth) {
-			NSA_ERR("source: cannot create the synthetic source");
-			goto out;
-		}
-	}
-	active = nsa_active_create(conf, lanes, conf->lanes);
+	if (nsa_source_open(&src, conf) != 0)
+		goto out;
+	active = nsa_active_create(conf, src.lanes, src.n_lanes);
 	if (!active || nsa_active_start(active) != 0) {
 		NSA_ERR("active: cannot start the writers");
 		goto out;
 	}
 	t0 = now_s();
 	last_progress = t0;
-	if (synth) {
-		for (unsigned int i = 0; i < conf->lanes; i++) {
-			launch[i] = (struct synth_launch){synth, i};
-			rte_eal_remote_launch(synth_lcore_main, &launch[i],
-					      lcores[i]);
-		}
+	if (src.synth) {
+		nsa_source_start(&src);
 		NSA_INFO("source: %" PRIu64 " events over %" PRIu64
 			 " flows on %u lcore(s), rate %s",
 			 conf->synth_conf.events, conf->synth_conf.flows,
@@ -220,8 +131,8 @@ static int run_active(const struct nsa_config *conf, double duration)
 		double t = now_s();
 
 		sleep_ms(20);
-		if (synth) {
-			nsdp_synth_stats(synth, &ss);
+		if (src.synth) {
+			nsdp_synth_stats(src.synth, &ss);
 			if (ss.done && !drained) {
 				/* Every event is in a lane: wait for the store. */
 				drained = nsa_active_drain(active, 600000) == 0;
@@ -254,12 +165,12 @@ static int run_active(const struct nsa_config *conf, double duration)
 	}
 	if (t_end == 0)
 		t_end = now_s();
-	if (synth) {
-		nsdp_synth_stop(synth);
-		rte_eal_mp_wait_lcore();
-		nsdp_synth_stats(synth, &ss);
+	if (src.synth) {
+		nsa_source_stop(&src);
+		nsdp_synth_stats(src.synth, &ss);
 		if (conf->source_dump[0]) {
-			int64_t n = nsdp_synth_dump(synth, conf->source_dump);
+			int64_t n =
+				nsdp_synth_dump(src.synth, conf->source_dump);
 
 			if (n < 0)
 				NSA_ERR("source: dump to %s: %s",
@@ -282,21 +193,16 @@ static int run_active(const struct nsa_config *conf, double duration)
 		       st.records, st.acked, secs,
 		       secs > 0 ? (double)st.acked / secs : 0.0, st.batches,
 		       st.resent, st.reconnects, st.other_errors, drops,
-		       synth ? (drained ? "yes" : "no") : "n/a");
+		       src.synth ? (drained ? "yes" : "no") : "n/a");
 		fflush(stdout);
-		rc = (synth && !drained) ? 1 : 0;
+		rc = (src.synth && !drained) ? 1 : 0;
 	}
 out:
 	if (active) {
 		nsa_active_stop(active);
 		nsa_active_free(active);
 	}
-	if (synth)
-		nsdp_synth_free(synth);
-	if (!conf->attach)
-		for (unsigned int i = 0; i < conf->lanes; i++)
-			if (lanes[i])
-				nsdp_lane_free(lanes[i]);
+	nsa_source_close(&src);
 	return rc;
 }
 
@@ -397,12 +303,12 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	static struct nsa_config conf;
-	char err[1024], *eal_argv[EAL_MAX_ARGS];
+	char err[1024];
 	const char *config_path = NULL, *role = NULL;
 	const char *sets[64];
 	unsigned int n_sets = 0;
 	double duration = 0;
-	int print_config = 0, opt, eal_argc, rc;
+	int print_config = 0, opt, rc;
 
 	while ((opt = getopt_long(argc, argv, "c:r:s:t:phV", opts, NULL)) !=
 	       -1) {
@@ -480,15 +386,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 
-	eal_argc = build_eal_argv(conf.eal_args, argc - optind, argv + optind,
-				  eal_argv);
-	if (rte_eal_init(eal_argc, eal_argv) < 0) {
-		fprintf(stderr,
-			"natsync-agent: EAL initialisation failed: %s\n",
-			rte_strerror(rte_errno));
+	if (nsa_eal_start("natsync-agent", conf.eal_args, argc - optind,
+			  argv + optind, NULL, err, sizeof(err)) != 0) {
+		fprintf(stderr, "natsync-agent: %s\n", err);
 		return 2;
 	}
-	unpin_main_thread();
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);
 	signal(SIGUSR1, on_dump);

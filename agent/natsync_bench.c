@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,7 +35,6 @@
 #include <hiredis/hiredis.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
-#include <rte_launch.h>
 #include <rte_lcore.h>
 
 #include "ns_record.h"
@@ -44,13 +42,13 @@
 #include "nsa_active.h"
 #include "nsa_cluster.h"
 #include "nsa_config.h"
+#include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
 #include "nsa_table.h"
 #include "nsdp_lane.h"
 #include "nsdp_synth.h"
 
-#define EAL_MAX_ARGS 64
 #define BENCH_EAL_ARGS "--no-huge --no-shconf -m 1024 --no-pci --no-telemetry"
 #define SYNC_TIMEOUT_S 30.0
 #define CATCHUP_TIMEOUT_S 10.0
@@ -133,125 +131,6 @@ static int conf_set(struct nsa_config *conf, const char *fmt, ...)
 		return -1;
 	}
 	return 0;
-}
-
-/* The configuration's eal_args, then -l 0-lanes unless the caller chose the
- * lcores, then the arguments given after "--". */
-static int build_eal_argv(char *eal_args, unsigned int lanes, int extra_argc,
-			  char **extra_argv, char *lcores, char **argv)
-{
-	int argc = 0, has_lcores = 0;
-	char *save = NULL;
-
-	argv[argc++] = "natsync-bench";
-	for (char *tok = strtok_r(eal_args, " \t", &save);
-	     tok && argc < EAL_MAX_ARGS - 3; tok = strtok_r(NULL, " \t", &save))
-		argv[argc++] = tok;
-	for (int i = 0; i < extra_argc; i++)
-		if (!strcmp(extra_argv[i], "-l") ||
-		    !strncmp(extra_argv[i], "--lcores", 8) ||
-		    !strcmp(extra_argv[i], "-c"))
-			has_lcores = 1;
-	if (!has_lcores) {
-		snprintf(lcores, 32, "0-%u", lanes);
-		argv[argc++] = "-l";
-		argv[argc++] = lcores;
-	}
-	for (int i = 0; i < extra_argc && argc < EAL_MAX_ARGS - 1; i++)
-		argv[argc++] = extra_argv[i];
-	argv[argc] = NULL;
-	return argc;
-}
-
-/* EAL pins the main thread; the writer and subscriber threads it creates
- * are not lcores and should run anywhere. */
-static void unpin_main_thread(void)
-{
-	cpu_set_t all;
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	CPU_ZERO(&all);
-	for (long i = 0; i < n && i < CPU_SETSIZE; i++)
-		CPU_SET((int)i, &all);
-	sched_setaffinity(0, sizeof(all), &all);
-}
-
-struct synth_launch {
-	struct nsdp_synth *synth;
-	unsigned int worker;
-};
-
-static int synth_lcore_main(void *arg)
-{
-	struct synth_launch *l = arg;
-
-	return nsdp_synth_run(l->synth, l->worker);
-}
-
-/* The lanes and the source, shared by both modes. */
-struct bench_source {
-	struct nsdp_lane *lanes[NSDP_MAX_LANES];
-	unsigned int n_lanes;
-	unsigned int lcores[NSDP_MAX_LANES];
-	struct synth_launch launch[NSDP_MAX_LANES];
-	struct nsdp_synth *synth;
-};
-
-static int source_create(struct bench_source *src,
-			 const struct nsa_config *conf)
-{
-	unsigned int lcore, n_lcores = 0;
-
-	memset(src, 0, sizeof(*src));
-	src->n_lanes = conf->lanes;
-	RTE_LCORE_FOREACH_WORKER(lcore)
-	{
-		if (n_lcores < conf->lanes)
-			src->lcores[n_lcores++] = lcore;
-	}
-	if (n_lcores < conf->lanes) {
-		NSA_ERR("source: %u lanes need %u EAL worker lcores, EAL has "
-			"%u",
-			conf->lanes, conf->lanes, n_lcores);
-		return -EINVAL;
-	}
-	for (unsigned int i = 0; i < conf->lanes; i++) {
-		src->lanes[i] = nsdp_lane_create(i, conf->ring_size,
-						 (int)rte_socket_id());
-		if (!src->lanes[i]) {
-			NSA_ERR("lane %u: cannot create: %s", i,
-				rte_strerror(rte_errno));
-			return -ENOMEM;
-		}
-	}
-	src->synth =
-		nsdp_synth_create(&conf->synth_conf, src->lanes, conf->lanes);
-	if (!src->synth) {
-		NSA_ERR("source: cannot create the synthetic source");
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-static void source_start(struct bench_source *src)
-{
-	for (unsigned int i = 0; i < src->n_lanes; i++) {
-		src->launch[i] = (struct synth_launch){src->synth, i};
-		rte_eal_remote_launch(synth_lcore_main, &src->launch[i],
-				      src->lcores[i]);
-	}
-}
-
-static void source_free(struct bench_source *src)
-{
-	if (src->synth) {
-		nsdp_synth_stop(src->synth);
-		rte_eal_mp_wait_lcore();
-		nsdp_synth_free(src->synth);
-	}
-	for (unsigned int i = 0; i < src->n_lanes; i++)
-		if (src->lanes[i])
-			nsdp_lane_free(src->lanes[i]);
 }
 
 struct table_check {
@@ -351,7 +230,7 @@ static const char *standby_verdict(struct nsa_standby *sb,
 static int run_natsync(const struct nsa_config *conf, int with_standby,
 		       struct bench_result *res)
 {
-	struct bench_source src;
+	struct nsa_source src;
 	struct nsa_standby *sb = NULL;
 	struct nsa_active *active = NULL;
 	struct nsa_active_stats st;
@@ -360,7 +239,7 @@ static int run_natsync(const struct nsa_config *conf, int with_standby,
 	uint64_t last_acked = 0;
 	int rc = 1, drained;
 
-	if (source_create(&src, conf) != 0)
+	if (nsa_source_open(&src, conf) != 0)
 		goto out;
 	if (with_standby && !(sb = standby_attach(conf)))
 		goto out;
@@ -371,7 +250,7 @@ static int run_natsync(const struct nsa_config *conf, int with_standby,
 	}
 	t0 = now_s();
 	last = t0;
-	source_start(&src);
+	nsa_source_start(&src);
 	for (;;) {
 		double t;
 
@@ -397,7 +276,7 @@ static int run_natsync(const struct nsa_config *conf, int with_standby,
 	t_end = now_s();
 	if (!drained)
 		NSA_ERR("active: not every record was acknowledged in time");
-	rte_eal_mp_wait_lcore();
+	nsa_source_stop(&src);
 	nsdp_synth_stats(src.synth, &ss);
 	nsa_active_stats(active, &st);
 	res->events = ss.produced;
@@ -422,7 +301,7 @@ out:
 		nsa_standby_stop(sb);
 		nsa_standby_free(sb);
 	}
-	source_free(&src);
+	nsa_source_close(&src);
 	return rc;
 }
 
@@ -467,7 +346,7 @@ static int naive_replicate(redisContext *c, const struct ns_session *s)
 
 static int run_naive(const struct nsa_config *conf, struct bench_result *res)
 {
-	struct bench_source src;
+	struct nsa_source src;
 	struct nsdp_synth_stats ss = {0};
 	struct ns_session burst[64];
 	redisContext *c = NULL;
@@ -483,11 +362,11 @@ static int run_naive(const struct nsa_config *conf, struct bench_result *res)
 			conf->store.seeds[0].port, err);
 		return 1;
 	}
-	if (source_create(&src, conf) != 0)
+	if (nsa_source_open(&src, conf) != 0)
 		goto out;
 	t0 = now_s();
 	last = t0;
-	source_start(&src);
+	nsa_source_start(&src);
 	while (!failed) {
 		unsigned int n = nsdp_lane_drain(src.lanes[0], burst, 64);
 		double t;
@@ -514,15 +393,14 @@ static int run_naive(const struct nsa_config *conf, struct bench_result *res)
 		}
 	}
 	res->seconds = now_s() - t0;
-	nsdp_synth_stop(src.synth);
-	rte_eal_mp_wait_lcore();
+	nsa_source_stop(&src);
 	nsdp_synth_stats(src.synth, &ss);
 	res->events = done;
 	res->drops = ss.dropped + src.lanes[0]->dropped;
 	res->standby_match = "n/a";
 	rc = failed ? 1 : 0;
 out:
-	source_free(&src);
+	nsa_source_close(&src);
 	redisFree(c);
 	return rc;
 }
@@ -608,8 +486,8 @@ int main(int argc, char **argv)
 	const char *store = "127.0.0.1:7000";
 	uint64_t events = 1000000, flows = 200000, rate = 0;
 	uint64_t workers = 0, batch = 0, inflight = 0;
-	char err[1024], lcores[32], *eal_argv[EAL_MAX_ARGS];
-	int opt, eal_argc, rc;
+	char err[1024], lcores[32];
+	int opt, rc;
 	double secs, ev_rate;
 
 	while ((opt = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
@@ -702,15 +580,12 @@ int main(int argc, char **argv)
 	}
 	nsa_log_verbosity = conf.verbosity;
 
-	eal_argc = build_eal_argv(conf.eal_args, conf.lanes, argc - optind,
-				  argv + optind, lcores, eal_argv);
-	if (rte_eal_init(eal_argc, eal_argv) < 0) {
-		fprintf(stderr,
-			"natsync-bench: EAL initialisation failed: %s\n",
-			rte_strerror(rte_errno));
+	snprintf(lcores, sizeof(lcores), "0-%u", conf.lanes);
+	if (nsa_eal_start("natsync-bench", conf.eal_args, argc - optind,
+			  argv + optind, lcores, err, sizeof(err)) != 0) {
+		fprintf(stderr, "natsync-bench: %s\n", err);
 		return 2;
 	}
-	unpin_main_thread();
 	signal(SIGPIPE, SIG_IGN);
 
 	if (bo.mode == BENCH_NATSYNC)

@@ -1,0 +1,49 @@
+/*
+ * nsa_host.h - what a natsync process needs from DPDK: EAL start-up, and the
+ * lanes with, optionally, the synthetic session source on EAL worker lcores.
+ * Shared by natsync-agent and natsync-bench.
+ */
+#ifndef NSA_HOST_H
+#define NSA_HOST_H
+
+#include <stddef.h>
+
+#include "nsa_config.h"
+#include "nsdp_lane.h"
+#include "nsdp_synth.h"
+
+/* Start EAL with eal_args (space separated), then default_lcores as "-l"
+ * when neither eal_args nor extra gives the lcores (NULL: never), then the
+ * extra arguments. Unpins the calling thread afterwards: EAL pins it to the
+ * main lcore, and the writer and subscriber threads it creates are not
+ * lcores. 0 or -1 with a reason in err. */
+int nsa_eal_start(const char *prog, const char *eal_args, int extra_argc,
+		  char **extra_argv, const char *default_lcores, char *err,
+		  size_t errlen);
+
+struct nsa_source_launch {
+	struct nsdp_synth *synth;
+	unsigned int worker;
+};
+
+struct nsa_source {
+	struct nsdp_lane *lanes[NSDP_MAX_LANES];
+	unsigned int n_lanes;
+	int attached; /* lanes found by name, not ours to free */
+	struct nsdp_synth *synth; /* NULL without [source] type = synth */
+	unsigned int lcores[NSDP_MAX_LANES];
+	struct nsa_source_launch launch[NSDP_MAX_LANES];
+	int running;
+};
+
+/* Create the lanes (or find them, [rings] attach = yes) and, with a
+ * synthetic source configured, the source with one EAL worker lcore per
+ * lane. 0 or a negative errno (logged). */
+int nsa_source_open(struct nsa_source *src, const struct nsa_config *conf);
+/* Launch the source's workers on their lcores. */
+void nsa_source_start(struct nsa_source *src);
+/* Stop the source's workers and wait for them. */
+void nsa_source_stop(struct nsa_source *src);
+void nsa_source_close(struct nsa_source *src);
+
+#endif
