@@ -20,6 +20,7 @@
 #include <errno.h>
 
 #include "ns_batch.h"
+#include "ns_wire.h"
 
 enum {
 	OFF_MAGIC = 0,
@@ -35,31 +36,6 @@ enum {
 
 _Static_assert(OFF_BODY_LEN + 4 == NS_BATCH_HDR_LEN, "batch header layout");
 _Static_assert(NS_BATCH_MAX_RECORDS <= UINT16_MAX, "count is a u16");
-
-static inline void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static inline void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static inline uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
-}
-
-static inline uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
 
 void ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf)
 {
