@@ -226,7 +226,7 @@ static int run_standby(const struct nsa_config *conf, double duration)
 {
 	struct nsa_standby *sb = nsa_standby_create(conf);
 	struct nsa_standby_stats st;
-	struct nsa_table_stats ts;
+	struct nsdp_table_stats ts;
 	double t0 = now_s(), last_progress = t0;
 	int was_synced = 0;
 
@@ -255,7 +255,7 @@ static int run_standby(const struct nsa_config *conf, double duration)
 			break;
 		if (conf->progress_ms &&
 		    (t - last_progress) * 1000.0 >= conf->progress_ms) {
-			nsa_table_stats(nsa_standby_table(sb), &ts);
+			nsdp_table_stats(nsa_standby_table(sb), &ts);
 			fprintf(stderr,
 				"progress: standby %.1fs table %" PRIu64
 				" batches %" PRIu64 " records %" PRIu64
@@ -273,7 +273,7 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	if (conf->table_dump[0])
 		standby_dump(sb, conf->table_dump);
 	nsa_standby_stats(sb, &st);
-	nsa_table_stats(nsa_standby_table(sb), &ts);
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	printf("REPORT role=standby sessions=%" PRIu64 " batches=%" PRIu64
 	       " records=%" PRIu64 " loaded=%" PRIu64 " gaps=%" PRIu64
 	       " resyncs=%" PRIu64 " bad_messages=%" PRIu64

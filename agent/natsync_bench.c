@@ -45,7 +45,7 @@
 #include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
-#include "nsa_table.h"
+#include "nsdp_table.h"
 #include "nsdp_lane.h"
 #include "nsdp_synth.h"
 
@@ -134,7 +134,7 @@ static int conf_set(struct nsa_config *conf, const char *fmt, ...)
 }
 
 struct table_check {
-	const struct nsa_table *table;
+	const struct nsdp_table *table;
 	uint64_t flows, mismatches;
 };
 
@@ -144,7 +144,7 @@ static void check_flow(const struct ns_session *s, void *arg)
 	struct ns_session got;
 
 	c->flows++;
-	if (nsa_table_lookup(c->table, s->proto, &s->orig, &got) != 0 ||
+	if (nsdp_table_lookup(c->table, s->proto, &s->orig, &got) != 0 ||
 	    !ns_session_equal_state(s, &got))
 		c->mismatches++;
 }
@@ -152,13 +152,13 @@ static void check_flow(const struct ns_session *s, void *arg)
 /* Mismatching flows between the source's final table and the standby's,
  * counting sessions the standby has beyond the source's as mismatches. */
 static uint64_t table_mismatches(const struct nsdp_synth *synth,
-				 const struct nsa_table *table)
+				 const struct nsdp_table *table)
 {
 	struct table_check c = {table, 0, 0};
-	struct nsa_table_stats ts;
+	struct nsdp_table_stats ts;
 
 	nsdp_synth_final_table(synth, check_flow, &c);
-	nsa_table_stats(table, &ts);
+	nsdp_table_stats(table, &ts);
 	if (ts.live > c.flows)
 		c.mismatches += ts.live - c.flows;
 	return c.mismatches;

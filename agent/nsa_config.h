@@ -12,9 +12,38 @@
 #include <stdio.h>
 
 #include "nsa_cluster.h"
+#include "nsdp_nat.h"
 #include "nsdp_synth.h"
 
 enum nsa_role { NSA_ROLE_ACTIVE, NSA_ROLE_STANDBY };
+
+/* Where natsync-gateway's replication agent runs. */
+enum nsa_gw_agent {
+	NSA_GW_AGENT_THREADS, /* writer and subscriber threads in the gateway */
+	NSA_GW_AGENT_EXTERNAL, /* a natsync-agent secondary process drains the
+				  rings; the subscriber stays in the gateway */
+};
+
+/* [gateway]: natsync-gateway only. */
+struct nsa_gateway_conf {
+	char inside_port
+		[128]; /* DPDK device name: net_af_packet0, 0000:3b:00.0 */
+	char outside_port[128];
+	/* Addresses, pool, port range and timeouts. The MAC addresses and the
+	 * mbuf pool are filled in by natsync-gateway once the ports are up;
+	 * gateway_id and max_sessions come from [agent] gateway_id and
+	 * [standby] table_capacity. */
+	struct nsdp_nat_conf nat;
+	/* Timeouts as configured, in seconds (copied into nat.*_ms). */
+	unsigned int tcp_syn_timeout, tcp_established_timeout;
+	unsigned int tcp_closing_timeout, udp_timeout, icmp_timeout;
+	char control_socket[PATH_MAX];
+	enum nsa_gw_agent agent;
+	unsigned int
+		idle_sleep_us; /* sleep when a poll finds nothing; 0 = busy */
+	unsigned int rx_descriptors, tx_descriptors;
+	unsigned int mbufs; /* mbuf pool size */
+};
 
 struct nsa_config {
 	enum nsa_role role;
@@ -44,6 +73,8 @@ struct nsa_config {
 	/* [standby] */
 	unsigned int table_capacity; /* sessions the table holds */
 	char table_dump[PATH_MAX]; /* where SIGUSR1 / exit dump the table */
+
+	struct nsa_gateway_conf gw;
 
 	/* [agent] */
 	unsigned int progress_ms; /* progress line period, 0 = none */

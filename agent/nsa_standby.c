@@ -102,7 +102,7 @@ struct gw_epoch {
 
 struct nsa_standby {
 	struct nsa_config conf;
-	struct nsa_table *table;
+	struct nsdp_table *table;
 	pthread_t thread;
 	int running;
 	int stop;
@@ -200,7 +200,7 @@ static void loader_close(struct nsa_standby *sb, struct loader *ld)
 		redisFree(ld->c);
 	ld->c = NULL;
 	if (ld->active)
-		nsa_table_resync_abort(sb->table);
+		nsdp_table_resync_abort(sb->table);
 	ld->active = 0;
 }
 
@@ -398,7 +398,7 @@ static void loader_on_mget(struct nsa_standby *sb, struct loader *ld,
 			STAT_ADD(sb, bad_values, 1);
 			continue;
 		}
-		if (nsa_table_apply_resync(sb->table, &s, ld->gen, ld->mark) ==
+		if (nsdp_table_apply_resync(sb->table, &s, ld->gen, ld->mark) ==
 		    0)
 			loaded++;
 	}
@@ -436,7 +436,7 @@ static void loader_finish(struct nsa_standby *sb, unsigned int node)
 	uint64_t removed;
 
 	node_scope(sb, node, sb->scope);
-	removed = nsa_table_resync_finish(sb->table, ld->gen, ld->mark,
+	removed = nsdp_table_resync_finish(sb->table, ld->gen, ld->mark,
 					  sb->scope);
 	ld->active = 0; /* resync_finish ended the table's resync */
 	loader_close(sb, ld);
@@ -475,7 +475,7 @@ static void loader_start(struct nsa_standby *sb, unsigned int node)
 		loader_fail(sb, node, err[0] ? err : "connect");
 		return;
 	}
-	ld->gen = nsa_table_resync_begin(sb->table);
+	ld->gen = nsdp_table_resync_begin(sb->table);
 	ld->mark = ++sb->resync_counter;
 	ld->active = 1;
 	ld->scan_done = 0;
@@ -640,7 +640,7 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	now = now_ns(CLOCK_REALTIME);
 	ns_batch_iter_init(&it, body, h.body_len);
 	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
-		if (nsa_table_apply(sb->table, &s) == 0)
+		if (nsdp_table_apply(sb->table, &s) == 0)
 			n++;
 		lag_account(sb, now, &s);
 	}
@@ -717,7 +717,7 @@ static void dump_serve(struct nsa_standby *sb)
 	pthread_mutex_unlock(&sb->dump_lock);
 
 	/* The caller may time out meanwhile; it does not wait for the lock. */
-	rc = nsa_table_dump(sb->table, path);
+	rc = nsdp_table_dump(sb->table, path);
 
 	pthread_mutex_lock(&sb->dump_lock);
 	sb->dump_result = rc;
@@ -842,7 +842,7 @@ static void sb_run(struct nsa_standby *sb)
 		uint64_t v;
 
 		if (now >= next_purge) {
-			nsa_table_purge_tombstones(sb->table);
+			nsdp_table_purge_tombstones(sb->table);
 			next_purge = now + SB_PURGE_PERIOD_NS;
 		}
 		pfd[n] = (struct pollfd){.fd = sb->wake_fd, .events = POLLIN};
@@ -939,13 +939,13 @@ struct nsa_standby *nsa_standby_create(const struct nsa_config *conf)
 		return NULL;
 	sb->conf = *conf;
 	sb->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	sb->table = nsa_table_create("nsa_sb", conf->table_capacity);
+	sb->table = nsdp_table_create("nsa_sb", conf->table_capacity);
 	if (sb->wake_fd < 0 || !sb->table) {
 		NSA_ERR("standby: cannot create the table of %u sessions",
 			conf->table_capacity);
 		if (sb->wake_fd >= 0)
 			close(sb->wake_fd);
-		nsa_table_free(sb->table);
+		nsdp_table_free(sb->table);
 		free(sb);
 		return NULL;
 	}
@@ -989,14 +989,14 @@ void nsa_standby_free(struct nsa_standby *sb)
 		free(sb->nodes[i].ld.ops);
 		free(sb->nodes[i].ld.cmd);
 	}
-	nsa_table_free(sb->table);
+	nsdp_table_free(sb->table);
 	close(sb->wake_fd);
 	pthread_mutex_destroy(&sb->dump_lock);
 	pthread_cond_destroy(&sb->dump_cond);
 	free(sb);
 }
 
-struct nsa_table *nsa_standby_table(struct nsa_standby *sb)
+struct nsdp_table *nsa_standby_table(struct nsa_standby *sb)
 {
 	return sb->table;
 }
@@ -1055,7 +1055,7 @@ int64_t nsa_standby_dump(struct nsa_standby *sb, const char *path,
 	if (strlen(path) >= sizeof(sb->dump_path))
 		return -ENAMETOOLONG;
 	if (!sb->running)
-		return nsa_table_dump(sb->table, path);
+		return nsdp_table_dump(sb->table, path);
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += timeout_ms / 1000;
 	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "nsa_config.h"
-#include "nsa_table.h"
+#include "nsdp_table.h"
 
 #define NSA_STANDBY_LAG_BUCKETS 32
 
@@ -44,7 +44,7 @@ int nsa_standby_start(struct nsa_standby *sb);
 void nsa_standby_stop(struct nsa_standby *sb);
 void nsa_standby_free(struct nsa_standby *sb);
 
-struct nsa_table *nsa_standby_table(struct nsa_standby *sb);
+struct nsdp_table *nsa_standby_table(struct nsa_standby *sb);
 void nsa_standby_stats(const struct nsa_standby *sb,
 		       struct nsa_standby_stats *s);
 

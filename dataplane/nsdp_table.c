@@ -1,5 +1,5 @@
 /*
- * nsa_table.c - the standby's session table.
+ * nsdp_table.c - the gateway's session table (see nsdp_table.h).
  *
  * Two DPDK rte_hash tables created with RW_CONCURRENCY_LF: one keyed by
  * {proto, orig tuple} whose key position indexes a parallel array of
@@ -18,7 +18,7 @@
  *   key they looked up: a position removed from the hash may be reused for
  *   another flow while a reader still holds it.
  * - Removed positions go back to rte_hash only after a grace period
- *   (NSA_TABLE_GRACE_NS) so that readers rarely meet a reused position.
+ *   (NSDP_TABLE_GRACE_NS) so that readers rarely meet a reused position.
  * - An entry's gen is the table generation of its last live change (or the
  *   start generation of the resync that last wrote it), so "changed since
  *   gen" is entry.gen > gen.
@@ -43,10 +43,10 @@
 
 #include "ns_record.h"
 #include "ns_slot.h"
-#include "nsa_table.h"
+#include "nsdp_table.h"
 
 /* How long a removed position stays out of the hash's free list. */
-#define NSA_TABLE_GRACE_NS (50ull * 1000 * 1000)
+#define NSDP_TABLE_GRACE_NS (50ull * 1000 * 1000)
 /* Marks a reply-hash position in the pending-free lists. */
 #define PEND_REPLY 0x80000000u
 
@@ -92,7 +92,7 @@ struct pending {
 	uint64_t since;
 };
 
-struct nsa_table {
+struct nsdp_table {
 	struct rte_hash *flows;
 	struct rte_hash *replies;
 	struct entry *entries;
@@ -232,13 +232,13 @@ static uint8_t entry_read(const struct entry *e, struct ns_session *out)
 	return state;
 }
 
-static void pending_reclaim(struct nsa_table *t, int force)
+static void pending_reclaim(struct nsdp_table *t, int force)
 {
 	struct pending *aging = &t->pend[0], *fresh = &t->pend[1];
 	uint64_t now = mono_ns();
 	uint32_t i;
 
-	if (aging->n && (force || now - aging->since >= NSA_TABLE_GRACE_NS)) {
+	if (aging->n && (force || now - aging->since >= NSDP_TABLE_GRACE_NS)) {
 		for (i = 0; i < aging->n; i++) {
 			uint32_t p = aging->pos[i];
 
@@ -262,7 +262,7 @@ static void pending_reclaim(struct nsa_table *t, int force)
 	}
 }
 
-static void pending_add(struct nsa_table *t, uint32_t p)
+static void pending_add(struct nsdp_table *t, uint32_t p)
 {
 	struct pending *fresh = &t->pend[1];
 
@@ -273,7 +273,7 @@ static void pending_add(struct nsa_table *t, uint32_t p)
 	fresh->pos[fresh->n++] = p;
 }
 
-struct nsa_table *nsa_table_create(const char *name, uint32_t capacity)
+struct nsdp_table *nsdp_table_create(const char *name, uint32_t capacity)
 {
 	struct rte_hash_parameters hp = {
 		.key_len = sizeof(struct flow_key),
@@ -283,7 +283,7 @@ struct nsa_table *nsa_table_create(const char *name, uint32_t capacity)
 			      RTE_HASH_EXTRA_FLAGS_EXT_TABLE,
 	};
 	char hname[RTE_HASH_NAMESIZE];
-	struct nsa_table *t;
+	struct nsdp_table *t;
 	size_t before;
 	int32_t max_id;
 
@@ -311,25 +311,25 @@ struct nsa_table *nsa_table_create(const char *name, uint32_t capacity)
 		goto fail;
 	t->n_entries = (uint32_t)max_id + 1;
 	t->entries =
-		rte_zmalloc_socket("nsa_table_entries",
+		rte_zmalloc_socket("nsdp_table_entries",
 				   (size_t)t->n_entries * sizeof(struct entry),
 				   RTE_CACHE_LINE_SIZE, hp.socket_id);
 	t->pend_cap = 2 * (t->n_entries + 1);
-	t->pend[0].pos =
-		rte_malloc("nsa_table_pend", t->pend_cap * sizeof(uint32_t), 0);
-	t->pend[1].pos =
-		rte_malloc("nsa_table_pend", t->pend_cap * sizeof(uint32_t), 0);
+	t->pend[0].pos = rte_malloc("nsdp_table_pend",
+				    t->pend_cap * sizeof(uint32_t), 0);
+	t->pend[1].pos = rte_malloc("nsdp_table_pend",
+				    t->pend_cap * sizeof(uint32_t), 0);
 	if (!t->entries || !t->pend[0].pos || !t->pend[1].pos)
 		goto fail;
 	t->memory_bytes = heap_allocated() - before;
 	return t;
 fail:
-	nsa_table_free(t);
+	nsdp_table_free(t);
 	errno = ENOMEM;
 	return NULL;
 }
 
-void nsa_table_free(struct nsa_table *t)
+void nsdp_table_free(struct nsdp_table *t)
 {
 	if (!t)
 		return;
@@ -341,25 +341,25 @@ void nsa_table_free(struct nsa_table *t)
 	free(t);
 }
 
-uint64_t nsa_table_generation(const struct nsa_table *t)
+uint64_t nsdp_table_generation(const struct nsdp_table *t)
 {
 	return __atomic_load_n(&t->gen, __ATOMIC_RELAXED);
 }
 
-uint64_t nsa_table_resync_begin(struct nsa_table *t)
+uint64_t nsdp_table_resync_begin(struct nsdp_table *t)
 {
 	t->active_resyncs++;
 	return t->gen;
 }
 
-void nsa_table_resync_abort(struct nsa_table *t)
+void nsdp_table_resync_abort(struct nsdp_table *t)
 {
 	if (t->active_resyncs)
 		t->active_resyncs--;
 }
 
 /* Remove e's reply key if the reply hash still maps it to e. */
-static void reply_unlink(struct nsa_table *t, struct entry *e, uint32_t pos)
+static void reply_unlink(struct nsdp_table *t, struct entry *e, uint32_t pos)
 {
 	struct reply_key rk;
 	void *data;
@@ -377,7 +377,7 @@ static void reply_unlink(struct nsa_table *t, struct entry *e, uint32_t pos)
 		pending_add(t, (uint32_t)rpos | PEND_REPLY);
 }
 
-static void reply_link(struct nsa_table *t, struct entry *e, uint32_t pos)
+static void reply_link(struct nsdp_table *t, struct entry *e, uint32_t pos)
 {
 	struct reply_key rk;
 
@@ -392,7 +392,7 @@ static void reply_link(struct nsa_table *t, struct entry *e, uint32_t pos)
 	e->has_reply = 1;
 }
 
-static int32_t flow_add(struct nsa_table *t, const struct flow_key *k)
+static int32_t flow_add(struct nsdp_table *t, const struct flow_key *k)
 {
 	int32_t pos = rte_hash_add_key(t->flows, k);
 
@@ -412,7 +412,7 @@ static int session_older(const struct ns_session *a, const struct ns_session *b)
 
 /* Store s into entry pos (new or existing) and keep the reply hash in
  * step; gen is the entry's new generation. */
-static void entry_write(struct nsa_table *t, uint32_t pos, int is_new,
+static void entry_write(struct nsdp_table *t, uint32_t pos, int is_new,
 			const struct ns_session *s, uint64_t gen, uint16_t slot)
 {
 	struct entry *e = &t->entries[pos];
@@ -440,7 +440,15 @@ static void entry_write(struct nsa_table *t, uint32_t pos, int is_new,
 		STAT_ADD(t, tombstones, 1);
 }
 
-int nsa_table_apply(struct nsa_table *t, const struct ns_session *s)
+int nsdp_table_apply(struct nsdp_table *t, const struct ns_session *s)
+{
+	int32_t pos;
+
+	return nsdp_table_apply_pos(t, s, &pos);
+}
+
+int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
+			 int32_t *posp)
 {
 	uint8_t keybuf[NS_KEY_LEN];
 	struct flow_key k;
@@ -448,6 +456,7 @@ int nsa_table_apply(struct nsa_table *t, const struct ns_session *s)
 	int32_t pos;
 	int is_new = 0;
 
+	*posp = -1;
 	flow_key_make(&k, s->proto, &s->orig);
 	pos = rte_hash_lookup(t->flows, &k);
 	if (pos < 0) {
@@ -462,6 +471,7 @@ int nsa_table_apply(struct nsa_table *t, const struct ns_session *s)
 		is_new = 1;
 	}
 	e = &t->entries[pos];
+	*posp = pos;
 	if (!is_new && session_older(s, &e->u.s)) {
 		STAT_ADD(t, stale_ignored, 1);
 		return 0;
@@ -474,8 +484,8 @@ int nsa_table_apply(struct nsa_table *t, const struct ns_session *s)
 	return 0;
 }
 
-int nsa_table_apply_resync(struct nsa_table *t, const struct ns_session *s,
-			   uint64_t gen, uint32_t mark)
+int nsdp_table_apply_resync(struct nsdp_table *t, const struct ns_session *s,
+			    uint64_t gen, uint32_t mark)
 {
 	uint8_t keybuf[NS_KEY_LEN];
 	struct flow_key k;
@@ -511,7 +521,7 @@ int nsa_table_apply_resync(struct nsa_table *t, const struct ns_session *s,
 	return 0;
 }
 
-static void entry_remove(struct nsa_table *t, uint32_t pos)
+static void entry_remove(struct nsdp_table *t, uint32_t pos)
 {
 	struct entry *e = &t->entries[pos];
 	struct flow_key k;
@@ -530,7 +540,7 @@ static void entry_remove(struct nsa_table *t, uint32_t pos)
 		pending_add(t, (uint32_t)p);
 }
 
-uint64_t nsa_table_purge_tombstones(struct nsa_table *t)
+uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t)
 {
 	uint64_t n = 0;
 	uint32_t i;
@@ -547,8 +557,8 @@ uint64_t nsa_table_purge_tombstones(struct nsa_table *t)
 	return n;
 }
 
-uint64_t nsa_table_resync_finish(struct nsa_table *t, uint64_t gen,
-				 uint32_t mark, const uint8_t *in_scope)
+uint64_t nsdp_table_resync_finish(struct nsdp_table *t, uint64_t gen,
+				  uint32_t mark, const uint8_t *in_scope)
 {
 	uint64_t removed = 0;
 	uint32_t i;
@@ -562,13 +572,13 @@ uint64_t nsa_table_resync_finish(struct nsa_table *t, uint64_t gen,
 		entry_remove(t, i);
 		removed++;
 	}
-	nsa_table_resync_abort(t);
-	nsa_table_purge_tombstones(t);
+	nsdp_table_resync_abort(t);
+	nsdp_table_purge_tombstones(t);
 	return removed;
 }
 
-int nsa_table_lookup(const struct nsa_table *t, uint8_t proto,
-		     const struct ns_tuple *orig, struct ns_session *out)
+int32_t nsdp_table_find(const struct nsdp_table *t, uint8_t proto,
+			const struct ns_tuple *orig, struct ns_session *out)
 {
 	struct ns_session s;
 	struct flow_key k;
@@ -582,11 +592,18 @@ int nsa_table_lookup(const struct nsa_table *t, uint8_t proto,
 	    s.proto != proto || !tuple_equal(&s.orig, orig))
 		return -ENOENT;
 	*out = s;
-	return 0;
+	return pos;
 }
 
-int nsa_table_lookup_reply(const struct nsa_table *t, uint8_t proto,
-			   const struct ns_tuple *reply, struct ns_session *out)
+int nsdp_table_lookup(const struct nsdp_table *t, uint8_t proto,
+		      const struct ns_tuple *orig, struct ns_session *out)
+{
+	return nsdp_table_find(t, proto, orig, out) < 0 ? -ENOENT : 0;
+}
+
+int32_t nsdp_table_find_reply(const struct nsdp_table *t, uint8_t proto,
+			      const struct ns_tuple *reply,
+			      struct ns_session *out)
 {
 	struct reply_key rk, check;
 	struct ns_session s;
@@ -604,12 +621,50 @@ int nsa_table_lookup_reply(const struct nsa_table *t, uint8_t proto,
 	if (memcmp(&check, &rk, sizeof(rk)) != 0)
 		return -ENOENT;
 	*out = s;
+	return (int32_t)pos;
+}
+
+int nsdp_table_lookup_reply(const struct nsdp_table *t, uint8_t proto,
+			    const struct ns_tuple *reply,
+			    struct ns_session *out)
+{
+	return nsdp_table_find_reply(t, proto, reply, out) < 0 ? -ENOENT : 0;
+}
+
+uint32_t nsdp_table_positions(const struct nsdp_table *t)
+{
+	return t->n_entries;
+}
+
+int nsdp_table_at(const struct nsdp_table *t, uint32_t pos,
+		  struct ns_session *out)
+{
+	if (pos >= t->n_entries || t->entries[pos].state != ENTRY_LIVE)
+		return -ENOENT;
+	*out = t->entries[pos].u.s;
 	return 0;
 }
 
-uint64_t nsa_table_walk(const struct nsa_table *t,
-			void (*fn)(const struct ns_session *, void *),
-			void *arg)
+int nsdp_table_remove(struct nsdp_table *t, uint8_t proto,
+		      const struct ns_tuple *orig)
+{
+	struct flow_key k;
+	int32_t pos;
+
+	flow_key_make(&k, proto, orig);
+	pos = rte_hash_lookup(t->flows, &k);
+	if (pos < 0 || (uint32_t)pos >= t->n_entries ||
+	    t->entries[pos].state == ENTRY_FREE)
+		return -ENOENT;
+	entry_remove(t, (uint32_t)pos);
+	__atomic_store_n(&t->gen, t->gen + 1, __ATOMIC_RELAXED);
+	pending_reclaim(t, 0);
+	return 0;
+}
+
+uint64_t nsdp_table_walk(const struct nsdp_table *t,
+			 void (*fn)(const struct ns_session *, void *),
+			 void *arg)
 {
 	uint64_t n = 0;
 	uint32_t i;
@@ -623,7 +678,7 @@ uint64_t nsa_table_walk(const struct nsa_table *t,
 	return n;
 }
 
-int64_t nsa_table_dump(const struct nsa_table *t, const char *path)
+int64_t nsdp_table_dump(const struct nsdp_table *t, const char *path)
 {
 	uint8_t rec[NS_RECORD_MAX_LEN];
 	char tmp[4096];
@@ -664,7 +719,7 @@ int64_t nsa_table_dump(const struct nsa_table *t, const char *path)
 	return n;
 }
 
-void nsa_table_stats(const struct nsa_table *t, struct nsa_table_stats *s)
+void nsdp_table_stats(const struct nsdp_table *t, struct nsdp_table_stats *s)
 {
 	s->live = __atomic_load_n(&t->live, __ATOMIC_RELAXED);
 	s->tombstones = __atomic_load_n(&t->tombstones, __ATOMIC_RELAXED);

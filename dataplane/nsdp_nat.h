@@ -1,0 +1,166 @@
+/*
+ * nsdp_nat.h - the reference NAT44 fast path, built on the replication
+ * spine.
+ *
+ * Source NAT of inside traffic (TCP, UDP, ICMP echo) to a pool of outside
+ * addresses. One struct nsdp_nat belongs to one forwarding lcore: it is the
+ * only writer of the gateway's session table (struct nsdp_table) while the
+ * gateway is active, and it records every session it creates, refreshes
+ * (at most once per half timeout) or closes into its lane.
+ *
+ * While the gateway is a standby, the standby subscriber writes the same
+ * table and the fast path forwards nothing. Promotion (nsdp_nat_activate,
+ * from a control thread) rebuilds the port maps from the replicated
+ * sessions, so that new sessions never take a port a replicated one holds,
+ * and then lets the lcore forward with the replicated sessions.
+ *
+ * The lcore loop is the caller's: receive a burst on each port, hand it to
+ * nsdp_nat_inside()/nsdp_nat_outside(), call nsdp_nat_housekeep(), then
+ * transmit what the nsdp_nat_tx lists hold. Every packet handed in is
+ * either put on a tx list or freed and counted; nothing blocks, nothing
+ * allocates except the ARP packets the gateway sends itself.
+ *
+ * Policy for bad or foreign input (each counted in struct nsdp_nat_stats,
+ * dropped, never touching the table): truncated Ethernet/IP/L4 headers, IP
+ * version other than 4, bad IP header checksum, IP total length
+ * inconsistent with the frame, IP options, fragments, TTL <= 1, protocols
+ * other than TCP/UDP/ICMP, ICMP other than echo request/reply, TCP packets
+ * other than a SYN for an unknown session, packets addressed to none of
+ * the gateway's addresses, frames that are neither IPv4 nor ARP. TCP and
+ * UDP checksums are not verified: they are updated incrementally, so a bad
+ * one stays bad and the receiver drops the packet.
+ */
+#ifndef NSDP_NAT_H
+#define NSDP_NAT_H
+
+#include <stdint.h>
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "nsdp_lane.h"
+#include "nsdp_table.h"
+
+/* Outside addresses at most in one pool. */
+#define NSDP_NAT_MAX_POOL 256
+/* Largest burst nsdp_nat_inside()/nsdp_nat_outside() accept. */
+#define NSDP_NAT_BURST 64
+/* Room in each tx list: a burst, plus the ARP packets a call may add. */
+#define NSDP_NAT_TX_MAX (2 * NSDP_NAT_BURST)
+
+struct nsdp_nat_conf {
+	/* Addresses in host byte order. */
+	uint32_t inside_addr; /* the gateway's own address on the inside */
+	uint32_t pool_first, pool_last; /* outside pool, inclusive */
+	uint32_t next_hop; /* outside next hop; 0: destinations on-link */
+	uint16_t port_min, port_max; /* translated ports and ICMP ids */
+	struct rte_ether_addr inside_mac, outside_mac;
+	uint32_t gateway_id; /* written into every record */
+	/* Idle timeouts in milliseconds. */
+	uint32_t tcp_syn_ms; /* SYN seen, no answer yet */
+	uint32_t tcp_established_ms;
+	uint32_t tcp_closing_ms; /* after a FIN */
+	uint32_t udp_ms;
+	uint32_t icmp_ms;
+	/* Sessions the gateway may hold (the table's capacity). */
+	uint32_t max_sessions;
+	/* Pool for the ARP requests, replies and announcements it sends. */
+	struct rte_mempool *mbuf_pool;
+};
+
+enum nsdp_nat_mode {
+	NSDP_NAT_STANDBY = 0, /* forwards nothing, answers no ARP */
+	NSDP_NAT_ACTIVE = 1,
+};
+
+/* Counters, written by the owning lcore only; others read them with
+ * nsdp_nat_stats(). */
+struct nsdp_nat_stats {
+	uint64_t rx_inside, rx_outside;
+	uint64_t tx_inside, tx_outside; /* put on the tx lists */
+	uint64_t created, refreshed, closed, expired;
+	uint64_t recorded, record_drops; /* lane full: dropped, counted */
+	/* dropped, by reason */
+	uint64_t standby_drops; /* not active */
+	uint64_t not_ipv4; /* neither IPv4 nor ARP */
+	uint64_t truncated;
+	uint64_t bad_ip_header; /* version, header length, total length */
+	uint64_t bad_ip_checksum;
+	uint64_t ip_options;
+	uint64_t fragments;
+	uint64_t ttl_expired;
+	uint64_t unknown_proto;
+	uint64_t icmp_unsupported; /* ICMP other than echo */
+	uint64_t tcp_no_session; /* non-SYN TCP without a session */
+	uint64_t no_session; /* return traffic without a session */
+	uint64_t not_ours; /* outside packet not for a pool address */
+	uint64_t to_gateway; /* IP addressed to the gateway itself */
+	uint64_t ports_exhausted; /* no free port in the pool */
+	uint64_t table_full;
+	uint64_t neigh_miss; /* next hop not resolved yet: ARP sent */
+	uint64_t arp_in, arp_replies_sent, arp_requests_sent;
+	uint64_t arp_announcements; /* gratuitous ARPs after promotion */
+	uint64_t arp_ignored; /* not for us, or malformed */
+	uint64_t alloc_failures; /* no mbuf for an ARP packet */
+};
+
+struct nsdp_nat;
+
+/* The packets a call produced, for the caller to transmit (and free what
+ * the port does not take). */
+struct nsdp_nat_tx {
+	struct rte_mbuf *inside[NSDP_NAT_TX_MAX];
+	unsigned int n_inside;
+	struct rte_mbuf *outside[NSDP_NAT_TX_MAX];
+	unsigned int n_outside;
+};
+
+/* Check conf: 0, or -EINVAL with a reason in err. */
+int nsdp_nat_conf_check(const struct nsdp_nat_conf *conf, char *err,
+			size_t errlen);
+
+/* A NAT context over table, recording into lane (NULL: recording off).
+ * Starts in NSDP_NAT_STANDBY. NULL and errno on failure. */
+struct nsdp_nat *nsdp_nat_create(const struct nsdp_nat_conf *conf,
+				 struct nsdp_table *table,
+				 struct nsdp_lane *lane);
+void nsdp_nat_free(struct nsdp_nat *nat);
+
+/* Fast path (owning lcore). now_ns is CLOCK_REALTIME in nanoseconds, read
+ * once per loop iteration. n <= NSDP_NAT_BURST. */
+void nsdp_nat_inside(struct nsdp_nat *nat, struct rte_mbuf **pkts,
+		     unsigned int n, uint64_t now_ns, struct nsdp_nat_tx *tx);
+void nsdp_nat_outside(struct nsdp_nat *nat, struct rte_mbuf **pkts,
+		      unsigned int n, uint64_t now_ns, struct nsdp_nat_tx *tx);
+
+/* Once per loop iteration, on the owning lcore: takes mode changes into
+ * account (and announces the gateway's addresses by gratuitous ARP after a
+ * promotion), expires idle sessions a slice of the table at a time (the
+ * whole table about once a second), and resolves the next hop. */
+void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
+			struct nsdp_nat_tx *tx);
+
+/* Control thread. Promote: the caller has stopped every other writer of
+ * the table (the standby subscriber). Rebuilds the port maps from the
+ * table, restarts every session's idle timer at now, and sets the epoch
+ * that new records carry; then the lcore forwards. 0, -EBUSY when already
+ * active, -ETIMEDOUT when the lcore did not take the change within
+ * timeout_ms (it must be calling nsdp_nat_housekeep). */
+int nsdp_nat_activate(struct nsdp_nat *nat, uint32_t epoch, int timeout_ms);
+
+/* Control thread. Demote: the lcore stops forwarding and stops writing the
+ * table; returns once it has (0) or -ETIMEDOUT. Afterwards another writer
+ * (the standby subscriber) may take the table. */
+int nsdp_nat_deactivate(struct nsdp_nat *nat, int timeout_ms);
+
+enum nsdp_nat_mode nsdp_nat_mode(const struct nsdp_nat *nat);
+uint32_t nsdp_nat_epoch(const struct nsdp_nat *nat);
+
+/* Sum of the counters (any thread; values may be a few packets old). */
+void nsdp_nat_stats(const struct nsdp_nat *nat, struct nsdp_nat_stats *s);
+
+/* Outside ports in use in the port maps (for tests and status). */
+uint64_t nsdp_nat_ports_in_use(const struct nsdp_nat *nat);
+
+#endif

@@ -1,0 +1,110 @@
+/*
+ * nsdp_table.h - the session table of a gateway: filled by the standby
+ * subscriber while the gateway is a standby, written by the NAT fast path
+ * once it is promoted.
+ *
+ * An rte_hash keyed by the inside five-tuple (and a second one keyed by the
+ * translated tuple as return traffic carries it), lock-free for readers,
+ * written by one thread at a time: the standby subscriber, or the gateway's
+ * forwarding lcore once it is active. Each entry remembers the
+ * generation at which it was last changed, so that a resync that reads the
+ * store while live batches are applied never puts back an older record:
+ * live batches always win over what a resync read, and deletes leave a
+ * tombstone until no resync needs it.
+ */
+#ifndef NSDP_TABLE_H
+#define NSDP_TABLE_H
+
+#include <stdint.h>
+
+#include "ns_record.h"
+
+struct nsdp_table;
+
+struct nsdp_table_stats {
+	uint64_t live; /* sessions in the table */
+	uint64_t tombstones;
+	uint64_t applied, stale_ignored, full_drops;
+	uint64_t memory_bytes; /* memory the table holds */
+};
+
+struct nsdp_table *nsdp_table_create(const char *name, uint32_t capacity);
+void nsdp_table_free(struct nsdp_table *t);
+
+/* The current generation; a resync notes it before reading the store. */
+uint64_t nsdp_table_generation(const struct nsdp_table *t);
+
+/* Begin a resync: returns the current generation and counts the resync as
+ * running, so that tombstones are kept until it finishes (resync_finish)
+ * or is abandoned (resync_abort). */
+uint64_t nsdp_table_resync_begin(struct nsdp_table *t);
+void nsdp_table_resync_abort(struct nsdp_table *t);
+
+/* Remove every tombstone when no resync is running (call periodically from
+ * the writer thread). Returns how many were removed. */
+uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t);
+
+/* Apply a live record (create, refresh, delete). Older records than the
+ * entry's (by epoch, then timestamp) are ignored. 0, or -ENOSPC when the
+ * table is full (counted). */
+int nsdp_table_apply(struct nsdp_table *t, const struct ns_session *s);
+
+/* Apply a record read from the store by a resync that began at generation
+ * gen: ignored when a live record changed the entry since gen. The entry is
+ * marked as seen by resync mark. */
+int nsdp_table_apply_resync(struct nsdp_table *t, const struct ns_session *s,
+			    uint64_t gen, uint32_t mark);
+
+/* End of a resync begun at gen with the given mark over the slots where
+ * in_scope[slot] != 0: removes entries of those slots unchanged since gen
+ * and not seen by the resync. Returns how many were removed. */
+uint64_t nsdp_table_resync_finish(struct nsdp_table *t, uint64_t gen,
+				  uint32_t mark, const uint8_t *in_scope);
+
+/* Lookups for the fast path (any thread). 0 and *out filled, or -ENOENT. */
+int nsdp_table_lookup(const struct nsdp_table *t, uint8_t proto,
+		      const struct ns_tuple *orig, struct ns_session *out);
+int nsdp_table_lookup_reply(const struct nsdp_table *t, uint8_t proto,
+			    const struct ns_tuple *reply,
+			    struct ns_session *out);
+
+/*
+ * Positions: every entry has a stable index below nsdp_table_positions()
+ * for as long as it lives, so that a fast path can keep its own per-session
+ * state (last packet time, TCP state) in a parallel array.
+ */
+uint32_t nsdp_table_positions(const struct nsdp_table *t);
+
+/* Like lookup and lookup_reply, returning the entry's position (>= 0) or
+ * -ENOENT. */
+int32_t nsdp_table_find(const struct nsdp_table *t, uint8_t proto,
+			const struct ns_tuple *orig, struct ns_session *out);
+int32_t nsdp_table_find_reply(const struct nsdp_table *t, uint8_t proto,
+			      const struct ns_tuple *reply,
+			      struct ns_session *out);
+
+/* Writer only: the live session at position pos into *out; 0, or -ENOENT
+ * when the position holds no live session. */
+int nsdp_table_at(const struct nsdp_table *t, uint32_t pos,
+		  struct ns_session *out);
+
+/* Writer only: like apply, and on success *pos is the entry's position. */
+int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
+			 int32_t *pos);
+
+/* Writer only: remove a flow's entry at once, without a tombstone (a
+ * gateway that is active runs no resync). 0 or -ENOENT. */
+int nsdp_table_remove(struct nsdp_table *t, uint8_t proto,
+		      const struct ns_tuple *orig);
+
+/* Visit every live session (writer thread, or with writes paused). */
+uint64_t nsdp_table_walk(const struct nsdp_table *t,
+			 void (*fn)(const struct ns_session *, void *),
+			 void *arg);
+
+/* Write every live session as wire records to path (a table file). */
+int64_t nsdp_table_dump(const struct nsdp_table *t, const char *path);
+
+void nsdp_table_stats(const struct nsdp_table *t, struct nsdp_table_stats *s);
+
+#endif
