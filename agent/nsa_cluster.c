@@ -431,3 +431,64 @@ int nsa_topology_find(const struct nsa_topology *t, const struct nsa_addr *addr)
 			return (int)i;
 	return -1;
 }
+
+int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
+		       char *err, size_t errlen)
+{
+	struct nsa_topology *t = malloc(sizeof(*t));
+	struct nsa_addr addr;
+	int64_t rc = -EIO;
+
+	if (!t) {
+		set_err(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = nsa_topology_fetch(conf, t, err, errlen);
+	if (rc < 0)
+		goto out;
+	addr = t->nodes[t->slot_node[ns_key_slot(key, strlen(key))]].addr;
+	/* One redirection at most: the slot may have moved since the map
+	 * was read. */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		redisContext *c = nsa_store_connect(conf, &addr, err, errlen);
+		redisReply *r;
+
+		if (!c) {
+			rc = -ECONNREFUSED;
+			goto out;
+		}
+		r = redisCommand(c, "INCR %s", key);
+		if (!r) {
+			set_err(err, errlen, "INCR %s on %s:%u: %s", key,
+				addr.host, addr.port, c->errstr);
+			redisFree(c);
+			rc = -EIO;
+			goto out;
+		}
+		redisFree(c);
+		if (r->type == REDIS_REPLY_INTEGER) {
+			rc = r->integer;
+			freeReplyObject(r);
+			goto out;
+		}
+		if (r->type == REDIS_REPLY_ERROR &&
+		    !strncmp(r->str, "MOVED ", 6) && attempt == 0) {
+			const char *at = strchr(r->str + 6, ' ');
+
+			if (at && nsa_addr_parse(at + 1, &addr) == 0) {
+				freeReplyObject(r);
+				continue;
+			}
+		}
+		set_err(err, errlen, "INCR %s on %s:%u: %s", key, addr.host,
+			addr.port,
+			r->type == REDIS_REPLY_ERROR ? r->str
+						     : "unexpected reply");
+		freeReplyObject(r);
+		rc = -EPROTO;
+		goto out;
+	}
+out:
+	free(t);
+	return rc;
+}

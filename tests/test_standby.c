@@ -237,20 +237,20 @@ static void active_write_range(struct active *a, uint32_t first, uint32_t n,
 }
 
 /* 1 when the standby's table equals the active's. */
-static int table_exact(struct nsa_table *t, const struct active *a)
+static int table_exact(struct nsdp_table *t, const struct active *a)
 {
-	struct nsa_table_stats st;
+	struct nsdp_table_stats st;
 	uint64_t live = 0;
 	uint32_t i;
 
 	for (i = 0; i < a->size; i++)
 		live += a->live[i];
-	nsa_table_stats(t, &st);
+	nsdp_table_stats(t, &st);
 	if (st.live != live)
 		return 0;
 	for (i = 0; i < a->size; i++) {
 		struct ns_session out;
-		int rc = nsa_table_lookup(t, a->table[i].proto,
+		int rc = nsdp_table_lookup(t, a->table[i].proto,
 					  &a->table[i].orig, &out);
 
 		if (a->live[i] &&
@@ -262,7 +262,7 @@ static int table_exact(struct nsa_table *t, const struct active *a)
 	return 1;
 }
 
-static int wait_exact(struct nsa_table *t, const struct active *a,
+static int wait_exact(struct nsdp_table *t, const struct active *a,
 		      double timeout_s)
 {
 	double end = mono_s() + timeout_s;
@@ -446,7 +446,7 @@ Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
 				 .seq = 1};
 	struct ns_session s1 = sess(900001, NS_EV_CREATE);
 	struct ns_session s2 = sess(900002, NS_EV_CREATE), out;
-	struct nsa_table_stats before, after;
+	struct nsdp_table_stats before, after;
 	struct nsa_standby_stats st;
 	struct nsa_standby *sb;
 	struct active a;
@@ -459,7 +459,7 @@ Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
 	cr_assert(wait_synced(sb, 10));
 	active_write_range(&a, 0, 500, NS_EV_CREATE, 1);
 	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
-	nsa_table_stats(nsa_standby_table(sb), &before);
+	nsdp_table_stats(nsa_standby_table(sb), &before);
 
 	l1 = ns_record_encode(&s1, buf + NS_BATCH_HDR_LEN, NS_RECORD_MAX_LEN);
 	l2 = ns_record_encode(&s2, buf + NS_BATCH_HDR_LEN + l1,
@@ -489,10 +489,10 @@ Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
 	}
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.bad_messages, 4);
-	nsa_table_stats(nsa_standby_table(sb), &after);
+	nsdp_table_stats(nsa_standby_table(sb), &after);
 	cr_assert_eq(after.applied, before.applied);
 	cr_assert_eq(after.live, before.live);
-	cr_assert_eq(nsa_table_lookup(nsa_standby_table(sb), s1.proto, &s1.orig,
+	cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb), s1.proto, &s1.orig,
 				      &out),
 		     -ENOENT);
 	cr_assert(table_exact(nsa_standby_table(sb), &a));
@@ -533,7 +533,7 @@ Test(standby, batches_of_an_older_epoch_are_fenced, .init = cluster_up,
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.fenced, a.topo.n_nodes);
 	for (i = 1000; i < 1500; i++)
-		cr_assert_eq(nsa_table_lookup(nsa_standby_table(sb),
+		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
 					      a.table[i].proto,
 					      &a.table[i].orig, &out),
 			     -ENOENT);
@@ -592,7 +592,7 @@ Test(standby, cold_load_of_a_million_sessions_from_a_plain_server,
      .init = plain_up, .fini = plain_down, .timeout = 240)
 {
 	const uint32_t n = 1000000;
-	struct nsa_table_stats ts;
+	struct nsdp_table_stats ts;
 	struct active a;
 	struct nsa_standby *sb;
 	double t0, t1;
@@ -603,7 +603,7 @@ Test(standby, cold_load_of_a_million_sessions_from_a_plain_server,
 	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
 	cr_assert(wait_synced(sb, 30), "cold load took over 30 s");
 	t1 = mono_s();
-	nsa_table_stats(nsa_standby_table(sb), &ts);
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	printf("cold load: %u sessions in %.3f s (%.0f sessions/s), table "
 	       "memory %.1f B/session\n",
 	       n, t1 - t0, n / (t1 - t0),

@@ -13,7 +13,7 @@
 
 #include "ns_record.h"
 #include "ns_slot.h"
-#include "nsa_table.h"
+#include "nsdp_table.h"
 #include "nst_store.h"
 
 static void eal_up(void)
@@ -66,143 +66,143 @@ static uint16_t slot_of(const struct ns_session *s)
 
 Test(table, apply_create_refresh_delete)
 {
-	struct nsa_table *t = nsa_table_create("t_crd", 1024);
+	struct nsdp_table *t = nsdp_table_create("t_crd", 1024);
 	struct ns_session s = sess(1, NS_EV_CREATE, 100), out;
-	struct nsa_table_stats st;
+	struct nsdp_table_stats st;
 
 	cr_assert_not_null(t);
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	cr_assert_eq(nsa_table_lookup(t, 6, &s.orig, &out), 0);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
 	cr_assert(ns_session_equal_state(&s, &out));
 
 	s.event = NS_EV_REFRESH;
 	s.timestamp_ns = 200;
 	s.timeout_ms = 7000;
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	cr_assert_eq(nsa_table_lookup(t, 6, &s.orig, &out), 0);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, 7000);
 
 	s.event = NS_EV_DELETE;
 	s.timestamp_ns = 300;
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	cr_assert_eq(nsa_table_lookup(t, 6, &s.orig, &out), -ENOENT);
-	nsa_table_stats(t, &st);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), -ENOENT);
+	nsdp_table_stats(t, &st);
 	cr_assert_eq(st.live, 0);
 	cr_assert_eq(st.tombstones, 1);
 	cr_assert_eq(st.applied, 3);
 	cr_assert_gt(st.memory_bytes, 0);
-	nsa_table_free(t);
+	nsdp_table_free(t);
 }
 
 Test(table, stale_record_is_ignored)
 {
-	struct nsa_table *t = nsa_table_create("t_stale", 1024);
+	struct nsdp_table *t = nsdp_table_create("t_stale", 1024);
 	struct ns_session s = sess(2, NS_EV_CREATE, 200), old, out;
-	struct nsa_table_stats st;
+	struct nsdp_table_stats st;
 
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
 	old = s;
 	old.event = NS_EV_REFRESH;
 	old.timestamp_ns = 100;
 	old.timeout_ms = 1;
-	cr_assert_eq(nsa_table_apply(t, &old), 0);
-	cr_assert_eq(nsa_table_lookup(t, 6, &s.orig, &out), 0);
+	cr_assert_eq(nsdp_table_apply(t, &old), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, 30000, "older record must not win");
 
 	/* A higher epoch wins whatever its timestamp. */
 	old.epoch = 2;
-	cr_assert_eq(nsa_table_apply(t, &old), 0);
-	cr_assert_eq(nsa_table_lookup(t, 6, &s.orig, &out), 0);
+	cr_assert_eq(nsdp_table_apply(t, &old), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, 1);
-	nsa_table_stats(t, &st);
+	nsdp_table_stats(t, &st);
 	cr_assert_eq(st.stale_ignored, 1);
-	nsa_table_free(t);
+	nsdp_table_free(t);
 }
 
 Test(table, tombstone_blocks_older_create)
 {
-	struct nsa_table *t = nsa_table_create("t_tomb", 1024);
+	struct nsdp_table *t = nsdp_table_create("t_tomb", 1024);
 	struct ns_session s = sess(3, NS_EV_CREATE, 100), out;
 	struct ns_session u = sess(4, NS_EV_DELETE, 500);
-	struct nsa_table_stats st;
+	struct nsdp_table_stats st;
 
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
 	s.event = NS_EV_DELETE;
 	s.timestamp_ns = 200;
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
 	s.event = NS_EV_CREATE;
 	s.timestamp_ns = 150;
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	cr_assert_eq(nsa_table_lookup(t, 6, &s.orig, &out), -ENOENT);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), -ENOENT);
 
 	/* A delete that arrives before its session's create. */
-	cr_assert_eq(nsa_table_apply(t, &u), 0);
+	cr_assert_eq(nsdp_table_apply(t, &u), 0);
 	u.event = NS_EV_CREATE;
 	u.timestamp_ns = 400;
-	cr_assert_eq(nsa_table_apply(t, &u), 0);
-	cr_assert_eq(nsa_table_lookup(t, 6, &u.orig, &out), -ENOENT);
+	cr_assert_eq(nsdp_table_apply(t, &u), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &u.orig, &out), -ENOENT);
 
 	/* A newer create reopens the flow. */
 	s.timestamp_ns = 300;
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	cr_assert_eq(nsa_table_lookup(t, 6, &s.orig, &out), 0);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
 
-	cr_assert_eq(nsa_table_purge_tombstones(t), 1);
-	nsa_table_stats(t, &st);
+	cr_assert_eq(nsdp_table_purge_tombstones(t), 1);
+	nsdp_table_stats(t, &st);
 	cr_assert_eq(st.tombstones, 0);
 	cr_assert_eq(st.live, 1);
-	nsa_table_free(t);
+	nsdp_table_free(t);
 }
 
 Test(table, tombstones_survive_a_running_resync)
 {
-	struct nsa_table *t = nsa_table_create("t_tombrs", 1024);
+	struct nsdp_table *t = nsdp_table_create("t_tombrs", 1024);
 	struct ns_session s = sess(5, NS_EV_DELETE, 500), out;
 	uint8_t scope[NS_SLOTS] = {0};
-	uint64_t gen = nsa_table_resync_begin(t);
+	uint64_t gen = nsdp_table_resync_begin(t);
 
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	cr_assert_eq(nsa_table_purge_tombstones(t), 0, "resync running");
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_purge_tombstones(t), 0, "resync running");
 	/* The store still had the session when the resync read it. */
 	s.event = NS_EV_CREATE;
 	s.timestamp_ns = 100;
-	cr_assert_eq(nsa_table_apply_resync(t, &s, gen, 1), 0);
-	cr_assert_eq(nsa_table_lookup(t, 6, &s.orig, &out), -ENOENT);
-	nsa_table_resync_finish(t, gen, 1, scope);
-	cr_assert_eq(nsa_table_purge_tombstones(t), 0, "finish purged it");
-	nsa_table_free(t);
+	cr_assert_eq(nsdp_table_apply_resync(t, &s, gen, 1), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), -ENOENT);
+	nsdp_table_resync_finish(t, gen, 1, scope);
+	cr_assert_eq(nsdp_table_purge_tombstones(t), 0, "finish purged it");
+	nsdp_table_free(t);
 }
 
 Test(table, reply_lookup_follows_xlat_change)
 {
-	struct nsa_table *t = nsa_table_create("t_reply", 1024);
+	struct nsdp_table *t = nsdp_table_create("t_reply", 1024);
 	struct ns_session s = sess(6, NS_EV_CREATE, 100), out;
 	struct ns_tuple r1 = reply_of(&s), r2;
 
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	cr_assert_eq(nsa_table_lookup_reply(t, 6, &r1, &out), 0);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r1, &out), 0);
 	cr_assert(ns_session_same_flow(&s, &out));
 
 	s.event = NS_EV_REFRESH;
 	s.timestamp_ns = 200;
 	s.xlat.sport = 4242;
 	r2 = reply_of(&s);
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	cr_assert_eq(nsa_table_lookup_reply(t, 6, &r1, &out), -ENOENT);
-	cr_assert_eq(nsa_table_lookup_reply(t, 6, &r2, &out), 0);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r1, &out), -ENOENT);
+	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r2, &out), 0);
 	cr_assert_eq(out.xlat.sport, 4242);
-	cr_assert_eq(nsa_table_lookup_reply(t, 17, &r2, &out), -ENOENT);
+	cr_assert_eq(nsdp_table_lookup_reply(t, 17, &r2, &out), -ENOENT);
 
 	s.event = NS_EV_DELETE;
 	s.timestamp_ns = 300;
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	cr_assert_eq(nsa_table_lookup_reply(t, 6, &r2, &out), -ENOENT);
-	nsa_table_free(t);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r2, &out), -ENOENT);
+	nsdp_table_free(t);
 }
 
 Test(table, resync_keeps_live_changes_and_removes_unseen_in_scope)
 {
-	struct nsa_table *t = nsa_table_create("t_resync", 1024);
+	struct nsdp_table *t = nsdp_table_create("t_resync", 1024);
 	struct ns_session a = sess(10, NS_EV_CREATE, 100);
 	struct ns_session b = sess(11, NS_EV_CREATE, 100);
 	struct ns_session c = sess(12, NS_EV_CREATE, 100);
@@ -218,71 +218,71 @@ Test(table, resync_keeps_live_changes_and_removes_unseen_in_scope)
 	memset(scope, 0, sizeof(scope));
 	scope[slot_of(&a)] = scope[slot_of(&b)] = scope[slot_of(&c)] = 1;
 
-	cr_assert_eq(nsa_table_apply(t, &a), 0);
-	cr_assert_eq(nsa_table_apply(t, &b), 0);
-	cr_assert_eq(nsa_table_apply(t, &c), 0);
-	cr_assert_eq(nsa_table_apply(t, &d), 0);
+	cr_assert_eq(nsdp_table_apply(t, &a), 0);
+	cr_assert_eq(nsdp_table_apply(t, &b), 0);
+	cr_assert_eq(nsdp_table_apply(t, &c), 0);
+	cr_assert_eq(nsdp_table_apply(t, &d), 0);
 
-	gen = nsa_table_resync_begin(t);
-	cr_assert_eq(gen, nsa_table_generation(t));
+	gen = nsdp_table_resync_begin(t);
+	cr_assert_eq(gen, nsdp_table_generation(t));
 	/* a changes live after the resync began... */
 	a.event = NS_EV_REFRESH;
 	a.timestamp_ns = 200;
 	a.timeout_ms = 111;
-	cr_assert_eq(nsa_table_apply(t, &a), 0);
+	cr_assert_eq(nsdp_table_apply(t, &a), 0);
 	/* ...so what the resync read for a must not overwrite it, even with
 	 * a later timestamp. */
 	store_a = a;
 	store_a.timestamp_ns = 250;
 	store_a.timeout_ms = 999;
-	cr_assert_eq(nsa_table_apply_resync(t, &store_a, gen, 7), 0);
+	cr_assert_eq(nsdp_table_apply_resync(t, &store_a, gen, 7), 0);
 	/* c is in the store; b is not (expired or deleted while missed). */
 	c.timeout_ms = 555;
 	c.timestamp_ns = 150;
-	cr_assert_eq(nsa_table_apply_resync(t, &c, gen, 7), 0);
+	cr_assert_eq(nsdp_table_apply_resync(t, &c, gen, 7), 0);
 
-	cr_assert_eq(nsa_table_resync_finish(t, gen, 7, scope), 1);
-	cr_assert_eq(nsa_table_lookup(t, 6, &a.orig, &out), 0);
+	cr_assert_eq(nsdp_table_resync_finish(t, gen, 7, scope), 1);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &a.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, 111);
-	cr_assert_eq(nsa_table_lookup(t, 6, &b.orig, &out), -ENOENT);
-	cr_assert_eq(nsa_table_lookup(t, 6, &c.orig, &out), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &b.orig, &out), -ENOENT);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &c.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, 555);
-	cr_assert_eq(nsa_table_lookup(t, 6, &d.orig, &out), 0,
+	cr_assert_eq(nsdp_table_lookup(t, 6, &d.orig, &out), 0,
 		     "out of scope: untouched");
-	cr_assert_eq(nsa_table_lookup_reply(t, 6, &(struct ns_tuple){0}, &out),
+	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &(struct ns_tuple){0}, &out),
 		     -ENOENT);
 	{
 		struct ns_tuple rb = reply_of(&b);
 
-		cr_assert_eq(nsa_table_lookup_reply(t, 6, &rb, &out), -ENOENT);
+		cr_assert_eq(nsdp_table_lookup_reply(t, 6, &rb, &out), -ENOENT);
 	}
-	nsa_table_free(t);
+	nsdp_table_free(t);
 }
 
 Test(table, full_table_returns_enospc_and_counts)
 {
-	struct nsa_table *t = nsa_table_create("t_full", 64);
+	struct nsdp_table *t = nsdp_table_create("t_full", 64);
 	struct ns_session s;
-	struct nsa_table_stats st;
+	struct nsdp_table_stats st;
 	uint32_t i;
 
 	for (i = 0; i < 64; i++) {
 		s = sess(100 + i, NS_EV_CREATE, 1);
-		cr_assert_eq(nsa_table_apply(t, &s), 0, "entry %u", i);
+		cr_assert_eq(nsdp_table_apply(t, &s), 0, "entry %u", i);
 	}
 	s = sess(500, NS_EV_CREATE, 1);
-	cr_assert_eq(nsa_table_apply(t, &s), -ENOSPC);
-	nsa_table_stats(t, &st);
+	cr_assert_eq(nsdp_table_apply(t, &s), -ENOSPC);
+	nsdp_table_stats(t, &st);
 	cr_assert_eq(st.full_drops, 1);
 	cr_assert_eq(st.live, 64);
 
 	/* Room comes back once a session is gone and purged. */
 	s = sess(100, NS_EV_DELETE, 2);
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	cr_assert_eq(nsa_table_purge_tombstones(t), 1);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_purge_tombstones(t), 1);
 	s = sess(500, NS_EV_CREATE, 1);
-	cr_assert_eq(nsa_table_apply(t, &s), 0);
-	nsa_table_free(t);
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	nsdp_table_free(t);
 }
 
 struct collect {
@@ -299,7 +299,7 @@ static void collect_one(const struct ns_session *s, void *arg)
 
 Test(table, dump_round_trip)
 {
-	struct nsa_table *t = nsa_table_create("t_dump", 4096);
+	struct nsdp_table *t = nsdp_table_create("t_dump", 4096);
 	const char *path = nst_build("tests/run/table_dump.bin");
 	struct collect col = {calloc(2000, sizeof(struct ns_session)), 0};
 	struct ns_session s, out;
@@ -311,16 +311,16 @@ Test(table, dump_round_trip)
 	nst_sh("mkdir -p %s", nst_build("tests/run"));
 	for (i = 0; i < 1000; i++) {
 		s = sess(i, NS_EV_CREATE, 10 + i);
-		cr_assert_eq(nsa_table_apply(t, &s), 0);
+		cr_assert_eq(nsdp_table_apply(t, &s), 0);
 	}
 	for (i = 0; i < 100; i++) {
 		s = sess(i, NS_EV_DELETE, 5000);
-		cr_assert_eq(nsa_table_apply(t, &s), 0);
+		cr_assert_eq(nsdp_table_apply(t, &s), 0);
 	}
-	cr_assert_eq(nsa_table_walk(t, collect_one, &col), 900);
+	cr_assert_eq(nsdp_table_walk(t, collect_one, &col), 900);
 	cr_assert_eq(col.n, 900);
 
-	n = nsa_table_dump(t, path);
+	n = nsdp_table_dump(t, path);
 	cr_assert_eq(n, 900);
 	f = fopen(path, "rb");
 	cr_assert_not_null(f);
@@ -328,18 +328,18 @@ Test(table, dump_round_trip)
 	       NS_RECORD_V1_IPV4_LEN) {
 		cr_assert_eq(ns_record_decode(buf, sizeof(buf), &s),
 			     NS_RECORD_V1_IPV4_LEN);
-		cr_assert_eq(nsa_table_lookup(t, s.proto, &s.orig, &out), 0);
+		cr_assert_eq(nsdp_table_lookup(t, s.proto, &s.orig, &out), 0);
 		cr_assert(ns_session_equal_state(&s, &out));
 		read_n++;
 	}
 	fclose(f);
 	cr_assert_eq(read_n, 900);
 	free(col.v);
-	nsa_table_free(t);
+	nsdp_table_free(t);
 }
 
 struct reader_arg {
-	const struct nsa_table *t;
+	const struct nsdp_table *t;
 	struct ns_session key;
 	volatile int stop;
 	uint64_t reads, torn;
@@ -353,7 +353,7 @@ static void *reader(void *p)
 	struct ns_session out;
 
 	while (!a->stop) {
-		if (nsa_table_lookup(a->t, 6, &a->key.orig, &out) != 0)
+		if (nsdp_table_lookup(a->t, 6, &a->key.orig, &out) != 0)
 			continue;
 		a->reads++;
 		if (out.timeout_ms != (uint32_t)out.timestamp_ns ||
@@ -366,7 +366,7 @@ static void *reader(void *p)
 
 Test(table, concurrent_reader_never_sees_a_torn_entry)
 {
-	struct nsa_table *t = nsa_table_create("t_conc", 4096);
+	struct nsdp_table *t = nsdp_table_create("t_conc", 4096);
 	struct reader_arg a = {.t = t, .key = sess(7, NS_EV_CREATE, 1)};
 	struct ns_session s;
 	pthread_t th;
@@ -374,7 +374,7 @@ Test(table, concurrent_reader_never_sees_a_torn_entry)
 
 	a.key.timeout_ms = 1;
 	a.key.xlat.sport = 1;
-	cr_assert_eq(nsa_table_apply(t, &a.key), 0);
+	cr_assert_eq(nsdp_table_apply(t, &a.key), 0);
 	cr_assert_eq(pthread_create(&th, NULL, reader, &a), 0);
 	for (i = 2; i < 400000; i++) {
 		s = a.key;
@@ -382,18 +382,18 @@ Test(table, concurrent_reader_never_sees_a_torn_entry)
 		s.timestamp_ns = i;
 		s.timeout_ms = (uint32_t)i;
 		s.xlat.sport = (uint16_t)i;
-		cr_assert_eq(nsa_table_apply(t, &s), 0);
+		cr_assert_eq(nsdp_table_apply(t, &s), 0);
 		/* churn other flows so that positions get reused */
 		s = sess(1000 + (uint32_t)(i % 512), NS_EV_CREATE, i);
-		nsa_table_apply(t, &s);
+		nsdp_table_apply(t, &s);
 		if (i % 1024 == 0) {
 			uint32_t j;
 
 			for (j = 0; j < 512; j++) {
 				s = sess(1000 + j, NS_EV_DELETE, i + 1);
-				nsa_table_apply(t, &s);
+				nsdp_table_apply(t, &s);
 			}
-			nsa_table_purge_tombstones(t);
+			nsdp_table_purge_tombstones(t);
 		}
 	}
 	a.stop = 1;
@@ -401,5 +401,5 @@ Test(table, concurrent_reader_never_sees_a_torn_entry)
 	cr_assert_gt(a.reads, 0);
 	cr_assert_eq(a.torn, 0, "%lu torn of %lu reads", (unsigned long)a.torn,
 		     (unsigned long)a.reads);
-	nsa_table_free(t);
+	nsdp_table_free(t);
 }
