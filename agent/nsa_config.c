@@ -16,11 +16,18 @@
  * character consumed, range checked; a key given twice in one file is an
  * error rather than a silent "last one wins".
  *
+ * The [gateway] keys are natsync-gateway's alone: nsa_config_finish does
+ * not require them (natsync-agent never reads them); the gateway calls
+ * nsa_config_gateway_check for what it needs. Addresses are kept in host
+ * byte order and 0 means "not set", so an unset address prints as an empty
+ * value and loads back as 0; 0.0.0.0 itself is refused as a value.
+ *
  * Not done here: nothing is connected, allocated or started; the password
  * itself never comes from the INI file (only from password_file, read in
  * nsa_config_finish) and is never printed. Not thread-safe; call it before
  * starting threads.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -44,6 +51,10 @@ enum nsa_key_kind {
 	NSA_KEY_ENUM, /* one of names[], stored as its index */
 	NSA_KEY_STR, /* text, at most size - 1 bytes */
 	NSA_KEY_SEEDS, /* comma separated host:port list (store.seeds) */
+	NSA_KEY_IPV4, /* dotted quad as a host-order uint32_t; "" = 0 */
+	NSA_KEY_IPV4_RANGE, /* A.B.C.D[-E.F.G.H] as two host-order uint32_t
+			       (first, last), at most max addresses; "" = 0 */
+	NSA_KEY_PORT_RANGE, /* LO-HI as two uint16_t, min <= LO <= HI <= max */
 };
 
 struct nsa_key {
@@ -63,14 +74,24 @@ static const char *const nsa_publish_names[] = {"auto", "sharded", "classic",
 static const char *const nsa_level_names[] = {"error", "warn", "info", "debug",
 					      NULL};
 static const char *const nsa_source_names[] = {"none", "synth", NULL};
+static const char *const nsa_gw_agent_names[] = {"threads", "external", NULL};
 
 /* Enums and flags are stored through 32-bit integers; order of the names
  * above must match the enum values. */
 _Static_assert(sizeof(enum nsa_role) == sizeof(uint32_t), "enum size");
 _Static_assert(sizeof(enum nsa_publish_mode) == sizeof(uint32_t), "enum size");
+_Static_assert(sizeof(enum nsa_gw_agent) == sizeof(uint32_t), "enum size");
 _Static_assert(NSA_ROLE_STANDBY == 1 && NSA_PUBLISH_CLASSIC == 2 &&
-		       NSA_LOG_DEBUG == 3,
+		       NSA_LOG_DEBUG == 3 && NSA_GW_AGENT_EXTERNAL == 1,
 	       "name tables follow the enums");
+
+/* The range kinds store a pair of adjacent fields through one offset. */
+#define NSA_ADJACENT(type, a, b) \
+	(offsetof(type, b) == offsetof(type, a) + sizeof(((type *)0)->a))
+_Static_assert(NSA_ADJACENT(struct nsdp_nat_conf, pool_first, pool_last),
+	       "pool_last follows pool_first");
+_Static_assert(NSA_ADJACENT(struct nsdp_nat_conf, port_min, port_max),
+	       "port_max follows port_min");
 
 /* One row per key; clang-format would spread each macro over four lines. */
 /* clang-format off */
@@ -86,7 +107,20 @@ _Static_assert(NSA_ROLE_STANDBY == 1 && NSA_PUBLISH_CLASSIC == 2 &&
 	{ sec, name, NSA_KEY_ENUM, NSA_FIELD(f), 0, 0, names, def }
 #define NSA_STR(sec, name, f, def) \
 	{ sec, name, NSA_KEY_STR, NSA_FIELD(f), 0, 0, NULL, def }
+#define NSA_IPV4(sec, name, f, def) \
+	{ sec, name, NSA_KEY_IPV4, NSA_FIELD(f), 0, 0, NULL, def }
+#define NSA_FIELD_PAIR(a, b) \
+	offsetof(struct nsa_config, a), \
+	offsetof(struct nsa_config, b) + sizeof(((struct nsa_config *)0)->b) - \
+		offsetof(struct nsa_config, a)
+#define NSA_IPV4_RANGE(sec, name, a, b, most, def) \
+	{ sec, name, NSA_KEY_IPV4_RANGE, NSA_FIELD_PAIR(a, b), 1, most, NULL, def }
+#define NSA_PORT_RANGE(sec, name, a, b, lo, hi, def) \
+	{ sec, name, NSA_KEY_PORT_RANGE, NSA_FIELD_PAIR(a, b), lo, hi, NULL, def }
 /* clang-format on */
+
+/* Idle timeouts of [gateway], seconds: up to a week. */
+#define NSA_GW_TIMEOUT_MAX 604800
 
 #define NSA_DEFAULT_EAL_ARGS \
 	"--no-huge --no-shconf -m 512 --no-pci --no-telemetry"
@@ -133,6 +167,34 @@ static const struct nsa_key nsa_keys[] = {
 	NSA_NUM("standby", "table_capacity", table_capacity, 1024, 100000000,
 		"2000000"),
 	NSA_STR("standby", "dump", table_dump, ""),
+
+	NSA_STR("gateway", "inside_port", gw.inside_port, ""),
+	NSA_STR("gateway", "outside_port", gw.outside_port, ""),
+	NSA_IPV4("gateway", "inside_address", gw.nat.inside_addr, ""),
+	NSA_IPV4_RANGE("gateway", "pool", gw.nat.pool_first, gw.nat.pool_last,
+		       NSDP_NAT_MAX_POOL, ""),
+	NSA_IPV4("gateway", "next_hop", gw.nat.next_hop, ""),
+	NSA_PORT_RANGE("gateway", "ports", gw.nat.port_min, gw.nat.port_max, 1,
+		       65535, "1024-65535"),
+	NSA_NUM("gateway", "tcp_syn_timeout", gw.tcp_syn_timeout, 1,
+		NSA_GW_TIMEOUT_MAX, "20"),
+	NSA_NUM("gateway", "tcp_established_timeout",
+		gw.tcp_established_timeout, 1, NSA_GW_TIMEOUT_MAX, "7440"),
+	NSA_NUM("gateway", "tcp_closing_timeout", gw.tcp_closing_timeout, 1,
+		NSA_GW_TIMEOUT_MAX, "10"),
+	NSA_NUM("gateway", "udp_timeout", gw.udp_timeout, 1, NSA_GW_TIMEOUT_MAX,
+		"300"),
+	NSA_NUM("gateway", "icmp_timeout", gw.icmp_timeout, 1,
+		NSA_GW_TIMEOUT_MAX, "30"),
+	NSA_STR("gateway", "control_socket", gw.control_socket,
+		"/run/natsync/gateway.sock"),
+	NSA_ENUM("gateway", "agent", gw.agent, nsa_gw_agent_names, "threads"),
+	NSA_NUM("gateway", "idle_sleep_us", gw.idle_sleep_us, 0, 100000, "0"),
+	NSA_NUM("gateway", "rx_descriptors", gw.rx_descriptors, 64, 16384,
+		"1024"),
+	NSA_NUM("gateway", "tx_descriptors", gw.tx_descriptors, 64, 16384,
+		"1024"),
+	NSA_NUM("gateway", "mbufs", gw.mbufs, 1023, 1048575, "8191"),
 };
 
 #define NSA_N_KEYS (sizeof(nsa_keys) / sizeof(nsa_keys[0]))
@@ -296,12 +358,139 @@ static int nsa_parse_seeds(struct nsa_store_conf *store, const char *v,
 	return 0;
 }
 
+/* Copy [p, end) without its surrounding blanks into out; -1 when that is
+ * empty or does not fit in len bytes. */
+static int nsa_copy_trimmed(const char *p, const char *end, char *out,
+			    size_t len)
+{
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	if (end == p || (size_t)(end - p) >= len)
+		return -1;
+	memcpy(out, p, (size_t)(end - p));
+	out[end - p] = '\0';
+	return 0;
+}
+
+/* Split "A-B" at its first dash into the trimmed parts a and b. */
+static int nsa_split_range(const char *v, char *a, char *b, size_t len)
+{
+	const char *dash = strchr(v, '-');
+
+	if (!dash)
+		return -1;
+	return nsa_copy_trimmed(v, dash, a, len) ||
+	       nsa_copy_trimmed(dash + 1, dash + strlen(dash), b, len);
+}
+
+/* A dotted quad (strict: four decimal parts, no leading zeros, as
+ * inet_pton reads it) in host byte order. 0.0.0.0 is refused: 0 stands for
+ * "not set", which is written as an empty value. */
+static int nsa_parse_ipv4(const char *v, uint32_t *out, char *why,
+			  size_t whylen)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, v, &a) != 1) {
+		snprintf(why, whylen, "'%s' is not an IPv4 address", v);
+		return -1;
+	}
+	if (a.s_addr == 0) {
+		snprintf(why, whylen,
+			 "0.0.0.0 is not a usable address (leave the value "
+			 "empty for none)");
+		return -1;
+	}
+	*out = ntohl(a.s_addr);
+	return 0;
+}
+
+static void nsa_format_ipv4(uint32_t addr, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u.%u.%u.%u", addr >> 24, (addr >> 16) & 0xff,
+		 (addr >> 8) & 0xff, addr & 0xff);
+}
+
+/* "A.B.C.D" or "A.B.C.D-E.F.G.H" (inclusive), at most k->max addresses;
+ * "" leaves both 0 (not set). */
+static int nsa_parse_ipv4_range(const struct nsa_key *k, const char *v,
+				uint32_t range[2], char *why, size_t whylen)
+{
+	char first[INET_ADDRSTRLEN], last[INET_ADDRSTRLEN];
+	uint64_t count;
+
+	if (*v == '\0') {
+		range[0] = range[1] = 0;
+		return 0;
+	}
+	if (!strchr(v, '-')) {
+		if (nsa_parse_ipv4(v, &range[0], why, whylen) != 0)
+			return -1;
+		range[1] = range[0];
+		return 0;
+	}
+	if (nsa_split_range(v, first, last, sizeof(first)) != 0) {
+		snprintf(why, whylen,
+			 "'%s' is not an IPv4 address or range "
+			 "(A.B.C.D-E.F.G.H)",
+			 v);
+		return -1;
+	}
+	if (nsa_parse_ipv4(first, &range[0], why, whylen) != 0 ||
+	    nsa_parse_ipv4(last, &range[1], why, whylen) != 0)
+		return -1;
+	if (range[0] > range[1]) {
+		snprintf(why, whylen, "'%s': range is empty (first after last)",
+			 v);
+		return -1;
+	}
+	count = (uint64_t)range[1] - range[0] + 1;
+	if (count > k->max) {
+		snprintf(why, whylen,
+			 "'%s' holds %llu addresses, more than %llu", v,
+			 (unsigned long long)count, (unsigned long long)k->max);
+		return -1;
+	}
+	return 0;
+}
+
+/* "LO-HI" with k->min <= LO <= HI <= k->max. */
+static int nsa_parse_port_range(const struct nsa_key *k, const char *v,
+				uint16_t range[2], char *why, size_t whylen)
+{
+	const struct nsa_key part = {
+		.kind = NSA_KEY_NUM, .min = k->min, .max = k->max};
+	char lo_s[24], hi_s[24];
+	uint64_t lo, hi;
+
+	if (nsa_split_range(v, lo_s, hi_s, sizeof(lo_s)) != 0) {
+		snprintf(why, whylen, "'%s' is not a range LO-HI (%llu..%llu)",
+			 v, (unsigned long long)k->min,
+			 (unsigned long long)k->max);
+		return -1;
+	}
+	if (nsa_parse_num(&part, lo_s, &lo, why, whylen) != 0 ||
+	    nsa_parse_num(&part, hi_s, &hi, why, whylen) != 0)
+		return -1;
+	if (lo > hi) {
+		snprintf(why, whylen, "'%s': range is empty (LO after HI)", v);
+		return -1;
+	}
+	range[0] = (uint16_t)lo;
+	range[1] = (uint16_t)hi;
+	return 0;
+}
+
 /* Validate v for key k and store it in c; on error c is untouched. */
 static int nsa_key_set(struct nsa_config *c, const struct nsa_key *k,
 		       const char *v, char *why, size_t whylen)
 {
 	char *field = (char *)c + k->offset;
 	uint64_t n = 0;
+	uint32_t addrs[2] = {0, 0};
+	uint16_t ports[2];
 	size_t len;
 	int rc;
 
@@ -318,6 +507,21 @@ static int nsa_key_set(struct nsa_config *c, const struct nsa_key *k,
 		break;
 	case NSA_KEY_SEEDS:
 		return nsa_parse_seeds(&c->store, v, why, whylen);
+	case NSA_KEY_IPV4:
+		if (*v && nsa_parse_ipv4(v, &addrs[0], why, whylen) != 0)
+			return -1;
+		memcpy(field, &addrs[0], sizeof(addrs[0]));
+		return 0;
+	case NSA_KEY_IPV4_RANGE:
+		if (nsa_parse_ipv4_range(k, v, addrs, why, whylen) != 0)
+			return -1;
+		memcpy(field, addrs, sizeof(addrs));
+		return 0;
+	case NSA_KEY_PORT_RANGE:
+		if (nsa_parse_port_range(k, v, ports, why, whylen) != 0)
+			return -1;
+		memcpy(field, ports, sizeof(ports));
+		return 0;
 	case NSA_KEY_STR:
 		len = strlen(v);
 		/* Allow "quoted values" as many INI dialects do. */
@@ -392,6 +596,23 @@ static int nsa_key_find(const char *section, const char *key, char *why,
 	return -1;
 }
 
+/* Fields that follow from other keys. */
+static void nsa_config_derive(struct nsa_config *c)
+{
+	struct nsdp_nat_conf *nat = &c->gw.nat;
+
+	c->synth_conf.gateway_id = c->gateway_id;
+	c->synth_conf.epoch = c->epoch;
+	nat->gateway_id = c->gateway_id;
+	nat->max_sessions = c->table_capacity;
+	/* At most 604800 s: the products fit in 32 bits. */
+	nat->tcp_syn_ms = c->gw.tcp_syn_timeout * 1000u;
+	nat->tcp_established_ms = c->gw.tcp_established_timeout * 1000u;
+	nat->tcp_closing_ms = c->gw.tcp_closing_timeout * 1000u;
+	nat->udp_ms = c->gw.udp_timeout * 1000u;
+	nat->icmp_ms = c->gw.icmp_timeout * 1000u;
+}
+
 void nsa_config_defaults(struct nsa_config *c)
 {
 	char why[256];
@@ -404,8 +625,7 @@ void nsa_config_defaults(struct nsa_config *c)
 			NSA_ERR("config default [%s] %s: %s",
 				nsa_keys[i].section, nsa_keys[i].key, why);
 	}
-	c->synth_conf.gateway_id = c->gateway_id;
-	c->synth_conf.epoch = c->epoch;
+	nsa_config_derive(c);
 }
 
 /* State of one nsa_config_load: the file is read through nsa_load_line so
@@ -639,8 +859,86 @@ int nsa_config_finish(struct nsa_config *c, char *err, size_t errlen)
 	}
 	if (c->password_file[0] && nsa_read_password(c, err, errlen) != 0)
 		return -1;
-	c->synth_conf.gateway_id = c->gateway_id;
-	c->synth_conf.epoch = c->epoch;
+	nsa_config_derive(c);
+	return 0;
+}
+
+/* What natsync-gateway needs on top of nsa_config_finish: two distinct
+ * ports, its inside address outside a non-empty pool, a non-empty port
+ * range and one lane (one forwarding lcore). The first problem found is
+ * reported, naming its key. */
+int nsa_config_gateway_check(const struct nsa_config *c, char *err,
+			     size_t errlen)
+{
+	const struct nsa_gateway_conf *gw = &c->gw;
+	const struct nsdp_nat_conf *nat = &gw->nat;
+	char a[INET_ADDRSTRLEN], first[INET_ADDRSTRLEN], last[INET_ADDRSTRLEN];
+
+	nsa_format_ipv4(nat->pool_first, first, sizeof(first));
+	nsa_format_ipv4(nat->pool_last, last, sizeof(last));
+	if (!gw->inside_port[0]) {
+		snprintf(err, errlen, "[gateway] inside_port: not set");
+		return -1;
+	}
+	if (!gw->outside_port[0]) {
+		snprintf(err, errlen, "[gateway] outside_port: not set");
+		return -1;
+	}
+	if (strcmp(gw->inside_port, gw->outside_port) == 0) {
+		snprintf(err, errlen,
+			 "[gateway] outside_port: %s is also inside_port",
+			 gw->outside_port);
+		return -1;
+	}
+	if (nat->inside_addr == 0) {
+		snprintf(err, errlen, "[gateway] inside_address: not set");
+		return -1;
+	}
+	if (nat->pool_first == 0 || nat->pool_last == 0) {
+		snprintf(err, errlen, "[gateway] pool: not set");
+		return -1;
+	}
+	if (nat->pool_first > nat->pool_last) {
+		snprintf(err, errlen,
+			 "[gateway] pool: range is empty (%s after %s)", first,
+			 last);
+		return -1;
+	}
+	if (nat->pool_last - nat->pool_first >= NSDP_NAT_MAX_POOL) {
+		snprintf(err, errlen,
+			 "[gateway] pool: %s-%s holds more than %d addresses",
+			 first, last, NSDP_NAT_MAX_POOL);
+		return -1;
+	}
+	if (nat->inside_addr >= nat->pool_first &&
+	    nat->inside_addr <= nat->pool_last) {
+		nsa_format_ipv4(nat->inside_addr, a, sizeof(a));
+		snprintf(err, errlen,
+			 "[gateway] inside_address: %s is in the pool %s-%s", a,
+			 first, last);
+		return -1;
+	}
+	if (nat->next_hop >= nat->pool_first &&
+	    nat->next_hop <= nat->pool_last) {
+		nsa_format_ipv4(nat->next_hop, a, sizeof(a));
+		snprintf(err, errlen,
+			 "[gateway] next_hop: %s is in the pool %s-%s", a,
+			 first, last);
+		return -1;
+	}
+	if (nat->port_min == 0 || nat->port_min > nat->port_max) {
+		snprintf(err, errlen,
+			 "[gateway] ports: range %u-%u is empty or starts at 0",
+			 nat->port_min, nat->port_max);
+		return -1;
+	}
+	if (c->lanes != 1) {
+		snprintf(err, errlen,
+			 "[rings] lanes: natsync-gateway forwards on one lcore "
+			 "into one lane; set lanes = 1 (not %u)",
+			 c->lanes);
+		return -1;
+	}
 	return 0;
 }
 
@@ -648,6 +946,9 @@ static void nsa_print_value(const struct nsa_config *c, const struct nsa_key *k,
 			    FILE *out)
 {
 	const char *field = (const char *)c + k->offset;
+	char buf[INET_ADDRSTRLEN];
+	uint32_t addrs[2];
+	uint16_t ports[2];
 
 	switch (k->kind) {
 	case NSA_KEY_NUM:
@@ -669,6 +970,45 @@ static void nsa_print_value(const struct nsa_config *c, const struct nsa_key *k,
 			fprintf(out, "%s%s:%u", i ? "," : "",
 				c->store.seeds[i].host, c->store.seeds[i].port);
 		break;
+	case NSA_KEY_IPV4:
+		memcpy(&addrs[0], field, sizeof(addrs[0]));
+		nsa_format_ipv4(addrs[0], buf, sizeof(buf));
+		fputs(buf, out);
+		break;
+	case NSA_KEY_IPV4_RANGE:
+		memcpy(addrs, field, sizeof(addrs));
+		nsa_format_ipv4(addrs[0], buf, sizeof(buf));
+		fputs(buf, out);
+		if (addrs[1] != addrs[0]) {
+			nsa_format_ipv4(addrs[1], buf, sizeof(buf));
+			fprintf(out, "-%s", buf);
+		}
+		break;
+	case NSA_KEY_PORT_RANGE:
+		memcpy(ports, field, sizeof(ports));
+		fprintf(out, "%u-%u", ports[0], ports[1]);
+		break;
+	}
+}
+
+/* Printed as "key =": an empty text or an address that is not set. */
+static int nsa_value_is_empty(const struct nsa_config *c,
+			      const struct nsa_key *k)
+{
+	const char *field = (const char *)c + k->offset;
+	uint32_t addrs[2];
+
+	switch (k->kind) {
+	case NSA_KEY_STR:
+		return field[0] == '\0';
+	case NSA_KEY_IPV4:
+		memcpy(&addrs[0], field, sizeof(addrs[0]));
+		return addrs[0] == 0;
+	case NSA_KEY_IPV4_RANGE:
+		memcpy(addrs, field, sizeof(addrs));
+		return addrs[0] == 0 && addrs[1] == 0;
+	default:
+		return 0;
 	}
 }
 
@@ -685,9 +1025,8 @@ void nsa_config_print(const struct nsa_config *c, FILE *out)
 				k->section);
 			section = k->section;
 		}
-		/* "key =" alone for an empty text, no trailing blank. */
-		if (k->kind == NSA_KEY_STR &&
-		    !((const char *)c + k->offset)[0]) {
+		/* "key =" alone for an empty value, no trailing blank. */
+		if (nsa_value_is_empty(c, k)) {
 			fprintf(out, "%s =\n", k->key);
 			continue;
 		}

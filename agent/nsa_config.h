@@ -97,6 +97,12 @@ int nsa_config_set(struct nsa_config *c, const char *assignment, char *err,
 /* Check consistency and read the password file; 0 or -1 with err. */
 int nsa_config_finish(struct nsa_config *c, char *err, size_t errlen);
 
+/* What natsync-gateway needs beyond nsa_config_finish (call it after): both
+ * ports, the inside address and the pool set, one lane. 0, or -1 with the
+ * first problem in err, naming its key. */
+int nsa_config_gateway_check(const struct nsa_config *c, char *err,
+			     size_t errlen);
+
 /* Print the effective configuration in INI form. */
 void nsa_config_print(const struct nsa_config *c, FILE *out);
 

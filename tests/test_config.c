@@ -2,7 +2,8 @@
  * test_config.c - the agent's configuration as a specification: the
  * documented defaults, every key of a full file, the error for each kind of
  * bad input (naming file, line, section and key), --set, the password file
- * rules and a print/load round trip.
+ * rules, a print/load round trip, and the [gateway] section with the check
+ * natsync-gateway makes of it (nsa_config_gateway_check).
  *
  * Files are written to a mkdtemp directory that the fixture removes; no
  * servers, no EAL.
@@ -20,6 +21,7 @@
 #include "ns_batch.h"
 #include "nsa_config.h"
 #include "nsa_log.h"
+#include "nst_store.h"
 
 static char tmpdir[PATH_MAX];
 
@@ -144,6 +146,41 @@ Test(config, defaults_are_as_documented)
 	cr_assert_str_eq(c.table_dump, "");
 }
 
+Test(config, gateway_defaults_are_as_documented)
+{
+	struct nsa_config c;
+
+	nsa_config_defaults(&c);
+	cr_assert_str_eq(c.gw.inside_port, "");
+	cr_assert_str_eq(c.gw.outside_port, "");
+	cr_assert_eq(c.gw.nat.inside_addr, 0);
+	cr_assert_eq(c.gw.nat.pool_first, 0);
+	cr_assert_eq(c.gw.nat.pool_last, 0);
+	cr_assert_eq(c.gw.nat.next_hop, 0);
+	cr_assert_eq(c.gw.nat.port_min, 1024);
+	cr_assert_eq(c.gw.nat.port_max, 65535);
+	cr_assert_eq(c.gw.tcp_syn_timeout, 20);
+	cr_assert_eq(c.gw.tcp_established_timeout, 7440);
+	cr_assert_eq(c.gw.tcp_closing_timeout, 10);
+	cr_assert_eq(c.gw.udp_timeout, 300);
+	cr_assert_eq(c.gw.icmp_timeout, 30);
+	cr_assert_str_eq(c.gw.control_socket, "/run/natsync/gateway.sock");
+	cr_assert_eq(c.gw.agent, NSA_GW_AGENT_THREADS);
+	cr_assert_eq(c.gw.idle_sleep_us, 0);
+	cr_assert_eq(c.gw.rx_descriptors, 1024);
+	cr_assert_eq(c.gw.tx_descriptors, 1024);
+	cr_assert_eq(c.gw.mbufs, 8191);
+
+	/* What follows from other keys is filled in from the start. */
+	cr_assert_eq(c.gw.nat.tcp_syn_ms, 20000);
+	cr_assert_eq(c.gw.nat.tcp_established_ms, 7440000);
+	cr_assert_eq(c.gw.nat.tcp_closing_ms, 10000);
+	cr_assert_eq(c.gw.nat.udp_ms, 300000);
+	cr_assert_eq(c.gw.nat.icmp_ms, 30000);
+	cr_assert_eq(c.gw.nat.gateway_id, 1);
+	cr_assert_eq(c.gw.nat.max_sessions, 2000000);
+}
+
 Test(config, defaults_pass_finish)
 {
 	struct nsa_config c;
@@ -195,7 +232,26 @@ static const char full_ini[] =
 	"# hash comments too\n"
 	"[standby]\n"
 	"table_capacity = 1024\n"
-	"dump = /tmp/standby.tbl\n";
+	"dump = /tmp/standby.tbl\n"
+	"\n"
+	"[gateway]\n"
+	"inside_port = net_af_packet0\n"
+	"outside_port = 0000:3b:00.1\n"
+	"inside_address = 192.168.1.1\n"
+	"pool = 198.51.100.1 - 198.51.100.254\n"
+	"next_hop = 203.0.113.254\n"
+	"ports = 1-65535\n"
+	"tcp_syn_timeout = 1\n"
+	"tcp_established_timeout = 604800\n"
+	"tcp_closing_timeout = 4\n"
+	"udp_timeout = 120\n"
+	"icmp_timeout = 60\n"
+	"control_socket = \"/tmp/gw test.sock\"\n"
+	"agent = external\n"
+	"idle_sleep_us = 100000\n"
+	"rx_descriptors = 64\n"
+	"tx_descriptors = 16384\n"
+	"mbufs = 1048575\n";
 
 Test(config, full_file_loads_every_key)
 {
@@ -244,6 +300,26 @@ Test(config, full_file_loads_every_key)
 
 	cr_assert_eq(c.table_capacity, 1024);
 	cr_assert_str_eq(c.table_dump, "/tmp/standby.tbl");
+
+	cr_assert_str_eq(c.gw.inside_port, "net_af_packet0");
+	cr_assert_str_eq(c.gw.outside_port, "0000:3b:00.1");
+	cr_assert_eq(c.gw.nat.inside_addr, 0xc0a80101);
+	cr_assert_eq(c.gw.nat.pool_first, 0xc6336401);
+	cr_assert_eq(c.gw.nat.pool_last, 0xc63364fe);
+	cr_assert_eq(c.gw.nat.next_hop, 0xcb0071fe);
+	cr_assert_eq(c.gw.nat.port_min, 1);
+	cr_assert_eq(c.gw.nat.port_max, 65535);
+	cr_assert_eq(c.gw.tcp_syn_timeout, 1);
+	cr_assert_eq(c.gw.tcp_established_timeout, 604800);
+	cr_assert_eq(c.gw.tcp_closing_timeout, 4);
+	cr_assert_eq(c.gw.udp_timeout, 120);
+	cr_assert_eq(c.gw.icmp_timeout, 60);
+	cr_assert_str_eq(c.gw.control_socket, "/tmp/gw test.sock");
+	cr_assert_eq(c.gw.agent, NSA_GW_AGENT_EXTERNAL);
+	cr_assert_eq(c.gw.idle_sleep_us, 100000);
+	cr_assert_eq(c.gw.rx_descriptors, 64);
+	cr_assert_eq(c.gw.tx_descriptors, 16384);
+	cr_assert_eq(c.gw.mbufs, 1048575);
 }
 
 Test(config, load_keeps_values_the_file_does_not_set)
@@ -613,6 +689,8 @@ Test(config, print_output_loads_back_to_the_same_config)
 	cr_assert_eq(b.batch_size, a.batch_size);
 	cr_assert_eq(b.store.n_seeds, 3);
 	cr_assert_str_eq(b.eal_args, a.eal_args);
+	cr_assert_eq(b.gw.nat.pool_last, a.gw.nat.pool_last);
+	cr_assert_str_eq(b.gw.control_socket, a.gw.control_socket);
 	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0,
 		     "printed configuration did not load back identically");
 
@@ -648,4 +726,503 @@ Test(config, print_never_shows_the_password)
 	cr_assert_not_null(strstr(buf, "[standby]\ntable_capacity = 2000000\n"),
 			   "%s", buf);
 	free(buf);
+}
+
+Test(config, ipv4_address_is_stored_in_host_byte_order)
+{
+	struct nsa_config c;
+	char err[512];
+
+	cr_assert_eq(nst_load(&c,
+			      "[gateway]\ninside_address = 10.1.2.3\n"
+			      "next_hop = 255.255.255.254\n",
+			      err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.nat.inside_addr, 0x0a010203);
+	cr_assert_eq(c.gw.nat.next_hop, 0xfffffffe);
+}
+
+Test(config, empty_ipv4_value_means_not_set)
+{
+	struct nsa_config c;
+	char err[512];
+
+	nsa_config_defaults(&c);
+	cr_assert_eq(nsa_config_set(&c, "gateway.next_hop=10.0.0.1", err,
+				    sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.nat.next_hop, 0x0a000001);
+	cr_assert_eq(nsa_config_set(&c, "gateway.next_hop=", err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.nat.next_hop, 0);
+	cr_assert_eq(nst_load(&c, "[gateway]\ninside_address =\npool =\n", err,
+			      sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.nat.inside_addr, 0);
+	cr_assert_eq(c.gw.nat.pool_first, 0);
+	cr_assert_eq(c.gw.nat.pool_last, 0);
+}
+
+Test(config, bad_ipv4_address_is_rejected)
+{
+	nst_expect_error("[gateway]\ninside_address = 10.0.0\n",
+			 "agent.ini:2: [gateway] inside_address: '10.0.0' is "
+			 "not an IPv4 address");
+	nst_expect_error("[gateway]\ninside_address = 10.0.0.256\n",
+			 "agent.ini:2: [gateway] inside_address: '10.0.0.256' "
+			 "is not an IPv4 address");
+	nst_expect_error("[gateway]\nnext_hop = 010.0.0.1\n",
+			 "agent.ini:2: [gateway] next_hop: '010.0.0.1' is not "
+			 "an IPv4 address");
+	nst_expect_error("[gateway]\nnext_hop = gateway.example\n",
+			 "agent.ini:2: [gateway] next_hop: 'gateway.example' "
+			 "is not an IPv4 address");
+	nst_expect_error("[gateway]\nnext_hop = 10.0.0.1.5\n",
+			 "agent.ini:2: [gateway] next_hop: '10.0.0.1.5' is not "
+			 "an IPv4 address");
+	nst_expect_error("[gateway]\ninside_address = 0.0.0.0\n",
+			 "agent.ini:2: [gateway] inside_address: 0.0.0.0 is "
+			 "not a usable address");
+}
+
+Test(config, pool_is_one_address_or_an_inclusive_range)
+{
+	struct nsa_config c;
+	char err[512];
+
+	cr_assert_eq(nst_load(&c, "[gateway]\npool = 198.51.100.7\n", err,
+			      sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.nat.pool_first, 0xc6336407);
+	cr_assert_eq(c.gw.nat.pool_last, 0xc6336407);
+
+	cr_assert_eq(nst_load(&c, "[gateway]\npool = 10.0.0.255-10.0.1.2\n",
+			      err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.nat.pool_first, 0x0a0000ff);
+	cr_assert_eq(c.gw.nat.pool_last, 0x0a000102);
+
+	/* Exactly NSDP_NAT_MAX_POOL addresses. */
+	cr_assert_eq(nst_load(&c, "[gateway]\npool = 10.0.0.0-10.0.0.255\n",
+			      err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.nat.pool_last - c.gw.nat.pool_first + 1,
+		     NSDP_NAT_MAX_POOL);
+}
+
+Test(config, bad_pool_is_rejected)
+{
+	nst_expect_error("[gateway]\npool = 10.0.0.9-10.0.0.1\n",
+			 "agent.ini:2: [gateway] pool: '10.0.0.9-10.0.0.1': "
+			 "range is empty");
+	nst_expect_error("[gateway]\npool = 10.0.0.0-10.0.1.0\n",
+			 "agent.ini:2: [gateway] pool: '10.0.0.0-10.0.1.0' "
+			 "holds 257 addresses, more than 256");
+	nst_expect_error("[gateway]\npool = 10.0.0.1-\n",
+			 "agent.ini:2: [gateway] pool: '10.0.0.1-' is not an "
+			 "IPv4 address or range");
+	nst_expect_error("[gateway]\npool = 10.0.0.1-10.0.0.x\n",
+			 "agent.ini:2: [gateway] pool: '10.0.0.x' is not an "
+			 "IPv4 address");
+	nst_expect_error("[gateway]\npool = 10.0.0.1/24\n",
+			 "agent.ini:2: [gateway] pool: '10.0.0.1/24' is not an "
+			 "IPv4 address");
+}
+
+Test(config, ports_is_a_range_lo_hi)
+{
+	struct nsa_config c;
+	char err[512];
+
+	cr_assert_eq(nst_load(&c, "[gateway]\nports = 40000 - 40009\n", err,
+			      sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.nat.port_min, 40000);
+	cr_assert_eq(c.gw.nat.port_max, 40009);
+	cr_assert_eq(nst_load(&c, "[gateway]\nports = 7-7\n", err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.nat.port_min, 7);
+	cr_assert_eq(c.gw.nat.port_max, 7);
+}
+
+Test(config, bad_ports_are_rejected)
+{
+	nst_expect_error("[gateway]\nports = 1024\n",
+			 "agent.ini:2: [gateway] ports: '1024' is not a range "
+			 "LO-HI (1..65535)");
+	nst_expect_error("[gateway]\nports = 2000-1000\n",
+			 "agent.ini:2: [gateway] ports: '2000-1000': range is "
+			 "empty");
+	nst_expect_error("[gateway]\nports = 0-1000\n",
+			 "agent.ini:2: [gateway] ports: 0 is out of range "
+			 "1..65535");
+	nst_expect_error("[gateway]\nports = 1000-65536\n",
+			 "agent.ini:2: [gateway] ports: 65536 is out of range "
+			 "1..65535");
+	nst_expect_error("[gateway]\nports = low-high\n",
+			 "agent.ini:2: [gateway] ports: 'low' is not a number");
+	nst_expect_error("[gateway]\nports = 1-2-3\n",
+			 "agent.ini:2: [gateway] ports: '2-3' is not a number");
+}
+
+Test(config, gateway_numbers_are_range_checked)
+{
+	nst_expect_error("[gateway]\ntcp_syn_timeout = 0\n",
+			 "agent.ini:2: [gateway] tcp_syn_timeout: 0 is out of "
+			 "range 1..604800");
+	nst_expect_error("[gateway]\ntcp_established_timeout = 604801\n",
+			 "agent.ini:2: [gateway] tcp_established_timeout: "
+			 "604801 is out of range 1..604800");
+	nst_expect_error("[gateway]\ntcp_closing_timeout = 0\n",
+			 "[gateway] tcp_closing_timeout: 0 is out of range");
+	nst_expect_error("[gateway]\nudp_timeout = 0\n",
+			 "[gateway] udp_timeout: 0 is out of range");
+	nst_expect_error("[gateway]\nicmp_timeout = 604801\n",
+			 "[gateway] icmp_timeout: 604801 is out of range");
+	nst_expect_error("[gateway]\nidle_sleep_us = 100001\n",
+			 "agent.ini:2: [gateway] idle_sleep_us: 100001 is out "
+			 "of range 0..100000");
+	nst_expect_error("[gateway]\nrx_descriptors = 63\n",
+			 "agent.ini:2: [gateway] rx_descriptors: 63 is out of "
+			 "range 64..16384");
+	nst_expect_error("[gateway]\ntx_descriptors = 16385\n",
+			 "agent.ini:2: [gateway] tx_descriptors: 16385 is out "
+			 "of range 64..16384");
+	nst_expect_error("[gateway]\nmbufs = 1022\n",
+			 "agent.ini:2: [gateway] mbufs: 1022 is out of range "
+			 "1023..1048575");
+	nst_expect_error("[gateway]\nmbufs = 1048576\n",
+			 "[gateway] mbufs: 1048576 is out of range");
+}
+
+Test(config, gateway_agent_is_threads_or_external)
+{
+	struct nsa_config c;
+	char err[512];
+
+	cr_assert_eq(
+		nst_load(&c, "[gateway]\nagent = threads\n", err, sizeof(err)),
+		0, "%s", err);
+	cr_assert_eq(c.gw.agent, NSA_GW_AGENT_THREADS);
+	nst_expect_error("[gateway]\nagent = process\n",
+			 "agent.ini:2: [gateway] agent: 'process' is not one "
+			 "of threads|external");
+}
+
+Test(config, gateway_port_name_longer_than_the_field_is_rejected)
+{
+	char text[512];
+
+	snprintf(text, sizeof(text), "[gateway]\ninside_port = %0130d\n", 0);
+	nst_expect_error(text, "agent.ini:2: [gateway] inside_port: value is "
+			       "longer than 127 bytes");
+}
+
+Test(config, set_reaches_gateway_keys_and_keeps_a_rejected_value_out)
+{
+	struct nsa_config c;
+	char err[512];
+
+	nsa_config_defaults(&c);
+	cr_assert_eq(nsa_config_set(&c, "gateway.pool = 10.9.0.1 - 10.9.0.4",
+				    err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.nat.pool_first, 0x0a090001);
+	cr_assert_eq(c.gw.nat.pool_last, 0x0a090004);
+	cr_assert_eq(nsa_config_set(&c, "gateway.pool=10.9.0.4-10.9.0.1", err,
+				    sizeof(err)),
+		     -1);
+	cr_assert_str_eq(err, "--set gateway.pool: '10.9.0.4-10.9.0.1': range "
+			      "is empty (first after last)");
+	cr_assert_eq(c.gw.nat.pool_first, 0x0a090001, "pool left untouched");
+	cr_assert_eq(c.gw.nat.pool_last, 0x0a090004, "pool left untouched");
+	cr_assert_eq(
+		nsa_config_set(&c, "gateway.ports=5000-4000", err, sizeof(err)),
+		-1);
+	cr_assert_eq(c.gw.nat.port_min, 1024, "ports left untouched");
+	cr_assert_eq(c.gw.nat.port_max, 65535, "ports left untouched");
+	cr_assert_eq(nsa_config_set(&c, "gateway.inside_address=1.2.3", err,
+				    sizeof(err)),
+		     -1);
+	cr_assert_str_eq(err, "--set gateway.inside_address: '1.2.3' is not "
+			      "an IPv4 address");
+	cr_assert_eq(c.gw.nat.inside_addr, 0);
+}
+
+Test(config, unknown_gateway_key_lists_the_known_ones)
+{
+	nst_expect_error("[gateway]\npool_size = 4\n",
+			 "agent.ini:2: [gateway] pool_size: unknown key "
+			 "(known: inside_port, outside_port, inside_address, "
+			 "pool, next_hop, ports, tcp_syn_timeout, "
+			 "tcp_established_timeout, tcp_closing_timeout, "
+			 "udp_timeout, icmp_timeout, control_socket, agent, "
+			 "idle_sleep_us, rx_descriptors, tx_descriptors, "
+			 "mbufs)");
+}
+
+Test(config, finish_fills_the_nat_conf_from_other_keys)
+{
+	struct nsa_config c;
+	char err[512];
+
+	cr_assert_eq(nst_load(&c,
+			      "[agent]\ngateway_id = 77\n"
+			      "[standby]\ntable_capacity = 4096\n"
+			      "[gateway]\ntcp_syn_timeout = 3\n"
+			      "tcp_established_timeout = 604800\n"
+			      "tcp_closing_timeout = 5\nudp_timeout = 6\n"
+			      "icmp_timeout = 7\n",
+			      err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(nsa_config_finish(&c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(c.gw.nat.tcp_syn_ms, 3000);
+	cr_assert_eq(c.gw.nat.tcp_established_ms, 604800000u);
+	cr_assert_eq(c.gw.nat.tcp_closing_ms, 5000);
+	cr_assert_eq(c.gw.nat.udp_ms, 6000);
+	cr_assert_eq(c.gw.nat.icmp_ms, 7000);
+	cr_assert_eq(c.gw.nat.gateway_id, 77);
+	cr_assert_eq(c.gw.nat.max_sessions, 4096);
+}
+
+Test(config, finish_does_not_require_gateway_keys)
+{
+	struct nsa_config c;
+	char err[512] = "";
+
+	nsa_config_defaults(&c);
+	c.lanes = 4;
+	c.workers = 2;
+	cr_assert_eq(nsa_config_finish(&c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(nsa_config_gateway_check(&c, err, sizeof(err)), -1);
+}
+
+static const char gateway_ini[] = "[gateway]\n"
+				  "inside_port = net_af_packet0\n"
+				  "outside_port = net_af_packet1\n"
+				  "inside_address = 192.168.1.1\n"
+				  "pool = 198.51.100.10-198.51.100.13\n"
+				  "next_hop = 198.51.100.1\n";
+
+/* gateway_ini, finished; the gateway check is the caller's. */
+static void nst_gateway_config(struct nsa_config *c)
+{
+	char err[512];
+
+	cr_assert_eq(nst_load(c, gateway_ini, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(nsa_config_finish(c, err, sizeof(err)), 0, "%s", err);
+}
+
+/* Expect nsa_config_gateway_check to refuse c with exactly want. */
+static void nst_expect_gateway_error(const struct nsa_config *c,
+				     const char *want)
+{
+	char err[512] = "";
+
+	cr_assert_eq(nsa_config_gateway_check(c, err, sizeof(err)), -1,
+		     "accepted, expected \"%s\"", want);
+	cr_assert_str_eq(err, want);
+}
+
+Test(config, gateway_check_accepts_a_complete_gateway)
+{
+	struct nsa_config c;
+	char err[512] = "";
+
+	nst_gateway_config(&c);
+	cr_assert_eq(nsa_config_gateway_check(&c, err, sizeof(err)), 0, "%s",
+		     err);
+
+	/* next_hop is optional: destinations on-link. */
+	c.gw.nat.next_hop = 0;
+	cr_assert_eq(nsa_config_gateway_check(&c, err, sizeof(err)), 0, "%s",
+		     err);
+}
+
+Test(config, gateway_check_needs_both_ports_and_different_ones)
+{
+	struct nsa_config c;
+
+	nst_gateway_config(&c);
+	c.gw.inside_port[0] = '\0';
+	nst_expect_gateway_error(&c, "[gateway] inside_port: not set");
+
+	nst_gateway_config(&c);
+	c.gw.outside_port[0] = '\0';
+	nst_expect_gateway_error(&c, "[gateway] outside_port: not set");
+
+	nst_gateway_config(&c);
+	strcpy(c.gw.outside_port, c.gw.inside_port);
+	nst_expect_gateway_error(&c, "[gateway] outside_port: net_af_packet0 "
+				     "is also inside_port");
+}
+
+Test(config, gateway_check_needs_inside_address_and_pool)
+{
+	struct nsa_config c;
+
+	nst_gateway_config(&c);
+	c.gw.nat.inside_addr = 0;
+	nst_expect_gateway_error(&c, "[gateway] inside_address: not set");
+
+	nst_gateway_config(&c);
+	c.gw.nat.pool_first = c.gw.nat.pool_last = 0;
+	nst_expect_gateway_error(&c, "[gateway] pool: not set");
+}
+
+Test(config, gateway_check_refuses_a_bad_pool_set_in_code)
+{
+	struct nsa_config c;
+
+	nst_gateway_config(&c);
+	c.gw.nat.pool_first = 0x0a000009;
+	c.gw.nat.pool_last = 0x0a000001;
+	nst_expect_gateway_error(
+		&c, "[gateway] pool: range is empty (10.0.0.9 after 10.0.0.1)");
+
+	nst_gateway_config(&c);
+	c.gw.nat.pool_first = 0x0a000000;
+	c.gw.nat.pool_last = 0x0a000100;
+	nst_expect_gateway_error(&c, "[gateway] pool: 10.0.0.0-10.0.1.0 holds "
+				     "more than 256 addresses");
+}
+
+Test(config, gateway_check_refuses_an_inside_address_in_the_pool)
+{
+	struct nsa_config c;
+	char err[512];
+
+	nst_gateway_config(&c);
+	cr_assert_eq(nsa_config_set(&c, "gateway.inside_address=198.51.100.13",
+				    err, sizeof(err)),
+		     0, "%s", err);
+	nst_expect_gateway_error(&c, "[gateway] inside_address: 198.51.100.13 "
+				     "is in the pool "
+				     "198.51.100.10-198.51.100.13");
+}
+
+Test(config, gateway_check_refuses_a_next_hop_in_the_pool)
+{
+	struct nsa_config c;
+	char err[512];
+
+	nst_gateway_config(&c);
+	cr_assert_eq(nsa_config_set(&c, "gateway.next_hop=198.51.100.10", err,
+				    sizeof(err)),
+		     0, "%s", err);
+	nst_expect_gateway_error(&c, "[gateway] next_hop: 198.51.100.10 is in "
+				     "the pool 198.51.100.10-198.51.100.13");
+}
+
+Test(config, gateway_check_refuses_an_empty_port_range_set_in_code)
+{
+	struct nsa_config c;
+
+	nst_gateway_config(&c);
+	c.gw.nat.port_min = 2000;
+	c.gw.nat.port_max = 1999;
+	nst_expect_gateway_error(
+		&c, "[gateway] ports: range 2000-1999 is empty or starts at 0");
+
+	nst_gateway_config(&c);
+	c.gw.nat.port_min = 0;
+	nst_expect_gateway_error(
+		&c, "[gateway] ports: range 0-65535 is empty or starts at 0");
+}
+
+Test(config, gateway_check_needs_one_lane)
+{
+	struct nsa_config c;
+	char err[512];
+
+	nst_gateway_config(&c);
+	cr_assert_eq(nsa_config_set(&c, "rings.lanes=2", err, sizeof(err)), 0,
+		     "%s", err);
+	nst_expect_gateway_error(&c, "[rings] lanes: natsync-gateway forwards "
+				     "on one lcore into one lane; set lanes = "
+				     "1 (not 2)");
+}
+
+Test(config, gateway_example_file_loads_and_passes_the_gateway_check)
+{
+	struct nsa_config c;
+	char err[1024] = "";
+	/* Relative to NATSYNC_SOURCE_ROOT (meson test), else to ".". */
+	const char *path = nst_src("deploy/gateway.example.ini");
+
+	nsa_config_defaults(&c);
+	cr_assert_eq(nsa_config_load(&c, path, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(nsa_config_finish(&c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(nsa_config_gateway_check(&c, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(c.gw.agent, NSA_GW_AGENT_THREADS);
+	cr_assert_not_null(strstr(c.eal_args, "--no-huge --no-shconf"),
+			   "in-memory run as README says: %s", c.eal_args);
+}
+
+/* Print c, then load the printout over fresh defaults into out; *text
+ * gets the printout (free it). */
+static void nst_print_and_reload(const struct nsa_config *c,
+				 struct nsa_config *out, char **text)
+{
+	char err[512];
+	const char *path = nst_tmp("printed.ini");
+	size_t len = 0;
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f);
+	nsa_config_print(c, f);
+	fclose(f);
+	f = open_memstream(text, &len);
+	cr_assert_not_null(f);
+	nsa_config_print(c, f);
+	fclose(f);
+	nsa_config_defaults(out);
+	cr_assert_eq(nsa_config_load(out, path, err, sizeof(err)), 0, "%s\n%s",
+		     err, *text);
+}
+
+Test(config, print_writes_gateway_addresses_back_in_loadable_form)
+{
+	struct nsa_config a, b;
+	char err[512], *text = NULL;
+
+	/* One-address pool, no next hop. */
+	cr_assert_eq(nst_load(&a,
+			      "[gateway]\ninside_address = 10.0.0.1\n"
+			      "pool = 10.0.1.5\nports = 30000-30000\n",
+			      err, sizeof(err)),
+		     0, "%s", err);
+	nst_print_and_reload(&a, &b, &text);
+	cr_assert_not_null(strstr(text, "\ninside_address = 10.0.0.1\n"
+					"pool = 10.0.1.5\n"
+					"next_hop =\n"
+					"ports = 30000-30000\n"),
+			   "%s", text);
+	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0, "%s", text);
+	free(text);
+
+	/* Defaults: every address unset prints as an empty value. */
+	nsa_config_defaults(&a);
+	nst_print_and_reload(&a, &b, &text);
+	cr_assert_not_null(strstr(text, "\n[gateway]\n"
+					"inside_port =\n"
+					"outside_port =\n"
+					"inside_address =\n"
+					"pool =\n"
+					"next_hop =\n"
+					"ports = 1024-65535\n"),
+			   "%s", text);
+	cr_assert_not_null(strstr(text, "\nagent = threads\n"), "%s", text);
+	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0, "%s", text);
+	free(text);
+
+	/* A range prints as first-last. */
+	cr_assert_eq(nst_load(&a, gateway_ini, err, sizeof(err)), 0, "%s", err);
+	nst_print_and_reload(&a, &b, &text);
+	cr_assert_not_null(
+		strstr(text, "\npool = 198.51.100.10-198.51.100.13\n"), "%s",
+		text);
+	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0, "%s", text);
+	free(text);
 }
