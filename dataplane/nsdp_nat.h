@@ -102,7 +102,8 @@ struct nsdp_nat_stats {
 	uint64_t arp_in, arp_replies_sent, arp_requests_sent;
 	uint64_t arp_announcements; /* gratuitous ARPs after promotion */
 	uint64_t arp_ignored; /* not for us, or malformed */
-	uint64_t alloc_failures; /* no mbuf for an ARP packet */
+	uint64_t
+		alloc_failures; /* no mbuf for an ARP packet, or a full tx list */
 };
 
 struct nsdp_nat;

@@ -4,7 +4,7 @@
 NATSYNC_PACKAGES=(meson ninja-build pkg-config gcc clang libc6-dev
 	dpdk-dev libdpdk-dev libhiredis-dev libcriterion-dev libinih-dev
 	libssl-dev libbpf-dev redis-server redis-tools gnuplot-nox
-	iproute2 procps time)
+	iproute2 ethtool procps time)
 
 ns_say() { echo "==> $*" >&2; }
 

@@ -1,0 +1,829 @@
+/*
+ * natsync_gateway.c - natsync-gateway, the reference NAT44 gateway.
+ *
+ * One DPDK process with an inside and an outside port (any PMD), one
+ * forwarding lcore running the NAT fast path (dataplane/nsdp_nat.h) over
+ * the gateway's session table, and a control thread (the main thread)
+ * serving a unix socket: "promote", "demote", "status", "stats".
+ *
+ * The gateway always starts as a standby: the standby subscriber fills the
+ * session table from the store (cold load, then live batches) and the fast
+ * path forwards nothing. With [agent] role = active it promotes itself once
+ * the cold load is done (or after GW_START_WAIT_MS if the store cannot be
+ * read, because forwarding matters more than history). Promotion stops the
+ * subscriber (the fast path becomes the table's only writer), takes a new
+ * epoch from the store (INCR natsync:epoch, so that every promotion in the
+ * deployment is later than every earlier one), rebuilds the port maps from
+ * the replicated sessions, and starts replicating the gateway's own
+ * sessions: with [gateway] agent = threads through writer threads in this
+ * process, with agent = external through a natsync-agent secondary process
+ * that drains the same ring by name. Demotion reverses it and resyncs the
+ * table from the store.
+ *
+ * Not done here: more than one forwarding lcore (the table has one writer),
+ * IP fragments reassembly, ICMP error translation, IPv6.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+
+#include "nsa_active.h"
+#include "nsa_cluster.h"
+#include "nsa_config.h"
+#include "nsa_host.h"
+#include "nsa_log.h"
+#include "nsa_standby.h"
+#include "nsdp_lane.h"
+#include "nsdp_nat.h"
+#include "nsdp_table.h"
+
+#define GW_EPOCH_KEY "natsync:epoch"
+/* How long a gateway configured active waits for its cold load. */
+#define GW_START_WAIT_MS 3000
+#define GW_MODE_TIMEOUT_MS 2000
+#define GW_DRAIN_MS 2000
+#define GW_REPLY_MAX 4096
+/* Empty polls in a row before the lcore sleeps idle_sleep_us. */
+#define GW_IDLE_POLLS 64
+
+struct gw {
+	struct nsa_config conf;
+	uint16_t port_in, port_out;
+	struct rte_mempool *pool;
+	struct nsdp_lane *lane;
+	struct nsa_standby *sb; /* its table is the fast path's table */
+	struct nsa_active *active; /* agent = threads, while active */
+	struct nsdp_nat *nat;
+	unsigned int fwd_lcore;
+	int listen_fd;
+	uint32_t stop_lcore; /* atomic */
+	uint64_t tx_drops; /* written by the lcore */
+	uint64_t promotions, demotions;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: natsync-gateway -c FILE [options] [-- EAL-ARGS...]\n"
+		"       natsync-gateway --ctl COMMAND [-c FILE | -S SOCKET]\n"
+		"\n"
+		"The reference NAT44 gateway of natsync: source NAT from the "
+		"inside\n"
+		"port to the outside pool, with its session table replicated "
+		"through\n"
+		"the store so that a standby gateway can take over every "
+		"flow.\n"
+		"\n"
+		"  -c, --config FILE     configuration file (INI; see README)\n"
+		"  -r, --role ROLE       active or standby (overrides [agent] "
+		"role):\n"
+		"                        the role taken once the table is "
+		"loaded\n"
+		"  -s, --set S.KEY=VAL   override one configuration key "
+		"(repeatable)\n"
+		"  -t, --duration SECS   stop after SECS seconds (default: run "
+		"until\n"
+		"                        SIGINT/SIGTERM)\n"
+		"  -p, --print-config    print the effective configuration and "
+		"exit\n"
+		"  -C, --ctl COMMAND     send COMMAND to a running gateway's "
+		"control\n"
+		"                        socket, print the reply and exit: "
+		"promote,\n"
+		"                        demote, status, stats\n"
+		"  -S, --socket PATH     control socket for --ctl (default: "
+		"[gateway]\n"
+		"                        control_socket of -c FILE)\n"
+		"  -h, --help            this text\n"
+		"  -V, --version         the version\n"
+		"\n"
+		"EAL arguments come from [agent] eal_args, then from after "
+		"'--'; the\n"
+		"ports are the devices named by [gateway] inside_port and "
+		"outside_port\n"
+		"(e.g. --vdev=net_af_packet0,iface=eth1). The gateway needs "
+		"two "
+		"lcores:\n"
+		"the main one (control) and one forwarding lcore (default -l "
+		"0,1).\n"
+		"Exit status: 0 done, 1 failure, 2 bad configuration or "
+		"options;\n"
+		"with --ctl: 0 when the reply starts with \"ok\", 1 "
+		"otherwise, 2 when\n"
+		"the gateway cannot be reached.\n");
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- ports ------------------------------------------------------------ */
+
+static int port_open(struct gw *g, const char *name, uint16_t *id,
+		     struct rte_ether_addr *mac)
+{
+	struct rte_eth_conf pc;
+	uint16_t rxd = (uint16_t)g->conf.gw.rx_descriptors;
+	uint16_t txd = (uint16_t)g->conf.gw.tx_descriptors;
+	int rc, socket;
+
+	if (rte_eth_dev_get_port_by_name(name, id) != 0) {
+		NSA_ERR("port %s: no such DPDK device (give it with --vdev or "
+			"a PCI address in [agent] eal_args)",
+			name);
+		return -ENODEV;
+	}
+	memset(&pc, 0, sizeof(pc));
+	socket = rte_eth_dev_socket_id(*id);
+	if (socket < 0)
+		socket = (int)rte_socket_id();
+	if ((rc = rte_eth_dev_configure(*id, 1, 1, &pc)) < 0 ||
+	    (rc = rte_eth_dev_adjust_nb_rx_tx_desc(*id, &rxd, &txd)) < 0 ||
+	    (rc = rte_eth_rx_queue_setup(*id, 0, rxd, (unsigned int)socket,
+					 NULL, g->pool)) < 0 ||
+	    (rc = rte_eth_tx_queue_setup(*id, 0, txd, (unsigned int)socket,
+					 NULL)) < 0 ||
+	    (rc = rte_eth_dev_start(*id)) < 0 ||
+	    (rc = rte_eth_macaddr_get(*id, mac)) < 0) {
+		NSA_ERR("port %s: cannot set up: %s", name, strerror(-rc));
+		return rc;
+	}
+	NSA_INFO("port %s: id %u, MAC " RTE_ETHER_ADDR_PRT_FMT, name, *id,
+		 RTE_ETHER_ADDR_BYTES(mac));
+	return 0;
+}
+
+static void port_send(struct gw *g, uint16_t port, struct rte_mbuf **pkts,
+		      unsigned int n)
+{
+	unsigned int sent = 0;
+
+	while (sent < n) {
+		uint16_t k = rte_eth_tx_burst(port, 0, pkts + sent,
+					      (uint16_t)RTE_MIN(n - sent, 64u));
+
+		if (k == 0)
+			break;
+		sent += k;
+	}
+	if (sent < n) {
+		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+		g->tx_drops += n - sent;
+	}
+}
+
+/* ---- the forwarding lcore --------------------------------------------- */
+
+static int fwd_main(void *arg)
+{
+	struct gw *g = arg;
+	struct rte_mbuf *pkts[NSDP_NAT_BURST];
+	struct nsdp_nat_tx tx;
+	unsigned int idle = 0;
+
+	while (!__atomic_load_n(&g->stop_lcore, __ATOMIC_RELAXED)) {
+		uint64_t now = realtime_ns();
+		uint16_t n_in, n_out;
+
+		tx.n_inside = tx.n_outside = 0;
+		n_in = rte_eth_rx_burst(g->port_in, 0, pkts, NSDP_NAT_BURST);
+		if (n_in)
+			nsdp_nat_inside(g->nat, pkts, n_in, now, &tx);
+		n_out = rte_eth_rx_burst(g->port_out, 0, pkts, NSDP_NAT_BURST);
+		if (n_out)
+			nsdp_nat_outside(g->nat, pkts, n_out, now, &tx);
+		nsdp_nat_housekeep(g->nat, now, &tx);
+		if (tx.n_outside)
+			port_send(g, g->port_out, tx.outside, tx.n_outside);
+		if (tx.n_inside)
+			port_send(g, g->port_in, tx.inside, tx.n_inside);
+
+		if (n_in || n_out) {
+			idle = 0;
+		} else if (g->conf.gw.idle_sleep_us &&
+			   ++idle >= GW_IDLE_POLLS) {
+			usleep(g->conf.gw.idle_sleep_us);
+		}
+	}
+	return 0;
+}
+
+/* ---- promotion and demotion ------------------------------------------- */
+
+static void max_epoch_cb(const struct ns_session *s, void *arg)
+{
+	uint32_t *max = arg;
+
+	if (s->epoch > *max)
+		*max = s->epoch;
+}
+
+static int gw_promote(struct gw *g, char *reply, size_t len)
+{
+	struct nsdp_table *t = nsa_standby_table(g->sb);
+	struct nsdp_table_stats ts;
+	uint32_t table_max = 0, epoch;
+	char err[512];
+	int64_t e;
+	int rc;
+
+	if (nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE) {
+		snprintf(reply, len, "ok already active epoch=%u\n",
+			 nsdp_nat_epoch(g->nat));
+		return 0;
+	}
+	/* From here the fast path is the table's only writer. */
+	nsa_standby_stop(g->sb);
+	nsdp_table_walk(t, max_epoch_cb, &table_max);
+	e = nsa_store_incr(&g->conf.store, GW_EPOCH_KEY, err, sizeof(err));
+	if (e < 0) {
+		NSA_WARN("promote: no epoch from the store (%s); using the "
+			 "table's highest epoch + 1",
+			 err);
+		e = 0;
+	}
+	epoch = (uint32_t)e;
+	if (epoch <= table_max)
+		epoch = table_max + 1;
+	if (epoch <= g->conf.epoch)
+		epoch = g->conf.epoch + 1;
+	rc = nsdp_nat_activate(g->nat, epoch, GW_MODE_TIMEOUT_MS);
+	if (rc < 0) {
+		NSA_ERR("promote: the fast path did not take over: %s",
+			strerror(-rc));
+		nsa_standby_start(g->sb);
+		snprintf(reply, len, "error promote: %s\n", strerror(-rc));
+		return rc;
+	}
+	if (g->conf.gw.agent == NSA_GW_AGENT_THREADS) {
+		struct nsa_config c = g->conf;
+
+		c.epoch = epoch;
+		g->active = nsa_active_create(&c, &g->lane, 1);
+		if (!g->active || nsa_active_start(g->active) != 0)
+			NSA_ERR("promote: cannot start the replication "
+				"writers; "
+				"the gateway forwards but does not replicate");
+	}
+	g->promotions++;
+	nsdp_table_stats(t, &ts);
+	NSA_INFO("promoted: active with epoch %u, %" PRIu64
+		 " replicated sessions, %" PRIu64 " ports in use",
+		 epoch, ts.live, nsdp_nat_ports_in_use(g->nat));
+	snprintf(reply, len, "ok active epoch=%u\n", epoch);
+	return 0;
+}
+
+static int gw_demote(struct gw *g, char *reply, size_t len)
+{
+	int rc;
+
+	if (nsdp_nat_mode(g->nat) == NSDP_NAT_STANDBY) {
+		snprintf(reply, len, "ok already standby\n");
+		return 0;
+	}
+	rc = nsdp_nat_deactivate(g->nat, GW_MODE_TIMEOUT_MS);
+	if (rc < 0) {
+		snprintf(reply, len, "error demote: %s\n", strerror(-rc));
+		return rc;
+	}
+	if (g->active) {
+		if (nsa_active_drain(g->active, GW_DRAIN_MS) != 0)
+			NSA_WARN("demote: not every record reached the store "
+				 "in %d ms; the resync will read what did",
+				 GW_DRAIN_MS);
+		nsa_active_stop(g->active);
+		nsa_active_free(g->active);
+		g->active = NULL;
+	}
+	/* The subscriber takes the table back and resyncs it. */
+	nsa_standby_start(g->sb);
+	g->demotions++;
+	NSA_INFO("demoted: standby, resyncing from the store");
+	snprintf(reply, len, "ok standby\n");
+	return 0;
+}
+
+/* ---- control socket ---------------------------------------------------- */
+
+static int gw_status(struct gw *g, char *reply, size_t len)
+{
+	struct nsdp_table_stats ts;
+	struct nsa_standby_stats ss;
+	struct nsdp_nat_stats ns;
+
+	nsdp_table_stats(nsa_standby_table(g->sb), &ts);
+	nsa_standby_stats(g->sb, &ss);
+	nsdp_nat_stats(g->nat, &ns);
+	snprintf(reply, len,
+		 "ok mode=%s epoch=%u gateway_id=%u sessions=%" PRIu64
+		 " synced=%s ports_in_use=%" PRIu64 " created=%" PRIu64
+		 " recorded=%" PRIu64 " record_drops=%" PRIu64 "\n",
+		 nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE ? "active"
+							  : "standby",
+		 nsdp_nat_epoch(g->nat), g->conf.gateway_id, ts.live,
+		 ss.synced ? "yes" : "no", nsdp_nat_ports_in_use(g->nat),
+		 ns.created, ns.recorded, ns.record_drops);
+	return 0;
+}
+
+#define STAT_LINE(buf, len, used, name, v)                                    \
+	do {                                                                  \
+		int n_ = snprintf((buf) + (used), (len) - (used),             \
+				  "%s=%" PRIu64 "\n", (name), (uint64_t)(v)); \
+		if (n_ > 0 && (size_t)n_ < (len) - (used))                    \
+			(used) += (size_t)n_;                                 \
+	} while (0)
+
+static int gw_stats(struct gw *g, char *reply, size_t len)
+{
+	struct nsdp_nat_stats ns;
+	struct nsdp_table_stats ts;
+	struct nsa_active_stats as = {0};
+	size_t used;
+
+	nsdp_nat_stats(g->nat, &ns);
+	nsdp_table_stats(nsa_standby_table(g->sb), &ts);
+	if (g->active)
+		nsa_active_stats(g->active, &as);
+	used = (size_t)snprintf(reply, len, "ok\n");
+#define NAT(f) STAT_LINE(reply, len, used, "nat." #f, ns.f)
+	NAT(rx_inside);
+	NAT(rx_outside);
+	NAT(tx_inside);
+	NAT(tx_outside);
+	NAT(created);
+	NAT(refreshed);
+	NAT(closed);
+	NAT(expired);
+	NAT(recorded);
+	NAT(record_drops);
+	NAT(standby_drops);
+	NAT(not_ipv4);
+	NAT(truncated);
+	NAT(bad_ip_header);
+	NAT(bad_ip_checksum);
+	NAT(ip_options);
+	NAT(fragments);
+	NAT(ttl_expired);
+	NAT(unknown_proto);
+	NAT(icmp_unsupported);
+	NAT(tcp_no_session);
+	NAT(no_session);
+	NAT(not_ours);
+	NAT(to_gateway);
+	NAT(ports_exhausted);
+	NAT(table_full);
+	NAT(neigh_miss);
+	NAT(arp_in);
+	NAT(arp_replies_sent);
+	NAT(arp_requests_sent);
+	NAT(arp_announcements);
+	NAT(arp_ignored);
+	NAT(alloc_failures);
+#undef NAT
+	STAT_LINE(reply, len, used, "port.tx_drops",
+		  __atomic_load_n(&g->tx_drops, __ATOMIC_RELAXED));
+	STAT_LINE(reply, len, used, "table.live", ts.live);
+	STAT_LINE(reply, len, used, "table.tombstones", ts.tombstones);
+	STAT_LINE(reply, len, used, "table.full_drops", ts.full_drops);
+	STAT_LINE(reply, len, used, "agent.acked", as.acked);
+	STAT_LINE(reply, len, used, "agent.dropped", as.dropped);
+	STAT_LINE(reply, len, used, "gateway.promotions", g->promotions);
+	STAT_LINE(reply, len, used, "gateway.demotions", g->demotions);
+	return 0;
+}
+
+static void control_serve(struct gw *g)
+{
+	char line[256], reply[GW_REPLY_MAX];
+	ssize_t n;
+	size_t got = 0;
+	int fd = accept(g->listen_fd, NULL, NULL);
+	struct timeval tv = {1, 0};
+
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while (got < sizeof(line) - 1 &&
+	       (n = read(fd, line + got, sizeof(line) - 1 - got)) > 0) {
+		got += (size_t)n;
+		if (memchr(line, '\n', got))
+			break;
+	}
+	line[got] = '\0';
+	line[strcspn(line, "\r\n")] = '\0';
+	if (!strcmp(line, "promote"))
+		gw_promote(g, reply, sizeof(reply));
+	else if (!strcmp(line, "demote"))
+		gw_demote(g, reply, sizeof(reply));
+	else if (!strcmp(line, "status"))
+		gw_status(g, reply, sizeof(reply));
+	else if (!strcmp(line, "stats"))
+		gw_stats(g, reply, sizeof(reply));
+	else
+		snprintf(reply, sizeof(reply),
+			 "error unknown command '%.64s' (promote, demote, "
+			 "status, stats)\n",
+			 line);
+	NSA_INFO("control: %s -> %.*s", line, (int)strcspn(reply, "\n"), reply);
+	if (write(fd, reply, strlen(reply)) < 0)
+		NSA_WARN("control: reply lost: %s", strerror(errno));
+	close(fd);
+}
+
+static int mkdir_parent(const char *path)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		mkdir(dir, 0755);
+		*p = '/';
+	}
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int control_listen(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		NSA_ERR("[gateway] control_socket: path longer than %zu bytes",
+			sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (mkdir_parent(path) < 0) {
+		NSA_ERR("[gateway] control_socket: cannot create the folder "
+			"of %s: %s",
+			path, strerror(errno));
+		return -errno;
+	}
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    chmod(path, 0600) != 0 || listen(fd, 8) != 0) {
+		NSA_ERR("[gateway] control_socket: %s: %s", path,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
+/* The --ctl client: one command, one reply. */
+static int ctl_main(const char *path, const char *cmd)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char buf[GW_REPLY_MAX];
+	size_t got = 0;
+	ssize_t n;
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "natsync-gateway: socket path too long\n");
+		return 2;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		fprintf(stderr, "natsync-gateway: %s: %s\n", path,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return 2;
+	}
+	dprintf(fd, "%s\n", cmd);
+	shutdown(fd, SHUT_WR);
+	while (got < sizeof(buf) - 1 &&
+	       (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)n;
+	close(fd);
+	buf[got] = '\0';
+	fputs(buf, stdout);
+	return strncmp(buf, "ok", 2) == 0 ? 0 : 1;
+}
+
+/* ---- start-up and the main loop ---------------------------------------- */
+
+static int gw_setup(struct gw *g)
+{
+	struct nsdp_nat_conf nc = g->conf.gw.nat;
+	unsigned int lcore;
+
+	lcore = rte_get_next_lcore(-1, 1, 0);
+	if (lcore >= RTE_MAX_LCORE) {
+		NSA_ERR("the gateway needs a forwarding lcore besides the "
+			"main one (e.g. -l 0,1 in [agent] eal_args)");
+		return -EINVAL;
+	}
+	g->fwd_lcore = lcore;
+	g->pool = rte_pktmbuf_pool_create("natsync_gw_mbufs", g->conf.gw.mbufs,
+					  256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+					  (int)rte_socket_id());
+	if (!g->pool) {
+		NSA_ERR("cannot create %u mbufs: %s", g->conf.gw.mbufs,
+			rte_strerror(rte_errno));
+		return -ENOMEM;
+	}
+	if (port_open(g, g->conf.gw.inside_port, &g->port_in, &nc.inside_mac) <
+		    0 ||
+	    port_open(g, g->conf.gw.outside_port, &g->port_out,
+		      &nc.outside_mac) < 0)
+		return -ENODEV;
+	g->lane = nsdp_lane_create(0, g->conf.ring_size, (int)rte_socket_id());
+	if (!g->lane) {
+		NSA_ERR("cannot create the ring %s: %s", "natsync_lane_0",
+			rte_strerror(rte_errno));
+		return -ENOMEM;
+	}
+	g->sb = nsa_standby_create(&g->conf);
+	if (!g->sb)
+		return -ENOMEM;
+	nc.mbuf_pool = g->pool;
+	g->nat = nsdp_nat_create(&nc, nsa_standby_table(g->sb), g->lane);
+	if (!g->nat) {
+		NSA_ERR("cannot create the NAT: %s", strerror(errno));
+		return -ENOMEM;
+	}
+	g->listen_fd = control_listen(g->conf.gw.control_socket);
+	if (g->listen_fd < 0)
+		return g->listen_fd;
+	if (nsa_standby_start(g->sb) != 0)
+		return -EIO;
+	rte_eal_remote_launch(fwd_main, g, g->fwd_lcore);
+	NSA_INFO("gateway %u: forwarding on lcore %u, standby until "
+		 "promoted, control socket %s",
+		 g->conf.gateway_id, g->fwd_lcore, g->conf.gw.control_socket);
+	return 0;
+}
+
+static void gw_progress(struct gw *g, double t)
+{
+	struct nsdp_nat_stats ns;
+	struct nsdp_table_stats ts;
+
+	nsdp_nat_stats(g->nat, &ns);
+	nsdp_table_stats(nsa_standby_table(g->sb), &ts);
+	fprintf(stderr,
+		"progress: gateway %.1fs mode %s sessions %" PRIu64
+		" rx %" PRIu64 "/%" PRIu64 " tx %" PRIu64 "/%" PRIu64
+		" created %" PRIu64 " recorded %" PRIu64 " drops %" PRIu64 "\n",
+		t,
+		nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE ? "active" : "standby",
+		ts.live, ns.rx_inside, ns.rx_outside, ns.tx_inside,
+		ns.tx_outside, ns.created, ns.recorded, ns.record_drops);
+}
+
+static int gw_run(struct gw *g, double duration)
+{
+	double t0 = now_s(), last_progress = t0;
+	int want_active = g->conf.role == NSA_ROLE_ACTIVE;
+	char reply[GW_REPLY_MAX];
+
+	while (!stop_requested) {
+		struct pollfd pfd = {.fd = g->listen_fd, .events = POLLIN};
+		double t = now_s();
+
+		if (poll(&pfd, 1, 50) > 0)
+			control_serve(g);
+		if (want_active) {
+			struct nsa_standby_stats ss;
+
+			nsa_standby_stats(g->sb, &ss);
+			if (ss.synced || (t - t0) * 1000 >= GW_START_WAIT_MS) {
+				if (!ss.synced)
+					NSA_WARN("start: cold load not done "
+						 "after %d ms; promoting "
+						 "anyway",
+						 GW_START_WAIT_MS);
+				gw_promote(g, reply, sizeof(reply));
+				want_active = 0;
+			}
+		}
+		if (duration > 0 && t - t0 >= duration)
+			break;
+		if (g->conf.progress_ms &&
+		    (t - last_progress) * 1000 >= g->conf.progress_ms) {
+			gw_progress(g, t - t0);
+			last_progress = t;
+		}
+	}
+	return 0;
+}
+
+static void gw_teardown(struct gw *g)
+{
+	struct nsdp_nat_stats ns = {0};
+	struct nsdp_table_stats ts = {0};
+	struct nsa_active_stats as = {0};
+
+	if (g->nat && nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE)
+		nsdp_nat_deactivate(g->nat, GW_MODE_TIMEOUT_MS);
+	if (g->active) {
+		nsa_active_drain(g->active, GW_DRAIN_MS);
+		nsa_active_stats(g->active, &as);
+		nsa_active_stop(g->active);
+		nsa_active_free(g->active);
+	}
+	__atomic_store_n(&g->stop_lcore, 1, __ATOMIC_RELAXED);
+	rte_eal_mp_wait_lcore();
+	if (g->nat)
+		nsdp_nat_stats(g->nat, &ns);
+	if (g->sb) {
+		nsa_standby_stop(g->sb);
+		nsdp_table_stats(nsa_standby_table(g->sb), &ts);
+	}
+	printf("REPORT role=gateway sessions=%" PRIu64 " created=%" PRIu64
+	       " closed=%" PRIu64 " expired=%" PRIu64 " recorded=%" PRIu64
+	       " record_drops=%" PRIu64 " acked=%" PRIu64 " promotions=%" PRIu64
+	       " rx_inside=%" PRIu64 " rx_outside=%" PRIu64 "\n",
+	       ts.live, ns.created, ns.closed, ns.expired, ns.recorded,
+	       ns.record_drops, as.acked, g->promotions, ns.rx_inside,
+	       ns.rx_outside);
+	fflush(stdout);
+	if (g->listen_fd > 0) {
+		close(g->listen_fd);
+		unlink(g->conf.gw.control_socket);
+	}
+	nsdp_nat_free(g->nat);
+	nsa_standby_free(g->sb);
+	if (g->lane)
+		nsdp_lane_free(g->lane);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"role", required_argument, NULL, 'r'},
+		{"set", required_argument, NULL, 's'},
+		{"duration", required_argument, NULL, 't'},
+		{"print-config", no_argument, NULL, 'p'},
+		{"ctl", required_argument, NULL, 'C'},
+		{"socket", required_argument, NULL, 'S'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	static struct gw g;
+	char err[1024];
+	const char *config_path = NULL, *role = NULL, *ctl = NULL;
+	const char *socket_path = NULL;
+	const char *sets[64];
+	unsigned int n_sets = 0;
+	double duration = 0;
+	int print_config = 0, opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "c:r:s:t:pC:S:hV", opts, NULL)) !=
+	       -1) {
+		switch (opt) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'r':
+			role = optarg;
+			break;
+		case 's':
+			if (n_sets == sizeof(sets) / sizeof(sets[0])) {
+				fprintf(stderr,
+					"natsync-gateway: too many --set\n");
+				return 2;
+			}
+			sets[n_sets++] = optarg;
+			break;
+		case 't': {
+			char *end;
+
+			duration = strtod(optarg, &end);
+			if (*end || duration < 0) {
+				fprintf(stderr,
+					"natsync-gateway: --duration: '%s' is "
+					"not a number of seconds\n",
+					optarg);
+				return 2;
+			}
+			break;
+		}
+		case 'p':
+			print_config = 1;
+			break;
+		case 'C':
+			ctl = optarg;
+			break;
+		case 'S':
+			socket_path = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("natsync-gateway %s\n", NATSYNC_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+
+	nsa_config_defaults(&g.conf);
+	if (config_path &&
+	    nsa_config_load(&g.conf, config_path, err, sizeof(err)) != 0) {
+		fprintf(stderr, "natsync-gateway: %s\n", err);
+		return 2;
+	}
+	if (ctl)
+		return ctl_main(socket_path ? socket_path
+					    : g.conf.gw.control_socket,
+				ctl);
+	if (role) {
+		char assignment[64];
+
+		snprintf(assignment, sizeof(assignment), "agent.role=%s", role);
+		if (nsa_config_set(&g.conf, assignment, err, sizeof(err)) !=
+		    0) {
+			fprintf(stderr, "natsync-gateway: --role: %s\n", err);
+			return 2;
+		}
+	}
+	for (unsigned int i = 0; i < n_sets; i++) {
+		if (nsa_config_set(&g.conf, sets[i], err, sizeof(err)) != 0) {
+			fprintf(stderr, "natsync-gateway: %s\n", err);
+			return 2;
+		}
+	}
+	if (nsa_config_finish(&g.conf, err, sizeof(err)) != 0 ||
+	    nsa_config_gateway_check(&g.conf, err, sizeof(err)) != 0 ||
+	    nsdp_nat_conf_check(&g.conf.gw.nat, err, sizeof(err)) != 0) {
+		fprintf(stderr, "natsync-gateway: %s\n", err);
+		return 2;
+	}
+	nsa_log_verbosity = g.conf.verbosity;
+	if (print_config) {
+		nsa_config_print(&g.conf, stdout);
+		return 0;
+	}
+	if (nsa_eal_start("natsync-gateway", g.conf.eal_args, argc - optind,
+			  argv + optind, "0,1", err, sizeof(err)) != 0) {
+		fprintf(stderr, "natsync-gateway: %s\n", err);
+		return 2;
+	}
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = gw_setup(&g) == 0 ? gw_run(&g, duration) : 1;
+	gw_teardown(&g);
+	rte_eal_cleanup();
+	return rc;
+}

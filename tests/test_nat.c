@@ -1,0 +1,2271 @@
+/*
+ * test_nat.c - the NAT44 fast path: translation and checksums both ways,
+ * session life (create, TCP states, refresh rate limit, RST, idle expiry),
+ * port allocation, ARP and neighbors, standby and promotion over a
+ * replicated table, and the policy for bad input.
+ *
+ * Frames are built byte by byte into mbufs and run through
+ * nsdp_nat_inside()/nsdp_nat_outside()/nsdp_nat_housekeep() with a fake
+ * clock (real time at the start of the test, moved by hand). The thread
+ * calling the fast path is the lcore; while nsdp_nat_activate() or
+ * nsdp_nat_deactivate() waits for the lcore, a helper thread plays it
+ * (calls housekeep only) and is joined before any packet is sent.
+ * Each test runs in its own process (Criterion forks).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+#include <rte_arp.h>
+#include <rte_ether.h>
+#include <rte_icmp.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_tcp.h>
+#include <rte_udp.h>
+
+#include "nsdp_lane.h"
+#include "nsdp_nat.h"
+#include "nsdp_table.h"
+#include "nst_store.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+
+#define INSIDE_ADDR 0x0a000001u /* 10.0.0.1 */
+#define HOST_A 0x0a000064u /* 10.0.0.100 */
+#define HOST_B 0x0a000065u /* 10.0.0.101 */
+#define POOL_FIRST 0xc6336401u /* 198.51.100.1 */
+#define POOL_LAST 0xc6336402u /* 198.51.100.2 */
+#define NEXT_HOP 0xc63364feu /* 198.51.100.254 */
+#define REMOTE 0xcb007107u /* 203.0.113.7 */
+#define GATEWAY_ID 42u
+#define EPOCH 5u
+
+#define TCP_SYN_MS 20000u
+#define TCP_EST_MS 600000u
+#define TCP_CLOSING_MS 10000u
+#define UDP_MS 30000u
+#define ICMP_MS 15000u
+
+#define STAT(field) offsetof(struct nsdp_nat_stats, field)
+#define NO_STAT SIZE_MAX
+
+static const struct rte_ether_addr inside_mac = {{2, 0, 0, 0, 0, 1}};
+static const struct rte_ether_addr outside_mac = {{2, 0, 0, 0, 0, 2}};
+static const struct rte_ether_addr router_mac = {{2, 0, 0, 0, 2, 0xfe}};
+static const struct rte_ether_addr bcast_mac = {
+	{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
+
+static void eal_up(void)
+{
+	cr_assert_eq(nst_eal_init(512), 0, "EAL init");
+}
+
+TestSuite(nat, .init = eal_up, .timeout = 60);
+
+/* ------------------------------------------------------------------ */
+/* fixture                                                              */
+/* ------------------------------------------------------------------ */
+
+struct fx {
+	struct rte_mempool *pool;
+	struct nsdp_table *table;
+	struct nsdp_lane *lane;
+	struct nsdp_nat *nat;
+	struct nsdp_nat_conf conf;
+	struct nsdp_nat_tx tx;
+	uint64_t now;
+};
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void conf_default(struct nsdp_nat_conf *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->inside_addr = INSIDE_ADDR;
+	c->pool_first = POOL_FIRST;
+	c->pool_last = POOL_LAST;
+	c->next_hop = NEXT_HOP;
+	c->port_min = 1024;
+	c->port_max = 65535;
+	c->inside_mac = inside_mac;
+	c->outside_mac = outside_mac;
+	c->gateway_id = GATEWAY_ID;
+	c->tcp_syn_ms = TCP_SYN_MS;
+	c->tcp_established_ms = TCP_EST_MS;
+	c->tcp_closing_ms = TCP_CLOSING_MS;
+	c->udp_ms = UDP_MS;
+	c->icmp_ms = ICMP_MS;
+	c->max_sessions = 1u << 20;
+}
+
+/* The helper thread that plays the lcore while activate/deactivate wait:
+ * housekeep only, until told to stop (at most about 2 s). */
+struct lcore_sim {
+	struct fx *f;
+	struct nsdp_nat_tx tx;
+	int stop;
+};
+
+static void *lcore_sim_run(void *arg)
+{
+	struct lcore_sim *ls = arg;
+	const struct timespec pause = {.tv_sec = 0, .tv_nsec = 200000};
+	unsigned int i;
+
+	for (i = 0; i < 10000 && !__atomic_load_n(&ls->stop, __ATOMIC_ACQUIRE);
+	     i++) {
+		nsdp_nat_housekeep(ls->f->nat, ls->f->now, &ls->tx);
+		nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
+static void tx_free(struct nsdp_nat_tx *tx)
+{
+	unsigned int i;
+
+	for (i = 0; i < tx->n_inside; i++)
+		rte_pktmbuf_free(tx->inside[i]);
+	for (i = 0; i < tx->n_outside; i++)
+		rte_pktmbuf_free(tx->outside[i]);
+	tx->n_inside = tx->n_outside = 0;
+}
+
+/* Run op (activate when activate != 0, else deactivate) with a helper
+ * lcore; what the lcore put on its tx lists goes to *out (or is freed). */
+static int with_lcore(struct fx *f, int activate, uint32_t epoch,
+		      struct nsdp_nat_tx *out)
+{
+	struct lcore_sim ls;
+	pthread_t th;
+	int rc;
+
+	memset(&ls, 0, sizeof(ls));
+	ls.f = f;
+	cr_assert_eq(pthread_create(&th, NULL, lcore_sim_run, &ls), 0);
+	rc = activate ? nsdp_nat_activate(f->nat, epoch, 2000)
+		      : nsdp_nat_deactivate(f->nat, 2000);
+	__atomic_store_n(&ls.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	if (out)
+		*out = ls.tx;
+	else
+		tx_free(&ls.tx);
+	return rc;
+}
+
+static struct rte_mbuf *frame_arp(struct fx *f, uint16_t op,
+				  const struct rte_ether_addr *sha,
+				  uint32_t sip, uint32_t tip);
+
+/* Teach the gateway the next hop's MAC address as an ARP reply would. */
+static void learn_router(struct fx *f)
+{
+	struct rte_mbuf *m = frame_arp(f, RTE_ARP_OP_REPLY, &router_mac,
+				       NEXT_HOP, POOL_FIRST);
+
+	nsdp_nat_outside(f->nat, &m, 1, f->now, &f->tx);
+	cr_assert_eq(f->tx.n_outside, 0);
+}
+
+/* A gateway over a fresh table; active (with the router learned) unless
+ * standby is set. conf NULL: conf_default(). */
+static void fx_open_conf(struct fx *f, const struct nsdp_nat_conf *conf,
+			 uint32_t capacity, unsigned int ring, int standby)
+{
+	memset(f, 0, sizeof(*f));
+	f->pool = rte_pktmbuf_pool_create("nst_nat_pool", 8191, 0, 0,
+					  RTE_MBUF_DEFAULT_BUF_SIZE,
+					  SOCKET_ID_ANY);
+	cr_assert_not_null(f->pool, "mbuf pool");
+	f->table = nsdp_table_create("nst_nat", capacity);
+	cr_assert_not_null(f->table, "table");
+	f->lane = nsdp_lane_create(0, ring, SOCKET_ID_ANY);
+	cr_assert_not_null(f->lane, "lane");
+	if (conf)
+		f->conf = *conf;
+	else
+		conf_default(&f->conf);
+	f->conf.mbuf_pool = f->pool;
+	f->nat = nsdp_nat_create(&f->conf, f->table, f->lane);
+	cr_assert_not_null(f->nat, "nat: %s", strerror(errno));
+	f->now = realtime_ns();
+	if (standby)
+		return;
+	cr_assert_eq(with_lcore(f, 1, EPOCH, NULL), 0, "activate");
+	cr_assert_eq(nsdp_nat_mode(f->nat), NSDP_NAT_ACTIVE);
+	learn_router(f);
+}
+
+static void fx_open(struct fx *f)
+{
+	fx_open_conf(f, NULL, 8192, 8192, 0);
+}
+
+static void fx_close(struct fx *f)
+{
+	tx_free(&f->tx);
+	nsdp_nat_free(f->nat);
+	nsdp_lane_free(f->lane);
+	nsdp_table_free(f->table);
+	rte_mempool_free(f->pool);
+}
+
+static struct nsdp_nat_stats stats(const struct fx *f)
+{
+	struct nsdp_nat_stats s;
+
+	nsdp_nat_stats(f->nat, &s);
+	return s;
+}
+
+static uint64_t table_live(const struct fx *f)
+{
+	struct nsdp_table_stats ts;
+
+	nsdp_table_stats(f->table, &ts);
+	return ts.live;
+}
+
+static unsigned int drain(struct fx *f, struct ns_session *out, unsigned int n)
+{
+	return nsdp_lane_drain(f->lane, out, n);
+}
+
+/* Exactly one record waiting in the lane, with this event. */
+static struct ns_session one_record(struct fx *f, uint8_t event)
+{
+	struct ns_session r[4];
+	unsigned int n = drain(f, r, 4);
+
+	cr_assert_eq(n, 1, "expected one record, got %u", n);
+	cr_assert_eq(r[0].event, event, "event %u, expected %u", r[0].event,
+		     event);
+	cr_assert_eq(r[0].version, NS_RECORD_VERSION);
+	cr_assert_eq(r[0].family, NS_FAMILY_IPV4);
+	cr_assert_eq(r[0].gateway_id, GATEWAY_ID);
+	return r[0];
+}
+
+static void no_record(struct fx *f)
+{
+	struct ns_session r[4];
+
+	cr_assert_eq(drain(f, r, 4), 0, "no record expected");
+}
+
+/* ------------------------------------------------------------------ */
+/* frames                                                               */
+/* ------------------------------------------------------------------ */
+
+struct frame {
+	struct rte_ether_addr src, dst;
+	uint32_t saddr, daddr;
+	uint8_t proto, ttl, tcp_flags, icmp_type;
+	uint16_t sport, dport; /* ICMP: sport is the identifier */
+	uint16_t payload;
+	uint8_t opt_words; /* IP options, 4-byte words */
+	int no_udp_cksum;
+};
+
+static struct rte_ether_addr host_mac(uint32_t ip)
+{
+	struct rte_ether_addr a = {{2, 0xa, (uint8_t)(ip >> 16),
+				    (uint8_t)(ip >> 8), (uint8_t)ip, 0x11}};
+	return a;
+}
+
+/* From an inside host to a remote host, through the inside port. */
+static struct frame fr_out(uint8_t proto, uint32_t host, uint16_t sport,
+			   uint32_t daddr, uint16_t dport)
+{
+	struct frame fr = {.src = host_mac(host),
+			   .dst = inside_mac,
+			   .saddr = host,
+			   .daddr = daddr,
+			   .proto = proto,
+			   .ttl = 64,
+			   .sport = sport,
+			   .dport = dport,
+			   .tcp_flags = RTE_TCP_SYN_FLAG,
+			   .icmp_type = RTE_IP_ICMP_ECHO_REQUEST,
+			   .payload = 32};
+	return fr;
+}
+
+/* From a remote host to a pool address, through the outside port. */
+static struct frame fr_in(uint8_t proto, uint32_t remote, uint16_t sport,
+			  uint32_t daddr, uint16_t dport)
+{
+	struct frame fr = {.src = router_mac,
+			   .dst = outside_mac,
+			   .saddr = remote,
+			   .daddr = daddr,
+			   .proto = proto,
+			   .ttl = 50,
+			   .sport = sport,
+			   .dport = dport,
+			   .tcp_flags = RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG,
+			   .icmp_type = RTE_IP_ICMP_ECHO_REPLY,
+			   .payload = 32};
+	return fr;
+}
+
+static uint32_t l4_header_len(uint8_t proto)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		return sizeof(struct rte_tcp_hdr);
+	case IPPROTO_UDP:
+		return sizeof(struct rte_udp_hdr);
+	case IPPROTO_ICMP:
+		return sizeof(struct rte_icmp_hdr);
+	default:
+		return 0;
+	}
+}
+
+static uint16_t icmp_cksum(const void *icmp, uint32_t len)
+{
+	return (uint16_t)~rte_raw_cksum(icmp, len);
+}
+
+/* Fill buf (room for the whole frame) with fr; returns the frame length. */
+static uint32_t frame_write(const struct frame *fr, uint8_t *buf)
+{
+	uint32_t ihl = 20 + 4u * fr->opt_words;
+	uint32_t l4_len = l4_header_len(fr->proto) + fr->payload;
+	uint32_t len = (uint32_t)sizeof(struct rte_ether_hdr) + ihl + l4_len;
+	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)buf;
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+	uint8_t *l4 = (uint8_t *)ip + ihl;
+	uint8_t *payload = l4 + l4_header_len(fr->proto);
+	uint32_t i;
+
+	memset(buf, 0, len);
+	eth->dst_addr = fr->dst;
+	eth->src_addr = fr->src;
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+	ip->version_ihl = (uint8_t)(0x40 | ihl / 4);
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(ihl + l4_len));
+	ip->packet_id = rte_cpu_to_be_16(0x4d2);
+	ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+	ip->time_to_live = fr->ttl;
+	ip->next_proto_id = fr->proto;
+	ip->src_addr = rte_cpu_to_be_32(fr->saddr);
+	ip->dst_addr = rte_cpu_to_be_32(fr->daddr);
+	for (i = 20; i < ihl; i++)
+		((uint8_t *)ip)[i] = 1; /* NOP options */
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	for (i = 0; i < fr->payload; i++)
+		payload[i] = (uint8_t)(i * 7 + 3);
+
+	switch (fr->proto) {
+	case IPPROTO_TCP: {
+		struct rte_tcp_hdr *tcp = (struct rte_tcp_hdr *)l4;
+
+		tcp->src_port = rte_cpu_to_be_16(fr->sport);
+		tcp->dst_port = rte_cpu_to_be_16(fr->dport);
+		tcp->sent_seq = rte_cpu_to_be_32(1000);
+		tcp->recv_ack = rte_cpu_to_be_32(
+			fr->tcp_flags & RTE_TCP_ACK_FLAG ? 2000 : 0);
+		tcp->data_off = 5 << 4;
+		tcp->tcp_flags = fr->tcp_flags;
+		tcp->rx_win = rte_cpu_to_be_16(65535);
+		tcp->cksum = rte_ipv4_udptcp_cksum(ip, tcp);
+		break;
+	}
+	case IPPROTO_UDP: {
+		struct rte_udp_hdr *udp = (struct rte_udp_hdr *)l4;
+
+		udp->src_port = rte_cpu_to_be_16(fr->sport);
+		udp->dst_port = rte_cpu_to_be_16(fr->dport);
+		udp->dgram_len = rte_cpu_to_be_16((uint16_t)l4_len);
+		if (!fr->no_udp_cksum)
+			udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+		break;
+	}
+	case IPPROTO_ICMP: {
+		struct rte_icmp_hdr *icmp = (struct rte_icmp_hdr *)l4;
+
+		icmp->icmp_type = fr->icmp_type;
+		icmp->icmp_ident = rte_cpu_to_be_16(fr->sport);
+		icmp->icmp_seq_nb = rte_cpu_to_be_16(1);
+		icmp->icmp_cksum = icmp_cksum(icmp, l4_len);
+		break;
+	}
+	default:
+		break;
+	}
+	return len;
+}
+
+static struct rte_mbuf *frame_build(struct fx *f, const struct frame *fr)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
+	uint8_t buf[2048];
+	uint32_t len = frame_write(fr, buf);
+	char *data;
+
+	cr_assert_not_null(m, "mbuf");
+	data = rte_pktmbuf_append(m, (uint16_t)len);
+	cr_assert_not_null(data);
+	memcpy(data, buf, len);
+	return m;
+}
+
+static struct rte_mbuf *frame_arp(struct fx *f, uint16_t op,
+				  const struct rte_ether_addr *sha,
+				  uint32_t sip, uint32_t tip)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
+	struct rte_ether_hdr *eth;
+	struct rte_arp_hdr *arp;
+	char *data;
+
+	cr_assert_not_null(m);
+	data = rte_pktmbuf_append(m, 60);
+	cr_assert_not_null(data);
+	memset(data, 0, 60);
+	eth = (struct rte_ether_hdr *)data;
+	eth->dst_addr = op == RTE_ARP_OP_REQUEST ? bcast_mac : outside_mac;
+	eth->src_addr = *sha;
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+	arp = (struct rte_arp_hdr *)(eth + 1);
+	arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+	arp->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+	arp->arp_hlen = 6;
+	arp->arp_plen = 4;
+	arp->arp_opcode = rte_cpu_to_be_16(op);
+	arp->arp_data.arp_sha = *sha;
+	arp->arp_data.arp_sip = rte_cpu_to_be_32(sip);
+	arp->arp_data.arp_tip = rte_cpu_to_be_32(tip);
+	return m;
+}
+
+static struct rte_ipv4_hdr *ip_of(struct rte_mbuf *m)
+{
+	return rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *,
+				       sizeof(struct rte_ether_hdr));
+}
+
+static void *l4_of(struct rte_mbuf *m)
+{
+	return (uint8_t *)ip_of(m) + rte_ipv4_hdr_len(ip_of(m));
+}
+
+static void send_in(struct fx *f, const struct frame *fr)
+{
+	struct rte_mbuf *m = frame_build(f, fr);
+
+	nsdp_nat_inside(f->nat, &m, 1, f->now, &f->tx);
+}
+
+static void send_out(struct fx *f, const struct frame *fr)
+{
+	struct rte_mbuf *m = frame_build(f, fr);
+
+	nsdp_nat_outside(f->nat, &m, 1, f->now, &f->tx);
+}
+
+/* The single frame the last call put on the outside (or inside) list;
+ * line is the caller's, for the failure message. */
+static struct rte_mbuf *take_at(struct fx *f, int outside, int line)
+{
+	struct rte_mbuf *m;
+	unsigned int want_in = outside ? 0 : 1, want_out = outside ? 1 : 0;
+
+	cr_assert(
+		f->tx.n_inside == want_in && f->tx.n_outside == want_out,
+		"line %d: %u inside and %u outside frames, expected %u and %u",
+		line, f->tx.n_inside, f->tx.n_outside, want_in, want_out);
+	m = outside ? f->tx.outside[0] : f->tx.inside[0];
+	f->tx.n_inside = f->tx.n_outside = 0;
+	return m;
+}
+
+#define take(f, outside) take_at((f), (outside), __LINE__)
+
+/* The checksums of m recomputed from scratch equal the ones it carries. */
+static void check_cksums(struct rte_mbuf *m)
+{
+	struct rte_ipv4_hdr *ip = ip_of(m);
+	uint32_t l4_len =
+		rte_be_to_cpu_16(ip->total_length) - rte_ipv4_hdr_len(ip);
+	uint16_t got = ip->hdr_checksum, want;
+
+	ip->hdr_checksum = 0;
+	want = rte_ipv4_cksum(ip);
+	ip->hdr_checksum = got;
+	cr_assert_eq(got, want, "IP checksum %04x, recomputed %04x", got, want);
+
+	switch (ip->next_proto_id) {
+	case IPPROTO_TCP: {
+		struct rte_tcp_hdr *tcp = l4_of(m);
+
+		got = tcp->cksum;
+		tcp->cksum = 0;
+		want = rte_ipv4_udptcp_cksum(ip, tcp);
+		tcp->cksum = got;
+		break;
+	}
+	case IPPROTO_UDP: {
+		struct rte_udp_hdr *udp = l4_of(m);
+
+		got = udp->dgram_cksum;
+		udp->dgram_cksum = 0;
+		want = rte_ipv4_udptcp_cksum(ip, udp);
+		udp->dgram_cksum = got;
+		break;
+	}
+	default: {
+		struct rte_icmp_hdr *icmp = l4_of(m);
+
+		got = icmp->icmp_cksum;
+		icmp->icmp_cksum = 0;
+		want = icmp_cksum(icmp, l4_len);
+		icmp->icmp_cksum = got;
+		break;
+	}
+	}
+	cr_assert_eq(got, want, "L4 checksum %04x, recomputed %04x", got, want);
+}
+
+/* Sum over pseudo header and L4 segment (the IP header's payload, which
+ * follows it), checksum field included: 0xffff for a correct checksum,
+ * something else by as much as it is wrong. */
+static uint16_t l4_verify_sum(const struct rte_ipv4_hdr *ip)
+{
+	uint32_t len = rte_be_to_cpu_16(ip->total_length) - 20;
+	uint32_t sum = rte_raw_cksum((const uint8_t *)ip + 20, len);
+
+	sum += rte_ipv4_phdr_cksum(ip, 0);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
+}
+
+static uint16_t udp_verify_sum(struct rte_mbuf *m)
+{
+	return l4_verify_sum(ip_of(m));
+}
+
+/* m's IP packet is byte for byte the one fr describes. */
+static void check_same_ip(struct rte_mbuf *m, const struct frame *fr)
+{
+	uint8_t buf[2048];
+	uint32_t len = frame_write(fr, buf);
+
+	cr_assert_eq(rte_pktmbuf_pkt_len(m), len);
+	cr_assert(memcmp(rte_pktmbuf_mtod_offset(m, uint8_t *, 14), buf + 14,
+			 len - 14) == 0,
+		  "translated packet differs from the expected one");
+}
+
+static void check_eth(struct rte_mbuf *m, const struct rte_ether_addr *src,
+		      const struct rte_ether_addr *dst)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+
+	cr_assert(rte_is_same_ether_addr(&eth->src_addr, src), "eth src");
+	cr_assert(rte_is_same_ether_addr(&eth->dst_addr, dst), "eth dst");
+}
+
+/* Send an outbound UDP flow's first packet and return its translation
+ * (the CREATE record, drained). */
+static struct ns_session open_udp(struct fx *f, uint32_t host, uint16_t sport)
+{
+	struct frame fr = fr_out(IPPROTO_UDP, host, sport, REMOTE, 53);
+	struct ns_session r;
+
+	send_in(f, &fr);
+	rte_pktmbuf_free(take(f, 1));
+	r = one_record(f, NS_EV_CREATE);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* configuration and modes                                              */
+/* ------------------------------------------------------------------ */
+
+Test(nat, conf_check_rejects_each_inconsistency_with_a_reason)
+{
+	struct nsdp_nat_conf c;
+	char err[128];
+
+	conf_default(&c);
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), 0);
+
+	c.pool_last = POOL_FIRST - 1;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_not_empty(err);
+	conf_default(&c);
+	c.pool_last = POOL_FIRST + NSDP_NAT_MAX_POOL;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	conf_default(&c);
+	c.inside_addr = POOL_LAST;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	conf_default(&c);
+	c.port_min = 2000;
+	c.port_max = 1999;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	conf_default(&c);
+	c.port_min = 0;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	conf_default(&c);
+	c.udp_ms = 0;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	conf_default(&c);
+	c.next_hop = POOL_FIRST;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	conf_default(&c);
+	c.max_sessions = 0;
+	cr_assert_eq(nsdp_nat_conf_check(&c, NULL, 0), -EINVAL);
+	c.max_sessions = 1;
+	c.next_hop = 0;
+	c.pool_last = POOL_FIRST + NSDP_NAT_MAX_POOL - 1;
+	c.port_min = c.port_max = 7;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), 0);
+}
+
+Test(nat, activate_needs_the_lcore_and_deactivate_waits_for_it)
+{
+	struct fx f;
+	uint64_t t0;
+
+	fx_open_conf(&f, NULL, 1024, 1024, 1);
+	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+
+	t0 = mono_ms();
+	cr_assert_eq(nsdp_nat_activate(f.nat, 7, 30), -ETIMEDOUT);
+	cr_assert_lt(mono_ms() - t0, 1000, "bounded wait");
+	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+	/* The withdrawn request is not taken later. */
+	nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+
+	cr_assert_eq(with_lcore(&f, 1, 7, NULL), 0);
+	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_ACTIVE);
+	cr_assert_eq(nsdp_nat_epoch(f.nat), 7);
+	cr_assert_eq(nsdp_nat_activate(f.nat, 8, 10), -EBUSY);
+
+	t0 = mono_ms();
+	cr_assert_eq(nsdp_nat_deactivate(f.nat, 30), -ETIMEDOUT);
+	cr_assert_lt(mono_ms() - t0, 1000);
+	cr_assert_eq(with_lcore(&f, 0, 0, NULL), 0);
+	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+	/* Already a standby: nothing to wait for. */
+	cr_assert_eq(nsdp_nat_deactivate(f.nat, 0), 0);
+	tx_free(&f.tx);
+	fx_close(&f);
+}
+
+Test(nat, standby_drops_every_ip_packet_and_answers_no_arp)
+{
+	struct rte_ether_addr hm = host_mac(HOST_B);
+	struct fx f;
+	struct frame fr;
+	struct rte_mbuf *m;
+	struct nsdp_nat_stats s;
+	unsigned int avail;
+
+	fx_open_conf(&f, NULL, 1024, 1024, 1);
+	avail = rte_mempool_avail_count(f.pool);
+
+	fr = fr_out(IPPROTO_UDP, HOST_A, 5000, REMOTE, 53);
+	send_in(&f, &fr);
+	fr = fr_out(IPPROTO_TCP, HOST_A, 5001, REMOTE, 80);
+	send_in(&f, &fr);
+	fr = fr_in(IPPROTO_UDP, REMOTE, 53, POOL_FIRST, 1024);
+	send_out(&f, &fr);
+	m = frame_arp(&f, RTE_ARP_OP_REQUEST, &router_mac, NEXT_HOP,
+		      POOL_FIRST);
+	nsdp_nat_outside(f.nat, &m, 1, f.now, &f.tx);
+	m = frame_arp(&f, RTE_ARP_OP_REQUEST, &hm, HOST_B, INSIDE_ADDR);
+	nsdp_nat_inside(f.nat, &m, 1, f.now, &f.tx);
+	nsdp_nat_housekeep(f.nat, f.now + 5 * SEC, &f.tx);
+
+	s = stats(&f);
+	cr_assert_eq(s.standby_drops, 3);
+	cr_assert_eq(s.arp_in, 2);
+	cr_assert_eq(s.arp_replies_sent, 0);
+	cr_assert_eq(s.arp_ignored, 2);
+	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0, "nothing sent");
+	cr_assert_eq(table_live(&f), 0);
+	cr_assert_eq(s.created, 0);
+	no_record(&f);
+	cr_assert_eq(rte_mempool_avail_count(f.pool), avail,
+		     "every frame freed");
+
+	/* What it learned from ARP as a standby serves it once active: the
+	 * next hop answers without a new ARP request. */
+	cr_assert_eq(with_lcore(&f, 1, EPOCH, NULL), 0);
+	fr = fr_out(IPPROTO_UDP, HOST_A, 5000, REMOTE, 53);
+	send_in(&f, &fr);
+	m = take(&f, 1);
+	check_eth(m, &outside_mac, &router_mac);
+	rte_pktmbuf_free(m);
+	cr_assert_eq(stats(&f).neigh_miss, 0);
+
+	/* Demoted again: forwards nothing, even existing sessions. */
+	cr_assert_eq(with_lcore(&f, 0, 0, NULL), 0);
+	send_in(&f, &fr);
+	cr_assert_eq(f.tx.n_outside, 0);
+	cr_assert_eq(stats(&f).standby_drops, 4);
+	fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* translation                                                          */
+/* ------------------------------------------------------------------ */
+
+Test(nat, udp_outbound_is_translated_recorded_and_checksummed)
+{
+	struct fx f;
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5353, REMOTE, 53), want;
+	struct ns_session r, t;
+	struct rte_mbuf *m;
+	struct nsdp_nat_stats s, s0;
+
+	fx_open(&f);
+	s0 = stats(&f);
+	send_in(&f, &fr);
+	m = take(&f, 1);
+
+	r = one_record(&f, NS_EV_CREATE);
+	cr_assert_eq(r.proto, IPPROTO_UDP);
+	cr_assert_eq(r.epoch, EPOCH);
+	cr_assert_eq(r.timeout_ms, UDP_MS);
+	cr_assert_eq(r.timestamp_ns, f.now);
+	cr_assert_eq(r.orig.saddr, HOST_A);
+	cr_assert_eq(r.orig.sport, 5353);
+	cr_assert_eq(r.orig.daddr, REMOTE);
+	cr_assert_eq(r.orig.dport, 53);
+	cr_assert(r.xlat.saddr >= POOL_FIRST && r.xlat.saddr <= POOL_LAST);
+	cr_assert(r.xlat.sport >= 1024);
+	cr_assert_eq(r.xlat.daddr, REMOTE);
+	cr_assert_eq(r.xlat.dport, 53);
+	cr_assert_eq(nsdp_table_lookup(f.table, IPPROTO_UDP, &r.orig, &t), 0);
+	cr_assert(ns_session_equal_state(&r, &t), "table holds the record");
+
+	check_cksums(m);
+	want = fr;
+	want.saddr = r.xlat.saddr;
+	want.sport = r.xlat.sport;
+	want.ttl = 63;
+	check_same_ip(m, &want);
+	check_eth(m, &outside_mac, &router_mac);
+	rte_pktmbuf_free(m);
+
+	s = stats(&f);
+	cr_assert_eq(s.created, 1);
+	cr_assert_eq(s.recorded, 1);
+	cr_assert_eq(s.tx_outside - s0.tx_outside, 1);
+	cr_assert_eq(s.rx_inside - s0.rx_inside, 1);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 1);
+
+	/* The next packet of the flow uses the session, records nothing. */
+	f.now += 1 * SEC;
+	send_in(&f, &fr);
+	m = take(&f, 1);
+	check_same_ip(m, &want);
+	rte_pktmbuf_free(m);
+	no_record(&f);
+	cr_assert_eq(stats(&f).created, 1);
+	fx_close(&f);
+}
+
+Test(nat, udp_inbound_reply_restores_the_inside_address_and_port)
+{
+	struct fx f;
+	struct ns_session r;
+	struct frame in, want;
+	struct rte_mbuf *m;
+	uint64_t tx0;
+
+	fx_open(&f);
+	r = open_udp(&f, HOST_A, 5353);
+	tx0 = stats(&f).tx_inside;
+
+	in = fr_in(IPPROTO_UDP, REMOTE, 53, r.xlat.saddr, r.xlat.sport);
+	send_out(&f, &in);
+	m = take(&f, 0);
+	check_cksums(m);
+	want = in;
+	want.daddr = HOST_A;
+	want.dport = 5353;
+	want.ttl = 49;
+	check_same_ip(m, &want);
+	{
+		struct rte_ether_addr hm = host_mac(HOST_A);
+
+		check_eth(m, &inside_mac, &hm);
+	}
+	rte_pktmbuf_free(m);
+	no_record(&f);
+	cr_assert_eq(stats(&f).tx_inside - tx0, 1);
+
+	/* From another remote port: no such session. */
+	in.sport = 54;
+	send_out(&f, &in);
+	cr_assert_eq(f.tx.n_inside, 0);
+	cr_assert_eq(stats(&f).no_session, 1);
+	fx_close(&f);
+}
+
+Test(nat, udp_zero_checksum_stays_zero)
+{
+	struct fx f;
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 7000, REMOTE, 9);
+	struct rte_mbuf *m;
+	struct rte_udp_hdr *udp;
+
+	fx_open(&f);
+	fr.no_udp_cksum = 1;
+	send_in(&f, &fr);
+	m = take(&f, 1);
+	udp = l4_of(m);
+	cr_assert_eq(udp->dgram_cksum, 0, "no checksum stays no checksum");
+	cr_assert_eq(rte_raw_cksum(ip_of(m), 20), 0xffff, "IP checksum");
+	rte_pktmbuf_free(m);
+	fx_close(&f);
+}
+
+Test(nat, udp_bad_checksum_stays_wrong_by_the_same_amount)
+{
+	struct fx f;
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 7001, REMOTE, 9);
+	struct rte_mbuf *m = NULL;
+	struct rte_udp_hdr *udp;
+	uint16_t before;
+
+	fx_open(&f);
+	m = frame_build(&f, &fr);
+	udp = l4_of(m);
+	udp->dgram_cksum = (uint16_t)(udp->dgram_cksum ^ 0x0f0f);
+	before = udp_verify_sum(m);
+	cr_assert_neq(before, 0xffff);
+	nsdp_nat_inside(f.nat, &m, 1, f.now, &f.tx);
+	m = take(&f, 1);
+	cr_assert_neq(ip_of(m)->src_addr, rte_cpu_to_be_32(HOST_A),
+		      "translated");
+	cr_assert_eq(udp_verify_sum(m), before,
+		     "the error is carried over unchanged");
+	rte_pktmbuf_free(m);
+	fx_close(&f);
+}
+
+Test(nat, icmp_echo_identifier_is_translated_both_ways)
+{
+	struct fx f;
+	struct frame ping = fr_out(IPPROTO_ICMP, HOST_B, 0x1234, REMOTE, 0);
+	struct frame pong, want;
+	struct ns_session r;
+	struct rte_mbuf *m;
+
+	fx_open(&f);
+	send_in(&f, &ping);
+	m = take(&f, 1);
+	r = one_record(&f, NS_EV_CREATE);
+	cr_assert_eq(r.proto, IPPROTO_ICMP);
+	cr_assert_eq(r.orig.sport, 0x1234);
+	cr_assert_eq(r.orig.dport, 0);
+	cr_assert_eq(r.xlat.dport, 0);
+	cr_assert(r.xlat.sport >= 1024);
+	cr_assert_eq(r.timeout_ms, ICMP_MS);
+	check_cksums(m);
+	want = ping;
+	want.saddr = r.xlat.saddr;
+	want.sport = r.xlat.sport;
+	want.ttl = 63;
+	check_same_ip(m, &want);
+	rte_pktmbuf_free(m);
+
+	pong = fr_in(IPPROTO_ICMP, REMOTE, r.xlat.sport, r.xlat.saddr, 0);
+	send_out(&f, &pong);
+	m = take(&f, 0);
+	check_cksums(m);
+	want = pong;
+	want.daddr = HOST_B;
+	want.sport = 0x1234;
+	want.ttl = 49;
+	check_same_ip(m, &want);
+	rte_pktmbuf_free(m);
+	no_record(&f);
+	fx_close(&f);
+}
+
+Test(nat, multi_segment_frame_with_headers_in_the_first_is_forwarded)
+{
+	struct fx f;
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 6000, REMOTE, 53);
+	struct rte_mbuf *m, *tail;
+	struct ns_session r;
+	uint8_t buf[2048];
+	uint32_t len, head = 14 + 20 + 8 + 10;
+	const uint8_t *flat;
+	char *d;
+
+	fx_open(&f);
+	fr.payload = 100;
+	len = frame_write(&fr, buf);
+	m = rte_pktmbuf_alloc(f.pool);
+	tail = rte_pktmbuf_alloc(f.pool);
+	d = rte_pktmbuf_append(m, (uint16_t)head);
+	memcpy(d, buf, head);
+	d = rte_pktmbuf_append(tail, (uint16_t)(len - head));
+	memcpy(d, buf + head, len - head);
+	cr_assert_eq(rte_pktmbuf_chain(m, tail), 0);
+
+	nsdp_nat_inside(f.nat, &m, 1, f.now, &f.tx);
+	m = take(&f, 1);
+	r = one_record(&f, NS_EV_CREATE);
+	cr_assert_eq(m->nb_segs, 2);
+	/* Verify the checksum over a flat copy of both segments. */
+	cr_assert_eq(rte_pktmbuf_pkt_len(m), len);
+	flat = rte_pktmbuf_read(m, 0, len, buf);
+	cr_assert_not_null(flat);
+	cr_assert_eq(l4_verify_sum((const struct rte_ipv4_hdr *)(flat + 14)),
+		     0xffff, "checksum over both segments still valid");
+	cr_assert_eq(
+		rte_be_to_cpu_16(((struct rte_udp_hdr *)l4_of(m))->src_port),
+		r.xlat.sport);
+	rte_pktmbuf_free(m);
+	fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* TCP                                                                  */
+/* ------------------------------------------------------------------ */
+
+Test(nat, tcp_only_a_syn_opens_a_session)
+{
+	struct fx f;
+	struct frame fr = fr_out(IPPROTO_TCP, HOST_A, 40000, REMOTE, 443);
+	struct ns_session r;
+	struct rte_mbuf *m;
+
+	fx_open(&f);
+	fr.tcp_flags = RTE_TCP_ACK_FLAG;
+	send_in(&f, &fr);
+	fr.tcp_flags = RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG;
+	send_in(&f, &fr);
+	fr.tcp_flags = RTE_TCP_FIN_FLAG | RTE_TCP_ACK_FLAG;
+	send_in(&f, &fr);
+	cr_assert_eq(stats(&f).tcp_no_session, 3);
+	cr_assert_eq(f.tx.n_outside, 0);
+	cr_assert_eq(table_live(&f), 0);
+	no_record(&f);
+
+	fr.tcp_flags = RTE_TCP_SYN_FLAG;
+	send_in(&f, &fr);
+	m = take(&f, 1);
+	check_cksums(m);
+	rte_pktmbuf_free(m);
+	r = one_record(&f, NS_EV_CREATE);
+	cr_assert_eq(r.proto, IPPROTO_TCP);
+	cr_assert_eq(r.timeout_ms, TCP_SYN_MS);
+
+	/* Now the flow's other segments pass. */
+	fr.tcp_flags = RTE_TCP_ACK_FLAG;
+	send_in(&f, &fr);
+	m = take(&f, 1);
+	check_cksums(m);
+	rte_pktmbuf_free(m);
+	cr_assert_eq(stats(&f).tcp_no_session, 3);
+	fx_close(&f);
+}
+
+/* Open a TCP flow from HOST_A and have the remote answer SYN+ACK. */
+static struct ns_session tcp_established(struct fx *f, uint16_t sport)
+{
+	struct frame fr = fr_out(IPPROTO_TCP, HOST_A, sport, REMOTE, 443);
+	struct ns_session r, refresh;
+	struct rte_mbuf *m;
+
+	send_in(f, &fr);
+	rte_pktmbuf_free(take(f, 1));
+	r = one_record(f, NS_EV_CREATE);
+	fr = fr_in(IPPROTO_TCP, REMOTE, 443, r.xlat.saddr, r.xlat.sport);
+	fr.tcp_flags = RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG;
+	send_out(f, &fr);
+	m = take(f, 0);
+	check_cksums(m);
+	rte_pktmbuf_free(m);
+	refresh = one_record(f, NS_EV_REFRESH);
+	cr_assert_eq(refresh.timeout_ms, TCP_EST_MS);
+	cr_assert(ns_session_same_flow(&r, &refresh));
+	cr_assert_eq(refresh.xlat.sport, r.xlat.sport);
+	return refresh;
+}
+
+Test(nat, tcp_syn_ack_from_outside_establishes_with_an_immediate_refresh)
+{
+	struct fx f;
+	struct ns_session r, t;
+	struct frame ack;
+
+	fx_open(&f);
+	r = tcp_established(&f, 40001);
+	cr_assert_eq(r.epoch, EPOCH);
+	cr_assert_eq(nsdp_table_lookup(f.table, IPPROTO_TCP, &r.orig, &t), 0);
+	cr_assert_eq(t.timeout_ms, TCP_EST_MS, "the table follows");
+	cr_assert_eq(stats(&f).refreshed, 1);
+
+	/* Established traffic within half the timeout records nothing. */
+	ack = fr_out(IPPROTO_TCP, HOST_A, 40001, REMOTE, 443);
+	ack.tcp_flags = RTE_TCP_ACK_FLAG;
+	f.now += 60 * SEC;
+	send_in(&f, &ack);
+	rte_pktmbuf_free(take(&f, 1));
+	no_record(&f);
+	fx_close(&f);
+}
+
+Test(nat, tcp_fin_moves_the_session_to_closing)
+{
+	struct fx f;
+	struct ns_session r, c;
+	struct frame fin;
+
+	fx_open(&f);
+	r = tcp_established(&f, 40002);
+	fin = fr_out(IPPROTO_TCP, HOST_A, 40002, REMOTE, 443);
+	fin.tcp_flags = RTE_TCP_FIN_FLAG | RTE_TCP_ACK_FLAG;
+	send_in(&f, &fin);
+	rte_pktmbuf_free(take(&f, 1));
+	c = one_record(&f, NS_EV_REFRESH);
+	cr_assert_eq(c.timeout_ms, TCP_CLOSING_MS);
+
+	/* The other side's FIN changes nothing more. */
+	fin = fr_in(IPPROTO_TCP, REMOTE, 443, r.xlat.saddr, r.xlat.sport);
+	fin.tcp_flags = RTE_TCP_FIN_FLAG | RTE_TCP_ACK_FLAG;
+	send_out(&f, &fin);
+	rte_pktmbuf_free(take(&f, 0));
+	no_record(&f);
+
+	/* Closing sessions expire after tcp_closing_ms. */
+	f.now += (uint64_t)TCP_CLOSING_MS * MS + 1;
+	nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	c = one_record(&f, NS_EV_DELETE);
+	cr_assert(ns_session_same_flow(&c, &r));
+	cr_assert_eq(stats(&f).expired, 1);
+	fx_close(&f);
+}
+
+Test(nat, tcp_rst_either_way_forwards_then_deletes_the_session)
+{
+	struct fx f;
+	struct ns_session r, d, t;
+	struct frame rst;
+	struct rte_mbuf *m;
+
+	fx_open(&f);
+	r = tcp_established(&f, 40003);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 1);
+	rst = fr_in(IPPROTO_TCP, REMOTE, 443, r.xlat.saddr, r.xlat.sport);
+	rst.tcp_flags = RTE_TCP_RST_FLAG;
+	send_out(&f, &rst);
+	m = take(&f, 0);
+	check_cksums(m);
+	cr_assert_eq(ip_of(m)->dst_addr, rte_cpu_to_be_32(HOST_A));
+	rte_pktmbuf_free(m);
+	d = one_record(&f, NS_EV_DELETE);
+	cr_assert(ns_session_same_flow(&d, &r));
+	cr_assert_eq(d.xlat.sport, r.xlat.sport);
+	cr_assert_eq(d.epoch, EPOCH);
+	cr_assert_eq(stats(&f).closed, 1);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
+	cr_assert_eq(nsdp_table_lookup(f.table, IPPROTO_TCP, &r.orig, &t),
+		     -ENOENT);
+
+	/* The late segments of the flow have no session any more. */
+	rst.tcp_flags = RTE_TCP_ACK_FLAG;
+	send_out(&f, &rst);
+	cr_assert_eq(stats(&f).no_session, 1);
+
+	/* From the inside too. */
+	r = tcp_established(&f, 40004);
+	rst = fr_out(IPPROTO_TCP, HOST_A, 40004, REMOTE, 443);
+	rst.tcp_flags = RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG;
+	send_in(&f, &rst);
+	rte_pktmbuf_free(take(&f, 1));
+	d = one_record(&f, NS_EV_DELETE);
+	cr_assert(ns_session_same_flow(&d, &r));
+	cr_assert_eq(stats(&f).closed, 2);
+	cr_assert_eq(table_live(&f), 0);
+	fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* refresh and expiry                                                   */
+/* ------------------------------------------------------------------ */
+
+Test(nat, refresh_is_recorded_at_most_once_per_half_timeout)
+{
+	struct fx f;
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5400, REMOTE, 53);
+	struct ns_session r, t;
+	uint64_t t0;
+
+	fx_open(&f);
+	t0 = f.now;
+	r = open_udp(&f, HOST_A, 5400);
+	f.now = t0 + 1 * SEC;
+	send_in(&f, &fr);
+	f.now = t0 + (uint64_t)UDP_MS * MS / 2 - 1;
+	send_in(&f, &fr);
+	tx_free(&f.tx);
+	no_record(&f);
+
+	f.now = t0 + (uint64_t)UDP_MS * MS / 2;
+	send_in(&f, &fr);
+	t = one_record(&f, NS_EV_REFRESH);
+	cr_assert(ns_session_same_flow(&t, &r));
+	cr_assert_eq(t.timestamp_ns, f.now);
+	cr_assert_eq(t.timeout_ms, UDP_MS);
+	cr_assert_eq(t.epoch, EPOCH);
+	cr_assert_eq(t.xlat.sport, r.xlat.sport);
+	cr_assert_eq(nsdp_table_lookup(f.table, IPPROTO_UDP, &r.orig, &t), 0);
+	cr_assert_eq(t.timestamp_ns, f.now, "the table entry is refreshed");
+
+	/* Return traffic counts as well, and is rate limited the same way. */
+	fr = fr_in(IPPROTO_UDP, REMOTE, 53, r.xlat.saddr, r.xlat.sport);
+	f.now += 1 * SEC;
+	send_out(&f, &fr);
+	no_record(&f);
+	f.now += (uint64_t)UDP_MS * MS / 2;
+	send_out(&f, &fr);
+	one_record(&f, NS_EV_REFRESH);
+	tx_free(&f.tx);
+	cr_assert_eq(stats(&f).refreshed, 2);
+	fx_close(&f);
+}
+
+Test(nat, idle_session_expires_in_housekeep_and_frees_its_port)
+{
+	struct fx f;
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5500, REMOTE, 53);
+	struct ns_session r, d, t;
+	uint64_t t0;
+	unsigned int i;
+
+	fx_open(&f);
+	t0 = f.now;
+	r = open_udp(&f, HOST_A, 5500);
+	/* Traffic at t0 + 10 s moves the idle timer. */
+	f.now = t0 + 10 * SEC;
+	send_in(&f, &fr);
+	tx_free(&f.tx);
+	f.now = t0 + 10 * SEC + (uint64_t)UDP_MS * MS - 1;
+	nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	no_record(&f);
+	cr_assert_eq(stats(&f).expired, 0);
+
+	f.now += 1;
+	for (i = 0; i < 1000 && stats(&f).expired == 0; i++)
+		nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	d = one_record(&f, NS_EV_DELETE);
+	cr_assert(ns_session_same_flow(&d, &r));
+	cr_assert_eq(d.xlat.saddr, r.xlat.saddr);
+	cr_assert_eq(d.xlat.sport, r.xlat.sport);
+	cr_assert_eq(d.timestamp_ns, f.now);
+	cr_assert_eq(d.epoch, EPOCH);
+	cr_assert_eq(stats(&f).expired, 1);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
+	cr_assert_eq(nsdp_table_lookup(f.table, IPPROTO_UDP, &r.orig, &t),
+		     -ENOENT);
+
+	/* The return traffic finds nothing; a new packet opens a new one. */
+	fr = fr_in(IPPROTO_UDP, REMOTE, 53, r.xlat.saddr, r.xlat.sport);
+	send_out(&f, &fr);
+	cr_assert_eq(stats(&f).no_session, 1);
+	open_udp(&f, HOST_A, 5500);
+	fx_close(&f);
+}
+
+Test(nat, expiry_sweep_covers_the_table_in_about_a_second)
+{
+	struct fx f;
+	struct ns_session recs[256];
+	uint32_t i, calls, n = 2000, positions, slice;
+	uint64_t t0, first;
+
+	fx_open_conf(&f, NULL, 65536, 8192, 0);
+	positions = nsdp_table_positions(f.table);
+	t0 = f.now;
+	for (i = 0; i < n; i++) {
+		struct frame fr =
+			fr_out(IPPROTO_UDP, HOST_A + i / 1000,
+			       (uint16_t)(10000 + i % 1000), REMOTE, 53);
+
+		send_in(&f, &fr);
+		tx_free(&f.tx);
+	}
+	cr_assert_eq(stats(&f).created, n);
+	while (drain(&f, recs, 256))
+		;
+
+	/* Just before they are idle long enough: a full pass ends none. */
+	f.now = t0 + (uint64_t)UDP_MS * MS - 1;
+	nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	cr_assert_eq(stats(&f).expired, 0);
+
+	/* Every 10 ms from then on a call visits 1/100 of the positions:
+	 * the first ends no more sessions than that, and within a second
+	 * of calls all of them are gone. */
+	slice = positions / 100;
+	f.now += 10 * MS;
+	nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	first = stats(&f).expired;
+	cr_assert_leq(first, slice, "a 10 ms slice ended %lu (slice %u)",
+		      (unsigned long)first, slice);
+	for (calls = 1; stats(&f).expired < n && calls < 200; calls++) {
+		f.now += 10 * MS;
+		nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	}
+	cr_assert_eq(stats(&f).expired, n);
+	cr_assert_leq(calls, 101, "%u calls of 10 ms", calls);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
+	cr_assert_eq(table_live(&f), 0);
+	i = drain(&f, recs, 256);
+	cr_assert_gt(i, 0);
+	cr_assert_eq(recs[0].event, NS_EV_DELETE);
+	fx_close(&f);
+}
+
+Test(nat, back_to_back_housekeeping_still_visits_64_positions_per_call)
+{
+	struct fx f;
+	uint32_t positions, calls;
+	uint64_t t_end;
+
+	fx_open_conf(&f, NULL, 4096, 1024, 0);
+	positions = nsdp_table_positions(f.table);
+	open_udp(&f, HOST_A, 1);
+	t_end = f.now + (uint64_t)UDP_MS * MS;
+	nsdp_nat_housekeep(f.nat, t_end - 1, &f.tx); /* a full pass */
+	cr_assert_eq(stats(&f).expired, 0);
+	/* No time passes between these calls: 64 positions each. */
+	for (calls = 0; calls < positions / 64 + 2 && !stats(&f).expired;
+	     calls++)
+		nsdp_nat_housekeep(f.nat, t_end, &f.tx);
+	cr_assert_eq(stats(&f).expired, 1);
+	cr_assert_leq(calls, (positions + 63) / 64);
+	fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* ports                                                                */
+/* ------------------------------------------------------------------ */
+
+Test(nat, five_thousand_flows_get_distinct_ports_and_keep_their_host_address)
+{
+	static uint8_t seen[2][65536];
+	static struct ns_session recs[5000];
+	struct fx f;
+	struct rte_mbuf *burst[NSDP_NAT_BURST];
+	uint32_t host_addr[50] = {0};
+	unsigned int i, n = 5000, got = 0, per_addr[2] = {0, 0};
+
+	fx_open_conf(&f, NULL, 16384, 8192, 0);
+	for (i = 0; i < n;) {
+		unsigned int k;
+
+		for (k = 0; k < NSDP_NAT_BURST && i < n; k++, i++) {
+			struct frame fr =
+				fr_out(IPPROTO_UDP, HOST_A + i % 50,
+				       (uint16_t)(20000 + i / 50), REMOTE, 53);
+
+			burst[k] = frame_build(&f, &fr);
+		}
+		nsdp_nat_inside(f.nat, burst, k, f.now, &f.tx);
+		cr_assert_eq(f.tx.n_outside, k);
+		tx_free(&f.tx);
+	}
+	while (got < n) {
+		unsigned int k = drain(&f, recs + got, n - got);
+
+		if (k == 0)
+			break;
+		got += k;
+	}
+	cr_assert_eq(got, n);
+	for (i = 0; i < n; i++) {
+		const struct ns_session *r = &recs[i];
+		uint32_t a = r->xlat.saddr - POOL_FIRST;
+		uint32_t h = r->orig.saddr - HOST_A;
+
+		cr_assert_eq(r->event, NS_EV_CREATE);
+		cr_assert_lt(a, 2);
+		cr_assert_geq(r->xlat.sport, 1024);
+		cr_assert_eq(seen[a][r->xlat.sport], 0,
+			     "port %u of %08x given twice", r->xlat.sport,
+			     r->xlat.saddr);
+		seen[a][r->xlat.sport] = 1;
+		per_addr[a]++;
+		if (!host_addr[h])
+			host_addr[h] = r->xlat.saddr;
+		cr_assert_eq(host_addr[h], r->xlat.saddr,
+			     "a host keeps its outside address");
+	}
+	cr_assert_gt(per_addr[0], 0, "hosts spread over the pool");
+	cr_assert_gt(per_addr[1], 0, "hosts spread over the pool");
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), n);
+	cr_assert_eq(table_live(&f), n);
+	cr_assert_eq(stats(&f).recorded, n);
+	fx_close(&f);
+}
+
+Test(nat, tiny_port_range_is_exhausted_without_duplicates_then_reused)
+{
+	struct fx f;
+	struct nsdp_nat_conf c;
+	struct ns_session r[16];
+	uint8_t used[8] = {0};
+	unsigned int i, k;
+
+	conf_default(&c);
+	c.pool_last = POOL_FIRST;
+	c.port_min = 2000;
+	c.port_max = 2007;
+	fx_open_conf(&f, &c, 1024, 1024, 0);
+	for (i = 0; i < 12; i++) {
+		struct frame fr = fr_out(IPPROTO_UDP, HOST_A + i % 3,
+					 (uint16_t)(3000 + i), REMOTE, 53);
+
+		send_in(&f, &fr);
+		tx_free(&f.tx);
+	}
+	k = drain(&f, r, 16);
+	cr_assert_eq(k, 8);
+	for (i = 0; i < k; i++) {
+		cr_assert_eq(r[i].xlat.saddr, POOL_FIRST);
+		cr_assert(r[i].xlat.sport >= 2000 && r[i].xlat.sport <= 2007);
+		cr_assert_eq(used[r[i].xlat.sport - 2000], 0, "duplicate");
+		used[r[i].xlat.sport - 2000] = 1;
+	}
+	cr_assert_eq(stats(&f).ports_exhausted, 4);
+	cr_assert_eq(stats(&f).created, 8);
+	cr_assert_eq(table_live(&f), 8);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 8);
+
+	/* TCP and ICMP have their own maps. */
+	{
+		struct frame syn =
+			fr_out(IPPROTO_TCP, HOST_A, 3000, REMOTE, 80);
+
+		send_in(&f, &syn);
+		rte_pktmbuf_free(take(&f, 1));
+		one_record(&f, NS_EV_CREATE);
+	}
+
+	/* Expired sessions give their ports back. */
+	f.now += (uint64_t)UDP_MS * MS;
+	nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	cr_assert_eq(stats(&f).expired, 9);
+	while (drain(&f, r, 16))
+		;
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
+	for (i = 0; i < 8; i++)
+		open_udp(&f, HOST_B, (uint16_t)(4000 + i));
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 8);
+	fx_close(&f);
+}
+
+Test(nat, a_host_spills_to_the_next_pool_address_when_its_own_is_full)
+{
+	struct fx f;
+	struct nsdp_nat_conf c;
+	struct ns_session r[16];
+	unsigned int i, k, on_first = 0;
+	uint32_t home;
+
+	conf_default(&c);
+	c.port_min = 2000;
+	c.port_max = 2007;
+	fx_open_conf(&f, &c, 1024, 1024, 0);
+	for (i = 0; i < 12; i++) {
+		struct frame fr = fr_out(IPPROTO_UDP, HOST_A,
+					 (uint16_t)(3000 + i), REMOTE, 53);
+
+		send_in(&f, &fr);
+		tx_free(&f.tx);
+	}
+	k = drain(&f, r, 16);
+	cr_assert_eq(k, 12);
+	home = r[0].xlat.saddr;
+	for (i = 0; i < k; i++)
+		on_first += r[i].xlat.saddr == home;
+	cr_assert_eq(on_first, 8, "the host's address first, all its ports");
+	cr_assert_eq(stats(&f).ports_exhausted, 0);
+	fx_close(&f);
+}
+
+Test(nat, full_table_and_max_sessions_are_counted_and_free_the_port)
+{
+	struct fx f;
+	struct nsdp_nat_conf c;
+	struct ns_session r[8];
+	unsigned int i;
+
+	conf_default(&c);
+	c.max_sessions = 3;
+	fx_open_conf(&f, &c, 1024, 1024, 0);
+	for (i = 0; i < 5; i++) {
+		struct frame fr = fr_out(IPPROTO_UDP, HOST_A,
+					 (uint16_t)(3000 + i), REMOTE, 53);
+
+		send_in(&f, &fr);
+		tx_free(&f.tx);
+	}
+	cr_assert_eq(drain(&f, r, 8), 3);
+	cr_assert_eq(stats(&f).table_full, 2);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 3);
+	cr_assert_eq(table_live(&f), 3);
+	fx_close(&f);
+}
+
+Test(nat, full_lane_drops_records_and_counts_them)
+{
+	struct fx f;
+	struct nsdp_nat_stats s;
+	unsigned int i;
+
+	fx_open_conf(&f, NULL, 1024, 64, 0);
+	for (i = 0; i < 100; i++) {
+		struct frame fr = fr_out(IPPROTO_UDP, HOST_A,
+					 (uint16_t)(3000 + i), REMOTE, 53);
+
+		send_in(&f, &fr);
+		tx_free(&f.tx);
+	}
+	s = stats(&f);
+	cr_assert_eq(s.created, 100, "forwarding goes on");
+	cr_assert_eq(s.recorded + s.record_drops, 100);
+	cr_assert_gt(s.record_drops, 0);
+	cr_assert_eq(s.recorded, f.lane->recorded);
+	cr_assert_eq(s.record_drops, f.lane->dropped);
+	fx_close(&f);
+}
+
+Test(nat, full_tx_list_frees_the_packet_and_counts_it)
+{
+	struct fx f;
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 3000, REMOTE, 53);
+	unsigned int avail;
+
+	fx_open(&f);
+	avail = rte_mempool_avail_count(f.pool);
+	f.tx.n_outside = NSDP_NAT_TX_MAX; /* entries never read */
+	send_in(&f, &fr);
+	cr_assert_eq(f.tx.n_outside, NSDP_NAT_TX_MAX);
+	cr_assert_eq(stats(&f).alloc_failures, 1);
+	cr_assert_eq(rte_mempool_avail_count(f.pool), avail);
+	f.tx.n_outside = 0;
+	fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* ARP and neighbors                                                    */
+/* ------------------------------------------------------------------ */
+
+static void check_arp(struct rte_mbuf *m, uint16_t op,
+		      const struct rte_ether_addr *eth_dst,
+		      const struct rte_ether_addr *sha, uint32_t sip,
+		      const struct rte_ether_addr *tha, uint32_t tip)
+{
+	static const struct rte_ether_addr zero;
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_arp_hdr *arp = (struct rte_arp_hdr *)(eth + 1);
+
+	cr_assert_geq(rte_pktmbuf_data_len(m), 42);
+	cr_assert_eq(eth->ether_type, rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP));
+	cr_assert(rte_is_same_ether_addr(&eth->dst_addr, eth_dst), "eth dst");
+	cr_assert(rte_is_same_ether_addr(&eth->src_addr, sha), "eth src");
+	cr_assert_eq(arp->arp_hardware, rte_cpu_to_be_16(RTE_ARP_HRD_ETHER));
+	cr_assert_eq(arp->arp_protocol, rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4));
+	cr_assert_eq(arp->arp_hlen, 6);
+	cr_assert_eq(arp->arp_plen, 4);
+	cr_assert_eq(arp->arp_opcode, rte_cpu_to_be_16(op));
+	cr_assert(rte_is_same_ether_addr(&arp->arp_data.arp_sha, sha), "sha");
+	cr_assert_eq(arp->arp_data.arp_sip, rte_cpu_to_be_32(sip));
+	cr_assert(rte_is_same_ether_addr(&arp->arp_data.arp_tha,
+					 tha ? tha : &zero),
+		  "tha");
+	cr_assert_eq(arp->arp_data.arp_tip, rte_cpu_to_be_32(tip));
+}
+
+Test(nat, arp_requests_for_our_addresses_are_answered_on_their_port)
+{
+	struct fx f;
+	struct rte_ether_addr hm = host_mac(HOST_B);
+	struct rte_mbuf *m;
+	struct nsdp_nat_stats s;
+
+	fx_open(&f);
+	m = frame_arp(&f, RTE_ARP_OP_REQUEST, &hm, HOST_B, INSIDE_ADDR);
+	nsdp_nat_inside(f.nat, &m, 1, f.now, &f.tx);
+	m = take(&f, 0);
+	check_arp(m, RTE_ARP_OP_REPLY, &hm, &inside_mac, INSIDE_ADDR, &hm,
+		  HOST_B);
+	rte_pktmbuf_free(m);
+
+	m = frame_arp(&f, RTE_ARP_OP_REQUEST, &router_mac, NEXT_HOP, POOL_LAST);
+	nsdp_nat_outside(f.nat, &m, 1, f.now, &f.tx);
+	m = take(&f, 1);
+	check_arp(m, RTE_ARP_OP_REPLY, &router_mac, &outside_mac, POOL_LAST,
+		  &router_mac, NEXT_HOP);
+	rte_pktmbuf_free(m);
+
+	/* Not ours: a pool address asked on the inside, inside_addr on the
+	 * outside, another host, a gratuitous request. */
+	m = frame_arp(&f, RTE_ARP_OP_REQUEST, &hm, HOST_B, POOL_FIRST);
+	nsdp_nat_inside(f.nat, &m, 1, f.now, &f.tx);
+	m = frame_arp(&f, RTE_ARP_OP_REQUEST, &router_mac, NEXT_HOP,
+		      INSIDE_ADDR);
+	nsdp_nat_outside(f.nat, &m, 1, f.now, &f.tx);
+	m = frame_arp(&f, RTE_ARP_OP_REQUEST, &hm, HOST_B, HOST_A);
+	nsdp_nat_inside(f.nat, &m, 1, f.now, &f.tx);
+	m = frame_arp(&f, RTE_ARP_OP_REQUEST, &hm, HOST_B, HOST_B);
+	nsdp_nat_inside(f.nat, &m, 1, f.now, &f.tx);
+	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0);
+	s = stats(&f);
+	cr_assert_eq(s.arp_replies_sent, 2);
+	cr_assert_eq(s.arp_ignored, 4);
+	cr_assert_eq(s.arp_in, 1 + 6); /* the router's reply at setup */
+
+	/* HOST_B was learned from its request: return traffic to it goes
+	 * out at once. */
+	{
+		struct ns_session r;
+		struct frame fr = fr_out(IPPROTO_UDP, HOST_B, 777, REMOTE, 53);
+		struct frame back;
+
+		send_in(&f, &fr);
+		rte_pktmbuf_free(take(&f, 1));
+		r = one_record(&f, NS_EV_CREATE);
+		back = fr_in(IPPROTO_UDP, REMOTE, 53, r.xlat.saddr,
+			     r.xlat.sport);
+		send_out(&f, &back);
+		m = take(&f, 0);
+		check_eth(m, &inside_mac, &hm);
+		rte_pktmbuf_free(m);
+	}
+	cr_assert_eq(stats(&f).neigh_miss, 0);
+	fx_close(&f);
+}
+
+Test(nat, unresolved_next_hop_drops_and_asks_at_most_every_100ms)
+{
+	struct fx f;
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5000, REMOTE, 53);
+	struct rte_mbuf *m;
+	uint64_t t0;
+
+	fx_open_conf(&f, NULL, 1024, 1024, 1);
+	cr_assert_eq(with_lcore(&f, 1, EPOCH, NULL), 0);
+	t0 = f.now;
+
+	send_in(&f, &fr);
+	m = take(&f, 1);
+	check_arp(m, RTE_ARP_OP_REQUEST, &bcast_mac, &outside_mac, POOL_FIRST,
+		  NULL, NEXT_HOP);
+	rte_pktmbuf_free(m);
+	cr_assert_eq(stats(&f).neigh_miss, 1);
+	cr_assert_eq(stats(&f).created, 1, "the session exists");
+	one_record(&f, NS_EV_CREATE);
+
+	f.now = t0 + 50 * MS;
+	send_in(&f, &fr);
+	cr_assert_eq(f.tx.n_outside, 0, "no second request within 100 ms");
+	cr_assert_eq(stats(&f).neigh_miss, 2);
+	f.now = t0 + 100 * MS;
+	send_in(&f, &fr);
+	rte_pktmbuf_free(take(&f, 1));
+	cr_assert_eq(stats(&f).arp_requests_sent, 3, "2 + 1 at promotion");
+
+	learn_router(&f);
+	send_in(&f, &fr);
+	m = take(&f, 1);
+	check_eth(m, &outside_mac, &router_mac);
+	rte_pktmbuf_free(m);
+	cr_assert_eq(stats(&f).neigh_miss, 3);
+	fx_close(&f);
+}
+
+Test(nat, on_link_destinations_are_resolved_when_there_is_no_next_hop)
+{
+	struct fx f;
+	struct nsdp_nat_conf c;
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5000, REMOTE, 53);
+	struct rte_ether_addr rm = {{2, 0, 0, 0, 7, 7}};
+	struct rte_mbuf *m;
+
+	conf_default(&c);
+	c.next_hop = 0;
+	fx_open_conf(&f, &c, 1024, 1024, 0);
+	send_in(&f, &fr);
+	m = take(&f, 1);
+	check_arp(m, RTE_ARP_OP_REQUEST, &bcast_mac, &outside_mac, POOL_FIRST,
+		  NULL, REMOTE);
+	rte_pktmbuf_free(m);
+	m = frame_arp(&f, RTE_ARP_OP_REPLY, &rm, REMOTE, POOL_FIRST);
+	nsdp_nat_outside(f.nat, &m, 1, f.now, &f.tx);
+	send_in(&f, &fr);
+	m = take(&f, 1);
+	check_eth(m, &outside_mac, &rm);
+	rte_pktmbuf_free(m);
+	fx_close(&f);
+}
+
+Test(nat, unknown_inside_host_is_asked_for_on_the_inside)
+{
+	struct fx f;
+	struct ns_session s;
+	struct frame back;
+	struct rte_mbuf *m;
+
+	/* A replicated session whose inside host this gateway never heard. */
+	fx_open_conf(&f, NULL, 1024, 1024, 1);
+	memset(&s, 0, sizeof(s));
+	s.version = NS_RECORD_VERSION;
+	s.family = NS_FAMILY_IPV4;
+	s.proto = IPPROTO_UDP;
+	s.event = NS_EV_CREATE;
+	s.epoch = EPOCH - 1;
+	s.timeout_ms = UDP_MS;
+	s.timestamp_ns = f.now - SEC;
+	s.orig = (struct ns_tuple){HOST_B, REMOTE, 6000, 53};
+	s.xlat = (struct ns_tuple){POOL_LAST, REMOTE, 30000, 53};
+	cr_assert_eq(nsdp_table_apply(f.table, &s), 0);
+	cr_assert_eq(with_lcore(&f, 1, EPOCH, NULL), 0);
+	learn_router(&f);
+
+	back = fr_in(IPPROTO_UDP, REMOTE, 53, POOL_LAST, 30000);
+	send_out(&f, &back);
+	m = take(&f, 0);
+	check_arp(m, RTE_ARP_OP_REQUEST, &bcast_mac, &inside_mac, INSIDE_ADDR,
+		  NULL, HOST_B);
+	rte_pktmbuf_free(m);
+	cr_assert_eq(stats(&f).neigh_miss, 1);
+	fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* promotion over replicated sessions                                   */
+/* ------------------------------------------------------------------ */
+
+static struct ns_session replicated(uint8_t proto, uint32_t host,
+				    uint16_t sport, uint32_t out_addr,
+				    uint16_t out_port, uint32_t timeout_ms,
+				    uint64_t ts)
+{
+	struct ns_session s;
+
+	memset(&s, 0, sizeof(s));
+	s.version = NS_RECORD_VERSION;
+	s.family = NS_FAMILY_IPV4;
+	s.proto = proto;
+	s.event = NS_EV_CREATE;
+	s.gateway_id = GATEWAY_ID;
+	s.epoch = 3;
+	s.timeout_ms = timeout_ms;
+	s.timestamp_ns = ts;
+	s.orig = (struct ns_tuple){host, REMOTE, sport,
+				   proto == IPPROTO_ICMP ? 0 : 443};
+	s.xlat = s.orig;
+	s.xlat.saddr = out_addr;
+	s.xlat.sport = out_port;
+	return s;
+}
+
+Test(nat, promotion_forwards_replicated_sessions_and_new_ones_avoid_their_ports)
+{
+	static uint8_t taken[2][65536];
+	struct rte_ether_addr hm = host_mac(HOST_A);
+	struct fx f;
+	struct nsdp_nat_conf c;
+	struct ns_session s, r[64];
+	struct frame fr;
+	struct rte_mbuf *m;
+	uint64_t ts;
+	unsigned int i, k, n_repl = 0;
+
+	/* A narrow range so that new sessions must work around the
+	 * replicated ones. */
+	conf_default(&c);
+	c.port_min = 1024;
+	c.port_max = 1024 + 99;
+	fx_open_conf(&f, &c, 4096, 4096, 1);
+	ts = f.now - 2 * SEC;
+
+	/* What the subscriber applied while this gateway was a standby:
+	 * every other UDP port of both pool addresses, a TCP session in
+	 * each state, an ICMP one, one outside the port range and one on an
+	 * address outside the pool (neither of which the maps hold). */
+	for (i = 0; i < 100; i += 2) {
+		uint32_t a = POOL_FIRST + (i / 2) % 2;
+
+		s = replicated(IPPROTO_UDP, HOST_A + i, 7000, a,
+			       (uint16_t)(1024 + i), UDP_MS, ts);
+		cr_assert_eq(nsdp_table_apply(f.table, &s), 0);
+		taken[a - POOL_FIRST][1024 + i] = 1;
+		n_repl++;
+	}
+	s = replicated(IPPROTO_TCP, HOST_A, 41000, POOL_FIRST, 1030, TCP_EST_MS,
+		       ts);
+	cr_assert_eq(nsdp_table_apply(f.table, &s), 0);
+	s = replicated(IPPROTO_TCP, HOST_A, 41001, POOL_FIRST, 1031, TCP_SYN_MS,
+		       ts);
+	cr_assert_eq(nsdp_table_apply(f.table, &s), 0);
+	s = replicated(IPPROTO_TCP, HOST_A, 41002, POOL_FIRST, 1032,
+		       TCP_CLOSING_MS, ts);
+	cr_assert_eq(nsdp_table_apply(f.table, &s), 0);
+	s = replicated(IPPROTO_ICMP, HOST_B, 0x77, POOL_LAST, 1033, ICMP_MS,
+		       ts);
+	cr_assert_eq(nsdp_table_apply(f.table, &s), 0);
+	s = replicated(IPPROTO_UDP, HOST_B, 7001, POOL_LAST, 60000, UDP_MS, ts);
+	cr_assert_eq(nsdp_table_apply(f.table, &s), 0);
+	s = replicated(IPPROTO_UDP, HOST_B, 7002, 0x0b000001u, 1040, UDP_MS,
+		       ts);
+	cr_assert_eq(nsdp_table_apply(f.table, &s), 0);
+	/* A deleted one leaves a tombstone behind. */
+	s = replicated(IPPROTO_UDP, HOST_B, 7003, POOL_LAST, 1041, UDP_MS, ts);
+	cr_assert_eq(nsdp_table_apply(f.table, &s), 0);
+	s.event = NS_EV_DELETE;
+	s.timestamp_ns = ts + 1;
+	cr_assert_eq(nsdp_table_apply(f.table, &s), 0);
+
+	cr_assert_eq(with_lcore(&f, 1, EPOCH, NULL), 0);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), n_repl + 3 + 1,
+		     "UDP, TCP and ICMP ports in range are held");
+	learn_router(&f);
+
+	/* Return traffic of a replicated UDP session reaches its host
+	 * (whose MAC the gateway learns from its first packet). */
+	fr = fr_out(IPPROTO_UDP, HOST_A + 4, 7000, REMOTE, 443);
+	send_in(&f, &fr);
+	m = take(&f, 1);
+	cr_assert_eq(ip_of(m)->src_addr, rte_cpu_to_be_32(POOL_FIRST));
+	cr_assert_eq(((struct rte_udp_hdr *)l4_of(m))->src_port,
+		     rte_cpu_to_be_16(1028));
+	check_cksums(m);
+	rte_pktmbuf_free(m);
+	fr = fr_in(IPPROTO_UDP, REMOTE, 443, POOL_FIRST, 1028);
+	send_out(&f, &fr);
+	m = take(&f, 0);
+	cr_assert_eq(ip_of(m)->dst_addr, rte_cpu_to_be_32(HOST_A + 4));
+	check_cksums(m);
+	rte_pktmbuf_free(m);
+	cr_assert_eq(stats(&f).created, 0, "no session made for those");
+	no_record(&f);
+
+	/* The established TCP session keeps its timeout (no refresh); the
+	 * one in SYN sent is established by a SYN+ACK (refresh). HOST_A
+	 * makes itself known by ARP first. */
+	m = frame_arp(&f, RTE_ARP_OP_REQUEST, &hm, HOST_A, INSIDE_ADDR);
+	nsdp_nat_inside(f.nat, &m, 1, f.now, &f.tx);
+	rte_pktmbuf_free(take(&f, 0));
+	fr = fr_in(IPPROTO_TCP, REMOTE, 443, POOL_FIRST, 1030);
+	fr.tcp_flags = RTE_TCP_ACK_FLAG;
+	send_out(&f, &fr);
+	m = take(&f, 0);
+	cr_assert_eq(ip_of(m)->dst_addr, rte_cpu_to_be_32(HOST_A));
+	check_cksums(m);
+	rte_pktmbuf_free(m);
+	no_record(&f);
+	fr = fr_in(IPPROTO_TCP, REMOTE, 443, POOL_FIRST, 1031);
+	send_out(&f, &fr);
+	m = take(&f, 0);
+	cr_assert_eq(ip_of(m)->dst_addr, rte_cpu_to_be_32(HOST_A));
+	rte_pktmbuf_free(m);
+	s = one_record(&f, NS_EV_REFRESH);
+	cr_assert_eq(s.timeout_ms, TCP_EST_MS);
+	cr_assert_eq(s.epoch, EPOCH, "records carry the new epoch");
+	cr_assert_eq(s.xlat.sport, 1031);
+
+	/* The tombstone's flow opens again under the new epoch. */
+	fr = fr_out(IPPROTO_UDP, HOST_B, 7003, REMOTE, 443);
+	send_in(&f, &fr);
+	rte_pktmbuf_free(take(&f, 1));
+	s = one_record(&f, NS_EV_CREATE);
+	taken[s.xlat.saddr - POOL_FIRST][s.xlat.sport] = 1;
+
+	/* New UDP sessions take only the free ports: 100 per address, 50
+	 * replicated plus the one above: 149 left in all. */
+	for (i = 0; i < 160; i++) {
+		fr = fr_out(IPPROTO_UDP, HOST_B + 1 + i % 4,
+			    (uint16_t)(8000 + i), REMOTE, 443);
+		send_in(&f, &fr);
+		tx_free(&f.tx);
+		k = drain(&f, r, 64);
+		if (k == 0)
+			continue;
+		cr_assert_eq(k, 1);
+		cr_assert_eq(r[0].epoch, EPOCH);
+		cr_assert_eq(
+			taken[r[0].xlat.saddr - POOL_FIRST][r[0].xlat.sport], 0,
+			"port %u of %08x was in use", r[0].xlat.sport,
+			r[0].xlat.saddr);
+		taken[r[0].xlat.saddr - POOL_FIRST][r[0].xlat.sport] = 1;
+	}
+	cr_assert_eq(stats(&f).created, 1 + 149);
+	cr_assert_eq(stats(&f).ports_exhausted, 11);
+	fx_close(&f);
+}
+
+Test(nat, promotion_announces_every_address_and_asks_for_the_next_hop)
+{
+	struct fx f;
+	struct nsdp_nat_tx sent;
+	struct nsdp_nat_stats s;
+
+	fx_open_conf(&f, NULL, 1024, 1024, 1);
+	cr_assert_eq(with_lcore(&f, 1, EPOCH, &sent), 0);
+	cr_assert_eq(sent.n_inside, 1);
+	check_arp(sent.inside[0], RTE_ARP_OP_REQUEST, &bcast_mac, &inside_mac,
+		  INSIDE_ADDR, NULL, INSIDE_ADDR);
+	cr_assert_eq(sent.n_outside, 3);
+	check_arp(sent.outside[0], RTE_ARP_OP_REQUEST, &bcast_mac, &outside_mac,
+		  POOL_FIRST, NULL, POOL_FIRST);
+	check_arp(sent.outside[1], RTE_ARP_OP_REQUEST, &bcast_mac, &outside_mac,
+		  POOL_LAST, NULL, POOL_LAST);
+	check_arp(sent.outside[2], RTE_ARP_OP_REQUEST, &bcast_mac, &outside_mac,
+		  POOL_FIRST, NULL, NEXT_HOP);
+	tx_free(&sent);
+	s = stats(&f);
+	cr_assert_eq(s.arp_announcements, 3);
+	cr_assert_eq(s.arp_requests_sent, 1);
+
+	/* Once: the next housekeeping sends nothing more (the next hop is
+	 * asked for again only after a second). */
+	nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0);
+	nsdp_nat_housekeep(f.nat, f.now + 2 * SEC, &f.tx);
+	cr_assert_eq(f.tx.n_outside, 1, "unresolved next hop asked again");
+	tx_free(&f.tx);
+
+	/* A second promotion announces again. */
+	cr_assert_eq(with_lcore(&f, 0, 0, NULL), 0);
+	cr_assert_eq(with_lcore(&f, 1, EPOCH + 1, &sent), 0);
+	cr_assert_eq(sent.n_inside + sent.n_outside, 4);
+	tx_free(&sent);
+	cr_assert_eq(stats(&f).arp_announcements, 6);
+	fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* bad input                                                            */
+/* ------------------------------------------------------------------ */
+
+static void ip_fix_cksum(struct rte_mbuf *m)
+{
+	struct rte_ipv4_hdr *ip = ip_of(m);
+
+	ip->hdr_checksum = 0;
+	ip->hdr_checksum = (uint16_t)~rte_raw_cksum(ip, 20);
+}
+
+/* Shorten the IP packet of m to l4 bytes of L4, frame and header. */
+static void truncate_l4(struct rte_mbuf *m, uint16_t l4)
+{
+	struct rte_ipv4_hdr *ip = ip_of(m);
+
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(20 + l4));
+	ip_fix_cksum(m);
+	rte_pktmbuf_trim(m, (uint16_t)(rte_pktmbuf_pkt_len(m) - 14 - 20 - l4));
+}
+
+static struct rte_mbuf *good_udp(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, REMOTE, 53);
+
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_trunc_eth(struct fx *f)
+{
+	struct rte_mbuf *m = good_udp(f);
+
+	rte_pktmbuf_trim(m, (uint16_t)(rte_pktmbuf_pkt_len(m) - 10));
+	return m;
+}
+
+static struct rte_mbuf *bad_ipv6(struct fx *f)
+{
+	struct rte_mbuf *m = good_udp(f);
+
+	rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->ether_type =
+		rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+	return m;
+}
+
+static struct rte_mbuf *bad_trunc_ip(struct fx *f)
+{
+	struct rte_mbuf *m = good_udp(f);
+
+	rte_pktmbuf_trim(m, (uint16_t)(rte_pktmbuf_pkt_len(m) - 24));
+	return m;
+}
+
+static struct rte_mbuf *bad_version(struct fx *f)
+{
+	struct rte_mbuf *m = good_udp(f);
+
+	ip_of(m)->version_ihl = 0x65;
+	ip_fix_cksum(m);
+	return m;
+}
+
+static struct rte_mbuf *bad_ihl(struct fx *f)
+{
+	struct rte_mbuf *m = good_udp(f);
+
+	ip_of(m)->version_ihl = 0x44;
+	ip_fix_cksum(m);
+	return m;
+}
+
+static struct rte_mbuf *bad_ip_cksum(struct fx *f)
+{
+	struct rte_mbuf *m = good_udp(f);
+
+	ip_of(m)->hdr_checksum ^= 0x0100;
+	return m;
+}
+
+static struct rte_mbuf *bad_total_len(struct fx *f)
+{
+	struct rte_mbuf *m = good_udp(f);
+
+	ip_of(m)->total_length =
+		rte_cpu_to_be_16((uint16_t)(rte_pktmbuf_pkt_len(m) - 14 + 1));
+	ip_fix_cksum(m);
+	return m;
+}
+
+static struct rte_mbuf *bad_options(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, REMOTE, 53);
+
+	fr.opt_words = 1;
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_frag_mf(struct fx *f)
+{
+	struct rte_mbuf *m = good_udp(f);
+
+	ip_of(m)->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_MF_FLAG);
+	ip_fix_cksum(m);
+	return m;
+}
+
+static struct rte_mbuf *bad_frag_offset(struct fx *f)
+{
+	struct rte_mbuf *m = good_udp(f);
+
+	ip_of(m)->fragment_offset = rte_cpu_to_be_16(185);
+	ip_fix_cksum(m);
+	return m;
+}
+
+static struct rte_mbuf *bad_ttl(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, REMOTE, 53);
+
+	fr.ttl = 1;
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_gre(struct fx *f)
+{
+	struct frame fr = fr_out(47, HOST_A, 0, REMOTE, 0);
+
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_icmp_unreach(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_ICMP, HOST_A, 1, REMOTE, 0);
+
+	fr.icmp_type = 3; /* destination unreachable */
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_trunc_tcp(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_TCP, HOST_A, 9999, REMOTE, 80);
+	struct rte_mbuf *m = frame_build(f, &fr);
+
+	truncate_l4(m, 12);
+	return m;
+}
+
+static struct rte_mbuf *bad_tcp_doff(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_TCP, HOST_A, 9999, REMOTE, 80);
+	struct rte_mbuf *m = frame_build(f, &fr);
+
+	((struct rte_tcp_hdr *)l4_of(m))->data_off = 4 << 4;
+	return m;
+}
+
+static struct rte_mbuf *bad_trunc_udp(struct fx *f)
+{
+	struct rte_mbuf *m = good_udp(f);
+
+	truncate_l4(m, 4);
+	return m;
+}
+
+static struct rte_mbuf *bad_trunc_icmp(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_ICMP, HOST_A, 1, REMOTE, 0);
+	struct rte_mbuf *m = frame_build(f, &fr);
+
+	truncate_l4(m, 4);
+	return m;
+}
+
+static struct rte_mbuf *bad_split_headers(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, REMOTE, 53);
+	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
+	struct rte_mbuf *tail = rte_pktmbuf_alloc(f->pool);
+	uint8_t buf[2048];
+	uint32_t len = frame_write(&fr, buf);
+
+	memcpy(rte_pktmbuf_append(m, 24), buf, 24);
+	memcpy(rte_pktmbuf_append(tail, (uint16_t)(len - 24)), buf + 24,
+	       len - 24);
+	cr_assert_eq(rte_pktmbuf_chain(m, tail), 0);
+	return m;
+}
+
+static struct rte_mbuf *bad_to_gateway(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, INSIDE_ADDR, 53);
+
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_to_pool_inside(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_ICMP, HOST_A, 1, POOL_LAST, 0);
+
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_multicast(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5353, 0xe00000fbu, 5353);
+
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_foreign_mac(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, REMOTE, 53);
+
+	fr.dst = host_mac(HOST_B);
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_tcp_ack(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_TCP, HOST_A, 9999, REMOTE, 80);
+
+	fr.tcp_flags = RTE_TCP_ACK_FLAG;
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_echo_reply_inside(struct fx *f)
+{
+	struct frame fr = fr_out(IPPROTO_ICMP, HOST_A, 1, REMOTE, 0);
+
+	fr.icmp_type = RTE_IP_ICMP_ECHO_REPLY;
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_not_pool(struct fx *f)
+{
+	struct frame fr = fr_in(IPPROTO_UDP, REMOTE, 53, 0xc6336477u, 1024);
+
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_no_session(struct fx *f)
+{
+	struct frame fr = fr_in(IPPROTO_UDP, REMOTE, 53, POOL_FIRST, 1024);
+
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_echo_request_outside(struct fx *f)
+{
+	struct frame fr = fr_in(IPPROTO_ICMP, REMOTE, 9, POOL_FIRST, 0);
+
+	fr.icmp_type = RTE_IP_ICMP_ECHO_REQUEST;
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_ttl_outside(struct fx *f)
+{
+	struct frame fr = fr_in(IPPROTO_UDP, REMOTE, 53, POOL_FIRST, 1024);
+
+	fr.ttl = 1;
+	return frame_build(f, &fr);
+}
+
+static struct rte_mbuf *bad_arp_format(struct fx *f)
+{
+	struct rte_ether_addr hm = host_mac(HOST_A);
+	struct rte_mbuf *m =
+		frame_arp(f, RTE_ARP_OP_REQUEST, &hm, HOST_A, INSIDE_ADDR);
+
+	rte_pktmbuf_mtod_offset(m, struct rte_arp_hdr *, 14)->arp_hlen = 5;
+	return m;
+}
+
+static struct rte_mbuf *bad_arp_short(struct fx *f)
+{
+	struct rte_ether_addr hm = host_mac(HOST_A);
+	struct rte_mbuf *m =
+		frame_arp(f, RTE_ARP_OP_REQUEST, &hm, HOST_A, INSIDE_ADDR);
+
+	rte_pktmbuf_trim(m, 60 - 30);
+	return m;
+}
+
+struct bad_case {
+	const char *name;
+	int outside;
+	size_t counter;
+	size_t also; /* a second counter the frame moves, or NO_STAT */
+	struct rte_mbuf *(*make)(struct fx *f);
+};
+
+static const struct bad_case bad_cases[] = {
+	{"truncated ethernet", 0, STAT(truncated), NO_STAT, bad_trunc_eth},
+	{"IPv6 ethertype", 0, STAT(not_ipv4), NO_STAT, bad_ipv6},
+	{"truncated IP", 0, STAT(truncated), NO_STAT, bad_trunc_ip},
+	{"IP version 6", 0, STAT(bad_ip_header), NO_STAT, bad_version},
+	{"IHL 4", 0, STAT(bad_ip_header), NO_STAT, bad_ihl},
+	{"bad IP checksum", 0, STAT(bad_ip_checksum), NO_STAT, bad_ip_cksum},
+	{"total length past the frame", 0, STAT(bad_ip_header), NO_STAT,
+	 bad_total_len},
+	{"IP options", 0, STAT(ip_options), NO_STAT, bad_options},
+	{"more fragments", 0, STAT(fragments), NO_STAT, bad_frag_mf},
+	{"fragment offset", 0, STAT(fragments), NO_STAT, bad_frag_offset},
+	{"TTL 1", 0, STAT(ttl_expired), NO_STAT, bad_ttl},
+	{"GRE", 0, STAT(unknown_proto), NO_STAT, bad_gre},
+	{"ICMP destination unreachable", 0, STAT(icmp_unsupported), NO_STAT,
+	 bad_icmp_unreach},
+	{"truncated TCP", 0, STAT(truncated), NO_STAT, bad_trunc_tcp},
+	{"TCP data offset 4", 0, STAT(truncated), NO_STAT, bad_tcp_doff},
+	{"truncated UDP", 0, STAT(truncated), NO_STAT, bad_trunc_udp},
+	{"truncated ICMP", 0, STAT(truncated), NO_STAT, bad_trunc_icmp},
+	{"headers split over segments", 0, STAT(truncated), NO_STAT,
+	 bad_split_headers},
+	{"to the gateway's inside address", 0, STAT(to_gateway), NO_STAT,
+	 bad_to_gateway},
+	{"inside to a pool address", 0, STAT(to_gateway), NO_STAT,
+	 bad_to_pool_inside},
+	{"inside to multicast", 0, STAT(not_ours), NO_STAT, bad_multicast},
+	{"another host's MAC", 0, STAT(not_ours), NO_STAT, bad_foreign_mac},
+	{"TCP ACK without session", 0, STAT(tcp_no_session), NO_STAT,
+	 bad_tcp_ack},
+	{"inside echo reply", 0, STAT(no_session), NO_STAT,
+	 bad_echo_reply_inside},
+	{"malformed ARP", 0, STAT(arp_ignored), STAT(arp_in), bad_arp_format},
+	{"short ARP", 0, STAT(arp_ignored), STAT(arp_in), bad_arp_short},
+	{"outside truncated IP", 1, STAT(truncated), NO_STAT, bad_trunc_ip},
+	{"outside bad IP checksum", 1, STAT(bad_ip_checksum), NO_STAT,
+	 bad_ip_cksum},
+	{"outside fragment", 1, STAT(fragments), NO_STAT, bad_frag_mf},
+	{"outside to a non-pool address", 1, STAT(not_ours), NO_STAT,
+	 bad_not_pool},
+	{"outside without session", 1, STAT(no_session), NO_STAT,
+	 bad_no_session},
+	{"outside echo request", 1, STAT(no_session), NO_STAT,
+	 bad_echo_request_outside},
+	{"outside TTL 1", 1, STAT(ttl_expired), NO_STAT, bad_ttl_outside},
+};
+
+Test(nat, every_bad_input_is_dropped_counted_once_and_changes_nothing)
+{
+	struct fx f;
+	struct nsdp_nat_stats before, after;
+	struct nsdp_table_stats tb, ta;
+	unsigned int i, avail;
+	size_t w;
+
+	fx_open(&f);
+	for (i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+		const struct bad_case *bc = &bad_cases[i];
+		size_t rx = bc->outside ? STAT(rx_outside) : STAT(rx_inside);
+		struct rte_mbuf *m;
+
+		avail = rte_mempool_avail_count(f.pool);
+		before = stats(&f);
+		nsdp_table_stats(f.table, &tb);
+		m = bc->make(&f);
+		if (bc->outside && rte_pktmbuf_data_len(m) >= 14)
+			rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->dst_addr =
+				outside_mac;
+		if (bc->outside)
+			nsdp_nat_outside(f.nat, &m, 1, f.now, &f.tx);
+		else
+			nsdp_nat_inside(f.nat, &m, 1, f.now, &f.tx);
+		after = stats(&f);
+		nsdp_table_stats(f.table, &ta);
+
+		for (w = 0; w < sizeof(after); w += sizeof(uint64_t)) {
+			uint64_t b, a, want = 0;
+
+			memcpy(&b, (const uint8_t *)&before + w, sizeof(b));
+			memcpy(&a, (const uint8_t *)&after + w, sizeof(a));
+			if (w == bc->counter || w == rx || w == bc->also)
+				want = 1;
+			cr_expect_eq(a - b, want,
+				     "%s: counter at offset %zu moved by %lu",
+				     bc->name, w, (unsigned long)(a - b));
+		}
+		cr_expect_eq(f.tx.n_inside + f.tx.n_outside, 0,
+			     "%s: nothing sent", bc->name);
+		cr_expect_eq(ta.live, tb.live, "%s: table unchanged", bc->name);
+		cr_expect_eq(ta.applied, tb.applied, "%s: table unchanged",
+			     bc->name);
+		cr_expect_eq(rte_ring_count(f.lane->ring), 0,
+			     "%s: nothing recorded", bc->name);
+		cr_expect_eq(rte_mempool_avail_count(f.pool), avail,
+			     "%s: frame freed", bc->name);
+		tx_free(&f.tx);
+	}
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
+	fx_close(&f);
+}
