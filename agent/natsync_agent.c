@@ -6,12 +6,20 @@
  * synthetic session source on EAL worker lcores, and replicates every
  * record with the writer threads until stopped or, with a synthetic source,
  * until every event is produced and acknowledged by the store.
+ * Attached to a gateway, it checks once a second that the gateway (the
+ * primary process) is alive; when it is gone, it replicates what is left in
+ * the lanes, which stay mapped, and exits with status 1, so that a
+ * supervisor restarts it against the next gateway. Stopped by a signal, it
+ * first waits (at most ATTACHED_STOP_DRAIN_MS) for the lanes to empty and
+ * the store to acknowledge; whatever stays in the lanes is left there for
+ * the next agent.
  * Standby: rebuilds the table from the store and the notifications until
  * stopped; SIGUSR1 dumps the table to [standby] dump.
  *
  * Both print a progress line every [agent] progress_ms and end with one
  * machine-readable REPORT line on stdout. Exit status: 0 done, 1 runtime
- * failure, 2 bad configuration or options.
+ * failure (no gateway to attach to included), 2 bad configuration or
+ * options.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -35,8 +43,17 @@
 #include "nsdp_lane.h"
 #include "nsdp_synth.h"
 
+/* Attached to a gateway: how long to replicate what is left when asked to
+ * stop, and when the gateway is gone. */
+#define ATTACHED_STOP_DRAIN_MS 2000
+#define GATEWAY_GONE_DRAIN_MS 5000
+
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t dump_requested;
+/* The gateway we attached to died: its shared EAL state is no longer ours
+ * to tidy (a new gateway may be rewriting it; rte_eal_cleanup() then
+ * crashes in the shared heap), so the process exits without it. */
+static int gateway_gone;
 
 static void on_stop(int sig)
 {
@@ -76,6 +93,15 @@ static void usage(FILE *out)
 		"\n"
 		"EAL arguments come from [agent] eal_args, then from after "
 		"'--'.\n"
+		"With [rings] attach = yes the agent drains a running "
+		"gateway's lanes\n"
+		"as a DPDK secondary process: eal_args must hold\n"
+		"--proc-type=secondary and the gateway's --file-prefix, "
+		"without\n"
+		"--no-huge/--no-shconf (deploy/agent-secondary.sh does this). "
+		"It exits\n"
+		"with status 1 when the gateway is not running or goes "
+		"away.\n"
 		"Signals: SIGINT/SIGTERM stop (a standby dumps its table first "
 		"when\n"
 		"[standby] dump is set); SIGUSR1 makes a standby dump its "
@@ -105,12 +131,16 @@ static int run_active(const struct nsa_config *conf, double duration)
 	struct nsa_active *active = NULL;
 	struct nsa_active_stats st;
 	struct nsdp_synth_stats ss = {0};
-	double t0, t_end = 0, last_progress;
+	double t0, t_end = 0, last_progress, last_alive_check;
 	uint64_t last_acked = 0;
-	int rc = 1, drained = 0;
+	int rc = 1, drained = 0, open_rc;
 
-	if (nsa_source_open(&src, conf) != 0)
+	open_rc = nsa_source_open(&src, conf);
+	if (open_rc != 0) {
+		rc = open_rc == -EINVAL ? 2
+					: 1; /* 2: does not fit the process */
 		goto out;
+	}
 	active = nsa_active_create(conf, src.lanes, src.n_lanes);
 	if (!active || nsa_active_start(active) != 0) {
 		NSA_ERR("active: cannot start the writers");
@@ -118,6 +148,7 @@ static int run_active(const struct nsa_config *conf, double duration)
 	}
 	t0 = now_s();
 	last_progress = t0;
+	last_alive_check = t0;
 	if (src.synth) {
 		nsa_source_start(&src);
 		NSA_INFO("source: %" PRIu64 " events over %" PRIu64
@@ -143,6 +174,13 @@ static int run_active(const struct nsa_config *conf, double duration)
 				break;
 			}
 		}
+		if (src.attached && t - last_alive_check >= 1.0) {
+			last_alive_check = t;
+			if (!rte_eal_primary_proc_alive(NULL)) {
+				gateway_gone = 1;
+				break;
+			}
+		}
 		if (duration > 0 && t - t0 >= duration)
 			break;
 		if (conf->progress_ms &&
@@ -162,6 +200,18 @@ static int run_active(const struct nsa_config *conf, double duration)
 			last_acked = st.acked;
 			last_progress = t;
 		}
+	}
+	if (gateway_gone) {
+		NSA_ERR("the gateway (DPDK primary process) is gone; "
+			"replicating what is left in its lanes, then stopping");
+		if (nsa_active_drain(active, GATEWAY_GONE_DRAIN_MS) != 0)
+			NSA_ERR("active: the lanes were not replicated within "
+				"%d ms",
+				GATEWAY_GONE_DRAIN_MS);
+	} else if (src.attached &&
+		   nsa_active_drain(active, ATTACHED_STOP_DRAIN_MS) != 0) {
+		NSA_WARN("active: stopping with records in flight or in the "
+			 "lanes (the lanes keep theirs for the next agent)");
 	}
 	if (t_end == 0)
 		t_end = now_s();
@@ -195,7 +245,7 @@ static int run_active(const struct nsa_config *conf, double duration)
 		       st.resent, st.reconnects, st.other_errors, drops,
 		       src.synth ? (drained ? "yes" : "no") : "n/a");
 		fflush(stdout);
-		rc = (src.synth && !drained) ? 1 : 0;
+		rc = ((src.synth && !drained) || gateway_gone) ? 1 : 0;
 	}
 out:
 	if (active) {
@@ -386,10 +436,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 
-	if (nsa_eal_start("natsync-agent", conf.eal_args, argc - optind,
-			  argv + optind, NULL, err, sizeof(err)) != 0) {
+	rc = nsa_eal_start("natsync-agent", conf.eal_args, argc - optind,
+			   argv + optind, NULL, err, sizeof(err));
+	if (rc != 0) {
 		fprintf(stderr, "natsync-agent: %s\n", err);
-		return 2;
+		return rc == -ENOENT ? 1 : 2; /* no gateway yet: retry later */
 	}
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);
@@ -400,6 +451,7 @@ int main(int argc, char **argv)
 		rc = run_active(&conf, duration);
 	else
 		rc = run_standby(&conf, duration);
-	rte_eal_cleanup();
+	if (!gateway_gone)
+		rte_eal_cleanup();
 	return rc;
 }

@@ -1,10 +1,21 @@
 /*
- * nsa_host.c - EAL start-up and the in-process session source.
+ * nsa_host.c - EAL start-up, the lanes, and the in-process session source.
  *
  * The EAL argument vector points into a copy of the configured string that
  * lives as long as the process, since EAL keeps pointers into it.
+ *
+ * Lanes either belong to this process (created here, freed at close) or to
+ * a gateway: with [rings] attach = yes this process must be a DPDK secondary
+ * process of the gateway, finds lane 0..lanes-1 by name in the gateway's
+ * shared memory, and never frees them. The two are not mixed: a primary
+ * cannot attach (there is nothing to find), a secondary does not create
+ * lanes (the gateway's producers would never see them), and the synthetic
+ * source does not produce into a gateway's single-producer lanes.
+ *
+ * Not here: watching the gateway's liveness (natsync_agent.c), the writers.
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +36,47 @@ static int is_lcore_option(const char *arg)
 {
 	return !strcmp(arg, "-l") || !strcmp(arg, "-c") ||
 	       !strncmp(arg, "--lcores", 8);
+}
+
+/* --proc-type=secondary or --proc-type secondary among the arguments. */
+static int asks_for_secondary(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--proc-type=secondary"))
+			return 1;
+		if (!strcmp(argv[i], "--proc-type") && i + 1 < argc &&
+		    !strcmp(argv[i + 1], "secondary"))
+			return 1;
+	}
+	return 0;
+}
+
+/* The value of --file-prefix among the arguments, or EAL's default. */
+static const char *file_prefix(int argc, char **argv)
+{
+	const char *prefix = "rte";
+
+	for (int i = 1; i < argc; i++) {
+		if (!strncmp(argv[i], "--file-prefix=", 14))
+			prefix = argv[i] + 14;
+		else if (!strcmp(argv[i], "--file-prefix") && i + 1 < argc)
+			prefix = argv[i + 1];
+	}
+	return prefix;
+}
+
+/* Whether the primary process of prefix runs: it holds a lock on its
+ * runtime config file, which lives where EAL puts it (eal_get_runtime_dir:
+ * /var/run/dpdk/<prefix> for root, else under $XDG_RUNTIME_DIR or /tmp). */
+static int primary_running(const char *prefix, char *path, size_t cap)
+{
+	const char *dir = "/var/run";
+
+	if (getuid() != 0)
+		dir = getenv("XDG_RUNTIME_DIR") ? getenv("XDG_RUNTIME_DIR")
+						: "/tmp";
+	snprintf(path, cap, "%s/dpdk/%s/config", dir, prefix);
+	return rte_eal_primary_proc_alive(path);
 }
 
 static void unpin_calling_thread(void)
@@ -66,9 +118,30 @@ int nsa_eal_start(const char *prog, const char *eal_args, int extra_argc,
 	for (int i = 0; i < extra_argc && argc < EAL_MAX_ARGS - 1; i++)
 		argv[argc++] = extra_argv[i];
 	argv[argc] = NULL;
+	/* Checked before EAL, because a secondary process started on the
+	 * leftovers of a dead primary recreates its hugepage files. */
+	if (asks_for_secondary(argc, argv)) {
+		char path[PATH_MAX];
+		const char *prefix = file_prefix(argc, argv);
+
+		if (!primary_running(prefix, path, sizeof(path))) {
+			snprintf(
+				err, errlen,
+				"no DPDK primary process with --file-prefix=%s "
+				"is running (%s is not locked); start the "
+				"gateway first",
+				prefix, path);
+			return -ENOENT;
+		}
+	}
 	if (rte_eal_init(argc, argv) < 0) {
-		snprintf(err, errlen, "EAL initialisation failed: %s",
-			 rte_strerror(rte_errno));
+		snprintf(err, errlen, "EAL initialisation failed: %s%s",
+			 rte_strerror(rte_errno),
+			 asks_for_secondary(argc, argv)
+				 ? " (a secondary process needs its primary "
+				   "running, with hugepages, and the same "
+				   "--file-prefix)"
+				 : "");
 		return -1;
 	}
 	unpin_calling_thread();
@@ -82,27 +155,89 @@ static int source_lcore_main(void *arg)
 	return nsdp_synth_run(l->synth, l->worker);
 }
 
+/* Refuse the combinations that cannot work, before touching any lane. */
+static int check_lane_ownership(const struct nsa_config *conf)
+{
+	int secondary = rte_eal_process_type() == RTE_PROC_SECONDARY;
+
+	if (conf->attach && !secondary) {
+		NSA_ERR("[rings] attach = yes: this is not a DPDK secondary "
+			"process, so there are no gateway lanes to find; add "
+			"--proc-type=secondary --file-prefix=<the gateway's "
+			"prefix> to [agent] eal_args (and drop --no-huge "
+			"--no-shconf)");
+		return -EINVAL;
+	}
+	if (!conf->attach && secondary) {
+		NSA_ERR("this is a DPDK secondary process: set [rings] attach "
+			"= yes to drain the primary's lanes (a secondary does "
+			"not create lanes)");
+		return -EINVAL;
+	}
+	if (conf->attach && conf->synth) {
+		NSA_ERR("[source] type = synth with [rings] attach = yes: the "
+			"gateway is the only producer of its lanes; set "
+			"[source] type = none");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int attach_lanes(struct nsa_source *src, const struct nsa_config *conf)
+{
+	/* EAL attaches to a dead primary's leftover files too. */
+	if (!rte_eal_primary_proc_alive(NULL)) {
+		NSA_ERR("the primary process (the gateway) of this "
+			"--file-prefix is not running");
+		return -ENOENT;
+	}
+	for (unsigned int i = 0; i < conf->lanes; i++) {
+		src->lanes[i] = nsdp_lane_lookup(i);
+		if (!src->lanes[i]) {
+			NSA_ERR("lane %u (natsync_lane_%u): not found in the "
+				"primary process; does the gateway run %u "
+				"lane(s)? ([rings] lanes)",
+				i, i, conf->lanes);
+			return -ENOENT;
+		}
+	}
+	if (conf->lanes < NSDP_MAX_LANES && nsdp_lane_lookup(conf->lanes))
+		NSA_WARN("the primary process has more than %u lane(s); "
+			 "lanes %u and up are not drained ([rings] lanes)",
+			 conf->lanes, conf->lanes);
+	NSA_INFO("attached to %u lane(s) of the primary process (ring of %u "
+		 "records, %u waiting)",
+		 conf->lanes, rte_ring_get_capacity(src->lanes[0]->ring),
+		 rte_ring_count(src->lanes[0]->ring));
+	return 0;
+}
+
 int nsa_source_open(struct nsa_source *src, const struct nsa_config *conf)
 {
 	unsigned int lcore, n_lcores = 0;
+	int rc;
 
 	memset(src, 0, sizeof(*src));
-	src->n_lanes = conf->lanes;
+	rc = check_lane_ownership(conf);
+	if (rc != 0)
+		return rc;
 	src->attached = conf->attach;
+	if (conf->attach) {
+		rc = attach_lanes(src, conf);
+		if (rc != 0)
+			return rc;
+		src->n_lanes = conf->lanes;
+		return 0;
+	}
 	for (unsigned int i = 0; i < conf->lanes; i++) {
-		src->lanes[i] =
-			conf->attach ? nsdp_lane_lookup(i)
-				     : nsdp_lane_create(i, conf->ring_size,
-							(int)rte_socket_id());
+		src->lanes[i] = nsdp_lane_create(i, conf->ring_size,
+						 (int)rte_socket_id());
 		if (!src->lanes[i]) {
-			NSA_ERR("lane %u: %s: %s", i,
-				conf->attach ? "not found (is the gateway "
-					       "running, and is this a "
-					       "secondary process?)"
-					     : "cannot create",
+			NSA_ERR("lane %u: cannot create: %s", i,
 				rte_strerror(rte_errno));
 			return -ENOENT;
 		}
+		src->n_lanes = i + 1;
 	}
 	if (!conf->synth)
 		return 0;

@@ -16,7 +16,9 @@
  * when neither eal_args nor extra gives the lcores (NULL: never), then the
  * extra arguments. Unpins the calling thread afterwards: EAL pins it to the
  * main lcore, and the writer and subscriber threads it creates are not
- * lcores. 0 or -1 with a reason in err. */
+ * lcores. 0, or with a reason in err: -ENOENT when the arguments ask for a
+ * secondary process and no primary of that --file-prefix runs (checked
+ * before EAL starts), -1 when EAL fails. */
 int nsa_eal_start(const char *prog, const char *eal_args, int extra_argc,
 		  char **extra_argv, const char *default_lcores, char *err,
 		  size_t errlen);
@@ -38,7 +40,10 @@ struct nsa_source {
 
 /* Create the lanes (or find them, [rings] attach = yes) and, with a
  * synthetic source configured, the source with one EAL worker lcore per
- * lane. 0 or a negative errno (logged). */
+ * lane. 0 or a negative errno (logged): -EINVAL when the configuration does
+ * not fit this process (attach = yes needs a DPDK secondary process, a
+ * secondary needs attach = yes, attach = yes excludes the synthetic source,
+ * too few lcores), -ENOENT when a lane cannot be created or found. */
 int nsa_source_open(struct nsa_source *src, const struct nsa_config *conf);
 /* Launch the source's workers on their lcores. */
 void nsa_source_start(struct nsa_source *src);
