@@ -72,6 +72,10 @@ struct nsa_batch {
 	uint64_t wseq; /* writer-wide opening order, merges resends */
 	uint64_t open_ns;
 	unsigned int count;
+	/* The highest epoch among the records: a gateway promoted to a new
+	 * epoch is not fenced by standbys because this agent was started
+	 * with an older [agent] epoch (natsync-agent as a secondary). */
+	uint32_t epoch;
 	unsigned int pending; /* replies still due, over all connections */
 	int closed;
 	int retry;
@@ -269,6 +273,7 @@ static struct nsa_batch *batch_get(struct nsa_writer *w)
 	}
 	b->next_free = NULL;
 	b->count = 0;
+	b->epoch = w->a->conf.epoch;
 	b->pending = 0;
 	b->closed = 0;
 	b->retry = 0;
@@ -447,7 +452,7 @@ static int batch_close(struct nsa_writer *w, struct nsa_conn *c)
 	struct ns_batch_hdr h = {
 		.publisher_id = w->publisher_id,
 		.gateway_id = w->a->conf.gateway_id,
-		.epoch = w->a->conf.epoch,
+		.epoch = b->epoch,
 		.count = (uint16_t)b->count,
 		.flags = 0,
 		.seq = ++w->seq[c->channel_slot],
@@ -588,6 +593,8 @@ static int append_record(struct nsa_writer *w, const struct ns_session *s)
 	b->rflags[rec] = 0;
 	b->body_len += (size_t)len;
 	b->count++;
+	if (s->epoch > b->epoch)
+		b->epoch = s->epoch;
 	if (b->count >= w->a->conf.batch_size)
 		return batch_close(w, c);
 	return 0;

@@ -433,8 +433,9 @@ int nsa_topology_find(const struct nsa_topology *t, const struct nsa_addr *addr)
 }
 
 int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
-		       char *err, size_t errlen)
+		       int64_t floor, char *err, size_t errlen)
 {
+	int64_t by = 1;
 	struct nsa_topology *t = malloc(sizeof(*t));
 	struct nsa_addr addr;
 	int64_t rc = -EIO;
@@ -457,13 +458,29 @@ int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
 			rc = -ECONNREFUSED;
 			goto out;
 		}
-		r = redisCommand(c, "INCR %s", key);
+		r = redisCommand(c, "INCRBY %s %lld", key, (long long)by);
 		if (!r) {
 			set_err(err, errlen, "INCR %s on %s:%u: %s", key,
 				addr.host, addr.port, c->errstr);
 			redisFree(c);
 			rc = -EIO;
 			goto out;
+		}
+		if (r->type == REDIS_REPLY_INTEGER && r->integer <= floor &&
+		    by == 1) {
+			/* Below the floor: one more atomic step over it, so
+			 * that concurrent callers still get distinct values. */
+			by = floor - r->integer + 1;
+			freeReplyObject(r);
+			r = redisCommand(c, "INCRBY %s %lld", key,
+					 (long long)by);
+			if (!r) {
+				set_err(err, errlen, "INCRBY %s on %s:%u: %s",
+					key, addr.host, addr.port, c->errstr);
+				redisFree(c);
+				rc = -EIO;
+				goto out;
+			}
 		}
 		redisFree(c);
 		if (r->type == REDIS_REPLY_INTEGER) {
@@ -480,7 +497,7 @@ int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
 				continue;
 			}
 		}
-		set_err(err, errlen, "INCR %s on %s:%u: %s", key, addr.host,
+		set_err(err, errlen, "INCRBY %s on %s:%u: %s", key, addr.host,
 			addr.port,
 			r->type == REDIS_REPLY_ERROR ? r->str
 						     : "unexpected reply");

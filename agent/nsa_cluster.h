@@ -78,12 +78,13 @@ void nsa_topology_channel(const struct nsa_topology *t, unsigned int node,
 int nsa_topology_find(const struct nsa_topology *t,
 		      const struct nsa_addr *addr);
 
-/* INCR key on the master that owns its slot (following one MOVED), with a
- * fresh connection: for rare, one-off counters such as the gateways'
- * promotion epoch. The new value, or a negative errno with a reason in
- * err. */
+/* Increment key atomically to a value above floor, on the master that owns
+ * its slot (following one MOVED), with a fresh connection: for rare,
+ * one-off counters such as the gateways' promotion epoch. Every call
+ * returns a different value. The new value, or a negative errno with a
+ * reason in err. */
 int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
-		       char *err, size_t errlen);
+		       int64_t floor, char *err, size_t errlen);
 
 /* Parse "host:port" into addr; 0 or -EINVAL. */
 int nsa_addr_parse(const char *s, struct nsa_addr *addr);

@@ -2,13 +2,17 @@
 # The whole natsync test suite on a fresh Debian machine: installs what is
 # missing, builds with -Werror, runs every meson test (unit tests, and
 # integration tests that start their own redis-server processes on
-# loopback). Extra arguments go to `meson test` (e.g. --suite unit).
+# loopback, and the failover test, which builds network namespaces and
+# needs root). Extra arguments go to `meson test` (e.g. --suite unit).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 . deploy/lib.sh
 
 ns_install_deps
+# The secondary-process tests (secondary, failover) share memory between
+# DPDK processes through hugepages.
+"$top/deploy/hugepages.sh" -n 256
 ns_build build-test -Dwerror=true -Dtests=enabled
 ns_say "meson test -C build-test $*"
 meson test -C build-test --print-errorlogs --num-processes 2 "$@"

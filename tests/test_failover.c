@@ -21,7 +21,13 @@
  * connection keeps echoing exactly the bytes sent (no reset, no second
  * connection), that the UDP flow keeps being answered, that the server saw
  * one translated source per flow before and after, and that B forwarded
- * with the replicated sessions (it created none for these flows).
+ * with the replicated sessions (it created none for these flows). A then
+ * restarts as a standby and resyncs; B is demoted and A promoted again
+ * (failback), and the same connection goes on through A.
+ *
+ * Both ways to run the agent: threads inside the gateways, and
+ * natsync-agent secondary processes attached to the gateways' rings
+ * (hugepages, started with deploy/agent-secondary.sh).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -332,21 +338,29 @@ static void *client_main(void *arg)
 
 /* ---- gateways --------------------------------------------------------------- */
 
+/* Set by each test: 1 when the agents run as DPDK secondary processes. */
+static int external;
+
 static void write_gateway_config(char id)
 {
-	char name[32], text[4096];
+	char name[32], text[4096], eal[512];
 	FILE *f;
 
+	/* A secondary process maps the gateway's memory: hugepages, shared
+	 * configuration. Otherwise process-private memory is enough. */
+	snprintf(eal, sizeof(eal),
+		 "%s --no-pci --no-telemetry --file-prefix nstfo%c "
+		 "--vdev=net_af_packet0,iface=nstfo%ci "
+		 "--vdev=net_af_packet1,iface=nstfo%co -l 0,1",
+		 external ? "-m 128" : "--no-huge --no-shconf -m 256", id, id,
+		 id);
 	snprintf(text, sizeof(text),
 		 "[agent]\n"
 		 "role = %s\n"
 		 "gateway_id = %d\n"
 		 "progress_ms = 0\n"
 		 "log_level = info\n"
-		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
-		 "--no-telemetry --file-prefix nstfo%c "
-		 "--vdev=net_af_packet0,iface=nstfo%ci "
-		 "--vdev=net_af_packet1,iface=nstfo%co -l 0,1\n"
+		 "eal_args = %s\n"
 		 "[store]\nseeds = 127.0.0.1:%d\n"
 		 "[active]\nflush_us = 200\n"
 		 "[rings]\nlanes = 1\nring_size = 4096\n"
@@ -359,9 +373,11 @@ static void write_gateway_config(char id)
 		 "ports = 20000-29999\n"
 		 "control_socket = %s\n"
 		 "idle_sleep_us = 200\n"
-		 "mbufs = 4095\n",
-		 id == 'A' ? "active" : "standby", id == 'A' ? 1 : 2, id, id,
-		 id, STORE_PORT, run_path(id == 'A' ? "a.sock" : "b.sock"));
+		 "mbufs = 4095\n"
+		 "agent = %s\n",
+		 id == 'A' ? "active" : "standby", id == 'A' ? 1 : 2, eal,
+		 STORE_PORT, run_path(id == 'A' ? "a.sock" : "b.sock"),
+		 external ? "external" : "threads");
 	snprintf(name, sizeof(name), "gw%c.ini", id);
 	f = fopen(run_path(name), "w");
 	cr_assert_not_null(f);
@@ -451,39 +467,112 @@ static long status_value(char id, const char *name)
 		ok_;                                          \
 	})
 
-static pid_t gw_a, gw_b;
+static pid_t gw_a, gw_b, agent_a, agent_b;
+
+static int alive(pid_t pid)
+{
+	return pid > 0 && kill(pid, 0) == 0;
+}
+
+/* External mode: natsync-agent as a secondary process of gateway id,
+ * started the way operators do, with deploy/agent-secondary.sh. */
+static pid_t start_agent(char id)
+{
+	char ini[32], text[1024], pidf[32], log[32], line[32] = "";
+	FILE *f;
+
+	snprintf(ini, sizeof(ini), "agent%c.ini", id);
+	snprintf(pidf, sizeof(pidf), "agent%c.pid", id);
+	snprintf(log, sizeof(log), "agent%c.log", id);
+	snprintf(text, sizeof(text),
+		 "[agent]\ngateway_id = %d\nprogress_ms = 0\n"
+		 "[store]\nseeds = 127.0.0.1:%d\n"
+		 "[active]\nflush_us = 200\n"
+		 "[rings]\nlanes = 1\n",
+		 id == 'A' ? 1 : 2, STORE_PORT);
+	f = fopen(run_path(ini), "w");
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+	nst_sh("%s -c %s --prefix nstfo%c --pages 256 --agent %s "
+	       ">>%s 2>&1 & echo $! >%s",
+	       nst_src("deploy/agent-secondary.sh"), run_path(ini), id,
+	       nst_build("agent/natsync-agent"), run_path(log), run_path(pidf));
+	f = fopen(run_path(pidf), "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	sleep_ms(500);
+	cr_assert(alive((pid_t)atoi(line)), "agent %c did not start; see %s",
+		  id, run_path(log));
+	return (pid_t)atoi(line);
+}
+
+static void stop_pid(pid_t *pid, int sig)
+{
+	if (*pid > 0) {
+		kill(*pid, sig);
+		for (int i = 0; i < 100 && alive(*pid); i++)
+			sleep_ms(50);
+		kill(*pid, SIGKILL);
+	}
+	*pid = 0;
+}
 
 static void fixture_fini(void)
 {
 	__atomic_store_n(&net.stop, 1, __ATOMIC_RELEASE);
-	if (gw_a > 0)
-		kill(gw_a, SIGKILL);
-	if (gw_b > 0)
-		kill(gw_b, SIGTERM);
-	sleep_ms(300);
-	if (gw_b > 0)
-		kill(gw_b, SIGKILL);
+	stop_pid(&gw_a, SIGKILL);
+	stop_pid(&gw_b, SIGTERM);
+	stop_pid(&agent_a, SIGTERM);
+	stop_pid(&agent_b, SIGTERM);
 	nst_store_stop(STORE_PORT);
 	net_teardown();
 }
 
 TestSuite(failover, .fini = fixture_fini, .timeout = 240);
 
-Test(failover, tcp_and_udp_flows_survive_the_active_gateways_death)
+/* Run a keepalived notify for gateway id; its exit status. */
+static int keepalived_notify(char id, const char *state)
+{
+	return nst_sh("%s -S %s -g %s INSTANCE NAT %s >>%s 2>&1",
+		      nst_src("deploy/keepalived-notify.sh"),
+		      run_path(id == 'A' ? "a.sock" : "b.sock"),
+		      nst_build("dataplane/gateway/natsync-gateway"), state,
+		      run_path("notify.out"));
+}
+
+/* Wait until everything sent so far is echoed, plus more bytes and UDP
+ * replies: the flows are alive. */
+static int flows_progress(uint64_t more_bytes, uint64_t more_udp, double secs)
+{
+	uint64_t sent = LOAD(tcp_sent), udp = LOAD(udp_replies);
+
+	return WAIT_FOR(LOAD(tcp_echoed) >= sent + more_bytes &&
+				LOAD(udp_replies) >= udp + more_udp,
+			secs);
+}
+
+static void failover_scenario(const char *name)
 {
 	pthread_t server, client;
 	char reply[4096];
 	struct sockaddr_in udp_before, tcp_peer;
 	uint64_t echoed_before, udp_before_n, tcp_sent_at_kill;
+	long epoch_a, epoch_b;
 	char addr[INET_ADDRSTRLEN];
 	int rc;
 
 	if (geteuid() != 0)
 		cr_skip_test("needs root for network namespaces");
-	snprintf(run_dir, sizeof(run_dir), "%.1900s/failover",
-		 nst_build("tests/run"));
+	snprintf(run_dir, sizeof(run_dir), "%.1900s/%s", nst_build("tests/run"),
+		 name);
 	nst_sh("rm -rf %s && mkdir -p %s", run_dir, run_dir);
 	net_setup();
+	if (external)
+		cr_assert_eq(nst_sh("%s -n 256 >/dev/null",
+				    nst_src("deploy/hugepages.sh")),
+			     0, "cannot reserve hugepages");
 	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
 	write_gateway_config('A');
 	write_gateway_config('B');
@@ -495,6 +584,12 @@ Test(failover, tcp_and_udp_flows_survive_the_active_gateways_death)
 		  "gateway B never loaded the table; see %s",
 		  run_path("gwB.log"));
 	cr_assert(status_has('B', "mode=standby"));
+	epoch_a = status_value('A', "epoch");
+	cr_assert_gt(epoch_a, 0);
+	if (external) {
+		agent_a = start_agent('A');
+		agent_b = start_agent('B');
+	}
 
 	pthread_create(&server, NULL, server_main, NULL);
 	pthread_create(&client, NULL, client_main, NULL);
@@ -523,12 +618,11 @@ Test(failover, tcp_and_udp_flows_survive_the_active_gateways_death)
 	echoed_before = LOAD(tcp_echoed);
 	udp_before_n = LOAD(udp_replies);
 
-	rc = nst_sh("%s -S %s -g %s INSTANCE NAT MASTER >%s 2>&1",
-		    nst_src("deploy/keepalived-notify.sh"), run_path("b.sock"),
-		    nst_build("dataplane/gateway/natsync-gateway"),
-		    run_path("notify.out"));
+	rc = keepalived_notify('B', "MASTER");
 	cr_assert_eq(rc, 0, "promotion through the keepalived hook failed");
 	cr_assert(status_has('B', "mode=active"));
+	epoch_b = status_value('B', "epoch");
+	cr_assert_gt(epoch_b, epoch_a, "a promotion must raise the epoch");
 
 	/* Everything sent before the kill comes back, and more after it. */
 	cr_assert(WAIT_FOR(LOAD(tcp_echoed) >= tcp_sent_at_kill + 640 &&
@@ -540,14 +634,48 @@ Test(failover, tcp_and_udp_flows_survive_the_active_gateways_death)
 		  (unsigned long)tcp_sent_at_kill, (unsigned long)echoed_before,
 		  (unsigned long)LOAD(udp_replies), (unsigned long)udp_before_n,
 		  (ctl('B', "stats", reply, sizeof(reply)), reply));
+	/* B forwarded with the replicated sessions. */
+	cr_expect_eq(stat_value('B', "nat.created"), 0,
+		     "B created sessions for flows it should have had");
+	cr_expect_gt(stat_value('B', "nat.tx_outside"), 0);
+	cr_expect_gt(stat_value('B', "nat.tx_inside"), 0);
 
-	/* The old active comes back as a standby and loads B's table. */
+	/* The old active comes back as a standby and loads B's table. A's
+	 * old agent must be gone first: it exits once its gateway is. */
+	if (external) {
+		cr_assert(WAIT_FOR(!alive(agent_a), 10),
+			  "agent A outlived its gateway");
+		agent_a = 0;
+	}
 	gw_a = start_gateway('A', "--role standby");
-	cr_expect(WAIT_FOR(status_has('A', "synced=yes") &&
+	cr_assert(WAIT_FOR(status_has('A', "synced=yes") &&
 				   status_value('A', "sessions") >= 2,
 			   20),
 		  "the restarted gateway A did not resync as a standby");
-	cr_expect(status_has('A', "mode=standby"));
+	cr_assert(status_has('A', "mode=standby"));
+	if (external)
+		agent_a = start_agent('A');
+
+	/* Failback, as keepalived does it: B demoted, then A promoted. The
+	 * same connection goes on through A with B's sessions. */
+	cr_assert_eq(keepalived_notify('B', "BACKUP"), 0);
+	cr_assert(status_has('B', "mode=standby"));
+	cr_assert_eq(keepalived_notify('A', "MASTER"), 0);
+	cr_assert(status_has('A', "mode=active"));
+	cr_assert_gt(status_value('A', "epoch"), epoch_b,
+		     "a promotion must raise the epoch");
+	cr_assert(flows_progress(640, 20, 30),
+		  "after failback: tcp echoed %lu of %lu sent; A: %s",
+		  (unsigned long)LOAD(tcp_echoed),
+		  (unsigned long)LOAD(tcp_sent),
+		  (ctl('A', "stats", reply, sizeof(reply)), reply));
+	cr_expect_eq(stat_value('A', "nat.created"), 0,
+		     "A created sessions for flows B had replicated");
+	/* The demoted B resyncs as a standby. */
+	cr_expect(WAIT_FOR(status_has('B', "synced=yes") &&
+				   status_value('B', "sessions") >= 2,
+			   20),
+		  "the demoted gateway B did not resync");
 
 	__atomic_store_n(&net.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(client, NULL);
@@ -568,9 +696,16 @@ Test(failover, tcp_and_udp_flows_survive_the_active_gateways_death)
 	cr_expect(strcmp(addr, POOL_FIRST) == 0 || strcmp(addr, POOL_LAST) == 0,
 		  "the server saw the TCP client as %s, not a pool address",
 		  addr);
-	/* B forwarded with the replicated sessions. */
-	cr_expect_eq(stat_value('B', "nat.created"), 0,
-		     "B created sessions for flows it should have had");
-	cr_expect_gt(stat_value('B', "nat.tx_outside"), 0);
-	cr_expect_gt(stat_value('B', "nat.tx_inside"), 0);
+}
+
+Test(failover, tcp_and_udp_flows_survive_the_active_gateways_death)
+{
+	external = 0;
+	failover_scenario("failover-threads");
+}
+
+Test(failover, flows_survive_with_the_agents_as_secondary_processes)
+{
+	external = 1;
+	failover_scenario("failover-external");
 }

@@ -259,7 +259,7 @@ static int gw_promote(struct gw *g, char *reply, size_t len)
 {
 	struct nsdp_table *t = nsa_standby_table(g->sb);
 	struct nsdp_table_stats ts;
-	uint32_t table_max = 0, epoch;
+	uint32_t table_max = 0, floor, epoch;
 	char err[512];
 	int64_t e;
 	int rc;
@@ -272,18 +272,19 @@ static int gw_promote(struct gw *g, char *reply, size_t len)
 	/* From here the fast path is the table's only writer. */
 	nsa_standby_stop(g->sb);
 	nsdp_table_walk(t, max_epoch_cb, &table_max);
-	e = nsa_store_incr(&g->conf.store, GW_EPOCH_KEY, err, sizeof(err));
-	if (e < 0) {
+	/* Above every epoch the table holds and at least [agent] epoch. */
+	floor = table_max;
+	if (g->conf.epoch > 0 && g->conf.epoch - 1 > floor)
+		floor = g->conf.epoch - 1;
+	e = nsa_store_incr(&g->conf.store, GW_EPOCH_KEY, floor, err,
+			   sizeof(err));
+	if (e < 0 || e > UINT32_MAX) {
 		NSA_WARN("promote: no epoch from the store (%s); using the "
 			 "table's highest epoch + 1",
-			 err);
-		e = 0;
+			 e < 0 ? err : "the counter passed 2^32");
+		e = (int64_t)floor + 1;
 	}
 	epoch = (uint32_t)e;
-	if (epoch <= table_max)
-		epoch = table_max + 1;
-	if (epoch <= g->conf.epoch)
-		epoch = g->conf.epoch + 1;
 	rc = nsdp_nat_activate(g->nat, epoch, GW_MODE_TIMEOUT_MS);
 	if (rc < 0) {
 		NSA_ERR("promote: the fast path did not take over: %s",
