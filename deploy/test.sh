@@ -12,7 +12,8 @@ cd "$top"
 ns_install_deps
 # The secondary-process tests (secondary, failover) share memory between
 # DPDK processes through hugepages.
-"$top/deploy/hugepages.sh" -n 256
+"$top/deploy/hugepages.sh" -n 256 ||
+	ns_say "no hugepages: the secondary and failover tests will fail"
 ns_build build-test -Dwerror=true -Dtests=enabled
 ns_say "meson test -C build-test $*"
 meson test -C build-test --print-errorlogs --num-processes 2 "$@"
