@@ -36,12 +36,14 @@
 #include <rte_lcore.h>
 
 #include "nsa_active.h"
+#include "nsa_cli.h"
 #include "nsa_config.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
 #include "nsdp_synth.h"
+#include "nsdp_time.h"
 
 /* Attached to a gateway: how long to replicate what is left when asked to
  * stop, and when the gateway is gone. */
@@ -110,21 +112,6 @@ static void usage(FILE *out)
 		"options.\n");
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(unsigned int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
 static int run_active(const struct nsa_config *conf, double duration)
 {
 	struct nsa_source src;
@@ -146,7 +133,7 @@ static int run_active(const struct nsa_config *conf, double duration)
 		NSA_ERR("active: cannot start the writers");
 		goto out;
 	}
-	t0 = now_s();
+	t0 = nsdp_now_s();
 	last_progress = t0;
 	last_alive_check = t0;
 	if (src.synth) {
@@ -159,15 +146,15 @@ static int run_active(const struct nsa_config *conf, double duration)
 	}
 
 	while (!stop_requested) {
-		double t = now_s();
+		double t = nsdp_now_s();
 
-		sleep_ms(20);
+		nsdp_sleep_ms(20);
 		if (src.synth) {
 			nsdp_synth_stats(src.synth, &ss);
 			if (ss.done && !drained) {
 				/* Every event is in a lane: wait for the store. */
 				drained = nsa_active_drain(active, 600000) == 0;
-				t_end = now_s();
+				t_end = nsdp_now_s();
 				if (!drained)
 					NSA_ERR("active: not every record was "
 						"acknowledged in time");
@@ -214,7 +201,7 @@ static int run_active(const struct nsa_config *conf, double duration)
 			 "lanes (the lanes keep theirs for the next agent)");
 	}
 	if (t_end == 0)
-		t_end = now_s();
+		t_end = nsdp_now_s();
 	if (src.synth) {
 		nsa_source_stop(&src);
 		nsdp_synth_stats(src.synth, &ss);
@@ -277,7 +264,7 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	struct nsa_standby *sb = nsa_standby_create(conf);
 	struct nsa_standby_stats st;
 	struct nsdp_table_stats ts;
-	double t0 = now_s(), last_progress = t0;
+	double t0 = nsdp_now_s(), last_progress = t0;
 	int was_synced = 0;
 
 	if (!sb || nsa_standby_start(sb) != 0) {
@@ -287,9 +274,9 @@ static int run_standby(const struct nsa_config *conf, double duration)
 		return 1;
 	}
 	while (!stop_requested) {
-		double t = now_s();
+		double t = nsdp_now_s();
 
-		sleep_ms(20);
+		nsdp_sleep_ms(20);
 		if (dump_requested) {
 			dump_requested = 0;
 			standby_dump(sb, conf->table_dump);
@@ -343,56 +330,26 @@ static int run_standby(const struct nsa_config *conf, double duration)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"role", required_argument, NULL, 'r'},
-		{"set", required_argument, NULL, 's'},
-		{"duration", required_argument, NULL, 't'},
-		{"print-config", no_argument, NULL, 'p'},
+		NSA_CLI_LONGOPTS,
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct nsa_config conf;
+	struct nsa_cli cli = {.prog = "natsync-agent"};
 	char err[1024];
-	const char *config_path = NULL, *role = NULL;
-	const char *sets[64];
-	unsigned int n_sets = 0;
-	double duration = 0;
-	int print_config = 0, opt, rc;
+	double duration;
+	int print_config, opt, rc;
 
-	while ((opt = getopt_long(argc, argv, "c:r:s:t:phV", opts, NULL)) !=
-	       -1) {
-		switch (opt) {
-		case 'c':
-			config_path = optarg;
-			break;
-		case 'r':
-			role = optarg;
-			break;
-		case 's':
-			if (n_sets == sizeof(sets) / sizeof(sets[0])) {
-				fprintf(stderr,
-					"natsync-agent: too many --set\n");
-				return 2;
-			}
-			sets[n_sets++] = optarg;
-			break;
-		case 't': {
-			char *end;
-
-			duration = strtod(optarg, &end);
-			if (*end || duration < 0) {
-				fprintf(stderr,
-					"natsync-agent: --duration: '%s' is "
-					"not a number of seconds\n",
-					optarg);
-				return 2;
-			}
-			break;
+	while ((opt = getopt_long(argc, argv, NSA_CLI_OPTSTRING "hV", opts,
+				  NULL)) != -1) {
+		switch (nsa_cli_option(&cli, opt, optarg)) {
+		case 1:
+			continue;
+		case -1:
+			return 2;
 		}
-		case 'p':
-			print_config = 1;
-			break;
+		switch (opt) {
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -404,32 +361,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-
-	nsa_config_defaults(&conf);
-	if (config_path &&
-	    nsa_config_load(&conf, config_path, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-agent: %s\n", err);
-		return 2;
-	}
-	if (role) {
-		char assignment[64];
-
-		snprintf(assignment, sizeof(assignment), "agent.role=%s", role);
-		if (nsa_config_set(&conf, assignment, err, sizeof(err)) != 0) {
-			fprintf(stderr, "natsync-agent: --role: %s\n", err);
-			return 2;
-		}
-	}
-	for (unsigned int i = 0; i < n_sets; i++) {
-		if (nsa_config_set(&conf, sets[i], err, sizeof(err)) != 0) {
-			fprintf(stderr, "natsync-agent: %s\n", err);
-			return 2;
-		}
-	}
-	if (nsa_config_finish(&conf, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-agent: %s\n", err);
-		return 2;
-	}
+	if ((rc = nsa_cli_config(&cli, &conf)) != 0)
+		return rc;
+	duration = cli.duration;
+	print_config = cli.print_config;
 	nsa_log_verbosity = conf.verbosity;
 	if (print_config) {
 		nsa_config_print(&conf, stdout);

@@ -28,6 +28,7 @@
 #include "ns_slot.h"
 #include "nsa_cluster.h"
 #include "nsa_config.h"
+#include "nsdp_time.h"
 
 #define SCAN_COUNT "1000"
 
@@ -279,14 +280,6 @@ static int table_compare(const struct table *a, const struct table *b,
 	return missing + extra + differ == 0;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Ask the standby for a dump and wait for the file (at most 15 s). */
 static int request_dump(pid_t pid, const char *path)
 {
@@ -442,7 +435,7 @@ int main(int argc, char **argv)
 	if (source_path && table_read_file(&source, source_path) < 0)
 		return 2;
 
-	t0 = now_s();
+	t0 = nsdp_now_s();
 	for (;;) {
 		int ok = 1;
 
@@ -452,7 +445,7 @@ int main(int argc, char **argv)
 			return 2;
 		if (standby_path && table_read_file(&standby, standby_path) < 0)
 			return 2;
-		int last = now_s() - t0 >= timeout;
+		int last = nsdp_now_s() - t0 >= timeout;
 		int quiet = !last;
 
 		if (use_store && source_path)

@@ -46,6 +46,7 @@
 #include "ns_slot.h"
 #include "nsa_active.h"
 #include "nsa_log.h"
+#include "nsdp_time.h"
 
 #define NSA_BURST 256
 #define NSA_IN_CAP 65536
@@ -179,14 +180,6 @@ struct nsa_active {
 #define W_ADD(w, f, n)                                          \
 	__atomic_store_n(&(w)->st.f, (w)->st.f + (uint64_t)(n), \
 			 __ATOMIC_RELAXED)
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int stopping(const struct nsa_writer *w)
 {
@@ -1167,7 +1160,7 @@ static void *writer_main(void *arg)
 
 	snprintf(name, sizeof(name), "nsa-writer-%u", w->idx);
 	pthread_setname_np(pthread_self(), name);
-	w->now_ns = now_ns();
+	w->now_ns = nsdp_mono_ns();
 	if (store_connect_all(w) != 0)
 		return NULL;
 
@@ -1176,14 +1169,14 @@ static void *writer_main(void *arg)
 		unsigned int i, taken = 0;
 		uint64_t next;
 
-		w->now_ns = now_ns();
+		w->now_ns = nsdp_mono_ns();
 		for (i = 0; i < w->n_conns; i++)
 			if (w->conns[i]->fd >= 0 && w->conns[i]->exp_count > 0)
 				io += conn_read(w, w->conns[i]);
 		if (w->retry_mode && quiescent(w)) {
 			if (recover(w) != 0)
 				break;
-			w->now_ns = now_ns();
+			w->now_ns = nsdp_mono_ns();
 		}
 		if (!w->retry_mode)
 			taken = take_records(w);
@@ -1238,7 +1231,7 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 	a->n_lanes = n_lanes;
 	a->n_writers = n_writers;
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint32_t)now_ns() ^ (uint32_t)getpid();
+		rnd = (uint32_t)nsdp_mono_ns() ^ (uint32_t)getpid();
 
 	for (i = 0; i < n_writers; i++) {
 		struct nsa_writer *w;
@@ -1325,7 +1318,7 @@ static int drained(const struct nsa_active *a)
 int nsa_active_drain(struct nsa_active *a, int timeout_ms)
 {
 	uint64_t deadline =
-		now_ns() +
+		nsdp_mono_ns() +
 		(uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
 
 	if (a == NULL)
@@ -1335,7 +1328,7 @@ int nsa_active_drain(struct nsa_active *a, int timeout_ms)
 
 		if (drained(a))
 			return 0;
-		if (now_ns() >= deadline)
+		if (nsdp_mono_ns() >= deadline)
 			return -ETIMEDOUT;
 		nanosleep(&ts, NULL);
 	}

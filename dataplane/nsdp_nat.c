@@ -80,6 +80,7 @@
 #include <rte_udp.h>
 
 #include "nsdp_nat.h"
+#include "nsdp_time.h"
 
 #define NAT_NS_PER_MS 1000000ull
 #define NAT_NS_PER_S 1000000000ull
@@ -1267,14 +1268,6 @@ static void nexthop_step(struct nsdp_nat *nat, uint64_t now,
 /* modes                                                                */
 /* ------------------------------------------------------------------ */
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NAT_NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 /* Wait until the lcore reports mode, polling every millisecond, until
  * deadline (CLOCK_MONOTONIC). 0 or -ETIMEDOUT. */
 static int mode_wait(const struct nsdp_nat *nat, uint32_t mode,
@@ -1285,7 +1278,7 @@ static int mode_wait(const struct nsdp_nat *nat, uint32_t mode,
 	for (;;) {
 		if (__atomic_load_n(&nat->mode_seen, __ATOMIC_ACQUIRE) == mode)
 			return 0;
-		if (mono_ns() >= deadline)
+		if (nsdp_mono_ns() >= deadline)
 			return -ETIMEDOUT;
 		nanosleep(&ms, NULL);
 	}
@@ -1306,14 +1299,6 @@ static void rebuild_from_table(struct nsdp_nat *nat, uint64_t now)
 		port_mark(nat, s.proto, s.xlat.saddr, s.xlat.sport);
 		side_adopt(nat, &nat->side[pos], &s, now);
 	}
-}
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * NAT_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1473,7 +1458,7 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 int nsdp_nat_activate(struct nsdp_nat *nat, uint32_t epoch, int timeout_ms)
 {
 	uint64_t deadline =
-		mono_ns() +
+		nsdp_mono_ns() +
 		(uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * NAT_NS_PER_MS;
 	int rc;
 
@@ -1484,7 +1469,7 @@ int nsdp_nat_activate(struct nsdp_nat *nat, uint32_t epoch, int timeout_ms)
 	rc = mode_wait(nat, NSDP_NAT_STANDBY, deadline);
 	if (rc)
 		return rc;
-	rebuild_from_table(nat, realtime_ns());
+	rebuild_from_table(nat, nsdp_realtime_ns());
 	__atomic_store_n(&nat->epoch, epoch, __ATOMIC_RELAXED);
 	__atomic_store_n(&nat->mode_req, NSDP_NAT_ACTIVE, __ATOMIC_RELEASE);
 	rc = mode_wait(nat, NSDP_NAT_ACTIVE, deadline);
@@ -1501,7 +1486,7 @@ int nsdp_nat_activate(struct nsdp_nat *nat, uint32_t epoch, int timeout_ms)
 int nsdp_nat_deactivate(struct nsdp_nat *nat, int timeout_ms)
 {
 	uint64_t deadline =
-		mono_ns() +
+		nsdp_mono_ns() +
 		(uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * NAT_NS_PER_MS;
 
 	__atomic_store_n(&nat->mode_req, NSDP_NAT_STANDBY, __ATOMIC_RELEASE);

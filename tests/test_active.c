@@ -29,6 +29,7 @@
 #include "nsa_log.h"
 #include "nsdp_lane.h"
 #include "nst_store.h"
+#include "nsdp_time.h"
 
 #define PORT_CLUSTER 7200
 #define PORT_PLAIN 7210
@@ -72,13 +73,6 @@ static uint64_t mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(unsigned int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
 }
 
 static void conf_for(struct nsa_config *c, int port, unsigned int workers,
@@ -514,8 +508,8 @@ static void sub_finish(struct sub *s, uint64_t expect)
 	unsigned int i;
 
 	while (atomic_load(&s->n_records) < expect && mono_ms() < deadline)
-		sleep_ms(5);
-	sleep_ms(100); /* anything extra would show up now */
+		nsdp_sleep_ms(5);
+	nsdp_sleep_ms(100); /* anything extra would show up now */
 	atomic_store(&s->stop, 1);
 	pthread_join(s->thread, NULL);
 	for (i = 0; i < s->n; i++)
@@ -639,7 +633,7 @@ Test(active, lone_record_is_flushed_within_the_deadline, .timeout = 60)
 	/* a first record makes sure the writer is connected */
 	push_wait(lanes[0], &warm);
 	cr_assert_eq(nsa_active_drain(a, 10000), 0);
-	sleep_ms(20); /* let the writer go idle */
+	nsdp_sleep_ms(20); /* let the writer go idle */
 
 	rc = redisConnect("127.0.0.1", PORT_PLAIN);
 	cr_assert(rc && !rc->err);
@@ -674,7 +668,7 @@ Test(active, store_starting_late_receives_everything, .timeout = 120)
 	cr_assert_eq(nsa_active_start(a), 0, "start does not need the store");
 	for (i = 0; i < p.n_flows; i++)
 		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
-	sleep_ms(1000);
+	nsdp_sleep_ms(1000);
 	nsa_active_stats(a, &st);
 	cr_expect_eq(st.acked, 0);
 	store_up(PORT_LATE, 0);
@@ -737,13 +731,13 @@ Test(active, restarted_server_gets_every_unacknowledged_record, .timeout = 180)
 	cr_assert_eq(pthread_create(&th, NULL, producer_main, &pr), 0);
 	deadline = mono_ms() + 20000;
 	do {
-		sleep_ms(2);
+		nsdp_sleep_ms(2);
 		nsa_active_stats(a, &st);
 	} while (st.acked < 3000 && mono_ms() < deadline);
 	cr_assert_geq(st.acked, 3000, "a first part was acknowledged");
 
 	nst_store_stop(PORT_RESTART);
-	sleep_ms(200);
+	nsdp_sleep_ms(200);
 	/* One lane and one connection: acknowledgements come in record
 	 * order, so what was acknowledged before the crash is a prefix. */
 	nsa_active_stats(a, &st);
@@ -915,7 +909,7 @@ Test(active, resharding_under_load_keeps_every_latest_record, .timeout = 240)
 	pw.lanes = lanes;
 	pw.n_lanes = 2;
 	cr_assert_eq(pthread_create(&prod, NULL, paced_main, &pw), 0);
-	sleep_ms(300);
+	nsdp_sleep_ms(300);
 	cr_assert_eq(pthread_create(&resh, NULL, reshard_main, cmd), 0);
 	pthread_join(resh, &rc);
 	pthread_join(prod, NULL);

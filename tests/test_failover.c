@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "nst_store.h"
+#include "nsdp_time.h"
 
 #define STORE_PORT 7800
 #define TCP_PORT 5001
@@ -78,21 +79,6 @@ static struct {
 
 #define LOAD(f) __atomic_load_n(&net.f, __ATOMIC_ACQUIRE)
 #define ADD(f, v) __atomic_add_fetch(&net.f, (v), __ATOMIC_RELEASE)
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(unsigned int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
 
 static const char *run_path(const char *name)
 {
@@ -282,7 +268,7 @@ static void *client_main(void *arg)
 		if (connect(tfd, (struct sockaddr *)&to, sizeof(to)) != 0) {
 			close(tfd);
 			tfd = -1;
-			sleep_ms(200);
+			nsdp_sleep_ms(200);
 		}
 	}
 	if (tfd < 0)
@@ -293,7 +279,7 @@ static void *client_main(void *arg)
 	while (!LOAD(stop)) {
 		struct pollfd p[2] = {{tfd, POLLIN, 0}, {ufd, POLLIN, 0}};
 		uint8_t buf[4096];
-		double t = now_s();
+		double t = nsdp_now_s();
 
 		if (t >= next_tick) {
 			uint8_t msg[32];
@@ -458,13 +444,13 @@ static long status_value(char id, const char *name)
 }
 
 /* Wait up to secs for cond; returns whether it became true. */
-#define WAIT_FOR(cond, secs)                                  \
-	({                                                    \
-		double until_ = now_s() + (secs);             \
-		int ok_ = 0;                                  \
-		while (!(ok_ = !!(cond)) && now_s() < until_) \
-			sleep_ms(50);                         \
-		ok_;                                          \
+#define WAIT_FOR(cond, secs)                                       \
+	({                                                         \
+		double until_ = nsdp_now_s() + (secs);             \
+		int ok_ = 0;                                       \
+		while (!(ok_ = !!(cond)) && nsdp_now_s() < until_) \
+			nsdp_sleep_ms(50);                         \
+		ok_;                                               \
 	})
 
 static pid_t gw_a, gw_b, agent_a, agent_b;
@@ -502,7 +488,7 @@ static pid_t start_agent(char id)
 	cr_assert_not_null(f);
 	cr_assert_not_null(fgets(line, sizeof(line), f));
 	fclose(f);
-	sleep_ms(500);
+	nsdp_sleep_ms(500);
 	cr_assert(alive((pid_t)atoi(line)), "agent %c did not start; see %s",
 		  id, run_path(log));
 	return (pid_t)atoi(line);
@@ -513,7 +499,7 @@ static void stop_pid(pid_t *pid, int sig)
 	if (*pid > 0) {
 		kill(*pid, sig);
 		for (int i = 0; i < 100 && alive(*pid); i++)
-			sleep_ms(50);
+			nsdp_sleep_ms(50);
 		kill(*pid, SIGKILL);
 	}
 	*pid = 0;
@@ -614,7 +600,7 @@ static void failover_scenario(const char *name)
 	waitpid(gw_a, NULL, 0);
 	gw_a = 0;
 	tcp_sent_at_kill = LOAD(tcp_sent);
-	sleep_ms(300);
+	nsdp_sleep_ms(300);
 	echoed_before = LOAD(tcp_echoed);
 	udp_before_n = LOAD(udp_replies);
 

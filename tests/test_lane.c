@@ -16,6 +16,7 @@
 
 #include "nsdp_lane.h"
 #include "nst_store.h"
+#include "nsdp_time.h"
 
 static void eal_up(void)
 {
@@ -44,14 +45,6 @@ static struct ns_session numbered(uint64_t seq)
 	s.xlat = s.orig;
 	s.xlat.saddr = 0xCB007101u;
 	return s;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 Test(lane, create_is_found_by_name)
@@ -191,7 +184,7 @@ static void *producer(void *arg)
 {
 	struct mover *m = arg;
 	struct nsdp_lane *lane = nsdp_lane_lookup(m->idx);
-	double deadline = now_s() + MOVE_DEADLINE_S;
+	double deadline = nsdp_now_s() + MOVE_DEADLINE_S;
 	struct ns_session burst[64];
 	uint64_t seq = 0;
 
@@ -206,7 +199,7 @@ static void *producer(void *arg)
 		unsigned int room = rte_ring_free_count(lane->ring), n, i;
 
 		if (room == 0) {
-			if (now_s() > deadline) {
+			if (nsdp_now_s() > deadline) {
 				m->timed_out = 1;
 				return NULL;
 			}
@@ -232,7 +225,7 @@ static void *consumer(void *arg)
 {
 	struct mover *m = arg;
 	struct nsdp_lane *lane = nsdp_lane_lookup(m->idx);
-	double deadline = now_s() + MOVE_DEADLINE_S;
+	double deadline = nsdp_now_s() + MOVE_DEADLINE_S;
 	struct ns_session out[256];
 	uint64_t expect = 0;
 
@@ -245,7 +238,7 @@ static void *consumer(void *arg)
 		unsigned int n = nsdp_lane_drain(lane, out, 256), i;
 
 		if (n == 0) {
-			if (now_s() > deadline) {
+			if (nsdp_now_s() > deadline) {
 				m->timed_out = 1;
 				break;
 			}

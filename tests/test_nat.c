@@ -34,6 +34,7 @@
 #include "nsdp_nat.h"
 #include "nsdp_table.h"
 #include "nst_store.h"
+#include "nsdp_time.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -83,14 +84,6 @@ struct fx {
 	struct nsdp_nat_tx tx;
 	uint64_t now;
 };
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t mono_ms(void)
 {
@@ -211,7 +204,7 @@ static void fx_open_conf(struct fx *f, const struct nsdp_nat_conf *conf,
 	f->conf.mbuf_pool = f->pool;
 	f->nat = nsdp_nat_create(&f->conf, f->table, f->lane);
 	cr_assert_not_null(f->nat, "nat: %s", strerror(errno));
-	f->now = realtime_ns();
+	f->now = nsdp_realtime_ns();
 	if (standby)
 		return;
 	cr_assert_eq(with_lcore(f, 1, EPOCH, NULL), 0, "activate");

@@ -48,6 +48,7 @@
 #include "ns_slot.h"
 #include "nsdp_lane.h"
 #include "nst_store.h"
+#include "nsdp_time.h"
 
 #define PREFIX "natsync_sectest"
 #define HUGEPAGES "128"
@@ -67,21 +68,6 @@ static unsigned int n_used_ports;
 static char run_dir[2048];
 
 /* ---- processes -------------------------------------------------------- */
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(unsigned int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
 
 static void child_add(pid_t pid)
 {
@@ -103,7 +89,7 @@ static void child_forget(pid_t pid)
 /* Wait at most timeout_ms for pid to end; 1 with its wait status, or 0. */
 static int child_wait(pid_t pid, unsigned int timeout_ms, int *status)
 {
-	double deadline = now_s() + timeout_ms / 1000.0;
+	double deadline = nsdp_now_s() + timeout_ms / 1000.0;
 
 	do {
 		pid_t r = waitpid(pid, status, WNOHANG);
@@ -114,8 +100,8 @@ static int child_wait(pid_t pid, unsigned int timeout_ms, int *status)
 		}
 		cr_assert_geq(r, 0, "waitpid %d: %s", (int)pid,
 			      strerror(errno));
-		sleep_ms(20);
-	} while (now_s() < deadline);
+		nsdp_sleep_ms(20);
+	} while (nsdp_now_s() < deadline);
 	return 0;
 }
 
@@ -342,7 +328,7 @@ static void agent_attached(pid_t pid, const char *name)
 			return;
 		cr_assert(child_alive(pid), "the agent %s died; see %s", name,
 			  log);
-		sleep_ms(100);
+		nsdp_sleep_ms(100);
 	}
 	cr_assert_fail("the agent %s did not attach within 30 s; see %s", name,
 		       log);
@@ -453,10 +439,10 @@ static void world_accepted(struct world *w, uint32_t f,
 static void record_wait(struct nsdp_lane *lane, struct world *w, uint32_t f)
 {
 	struct ns_session s = flow_event(w, f);
-	double deadline = now_s() + 30;
+	double deadline = nsdp_now_s() + 30;
 
 	while (rte_ring_free_count(lane->ring) == 0) {
-		cr_assert_lt(now_s(), deadline,
+		cr_assert_lt(nsdp_now_s(), deadline,
 			     "the lane stayed full for 30 s");
 		usleep(100);
 	}
@@ -539,19 +525,19 @@ static void store_compare(int port, const struct world *w, uint64_t after,
 static double store_converges(int port, const struct world *w, uint64_t after,
 			      pid_t agent, double timeout_s)
 {
-	double t0 = now_s();
+	double t0 = nsdp_now_s();
 	struct store_diff d;
 
 	for (;;) {
 		store_compare(port, w, after, &d);
 		if (d.wrong + d.missing + d.extra == 0 &&
 		    (after || d.dbsize == (long long)d.expected_live))
-			return now_s() - t0;
+			return nsdp_now_s() - t0;
 		cr_assert(child_alive(agent), "the agent died; see %s",
 			  run_dir);
-		if (now_s() - t0 > timeout_s)
+		if (nsdp_now_s() - t0 > timeout_s)
 			break;
-		sleep_ms(50);
+		nsdp_sleep_ms(50);
 	}
 	cr_assert_fail("the store did not converge in %.0f s: %" PRIu64
 		       " flows checked, %" PRIu64 " wrong, %" PRIu64
@@ -578,11 +564,11 @@ Test(secondary, agent_attached_by_name_replicates_the_last_record_of_each_flow)
 	agent_attached(agent, "agent");
 
 	world_init(&world, 42);
-	t0 = now_s();
+	t0 = nsdp_now_s();
 	for (uint64_t i = 0; i < n; i++)
 		record_wait(lane, &world,
 			    (uint32_t)(rng_next(&world) % N_FLOWS));
-	t_recorded = now_s() - t0;
+	t_recorded = nsdp_now_s() - t0;
 	t_match = store_converges(PORT_REPLICATE, &world, 0, agent, 60) +
 		  t_recorded;
 	fprintf(stderr,
@@ -592,7 +578,7 @@ Test(secondary, agent_attached_by_name_replicates_the_last_record_of_each_flow)
 		n, N_FLOWS, t_recorded, t_match, (double)n / t_match);
 	cr_assert_eq(lane->recorded, n);
 	cr_assert_eq(lane->dropped, 0);
-	sleep_ms(1500); /* a liveness check of the gateway has run */
+	nsdp_sleep_ms(1500); /* a liveness check of the gateway has run */
 	cr_assert(child_alive(agent), "the agent stopped; see %s", run_dir);
 
 	agent_stop(agent, "agent");
@@ -612,7 +598,7 @@ static void *killer_main(void *arg)
 	struct killer *k = arg;
 	int status;
 
-	sleep_ms(k->after_ms);
+	nsdp_sleep_ms(k->after_ms);
 	kill(k->pid, SIGKILL);
 	waitpid(k->pid, &status, 0);
 	atomic_store(&k->dead, 1);
@@ -647,7 +633,7 @@ Test(secondary, killed_agent_never_blocks_the_gateway_and_a_new_agent_resumes)
 	k.after_ms = 300;
 	cr_assert_eq(pthread_create(&killer, NULL, killer_main, &k), 0);
 	dropped0 = lane->dropped;
-	t0 = now_s();
+	t0 = nsdp_now_s();
 	for (i = 0; i < 2000000; i++) {
 		uint32_t f = (uint32_t)(rng_next(&world) % N_FLOWS);
 		struct ns_session s;
@@ -660,7 +646,7 @@ Test(secondary, killed_agent_never_blocks_the_gateway_and_a_new_agent_resumes)
 			break;
 		if (i % 1000 == 0) {
 			double ahead =
-				(double)i / (double)rate - (now_s() - t0);
+				(double)i / (double)rate - (nsdp_now_s() - t0);
 
 			if (ahead > 0)
 				usleep((useconds_t)(ahead * 1e6));
@@ -690,7 +676,7 @@ Test(secondary, killed_agent_never_blocks_the_gateway_and_a_new_agent_resumes)
 		" events in %.2f s: %" PRIu64 " taken by the ring (%" PRIu64
 		" after the agent's death), %" PRIu64 " dropped and counted; "
 		"slowest nsdp_record() %.1f us\n",
-		i, now_s() - t0, ok, ok_after, nobufs,
+		i, nsdp_now_s() - t0, ok, ok_after, nobufs,
 		(double)worst * 1e6 / (double)hz);
 	cr_assert_eq(lane->dropped - dropped0, nobufs,
 		     "every -ENOBUFS is counted in the lane");
@@ -709,16 +695,16 @@ Test(secondary, killed_agent_never_blocks_the_gateway_and_a_new_agent_resumes)
 	cr_assert_eq(kept + claimed, ring);
 
 	/* A new agent drains what the ring kept. */
-	t0 = now_s();
+	t0 = nsdp_now_s();
 	agent = agent_start("agent2", NULL, NULL);
 	agent_attached(agent, "agent2");
 	for (int j = 0; j < 300 && rte_ring_count(lane->ring) > 0; j++)
-		sleep_ms(100);
+		nsdp_sleep_ms(100);
 	cr_assert_eq(rte_ring_count(lane->ring), 0,
 		     "the new agent did not drain the ring in 30 s");
 	store_converges(PORT_RESUME, &world, world.n_accepted - kept, agent,
 			60);
-	resume_s = now_s() - t0;
+	resume_s = nsdp_now_s() - t0;
 	fprintf(stderr,
 		"secondary: the new agent replicated the %" PRIu64
 		" records the ring kept in %.3f s from its start (%" PRIu64

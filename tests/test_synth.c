@@ -18,6 +18,7 @@
 
 #include "nsdp_synth.h"
 #include "nst_store.h"
+#include "nsdp_time.h"
 
 #define MAX_WORKERS 8
 #define DEADLINE_S 60.0
@@ -28,14 +29,6 @@ static void eal_up(void)
 }
 
 TestSuite(synth, .init = eal_up, .timeout = 120);
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 struct run {
 	unsigned int nworkers;
@@ -110,7 +103,7 @@ static void drain_all(struct run *r)
 static void *consumer(void *arg)
 {
 	struct run *r = arg;
-	double deadline = now_s() + DEADLINE_S;
+	double deadline = nsdp_now_s() + DEADLINE_S;
 	struct timespec nap = {0, 20000};
 
 	for (;;) {
@@ -122,7 +115,7 @@ static void *consumer(void *arg)
 			got += drain_lane(r, w, r->slow_consumer ? 4 : 256);
 		if (done && got == 0)
 			return NULL;
-		if (now_s() > deadline) {
+		if (nsdp_now_s() > deadline) {
 			r->consumer_timed_out = 1;
 			return NULL;
 		}
@@ -146,7 +139,7 @@ static void run_workers(struct run *r, int with_consumer)
 {
 	struct worker_arg args[MAX_WORKERS];
 	pthread_t wt[MAX_WORKERS], ct;
-	double t0 = now_s();
+	double t0 = nsdp_now_s();
 	unsigned int w;
 
 	if (with_consumer)
@@ -160,7 +153,7 @@ static void run_workers(struct run *r, int with_consumer)
 		cr_assert_eq(args[w].rc, 0, "worker %u returned %d", w,
 			     args[w].rc);
 	}
-	r->elapsed_s = now_s() - t0;
+	r->elapsed_s = nsdp_now_s() - t0;
 	__atomic_store_n(&r->producers_done, 1, __ATOMIC_RELEASE);
 	if (with_consumer) {
 		pthread_join(ct, NULL);
@@ -601,11 +594,11 @@ Test(synth, stop_ends_every_worker_promptly)
 	usleep(100000);
 	nsdp_synth_stats(r.synth, &st);
 	cr_assert_eq(st.done, 0);
-	t0 = now_s();
+	t0 = nsdp_now_s();
 	nsdp_synth_stop(r.synth);
 	for (w = 0; w < 2; w++)
 		pthread_join(wt[w], NULL);
-	cr_assert_leq(now_s() - t0, 1.0, "workers took too long to stop");
+	cr_assert_leq(nsdp_now_s() - t0, 1.0, "workers took too long to stop");
 	nsdp_synth_stats(r.synth, &st);
 	cr_assert_eq(st.done, 1);
 	cr_assert_lt(st.produced, conf.events);

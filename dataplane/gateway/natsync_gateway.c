@@ -45,6 +45,7 @@
 #include <rte_mbuf.h>
 
 #include "nsa_active.h"
+#include "nsa_cli.h"
 #include "nsa_cluster.h"
 #include "nsa_config.h"
 #include "nsa_host.h"
@@ -53,6 +54,7 @@
 #include "nsdp_lane.h"
 #include "nsdp_nat.h"
 #include "nsdp_table.h"
+#include "nsdp_time.h"
 
 #define GW_EPOCH_KEY "natsync:epoch"
 /* How long a gateway configured active waits for its cold load. */
@@ -138,22 +140,6 @@ static void usage(FILE *out)
 		"the gateway cannot be reached.\n");
 }
 
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- ports ------------------------------------------------------------ */
 
 static int port_open(struct gw *g, const char *name, uint16_t *id,
@@ -219,7 +205,7 @@ static int fwd_main(void *arg)
 	unsigned int idle = 0;
 
 	while (!__atomic_load_n(&g->stop_lcore, __ATOMIC_RELAXED)) {
-		uint64_t now = realtime_ns();
+		uint64_t now = nsdp_realtime_ns();
 		uint16_t n_in, n_out;
 
 		tx.n_inside = tx.n_outside = 0;
@@ -628,13 +614,13 @@ static void gw_progress(struct gw *g, double t)
 
 static int gw_run(struct gw *g, double duration)
 {
-	double t0 = now_s(), last_progress = t0;
+	double t0 = nsdp_now_s(), last_progress = t0;
 	int want_active = g->conf.role == NSA_ROLE_ACTIVE;
 	char reply[GW_REPLY_MAX];
 
 	while (!stop_requested) {
 		struct pollfd pfd = {.fd = g->listen_fd, .events = POLLIN};
-		double t = now_s();
+		double t = nsdp_now_s();
 
 		if (poll(&pfd, 1, 50) > 0)
 			control_serve(g);
@@ -706,11 +692,7 @@ static void gw_teardown(struct gw *g)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"role", required_argument, NULL, 'r'},
-		{"set", required_argument, NULL, 's'},
-		{"duration", required_argument, NULL, 't'},
-		{"print-config", no_argument, NULL, 'p'},
+		NSA_CLI_LONGOPTS,
 		{"ctl", required_argument, NULL, 'C'},
 		{"socket", required_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},
@@ -718,47 +700,20 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	static struct gw g;
+	struct nsa_cli cli = {.prog = "natsync-gateway"};
 	char err[1024];
-	const char *config_path = NULL, *role = NULL, *ctl = NULL;
-	const char *socket_path = NULL;
-	const char *sets[64];
-	unsigned int n_sets = 0;
-	double duration = 0;
-	int print_config = 0, opt, rc;
+	const char *ctl = NULL, *socket_path = NULL;
+	int opt, rc;
 
-	while ((opt = getopt_long(argc, argv, "c:r:s:t:pC:S:hV", opts, NULL)) !=
-	       -1) {
-		switch (opt) {
-		case 'c':
-			config_path = optarg;
-			break;
-		case 'r':
-			role = optarg;
-			break;
-		case 's':
-			if (n_sets == sizeof(sets) / sizeof(sets[0])) {
-				fprintf(stderr,
-					"natsync-gateway: too many --set\n");
-				return 2;
-			}
-			sets[n_sets++] = optarg;
-			break;
-		case 't': {
-			char *end;
-
-			duration = strtod(optarg, &end);
-			if (*end || duration < 0) {
-				fprintf(stderr,
-					"natsync-gateway: --duration: '%s' is "
-					"not a number of seconds\n",
-					optarg);
-				return 2;
-			}
-			break;
+	while ((opt = getopt_long(argc, argv, NSA_CLI_OPTSTRING "C:S:hV", opts,
+				  NULL)) != -1) {
+		switch (nsa_cli_option(&cli, opt, optarg)) {
+		case 1:
+			continue;
+		case -1:
+			return 2;
 		}
-		case 'p':
-			print_config = 1;
-			break;
+		switch (opt) {
 		case 'C':
 			ctl = optarg;
 			break;
@@ -776,41 +731,26 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-
-	nsa_config_defaults(&g.conf);
-	if (config_path &&
-	    nsa_config_load(&g.conf, config_path, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-gateway: %s\n", err);
-		return 2;
-	}
-	if (ctl)
-		return ctl_main(socket_path ? socket_path
-					    : g.conf.gw.control_socket,
-				ctl);
-	if (role) {
-		char assignment[64];
-
-		snprintf(assignment, sizeof(assignment), "agent.role=%s", role);
-		if (nsa_config_set(&g.conf, assignment, err, sizeof(err)) !=
-		    0) {
-			fprintf(stderr, "natsync-gateway: --role: %s\n", err);
-			return 2;
-		}
-	}
-	for (unsigned int i = 0; i < n_sets; i++) {
-		if (nsa_config_set(&g.conf, sets[i], err, sizeof(err)) != 0) {
+	if (ctl && socket_path)
+		return ctl_main(socket_path, ctl);
+	if (ctl) {
+		nsa_config_defaults(&g.conf);
+		if (cli.config_path && nsa_config_load(&g.conf, cli.config_path,
+						       err, sizeof(err)) != 0) {
 			fprintf(stderr, "natsync-gateway: %s\n", err);
 			return 2;
 		}
+		return ctl_main(g.conf.gw.control_socket, ctl);
 	}
-	if (nsa_config_finish(&g.conf, err, sizeof(err)) != 0 ||
-	    nsa_config_gateway_check(&g.conf, err, sizeof(err)) != 0 ||
+	if ((rc = nsa_cli_config(&cli, &g.conf)) != 0)
+		return rc;
+	if (nsa_config_gateway_check(&g.conf, err, sizeof(err)) != 0 ||
 	    nsdp_nat_conf_check(&g.conf.gw.nat, err, sizeof(err)) != 0) {
 		fprintf(stderr, "natsync-gateway: %s\n", err);
 		return 2;
 	}
 	nsa_log_verbosity = g.conf.verbosity;
-	if (print_config) {
+	if (cli.print_config) {
 		nsa_config_print(&g.conf, stdout);
 		return 0;
 	}
@@ -823,7 +763,7 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_stop);
 	signal(SIGPIPE, SIG_IGN);
 
-	rc = gw_setup(&g) == 0 ? gw_run(&g, duration) : 1;
+	rc = gw_setup(&g) == 0 ? gw_run(&g, cli.duration) : 1;
 	gw_teardown(&g);
 	rte_eal_cleanup();
 	return rc;

@@ -75,6 +75,7 @@
 #include "nsdp_lane.h"
 #include "nsdp_nat.h"
 #include "nsdp_table.h"
+#include "nsdp_time.h"
 
 #define GWB_EAL_ARGS "--no-huge --no-shconf -m 1024 --no-pci --no-telemetry"
 #define GWB_LCORES "0-1"
@@ -317,14 +318,6 @@ static void usage(FILE *out)
 		"Exit status: 0 done, 1 failure, 2 bad options.\n",
 		NSDP_NAT_BURST, NSDP_NAT_BURST, GWB_EAL_ARGS, GWB_LCORES,
 		1000.0 / GWB_STALL_DIV);
-}
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void sleep_us(unsigned int us)
@@ -720,7 +713,7 @@ static unsigned int gw_iteration(struct gwb_gw *gw, struct nsdp_nat *nat,
 {
 	struct rte_mbuf *pkts[NSDP_NAT_BURST];
 	struct nsdp_nat_tx *tx = &gw->tx;
-	uint64_t now_ns = realtime_ns() - clock_offset_ns;
+	uint64_t now_ns = nsdp_realtime_ns() - clock_offset_ns;
 	uint16_t n_in, n_out;
 
 	tx->n_inside = tx->n_outside = 0;
@@ -1330,7 +1323,7 @@ static void pair_slice(struct gwb_pair *p, struct gwb_ctx *x, int measuring)
 	struct gwb_round *r = &x->res;
 	struct gwb_gw *gw = &x->gw;
 	uint64_t hz = rte_get_tsc_hz(), stall = hz / GWB_STALL_DIV;
-	uint64_t start = rte_rdtsc(), now_ns = realtime_ns();
+	uint64_t start = rte_rdtsc(), now_ns = nsdp_realtime_ns();
 	uint64_t pkts = 0, gw_pkts = 0, gw_cycles = 0;
 	uint64_t stalls = 0, stall_cycles = 0;
 	struct nsdp_nat_stats before, after;
@@ -1368,7 +1361,7 @@ static void pair_slice(struct gwb_pair *p, struct gwb_ctx *x, int measuring)
 			     x->all_cycles + gw_cycles, 0);
 	}
 	nsdp_nat_stats(r->nat, &after);
-	x->paused_ns = realtime_ns();
+	x->paused_ns = nsdp_realtime_ns();
 	x->paused_tsc = rte_rdtsc();
 	x->all_packets += gw_pkts;
 	x->all_cycles += gw_cycles;

@@ -1,0 +1,47 @@
+/*
+ * nsdp_time.h - the clocks every natsync program and test reads, in one
+ * place: CLOCK_REALTIME for what records carry (comparable across hosts),
+ * CLOCK_MONOTONIC for timeouts and rates. Not for the per-packet path,
+ * which reads the time once per burst and passes it down.
+ */
+#ifndef NSDP_TIME_H
+#define NSDP_TIME_H
+
+#include <stdint.h>
+#include <time.h>
+
+#define NSDP_NS_PER_S 1000000000ull
+
+static inline uint64_t nsdp_clock_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * NSDP_NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* Wall clock, as records carry it. */
+static inline uint64_t nsdp_realtime_ns(void)
+{
+	return nsdp_clock_ns(CLOCK_REALTIME);
+}
+
+static inline uint64_t nsdp_mono_ns(void)
+{
+	return nsdp_clock_ns(CLOCK_MONOTONIC);
+}
+
+/* Monotonic seconds, for rates and deadlines in programs and tests. */
+static inline double nsdp_now_s(void)
+{
+	return (double)nsdp_mono_ns() / 1e9;
+}
+
+static inline void nsdp_sleep_ms(unsigned int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+#endif
