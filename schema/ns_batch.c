@@ -9,15 +9,20 @@
  * fill the body exactly. After that, iterating cannot fail on a batch it
  * accepted.
  *
- * v1 has no trailer and no flags: bytes after the body, or a non-zero flags
- * byte, are rejected rather than skipped, so that a later format that adds
- * them (an authentication trailer, say) is never half-understood.
+ * One flag is known, NS_BATCH_F_HMAC: the body is followed by an
+ * HMAC-SHA256 trailer (OpenSSL's one-shot HMAC, compared in constant time).
+ * Unknown flags, or bytes after the body (and trailer), are rejected rather
+ * than skipped, so that a later format is never half-understood.
  *
  * Not here: sequence numbers and gap detection (the standby), building
  * batches into connection buffers (the agent; it calls
  * ns_batch_hdr_encode() once the count is known).
  */
 #include <errno.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "ns_batch.h"
 #include "ns_wire.h"
@@ -58,13 +63,18 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 	struct ns_session s;
 	const uint8_t *pos, *end;
 	uint32_t n = 0;
+	size_t trailer;
 
 	if (len < NS_BATCH_HDR_LEN || len > NS_BATCH_MAX_LEN)
 		return -EMSGSIZE;
 	if (get32(buf + OFF_MAGIC) != NS_BATCH_MAGIC)
 		return -EBADMSG;
-	if (buf[OFF_VERSION] != NS_BATCH_VERSION || buf[OFF_FLAGS] != 0)
+	if (buf[OFF_VERSION] != NS_BATCH_VERSION ||
+	    (buf[OFF_FLAGS] & ~NS_BATCH_F_HMAC) != 0)
 		return -EPROTO;
+	trailer = buf[OFF_FLAGS] & NS_BATCH_F_HMAC ? NS_BATCH_MAC_LEN : 0;
+	if (len < NS_BATCH_HDR_LEN + trailer)
+		return -EMSGSIZE;
 
 	hdr.flags = buf[OFF_FLAGS];
 	hdr.count = get16(buf + OFF_COUNT);
@@ -77,9 +87,9 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 
 	if (hdr.count > NS_BATCH_MAX_RECORDS)
 		return -EMSGSIZE;
-	if (hdr.body_len > len - NS_BATCH_HDR_LEN)
+	if (hdr.body_len > len - NS_BATCH_HDR_LEN - trailer)
 		return -EMSGSIZE; /* truncated */
-	if (hdr.body_len < len - NS_BATCH_HDR_LEN)
+	if (hdr.body_len < len - NS_BATCH_HDR_LEN - trailer)
 		return -EINVAL; /* trailing bytes */
 
 	pos = buf + NS_BATCH_HDR_LEN;
@@ -98,6 +108,35 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 
 	*h = hdr;
 	*body = buf + NS_BATCH_HDR_LEN;
+	return 0;
+}
+
+int ns_batch_mac(const uint8_t *key, size_t key_len, const uint8_t *buf,
+		 size_t len, uint8_t mac[NS_BATCH_MAC_LEN])
+{
+	unsigned int out_len = NS_BATCH_MAC_LEN;
+
+	if (!key || key_len == 0 || key_len > INT32_MAX)
+		return -EINVAL;
+	if (!HMAC(EVP_sha256(), key, (int)key_len, buf, len, mac, &out_len) ||
+	    out_len != NS_BATCH_MAC_LEN)
+		return -EINVAL;
+	return 0;
+}
+
+int ns_batch_verify(const uint8_t *buf, size_t len, const uint8_t *key,
+		    size_t key_len)
+{
+	uint8_t mac[NS_BATCH_MAC_LEN];
+
+	if (len < NS_BATCH_HDR_LEN + NS_BATCH_MAC_LEN ||
+	    !(buf[OFF_FLAGS] & NS_BATCH_F_HMAC))
+		return -EACCES;
+	if (ns_batch_mac(key, key_len, buf, len - NS_BATCH_MAC_LEN, mac) != 0)
+		return -EACCES;
+	if (CRYPTO_memcmp(mac, buf + len - NS_BATCH_MAC_LEN,
+			  NS_BATCH_MAC_LEN) != 0)
+		return -EACCES;
 	return 0;
 }
 

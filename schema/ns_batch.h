@@ -2,8 +2,9 @@
  * ns_batch.h - the batch a notification carries.
  *
  * A batch is a 32-byte header followed by count records in wire form (see
- * ns_record.h), and nothing else: v1 has no trailer (a later version may add
- * an authentication trailer, announced by a flag). The header
+ * ns_record.h) and, when the header's flags say NS_BATCH_F_HMAC, a 32-byte
+ * HMAC-SHA256 trailer over header and records, keyed by a secret the
+ * publishers and subscribers of a deployment share. The header
  * says who published it (publisher id, epoch) and its place in that
  * publisher's sequence on its channel, so that a subscriber can tell a gap.
  * A writer builds a batch in place: reserve the header, append records,
@@ -22,15 +23,19 @@
 #define NS_BATCH_HDR_LEN 32
 /* A batch carries at most this many records. */
 #define NS_BATCH_MAX_RECORDS 4096
-#define NS_BATCH_MAX_LEN \
-	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_MAX_LEN)
+/* flags: the batch ends with an HMAC-SHA256 trailer. */
+#define NS_BATCH_F_HMAC 0x01u
+#define NS_BATCH_MAC_LEN 32
+#define NS_BATCH_MAX_LEN                                               \
+	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_MAX_LEN + \
+	 NS_BATCH_MAC_LEN)
 
 struct ns_batch_hdr {
 	uint32_t publisher_id; /* unique per publishing agent worker */
 	uint32_t gateway_id;
 	uint32_t epoch;
 	uint16_t count; /* records in the batch */
-	uint8_t flags; /* reserved, 0 */
+	uint8_t flags; /* 0 or NS_BATCH_F_HMAC */
 	uint64_t seq; /* 1, 2, 3... per publisher and channel */
 	uint32_t body_len; /* bytes of records after the header */
 };
@@ -39,13 +44,26 @@ struct ns_batch_hdr {
 void ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf);
 
 /* Validate a whole batch: header fields, body length equal to the sum of
- * the records' lengths, every record decodable. On success fills *h, sets
- * *body to the first record and returns 0; otherwise a negative errno
- * (-EMSGSIZE truncated or oversized, -EBADMSG wrong magic, -EPROTO wrong
- * version or non-zero flags, -EINVAL inconsistent: trailing bytes, a bad
- * record, records that do not fill body_len or do not number count). */
+ * the records' lengths, every record decodable, the trailer present when
+ * the flags announce it. On success fills *h, sets *body to the first
+ * record and returns 0; otherwise a negative errno (-EMSGSIZE truncated or
+ * oversized, -EBADMSG wrong magic, -EPROTO wrong version or unknown flags,
+ * -EINVAL inconsistent: trailing bytes, a bad record, records that do not
+ * fill body_len or do not number count). It does not check the MAC: see
+ * ns_batch_verify(). */
 int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 		    const uint8_t **body);
+
+/* HMAC-SHA256 of the first len bytes of buf (header and records) under
+ * key, into mac. 0, or -EINVAL for an empty key. */
+int ns_batch_mac(const uint8_t *key, size_t key_len, const uint8_t *buf,
+		 size_t len, uint8_t mac[NS_BATCH_MAC_LEN]);
+
+/* Check the trailer of a batch ns_batch_decode() accepted (len is the
+ * whole batch, trailer included): 0 when it carries NS_BATCH_F_HMAC and the
+ * MAC matches, -EACCES otherwise (no trailer, or a wrong one). */
+int ns_batch_verify(const uint8_t *buf, size_t len, const uint8_t *key,
+		    size_t key_len);
 
 /* Iterate over the records of a batch ns_batch_decode() accepted. */
 struct ns_batch_iter {

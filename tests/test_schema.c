@@ -529,7 +529,7 @@ Test(batch, decode_accepts_empty_and_full_batches)
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), 0);
 	cr_assert_eq(h.count, 0);
 	len = build_batch(batch_buf, NS_BATCH_MAX_RECORDS, 2);
-	cr_assert_eq(len, NS_BATCH_MAX_LEN);
+	cr_assert_eq(len, NS_BATCH_MAX_LEN - NS_BATCH_MAC_LEN);
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), 0);
 	cr_assert_eq(h.count, NS_BATCH_MAX_RECORDS);
 }
@@ -577,8 +577,63 @@ Test(batch, decode_rejects_wrong_version_and_unknown_flags)
 	batch_buf[4] = 2;
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);
 	batch_buf[4] = NS_BATCH_VERSION;
-	batch_buf[5] = 1;
+	batch_buf[5] = 2;
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);
+	/* The HMAC flag without its trailer: the body looks truncated. */
+	batch_buf[5] = NS_BATCH_F_HMAC;
+	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EMSGSIZE);
+}
+
+/* Sign a batch built by build_batch() in place: set the flag, append the
+ * trailer; returns the new length. */
+static size_t sign_batch(uint8_t *buf, size_t len, const char *key)
+{
+	buf[5] |= NS_BATCH_F_HMAC;
+	cr_assert_eq(ns_batch_mac((const uint8_t *)key, strlen(key), buf, len,
+				  buf + len),
+		     0);
+	return len + NS_BATCH_MAC_LEN;
+}
+
+Test(batch, signed_batch_decodes_and_verifies_with_its_key_only)
+{
+	static const char key[] = "a shared batch key";
+	struct ns_batch_hdr h;
+	const uint8_t *body;
+	size_t len = sign_batch(batch_buf, build_batch(batch_buf, 5, 9), key);
+
+	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), 0);
+	cr_assert_eq(h.count, 5);
+	cr_assert_eq(h.flags, NS_BATCH_F_HMAC);
+	cr_assert_eq(h.body_len, len - NS_BATCH_HDR_LEN - NS_BATCH_MAC_LEN);
+	cr_assert_eq(ns_batch_verify(batch_buf, len, (const uint8_t *)key,
+				     strlen(key)),
+		     0);
+	cr_assert_eq(ns_batch_verify(batch_buf, len,
+				     (const uint8_t *)"another key", 11),
+		     -EACCES);
+}
+
+Test(batch, verify_rejects_altered_and_unsigned_batches)
+{
+	static const char key[] = "k";
+	size_t plain = build_batch(batch_buf, 3, 1);
+	size_t len;
+
+	cr_assert_eq(ns_batch_verify(batch_buf, plain, (const uint8_t *)key, 1),
+		     -EACCES, "an unsigned batch does not verify");
+	len = sign_batch(batch_buf, plain, key);
+	for (size_t i = 0; i < len; i++) {
+		batch_buf[i] ^= 0x40;
+		cr_assert_eq(ns_batch_verify(batch_buf, len,
+					     (const uint8_t *)key, 1),
+			     -EACCES, "byte %zu altered", i);
+		batch_buf[i] ^= 0x40;
+	}
+	cr_assert_eq(ns_batch_verify(batch_buf, len, (const uint8_t *)key, 1),
+		     0);
+	cr_assert_eq(ns_batch_mac(NULL, 0, batch_buf, plain, batch_buf),
+		     -EINVAL);
 }
 
 Test(batch, decode_rejects_oversized_count)
