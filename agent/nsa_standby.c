@@ -4,11 +4,15 @@
  *
  * The thread fetches the topology, subscribes to every master's channel
  * (SSUBSCRIBE, or SUBSCRIBE on servers without sharded pub/sub), then
- * resyncs every master: SCAN MATCH ns:* + MGET on a second, non-blocking
- * connection per master, interleaved in the same poll() loop as the
- * subscriber sockets. The table therefore has exactly one writer and live
- * batches keep being applied while a load runs; the table's generations
- * make live records win over what a load read.
+ * resyncs every master on a second, non-blocking connection per master,
+ * interleaved in the same poll() loop as the subscriber sockets. A cluster
+ * master is read slot by slot: CLUSTER GETKEYSINSLOT for each slot it owns
+ * (SB_SLOT_WINDOW of them in flight), each answered by one MGET of that
+ * slot's keys; a plain server (or a master that refuses GETKEYSINSLOT) by
+ * SCAN MATCH ns:* + one MGET per SCAN reply (per slot on a cluster). The
+ * table therefore has exactly one writer and live batches keep being
+ * applied while a load runs; the table's generations make live records win
+ * over what a load read.
  *
  * Invariants
  * - Only the subscriber thread touches the table, the connections and the
@@ -36,6 +40,7 @@
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+#include <rte_cycles.h>
 
 #include "ns_batch.h"
 #include "ns_record.h"
@@ -44,7 +49,12 @@
 #include "nsa_log.h"
 #include "nsa_standby.h"
 
+/* Keys per SCAN of a plain server (one MGET each). */
 #define SB_SCAN_COUNT "1000"
+/* CLUSTER GETKEYSINSLOT requests a cluster loader keeps in flight; each
+ * reply is followed by one MGET of the slot's keys. */
+#define SB_SLOT_WINDOW 32
+#define SB_SLOT_MAX_KEYS "1000000000"
 #define SB_BACKOFF_MIN_MS 100
 #define SB_BACKOFF_MAX_MS 2000
 #define SB_SUBSCRIBE_TIMEOUT_MS 2000
@@ -52,18 +62,20 @@
 #define SB_MAX_PUBS 1024
 #define SB_MAX_GATEWAYS 64
 
-enum load_op { OP_SCAN, OP_MGET };
+enum load_op { OP_SCAN, OP_SLOT, OP_MGET };
 
-/* Keys of one SCAN reply, in the order the MGETs asked for them. */
-struct scan_batch {
-	redisReply *scan; /* owns the key strings */
+/* Keys of one SCAN or GETKEYSINSLOT reply, in the order the MGETs asked
+ * for them (session keys only). */
+struct key_batch {
+	redisReply *reply; /* owns the key strings */
+	redisReply **keys;
 	unsigned int refs; /* MGETs still to answer */
 	uint32_t order[];
 };
 
 struct pend_op {
 	enum load_op op;
-	struct scan_batch *b;
+	struct key_batch *b;
 	uint32_t first, n;
 };
 
@@ -72,7 +84,10 @@ struct loader {
 	int active;
 	uint64_t gen;
 	uint32_t mark;
-	int scan_done;
+	int by_slot; /* GETKEYSINSLOT per slot, else SCAN */
+	int keys_done; /* every SCAN or GETKEYSINSLOT is sent */
+	uint32_t next_slot; /* by_slot: the next slot to ask for */
+	uint32_t slots_inflight;
 	uint64_t retry_at; /* monotonic ns; 0 = no retry pending */
 	struct pend_op *ops; /* FIFO of replies expected */
 	uint32_t ops_head, ops_n, ops_cap;
@@ -86,6 +101,7 @@ struct sb_node {
 	char channel[NS_CHANNEL_MAX];
 	redisContext *sub;
 	int loaded_once; /* a resync of this master finished */
+	int scan_only; /* GETKEYSINSLOT was refused: load with SCAN */
 	struct loader ld;
 };
 
@@ -128,6 +144,11 @@ struct nsa_standby {
 	uint64_t dump_serial;
 
 	struct nsa_standby_stats st;
+	/* Lag of the batch being applied: each record's timestamp and the TSC
+	 * when it was in the table. */
+	uint64_t lag_ts[NS_BATCH_MAX_RECORDS];
+	uint64_t lag_tsc[NS_BATCH_MAX_RECORDS];
+	double ns_per_tsc; /* 0: count every record at the batch's end */
 };
 
 #define STAT_ADD(sb, f, v) \
@@ -176,17 +197,23 @@ static int set_nonblocking(redisContext *c)
 	return 0;
 }
 
-/* ---- loading (SCAN + MGET) ---------------------------------------- */
+/* ---- loading (SCAN or GETKEYSINSLOT, then MGET) ------------------- */
+
+static void key_batch_unref(struct key_batch *b)
+{
+	if (--b->refs == 0) {
+		freeReplyObject(b->reply);
+		free(b);
+	}
+}
 
 static void loader_drop_ops(struct loader *ld)
 {
 	while (ld->ops_n) {
 		struct pend_op *op = &ld->ops[ld->ops_head];
 
-		if (op->op == OP_MGET && --op->b->refs == 0) {
-			freeReplyObject(op->b->scan);
-			free(op->b);
-		}
+		if (op->op == OP_MGET)
+			key_batch_unref(op->b);
 		ld->ops_head = (ld->ops_head + 1) % ld->ops_cap;
 		ld->ops_n--;
 	}
@@ -204,7 +231,7 @@ static void loader_close(struct nsa_standby *sb, struct loader *ld)
 	ld->active = 0;
 }
 
-static int loader_push(struct loader *ld, enum load_op op, struct scan_batch *b,
+static int loader_push(struct loader *ld, enum load_op op, struct key_batch *b,
 		       uint32_t first, uint32_t n)
 {
 	if (ld->ops_n == ld->ops_cap) {
@@ -234,6 +261,35 @@ static int loader_send_scan(struct loader *ld, const char *cursor)
 	return loader_push(ld, OP_SCAN, NULL, 0, 0);
 }
 
+/* Keep SB_SLOT_WINDOW GETKEYSINSLOT in flight over the slots node owns. */
+static int loader_send_slots(struct nsa_standby *sb, unsigned int node)
+{
+	struct loader *ld = &sb->nodes[node].ld;
+	char slot[8];
+	int rc;
+
+	while (ld->slots_inflight < SB_SLOT_WINDOW && !ld->keys_done) {
+		while (ld->next_slot < NS_SLOTS &&
+		       !(sb->topo.slot_covered[ld->next_slot] &&
+			 sb->topo.slot_node[ld->next_slot] == node))
+			ld->next_slot++;
+		if (ld->next_slot == NS_SLOTS) {
+			ld->keys_done = 1;
+			break;
+		}
+		snprintf(slot, sizeof(slot), "%u", ld->next_slot++);
+		if (redisAppendCommand(
+			    ld->c, "CLUSTER GETKEYSINSLOT %s " SB_SLOT_MAX_KEYS,
+			    slot) != REDIS_OK)
+			return -EIO;
+		rc = loader_push(ld, OP_SLOT, NULL, 0, 0);
+		if (rc < 0)
+			return rc;
+		ld->slots_inflight++;
+	}
+	return 0;
+}
+
 static int cmd_reserve(struct loader *ld, size_t more)
 {
 	if (ld->cmd_len + more <= ld->cmd_cap)
@@ -251,36 +307,49 @@ static int cmd_reserve(struct loader *ld, size_t more)
 	return 0;
 }
 
-static int cmd_printf(struct loader *ld, const char *fmt, size_t a)
+/* Append "<c><n>\r\n" (a RESP header) to the command being built. */
+static int cmd_header(struct loader *ld, char c, size_t n)
 {
-	int n;
+	char digits[24];
+	size_t k = 0;
 
-	if (cmd_reserve(ld, 32) < 0)
+	if (cmd_reserve(ld, sizeof(digits) + 3) < 0)
 		return -ENOMEM;
-	n = snprintf(ld->cmd + ld->cmd_len, 32, fmt, a);
-	ld->cmd_len += (size_t)n;
+	do {
+		digits[k++] = (char)('0' + n % 10);
+		n /= 10;
+	} while (n);
+	ld->cmd[ld->cmd_len++] = c;
+	while (k)
+		ld->cmd[ld->cmd_len++] = digits[--k];
+	ld->cmd[ld->cmd_len++] = '\r';
+	ld->cmd[ld->cmd_len++] = '\n';
 	return 0;
 }
 
-static int cmd_mget(struct loader *ld, struct scan_batch *b, uint32_t first,
+static int cmd_mget(struct loader *ld, struct key_batch *b, uint32_t first,
 		    uint32_t n)
 {
-	redisReply **keys = b->scan->element[1]->element;
 	uint32_t i;
 
-	if (cmd_printf(ld, "*%zu\r\n$4\r\nMGET\r\n", (size_t)n + 1) < 0)
+	if (cmd_header(ld, '*', (size_t)n + 1) < 0 || cmd_reserve(ld, 10) < 0)
 		return -ENOMEM;
+	memcpy(ld->cmd + ld->cmd_len, "$4\r\nMGET\r\n", 10);
+	ld->cmd_len += 10;
 	for (i = first; i < first + n; i++) {
-		redisReply *k = keys[b->order[i]];
+		const redisReply *k = b->keys[b->order[i]];
 
-		if (cmd_printf(ld, "$%zu\r\n", k->len) < 0 ||
+		if (cmd_header(ld, '$', k->len) < 0 ||
 		    cmd_reserve(ld, k->len + 2) < 0)
 			return -ENOMEM;
 		memcpy(ld->cmd + ld->cmd_len, k->str, k->len);
 		memcpy(ld->cmd + ld->cmd_len + k->len, "\r\n", 2);
 		ld->cmd_len += k->len + 2;
 	}
-	return loader_push(ld, OP_MGET, b, first, n);
+	if (loader_push(ld, OP_MGET, b, first, n) < 0)
+		return -ENOMEM;
+	b->refs++; /* the MGET's reply holds the keys until it comes */
+	return 0;
 }
 
 static const uint16_t *sort_slots; /* qsort has no context argument */
@@ -293,69 +362,58 @@ static int by_slot(const void *a, const void *b)
 	return (sa > sb) - (sa < sb);
 }
 
-/* A SCAN reply: queue the next SCAN, then MGETs of its keys (grouped by
- * slot on a cluster, where MGET keys must share a slot). */
-static int loader_on_scan(struct nsa_standby *sb, struct loader *ld,
-			  redisReply *r)
+/* A list of keys (owned by reply r): queue MGETs of its session keys, one
+ * for all of them when they share a slot or the store is one server, else
+ * one per slot (MGET keys must share a slot on a cluster). Takes r. */
+static int loader_on_keys(struct nsa_standby *sb, struct loader *ld,
+			  redisReply *r, redisReply **keys, size_t n,
+			  int one_slot)
 {
-	struct scan_batch *b;
+	struct key_batch *b;
 	uint16_t *slots = NULL;
-	size_t n, i, first;
+	size_t m = 0, i, first;
 	int rc = 0;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    r->element[0]->type != REDIS_REPLY_STRING ||
-	    r->element[1]->type != REDIS_REPLY_ARRAY) {
-		freeReplyObject(r);
-		return -EPROTO;
-	}
-	if (strcmp(r->element[0]->str, "0") == 0)
-		ld->scan_done = 1;
-	else if ((rc = loader_send_scan(ld, r->element[0]->str)) < 0) {
-		freeReplyObject(r);
-		return rc;
-	}
-	n = r->element[1]->elements;
-	if (n == 0) {
-		freeReplyObject(r);
-		return 0;
-	}
 	b = malloc(sizeof(*b) + n * sizeof(uint32_t));
 	if (!b) {
 		freeReplyObject(r);
 		return -ENOMEM;
 	}
-	b->scan = r;
-	b->refs = 0;
-	for (i = 0; i < n; i++)
-		b->order[i] = (uint32_t)i;
+	b->reply = r;
+	b->keys = keys;
+	b->refs = 1; /* ours until the MGETs are queued */
+	for (i = 0; i < n; i++) {
+		const redisReply *k = keys[i];
+
+		if (k->type != REDIS_REPLY_STRING ||
+		    k->len < NS_KEY_PREFIX_LEN ||
+		    memcmp(k->str, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0)
+			continue; /* not natsync's */
+		if (k->len != NS_KEY_LEN || k->str[3] == 0) {
+			STAT_ADD(sb, bad_values, 1);
+			continue;
+		}
+		b->order[m++] = (uint32_t)i;
+	}
 	ld->cmd_len = 0;
-	if (!sb->topo.cluster) {
-		b->refs = 1;
-		rc = cmd_mget(ld, b, 0, (uint32_t)n);
+	if (m == 0) {
+		/* nothing to ask */
+	} else if (one_slot || !sb->topo.cluster) {
+		rc = cmd_mget(ld, b, 0, (uint32_t)m);
 	} else {
 		slots = malloc(n * sizeof(*slots));
 		if (!slots) {
-			freeReplyObject(r);
-			free(b);
+			key_batch_unref(b);
 			return -ENOMEM;
 		}
-		for (i = 0; i < n; i++)
-			slots[i] = ns_key_slot(r->element[1]->element[i]->str,
-					       r->element[1]->element[i]->len);
+		for (i = 0; i < m; i++)
+			slots[b->order[i]] = ns_key_slot(
+				keys[b->order[i]]->str, keys[b->order[i]]->len);
 		sort_slots = slots;
-		qsort(b->order, n, sizeof(uint32_t), by_slot);
-		for (first = 0; first < n; first = i) {
+		qsort(b->order, m, sizeof(uint32_t), by_slot);
+		for (first = 0; first < m && rc == 0; first = i) {
 			for (i = first + 1;
-			     i < n &&
-			     slots[b->order[i]] == slots[b->order[first]];
-			     i++)
-				;
-			b->refs++;
-		}
-		for (first = 0; first < n && rc == 0; first = i) {
-			for (i = first + 1;
-			     i < n &&
+			     i < m &&
 			     slots[b->order[i]] == slots[b->order[first]];
 			     i++)
 				;
@@ -364,46 +422,99 @@ static int loader_on_scan(struct nsa_standby *sb, struct loader *ld,
 		}
 		free(slots);
 	}
-	if (rc == 0 && redisAppendFormattedCommand(ld->c, ld->cmd,
-						   ld->cmd_len) != REDIS_OK)
+	if (rc == 0 && ld->cmd_len &&
+	    redisAppendFormattedCommand(ld->c, ld->cmd, ld->cmd_len) !=
+		    REDIS_OK)
 		rc = -EIO;
-	/* On error the loader is closed, which frees b through its ops. */
+	/* On error the loader is closed, which drops the MGETs' references
+	 * through its ops. */
+	key_batch_unref(b);
 	return rc;
 }
+
+/* A SCAN reply: queue the next SCAN, then MGETs of its keys. */
+static int loader_on_scan(struct nsa_standby *sb, struct loader *ld,
+			  redisReply *r)
+{
+	int rc;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_ARRAY) {
+		freeReplyObject(r);
+		return -EPROTO;
+	}
+	if (strcmp(r->element[0]->str, "0") == 0)
+		ld->keys_done = 1;
+	else if ((rc = loader_send_scan(ld, r->element[0]->str)) < 0) {
+		freeReplyObject(r);
+		return rc;
+	}
+	return loader_on_keys(sb, ld, r, r->element[1]->element,
+			      r->element[1]->elements, 0);
+}
+
+/* A GETKEYSINSLOT reply: one MGET of the slot's keys, and the next slot. */
+static int loader_on_slot(struct nsa_standby *sb, unsigned int node,
+			  redisReply *r)
+{
+	struct loader *ld = &sb->nodes[node].ld;
+	int rc;
+
+	ld->slots_inflight--;
+	if (r->type != REDIS_REPLY_ARRAY) {
+		freeReplyObject(r);
+		return -EPROTO;
+	}
+	rc = loader_on_keys(sb, ld, r, r->element, r->elements, 1);
+	return rc < 0 ? rc : loader_send_slots(sb, node);
+}
+
+/* Sessions decoded ahead of their apply, so that their table buckets are
+ * prefetched while the others are decoded. */
+#define SB_APPLY_CHUNK 16
 
 static void loader_on_mget(struct nsa_standby *sb, struct loader *ld,
 			   const struct pend_op *op, redisReply *r)
 {
-	redisReply **keys = op->b->scan->element[1]->element;
-	uint64_t loaded = 0;
-	uint32_t i;
+	struct ns_session ss[SB_APPLY_CHUNK];
+	redisReply **keys = op->b->keys;
+	uint64_t loaded = 0, bad = 0;
+	uint32_t i = 0, j, m;
 
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != op->n)
 		return;
-	for (i = 0; i < op->n; i++) {
-		const redisReply *v = r->element[i];
-		const redisReply *k = keys[op->b->order[op->first + i]];
-		struct ns_session s;
-		struct ns_tuple orig;
-		uint8_t proto;
+	while (i < op->n) {
+		for (m = 0; i < op->n && m < SB_APPLY_CHUNK; i++) {
+			const redisReply *v = r->element[i];
+			const redisReply *k = keys[op->b->order[op->first + i]];
+			uint8_t key[NS_KEY_LEN];
 
-		if (v->type != REDIS_REPLY_STRING)
-			continue; /* expired since the SCAN */
-		if (ns_record_decode((const uint8_t *)v->str, v->len, &s) !=
-			    (int)v->len ||
-		    ns_key_parse(k->str, k->len, &proto, &orig) < 0 ||
-		    proto != s.proto || orig.saddr != s.orig.saddr ||
-		    orig.daddr != s.orig.daddr || orig.sport != s.orig.sport ||
-		    orig.dport != s.orig.dport) {
-			STAT_ADD(sb, bad_values, 1);
-			continue;
+			if (v->type != REDIS_REPLY_STRING)
+				continue; /* expired since the key was listed */
+			if (ns_record_decode((const uint8_t *)v->str, v->len,
+					     &ss[m]) != (int)v->len) {
+				bad++;
+				continue;
+			}
+			ns_key_build(ss[m].proto, &ss[m].orig, key);
+			if (k->len != NS_KEY_LEN ||
+			    memcmp(k->str, key, NS_KEY_LEN) != 0) {
+				bad++;
+				continue;
+			}
+			nsdp_table_prefetch(sb->table, &ss[m]);
+			m++;
 		}
-		if (nsdp_table_apply_resync(sb->table, &s, ld->gen, ld->mark) ==
-		    0)
-			loaded++;
+		for (j = 0; j < m; j++)
+			if (nsdp_table_apply_resync(sb->table, &ss[j], ld->gen,
+						    ld->mark) == 0)
+				loaded++;
 	}
 	ld->loaded += loaded;
 	STAT_ADD(sb, loaded, loaded);
+	if (bad)
+		STAT_ADD(sb, bad_values, bad);
 }
 
 static void node_scope(const struct nsa_standby *sb, unsigned int node,
@@ -437,7 +548,7 @@ static void loader_finish(struct nsa_standby *sb, unsigned int node)
 
 	node_scope(sb, node, sb->scope);
 	removed = nsdp_table_resync_finish(sb->table, ld->gen, ld->mark,
-					  sb->scope);
+					   sb->scope);
 	ld->active = 0; /* resync_finish ended the table's resync */
 	loader_close(sb, ld);
 	sb->nodes[node].loaded_once = 1;
@@ -478,10 +589,16 @@ static void loader_start(struct nsa_standby *sb, unsigned int node)
 	ld->gen = nsdp_table_resync_begin(sb->table);
 	ld->mark = ++sb->resync_counter;
 	ld->active = 1;
-	ld->scan_done = 0;
+	ld->by_slot = sb->topo.cluster && !nd->scan_only;
+	ld->keys_done = 0;
+	ld->next_slot = 0;
+	ld->slots_inflight = 0;
 	ld->loaded = 0;
-	if (loader_send_scan(ld, "0") < 0)
+	if ((ld->by_slot ? loader_send_slots(sb, node)
+			 : loader_send_scan(ld, "0")) < 0)
 		loader_fail(sb, node, "out of memory");
+	else if (ld->keys_done && ld->ops_n == 0)
+		loader_finish(sb, node); /* owns no slot */
 }
 
 static void loader_on_readable(struct nsa_standby *sb, unsigned int node)
@@ -489,6 +606,7 @@ static void loader_on_readable(struct nsa_standby *sb, unsigned int node)
 	struct loader *ld = &sb->nodes[node].ld;
 	redisReply *r;
 	void *rv;
+	int rc;
 
 	if (redisBufferRead(ld->c) != REDIS_OK) {
 		loader_fail(sb, node, ld->c->errstr);
@@ -506,34 +624,49 @@ static void loader_on_readable(struct nsa_standby *sb, unsigned int node)
 		r = rv;
 		if (ld->ops_n == 0 || r->type == REDIS_REPLY_ERROR) {
 			char why[160];
+			/* refused for good (ACL, an older or stripped
+			 * server), not a passing state such as LOADING */
+			int slot_refused =
+				ld->ops_n &&
+				ld->ops[ld->ops_head].op == OP_SLOT &&
+				r->type == REDIS_REPLY_ERROR &&
+				(strncmp(r->str, "NOPERM", 6) == 0 ||
+				 strncmp(r->str, "ERR", 3) == 0);
 
 			snprintf(why, sizeof(why), "%.150s",
 				 r->type == REDIS_REPLY_ERROR ? r->str
 							      : "unexpected");
 			freeReplyObject(r);
+			if (slot_refused) {
+				NSA_WARN(
+					"standby: %s:%u refuses CLUSTER "
+					"GETKEYSINSLOT (%s): loading with SCAN",
+					sb->nodes[node].addr.host,
+					sb->nodes[node].addr.port, why);
+				sb->nodes[node].scan_only = 1;
+				loader_start(sb, node);
+				return;
+			}
 			loader_fail(sb, node, why);
 			return;
 		}
 		op = ld->ops[ld->ops_head];
 		ld->ops_head = (ld->ops_head + 1) % ld->ops_cap;
 		ld->ops_n--;
-		if (op.op == OP_SCAN) {
-			int rc = loader_on_scan(sb, ld, r);
-
-			if (rc < 0) {
-				loader_fail(sb, node, strerror(-rc));
-				return;
-			}
-		} else {
+		if (op.op == OP_MGET) {
 			loader_on_mget(sb, ld, &op, r);
 			freeReplyObject(r);
-			if (--op.b->refs == 0) {
-				freeReplyObject(op.b->scan);
-				free(op.b);
-			}
+			key_batch_unref(op.b);
+			continue;
+		}
+		rc = op.op == OP_SCAN ? loader_on_scan(sb, ld, r)
+				      : loader_on_slot(sb, node, r);
+		if (rc < 0) {
+			loader_fail(sb, node, strerror(-rc));
+			return;
 		}
 	}
-	if (ld->scan_done && ld->ops_n == 0)
+	if (ld->keys_done && ld->ops_n == 0)
 		loader_finish(sb, node);
 }
 
@@ -549,21 +682,46 @@ static void loader_flush(struct nsa_standby *sb, unsigned int node)
 
 /* ---- live batches ------------------------------------------------- */
 
-static void lag_account(struct nsa_standby *sb, uint64_t now,
-			const struct ns_session *s)
+static unsigned int lag_bucket(uint64_t us)
 {
-	uint64_t lag_us =
-		now > s->timestamp_ns ? (now - s->timestamp_ns) / 1000 : 0;
-	unsigned int b =
-		lag_us ? 64 - (unsigned int)__builtin_clzll(lag_us) : 0;
+	unsigned int e;
 
-	if (b >= NSA_STANDBY_LAG_BUCKETS)
-		b = NSA_STANDBY_LAG_BUCKETS - 1;
-	STAT_ADD(sb, lag_count, 1);
-	STAT_ADD(sb, lag_sum_us, lag_us);
-	STAT_ADD(sb, lag_hist[b], 1);
-	if (lag_us > sb->st.lag_max_us)
-		__atomic_store_n(&sb->st.lag_max_us, lag_us, __ATOMIC_RELAXED);
+	if (us < NSA_STANDBY_LAG_SUB)
+		return (unsigned int)us;
+	e = 63 - (unsigned int)__builtin_clzll(us);
+	if (e >= NSA_STANDBY_LAG_TOP_EXP)
+		return NSA_STANDBY_LAG_BUCKETS - 1;
+	return NSA_STANDBY_LAG_SUB +
+	       (e - NSA_STANDBY_LAG_SUB_EXP) * NSA_STANDBY_LAG_SUB +
+	       (unsigned int)(us >> (e - NSA_STANDBY_LAG_SUB_EXP)) -
+	       NSA_STANDBY_LAG_SUB;
+}
+
+/* The largest lag bucket b holds (not for the last, open-ended one). */
+static uint64_t lag_bucket_top(unsigned int b)
+{
+	unsigned int e, sub;
+
+	if (b < NSA_STANDBY_LAG_SUB)
+		return b;
+	e = NSA_STANDBY_LAG_SUB_EXP +
+	    (b - NSA_STANDBY_LAG_SUB) / NSA_STANDBY_LAG_SUB;
+	sub = (b - NSA_STANDBY_LAG_SUB) % NSA_STANDBY_LAG_SUB;
+	return ((uint64_t)(NSA_STANDBY_LAG_SUB + sub + 1)
+		<< (e - NSA_STANDBY_LAG_SUB_EXP)) -
+	       1;
+}
+
+#define LAG_ADD(s, f, v) \
+	__atomic_store_n(&(s)->f, (s)->f + (v), __ATOMIC_RELAXED)
+
+void nsa_standby_lag_record(struct nsa_standby_stats *s, uint64_t lag_us)
+{
+	LAG_ADD(s, lag_count, 1);
+	LAG_ADD(s, lag_sum_us, lag_us);
+	LAG_ADD(s, lag_hist[lag_bucket(lag_us)], 1);
+	if (lag_us > s->lag_max_us)
+		__atomic_store_n(&s->lag_max_us, lag_us, __ATOMIC_RELAXED);
 }
 
 /* Returns 0 to apply, -1 to drop a batch from an older epoch. */
@@ -626,7 +784,8 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	struct ns_batch_hdr h;
 	const uint8_t *body;
 	struct ns_session s;
-	uint64_t now, n = 0;
+	uint64_t now, tsc_now, n = 0;
+	uint32_t i, k = 0;
 	int rc;
 
 	if (ns_batch_decode(buf, len, &h, &body) < 0) {
@@ -637,12 +796,28 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 		STAT_ADD(sb, fenced, 1);
 		return;
 	}
-	now = now_ns(CLOCK_REALTIME);
 	ns_batch_iter_init(&it, body, h.body_len);
 	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
 		if (nsdp_table_apply(sb->table, &s) == 0)
 			n++;
-		lag_account(sb, now, &s);
+		if (k < NS_BATCH_MAX_RECORDS) {
+			sb->lag_ts[k] = s.timestamp_ns;
+			sb->lag_tsc[k++] = rte_rdtsc();
+		}
+	}
+	/* A record's lag ends when it is in the table: the wall clock is read
+	 * once per batch, and each record's time is that minus the TSC
+	 * cycles between its apply and now. */
+	now = now_ns(CLOCK_REALTIME);
+	tsc_now = rte_rdtsc();
+	for (i = 0; i < k; i++) {
+		uint64_t at =
+			now - (uint64_t)((double)(tsc_now - sb->lag_tsc[i]) *
+					 sb->ns_per_tsc);
+
+		nsa_standby_lag_record(
+			&sb->st,
+			at > sb->lag_ts[i] ? (at - sb->lag_ts[i]) / 1000 : 0);
 	}
 	STAT_ADD(sb, batches, 1);
 	STAT_ADD(sb, records, n);
@@ -800,6 +975,7 @@ static int sb_setup(struct nsa_standby *sb)
 
 				nd->addr = sb->topo.nodes[i].addr;
 				nd->loaded_once = 0;
+				nd->scan_only = 0;
 				nsa_topology_channel(&sb->topo, i, nd->channel);
 				rc = sb_subscribe(sb, i, err, sizeof(err));
 			}
@@ -951,6 +1127,8 @@ struct nsa_standby *nsa_standby_create(const struct nsa_config *conf)
 	}
 	pthread_mutex_init(&sb->dump_lock, NULL);
 	pthread_cond_init(&sb->dump_cond, NULL);
+	if (rte_get_tsc_hz())
+		sb->ns_per_tsc = 1e9 / (double)rte_get_tsc_hz();
 	return sb;
 }
 
@@ -1029,18 +1207,24 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 uint64_t nsa_standby_lag_percentile_us(const struct nsa_standby_stats *s,
 				       double p)
 {
-	uint64_t want, seen = 0;
+	uint64_t want, seen = 0, top;
+	double rank;
 	unsigned int b;
 
 	if (s->lag_count == 0)
 		return 0;
-	want = (uint64_t)(p / 100.0 * (double)s->lag_count);
+	rank = p / 100.0 * (double)s->lag_count;
+	want = (uint64_t)rank;
+	if ((double)want < rank)
+		want++;
 	if (want == 0)
 		want = 1;
-	for (b = 0; b < NSA_STANDBY_LAG_BUCKETS; b++) {
+	for (b = 0; b + 1 < NSA_STANDBY_LAG_BUCKETS; b++) {
 		seen += s->lag_hist[b];
-		if (seen >= want)
-			return b ? 1ull << b : 0;
+		if (seen >= want) {
+			top = lag_bucket_top(b);
+			return top < s->lag_max_us ? top : s->lag_max_us;
+		}
 	}
 	return s->lag_max_us;
 }

@@ -1,107 +1,137 @@
 /*
  * nsdp_table.c - the gateway's session table (see nsdp_table.h).
  *
- * Two DPDK rte_hash tables created with RW_CONCURRENCY_LF: one keyed by
- * {proto, orig tuple} whose key position indexes a parallel array of
- * entries, and one keyed by the reply tuple {proto, remote, outside} whose
- * data is the same entry position. One thread writes (the standby
- * subscriber); any number of fast-path threads read without locks.
+ * A fixed array of 64-byte entries, one per position, and two open
+ * addressing indexes that map a key to a position: the flow index keyed by
+ * {proto, orig tuple}, the reply index keyed by {proto, reply tuple} (the
+ * translated tuple as return traffic carries it). An index is an array of
+ * 64-byte buckets of 8 ways, each way a 16-bit signature and a position
+ * (+ 1, so that zeroed memory is an empty index); a key lives in its home
+ * bucket or, when that was full at insertion, in one of the buckets after
+ * it. The keys themselves are not stored twice: a way's key is the key of
+ * the entry it points to. The table costs about 84 bytes per session of
+ * capacity (64 for the entry, 2 x 10 for the indexes at 80 % load when
+ * full). One thread writes (the standby subscriber, or the forwarding lcore
+ * once promoted); any number of fast-path threads read without locks.
  *
  * Invariants
- * - Each entry is published through a sequence counter (a hand-rolled
- *   seqlock; DPDK 22.11's rte_seqlock is experimental and carries a
- *   spinlock a single writer does not need): the writer makes the counter
- *   odd, stores the session and state with relaxed atomics, and makes it
- *   even again with release order. Readers copy, then re-check the counter,
- *   so they never return a torn entry.
- * - Readers also check that the entry they copied is live and carries the
- *   key they looked up: a position removed from the hash may be reused for
- *   another flow while a reader still holds it.
- * - Removed positions go back to rte_hash only after a grace period
- *   (NSDP_TABLE_GRACE_NS) so that readers rarely meet a reused position.
+ * - Each entry's session is published through a sequence counter (a
+ *   hand-rolled seqlock; DPDK 22.11's rte_seqlock is experimental and
+ *   carries a spinlock a single writer does not need): the writer makes the
+ *   counter odd, stores the packed session (which holds the state) with
+ *   relaxed atomics, and makes it even again with release order. Readers
+ *   copy, then re-check the counter, so they never return a torn entry.
+ * - Readers check that the entry they copied is live and carries the key
+ *   they looked up: an index way may point to a position that was freed and
+ *   reused for another flow while the reader held it.
+ * - Keys never move inside an index. A bucket's `passed` counts the keys
+ *   stored beyond it whose probe passed it; a lookup stops after the first
+ *   bucket whose count is 0. The writer raises the counts before it stores
+ *   the way (release), and lowers them after it clears the way, so a key
+ *   present for the whole of a lookup is always found.
+ * - A position is in the flow index exactly while its entry is live or a
+ *   tombstone, and in the reply index exactly while it is live (under the
+ *   reply key of its current xlat: the writer unlinks before it changes
+ *   xlat). Two live entries may share a reply key (a delete that has not
+ *   arrived yet); reply lookups return the first one found.
+ * - Freed positions are reused first in, first out, after every position
+ *   never used so far, so that readers rarely meet a reused position.
  * - An entry's gen is the table generation of its last live change (or the
  *   start generation of the resync that last wrote it), so "changed since
  *   gen" is entry.gen > gen.
  * - A delete leaves a tombstone that keeps the delete's epoch and
  *   timestamp; tombstones are purged only while no resync is running.
+ * - The table keeps v1 IPv4 sessions (all struct ns_session can hold):
+ *   version and family read back as NS_RECORD_VERSION and NS_FAMILY_IPV4,
+ *   reserved as zeros.
  *
  * Not done here: expiry of idle sessions (the store's TTL and the active's
- * deletes do that), multi-writer updates.
+ * deletes do that), multi-writer updates, growing.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <rte_common.h>
-#include <rte_hash.h>
 #include <rte_hash_crc.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_pause.h>
+#include <rte_prefetch.h>
+#if defined(RTE_ARCH_X86)
+#include <rte_vect.h>
+#endif
 
 #include "ns_record.h"
 #include "ns_slot.h"
 #include "nsdp_table.h"
 
-/* How long a removed position stays out of the hash's free list. */
-#define NSDP_TABLE_GRACE_NS (50ull * 1000 * 1000)
-/* Marks a reply-hash position in the pending-free lists. */
-#define PEND_REPLY 0x80000000u
+#define IDX_WAYS 8
+/* Index slots per position of capacity, in eighths: 10/8 = 80 % load when
+ * the table is full. */
+#define IDX_SLOTS_PER_8_POS 10
+#define IDX_HASH_SEED 0x9e3779b9u
+/* Marks the end of the free list. */
+#define POS_NONE UINT32_MAX
 
 enum entry_state { ENTRY_FREE = 0, ENTRY_LIVE = 1, ENTRY_TOMB = 2 };
 
-struct flow_key {
-	uint8_t proto;
-	uint8_t pad[3];
+#define FLAG_EVENT_MASK 0x03u
+#define FLAG_STATE_SHIFT 2
+
+/* What readers copy: a session minus the bytes that are the same for
+ * every v1 IPv4 record, plus the entry's state and cluster slot. */
+struct packed {
+	uint64_t timestamp_ns;
+	uint32_t gateway_id;
+	uint32_t epoch;
+	uint32_t timeout_ms;
 	struct ns_tuple orig;
-};
-
-struct reply_key {
+	struct ns_tuple xlat;
 	uint8_t proto;
-	uint8_t pad[3];
-	uint32_t remote_addr;
-	uint32_t outside_addr;
-	uint16_t remote_port;
-	uint16_t outside_port;
+	uint8_t flags; /* event | state << FLAG_STATE_SHIFT */
+	uint16_t slot; /* set when the entry is created */
 };
 
-_Static_assert(sizeof(struct flow_key) == 16, "flow key is 16 bytes");
-_Static_assert(sizeof(struct reply_key) == 16, "reply key is 16 bytes");
+#define PACKED_WORDS (sizeof(struct packed) / sizeof(uint64_t))
 
-#define SESSION_WORDS (sizeof(struct ns_session) / sizeof(uint64_t))
+union packed_words {
+	struct packed p;
+	uint64_t w[PACKED_WORDS];
+};
 
 struct entry {
 	uint32_t seq; /* odd while the writer changes the entry */
-	uint8_t state;
-	uint8_t has_reply; /* the reply hash holds this entry's reply key */
-	uint16_t slot;
+	/* writer only: the last resync that saw the entry; for a free entry,
+	 * the next position of the free list */
 	uint32_t mark;
-	uint32_t pad;
-	uint64_t gen;
-	union {
-		struct ns_session s;
-		uint64_t w[SESSION_WORDS];
-	} u;
+	uint64_t gen; /* writer only */
+	union packed_words u;
 };
 
-struct pending {
-	uint32_t *pos;
-	uint32_t n;
-	uint64_t since;
+_Static_assert(sizeof(struct packed) == 48, "packed session is 48 bytes");
+_Static_assert(sizeof(struct entry) == 64, "an entry is one cache line");
+
+struct idx_bucket {
+	uint16_t sig[IDX_WAYS];
+	uint32_t ref[IDX_WAYS]; /* position + 1; 0 = empty way */
+	uint32_t passed;
+	uint32_t pad[3];
 };
+
+_Static_assert(sizeof(struct idx_bucket) == 64, "a bucket is one line");
 
 struct nsdp_table {
-	struct rte_hash *flows;
-	struct rte_hash *replies;
 	struct entry *entries;
-	uint32_t n_entries;
+	struct idx_bucket *flows;
+	struct idx_bucket *replies;
+	uint32_t n_buckets; /* of each index */
 	uint32_t capacity;
+	uint32_t used_end; /* positions at or above were never used */
+	uint32_t free_head, free_tail, free_n;
 	uint64_t gen;
 	uint32_t active_resyncs;
-	struct pending pend[2]; /* [0] aging, [1] fresh */
-	uint32_t pend_cap;
 	/* read by other threads with relaxed atomics */
 	uint64_t live, tombstones, applied, stale_ignored, full_drops;
 	uint64_t memory_bytes;
@@ -111,14 +141,6 @@ struct nsdp_table {
 	__atomic_store_n(&(t)->f, (t)->f + (v), __ATOMIC_RELAXED)
 #define STAT_SUB(t, f, v) \
 	__atomic_store_n(&(t)->f, (t)->f - (v), __ATOMIC_RELAXED)
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static size_t heap_allocated(void)
 {
@@ -135,82 +157,212 @@ static size_t heap_allocated(void)
 	return sum;
 }
 
-static void flow_key_make(struct flow_key *k, uint8_t proto,
-			  const struct ns_tuple *orig)
+/* ---- keys and hashing --------------------------------------------- */
+
+static inline uint32_t key_hash(uint8_t proto, const struct ns_tuple *t)
 {
-	memset(k, 0, sizeof(*k));
-	k->proto = proto;
-	k->orig = *orig;
+	uint64_t a = (uint64_t)t->saddr << 32 | t->daddr;
+	uint64_t b =
+		(uint64_t)t->sport << 32 | (uint64_t)t->dport << 16 | proto;
+
+	return rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, IDX_HASH_SEED));
 }
 
-static void reply_key_make(struct reply_key *k, const struct ns_session *s)
+static inline uint32_t home_bucket(const struct nsdp_table *t, uint32_t h)
 {
-	memset(k, 0, sizeof(*k));
-	k->proto = s->proto;
-	k->remote_addr = s->xlat.daddr;
-	k->remote_port = s->xlat.dport;
-	k->outside_addr = s->xlat.saddr;
-	k->outside_port = s->xlat.sport;
+	return (uint32_t)(((uint64_t)h * t->n_buckets) >> 32);
 }
 
-static void reply_key_from_tuple(struct reply_key *k, uint8_t proto,
-				 const struct ns_tuple *reply)
+static inline uint32_t next_bucket(const struct nsdp_table *t, uint32_t b)
 {
-	/* Return traffic comes from the remote (saddr) to the outside
-	 * address (daddr). */
-	memset(k, 0, sizeof(*k));
-	k->proto = proto;
-	k->remote_addr = reply->saddr;
-	k->remote_port = reply->sport;
-	k->outside_addr = reply->daddr;
-	k->outside_port = reply->dport;
+	return b + 1 == t->n_buckets ? 0 : b + 1;
 }
 
-static int tuple_equal(const struct ns_tuple *a, const struct ns_tuple *b)
+static inline int tuple_equal(const struct ns_tuple *a,
+			      const struct ns_tuple *b)
 {
 	return a->saddr == b->saddr && a->daddr == b->daddr &&
 	       a->sport == b->sport && a->dport == b->dport;
 }
 
-/* Writer side of the seqlock: publish session and state of e. */
-static void entry_publish(struct entry *e, const struct ns_session *s,
-			  uint8_t state)
+/* The reply tuple of a translated direction: from the remote to the
+ * outside address. */
+static inline struct ns_tuple reply_tuple(const struct ns_tuple *xlat)
+{
+	struct ns_tuple r = {.saddr = xlat->daddr,
+			     .daddr = xlat->saddr,
+			     .sport = xlat->dport,
+			     .dport = xlat->sport};
+	return r;
+}
+
+static inline int reply_matches(const struct packed *p,
+				const struct ns_tuple *reply)
+{
+	return p->xlat.daddr == reply->saddr && p->xlat.saddr == reply->daddr &&
+	       p->xlat.dport == reply->sport && p->xlat.sport == reply->dport;
+}
+
+/* Ways of bk whose signature is sig, one bit per way. */
+static inline uint32_t sig_match(const struct idx_bucket *bk, uint16_t sig)
+{
+#if defined(RTE_ARCH_X86)
+	__m128i v = _mm_load_si128((const __m128i *)(const void *)bk->sig);
+	__m128i eq = _mm_cmpeq_epi16(v, _mm_set1_epi16((short)sig));
+
+	return (uint32_t)_mm_movemask_epi8(
+		_mm_packs_epi16(eq, _mm_setzero_si128()));
+#else
+	uint32_t m = 0, w;
+
+	for (w = 0; w < IDX_WAYS; w++)
+		m |= (uint32_t)(__atomic_load_n(&bk->sig[w],
+						__ATOMIC_RELAXED) == sig)
+		     << w;
+	return m;
+#endif
+}
+
+/* ---- indexes (writer) --------------------------------------------- */
+
+/* Store pos under hash h. The index always has a free way: it has more
+ * ways than the table has positions. */
+static void idx_insert(struct nsdp_table *t, struct idx_bucket *ix, uint32_t h,
+		       uint32_t pos)
+{
+	uint32_t home = home_bucket(t, h), b = home, c, w, n;
+
+	for (n = 0; n < t->n_buckets; n++) {
+		for (w = 0; w < IDX_WAYS; w++)
+			if (ix[b].ref[w] == 0)
+				goto found;
+		b = next_bucket(t, b);
+	}
+	return; /* unreachable: more ways than positions */
+found:
+	for (c = home; c != b; c = next_bucket(t, c))
+		__atomic_store_n(&ix[c].passed, ix[c].passed + 1,
+				 __ATOMIC_RELAXED);
+	__atomic_store_n(&ix[b].sig[w], (uint16_t)h, __ATOMIC_RELAXED);
+	__atomic_store_n(&ix[b].ref[w], pos + 1, __ATOMIC_RELEASE);
+}
+
+/* Remove the way that holds pos, stored under hash h. */
+static void idx_remove(struct nsdp_table *t, struct idx_bucket *ix, uint32_t h,
+		       uint32_t pos)
+{
+	uint32_t home = home_bucket(t, h), b = home, c, w, n;
+
+	for (n = 0; n < t->n_buckets; n++) {
+		for (w = 0; w < IDX_WAYS; w++)
+			if (ix[b].ref[w] == pos + 1)
+				goto found;
+		if (ix[b].passed == 0)
+			return;
+		b = next_bucket(t, b);
+	}
+	return;
+found:
+	__atomic_store_n(&ix[b].ref[w], 0, __ATOMIC_RELEASE);
+	for (c = home; c != b; c = next_bucket(t, c))
+		__atomic_store_n(&ix[c].passed, ix[c].passed - 1,
+				 __ATOMIC_RELEASE);
+}
+
+/* Writer's flow lookup: the position of the live or tombstone entry of
+ * {proto, orig}, or -1. */
+static int32_t flow_find_writer(const struct nsdp_table *t, uint32_t h,
+				uint8_t proto, const struct ns_tuple *orig)
+{
+	uint32_t b = home_bucket(t, h), n;
+
+	for (n = 0; n < t->n_buckets; n++) {
+		const struct idx_bucket *bk = &t->flows[b];
+		uint32_t m = sig_match(bk, (uint16_t)h);
+
+		while (m) {
+			uint32_t w = (uint32_t)__builtin_ctz(m), ref;
+			const struct packed *p;
+
+			m &= m - 1;
+			ref = bk->ref[w];
+			if (ref == 0)
+				continue;
+			p = &t->entries[ref - 1].u.p;
+			if (p->proto == proto && tuple_equal(&p->orig, orig))
+				return (int32_t)(ref - 1);
+		}
+		if (bk->passed == 0)
+			break;
+		b = next_bucket(t, b);
+	}
+	return -1;
+}
+
+/* ---- entries ------------------------------------------------------ */
+
+static inline uint8_t packed_state(const struct packed *p)
+{
+	return (uint8_t)(p->flags >> FLAG_STATE_SHIFT);
+}
+
+static void packed_make(struct packed *p, const struct ns_session *s,
+			uint8_t state, uint16_t slot)
+{
+	memset(p, 0, sizeof(*p));
+	p->timestamp_ns = s->timestamp_ns;
+	p->gateway_id = s->gateway_id;
+	p->epoch = s->epoch;
+	p->timeout_ms = s->timeout_ms;
+	p->orig = s->orig;
+	p->xlat = s->xlat;
+	p->proto = s->proto;
+	p->flags = (uint8_t)((s->event & FLAG_EVENT_MASK) |
+			     (state << FLAG_STATE_SHIFT));
+	p->slot = slot;
+}
+
+static void packed_unpack(const struct packed *p, struct ns_session *s)
+{
+	s->version = NS_RECORD_VERSION;
+	s->family = NS_FAMILY_IPV4;
+	s->proto = p->proto;
+	s->event = p->flags & FLAG_EVENT_MASK;
+	s->gateway_id = p->gateway_id;
+	s->epoch = p->epoch;
+	s->timeout_ms = p->timeout_ms;
+	s->timestamp_ns = p->timestamp_ns;
+	s->orig = p->orig;
+	s->xlat = p->xlat;
+	memset(s->reserved, 0, sizeof(s->reserved));
+}
+
+/* Writer side of the seqlock. */
+static void entry_publish(struct entry *e, const union packed_words *src)
 {
 	uint32_t seq = e->seq;
-	union {
-		struct ns_session s;
-		uint64_t w[SESSION_WORDS];
-	} src;
 	size_t i;
 
-	src.s = *s;
 	__atomic_store_n(&e->seq, seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	for (i = 0; i < SESSION_WORDS; i++)
-		__atomic_store_n(&e->u.w[i], src.w[i], __ATOMIC_RELAXED);
-	__atomic_store_n(&e->state, state, __ATOMIC_RELAXED);
+	for (i = 0; i < PACKED_WORDS; i++)
+		__atomic_store_n(&e->u.w[i], src->w[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&e->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 static void entry_set_state(struct entry *e, uint8_t state)
 {
-	uint32_t seq = e->seq;
+	union packed_words u = e->u;
 
-	__atomic_store_n(&e->seq, seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&e->state, state, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->seq, seq + 2, __ATOMIC_RELEASE);
+	u.p.flags = (uint8_t)((u.p.flags & FLAG_EVENT_MASK) |
+			      (state << FLAG_STATE_SHIFT));
+	entry_publish(e, &u);
 }
 
-/* Reader side: a consistent copy of e's session; returns its state. */
-static uint8_t entry_read(const struct entry *e, struct ns_session *out)
+/* Reader side: a consistent copy of e's packed session. */
+static inline void entry_read(const struct entry *e, union packed_words *dst)
 {
-	union {
-		struct ns_session s;
-		uint64_t w[SESSION_WORDS];
-	} dst;
 	uint32_t s1, s2;
-	uint8_t state;
 	size_t i;
 
 	for (;;) {
@@ -219,75 +371,55 @@ static uint8_t entry_read(const struct entry *e, struct ns_session *out)
 			rte_pause();
 			continue;
 		}
-		for (i = 0; i < SESSION_WORDS; i++)
-			dst.w[i] =
+		for (i = 0; i < PACKED_WORDS; i++)
+			dst->w[i] =
 				__atomic_load_n(&e->u.w[i], __ATOMIC_RELAXED);
-		state = __atomic_load_n(&e->state, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&e->seq, __ATOMIC_RELAXED);
 		if (s1 == s2)
-			break;
+			return;
 	}
-	*out = dst.s;
-	return state;
 }
 
-static void pending_reclaim(struct nsdp_table *t, int force)
+/* ---- positions ---------------------------------------------------- */
+
+static int32_t pos_alloc(struct nsdp_table *t)
 {
-	struct pending *aging = &t->pend[0], *fresh = &t->pend[1];
-	uint64_t now = mono_ns();
-	uint32_t i;
+	uint32_t pos;
 
-	if (aging->n && (force || now - aging->since >= NSDP_TABLE_GRACE_NS)) {
-		for (i = 0; i < aging->n; i++) {
-			uint32_t p = aging->pos[i];
-
-			if (p & PEND_REPLY)
-				rte_hash_free_key_with_position(
-					t->replies, (int32_t)(p & ~PEND_REPLY));
-			else
-				rte_hash_free_key_with_position(t->flows,
-								(int32_t)p);
-		}
-		aging->n = 0;
-	}
-	if (aging->n == 0 && fresh->n) {
-		struct pending tmp = *aging;
-
-		*aging = *fresh;
-		*fresh = tmp;
-		fresh->n = 0;
-		if (force)
-			pending_reclaim(t, 1);
-	}
+	if (t->used_end < t->capacity)
+		return (int32_t)t->used_end++;
+	if (t->free_n == 0)
+		return -1;
+	pos = t->free_head;
+	t->free_head = t->entries[pos].mark;
+	if (--t->free_n == 0)
+		t->free_tail = POS_NONE;
+	t->entries[pos].mark = 0;
+	return (int32_t)pos;
 }
 
-static void pending_add(struct nsdp_table *t, uint32_t p)
+static void pos_free(struct nsdp_table *t, uint32_t pos)
 {
-	struct pending *fresh = &t->pend[1];
-
-	if (fresh->n == t->pend_cap)
-		pending_reclaim(t, 1);
-	if (fresh->n == 0)
-		fresh->since = mono_ns();
-	fresh->pos[fresh->n++] = p;
+	t->entries[pos].mark = POS_NONE;
+	if (t->free_n == 0)
+		t->free_head = pos;
+	else
+		t->entries[t->free_tail].mark = pos;
+	t->free_tail = pos;
+	t->free_n++;
 }
+
+/* ---- create and free ---------------------------------------------- */
 
 struct nsdp_table *nsdp_table_create(const char *name, uint32_t capacity)
 {
-	struct rte_hash_parameters hp = {
-		.key_len = sizeof(struct flow_key),
-		.hash_func = rte_hash_crc,
-		.socket_id = (int)rte_socket_id(),
-		.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF |
-			      RTE_HASH_EXTRA_FLAGS_EXT_TABLE,
-	};
-	char hname[RTE_HASH_NAMESIZE];
+	int socket = (int)rte_socket_id();
+	uint64_t slots;
 	struct nsdp_table *t;
 	size_t before;
-	int32_t max_id;
 
-	if (!name || capacity == 0 || capacity >= PEND_REPLY / 2) {
+	if (!name || capacity == 0 || capacity > INT32_MAX / 2) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -296,48 +428,38 @@ struct nsdp_table *nsdp_table_create(const char *name, uint32_t capacity)
 		return NULL;
 	before = heap_allocated();
 	t->capacity = capacity;
-	hp.entries = capacity < 8 ? 8 : capacity;
+	slots = ((uint64_t)capacity * IDX_SLOTS_PER_8_POS + 7) / 8;
+	t->n_buckets = (uint32_t)((slots + IDX_WAYS - 1) / IDX_WAYS);
+	t->free_head = t->free_tail = POS_NONE;
 
-	snprintf(hname, sizeof(hname), "%.20s_o", name);
-	hp.name = hname;
-	t->flows = rte_hash_create(&hp);
-	snprintf(hname, sizeof(hname), "%.20s_r", name);
-	t->replies = t->flows ? rte_hash_create(&hp) : NULL;
-	if (!t->flows || !t->replies)
-		goto fail;
-
-	max_id = rte_hash_max_key_id(t->flows);
-	if (max_id < 0)
-		goto fail;
-	t->n_entries = (uint32_t)max_id + 1;
-	t->entries =
-		rte_zmalloc_socket("nsdp_table_entries",
-				   (size_t)t->n_entries * sizeof(struct entry),
-				   RTE_CACHE_LINE_SIZE, hp.socket_id);
-	t->pend_cap = 2 * (t->n_entries + 1);
-	t->pend[0].pos = rte_malloc("nsdp_table_pend",
-				    t->pend_cap * sizeof(uint32_t), 0);
-	t->pend[1].pos = rte_malloc("nsdp_table_pend",
-				    t->pend_cap * sizeof(uint32_t), 0);
-	if (!t->entries || !t->pend[0].pos || !t->pend[1].pos)
-		goto fail;
+	/* Zeroed memory is an empty table: free entries, empty ways. */
+	t->entries = rte_zmalloc_socket("nsdp_table_entries",
+					(size_t)capacity * sizeof(struct entry),
+					RTE_CACHE_LINE_SIZE, socket);
+	t->flows = rte_zmalloc_socket("nsdp_table_flows",
+				      (size_t)t->n_buckets *
+					      sizeof(struct idx_bucket),
+				      RTE_CACHE_LINE_SIZE, socket);
+	t->replies = rte_zmalloc_socket("nsdp_table_replies",
+					(size_t)t->n_buckets *
+						sizeof(struct idx_bucket),
+					RTE_CACHE_LINE_SIZE, socket);
+	if (!t->entries || !t->flows || !t->replies) {
+		nsdp_table_free(t);
+		errno = ENOMEM;
+		return NULL;
+	}
 	t->memory_bytes = heap_allocated() - before;
 	return t;
-fail:
-	nsdp_table_free(t);
-	errno = ENOMEM;
-	return NULL;
 }
 
 void nsdp_table_free(struct nsdp_table *t)
 {
 	if (!t)
 		return;
-	rte_hash_free(t->flows);
-	rte_hash_free(t->replies);
 	rte_free(t->entries);
-	rte_free(t->pend[0].pos);
-	rte_free(t->pend[1].pos);
+	rte_free(t->flows);
+	rte_free(t->replies);
 	free(t);
 }
 
@@ -358,86 +480,101 @@ void nsdp_table_resync_abort(struct nsdp_table *t)
 		t->active_resyncs--;
 }
 
-/* Remove e's reply key if the reply hash still maps it to e. */
-static void reply_unlink(struct nsdp_table *t, struct entry *e, uint32_t pos)
-{
-	struct reply_key rk;
-	void *data;
-	int32_t rpos;
+/* ---- writing ------------------------------------------------------ */
 
-	if (!e->has_reply)
-		return;
-	e->has_reply = 0;
-	reply_key_make(&rk, &e->u.s);
-	if (rte_hash_lookup_data(t->replies, &rk, &data) < 0 ||
-	    (uint32_t)(uintptr_t)data != pos)
-		return;
-	rpos = rte_hash_del_key(t->replies, &rk);
-	if (rpos >= 0)
-		pending_add(t, (uint32_t)rpos | PEND_REPLY);
+static void reply_link(struct nsdp_table *t, const struct packed *p,
+		       uint32_t pos)
+{
+	struct ns_tuple r = reply_tuple(&p->xlat);
+
+	idx_insert(t, t->replies, key_hash(p->proto, &r), pos);
 }
 
-static void reply_link(struct nsdp_table *t, struct entry *e, uint32_t pos)
+static void reply_unlink(struct nsdp_table *t, const struct packed *p,
+			 uint32_t pos)
 {
-	struct reply_key rk;
+	struct ns_tuple r = reply_tuple(&p->xlat);
 
-	reply_key_make(&rk, &e->u.s);
-	if (rte_hash_add_key_data(t->replies, &rk, (void *)(uintptr_t)pos) ==
-	    -ENOSPC) {
-		pending_reclaim(t, 1);
-		if (rte_hash_add_key_data(t->replies, &rk,
-					  (void *)(uintptr_t)pos) < 0)
-			return;
-	}
-	e->has_reply = 1;
+	idx_remove(t, t->replies, key_hash(p->proto, &r), pos);
 }
 
-static int32_t flow_add(struct nsdp_table *t, const struct flow_key *k)
-{
-	int32_t pos = rte_hash_add_key(t->flows, k);
-
-	if (pos == -ENOSPC && (t->pend[0].n || t->pend[1].n)) {
-		pending_reclaim(t, 1);
-		pos = rte_hash_add_key(t->flows, k);
-	}
-	return pos;
-}
-
-static int session_older(const struct ns_session *a, const struct ns_session *b)
+static int session_older(const struct ns_session *a, const struct packed *b)
 {
 	if (a->epoch != b->epoch)
 		return a->epoch < b->epoch;
 	return a->timestamp_ns < b->timestamp_ns;
 }
 
-/* Store s into entry pos (new or existing) and keep the reply hash in
- * step; gen is the entry's new generation. */
-static void entry_write(struct nsdp_table *t, uint32_t pos, int is_new,
-			const struct ns_session *s, uint64_t gen, uint16_t slot)
+static void state_count(struct nsdp_table *t, uint8_t state, int add)
+{
+	if (state == ENTRY_LIVE) {
+		if (add)
+			STAT_ADD(t, live, 1);
+		else
+			STAT_SUB(t, live, 1);
+	} else if (state == ENTRY_TOMB) {
+		if (add)
+			STAT_ADD(t, tombstones, 1);
+		else
+			STAT_SUB(t, tombstones, 1);
+	}
+}
+
+/* Store s into the existing entry pos and keep the reply index in step;
+ * gen is the entry's new generation. */
+static void entry_update(struct nsdp_table *t, uint32_t pos,
+			 const struct ns_session *s, uint64_t gen)
 {
 	struct entry *e = &t->entries[pos];
-	uint8_t old_state = is_new ? ENTRY_FREE : e->state;
+	uint8_t old_state = packed_state(&e->u.p);
 	uint8_t state = s->event == NS_EV_DELETE ? ENTRY_TOMB : ENTRY_LIVE;
-	int xlat_same = !is_new && old_state == ENTRY_LIVE &&
-			state == ENTRY_LIVE &&
-			tuple_equal(&e->u.s.xlat, &s->xlat);
+	int relink = !(old_state == ENTRY_LIVE && state == ENTRY_LIVE &&
+		       tuple_equal(&e->u.p.xlat, &s->xlat));
+	union packed_words u;
 
-	if (!is_new && !xlat_same)
-		reply_unlink(t, e, pos);
-	entry_publish(e, s, state);
+	if (old_state == ENTRY_LIVE && relink)
+		reply_unlink(t, &e->u.p, pos);
+	packed_make(&u.p, s, state, e->u.p.slot);
+	entry_publish(e, &u);
 	e->gen = gen;
-	e->slot = slot;
-	if (state == ENTRY_LIVE && !xlat_same)
-		reply_link(t, e, pos);
+	if (state == ENTRY_LIVE && relink)
+		reply_link(t, &u.p, pos);
+	state_count(t, old_state, 0);
+	state_count(t, state, 1);
+}
 
-	if (old_state == ENTRY_LIVE)
-		STAT_SUB(t, live, 1);
-	else if (old_state == ENTRY_TOMB)
-		STAT_SUB(t, tombstones, 1);
+/* A new entry for s under flow hash h: its position, or -ENOSPC. */
+static int32_t entry_create(struct nsdp_table *t, uint32_t h,
+			    const struct ns_session *s, uint64_t gen,
+			    uint32_t mark)
+{
+	uint8_t state = s->event == NS_EV_DELETE ? ENTRY_TOMB : ENTRY_LIVE;
+	uint8_t keybuf[NS_KEY_LEN];
+	union packed_words u;
+	struct entry *e;
+	int32_t pos = pos_alloc(t);
+
+	if (pos < 0)
+		return -ENOSPC;
+	e = &t->entries[pos];
+	ns_key_build(s->proto, &s->orig, keybuf);
+	packed_make(&u.p, s, state, ns_key_slot(keybuf, NS_KEY_LEN));
+	entry_publish(e, &u);
+	e->gen = gen;
+	e->mark = mark;
+	idx_insert(t, t->flows, h, (uint32_t)pos);
 	if (state == ENTRY_LIVE)
-		STAT_ADD(t, live, 1);
-	else
-		STAT_ADD(t, tombstones, 1);
+		reply_link(t, &u.p, (uint32_t)pos);
+	state_count(t, state, 1);
+	return pos;
+}
+
+void nsdp_table_prefetch(const struct nsdp_table *t, const struct ns_session *s)
+{
+	struct ns_tuple r = reply_tuple(&s->xlat);
+
+	rte_prefetch0(&t->flows[home_bucket(t, key_hash(s->proto, &s->orig))]);
+	rte_prefetch0(&t->replies[home_bucket(t, key_hash(s->proto, &r))]);
 }
 
 int nsdp_table_apply(struct nsdp_table *t, const struct ns_session *s)
@@ -450,17 +587,12 @@ int nsdp_table_apply(struct nsdp_table *t, const struct ns_session *s)
 int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
 			 int32_t *posp)
 {
-	uint8_t keybuf[NS_KEY_LEN];
-	struct flow_key k;
-	struct entry *e;
-	int32_t pos;
-	int is_new = 0;
+	uint32_t h = key_hash(s->proto, &s->orig);
+	int32_t pos = flow_find_writer(t, h, s->proto, &s->orig);
 
 	*posp = -1;
-	flow_key_make(&k, s->proto, &s->orig);
-	pos = rte_hash_lookup(t->flows, &k);
 	if (pos < 0) {
-		pos = flow_add(t, &k);
+		pos = entry_create(t, h, s, t->gen + 1, 0);
 		if (pos < 0) {
 			if (s->event == NS_EV_DELETE)
 				return 0; /* nothing to delete, no room to
@@ -468,17 +600,14 @@ int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
 			STAT_ADD(t, full_drops, 1);
 			return -ENOSPC;
 		}
-		is_new = 1;
-	}
-	e = &t->entries[pos];
-	*posp = pos;
-	if (!is_new && session_older(s, &e->u.s)) {
+	} else if (session_older(s, &t->entries[pos].u.p)) {
+		*posp = pos;
 		STAT_ADD(t, stale_ignored, 1);
 		return 0;
+	} else {
+		entry_update(t, (uint32_t)pos, s, t->gen + 1);
 	}
-	ns_key_build(s->proto, &s->orig, keybuf);
-	entry_write(t, (uint32_t)pos, is_new, s, t->gen + 1,
-		    ns_key_slot(keybuf, NS_KEY_LEN));
+	*posp = pos;
 	__atomic_store_n(&t->gen, t->gen + 1, __ATOMIC_RELAXED);
 	STAT_ADD(t, applied, 1);
 	return 0;
@@ -487,36 +616,27 @@ int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
 int nsdp_table_apply_resync(struct nsdp_table *t, const struct ns_session *s,
 			    uint64_t gen, uint32_t mark)
 {
-	uint8_t keybuf[NS_KEY_LEN];
-	struct flow_key k;
+	uint32_t h = key_hash(s->proto, &s->orig);
+	int32_t pos = flow_find_writer(t, h, s->proto, &s->orig);
 	struct entry *e;
-	int32_t pos;
-	int is_new = 0;
 
-	flow_key_make(&k, s->proto, &s->orig);
-	pos = rte_hash_lookup(t->flows, &k);
 	if (pos < 0) {
-		pos = flow_add(t, &k);
-		if (pos < 0) {
+		if (entry_create(t, h, s, gen, mark) < 0) {
 			STAT_ADD(t, full_drops, 1);
 			return -ENOSPC;
 		}
-		is_new = 1;
+		STAT_ADD(t, applied, 1);
+		return 0;
 	}
 	e = &t->entries[pos];
-	if (!is_new) {
-		if (e->gen > gen)
-			return 0; /* a live record won since the resync began */
-		e->mark = mark;
-		if (session_older(s, &e->u.s)) {
-			STAT_ADD(t, stale_ignored, 1);
-			return 0;
-		}
-	}
-	ns_key_build(s->proto, &s->orig, keybuf);
-	entry_write(t, (uint32_t)pos, is_new, s, gen,
-		    ns_key_slot(keybuf, NS_KEY_LEN));
+	if (e->gen > gen)
+		return 0; /* a live record won since the resync began */
 	e->mark = mark;
+	if (session_older(s, &e->u.p)) {
+		STAT_ADD(t, stale_ignored, 1);
+		return 0;
+	}
+	entry_update(t, (uint32_t)pos, s, gen);
 	STAT_ADD(t, applied, 1);
 	return 0;
 }
@@ -524,20 +644,15 @@ int nsdp_table_apply_resync(struct nsdp_table *t, const struct ns_session *s,
 static void entry_remove(struct nsdp_table *t, uint32_t pos)
 {
 	struct entry *e = &t->entries[pos];
-	struct flow_key k;
-	int32_t p;
+	const struct packed *p = &e->u.p;
+	uint8_t state = packed_state(p);
 
-	if (e->state == ENTRY_LIVE) {
-		reply_unlink(t, e, pos);
-		STAT_SUB(t, live, 1);
-	} else {
-		STAT_SUB(t, tombstones, 1);
-	}
+	if (state == ENTRY_LIVE)
+		reply_unlink(t, p, pos);
+	state_count(t, state, 0);
 	entry_set_state(e, ENTRY_FREE);
-	flow_key_make(&k, e->u.s.proto, &e->u.s.orig);
-	p = rte_hash_del_key(t->flows, &k);
-	if (p >= 0)
-		pending_add(t, (uint32_t)p);
+	idx_remove(t, t->flows, key_hash(p->proto, &p->orig), pos);
+	pos_free(t, pos);
 }
 
 uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t)
@@ -545,15 +660,14 @@ uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t)
 	uint64_t n = 0;
 	uint32_t i;
 
-	if (t->active_resyncs == 0 && t->tombstones) {
-		for (i = 0; i < t->n_entries; i++) {
-			if (t->entries[i].state == ENTRY_TOMB) {
-				entry_remove(t, i);
-				n++;
-			}
+	if (t->active_resyncs || t->tombstones == 0)
+		return 0;
+	for (i = 0; i < t->used_end; i++) {
+		if (packed_state(&t->entries[i].u.p) == ENTRY_TOMB) {
+			entry_remove(t, i);
+			n++;
 		}
 	}
-	pending_reclaim(t, 0);
 	return n;
 }
 
@@ -563,11 +677,11 @@ uint64_t nsdp_table_resync_finish(struct nsdp_table *t, uint64_t gen,
 	uint64_t removed = 0;
 	uint32_t i;
 
-	for (i = 0; i < t->n_entries; i++) {
-		struct entry *e = &t->entries[i];
+	for (i = 0; i < t->used_end; i++) {
+		const struct entry *e = &t->entries[i];
 
-		if (e->state != ENTRY_LIVE || !in_scope[e->slot] ||
-		    e->gen > gen || e->mark == mark)
+		if (packed_state(&e->u.p) != ENTRY_LIVE || e->mark == mark ||
+		    e->gen > gen || !in_scope[e->u.p.slot])
 			continue;
 		entry_remove(t, i);
 		removed++;
@@ -577,22 +691,51 @@ uint64_t nsdp_table_resync_finish(struct nsdp_table *t, uint64_t gen,
 	return removed;
 }
 
+int nsdp_table_remove(struct nsdp_table *t, uint8_t proto,
+		      const struct ns_tuple *orig)
+{
+	int32_t pos = flow_find_writer(t, key_hash(proto, orig), proto, orig);
+
+	if (pos < 0)
+		return -ENOENT;
+	entry_remove(t, (uint32_t)pos);
+	__atomic_store_n(&t->gen, t->gen + 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* ---- reading ------------------------------------------------------ */
+
 int32_t nsdp_table_find(const struct nsdp_table *t, uint8_t proto,
 			const struct ns_tuple *orig, struct ns_session *out)
 {
-	struct ns_session s;
-	struct flow_key k;
-	int32_t pos;
+	uint32_t h = key_hash(proto, orig);
+	uint32_t b = home_bucket(t, h), n;
+	union packed_words u;
 
-	flow_key_make(&k, proto, orig);
-	pos = rte_hash_lookup(t->flows, &k);
-	if (pos < 0 || (uint32_t)pos >= t->n_entries)
-		return -ENOENT;
-	if (entry_read(&t->entries[pos], &s) != ENTRY_LIVE ||
-	    s.proto != proto || !tuple_equal(&s.orig, orig))
-		return -ENOENT;
-	*out = s;
-	return pos;
+	for (n = 0; n < t->n_buckets; n++) {
+		const struct idx_bucket *bk = &t->flows[b];
+		uint32_t m = sig_match(bk, (uint16_t)h);
+
+		while (m) {
+			uint32_t w = (uint32_t)__builtin_ctz(m), ref;
+
+			m &= m - 1;
+			ref = __atomic_load_n(&bk->ref[w], __ATOMIC_ACQUIRE);
+			if (ref == 0)
+				continue;
+			entry_read(&t->entries[ref - 1], &u);
+			if (packed_state(&u.p) == ENTRY_LIVE &&
+			    u.p.proto == proto &&
+			    tuple_equal(&u.p.orig, orig)) {
+				packed_unpack(&u.p, out);
+				return (int32_t)(ref - 1);
+			}
+		}
+		if (__atomic_load_n(&bk->passed, __ATOMIC_ACQUIRE) == 0)
+			break;
+		b = next_bucket(t, b);
+	}
+	return -ENOENT;
 }
 
 int nsdp_table_lookup(const struct nsdp_table *t, uint8_t proto,
@@ -605,23 +748,33 @@ int32_t nsdp_table_find_reply(const struct nsdp_table *t, uint8_t proto,
 			      const struct ns_tuple *reply,
 			      struct ns_session *out)
 {
-	struct reply_key rk, check;
-	struct ns_session s;
-	void *data;
-	uint32_t pos;
+	uint32_t h = key_hash(proto, reply);
+	uint32_t b = home_bucket(t, h), n;
+	union packed_words u;
 
-	reply_key_from_tuple(&rk, proto, reply);
-	if (rte_hash_lookup_data(t->replies, &rk, &data) < 0)
-		return -ENOENT;
-	pos = (uint32_t)(uintptr_t)data;
-	if (pos >= t->n_entries ||
-	    entry_read(&t->entries[pos], &s) != ENTRY_LIVE)
-		return -ENOENT;
-	reply_key_make(&check, &s);
-	if (memcmp(&check, &rk, sizeof(rk)) != 0)
-		return -ENOENT;
-	*out = s;
-	return (int32_t)pos;
+	for (n = 0; n < t->n_buckets; n++) {
+		const struct idx_bucket *bk = &t->replies[b];
+		uint32_t m = sig_match(bk, (uint16_t)h);
+
+		while (m) {
+			uint32_t w = (uint32_t)__builtin_ctz(m), ref;
+
+			m &= m - 1;
+			ref = __atomic_load_n(&bk->ref[w], __ATOMIC_ACQUIRE);
+			if (ref == 0)
+				continue;
+			entry_read(&t->entries[ref - 1], &u);
+			if (packed_state(&u.p) == ENTRY_LIVE &&
+			    u.p.proto == proto && reply_matches(&u.p, reply)) {
+				packed_unpack(&u.p, out);
+				return (int32_t)(ref - 1);
+			}
+		}
+		if (__atomic_load_n(&bk->passed, __ATOMIC_ACQUIRE) == 0)
+			break;
+		b = next_bucket(t, b);
+	}
+	return -ENOENT;
 }
 
 int nsdp_table_lookup_reply(const struct nsdp_table *t, uint8_t proto,
@@ -633,32 +786,16 @@ int nsdp_table_lookup_reply(const struct nsdp_table *t, uint8_t proto,
 
 uint32_t nsdp_table_positions(const struct nsdp_table *t)
 {
-	return t->n_entries;
+	return t->capacity;
 }
 
 int nsdp_table_at(const struct nsdp_table *t, uint32_t pos,
 		  struct ns_session *out)
 {
-	if (pos >= t->n_entries || t->entries[pos].state != ENTRY_LIVE)
+	if (pos >= t->used_end ||
+	    packed_state(&t->entries[pos].u.p) != ENTRY_LIVE)
 		return -ENOENT;
-	*out = t->entries[pos].u.s;
-	return 0;
-}
-
-int nsdp_table_remove(struct nsdp_table *t, uint8_t proto,
-		      const struct ns_tuple *orig)
-{
-	struct flow_key k;
-	int32_t pos;
-
-	flow_key_make(&k, proto, orig);
-	pos = rte_hash_lookup(t->flows, &k);
-	if (pos < 0 || (uint32_t)pos >= t->n_entries ||
-	    t->entries[pos].state == ENTRY_FREE)
-		return -ENOENT;
-	entry_remove(t, (uint32_t)pos);
-	__atomic_store_n(&t->gen, t->gen + 1, __ATOMIC_RELAXED);
-	pending_reclaim(t, 0);
+	packed_unpack(&t->entries[pos].u.p, out);
 	return 0;
 }
 
@@ -666,13 +803,15 @@ uint64_t nsdp_table_walk(const struct nsdp_table *t,
 			 void (*fn)(const struct ns_session *, void *),
 			 void *arg)
 {
+	struct ns_session s;
 	uint64_t n = 0;
 	uint32_t i;
 
-	for (i = 0; i < t->n_entries; i++) {
-		if (t->entries[i].state != ENTRY_LIVE)
+	for (i = 0; i < t->used_end; i++) {
+		if (packed_state(&t->entries[i].u.p) != ENTRY_LIVE)
 			continue;
-		fn(&t->entries[i].u.s, arg);
+		packed_unpack(&t->entries[i].u.p, &s);
+		fn(&s, arg);
 		n++;
 	}
 	return n;
@@ -681,6 +820,7 @@ uint64_t nsdp_table_walk(const struct nsdp_table *t,
 int64_t nsdp_table_dump(const struct nsdp_table *t, const char *path)
 {
 	uint8_t rec[NS_RECORD_MAX_LEN];
+	struct ns_session s;
 	char tmp[4096];
 	int64_t n = 0;
 	uint32_t i;
@@ -692,12 +832,13 @@ int64_t nsdp_table_dump(const struct nsdp_table *t, const char *path)
 	f = fopen(tmp, "wb");
 	if (!f)
 		return -errno;
-	for (i = 0; i < t->n_entries && !err; i++) {
+	for (i = 0; i < t->used_end && !err; i++) {
 		int len;
 
-		if (t->entries[i].state != ENTRY_LIVE)
+		if (packed_state(&t->entries[i].u.p) != ENTRY_LIVE)
 			continue;
-		len = ns_record_encode(&t->entries[i].u.s, rec, sizeof(rec));
+		packed_unpack(&t->entries[i].u.p, &s);
+		len = ns_record_encode(&s, rec, sizeof(rec));
 		if (len < 0) {
 			err = len;
 			break;

@@ -3,10 +3,11 @@
  * subscriber while the gateway is a standby, written by the NAT fast path
  * once it is promoted.
  *
- * An rte_hash keyed by the inside five-tuple (and a second one keyed by the
- * translated tuple as return traffic carries it), lock-free for readers,
- * written by one thread at a time: the standby subscriber, or the gateway's
- * forwarding lcore once it is active. Each entry remembers the
+ * A fixed array of compact entries (64 bytes) indexed by the inside
+ * five-tuple and by the translated tuple as return traffic carries it,
+ * lock-free for readers, written by one thread at a time: the standby
+ * subscriber, or the gateway's forwarding lcore once it is active. It costs
+ * about 84 bytes per session of capacity. Each entry remembers the
  * generation at which it was last changed, so that a resync that reads the
  * store while live batches are applied never puts back an older record:
  * live batches always win over what a resync read, and deletes leave a
@@ -48,6 +49,12 @@ uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t);
  * entry's (by epoch, then timestamp) are ignored. 0, or -ENOSPC when the
  * table is full (counted). */
 int nsdp_table_apply(struct nsdp_table *t, const struct ns_session *s);
+
+/* Writer hint: bring in what applying s will touch (its buckets in both
+ * indexes), so that a burst of applies overlaps its cache misses: call it
+ * for record i + k while applying record i. */
+void nsdp_table_prefetch(const struct nsdp_table *t,
+			 const struct ns_session *s);
 
 /* Apply a record read from the store by a resync that began at generation
  * gen: ignored when a live record changed the entry since gen. The entry is

@@ -251,7 +251,7 @@ static int table_exact(struct nsdp_table *t, const struct active *a)
 	for (i = 0; i < a->size; i++) {
 		struct ns_session out;
 		int rc = nsdp_table_lookup(t, a->table[i].proto,
-					  &a->table[i].orig, &out);
+					   &a->table[i].orig, &out);
 
 		if (a->live[i] &&
 		    (rc != 0 || !ns_session_equal_state(&out, &a->table[i])))
@@ -341,6 +341,53 @@ static void plain_down(void)
 
 /* ---- tests --------------------------------------------------------------- */
 
+static uint64_t rank_of(double p, uint64_t n)
+{
+	double r = p / 100.0 * (double)n;
+	uint64_t k = (uint64_t)r;
+
+	return (double)k < r ? k + 1 : k;
+}
+
+Test(standby, lag_percentiles_are_upper_bounds_within_a_few_percent)
+{
+	static const double ps[] = {1, 10, 25, 50, 75, 90, 99, 99.9};
+	static struct nsa_standby_stats st;
+	const uint64_t n = 300000;
+	uint64_t v, want, got;
+	unsigned int i;
+
+	/* Lags 1..n us, once each: the p-th percentile is its rank. */
+	memset(&st, 0, sizeof(st));
+	for (v = 1; v <= n; v++)
+		nsa_standby_lag_record(&st, v);
+	cr_assert_eq(st.lag_count, n);
+	cr_assert_eq(st.lag_max_us, n);
+	cr_assert_eq(st.lag_sum_us, n * (n + 1) / 2);
+	for (i = 0; i < sizeof(ps) / sizeof(ps[0]); i++) {
+		want = rank_of(ps[i], n);
+		got = nsa_standby_lag_percentile_us(&st, ps[i]);
+		cr_assert_geq(got, want, "p%g: %lu < %lu", ps[i],
+			      (unsigned long)got, (unsigned long)want);
+		cr_assert_leq(got, want + want / 32, "p%g: %lu for %lu", ps[i],
+			      (unsigned long)got, (unsigned long)want);
+	}
+	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 100), n);
+
+	/* Small lags are exact; lags past the top count as the maximum. */
+	memset(&st, 0, sizeof(st));
+	for (v = 0; v < 20; v++)
+		nsa_standby_lag_record(&st, v);
+	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 50), 9);
+	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 0), 0);
+	nsa_standby_lag_record(&st, 1ull << 40);
+	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 100), 1ull << 40);
+	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 90), 18);
+
+	memset(&st, 0, sizeof(st));
+	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 99), 0);
+}
+
 Test(standby, live_batches_reach_the_table, .init = cluster_up,
      .fini = cluster_down)
 {
@@ -369,6 +416,78 @@ Test(standby, live_batches_reach_the_table, .init = cluster_up,
 	       (unsigned long)(st.lag_sum_us / st.lag_count),
 	       (unsigned long)nsa_standby_lag_percentile_us(&st, 99),
 	       (unsigned long)st.lag_max_us);
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+Test(standby, foreign_keys_in_the_store_are_skipped_by_the_load,
+     .init = cluster_up, .fini = cluster_down)
+{
+	static const char *const foreign[] = {"natsync:epoch", "other:1", "ns",
+					      "n"};
+	struct active a;
+	struct nsa_standby *sb;
+	struct nsa_standby_stats st;
+	unsigned int i, pending;
+
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000);
+	active_write_range(&a, 0, 3000, NS_EV_CREATE, 1);
+	/* Keys that are not sessions, in slots the sessions use too; one
+	 * with the session prefix but not a session key is counted. */
+	for (i = 0; i < 5; i++) {
+		const char *k = i < 4 ? foreign[i] : "ns:not-a-session";
+		unsigned int nd = a.topo.slot_node[ns_key_slot(k, strlen(k))];
+
+		pending = 1;
+		redisAppendCommand(a.c[nd], "SET %s x", k);
+		drain(a.c[nd], &pending);
+	}
+	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
+	cr_assert(wait_synced(sb, 10));
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.loaded, 3000);
+	cr_assert_eq(st.bad_values, 1);
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+Test(standby, cluster_refusing_getkeysinslot_is_loaded_with_scan,
+     .init = cluster_up, .fini = cluster_down)
+{
+	static struct nsa_config conf;
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+	struct active a;
+	unsigned int i;
+
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 6000);
+	active_write_range(&a, 0, 5000, NS_EV_CREATE, 1);
+	for (i = 0; i < a.topo.n_nodes; i++) {
+		redisReply *r = redisCommand(
+			a.c[i], "ACL SETUSER natsync_sb on >secret ~* &* +@all "
+				"-cluster|getkeysinslot");
+
+		cr_assert(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER");
+		freeReplyObject(r);
+	}
+	nsa_config_defaults(&conf);
+	conf.role = NSA_ROLE_STANDBY;
+	conf.gateway_id = 1;
+	store_conf(&conf.store, CLUSTER_PORT, NSA_PUBLISH_AUTO);
+	snprintf(conf.store.user, sizeof(conf.store.user), "natsync_sb");
+	snprintf(conf.store.password, sizeof(conf.store.password), "secret");
+	conf.table_capacity = 100000;
+	sb = nsa_standby_create(&conf);
+	cr_assert_not_null(sb);
+	cr_assert_eq(nsa_standby_start(sb), 0);
+	cr_assert(wait_synced(sb, 15), "no load without GETKEYSINSLOT");
+	active_write_range(&a, 5000, 1000, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.loaded, 5000);
+	cr_assert_eq(st.bad_values, 0);
+	cr_assert_eq(st.resubscribes, 0);
 	nsa_standby_free(sb);
 	active_close(&a);
 }
@@ -492,8 +611,8 @@ Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
 	nsdp_table_stats(nsa_standby_table(sb), &after);
 	cr_assert_eq(after.applied, before.applied);
 	cr_assert_eq(after.live, before.live);
-	cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb), s1.proto, &s1.orig,
-				      &out),
+	cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb), s1.proto,
+				       &s1.orig, &out),
 		     -ENOENT);
 	cr_assert(table_exact(nsa_standby_table(sb), &a));
 	cr_assert_eq(st.gaps, 0);
@@ -534,8 +653,8 @@ Test(standby, batches_of_an_older_epoch_are_fenced, .init = cluster_up,
 	cr_assert_eq(st.fenced, a.topo.n_nodes);
 	for (i = 1000; i < 1500; i++)
 		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
-					      a.table[i].proto,
-					      &a.table[i].orig, &out),
+					       a.table[i].proto,
+					       &a.table[i].orig, &out),
 			     -ENOENT);
 	nsa_standby_free(sb);
 	active_close(&a);
@@ -584,6 +703,56 @@ Test(standby, plain_server_works_with_classic_publish, .init = plain_up,
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.records, 2500);
 	cr_assert_eq(st.gaps, 0);
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+Test(standby, lag_runs_from_the_record_timestamp_to_its_apply, .init = plain_up,
+     .fini = plain_down)
+{
+	static uint8_t buf[NS_BATCH_HDR_LEN + 100 * NS_RECORD_MAX_LEN];
+	struct ns_batch_hdr h = {
+		.publisher_id = 5, .gateway_id = 1, .epoch = 1, .seq = 1};
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+	struct active a;
+	unsigned int pending = 0, i, tries;
+	uint64_t sent_at;
+	size_t len = NS_BATCH_HDR_LEN;
+
+	active_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, 100);
+	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, 1000);
+	cr_assert(wait_synced(sb, 10));
+	/* 100 records that happened one second before they are sent. */
+	sent_at = now_ns();
+	for (i = 0; i < 100; i++) {
+		struct ns_session s = sess(i, NS_EV_CREATE);
+
+		s.timestamp_ns = sent_at - 1000000000ull;
+		len += (size_t)ns_record_encode(&s, buf + len,
+						sizeof(buf) - len);
+	}
+	h.count = 100;
+	h.body_len = (uint32_t)(len - NS_BATCH_HDR_LEN);
+	ns_batch_hdr_encode(&h, buf);
+	publish(&a, 0, buf, len, &pending);
+	drain(a.c[0], &pending);
+	for (tries = 0; tries < 500; tries++) {
+		nsa_standby_stats(sb, &st);
+		if (st.lag_count >= 100)
+			break;
+		usleep(2000);
+	}
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.lag_count, 100);
+	/* At least the second, at most the second and the time it took to
+	 * see the count (the apply happened before). */
+	cr_assert_geq(nsa_standby_lag_percentile_us(&st, 1), 1000000);
+	cr_assert_leq(st.lag_max_us, (now_ns() - sent_at) / 1000 + 1000000);
+	cr_assert_leq(nsa_standby_lag_percentile_us(&st, 99), st.lag_max_us);
+	printf("lag of records 1 s old: p50 %lu us, max %lu us\n",
+	       (unsigned long)nsa_standby_lag_percentile_us(&st, 50),
+	       (unsigned long)st.lag_max_us);
 	nsa_standby_free(sb);
 	active_close(&a);
 }

@@ -338,6 +338,147 @@ Test(table, dump_round_trip)
 	nsdp_table_free(t);
 }
 
+Test(table, costs_at_most_128_bytes_per_session)
+{
+	const uint32_t cap = 1000000;
+	struct nsdp_table *t = nsdp_table_create("t_mem", cap);
+	struct nsdp_table_stats st;
+
+	cr_assert_not_null(t);
+	cr_assert_geq(nsdp_table_positions(t), cap);
+	nsdp_table_stats(t, &st);
+	printf("table memory: %.1f B/session at capacity %u\n",
+	       (double)st.memory_bytes / cap, cap);
+	cr_assert_gt(st.memory_bytes, 64ull * cap, "less than the entries?");
+	cr_assert_leq(st.memory_bytes, 128ull * cap);
+	nsdp_table_free(t);
+}
+
+static int finds_both_ways(const struct nsdp_table *t,
+			   const struct ns_session *s, int32_t *pos)
+{
+	struct ns_tuple r = reply_of(s);
+	struct ns_session out;
+	int32_t p2;
+
+	*pos = nsdp_table_find(t, s->proto, &s->orig, &out);
+	if (*pos < 0 || !ns_session_equal_state(s, &out))
+		return 0;
+	p2 = nsdp_table_find_reply(t, s->proto, &r, &out);
+	return p2 == *pos && ns_session_equal_state(s, &out);
+}
+
+Test(table, full_table_finds_every_session_by_both_keys_through_churn)
+{
+	const uint32_t cap = 20000;
+	struct nsdp_table *t = nsdp_table_create("t_fill", cap);
+	uint32_t *id = calloc(cap, sizeof(*id));
+	uint8_t *seen = calloc(cap, 1);
+	struct ns_session s, out;
+	struct nsdp_table_stats st;
+	uint32_t i, round;
+	int32_t pos;
+
+	cr_assert_not_null(t);
+	cr_assert(id && seen);
+	for (i = 0; i < cap; i++) {
+		id[i] = i;
+		s = sess(id[i], NS_EV_CREATE, 10);
+		cr_assert_eq(nsdp_table_apply(t, &s), 0, "entry %u", i);
+	}
+	/* Each round: the table is full and every session is found by both
+	 * keys at its own position; half of them go, the other half must
+	 * still be found, and new flows fill the table again. */
+	for (round = 1; round <= 3; round++) {
+		nsdp_table_stats(t, &st);
+		cr_assert_eq(st.live, cap);
+		s = sess(10000000, NS_EV_CREATE, 10);
+		cr_assert_eq(nsdp_table_apply(t, &s), -ENOSPC);
+		memset(seen, 0, cap);
+		for (i = 0; i < cap; i++) {
+			s = sess(id[i], NS_EV_CREATE, 10);
+			cr_assert(finds_both_ways(t, &s, &pos),
+				  "round %u: session %u lost", round, id[i]);
+			cr_assert(pos >= 0 &&
+				  (uint32_t)pos < nsdp_table_positions(t));
+			cr_assert_eq(seen[pos], 0, "position %d twice", pos);
+			seen[pos] = 1;
+		}
+		for (i = round % 2; i < cap; i += 2) {
+			s = sess(id[i], NS_EV_CREATE, 10);
+			cr_assert_eq(nsdp_table_remove(t, 6, &s.orig), 0);
+		}
+		for (i = 0; i < cap; i++) {
+			s = sess(id[i], NS_EV_CREATE, 10);
+			if (i % 2 == round % 2)
+				cr_assert_eq(
+					nsdp_table_lookup(t, 6, &s.orig, &out),
+					-ENOENT);
+			else
+				cr_assert(finds_both_ways(t, &s, &pos),
+					  "after removals: session %u lost",
+					  id[i]);
+		}
+		for (i = round % 2; i < cap; i += 2) {
+			id[i] = round * 1000000 + i;
+			s = sess(id[i], NS_EV_CREATE, 10);
+			cr_assert_eq(nsdp_table_apply(t, &s), 0);
+		}
+	}
+	free(seen);
+	free(id);
+	nsdp_table_free(t);
+}
+
+Test(table, freed_positions_are_reused_last)
+{
+	struct nsdp_table *t = nsdp_table_create("t_reuse", 8);
+	struct ns_session s;
+	int32_t pos, first;
+	uint32_t i;
+
+	s = sess(1, NS_EV_CREATE, 1);
+	cr_assert_eq(nsdp_table_apply_pos(t, &s, &first), 0);
+	cr_assert_eq(nsdp_table_remove(t, 6, &s.orig), 0);
+	/* Seven positions never used come first, then the freed one. */
+	for (i = 2; i < 9; i++) {
+		s = sess(i, NS_EV_CREATE, 1);
+		cr_assert_eq(nsdp_table_apply_pos(t, &s, &pos), 0);
+		cr_assert_neq(pos, first, "session %u", i);
+	}
+	s = sess(9, NS_EV_CREATE, 1);
+	cr_assert_eq(nsdp_table_apply_pos(t, &s, &pos), 0);
+	cr_assert_eq(pos, first);
+	nsdp_table_free(t);
+}
+
+Test(table, reply_lookup_finds_the_survivor_of_two_sessions_sharing_a_reply)
+{
+	struct nsdp_table *t = nsdp_table_create("t_dup", 64);
+	struct ns_session a = sess(20, NS_EV_CREATE, 100);
+	struct ns_session b = sess(21, NS_EV_CREATE, 200), out;
+	struct ns_tuple r;
+
+	/* b took a's outside port before a's delete arrived. */
+	b.xlat = a.xlat;
+	r = reply_of(&a);
+	cr_assert_eq(nsdp_table_apply(t, &a), 0);
+	cr_assert_eq(nsdp_table_apply(t, &b), 0);
+	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r, &out), 0);
+	cr_assert(ns_session_same_flow(&out, &a) ||
+		  ns_session_same_flow(&out, &b));
+	a.event = NS_EV_DELETE;
+	a.timestamp_ns = 300;
+	cr_assert_eq(nsdp_table_apply(t, &a), 0);
+	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r, &out), 0);
+	cr_assert(ns_session_same_flow(&out, &b));
+	b.event = NS_EV_DELETE;
+	b.timestamp_ns = 300;
+	cr_assert_eq(nsdp_table_apply(t, &b), 0);
+	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r, &out), -ENOENT);
+	nsdp_table_free(t);
+}
+
 struct reader_arg {
 	const struct nsdp_table *t;
 	struct ns_session key;
@@ -401,5 +542,73 @@ Test(table, concurrent_reader_never_sees_a_torn_entry)
 	cr_assert_gt(a.reads, 0);
 	cr_assert_eq(a.torn, 0, "%lu torn of %lu reads", (unsigned long)a.torn,
 		     (unsigned long)a.reads);
+	nsdp_table_free(t);
+}
+
+struct steady_arg {
+	const struct nsdp_table *t;
+	uint32_t n;
+	volatile int stop;
+	uint64_t reads, misses;
+};
+
+static void *steady_reader(void *p)
+{
+	struct steady_arg *a = p;
+	struct ns_session s, out;
+	uint32_t i = 0;
+
+	while (!a->stop) {
+		struct ns_tuple r;
+
+		s = sess(i, NS_EV_CREATE, 1);
+		r = reply_of(&s);
+		if (nsdp_table_lookup(a->t, 6, &s.orig, &out) != 0 ||
+		    nsdp_table_lookup_reply(a->t, 6, &r, &out) != 0)
+			a->misses++;
+		a->reads++;
+		i = i + 1 < a->n ? i + 1 : 0;
+	}
+	return NULL;
+}
+
+Test(table, concurrent_reader_never_misses_a_session_that_stays)
+{
+	const uint32_t cap = 4096, steady = 1024, churn = 2800;
+	struct nsdp_table *t = nsdp_table_create("t_steady", cap);
+	struct steady_arg a = {.t = t, .n = steady};
+	struct ns_session s;
+	pthread_t th;
+	uint32_t i, round;
+
+	/* Other flows first, so that many steady ones live past their home
+	 * bucket; then those flows come and go around them, near full
+	 * capacity, while a reader looks the steady ones up. */
+	for (i = 0; i < churn; i++) {
+		s = sess(100000 + i, NS_EV_CREATE, 1);
+		cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	}
+	for (i = 0; i < steady; i++) {
+		s = sess(i, NS_EV_CREATE, 1);
+		cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	}
+	cr_assert_eq(pthread_create(&th, NULL, steady_reader, &a), 0);
+	for (round = 0; round < 300; round++) {
+		for (i = 0; i < churn; i++) {
+			s = sess(100000 + (round % 7) * churn + i, NS_EV_CREATE,
+				 1);
+			cr_assert_eq(nsdp_table_remove(t, 6, &s.orig), 0);
+		}
+		for (i = 0; i < churn; i++) {
+			s = sess(100000 + ((round + 1) % 7) * churn + i,
+				 NS_EV_CREATE, 1);
+			cr_assert_eq(nsdp_table_apply(t, &s), 0);
+		}
+	}
+	a.stop = 1;
+	pthread_join(th, NULL);
+	cr_assert_gt(a.reads, 0);
+	cr_assert_eq(a.misses, 0, "%lu misses of %lu reads",
+		     (unsigned long)a.misses, (unsigned long)a.reads);
 	nsdp_table_free(t);
 }
