@@ -441,21 +441,33 @@ static void conn_kill(struct nsa_writer *w, struct nsa_conn *c, const char *why)
 
 static int batch_close(struct nsa_writer *w, struct nsa_conn *c)
 {
+	const struct nsa_config *conf = &w->a->conf;
 	struct nsa_batch *b = c->open;
 	struct ns_batch_hdr h = {
 		.publisher_id = w->publisher_id,
-		.gateway_id = w->a->conf.gateway_id,
+		.gateway_id = conf->gateway_id,
 		.epoch = b->epoch,
 		.count = (uint16_t)b->count,
-		.flags = 0,
+		.flags = conf->batch_key_len ? NS_BATCH_F_HMAC : 0,
 		.seq = ++w->seq[c->channel_slot],
 		.body_len = (uint32_t)(b->body_len - NS_BATCH_HDR_LEN),
 	};
+	uint8_t mac[NS_BATCH_MAC_LEN];
+	size_t msg_len = b->body_len;
 	char num[10];
 	size_t nl;
 
 	ns_batch_hdr_encode(&h, b->body);
-	if (out_reserve(c, 64 + c->channel_len + b->body_len) != 0)
+	if (conf->batch_key_len) {
+		/* The trailer goes out after the body; the batch keeps only
+		 * header and records, so a resend signs its new header. */
+		if (ns_batch_mac((const uint8_t *)conf->batch_key,
+				 conf->batch_key_len, b->body, b->body_len,
+				 mac) != 0)
+			return -EINVAL;
+		msg_len += NS_BATCH_MAC_LEN;
+	}
+	if (out_reserve(c, 64 + c->channel_len + msg_len) != 0)
 		return -ENOMEM;
 	if (w->topo.sharded_pubsub)
 		OUT_LIT(c, "*3\r\n$8\r\nSPUBLISH\r\n$");
@@ -466,10 +478,12 @@ static int batch_close(struct nsa_writer *w, struct nsa_conn *c)
 	OUT_LIT(c, "\r\n");
 	out_put(c, c->channel, c->channel_len);
 	OUT_LIT(c, "\r\n$");
-	nl = u32_to_dec((uint32_t)b->body_len, num);
+	nl = u32_to_dec((uint32_t)msg_len, num);
 	out_put(c, num, nl);
 	OUT_LIT(c, "\r\n");
 	out_put(c, b->body, b->body_len);
+	if (conf->batch_key_len)
+		out_put(c, mac, NS_BATCH_MAC_LEN);
 	OUT_LIT(c, "\r\n");
 	if (exp_push(w, c, b, 0, NSA_EXP_NOTIFY) != 0)
 		return -ENOMEM;

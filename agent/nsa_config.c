@@ -138,6 +138,7 @@ static const struct nsa_key nsa_keys[] = {
 	 "127.0.0.1:7000"},
 	NSA_STR("store", "user", store.user, ""),
 	NSA_STR("store", "password_file", password_file, ""),
+	NSA_STR("store", "batch_key_file", batch_key_file, ""),
 	NSA_NUM("store", "connect_timeout_ms", store.connect_timeout_ms, 1,
 		600000, "1000"),
 	NSA_ENUM("store", "publish", store.publish, nsa_publish_names, "auto"),
@@ -774,13 +775,14 @@ int nsa_config_set(struct nsa_config *c, const char *assignment, char *err,
 	return 0;
 }
 
-/* Read the store password: a secret, so refuse a file others may read and
- * never keep more than the one line it must hold. */
-static int nsa_read_password(struct nsa_config *c, char *err, size_t errlen)
+/* Read a secret (the store password, the batch key) from the file at path
+ * into buf: refuse a file others may read, and keep only the one line it
+ * must hold. name is the key for messages, e.g. "password_file". The
+ * length goes to *len. */
+static int nsa_read_secret(const char *name, const char *path, char *buf,
+			   size_t cap, size_t *len, char *err, size_t errlen)
 {
-	const char *path = c->password_file;
-	char *pw = c->store.password;
-	size_t cap = sizeof(c->store.password), n = 0;
+	size_t n = 0;
 	struct stat st;
 	ssize_t r;
 	int fd;
@@ -788,65 +790,66 @@ static int nsa_read_password(struct nsa_config *c, char *err, size_t errlen)
 	/* O_NONBLOCK: a FIFO must not hang the start; fstat refuses it. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
-		snprintf(err, errlen, "password_file %s: cannot open: %s", path,
+		snprintf(err, errlen, "%s %s: cannot open: %s", name, path,
 			 strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) != 0) {
-		snprintf(err, errlen, "password_file %s: cannot stat: %s", path,
+		snprintf(err, errlen, "%s %s: cannot stat: %s", name, path,
 			 strerror(errno));
 		goto fail;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "password_file %s: not a regular file",
-			 path);
+		snprintf(err, errlen, "%s %s: not a regular file", name, path);
 		goto fail;
 	}
 	if (st.st_mode & 077) {
 		snprintf(err, errlen,
-			 "password_file %s: permissions %04o let others read "
-			 "it; chmod 600",
-			 path, (unsigned int)(st.st_mode & 07777));
+			 "%s %s: permissions %04o let others read it; chmod "
+			 "600",
+			 name, path, (unsigned int)(st.st_mode & 07777));
 		goto fail;
 	}
-	memset(pw, 0, cap);
-	while (n < cap && (r = read(fd, pw + n, cap - n)) != 0) {
+	memset(buf, 0, cap);
+	while (n < cap && (r = read(fd, buf + n, cap - n)) != 0) {
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			snprintf(err, errlen,
-				 "password_file %s: cannot read: %s", path,
-				 strerror(errno));
+			snprintf(err, errlen, "%s %s: cannot read: %s", name,
+				 path, strerror(errno));
 			goto fail;
 		}
 		n += (size_t)r;
 	}
 	if (n == cap) {
-		snprintf(err, errlen, "password_file %s: longer than %zu bytes",
+		snprintf(err, errlen, "%s %s: longer than %zu bytes", name,
 			 path, cap - 1);
 		goto fail;
 	}
-	if (n > 0 && pw[n - 1] == '\n')
-		pw[--n] = '\0';
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
 	if (n == 0) {
-		snprintf(err, errlen, "password_file %s: empty", path);
+		snprintf(err, errlen, "%s %s: empty", name, path);
 		goto fail;
 	}
-	if (memchr(pw, '\0', n) || memchr(pw, '\n', n)) {
-		snprintf(err, errlen,
-			 "password_file %s: must hold one line of text", path);
+	if (memchr(buf, '\0', n) || memchr(buf, '\n', n)) {
+		snprintf(err, errlen, "%s %s: must hold one line of text", name,
+			 path);
 		goto fail;
 	}
 	close(fd);
+	*len = n;
 	return 0;
 fail:
-	memset(pw, 0, cap);
+	memset(buf, 0, cap);
 	close(fd);
 	return -1;
 }
 
 int nsa_config_finish(struct nsa_config *c, char *err, size_t errlen)
 {
+	size_t len;
+
 	if (c->store.n_seeds == 0) {
 		snprintf(err, errlen, "[store] seeds: no seed address given");
 		return -1;
@@ -857,7 +860,16 @@ int nsa_config_finish(struct nsa_config *c, char *err, size_t errlen)
 			 c->workers, c->lanes);
 		return -1;
 	}
-	if (c->password_file[0] && nsa_read_password(c, err, errlen) != 0)
+	if (c->password_file[0] &&
+	    nsa_read_secret("password_file", c->password_file,
+			    c->store.password, sizeof(c->store.password), &len,
+			    err, errlen) != 0)
+		return -1;
+	c->batch_key_len = 0;
+	if (c->batch_key_file[0] &&
+	    nsa_read_secret("batch_key_file", c->batch_key_file, c->batch_key,
+			    sizeof(c->batch_key), &c->batch_key_len, err,
+			    errlen) != 0)
 		return -1;
 	nsa_config_derive(c);
 	return 0;

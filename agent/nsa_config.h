@@ -52,6 +52,11 @@ struct nsa_config {
 
 	struct nsa_store_conf store;
 	char password_file[PATH_MAX];
+	/* The key that authenticates every batch (HMAC-SHA256), read from
+	 * batch_key_file by nsa_config_finish; none when batch_key_len is 0. */
+	char batch_key_file[PATH_MAX];
+	char batch_key[256];
+	size_t batch_key_len;
 
 	/* [active] */
 	unsigned int workers; /* writer threads */

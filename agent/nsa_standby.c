@@ -792,6 +792,14 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 		STAT_ADD(sb, bad_messages, 1);
 		return;
 	}
+	/* With a batch key, only batches signed with it count: a writer
+	 * without the key (or a forger on the channel) changes nothing. */
+	if (sb->conf.batch_key_len &&
+	    ns_batch_verify(buf, len, (const uint8_t *)sb->conf.batch_key,
+			    sb->conf.batch_key_len) != 0) {
+		STAT_ADD(sb, unauthenticated, 1);
+		return;
+	}
 	if (epoch_check(sb, &h) < 0) {
 		STAT_ADD(sb, fenced, 1);
 		return;
@@ -1198,6 +1206,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(lag_sum_us);
 	LOAD(lag_max_us);
 	LOAD(fenced);
+	LOAD(unauthenticated);
 	LOAD(bad_values);
 	for (i = 0; i < NSA_STANDBY_LAG_BUCKETS; i++)
 		LOAD(lag_hist[i]);

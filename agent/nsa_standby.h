@@ -44,6 +44,9 @@ struct nsa_standby_stats {
 	int synced; /* cold load finished */
 	uint64_t lag_count, lag_sum_us, lag_max_us;
 	uint64_t fenced; /* batches dropped: epoch older than seen */
+	/* batches dropped: a batch key is configured and their HMAC is
+	 * missing or wrong */
+	uint64_t unauthenticated;
 	uint64_t bad_values; /* store values that did not match their key */
 	/* Lag of each record of an applied batch, in us: from its timestamp
 	 * (the active's CLOCK_REALTIME) to when the record was in the table

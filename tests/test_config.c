@@ -591,6 +591,34 @@ Test(config, password_file_0600_is_read_and_one_newline_stripped)
 	cr_assert_str_eq(c.store.password, "nonewline");
 }
 
+Test(config, batch_key_file_is_read_like_a_password_and_refused_if_shared)
+{
+	struct nsa_config c;
+	char err[PATH_MAX + 300], want[PATH_MAX + 300];
+	const char *path = nst_write("bk", "0123456789abcdef\n", 0600);
+
+	nsa_config_defaults(&c);
+	cr_assert_eq(c.batch_key_len, 0, "no batch key by default");
+	cr_assert_eq(
+		nsa_config_set(&c, "store.batch_key_file=x", err, sizeof(err)),
+		0);
+	snprintf(c.batch_key_file, sizeof(c.batch_key_file), "%s", path);
+	cr_assert_eq(nsa_config_finish(&c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(c.batch_key_len, 16);
+	cr_assert_eq(memcmp(c.batch_key, "0123456789abcdef", 16), 0);
+
+	path = nst_write("bk", "0123456789abcdef\n", 0604);
+	nsa_config_defaults(&c);
+	snprintf(c.batch_key_file, sizeof(c.batch_key_file), "%s", path);
+	cr_assert_eq(nsa_config_finish(&c, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want),
+		 "batch_key_file %s: permissions 0604 let others read it; "
+		 "chmod 600",
+		 path);
+	cr_assert_str_eq(err, want);
+	cr_assert_eq(c.batch_key_len, 0);
+}
+
 Test(config, missing_password_file_says_cannot_open)
 {
 	struct nsa_config c;

@@ -17,6 +17,7 @@
 #include "ns_batch.h"
 #include "ns_record.h"
 #include "ns_slot.h"
+#include "nsa_active.h"
 #include "nsa_cluster.h"
 #include "nsa_config.h"
 #include "nsa_standby.h"
@@ -37,6 +38,7 @@ struct active {
 	struct ns_session *table;
 	uint8_t *live;
 	uint32_t size;
+	const char *key; /* sign batches with this batch key (NULL: no) */
 };
 
 static uint64_t now_ns(void)
@@ -183,7 +185,17 @@ static void active_write(struct active *a, const uint32_t *idx, uint32_t n,
 			h.count = (uint16_t)count[i];
 			h.seq = ++a->seq[i];
 			h.body_len = blen[i] - NS_BATCH_HDR_LEN;
+			h.flags = a->key ? NS_BATCH_F_HMAC : 0;
 			ns_batch_hdr_encode(&h, batch[i]);
+			if (a->key) {
+				cr_assert_eq(
+					ns_batch_mac((const uint8_t *)a->key,
+						     strlen(a->key), batch[i],
+						     blen[i],
+						     batch[i] + blen[i]),
+					0);
+				blen[i] += NS_BATCH_MAC_LEN;
+			}
 			publish(a, i, batch[i], blen[i], &pending[i]);
 			count[i] = 0;
 			blen[i] = NS_BATCH_HDR_LEN;
@@ -289,8 +301,17 @@ static int wait_synced(struct nsa_standby *sb, double timeout_s)
 	return 0;
 }
 
-static struct nsa_standby *standby_start(int port, enum nsa_publish_mode mode,
-					 uint32_t capacity)
+static void config_key(struct nsa_config *conf, const char *key)
+{
+	conf->batch_key_len = key ? strlen(key) : 0;
+	if (key)
+		memcpy(conf->batch_key, key, conf->batch_key_len);
+}
+
+static struct nsa_standby *standby_start_keyed(int port,
+					       enum nsa_publish_mode mode,
+					       uint32_t capacity,
+					       const char *key)
 {
 	static struct nsa_config conf;
 	struct nsa_standby *sb;
@@ -300,10 +321,17 @@ static struct nsa_standby *standby_start(int port, enum nsa_publish_mode mode,
 	conf.gateway_id = 1;
 	store_conf(&conf.store, port, mode);
 	conf.table_capacity = capacity;
+	config_key(&conf, key);
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
 	cr_assert_eq(nsa_standby_start(sb), 0);
 	return sb;
+}
+
+static struct nsa_standby *standby_start(int port, enum nsa_publish_mode mode,
+					 uint32_t capacity)
+{
+	return standby_start_keyed(port, mode, capacity, NULL);
 }
 
 /* ---- fixtures ------------------------------------------------------------ */
@@ -656,6 +684,84 @@ Test(standby, batches_of_an_older_epoch_are_fenced, .init = cluster_up,
 					       a.table[i].proto,
 					       &a.table[i].orig, &out),
 			     -ENOENT);
+	nsa_standby_free(sb);
+	active_close(&a);
+}
+
+/* Wait until stat(sb) >= want, at most timeout_s. */
+static uint64_t wait_unauthenticated(struct nsa_standby *sb, uint64_t want,
+				     double timeout_s)
+{
+	double end = mono_s() + timeout_s;
+	struct nsa_standby_stats st;
+
+	do {
+		nsa_standby_stats(sb, &st);
+		if (st.unauthenticated >= want)
+			break;
+		usleep(10000);
+	} while (mono_s() < end);
+	return st.unauthenticated;
+}
+
+Test(standby, batch_key_admits_only_batches_signed_with_it, .init = cluster_up,
+     .fini = cluster_down)
+{
+	static const char key[] = "a deployment's batch key";
+	static struct nsa_config aconf;
+	struct nsdp_lane *lane = nsdp_lane_create(0, 4096, SOCKET_ID_ANY);
+	struct nsa_active *writer;
+	struct nsa_standby *sb;
+	struct ns_session out;
+	struct active a;
+	uint32_t i;
+
+	cr_assert_not_null(lane);
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000);
+	sb = standby_start_keyed(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000, key);
+	cr_assert(wait_synced(sb, 10));
+
+	/* The real writers, with the key: everything arrives. */
+	nsa_config_defaults(&aconf);
+	aconf.gateway_id = 1;
+	store_conf(&aconf.store, CLUSTER_PORT, NSA_PUBLISH_AUTO);
+	config_key(&aconf, key);
+	writer = nsa_active_create(&aconf, &lane, 1);
+	cr_assert_not_null(writer);
+	cr_assert_eq(nsa_active_start(writer), 0);
+	for (i = 0; i < 2000; i++) {
+		a.table[i] = sess(i, NS_EV_CREATE);
+		a.live[i] = 1;
+		cr_assert_eq(nsdp_record(lane, &a.table[i]), 0);
+	}
+	cr_assert_eq(nsa_active_drain(writer, 10000), 0);
+	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10),
+		  "signed batches from the writers did not all apply");
+
+	/* Well-formed batches without the key, then with another key, from
+	 * other publishers: rejected, counted, nothing changes. */
+	a.publisher_id = 78;
+	active_write_range(&a, 2000, 300, NS_EV_CREATE, 1);
+	cr_assert_geq(wait_unauthenticated(sb, 1, 10), 1);
+	a.publisher_id = 79;
+	a.key = "not the key";
+	active_write_range(&a, 2300, 300, NS_EV_CREATE, 1);
+	cr_assert_geq(wait_unauthenticated(sb, 2, 10), 2);
+	usleep(200000);
+	for (i = 2000; i < 2600; i++)
+		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
+					       a.table[i].proto,
+					       &a.table[i].orig, &out),
+			     -ENOENT, "session %u from an unsigned batch", i);
+	for (i = 0; i < 2000; i++)
+		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
+					       a.table[i].proto,
+					       &a.table[i].orig, &out),
+			     0);
+
+	nsa_active_stop(writer);
+	nsa_active_free(writer);
+	nsdp_lane_free(lane);
 	nsa_standby_free(sb);
 	active_close(&a);
 }
