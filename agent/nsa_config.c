@@ -28,6 +28,7 @@
  * starting threads.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -484,6 +485,58 @@ static int nsa_parse_port_range(const struct nsa_key *k, const char *v,
 	return 0;
 }
 
+/* Every value must load back from the printout unchanged ("key = value",
+ * one line). The line must fit the INI reader's (INI_MAX_LINE bytes with
+ * its newline and NUL); a value is never printed longer than it was given.
+ * Text is printed as stored, so it must also survive the reader: inih
+ * strips the blanks around a value and cuts it at a ';' that follows a
+ * blank, the loader strips one pair of quotes, and a control character
+ * could end the line. Without these checks --set, and a quoted value in a
+ * file, could store what the file form cannot carry. */
+static int nsa_value_fits(const struct nsa_key *k, const char *v, char *why,
+			  size_t whylen)
+{
+	size_t room = INI_MAX_LINE - 2 - strlen(k->key) - strlen(" = ");
+
+	if (strlen(v) > room) {
+		snprintf(why, whylen,
+			 "value is longer than a configuration line allows "
+			 "(%zu bytes)",
+			 room);
+		return -1;
+	}
+	return 0;
+}
+
+static int nsa_str_printable(const char *v, size_t len, char *why,
+			     size_t whylen)
+{
+	if (len > 0 && (isspace((unsigned char)v[0]) ||
+			isspace((unsigned char)v[len - 1]))) {
+		snprintf(why, whylen, "value begins or ends with a blank");
+		return -1;
+	}
+	if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
+		snprintf(why, whylen, "value is quoted twice");
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (iscntrl((unsigned char)v[i]) && v[i] != '\t') {
+			snprintf(why, whylen,
+				 "value holds control character 0x%02x",
+				 (unsigned char)v[i]);
+			return -1;
+		}
+		if (v[i] == ';' &&
+		    (i == 0 || isspace((unsigned char)v[i - 1]))) {
+			snprintf(why, whylen,
+				 "value holds ';' after a blank (a comment)");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Validate v for key k and store it in c; on error c is untouched. */
 static int nsa_key_set(struct nsa_config *c, const struct nsa_key *k,
 		       const char *v, char *why, size_t whylen)
@@ -495,6 +548,8 @@ static int nsa_key_set(struct nsa_config *c, const struct nsa_key *k,
 	size_t len;
 	int rc;
 
+	if (nsa_value_fits(k, v, why, whylen) != 0)
+		return -1;
 	switch (k->kind) {
 	case NSA_KEY_NUM:
 	case NSA_KEY_POW2:
@@ -535,6 +590,8 @@ static int nsa_key_set(struct nsa_config *c, const struct nsa_key *k,
 				 k->size - 1);
 			return -1;
 		}
+		if (nsa_str_printable(v, len, why, whylen) != 0)
+			return -1;
 		memset(field, 0, k->size);
 		memcpy(field, v, len);
 		return 0;
@@ -647,15 +704,31 @@ struct nsa_load {
 static char *nsa_load_line(char *str, int num, void *stream)
 {
 	struct nsa_load *ld = stream;
-	size_t n, lead;
-	int next;
+	size_t n = 0, lead;
+	int ch = EOF;
 
-	if (ld->failed_line || !fgets(str, num, ld->f))
+	if (ld->failed_line)
 		return NULL;
+	/* getc, not fgets: with fgets a NUL byte hides where the line ends,
+	 * and a long line would be split in two after all. */
+	while (n + 1 < (size_t)num && (ch = getc(ld->f)) != EOF) {
+		if (ch == '\0') {
+			ld->failed_line = ++ld->line;
+			snprintf(ld->err, ld->errlen,
+				 "%s:%d: line holds a NUL byte", ld->path,
+				 ld->line);
+			return NULL;
+		}
+		str[n++] = (char)ch;
+		if (ch == '\n')
+			break;
+	}
+	if (n == 0)
+		return NULL;
+	str[n] = '\0';
 	ld->line++;
-	n = strlen(str);
-	if (n > 0 && str[n - 1] != '\n' && (next = getc(ld->f)) != EOF) {
-		ungetc(next, ld->f);
+	if (str[n - 1] != '\n' && (ch = getc(ld->f)) != EOF) {
+		ungetc(ch, ld->f);
 		ld->failed_line = ld->line;
 		snprintf(ld->err, ld->errlen,
 			 "%s:%d: line is longer than %d characters", ld->path,

@@ -203,10 +203,26 @@ static inline int reply_matches(const struct packed *p,
 	       p->xlat.dport == reply->sport && p->xlat.sport == reply->dport;
 }
 
-/* Ways of bk whose signature is sig, one bit per way. */
+/* ThreadSanitizer cannot take sig_match's vector load for what it is; see
+ * there. */
+#if defined(__SANITIZE_THREAD__)
+#define NSDP_TABLE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NSDP_TABLE_TSAN 1
+#endif
+#endif
+
+/* Ways of bk whose signature is sig, one bit per way. On x86 one 16-byte
+ * load reads all eight signatures while the writer stores them one by one
+ * with relaxed atomics: each aligned 16-bit lane is read whole, and a lane
+ * read stale only costs a miss on a key being inserted or a way whose ref
+ * and key are then checked. That plain load is a data race to the C memory
+ * model and to ThreadSanitizer, so a TSan build takes the portable loop of
+ * relaxed atomic loads instead. */
 static inline uint32_t sig_match(const struct idx_bucket *bk, uint16_t sig)
 {
-#if defined(RTE_ARCH_X86)
+#if defined(RTE_ARCH_X86) && !defined(NSDP_TABLE_TSAN)
 	__m128i v = _mm_load_si128((const __m128i *)(const void *)bk->sig);
 	__m128i eq = _mm_cmpeq_epi16(v, _mm_set1_epi16((short)sig));
 

@@ -178,9 +178,13 @@ static void plan_write(struct plan *p, struct nsdp_lane **lanes,
 		       unsigned int n_lanes, uint32_t flow, uint8_t event)
 {
 	struct ns_session s = flow_record(flow, event, p->ts++);
+	uint8_t k = p->n_ev[flow];
 
-	cr_assert_lt(p->n_ev[flow], MAX_EVENTS);
-	p->ev[(size_t)flow * MAX_EVENTS + p->n_ev[flow]++] = s;
+	cr_assert_lt(k, MAX_EVENTS);
+	p->ev[(size_t)flow * MAX_EVENTS + k] = s;
+	/* The subscriber thread reads the plan while it grows: publish the
+	 * event before its count (sub_batch loads the count with acquire). */
+	__atomic_store_n(&p->n_ev[flow], (uint8_t)(k + 1), __ATOMIC_RELEASE);
 	p->n_records++;
 	push_wait(lanes[flow % n_lanes], &s);
 }
@@ -406,8 +410,12 @@ static void sub_batch(struct sub *s, const char *channel, const uint8_t *buf,
 	while ((rc = ns_batch_iter_next(&it, &r)) == 1) {
 		uint32_t f = record_flow(&r);
 		const struct plan *p = s->plan;
+		uint8_t n_ev =
+			f < p->n_flows
+				? __atomic_load_n(&p->n_ev[f], __ATOMIC_ACQUIRE)
+				: 0;
 
-		if (f >= p->n_flows || s->next_ev[f] >= p->n_ev[f] ||
+		if (f >= p->n_flows || s->next_ev[f] >= n_ev ||
 		    !same_record(
 			    &r, &p->ev[(size_t)f * MAX_EVENTS + s->next_ev[f]]))
 			s->bad_order++;

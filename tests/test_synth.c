@@ -80,6 +80,8 @@ static unsigned int drain_lane(struct run *r, unsigned int w, unsigned int max)
 	struct ns_session buf[256];
 	unsigned int n = nsdp_lane_drain(r->lanes[w], buf, max);
 
+	if (n == 0)
+		return 0; /* r->log[w] may still be NULL */
 	if (r->len[w] + n > r->cap[w]) {
 		r->cap[w] = (r->cap[w] + n) * 2;
 		r->log[w] = realloc(r->log[w], r->cap[w] * sizeof(buf[0]));

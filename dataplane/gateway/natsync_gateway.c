@@ -685,7 +685,12 @@ static void gw_teardown(struct gw *g)
 	}
 	nsdp_nat_free(g->nat);
 	nsa_standby_free(g->sb);
-	if (g->lane)
+	/* With agent = external a natsync-agent may still be draining the
+	 * lane through its own mapping of our memory until it notices we are
+	 * gone: freeing the lane would free and zero its ring under the
+	 * agent's writer threads (DPDK clears freed heap memory). The memory
+	 * goes when the last process using it detaches. */
+	if (g->lane && g->conf.gw.agent != NSA_GW_AGENT_EXTERNAL)
 		nsdp_lane_free(g->lane);
 }
 
