@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The natsync test suite under sanitizers, on a fresh Debian machine:
+#
+#   1. AddressSanitizer + UndefinedBehaviorSanitizer (and LeakSanitizer) in
+#      build-asan: every test of the suites unit, integration and failover,
+#      and every natsync program they start.
+#   2. ThreadSanitizer in build-tsan: the ring and worker tests (lane,
+#      active, table, standby).
+#
+#   deploy/sanitize.sh [--asan-only | --tsan-only] [MESON-TEST-ARGS...]
+#
+# MESON-TEST-ARGS replace the AddressSanitizer phase's selection (default
+# --suite unit --suite integration --suite failover), e.g. `e2e` or
+# `--suite unit`; the ThreadSanitizer phase always runs its four tests.
+#
+# Any sanitizer report is fatal: the process that hits it stops at once
+# (halt_on_error=1) and its test fails. Every report is also written to
+# BUILD/sanitizer-reports/report.PID, so that reports from processes whose
+# exit status nobody checks (a program a test starts in the background, a
+# leak found as a Criterion test process exits) still fail the run; they
+# are printed at the end. Exit status 0 only if all tests passed and no
+# report was written.
+#
+# Both builds use clang, -O2 -g (debugoptimized: stacks with lines and
+# inlined frames) and the same EAL arguments as deploy/test.sh's build
+# (--no-huge --no-shconf; the secondary and failover tests use hugepages,
+# reserved here as test.sh does).
+#
+# What the sanitizers need, and why:
+# - DPDK's libraries are not instrumented. Their memory (rte_malloc, rings,
+#   memzones) is DPDK's own mmap'd heap, so AddressSanitizer checks natsync
+#   only where it uses malloc'd or stack memory; it runs EAL unchanged,
+#   with --no-huge and as a secondary process on hugepages alike.
+#   LeakSanitizer runs at every process exit; with DPDK 22.11 nothing
+#   needs suppressing. Should a DPDK library ever leak at exit, list it
+#   (leak:librte_NAME.so, never a natsync function) in
+#   tests/sanitize/lsan.supp, which is used when it exists.
+# - ThreadSanitizer: the TSan build defines RTE_USE_C11_MEM_MODEL, so the
+#   rte_ring code inlined into natsync synchronises with C11 atomics that
+#   ThreadSanitizer understands (the x86 default uses plain loads and
+#   compiler barriers, correct on x86 but invisible to it).
+#   tests/sanitize/tsan.supp suppresses DPDK's own approximate ring counts,
+#   nothing in natsync. Criterion cannot start under ThreadSanitizer
+#   (its BoxFort arena finds no free address: Criterion issue #274), so the
+#   TSan tests run with tests/sanitize/nst_tsan_boxfort.c preloaded, which
+#   steers that arena into the address window ThreadSanitizer leaves free.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+. deploy/lib.sh
+
+asan=1 tsan=1
+case ${1:-} in
+--asan-only)
+	tsan=0
+	shift
+	;;
+--tsan-only)
+	asan=0
+	shift
+	;;
+-h | --help)
+	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+	exit 0
+	;;
+esac
+
+supp=$top/tests/sanitize
+failed=()
+symbolizer=$(command -v llvm-symbolizer || true)
+
+# Print the reports written under $1 and count them; 0 when there are none.
+show_reports() {
+	local dir=$1 n=0 f
+	for f in "$dir"/report.*; do
+		[ -f "$f" ] || continue
+		n=$((n + 1))
+		ns_say "sanitizer report $f:"
+		sed -n '1,60p' "$f" >&2
+	done
+	[ "$n" -eq 0 ] || ns_say "$n sanitizer report(s) in $dir"
+	[ "$n" -eq 0 ]
+}
+
+# A test that a sanitizer stops has no teardown: stop the stores the tests
+# of build directory $1 left running (each in tests/run/PORT).
+stop_stores() {
+	local d port
+	for d in "$1"/tests/run/*/; do
+		[ -d "$d" ] || continue
+		port=$(basename "$d")
+		case $port in
+		'' | *[!0-9]*) continue ;;
+		esac
+		deploy/redis-cluster.sh stop --port "$port" --dir "${d%/}" \
+			>/dev/null 2>&1 || true
+	done
+}
+cleanup() {
+	stop_stores build-asan
+	stop_stores build-tsan
+}
+trap cleanup EXIT
+
+# Configure (or reconfigure) $1 with clang and the options after it.
+setup() {
+	local dir=$1
+	shift
+	if [ ! -f "$dir/build.ninja" ]; then
+		ns_say "CC=clang meson setup $dir $*"
+		CC=clang meson setup "$dir" "$@"
+	else
+		ns_say "meson configure $dir $*"
+		meson configure "$dir" "$@"
+	fi
+}
+
+ns_install_deps
+"$top/deploy/hugepages.sh" -n 256 ||
+	ns_say "no hugepages: the secondary and failover tests will fail"
+
+if [ "$asan" = 1 ]; then
+	setup build-asan -Dwerror=true -Dtests=enabled \
+		-Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
+		-Db_lundef=false
+	ns_say "ninja -C build-asan"
+	ninja -C build-asan
+	reports=$top/build-asan/sanitizer-reports
+	rm -rf "$reports"
+	mkdir -p "$reports"
+	common="print_stacktrace=1:log_path=$reports/report${symbolizer:+:external_symbolizer_path=$symbolizer}"
+	export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1:$common"
+	export UBSAN_OPTIONS="halt_on_error=1:$common"
+	export LSAN_OPTIONS="print_suppressions=0"
+	if [ -f "$supp/lsan.supp" ]; then
+		LSAN_OPTIONS+=":suppressions=$supp/lsan.supp"
+	fi
+	selection=(--suite unit --suite integration --suite failover)
+	[ $# -eq 0 ] || selection=("$@")
+	start=$(date +%s)
+	ns_say "meson test -C build-asan ${selection[*]}"
+	rc=0
+	meson test -C build-asan --print-errorlogs --num-processes 1 \
+		--timeout-multiplier 3 "${selection[@]}" || rc=$?
+	ns_say "AddressSanitizer + UndefinedBehaviorSanitizer: exit $rc in $(($(date +%s) - start))s"
+	stop_stores build-asan
+	[ "$rc" -eq 0 ] || failed+=("asan tests")
+	show_reports "$reports" || failed+=("asan reports")
+	unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+fi
+
+if [ "$tsan" = 1 ]; then
+	tsan_tests=(lane active table standby)
+	setup build-tsan -Dwerror=true -Dtests=enabled \
+		-Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
+		-Dc_args=-DRTE_USE_C11_MEM_MODEL
+	targets=()
+	for t in "${tsan_tests[@]}"; do
+		targets+=("tests/test_$t")
+	done
+	ns_say "ninja -C build-tsan ${targets[*]}"
+	ninja -C build-tsan "${targets[@]}"
+	preload=$top/build-tsan/nst_tsan_boxfort.so
+	ns_say "cc -shared -o $preload tests/sanitize/nst_tsan_boxfort.c"
+	cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$preload" \
+		"$supp/nst_tsan_boxfort.c" -ldl
+	reports=$top/build-tsan/sanitizer-reports
+	rm -rf "$reports"
+	mkdir -p "$reports"
+	export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp:log_path=$reports/report${symbolizer:+:external_symbolizer_path=$symbolizer}"
+	start=$(date +%s)
+	ns_say "meson test -C build-tsan ${tsan_tests[*]}"
+	rc=0
+	meson test -C build-tsan --no-rebuild --print-errorlogs \
+		--num-processes 1 --timeout-multiplier 4 \
+		--wrapper "env LD_PRELOAD=$preload" "${tsan_tests[@]}" || rc=$?
+	ns_say "ThreadSanitizer: exit $rc in $(($(date +%s) - start))s"
+	stop_stores build-tsan
+	[ "$rc" -eq 0 ] || failed+=("tsan tests")
+	show_reports "$reports" || failed+=("tsan reports")
+	unset TSAN_OPTIONS
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+	ns_say "FAILED: ${failed[*]}"
+	exit 1
+fi
+ns_say "no test failed, no sanitizer report"
