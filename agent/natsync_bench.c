@@ -1,433 +1,149 @@
 /*
  * natsync_bench.c - the natsync-bench program: how fast natsync replicates,
- * and how that compares with the classic way.
+ * how that compares with the classic way, what a record call, a session in
+ * the store and a cold standby load cost.
  *
- * Mode natsync runs the real pieces in one process: the lanes, the
- * synthetic source on EAL worker lcores, the active writers and (unless
- * --no-standby) a standby with its own table, subscribed and synced before
- * the source starts. The clock runs from the source's start until every
- * record is acknowledged by the store (nsa_active_drain). Then the standby
- * gets a bounded time to catch up, and its table is compared with the
- * source's final table, flow by flow.
- * Mode naive replays the same synthetic stream the way a gateway without
- * natsync would: one blocking connection, and per event one synchronous
- * SET (or DEL) of a JSON value and one synchronous PUBLISH.
+ * This file parses the options, builds the configuration the agent would
+ * use, starts EAL with enough lcores for the mode, and hands over to one
+ * mode (nsa_bench.h):
+ *   natsync   one replication run, or --half-load, or a --sweep
+ *             (nsa_bench_natsync.c, nsa_bench_sweep.c)
+ *   naive     one synchronous SET + PUBLISH per event (nsa_bench_naive.c)
+ *   record    the fast-path record call alone (nsa_bench_record.c)
+ *   coldload  fill the store, time a fresh standby (nsa_bench_coldload.c)
  *
- * Both end with exactly one RESULT line on stdout; progress goes to stderr
- * once a second. Exit status: 0 done, 1 runtime failure, 2 bad options.
+ * Every run ends with exactly one RESULT line on stdout; progress goes to
+ * stderr. Exit status: 0 done, 1 runtime failure, 2 bad options.
  *
- * Not done here: no replication logic of its own (only the agent's public
- * APIs are used), no cluster client in naive mode (a plain server is
- * expected), and no statistics beyond one run.
+ * Not done here: any measuring.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <hiredis/hiredis.h>
 #include <rte_eal.h>
-#include <rte_errno.h>
-#include <rte_lcore.h>
 
-#include "ns_record.h"
-#include "ns_slot.h"
-#include "nsa_active.h"
-#include "nsa_cluster.h"
+#include "nsa_bench.h"
 #include "nsa_config.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
-#include "nsa_standby.h"
-#include "nsdp_table.h"
-#include "nsdp_lane.h"
-#include "nsdp_synth.h"
 
-#define BENCH_EAL_ARGS "--no-huge --no-shconf -m 1024 --no-pci --no-telemetry"
-#define SYNC_TIMEOUT_S 30.0
-#define CATCHUP_TIMEOUT_S 10.0
-#define DRAIN_TIMEOUT_MS 600000
-#define NAIVE_CHANNEL "ns:naive"
-
-enum bench_mode { BENCH_NATSYNC, BENCH_NAIVE };
-
-struct bench_opts {
-	enum bench_mode mode;
-	int standby;
-	const char *csv;
-};
-
-struct bench_result {
-	uint64_t events;
-	double seconds;
-	uint64_t lag_p50_us, lag_p99_us;
-	uint64_t drops;
-	const char *standby_match; /* "yes", "no" or "n/a" */
-};
+#define BENCH_EAL_ARGS "--no-huge --no-shconf --no-pci --no-telemetry"
+#define BENCH_EAL_MEM_MB 1024
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: natsync-bench [options] [-- EAL-ARGS...]\n"
 		"\n"
-		"Measures natsync's replication rate and lag, or the classic\n"
-		"SET+PUBLISH per event, on the same synthetic session stream.\n"
+		"Measures natsync's replication on a synthetic session stream\n"
+		"against a store (one server or a cluster), and compares it\n"
+		"with the classic SET+PUBLISH per event.\n"
 		"\n"
 		"  --store H:P[,H:P..]   store seeds (default 127.0.0.1:7000)\n"
-		"  --mode natsync|naive  what to measure (default natsync)\n"
+		"  --mode M              natsync (default): replicate through "
+		"the\n"
+		"                        writers to an in-process standby;\n"
+		"                        naive: one synchronous SET (JSON "
+		"value)\n"
+		"                        and one PUBLISH per event, one "
+		"connection;\n"
+		"                        record: ns per nsdp_record() call "
+		"into "
+		"a\n"
+		"                        lane drained by another thread (no "
+		"store);\n"
+		"                        coldload: write --sessions sessions\n"
+		"                        through the writers, then time a "
+		"fresh\n"
+		"                        standby until it is synced\n"
 		"  --events N            events to produce (default 1000000)\n"
 		"  --flows N             flow population (default 200000)\n"
 		"  --rate R              events/s, 0 = flat out (default 0)\n"
 		"  --standby             attach an in-process standby "
 		"(default)\n"
-		"  --no-standby          measure the active side alone\n"
-		"  --workers N           [active] workers (also the lanes)\n"
+		"  --no-standby          measure the active side alone (no "
+		"lag,\n"
+		"                        no table figures)\n"
+		"  --workers N           [active] workers, also the lanes and\n"
+		"                        source lcores\n"
 		"  --batch N             [active] batch_size\n"
 		"  --inflight N          [active] max_inflight\n"
-		"  --csv FILE            append one line of figures per run\n"
+		"  --flush               FLUSHALL every master before each "
+		"run\n"
+		"                        (store_bytes_per_session needs an\n"
+		"                        empty store)\n"
+		"  --half-load           natsync: a flat-out run of --events,\n"
+		"                        then one of --events at half its "
+		"rate\n"
+		"  --sweep P             natsync: measure each value of\n"
+		"                        P: batch (16..1024), inflight\n"
+		"                        (1..32), workers (1..4), or all;\n"
+		"                        the rest as configured. Flat out\n"
+		"                        with a standby a measurement is a\n"
+		"                        --half-load pair (throughput flat\n"
+		"                        out, lag p99 at half of it); else\n"
+		"                        it is one run\n"
+		"  --repeat N            sweep: measurements per point\n"
+		"                        (default 1); then one line POINT\n"
+		"                        sweep=P value=V measurements=N\n"
+		"                        rate=R lag_p99_us=N gives their\n"
+		"                        medians, as plotted\n"
+		"  --plot FILE.png       draw the sweep's throughput and\n"
+		"                        lag p99 with gnuplot (implies\n"
+		"                        --sweep all unless given; rows go\n"
+		"                        to FILE.csv unless --csv)\n"
+		"  --sessions N          coldload: sessions (default 1000000)\n"
+		"  --runs N              record: timed runs, the median is\n"
+		"                        reported (default 51)\n"
+		"  --calls N             record: calls per run (default half "
+		"the\n"
+		"                        ring, 32768: the ring is never full)\n"
+		"  --csv FILE            append one row per run (natsync, "
+		"naive,\n"
+		"                        coldload)\n"
 		"  -h, --help            this text\n"
 		"  -V, --version         the version\n"
 		"\n"
-		"Ends with one line on stdout:\n"
-		"RESULT mode=M sessions=N seconds=S rate=R lag_p50_us=N "
-		"lag_p99_us=N drops=N standby_match=yes|no|n/a\n"
+		"Each run ends with one line on stdout (--half-load makes two\n"
+		"runs; a sweep one or two per measurement):\n"
+		"RESULT mode=natsync|naive sessions=N seconds=S rate=R "
+		"lag_p50_us=N\n"
+		"  lag_p99_us=N drops=N standby_match=yes|no|n/a "
+		"lag_p999_us=N\n"
+		"  target_rate=R [load=max|half] [max_rate=R] [sweep=P]\n"
+		"  [workers=N batch=N inflight=N] live=N value_bytes=N\n"
+		"  store_bytes_per_session=X table_bytes_per_slot=X\n"
+		"  table_bytes_per_session=X\n"
+		"RESULT mode=record ns_per_call=X ns_per_call_burst32=X\n"
+		"  ns_per_record_burst32=X ns_per_call_min=X "
+		"ns_per_call_max=X\n"
+		"  backlog_median=N ns_per_call_spin=X\n"
+		"  ns_per_record_burst32_spin=X backlog_median_spin=N runs=N\n"
+		"  calls=N ring_size=N drops=N tsc_hz=N\n"
+		"  (drained by a thread that encodes what it takes, as a\n"
+		"  writer does; _spin: by one that takes each record at once;\n"
+		"  backlog: records left in the ring as a run ends, near 0\n"
+		"  when the drainer ran alongside)\n"
+		"RESULT mode=coldload sessions=N seconds=S rate=R loaded=N\n"
+		"  create_seconds=S fill_seconds=S fill_rate=R workers=N "
+		"batch=N\n"
+		"  inflight=N table_capacity=N store_bytes_per_session=X\n"
+		"  table_bytes_per_slot=X table_bytes_per_session=X\n"
+		"Lags are the standby's: its clock when it applied a record\n"
+		"minus the record's timestamp (0 without a standby). The\n"
+		"standby's table has 2 x --flows slots (coldload: sessions\n"
+		"+ 25 %%). store_bytes_per_session: the growth of INFO memory\n"
+		"used_memory over all masters per key added, from an empty\n"
+		"store (else n/a). table_bytes_per_slot: the standby table's\n"
+		"memory / its slots; table_bytes_per_session: / the sessions\n"
+		"it holds. X is n/a when not measured.\n"
 		"Exit status: 0 done, 1 failure, 2 bad options.\n");
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(unsigned int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
-static int conf_set(struct nsa_config *conf, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static int conf_set(struct nsa_config *conf, const char *fmt, ...)
-{
-	char assignment[1200], err[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(assignment, sizeof(assignment), fmt, ap);
-	va_end(ap);
-	if (nsa_config_set(conf, assignment, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-bench: %s\n", err);
-		return -1;
-	}
-	return 0;
-}
-
-struct table_check {
-	const struct nsdp_table *table;
-	uint64_t flows, mismatches;
-};
-
-static void check_flow(const struct ns_session *s, void *arg)
-{
-	struct table_check *c = arg;
-	struct ns_session got;
-
-	c->flows++;
-	if (nsdp_table_lookup(c->table, s->proto, &s->orig, &got) != 0 ||
-	    !ns_session_equal_state(s, &got))
-		c->mismatches++;
-}
-
-/* Mismatching flows between the source's final table and the standby's,
- * counting sessions the standby has beyond the source's as mismatches. */
-static uint64_t table_mismatches(const struct nsdp_synth *synth,
-				 const struct nsdp_table *table)
-{
-	struct table_check c = {table, 0, 0};
-	struct nsdp_table_stats ts;
-
-	nsdp_synth_final_table(synth, check_flow, &c);
-	nsdp_table_stats(table, &ts);
-	if (ts.live > c.flows)
-		c.mismatches += ts.live - c.flows;
-	return c.mismatches;
-}
-
-static struct nsa_standby *standby_attach(const struct nsa_config *active_conf)
-{
-	static struct nsa_config conf;
-	struct nsa_standby *sb;
-	struct nsa_standby_stats st;
-	double t0 = now_s();
-
-	conf = *active_conf;
-	conf.role = NSA_ROLE_STANDBY;
-	sb = nsa_standby_create(&conf);
-	if (!sb || nsa_standby_start(sb) != 0) {
-		NSA_ERR("standby: cannot start");
-		if (sb)
-			nsa_standby_free(sb);
-		return NULL;
-	}
-	for (;;) {
-		nsa_standby_stats(sb, &st);
-		if (st.synced)
-			break;
-		if (now_s() - t0 > SYNC_TIMEOUT_S) {
-			NSA_ERR("standby: not synced after %.0f s",
-				SYNC_TIMEOUT_S);
-			nsa_standby_stop(sb);
-			nsa_standby_free(sb);
-			return NULL;
-		}
-		sleep_ms(20);
-	}
-	NSA_INFO("standby: synced in %.3f s (%" PRIu64 " sessions loaded)",
-		 now_s() - t0, st.loaded);
-	return sb;
-}
-
-/* After the drain: give the standby at most CATCHUP_TIMEOUT_S to apply
- * every acknowledged record and to hold the source's final table. */
-static const char *standby_verdict(struct nsa_standby *sb,
-				   const struct nsdp_synth *synth,
-				   uint64_t acked)
-{
-	struct nsa_standby_stats st;
-	double t0 = now_s();
-	uint64_t mismatches = 0;
-
-	for (;;) {
-		nsa_standby_stats(sb, &st);
-		if (st.records + st.loaded >= acked) {
-			mismatches =
-				table_mismatches(synth, nsa_standby_table(sb));
-			if (mismatches == 0)
-				return "yes";
-		}
-		if (now_s() - t0 > CATCHUP_TIMEOUT_S)
-			break;
-		sleep_ms(50);
-	}
-	mismatches = table_mismatches(synth, nsa_standby_table(sb));
-	NSA_WARN("standby: %" PRIu64 " of %" PRIu64 " records applied, %" PRIu64
-		 " flows differ from the source",
-		 st.records + st.loaded, acked, mismatches);
-	return mismatches == 0 ? "yes" : "no";
-}
-
-static int run_natsync(const struct nsa_config *conf, int with_standby,
-		       struct bench_result *res)
-{
-	struct nsa_source src;
-	struct nsa_standby *sb = NULL;
-	struct nsa_active *active = NULL;
-	struct nsa_active_stats st;
-	struct nsdp_synth_stats ss = {0};
-	double t0, t_end, last = 0;
-	uint64_t last_acked = 0;
-	int rc = 1, drained;
-
-	if (nsa_source_open(&src, conf) != 0)
-		goto out;
-	if (with_standby && !(sb = standby_attach(conf)))
-		goto out;
-	active = nsa_active_create(conf, src.lanes, src.n_lanes);
-	if (!active || nsa_active_start(active) != 0) {
-		NSA_ERR("active: cannot start the writers");
-		goto out;
-	}
-	t0 = now_s();
-	last = t0;
-	nsa_source_start(&src);
-	for (;;) {
-		double t;
-
-		sleep_ms(20);
-		t = now_s();
-		nsdp_synth_stats(src.synth, &ss);
-		if (ss.done)
-			break;
-		if (t - last >= 1.0) {
-			nsa_active_stats(active, &st);
-			fprintf(stderr,
-				"progress: natsync %.1fs produced %" PRIu64
-				" acked %" PRIu64 " (%.0f/s) drops %" PRIu64
-				"\n",
-				t - t0, ss.produced, st.acked,
-				(double)(st.acked - last_acked) / (t - last),
-				st.lane_drops + st.dropped + ss.dropped);
-			last_acked = st.acked;
-			last = t;
-		}
-	}
-	drained = nsa_active_drain(active, DRAIN_TIMEOUT_MS) == 0;
-	t_end = now_s();
-	if (!drained)
-		NSA_ERR("active: not every record was acknowledged in time");
-	nsa_source_stop(&src);
-	nsdp_synth_stats(src.synth, &ss);
-	nsa_active_stats(active, &st);
-	res->events = ss.produced;
-	res->seconds = t_end - t0;
-	res->drops = st.lane_drops + st.dropped + ss.dropped;
-	res->standby_match = "n/a";
-	if (sb) {
-		struct nsa_standby_stats sst;
-
-		res->standby_match = standby_verdict(sb, src.synth, st.acked);
-		nsa_standby_stats(sb, &sst);
-		res->lag_p50_us = nsa_standby_lag_percentile_us(&sst, 50);
-		res->lag_p99_us = nsa_standby_lag_percentile_us(&sst, 99);
-	}
-	rc = drained ? 0 : 1;
-out:
-	if (active) {
-		nsa_active_stop(active);
-		nsa_active_free(active);
-	}
-	if (sb) {
-		nsa_standby_stop(sb);
-		nsa_standby_free(sb);
-	}
-	nsa_source_close(&src);
-	return rc;
-}
-
-/* One synchronous command; 0 when the server answered without an error. */
-static int naive_command(redisContext *c, const char *what, redisReply *r)
-{
-	int ok = r && r->type != REDIS_REPLY_ERROR;
-
-	if (!ok)
-		NSA_ERR("naive: %s: %s", what,
-			r ? r->str : (c->err ? c->errstr : "no reply"));
-	if (r)
-		freeReplyObject(r);
-	return ok ? 0 : -EIO;
-}
-
-static int naive_replicate(redisContext *c, const struct ns_session *s)
-{
-	uint8_t key[NS_KEY_LEN];
-	char json[512];
-	int len = ns_record_to_json(s, json, sizeof(json));
-
-	if (len < 0)
-		return len;
-	ns_key_build(s->proto, &s->orig, key);
-	if (s->event == NS_EV_DELETE) {
-		if (naive_command(c, "DEL",
-				  redisCommand(c, "DEL %b", key,
-					       (size_t)NS_KEY_LEN)) != 0)
-			return -EIO;
-	} else if (naive_command(c, "SET",
-				 redisCommand(c, "SET %b %b PX %u", key,
-					      (size_t)NS_KEY_LEN, json,
-					      (size_t)len, s->timeout_ms)) !=
-		   0) {
-		return -EIO;
-	}
-	return naive_command(c, "PUBLISH",
-			     redisCommand(c, "PUBLISH " NAIVE_CHANNEL " %b",
-					  json, (size_t)len));
-}
-
-static int run_naive(const struct nsa_config *conf, struct bench_result *res)
-{
-	struct nsa_source src;
-	struct nsdp_synth_stats ss = {0};
-	struct ns_session burst[64];
-	redisContext *c = NULL;
-	char err[256];
-	uint64_t done = 0, last_done = 0;
-	double t0, last;
-	int rc = 1, failed = 0;
-
-	c = nsa_store_connect(&conf->store, &conf->store.seeds[0], err,
-			      sizeof(err));
-	if (!c) {
-		NSA_ERR("naive: %s:%u: %s", conf->store.seeds[0].host,
-			conf->store.seeds[0].port, err);
-		return 1;
-	}
-	if (nsa_source_open(&src, conf) != 0)
-		goto out;
-	t0 = now_s();
-	last = t0;
-	nsa_source_start(&src);
-	while (!failed) {
-		unsigned int n = nsdp_lane_drain(src.lanes[0], burst, 64);
-		double t;
-
-		for (unsigned int i = 0; i < n && !failed; i++) {
-			failed = naive_replicate(c, &burst[i]) != 0;
-			done++;
-		}
-		if (n == 0) {
-			nsdp_synth_stats(src.synth, &ss);
-			/* done is set after the last event was enqueued. */
-			if (ss.done && rte_ring_empty(src.lanes[0]->ring))
-				break;
-		}
-		t = now_s();
-		if (t - last >= 1.0) {
-			fprintf(stderr,
-				"progress: naive %.1fs replicated %" PRIu64
-				" (%.0f/s)\n",
-				t - t0, done,
-				(double)(done - last_done) / (t - last));
-			last_done = done;
-			last = t;
-		}
-	}
-	res->seconds = now_s() - t0;
-	nsa_source_stop(&src);
-	nsdp_synth_stats(src.synth, &ss);
-	res->events = done;
-	res->drops = ss.dropped + src.lanes[0]->dropped;
-	res->standby_match = "n/a";
-	rc = failed ? 1 : 0;
-out:
-	nsa_source_close(&src);
-	redisFree(c);
-	return rc;
-}
-
-static void csv_append(const char *path, const char *mode,
-		       const struct nsa_config *conf,
-		       const struct bench_result *r, double rate)
-{
-	struct stat sb;
-	int is_new = stat(path, &sb) != 0 || sb.st_size == 0;
-	FILE *f = fopen(path, "a");
-
-	if (!f) {
-		NSA_ERR("csv: %s: %s", path, strerror(errno));
-		return;
-	}
-	if (is_new)
-		fprintf(f, "time,mode,events,flows,workers,batch,inflight,"
-			   "seconds,rate,lag_p50_us,lag_p99_us,drops,"
-			   "standby_match\n");
-	fprintf(f,
-		"%ld,%s,%" PRIu64 ",%" PRIu64 ",%u,%u,%u,%.3f,%.0f,%" PRIu64
-		",%" PRIu64 ",%" PRIu64 ",%s\n",
-		(long)time(NULL), mode, r->events, conf->synth_conf.flows,
-		conf->workers, conf->batch_size, conf->max_inflight, r->seconds,
-		rate, r->lag_p50_us, r->lag_p99_us, r->drops, r->standby_match);
-	fclose(f);
 }
 
 static int parse_count(const char *opt, const char *v, uint64_t min,
@@ -449,6 +165,101 @@ static int parse_count(const char *opt, const char *v, uint64_t min,
 	return 0;
 }
 
+static int parse_mode(const char *v, enum nsa_bench_mode *mode)
+{
+	static const char *const names[] = {"natsync", "naive", "record",
+					    "coldload"};
+	static const enum nsa_bench_mode modes[] = {
+		NSA_BENCH_NATSYNC, NSA_BENCH_NAIVE, NSA_BENCH_RECORD,
+		NSA_BENCH_COLDLOAD};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!strcmp(v, names[i])) {
+			*mode = modes[i];
+			return 0;
+		}
+	}
+	fprintf(stderr,
+		"natsync-bench: --mode: '%s' is not natsync, naive, record or "
+		"coldload\n",
+		v);
+	return -1;
+}
+
+static int parse_sweep(const char *v, unsigned int *mask)
+{
+	if (!strcmp(v, "batch"))
+		*mask = NSA_SWEEP_BATCH;
+	else if (!strcmp(v, "inflight"))
+		*mask = NSA_SWEEP_INFLIGHT;
+	else if (!strcmp(v, "workers"))
+		*mask = NSA_SWEEP_WORKERS;
+	else if (!strcmp(v, "all"))
+		*mask = NSA_SWEEP_ALL;
+	else {
+		fprintf(stderr,
+			"natsync-bench: --sweep: '%s' is not batch, inflight, "
+			"workers or all\n",
+			v);
+		return -1;
+	}
+	return 0;
+}
+
+/* Options that only one mode reads are refused elsewhere. */
+static int check_combination(const struct nsa_bench_opts *o, int rate_given,
+			     int sessions_given, int record_given)
+{
+	const char *why = NULL;
+
+	if ((o->half_load || o->sweep || o->plot) &&
+	    o->mode != NSA_BENCH_NATSYNC)
+		why = "--half-load, --sweep and --plot need --mode natsync";
+	else if (o->half_load && (o->sweep || o->plot))
+		why = "--half-load and --sweep/--plot are separate runs";
+	else if (o->half_load && rate_given)
+		why = "--half-load finds its rate itself: drop --rate";
+	else if (o->half_load && !o->standby)
+		why = "--half-load measures the standby's lag: drop "
+		      "--no-standby";
+	else if (sessions_given && o->mode != NSA_BENCH_COLDLOAD)
+		why = "--sessions needs --mode coldload";
+	else if (record_given && o->mode != NSA_BENCH_RECORD)
+		why = "--runs and --calls need --mode record";
+	if (why)
+		fprintf(stderr, "natsync-bench: %s\n", why);
+	return why ? -1 : 0;
+}
+
+/* Whether the EAL arguments after "--" choose the lcores themselves. */
+static int has_lcore_option(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++)
+		if (!strcmp(argv[i], "-l") || !strcmp(argv[i], "-c") ||
+		    !strncmp(argv[i], "--lcores", 8))
+			return 1;
+	return 0;
+}
+
+/* EAL lcores 0..n-1: "-l 0-(n-1)" where the machine has that many CPUs,
+ * else lcore i on CPU i % cpus (a 2-CPU machine still runs 4 workers). */
+static void lcore_args(unsigned int n, char *buf, size_t cap)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t len;
+
+	if (cpus < 1)
+		cpus = 1;
+	if ((long)n <= cpus) {
+		snprintf(buf, cap, "-l 0-%u", n - 1);
+		return;
+	}
+	len = (size_t)snprintf(buf, cap, "--lcores=");
+	for (unsigned int i = 0; i < n && len < cap; i++)
+		len += (size_t)snprintf(buf + len, cap - len, "%s%u@%ld",
+					i ? "," : "", i, (long)i % cpus);
+}
+
 int main(int argc, char **argv)
 {
 	enum {
@@ -463,6 +274,14 @@ int main(int argc, char **argv)
 		OPT_BATCH,
 		OPT_INFLIGHT,
 		OPT_CSV,
+		OPT_FLUSH,
+		OPT_HALF_LOAD,
+		OPT_SWEEP,
+		OPT_PLOT,
+		OPT_SESSIONS,
+		OPT_RUNS,
+		OPT_CALLS,
+		OPT_REPEAT,
 	};
 	static const struct option opts[] = {
 		{"store", required_argument, NULL, OPT_STORE},
@@ -476,19 +295,35 @@ int main(int argc, char **argv)
 		{"batch", required_argument, NULL, OPT_BATCH},
 		{"inflight", required_argument, NULL, OPT_INFLIGHT},
 		{"csv", required_argument, NULL, OPT_CSV},
+		{"flush", no_argument, NULL, OPT_FLUSH},
+		{"half-load", no_argument, NULL, OPT_HALF_LOAD},
+		{"sweep", required_argument, NULL, OPT_SWEEP},
+		{"plot", required_argument, NULL, OPT_PLOT},
+		{"sessions", required_argument, NULL, OPT_SESSIONS},
+		{"runs", required_argument, NULL, OPT_RUNS},
+		{"calls", required_argument, NULL, OPT_CALLS},
+		{"repeat", required_argument, NULL, OPT_REPEAT},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct nsa_config conf;
-	struct bench_opts bo = {BENCH_NATSYNC, 1, NULL};
-	struct bench_result res = {0};
+	static char csv_path[4096];
+	struct nsa_bench_opts o = {
+		.mode = NSA_BENCH_NATSYNC,
+		.standby = 1,
+		.sessions = 1000000,
+		.runs = 51,
+		.repeat = 1,
+	};
 	const char *store = "127.0.0.1:7000";
 	uint64_t events = 1000000, flows = 200000, rate = 0;
 	uint64_t workers = 0, batch = 0, inflight = 0;
-	char err[1024], lcores[32];
+	int rate_given = 0, sessions_given = 0, record_given = 0;
+	int repeat_given = 0;
+	char err[1024], lcores[512];
+	unsigned int need_lcores, mem_mb = BENCH_EAL_MEM_MB;
 	int opt, rc;
-	double secs, ev_rate;
 
 	while ((opt = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
 		switch (opt) {
@@ -496,17 +331,8 @@ int main(int argc, char **argv)
 			store = optarg;
 			break;
 		case OPT_MODE:
-			if (!strcmp(optarg, "natsync")) {
-				bo.mode = BENCH_NATSYNC;
-			} else if (!strcmp(optarg, "naive")) {
-				bo.mode = BENCH_NAIVE;
-			} else {
-				fprintf(stderr,
-					"natsync-bench: --mode: '%s' is not "
-					"natsync or naive\n",
-					optarg);
+			if (parse_mode(optarg, &o.mode))
 				return 2;
-			}
 			break;
 		case OPT_EVENTS:
 			if (parse_count("events", optarg, 1, &events))
@@ -519,12 +345,13 @@ int main(int argc, char **argv)
 		case OPT_RATE:
 			if (parse_count("rate", optarg, 0, &rate))
 				return 2;
+			rate_given = 1;
 			break;
 		case OPT_STANDBY:
-			bo.standby = 1;
+			o.standby = 1;
 			break;
 		case OPT_NO_STANDBY:
-			bo.standby = 0;
+			o.standby = 0;
 			break;
 		case OPT_WORKERS:
 			if (parse_count("workers", optarg, 1, &workers))
@@ -539,7 +366,40 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case OPT_CSV:
-			bo.csv = optarg;
+			o.csv = optarg;
+			break;
+		case OPT_FLUSH:
+			o.flush = 1;
+			break;
+		case OPT_HALF_LOAD:
+			o.half_load = 1;
+			break;
+		case OPT_SWEEP:
+			if (parse_sweep(optarg, &o.sweep))
+				return 2;
+			break;
+		case OPT_PLOT:
+			o.plot = optarg;
+			break;
+		case OPT_SESSIONS:
+			if (parse_count("sessions", optarg, 1, &o.sessions))
+				return 2;
+			sessions_given = 1;
+			break;
+		case OPT_RUNS:
+			if (parse_count("runs", optarg, 1, &o.runs))
+				return 2;
+			record_given = 1;
+			break;
+		case OPT_CALLS:
+			if (parse_count("calls", optarg, 32, &o.calls))
+				return 2;
+			record_given = 1;
+			break;
+		case OPT_REPEAT:
+			if (parse_count("repeat", optarg, 1, &o.repeat))
+				return 2;
+			repeat_given = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -552,27 +412,49 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (check_combination(&o, rate_given, sessions_given, record_given))
+		return 2;
+	if (repeat_given && !o.sweep && !o.plot) {
+		fprintf(stderr, "natsync-bench: --repeat needs --sweep\n");
+		return 2;
+	}
+	if (o.plot && !o.sweep)
+		o.sweep = NSA_SWEEP_ALL;
+	if (o.plot && !o.csv) {
+		const char *dot = strrchr(o.plot, '.');
+		int stem = dot && strchr(dot, '/') == NULL
+				   ? (int)(dot - o.plot)
+				   : (int)strlen(o.plot);
+
+		snprintf(csv_path, sizeof(csv_path), "%.*s.csv", stem, o.plot);
+		o.csv = csv_path;
+	}
+	/* The standby table and the lanes live in EAL memory. */
+	if (o.mode == NSA_BENCH_COLDLOAD)
+		mem_mb += (unsigned int)(o.sessions / 1000);
 
 	nsa_config_defaults(&conf);
-	if (conf_set(&conf, "store.seeds=%s", store) ||
-	    conf_set(&conf, "agent.eal_args=%s", BENCH_EAL_ARGS) ||
-	    conf_set(&conf, "source.type=synth") ||
-	    conf_set(&conf, "source.events=%" PRIu64, events) ||
-	    conf_set(&conf, "source.flows=%" PRIu64, flows) ||
-	    conf_set(&conf, "source.rate=%" PRIu64, rate) ||
-	    conf_set(&conf, "standby.table_capacity=%" PRIu64,
-		     flows * 2 > 1024 ? flows * 2 : 1024))
+	if (nsa_bench_conf_set(&conf, "store.seeds=%s", store) ||
+	    nsa_bench_conf_set(&conf, "agent.eal_args=%s -m %u", BENCH_EAL_ARGS,
+			       mem_mb) ||
+	    nsa_bench_conf_set(&conf, "source.type=synth") ||
+	    nsa_bench_conf_set(&conf, "source.events=%" PRIu64, events) ||
+	    nsa_bench_conf_set(&conf, "source.flows=%" PRIu64, flows) ||
+	    nsa_bench_conf_set(&conf, "source.rate=%" PRIu64, rate) ||
+	    nsa_bench_conf_set(&conf, "standby.table_capacity=%" PRIu64,
+			       flows * 2 > 1024 ? flows * 2 : 1024))
 		return 2;
 	/* Naive mode drains one lane itself; natsync gives each writer a
 	 * lane of its own so that the writers never share one. */
-	if (bo.mode == BENCH_NATSYNC && workers &&
-	    (conf_set(&conf, "active.workers=%" PRIu64, workers) ||
-	     conf_set(&conf, "rings.lanes=%" PRIu64, workers)))
+	if (o.mode != NSA_BENCH_NAIVE && workers &&
+	    (nsa_bench_conf_set(&conf, "active.workers=%" PRIu64, workers) ||
+	     nsa_bench_conf_set(&conf, "rings.lanes=%" PRIu64, workers)))
 		return 2;
-	if (batch && conf_set(&conf, "active.batch_size=%" PRIu64, batch))
+	if (batch &&
+	    nsa_bench_conf_set(&conf, "active.batch_size=%" PRIu64, batch))
 		return 2;
 	if (inflight &&
-	    conf_set(&conf, "active.max_inflight=%" PRIu64, inflight))
+	    nsa_bench_conf_set(&conf, "active.max_inflight=%" PRIu64, inflight))
 		return 2;
 	if (nsa_config_finish(&conf, err, sizeof(err)) != 0) {
 		fprintf(stderr, "natsync-bench: %s\n", err);
@@ -580,35 +462,38 @@ int main(int argc, char **argv)
 	}
 	nsa_log_verbosity = conf.verbosity;
 
-	snprintf(lcores, sizeof(lcores), "0-%u", conf.lanes);
+	/* The main lcore, plus one per source worker (a sweep's largest). */
+	need_lcores = 1 + conf.lanes;
+	if (1 + nsa_bench_sweep_max_workers(o.sweep) > need_lcores)
+		need_lcores = 1 + nsa_bench_sweep_max_workers(o.sweep);
+	if (!has_lcore_option(argc - optind, argv + optind)) {
+		lcore_args(need_lcores, lcores, sizeof(lcores));
+		if (nsa_bench_conf_set(&conf, "agent.eal_args=%s %s",
+				       conf.eal_args, lcores))
+			return 2;
+	}
 	if (nsa_eal_start("natsync-bench", conf.eal_args, argc - optind,
-			  argv + optind, lcores, err, sizeof(err)) != 0) {
+			  argv + optind, NULL, err, sizeof(err)) != 0) {
 		fprintf(stderr, "natsync-bench: %s\n", err);
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
 
-	if (bo.mode == BENCH_NATSYNC)
-		rc = run_natsync(&conf, bo.standby, &res);
-	else
-		rc = run_naive(&conf, &res);
-
-	secs = res.seconds;
-	ev_rate = secs > 0 ? (double)res.events / secs : 0.0;
-	if (!res.standby_match)
-		res.standby_match =
-			bo.standby && bo.mode == BENCH_NATSYNC ? "no" : "n/a";
-	printf("RESULT mode=%s sessions=%" PRIu64
-	       " seconds=%.3f rate=%.0f lag_p50_us=%" PRIu64
-	       " lag_p99_us=%" PRIu64 " drops=%" PRIu64 " standby_match=%s\n",
-	       bo.mode == BENCH_NATSYNC ? "natsync" : "naive", res.events, secs,
-	       ev_rate, res.lag_p50_us, res.lag_p99_us, res.drops,
-	       res.standby_match);
-	fflush(stdout);
-	if (bo.csv)
-		csv_append(bo.csv,
-			   bo.mode == BENCH_NATSYNC ? "natsync" : "naive",
-			   &conf, &res, ev_rate);
+	switch (o.mode) {
+	case NSA_BENCH_NAIVE:
+		rc = nsa_bench_naive(&conf, &o);
+		break;
+	case NSA_BENCH_RECORD:
+		rc = nsa_bench_record(&conf, &o);
+		break;
+	case NSA_BENCH_COLDLOAD:
+		rc = nsa_bench_coldload(&conf, &o);
+		break;
+	default:
+		rc = o.sweep ? nsa_bench_sweep(&conf, &o)
+			     : nsa_bench_natsync(&conf, &o);
+		break;
+	}
 	rte_eal_cleanup();
 	return rc;
 }

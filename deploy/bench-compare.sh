@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
 # Compare natsync's replication rate with Redis's own ceiling and with the
-# classic way, on one plain Redis server on loopback:
-#   1. redis-benchmark: pipelined SETs of 48-byte values (a record's size),
-#   2. natsync-bench --mode naive: one synchronous SET + PUBLISH per event,
-#   3. natsync-bench --mode natsync with a standby attached.
-# Prints each figure line and ends with
+# classic way, back to back on one plain Redis server on loopback, the
+# store emptied (FLUSHALL) before each:
+#   1. redis-benchmark -t set -P 64 -c 4: pipelined SETs of 48-byte values,
+#      natsync's value size (a v1 IPv4 record),
+#   2. natsync-bench --mode naive: one synchronous SET of a JSON value and
+#      one PUBLISH per event, on one connection,
+#   3. natsync-bench --mode natsync with a standby attached (48-byte values).
+# Prints each rate and ends with
 #   RATIO natsync/redis-benchmark=X natsync/naive=Y
 #
 #   PORT=7600 deploy/bench-compare.sh [--naive-events 50000]
 #                                     [--events 2000000] [--flows 200000]
+# BUILD=dir uses (and builds) that meson build directory.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 . deploy/lib.sh
 
 port=${PORT:-7600}
+build=${BUILD:-build-bench-compare}
 naive_events=50000
 events=2000000
 flows=200000
+# The wire size of a v1 IPv4 record (schema/FORMAT.md): natsync's value.
+value_size=48
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--naive-events) naive_events=$2; shift 2 ;;
@@ -31,8 +38,8 @@ while [ $# -gt 0 ]; do
 done
 
 ns_install_deps
-ns_build build-bench-compare >&2
-bench="$top/build-bench-compare/agent/natsync-bench"
+ns_build "$build" >&2
+bench="$top/$build/agent/natsync-bench"
 [ -x "$bench" ] || { echo "bench-compare.sh: $bench was not built" >&2; exit 1; }
 
 # Absolute: redis-server resolves its log and pid files from its own dir.
@@ -52,10 +59,12 @@ flushall() {
 	ns_say "FLUSHALL"
 	redis-cli -p "$port" FLUSHALL >/dev/null
 }
+field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
-ns_say "redis-benchmark -p $port -t set -P 64 -c 4 -n 1000000 -r 1000000 -d 48 -q"
+flushall
+ns_say "redis-benchmark -p $port -t set -P 64 -c 4 -n 1000000 -r 1000000 -d $value_size -q"
 rb_out=$(redis-benchmark -p "$port" -t set -P 64 -c 4 -n 1000000 -r 1000000 \
-	-d 48 -q 2>&1 | tr '\r' '\n')
+	-d "$value_size" -q 2>&1 | tr '\r' '\n')
 # -q prints "SET: 123456.78 requests per second, p50=... msec".
 rb_rate=$(printf '%s\n' "$rb_out" | sed -n 's/^SET: \([0-9.]*\) requests per second.*/\1/p' | tail -1)
 [ -n "$rb_rate" ] || {
@@ -65,22 +74,26 @@ rb_rate=$(printf '%s\n' "$rb_out" | sed -n 's/^SET: \([0-9.]*\) requests per sec
 }
 
 flushall
-ns_say "natsync-bench --mode naive --events $naive_events"
+ns_say "natsync-bench --mode naive --events $naive_events --flows $flows"
 naive_line=$("$bench" --store "127.0.0.1:$port" --mode naive \
 	--events "$naive_events" --flows "$flows" | grep '^RESULT ')
 
 flushall
-ns_say "natsync-bench --mode natsync --events $events --flows $flows (standby attached)"
+ns_say "natsync-bench --mode natsync --events $events --flows $flows --standby"
 natsync_line=$("$bench" --store "127.0.0.1:$port" --mode natsync \
 	--events "$events" --flows "$flows" --standby | grep '^RESULT ')
 
-field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 naive_rate=$(field "$naive_line" rate)
 natsync_rate=$(field "$natsync_line" rate)
+natsync_value=$(field "$natsync_line" value_bytes)
+[ "$natsync_value" = "$value_size" ] ||
+	echo "bench-compare.sh: natsync's values are $natsync_value bytes, redis-benchmark's $value_size" >&2
 
-echo "redis-benchmark SET: $rb_rate requests per second"
 echo "$naive_line"
 echo "$natsync_line"
+echo "RATE redis-benchmark=$rb_rate value_bytes=$value_size (SET, -P 64 -c 4)"
+echo "RATE naive=$naive_rate value_bytes=$(field "$naive_line" value_bytes) (JSON SET + PUBLISH, one connection)"
+echo "RATE natsync=$natsync_rate value_bytes=$natsync_value (standby attached, standby_match=$(field "$natsync_line" standby_match))"
 awk -v n="$natsync_rate" -v r="$rb_rate" -v v="$naive_rate" 'BEGIN {
 	printf "RATIO natsync/redis-benchmark=%.2f natsync/naive=%.2f\n",
 		(r > 0 ? n / r : 0), (v > 0 ? n / v : 0)

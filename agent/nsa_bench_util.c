@@ -1,0 +1,167 @@
+/*
+ * nsa_bench_util.c - natsync-bench's shared reporting: configuration
+ * overrides, the RESULT line of a replication run and its CSV row.
+ *
+ * The RESULT line starts with the fields the issue tracker and scripts
+ * rely on, in this order: mode, sessions, seconds, rate, lag_p50_us,
+ * lag_p99_us, drops, standby_match; every further field comes after them,
+ * so a reader that splits on blanks and looks fields up by name keeps
+ * working. A figure that was not measured prints as "n/a" (RESULT) or as
+ * an empty field (CSV).
+ *
+ * A CSV file is only ever appended to under the header this version
+ * writes: a file that starts with another header is left alone (an error
+ * is logged), so rows of different layouts never mix.
+ *
+ * Not here: measuring anything.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "nsa_bench.h"
+#include "nsa_log.h"
+
+#define CSV_HEADER                                                       \
+	"time,mode,load,sweep,events,flows,live,workers,batch,inflight," \
+	"target_rate,seconds,rate,lag_p50_us,lag_p99_us,lag_p999_us,"    \
+	"drops,standby_match,value_bytes,store_bytes_per_session,"       \
+	"table_bytes_per_slot,table_bytes_per_session"
+
+int nsa_bench_conf_set(struct nsa_config *conf, const char *fmt, ...)
+{
+	char assignment[1200], err[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(assignment, sizeof(assignment), fmt, ap);
+	va_end(ap);
+	if (nsa_config_set(conf, assignment, err, sizeof(err)) != 0) {
+		fprintf(stderr, "natsync-bench: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+void nsa_bench_result_init(struct nsa_bench_result *r, const char *mode,
+			   const struct nsa_config *conf)
+{
+	memset(r, 0, sizeof(*r));
+	r->mode = mode;
+	r->standby_match = "n/a";
+	r->target_rate = conf->synth_conf.rate;
+	r->workers = conf->workers;
+	r->batch = conf->batch_size;
+	r->inflight = conf->max_inflight;
+	r->store_bytes_per_session = -1;
+	r->table_bytes_per_slot = -1;
+	r->table_bytes_per_session = -1;
+}
+
+double nsa_bench_rate(const struct nsa_bench_result *r)
+{
+	return r->seconds > 0 ? (double)r->events / r->seconds : 0.0;
+}
+
+/* A figure, or what stands for "not measured" (na). */
+static const char *figure(char *buf, size_t cap, double v, const char *na)
+{
+	if (v < 0)
+		return na;
+	snprintf(buf, cap, "%.1f", v);
+	return buf;
+}
+
+void nsa_bench_result_print(const struct nsa_bench_result *r)
+{
+	char a[32], b[32], c[32];
+
+	printf("RESULT mode=%s sessions=%" PRIu64
+	       " seconds=%.3f rate=%.0f lag_p50_us=%" PRIu64
+	       " lag_p99_us=%" PRIu64 " drops=%" PRIu64
+	       " standby_match=%s lag_p999_us=%" PRIu64 " target_rate=%" PRIu64,
+	       r->mode, r->events, r->seconds, nsa_bench_rate(r), r->lag_p50_us,
+	       r->lag_p99_us, r->drops, r->standby_match, r->lag_p999_us,
+	       r->target_rate);
+	if (r->load)
+		printf(" load=%s", r->load);
+	if (r->max_rate > 0)
+		printf(" max_rate=%.0f", r->max_rate);
+	if (r->sweep)
+		printf(" sweep=%s", r->sweep);
+	if (strcmp(r->mode, "natsync") == 0)
+		printf(" workers=%u batch=%u inflight=%u", r->workers, r->batch,
+		       r->inflight);
+	printf(" live=%" PRIu64 " value_bytes=%.0f store_bytes_per_session=%s"
+	       " table_bytes_per_slot=%s table_bytes_per_session=%s\n",
+	       r->live, r->value_bytes,
+	       figure(a, sizeof(a), r->store_bytes_per_session, "n/a"),
+	       figure(b, sizeof(b), r->table_bytes_per_slot, "n/a"),
+	       figure(c, sizeof(c), r->table_bytes_per_session, "n/a"));
+	fflush(stdout);
+}
+
+/* 1 when path is missing or empty, 0 when it starts with our header, -1
+ * when it starts with anything else. */
+static int csv_state(const char *path)
+{
+	char line[512];
+	struct stat sb;
+	FILE *f;
+	int ours;
+
+	if (stat(path, &sb) != 0 || sb.st_size == 0)
+		return 1;
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	ours = fgets(line, sizeof(line), f) &&
+	       strncmp(line, CSV_HEADER "\n", sizeof(CSV_HEADER)) == 0;
+	fclose(f);
+	return ours ? 0 : -1;
+}
+
+void nsa_bench_csv_append(const char *path, const struct nsa_bench_result *r,
+			  uint64_t flows)
+{
+	char a[32], b[32], c[32], writers[48];
+	int state = csv_state(path);
+	FILE *f;
+
+	if (state < 0) {
+		NSA_ERR("csv: %s starts with another header than this version "
+			"writes; not appending (use a new file)",
+			path);
+		return;
+	}
+	f = fopen(path, "a");
+	if (!f) {
+		NSA_ERR("csv: %s: %s", path, strerror(errno));
+		return;
+	}
+	if (state == 1)
+		fprintf(f, CSV_HEADER "\n");
+	/* The naive loop has no writers: their settings stay empty. */
+	if (strcmp(r->mode, "naive") == 0)
+		snprintf(writers, sizeof(writers), ",,");
+	else
+		snprintf(writers, sizeof(writers), "%u,%u,%u", r->workers,
+			 r->batch, r->inflight);
+	fprintf(f,
+		"%ld,%s,%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%s,%" PRIu64
+		",%.3f,%.0f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+		",%s,%.0f,%s,%s,%s\n",
+		(long)time(NULL), r->mode, r->load ? r->load : "",
+		r->sweep ? r->sweep : "", r->events, flows, r->live, writers,
+		r->target_rate, r->seconds, nsa_bench_rate(r), r->lag_p50_us,
+		r->lag_p99_us, r->lag_p999_us, r->drops, r->standby_match,
+		r->value_bytes,
+		figure(a, sizeof(a), r->store_bytes_per_session, ""),
+		figure(b, sizeof(b), r->table_bytes_per_slot, ""),
+		figure(c, sizeof(c), r->table_bytes_per_session, ""));
+	fclose(f);
+}
