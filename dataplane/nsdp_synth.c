@@ -35,11 +35,13 @@
 #include <unistd.h>
 
 #include <netinet/in.h>
+#include <sys/prctl.h>
 
 #include <rte_cycles.h>
 #include <rte_pause.h>
 
 #include "nsdp_synth.h"
+#include "nsdp_time.h"
 
 #define NSDP_SYNTH_BURST 32
 #define NSDP_SYNTH_POOL_BASE 0xCB007100u /* 203.0.113.0/24 */
@@ -50,8 +52,12 @@
 #define NSDP_SYNTH_ORIG_SRC_BASE 0x0A000000u /* 10.0.0.0/8 */
 #define NSDP_SYNTH_ORIG_DST_BASE 0xC6120000u /* 198.18.0.0/15 */
 #define NSDP_SYNTH_ORIG_DST_SPAN (1u << 17)
-/* Sleep instead of spinning when the pacer is this far ahead. */
-#define NSDP_SYNTH_SLEEP_NS 200000u
+/* Sleep instead of spinning when the pacer is this far ahead: a paced
+ * source shares its CPU with the agent and the store on small machines. */
+#define NSDP_SYNTH_SLEEP_NS 20000u
+/* Spins on a full ring before each short sleep. */
+#define NSDP_SYNTH_FULL_SPINS 256
+#define NSDP_SYNTH_FULL_NAP_NS 20000L
 #define NSDP_SYNTH_MAX_NAP_NS 50000000ull
 
 /* State a burst overwrote, to restore flows whose record the ring refused. */
@@ -305,17 +311,14 @@ static unsigned int nsdp_synth_enqueue_waiting(const struct nsdp_synth *s,
 		done += got;
 		if (done == n || nsdp_synth_stopped(s))
 			return done;
-		(*full_waits)++;
-		rte_pause();
+		if (++(*full_waits) % NSDP_SYNTH_FULL_SPINS == 0) {
+			struct timespec ts = {0, NSDP_SYNTH_FULL_NAP_NS};
+
+			nanosleep(&ts, NULL);
+		} else {
+			rte_pause();
+		}
 	}
-}
-
-static uint64_t nsdp_realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* How many events may go now so that the worker keeps its share of the
@@ -337,7 +340,7 @@ static uint64_t nsdp_synth_pace(const struct nsdp_synth *s, uint64_t start,
 				       (double)(now - start)) *
 				      1e9 / (double)rte_get_tsc_hz());
 		if (ahead_ns > NSDP_SYNTH_SLEEP_NS) {
-			uint64_t nap = ahead_ns - NSDP_SYNTH_SLEEP_NS / 2;
+			uint64_t nap = ahead_ns - NSDP_SYNTH_SLEEP_NS / 4;
 			struct timespec ts = {0};
 
 			/* Short naps so that a stop is seen promptly. */
@@ -364,6 +367,8 @@ int nsdp_synth_run(struct nsdp_synth *s, unsigned int w)
 	if (__atomic_exchange_n(&wk->started, 1, __ATOMIC_RELAXED))
 		return -EALREADY;
 	lane = s->lanes[w];
+	/* Naps of tens of microseconds, not the default 50 us of slack. */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	if (s->conf.rate > 0) {
 		ticks_per_event = (double)rte_get_tsc_hz() * s->nworkers /
 				  (double)s->conf.rate;
