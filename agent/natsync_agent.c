@@ -182,8 +182,7 @@ static int run_active(const struct nsa_config *conf, double duration)
 				(double)(st.acked - last_acked) /
 					(t - last_progress),
 				st.inflight, st.batches, st.resent,
-				st.lane_drops + st.dropped + ss.dropped,
-				st.other_errors);
+				st.lane_drops + st.dropped, st.other_errors);
 			last_acked = st.acked;
 			last_progress = t;
 		}
@@ -221,15 +220,20 @@ static int run_active(const struct nsa_config *conf, double duration)
 	nsa_active_stats(active, &st);
 	{
 		double secs = t_end - t0;
-		uint64_t drops = st.lane_drops + st.dropped + ss.dropped;
+		/* A source that drops counts in its lane too: lane_drops
+		 * holds every record a full ring refused. */
+		uint64_t drops = st.lane_drops + st.dropped;
 
 		printf("REPORT role=active records=%" PRIu64 " acked=%" PRIu64
 		       " seconds=%.3f rate=%.0f batches=%" PRIu64
-		       " resent=%" PRIu64 " reconnects=%" PRIu64
-		       " errors=%" PRIu64 " drops=%" PRIu64 " drained=%s\n",
+		       " resent=%" PRIu64 " replayed=%" PRIu64
+		       " reconnects=%" PRIu64 " errors=%" PRIu64
+		       " drops=%" PRIu64 " lane_drops=%" PRIu64
+		       " agent_drops=%" PRIu64 " drained=%s\n",
 		       st.records, st.acked, secs,
 		       secs > 0 ? (double)st.acked / secs : 0.0, st.batches,
-		       st.resent, st.reconnects, st.other_errors, drops,
+		       st.resent, st.replayed, st.reconnects, st.other_errors,
+		       drops, st.lane_drops, st.dropped,
 		       src.synth ? (drained ? "yes" : "no") : "n/a");
 		fflush(stdout);
 		rc = ((src.synth && !drained) || gateway_gone) ? 1 : 0;
@@ -313,11 +317,11 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	printf("REPORT role=standby sessions=%" PRIu64 " batches=%" PRIu64
 	       " records=%" PRIu64 " loaded=%" PRIu64 " gaps=%" PRIu64
-	       " resyncs=%" PRIu64 " bad_messages=%" PRIu64
-	       " table_drops=%" PRIu64 " lag_avg_us=%.0f lag_max_us=%" PRIu64
-	       "\n",
+	       " resyncs=%" PRIu64 " resubscribes=%" PRIu64
+	       " bad_messages=%" PRIu64 " table_drops=%" PRIu64
+	       " lag_avg_us=%.0f lag_max_us=%" PRIu64 "\n",
 	       ts.live, st.batches, st.records, st.loaded, st.gaps, st.resyncs,
-	       st.bad_messages, ts.full_drops,
+	       st.resubscribes, st.bad_messages, ts.full_drops,
 	       st.lag_count ? (double)st.lag_sum_us / (double)st.lag_count
 			    : 0.0,
 	       st.lag_max_us);

@@ -25,6 +25,17 @@
  *   are idempotent); sending an older record after a newer one is not.
  * - At most max_inflight closed batches await replies per connection; when
  *   a connection is full the writer stops draining lanes, it never drops.
+ * - The replay window: a master acknowledges a write before its replica has
+ *   it, so a master that dies may take acknowledged records with it when
+ *   its replica is promoted. Each writer keeps the records acknowledged in
+ *   the last replay_ms (at most replay_records of them, oldest evicted
+ *   first), counted back from the last moment every master was known to
+ *   answer, and frozen while in retry mode. When a connection is lost or a
+ *   master leaves the topology, the resend replays the window merged with
+ *   the unacknowledged records in the writers' opening order (wseq), so
+ *   every flow's records go out again oldest first and the newest is last.
+ *   The window is a suffix in wseq order: once a batch's records were
+ *   evicted, no record of an earlier batch is replayed.
  *
  * Not here: the topology and connection set-up (nsa_cluster.c), the wire
  * formats (schema/), and any decision to drop at the producer (the lanes).
@@ -64,6 +75,23 @@
 #define NSA_CONN_BACKOFF_MAX_MS 2000
 
 #define NSA_REC_DROPPED 0x01
+/* Replayed: acknowledged once already, so not counted again. */
+#define NSA_REC_REPLAY 0x02
+
+/* An acknowledged record kept for replay. */
+struct nsa_replay_rec {
+	struct ns_session s;
+	uint64_t wseq; /* its batch's */
+	uint64_t acked_ns;
+};
+
+/* One record of a resend, sorted by (wseq, ord). */
+struct nsa_resend_item {
+	uint64_t wseq;
+	uint64_t ord;
+	const struct ns_session *s;
+	uint8_t flags; /* NSA_REC_REPLAY or 0 */
+};
 
 enum nsa_exp_kind { NSA_EXP_ASKING, NSA_EXP_CMD, NSA_EXP_NOTIFY };
 
@@ -149,7 +177,16 @@ struct nsa_writer {
 	unsigned int err_backoff_ms;
 
 	struct ns_session *resend;
+	uint8_t *resend_flags; /* NSA_REC_REPLAY or 0, per resend record */
 	size_t resend_len, resend_pos, resend_cap;
+
+	/* The replay window, in acknowledgement order: a ring of rp_cap.
+	 * Only records of batches opened at or after rp_floor are replayed
+	 * (records of earlier ones may have been evicted). */
+	struct nsa_replay_rec *rp;
+	size_t rp_cap, rp_head, rp_count;
+	uint64_t rp_floor;
+	int master_lost; /* replay the window with the next resend */
 
 	struct nsa_ask ask[NSA_MAX_ASK]; /* in force: slot -> conn */
 	unsigned int n_ask;
@@ -167,6 +204,7 @@ struct nsa_writer {
 
 struct nsa_active {
 	struct nsa_config conf;
+	uint64_t replay_ns;
 	struct nsdp_lane *lanes[NSDP_MAX_LANES];
 	unsigned int n_lanes;
 	unsigned int n_writers;
@@ -179,6 +217,9 @@ struct nsa_active {
  * relaxed store is enough for readers of the progress line. */
 #define W_ADD(w, f, n)                                          \
 	__atomic_store_n(&(w)->st.f, (w)->st.f + (uint64_t)(n), \
+			 __ATOMIC_RELAXED)
+#define W_SUB(w, f, n)                                          \
+	__atomic_store_n(&(w)->st.f, (w)->st.f - (uint64_t)(n), \
 			 __ATOMIC_RELAXED)
 
 static int stopping(const struct nsa_writer *w)
@@ -310,29 +351,118 @@ static int held_push(struct nsa_writer *w, struct nsa_batch *b)
 	return 0;
 }
 
+/* ---- the replay window ------------------------------------------------ */
+
+/* Acknowledgements older than this may leave the window: replay_ms before
+ * the last moment every master was known to answer (a master whose replies
+ * are overdue since wait_since_ns may be dying). */
+static uint64_t replay_cutoff(const struct nsa_writer *w)
+{
+	uint64_t alive = w->now_ns, ns = w->a->replay_ns;
+	unsigned int i;
+
+	for (i = 0; i < w->n_conns; i++) {
+		const struct nsa_conn *c = w->conns[i];
+
+		if (c->fd >= 0 && c->exp_count > 0 && c->wait_since_ns < alive)
+			alive = c->wait_since_ns;
+	}
+	return alive > ns ? alive - ns : 0;
+}
+
+static void replay_evict(struct nsa_writer *w, uint64_t cutoff)
+{
+	const struct nsa_replay_rec *r = &w->rp[w->rp_head];
+
+	if (r->acked_ns >= cutoff) {
+		/* Still within replay_ms: the bound bit. */
+		if (w->st.replay_short == 0)
+			NSA_WARN("writer %u: the replay window is full: "
+				 "records leave it before %u ms (raise "
+				 "[active] replay_records)",
+				 w->idx, w->a->conf.replay_ms);
+		W_ADD(w, replay_short, 1);
+	}
+	if (r->wseq + 1 > w->rp_floor)
+		w->rp_floor = r->wseq + 1;
+	if (++w->rp_head == w->rp_cap)
+		w->rp_head = 0;
+	w->rp_count--;
+}
+
+/* Drop what is older than the window; never in retry mode, where the
+ * window waits for the resend that may replay it. */
+static void replay_trim(struct nsa_writer *w)
+{
+	uint64_t cutoff;
+
+	if (w->rp_count == 0 || w->retry_mode)
+		return;
+	cutoff = replay_cutoff(w);
+	while (w->rp_count > 0 && w->rp[w->rp_head].acked_ns < cutoff)
+		replay_evict(w, cutoff);
+}
+
+static void replay_keep(struct nsa_writer *w, const struct nsa_batch *b)
+{
+	uint64_t cutoff;
+	unsigned int i;
+
+	if (w->rp_cap == 0)
+		return;
+	replay_trim(w);
+	cutoff = replay_cutoff(w);
+	for (i = 0; i < b->count; i++) {
+		struct nsa_replay_rec *r;
+		size_t pos;
+
+		if (b->rflags[i] & NSA_REC_DROPPED)
+			continue;
+		if (w->rp_count == w->rp_cap)
+			replay_evict(w, cutoff);
+		pos = w->rp_head + w->rp_count;
+		if (pos >= w->rp_cap)
+			pos -= w->rp_cap;
+		r = &w->rp[pos];
+		r->s = b->sess[i];
+		r->wseq = b->wseq;
+		r->acked_ns = w->now_ns;
+		w->rp_count++;
+	}
+}
+
 /* All replies of a closed batch are in: acknowledge it, or keep it for the
  * resend when it (or anything before it) failed. */
 static void batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 {
-	unsigned int i, dropped = 0;
+	unsigned int i, dropped = 0, replays = 0;
 
 	if (b->retry || w->retry_mode) {
 		w->retry_mode = 1;
 		if (held_push(w, b) == 0)
 			return;
+		for (i = 0; i < b->count; i++)
+			dropped += !(b->rflags[i] & NSA_REC_REPLAY);
 		NSA_ERR("writer %u: out of memory holding a batch for resend; "
 			"%u records dropped",
-			w->idx, b->count);
-		W_ADD(w, dropped, b->count);
+			w->idx, dropped);
+		W_ADD(w, dropped, dropped);
+		W_SUB(w, replay_inflight, b->count - dropped);
 		batch_put(w, b);
 		return;
 	}
-	for (i = 0; i < b->count; i++)
-		dropped += b->rflags[i] & NSA_REC_DROPPED;
+	for (i = 0; i < b->count; i++) {
+		if (b->rflags[i] & NSA_REC_REPLAY)
+			replays++;
+		else if (b->rflags[i] & NSA_REC_DROPPED)
+			dropped++;
+	}
 	W_ADD(w, dropped, dropped);
-	W_ADD(w, acked, b->count - dropped);
+	W_ADD(w, acked, b->count - dropped - replays);
+	W_SUB(w, replay_inflight, replays);
 	W_ADD(w, batches, 1);
 	w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
+	replay_keep(w, b);
 	batch_put(w, b);
 }
 
@@ -423,6 +553,7 @@ static void conn_kill(struct nsa_writer *w, struct nsa_conn *c, const char *why)
 	conn_close(c);
 	w->retry_mode = 1;
 	w->need_refresh = 1;
+	w->master_lost = 1;
 	while (c->exp_count > 0) {
 		struct nsa_exp e = c->exp[c->exp_head];
 
@@ -520,8 +651,9 @@ static unsigned int route(const struct nsa_writer *w, const uint8_t *key,
 }
 
 /* Append one record: its command to the pipeline, its copy and wire form to
- * its master's open batch. */
-static int append_record(struct nsa_writer *w, const struct ns_session *s)
+ * its master's open batch. rflag: NSA_REC_REPLAY or 0. */
+static int append_record(struct nsa_writer *w, const struct ns_session *s,
+			 uint8_t rflag)
 {
 	static const char set_hdr[] = "*5\r\n$3\r\nSET\r\n$16\r\n";
 	static const char set3_hdr[] = "*3\r\n$3\r\nSET\r\n$16\r\n";
@@ -549,7 +681,10 @@ static int append_record(struct nsa_writer *w, const struct ns_session *s)
 		static const char why[] =
 			"record-encode: unknown version, family or event";
 
-		W_ADD(w, dropped, 1);
+		if (rflag & NSA_REC_REPLAY)
+			W_SUB(w, replay_inflight, 1);
+		else
+			W_ADD(w, dropped, 1);
 		log_error_once(w, why, sizeof(why) - 1);
 		if (b->count == 0) {
 			batch_put(w, b);
@@ -597,7 +732,7 @@ static int append_record(struct nsa_writer *w, const struct ns_session *s)
 	if (exp_push(w, cc, b, rec, NSA_EXP_CMD) != 0)
 		return -ENOMEM;
 	b->sess[rec] = *s;
-	b->rflags[rec] = 0;
+	b->rflags[rec] = rflag;
 	b->body_len += (size_t)len;
 	b->count++;
 	if (s->epoch > b->epoch)
@@ -826,7 +961,7 @@ static struct nsa_conn *conn_take(struct nsa_conn **old, unsigned int n_old,
 static int conns_reconcile(struct nsa_writer *w, char *err, size_t errlen)
 {
 	struct nsa_conn *old[NSA_MAX_CONNS];
-	unsigned int n_old = w->n_conns, i;
+	unsigned int n_old = w->n_conns, n_old_masters = w->topo.n_nodes, i;
 	int rc = 0;
 
 	memcpy(old, w->conns, sizeof(old));
@@ -847,8 +982,12 @@ static int conns_reconcile(struct nsa_writer *w, char *err, size_t errlen)
 		c->channel_len = strlen(c->channel);
 		c->channel_slot = w->topo.nodes[i].channel_slot;
 	}
-	for (i = 0; i < n_old; i++)
+	for (i = 0; i < n_old; i++) {
+		/* A master left the map: replaced by its replica, or gone. */
+		if (old[i] != NULL && i < n_old_masters)
+			w->master_lost = 1;
 		conn_free(old[i]);
+	}
 	/* Asks learnt under another map are stale now. */
 	w->n_ask = 0;
 	for (i = 0; rc == 0 && i < w->n_conns; i++)
@@ -934,48 +1073,102 @@ static void asks_resolve(struct nsa_writer *w)
 
 /* ---- the resend --------------------------------------------------------- */
 
-static int cmp_wseq(const void *x, const void *y)
+static int cmp_item(const void *x, const void *y)
 {
-	const struct nsa_batch *a = *(struct nsa_batch *const *)x;
-	const struct nsa_batch *b = *(struct nsa_batch *const *)y;
+	const struct nsa_resend_item *a = x, *b = y;
 
-	return a->wseq < b->wseq ? -1 : a->wseq > b->wseq;
+	if (a->wseq != b->wseq)
+		return a->wseq < b->wseq ? -1 : 1;
+	return a->ord < b->ord ? -1 : a->ord > b->ord;
 }
 
-/* Requeue every unacknowledged record, in original order, ahead of what is
- * still waiting in the resend queue. */
+/* Requeue every unacknowledged record - and after a lost master the replay
+ * window - in original order, ahead of what is still waiting in the resend
+ * queue. */
 static int resend_build(struct nsa_writer *w)
 {
-	size_t n = 0, i, j, keep = w->resend_len - w->resend_pos, cap;
+	size_t n = 0, n_rp = 0, i, j, keep = w->resend_len - w->resend_pos;
+	int replay = w->master_lost && w->rp_count > 0;
+	struct nsa_resend_item *items;
 	uint64_t dropped = 0;
 	struct ns_session *q;
+	uint8_t *qf;
 
 	for (i = 0; i < w->n_held; i++)
 		n += w->held[i]->count;
-	qsort(w->held, w->n_held, sizeof(*w->held), cmp_wseq);
-	cap = n + keep;
-	q = malloc((cap ? cap : 1) * sizeof(*q));
-	if (q == NULL)
+	if (replay)
+		n += w->rp_count;
+	items = malloc((n ? n : 1) * sizeof(*items));
+	q = malloc((n + keep ? n + keep : 1) * sizeof(*q));
+	qf = malloc(n + keep ? n + keep : 1);
+	if (items == NULL || q == NULL || qf == NULL) {
+		free(items);
+		free(q);
+		free(qf);
 		return -ENOMEM;
+	}
 	n = 0;
 	for (i = 0; i < w->n_held; i++) {
 		struct nsa_batch *b = w->held[i];
 
-		for (j = 0; j < b->count; j++)
-			if (!(b->rflags[j] & NSA_REC_DROPPED))
-				q[n++] = b->sess[j];
-			else
+		for (j = 0; j < b->count; j++) {
+			uint8_t f = b->rflags[j];
+
+			if (!(f & NSA_REC_DROPPED))
+				items[n++] = (struct nsa_resend_item){
+					b->wseq, j, &b->sess[j],
+					f & NSA_REC_REPLAY};
+			else if (!(f & NSA_REC_REPLAY))
 				dropped++; /* refused for good, not retried */
-		batch_put(w, b);
+			else
+				W_SUB(w, replay_inflight, 1);
+		}
 	}
+	for (i = 0; replay && i < w->rp_count; i++) {
+		size_t pos = w->rp_head + i;
+		const struct nsa_replay_rec *r;
+
+		if (pos >= w->rp_cap)
+			pos -= w->rp_cap;
+		r = &w->rp[pos];
+		if (r->wseq < w->rp_floor)
+			continue;
+		items[n++] = (struct nsa_resend_item){r->wseq, i, &r->s,
+						      NSA_REC_REPLAY};
+		n_rp++;
+	}
+	qsort(items, n, sizeof(*items), cmp_item);
+	for (i = 0; i < n; i++) {
+		q[i] = *items[i].s;
+		qf[i] = items[i].flags;
+	}
+	free(items);
+	for (i = 0; i < w->n_held; i++)
+		batch_put(w, w->held[i]);
+	if (w->master_lost) {
+		if (n_rp > 0)
+			NSA_WARN("writer %u: a master was lost or replaced; "
+				 "replaying %zu acknowledged record(s) of the "
+				 "last %u ms with %zu unacknowledged",
+				 w->idx, n_rp, w->a->conf.replay_ms, n - n_rp);
+		/* Once resent, they come back when acknowledged again. */
+		w->rp_head = w->rp_count = 0;
+	}
+	w->master_lost = 0;
 	w->n_held = 0;
-	W_ADD(w, resent, n);
+	W_ADD(w, resent, n - n_rp);
+	W_ADD(w, replayed, n_rp);
+	W_ADD(w, replay_inflight, n_rp);
 	W_ADD(w, dropped, dropped);
-	if (keep)
+	if (keep) {
 		memcpy(q + n, w->resend + w->resend_pos, keep * sizeof(*q));
+		memcpy(qf + n, w->resend_flags + w->resend_pos, keep);
+	}
 	free(w->resend);
+	free(w->resend_flags);
 	w->resend = q;
-	w->resend_cap = cap;
+	w->resend_flags = qf;
+	w->resend_cap = n + keep;
 	w->resend_len = n + keep;
 	w->resend_pos = 0;
 	return 0;
@@ -1043,20 +1236,26 @@ static int can_take(const struct nsa_writer *w)
 	return 1;
 }
 
+/* flags: NSA_REC_* per record, or NULL for records new from a lane. */
 static int append_burst(struct nsa_writer *w, const struct ns_session *s,
-			unsigned int n)
+			const uint8_t *flags, unsigned int n)
 {
-	unsigned int i;
+	unsigned int i, j, lost = 0;
 
 	for (i = 0; i < n; i++) {
-		int rc = append_record(w, &s[i]);
+		int rc = append_record(w, &s[i], flags ? flags[i] : 0);
 
 		if (rc != 0) {
 			/* Only allocation fails here; the records are lost. */
+			for (j = i; j < n; j++)
+				if (flags && (flags[j] & NSA_REC_REPLAY))
+					W_SUB(w, replay_inflight, 1);
+				else
+					lost++;
 			NSA_ERR("writer %u: out of memory, %u record(s) "
 				"dropped",
-				w->idx, n - i);
-			W_ADD(w, dropped, n - i);
+				w->idx, lost);
+			W_ADD(w, dropped, lost);
 			return rc;
 		}
 	}
@@ -1078,7 +1277,8 @@ static unsigned int take_records(struct nsa_writer *w)
 
 		if (n > burst)
 			n = burst;
-		append_burst(w, w->resend + w->resend_pos, (unsigned int)n);
+		append_burst(w, w->resend + w->resend_pos,
+			     w->resend_flags + w->resend_pos, (unsigned int)n);
 		w->resend_pos += n;
 		taken += (unsigned int)n;
 		if (taken >= 4 * NSA_BURST)
@@ -1097,7 +1297,7 @@ static unsigned int take_records(struct nsa_writer *w)
 		n = nsdp_lane_drain(lane, w->burst, burst);
 		if (n > 0) {
 			W_ADD(w, records, n);
-			append_burst(w, w->burst, n);
+			append_burst(w, w->burst, NULL, n);
 			taken += n;
 		}
 		atomic_store(&w->in_burst, 0);
@@ -1133,6 +1333,7 @@ static uint64_t flush_due(struct nsa_writer *w)
 static void idle_wait(struct nsa_writer *w, uint64_t timeout_ns)
 {
 	struct pollfd pfd[NSA_MAX_CONNS];
+	unsigned int who[NSA_MAX_CONNS];
 	struct timespec ts;
 	unsigned int i, n = 0;
 
@@ -1146,11 +1347,23 @@ static void idle_wait(struct nsa_writer *w, uint64_t timeout_ns)
 		if (c->out_head < c->out_len)
 			pfd[n].events |= POLLOUT;
 		pfd[n].revents = 0;
-		n++;
+		who[n++] = i;
 	}
 	ts.tv_sec = 0;
 	ts.tv_nsec = (long)timeout_ns;
-	ppoll(pfd, n, &ts, NULL);
+	if (ppoll(pfd, n, &ts, NULL) <= 0)
+		return;
+	/* A connection that owes nothing and turns readable was closed (a
+	 * master killed while idle): notice it now, not at the next send. */
+	for (i = 0; i < n; i++) {
+		struct nsa_conn *c = w->conns[who[i]];
+
+		if ((pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    c->fd >= 0 && c->exp_count == 0) {
+			w->now_ns = nsdp_mono_ns();
+			conn_read(w, c);
+		}
+	}
 }
 
 static void check_timeouts(struct nsa_writer *w)
@@ -1203,6 +1416,7 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		check_timeouts(w);
+		replay_trim(w);
 		if (idle_since == 0)
 			idle_since = w->now_ns;
 		/* Spinning helps only while new records may come any moment;
@@ -1244,6 +1458,7 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 	memcpy(a->lanes, lanes, n_lanes * sizeof(*lanes));
 	a->n_lanes = n_lanes;
 	a->n_writers = n_writers;
+	a->replay_ns = (uint64_t)conf->replay_ms * 1000000ull;
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 		rnd = (uint32_t)nsdp_mono_ns() ^ (uint32_t)getpid();
 
@@ -1262,6 +1477,17 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 		w->idx = i;
 		w->publisher_id = (rnd & 0xffffffu) << 8 | (i & 0xffu);
 		w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
+		if (conf->replay_ms > 0 && conf->replay_records > 0) {
+			/* Pages are touched only as the window fills. */
+			w->rp = malloc((size_t)conf->replay_records *
+				       sizeof(*w->rp));
+			if (w->rp == NULL) {
+				nsa_active_free(a);
+				errno = ENOMEM;
+				return NULL;
+			}
+			w->rp_cap = conf->replay_records;
+		}
 		for (l = i; l < n_lanes; l += n_writers)
 			w->lanes[w->n_lanes++] = lanes[l];
 	}
@@ -1326,7 +1552,7 @@ static int drained(const struct nsa_active *a)
 		if (atomic_load(&a->w[i]->in_burst))
 			return 0;
 	nsa_active_stats(a, &s);
-	return s.inflight == 0;
+	return s.inflight == 0 && s.replay_inflight == 0;
 }
 
 int nsa_active_drain(struct nsa_active *a, int timeout_ms)
@@ -1409,6 +1635,8 @@ void nsa_active_free(struct nsa_active *a)
 		free(w->held);
 		batch_free_all(w);
 		free(w->resend);
+		free(w->resend_flags);
+		free(w->rp);
 		free(w);
 	}
 	free(a);

@@ -11,6 +11,13 @@
  * come. MOVED/ASK/TRYAGAIN/CLUSTERDOWN and lost connections make the writer
  * refresh the topology and resend every unacknowledged record in its
  * original order, so the store ends with each session's latest record.
+ *
+ * A master acknowledges before its replica has the write. When a master is
+ * lost (its connection dies, or it leaves the topology: its replica was
+ * promoted), the writer also replays the records acknowledged in the last
+ * [active] replay_ms (at most replay_records per writer), merged in order
+ * with the unacknowledged ones, so that what the dead master had not yet
+ * replicated reaches its successor.
  */
 #ifndef NSA_ACTIVE_H
 #define NSA_ACTIVE_H
@@ -26,6 +33,11 @@ struct nsa_active_stats {
 	uint64_t batches; /* notifications acknowledged */
 	uint64_t sets, dels;
 	uint64_t resent; /* records sent again after an error */
+	uint64_t replayed; /* acknowledged records sent again after a lost
+			      master (the replay window) */
+	uint64_t replay_short; /* records that left the replay window, full,
+				  before replay_ms had passed */
+	uint64_t replay_inflight; /* replayed, not yet acknowledged again */
 	uint64_t moved, ask, tryagain, clusterdown, other_errors;
 	uint64_t reconnects;
 	uint64_t topology_refreshes;
@@ -44,8 +56,9 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
  * until stopped, so this does not wait for the store to be reachable. */
 int nsa_active_start(struct nsa_active *a);
 
-/* Wait until every lane is empty and every record acknowledged, at most
- * timeout_ms; 0 when drained, -ETIMEDOUT otherwise. */
+/* Wait until every lane is empty and every record acknowledged (replayed
+ * ones included), at most timeout_ms; 0 when drained, -ETIMEDOUT
+ * otherwise. */
 int nsa_active_drain(struct nsa_active *a, int timeout_ms);
 
 /* Stop the writers (unacknowledged records are counted as dropped). */

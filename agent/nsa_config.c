@@ -149,6 +149,9 @@ static const struct nsa_key nsa_keys[] = {
 		"256"),
 	NSA_NUM("active", "flush_us", flush_us, 0, 1000000, "200"),
 	NSA_NUM("active", "max_inflight", max_inflight, 1, 1024, "8"),
+	NSA_NUM("active", "replay_ms", replay_ms, 0, 60000, "2000"),
+	NSA_NUM("active", "replay_records", replay_records, 0, 16777216,
+		"131072"),
 
 	NSA_NUM("rings", "lanes", lanes, 1, NSDP_MAX_LANES, "1"),
 	NSA_POW2("rings", "ring_size", ring_size, 64, 16777216, "65536"),

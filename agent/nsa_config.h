@@ -63,6 +63,11 @@ struct nsa_config {
 	unsigned int batch_size; /* records per batch per node */
 	unsigned int flush_us; /* a partial batch waits at most this long */
 	unsigned int max_inflight; /* unacknowledged batches per connection */
+	/* Acknowledged records kept for replay after a master failure: those
+	 * of the last replay_ms (0 = none), at most replay_records per
+	 * writer. */
+	unsigned int replay_ms;
+	unsigned int replay_records;
 
 	/* [rings] */
 	unsigned int lanes; /* rings, one per producer lcore */

@@ -5,11 +5,16 @@
 #   deploy/redis-cluster.sh start [--masters 3] [--replicas 0] [--port 7000]
 #                                 [--dir deploy/run/redis-7000] [--plain]
 #                                 [--acl FILE] [--maxmemory 0]
+#                                 [--node-timeout 2000]
 #   deploy/redis-cluster.sh stop  [--port 7000] [--dir ...]
 #   deploy/redis-cluster.sh status [--port 7000] [--dir ...]
 #
 # Node i listens on 127.0.0.1:(port+i). Every file of the store lives in
 # --dir; stop kills what start started (pid files) and removes nothing else.
+# With replicas, start returns once every replica is in sync with its master
+# (so that a master killed right away has a replica to be promoted), and
+# --node-timeout (ms) is how long a master may be silent before its replica
+# takes over.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,9 +27,10 @@ dir=""
 plain=0
 acl=""
 maxmemory=0
+node_timeout=2000
 
 usage() {
-	sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -36,6 +42,7 @@ while [ $# -gt 0 ]; do
 	--plain) plain=1; shift ;;
 	--acl) acl=$2; shift 2 ;;
 	--maxmemory) maxmemory=$2; shift 2 ;;
+	--node-timeout) node_timeout=$2; shift 2 ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "redis-cluster.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -65,9 +72,12 @@ start_node() {
 		--maxmemory "$maxmemory")
 	if [ "$plain" = 0 ]; then
 		args+=(--cluster-enabled yes --cluster-config-file "$ndir/nodes.conf"
-			--cluster-node-timeout 2000 --cluster-require-full-coverage no
+			--cluster-node-timeout "$node_timeout" --cluster-require-full-coverage no
 			--cluster-allow-pubsubshard-when-down yes
 			--cluster-allow-reads-when-down yes)
+		# A replica's first sync starts at once rather than after the
+		# default 5 s wait for more replicas.
+		args+=(--repl-diskless-sync-delay 0)
 	fi
 	if [ -n "$acl" ]; then
 		args+=(--aclfile "$(cd "$(dirname "$acl")" && pwd)/$(basename "$acl")")
@@ -95,6 +105,26 @@ wait_ping() {
 	done
 	echo "redis-cluster.sh: node $p does not answer" >&2
 	return 1
+}
+
+# Every node that is a replica has its link to its master up.
+wait_replicas_synced() {
+	local p i info synced
+	echo "redis-cluster.sh: waiting for the replicas' first sync"
+	for ((i = 0; i < 400; i++)); do
+		synced=0
+		for p in $(node_ports); do
+			info=$(cli "$p" info replication 2>/dev/null) || true
+			if grep -q '^role:slave' <<<"$info" &&
+				grep -q '^master_link_status:up' <<<"$info"; then
+				synced=$((synced + 1))
+			fi
+		done
+		[ "$synced" -ge $((masters * replicas)) ] && return 0
+		sleep 0.05
+	done
+	echo "redis-cluster.sh: only $synced of $((masters * replicas)) replica(s) in sync after 20 s" >&2
+	exit 1
 }
 
 do_start() {
@@ -144,6 +174,9 @@ do_start() {
 	if [ "$ok" != 1 ]; then
 		echo "redis-cluster.sh: cluster did not reach state ok" >&2
 		exit 1
+	fi
+	if [ "$replicas" -gt 0 ]; then
+		wait_replicas_synced
 	fi
 	echo "redis-cluster.sh: cluster of $masters master(s), $replicas replica(s) each, ready on 127.0.0.1:$port"
 }

@@ -125,6 +125,8 @@ Test(config, defaults_are_as_documented)
 	cr_assert_eq(c.batch_size, 256);
 	cr_assert_eq(c.flush_us, 200);
 	cr_assert_eq(c.max_inflight, 8);
+	cr_assert_eq(c.replay_ms, 2000);
+	cr_assert_eq(c.replay_records, 131072);
 
 	cr_assert_eq(c.lanes, 1);
 	cr_assert_eq(c.ring_size, 65536);
@@ -212,6 +214,8 @@ static const char full_ini[] =
 	"  batch_size = 4096\n"
 	"  flush_us = 0\n"
 	"  max_inflight = 1024\n"
+	"  replay_ms = 0\n"
+	"  replay_records = 16777216\n"
 	"\n"
 	"[rings]\n"
 	"lanes = 4\n"
@@ -283,6 +287,8 @@ Test(config, full_file_loads_every_key)
 	cr_assert_eq(c.batch_size, NS_BATCH_MAX_RECORDS);
 	cr_assert_eq(c.flush_us, 0);
 	cr_assert_eq(c.max_inflight, 1024);
+	cr_assert_eq(c.replay_ms, 0);
+	cr_assert_eq(c.replay_records, 16777216);
 
 	cr_assert_eq(c.lanes, 4);
 	cr_assert_eq(c.ring_size, 1024);
@@ -339,7 +345,8 @@ Test(config, unknown_key_is_rejected_with_file_line_section_key)
 {
 	nst_expect_error("[active]\nworkers = 1\nbogus = 3\n",
 			 "agent.ini:3: [active] bogus: unknown key (known: "
-			 "workers, batch_size, flush_us, max_inflight)");
+			 "workers, batch_size, flush_us, max_inflight, "
+			 "replay_ms, replay_records)");
 }
 
 Test(config, unknown_section_is_rejected)
