@@ -2,8 +2,10 @@
 # The whole natsync test suite on a fresh Debian machine: installs what is
 # missing, builds with -Werror, runs every meson test (unit tests, and
 # integration tests that start their own redis-server processes on
-# loopback, and the failover test, which builds network namespaces and
-# needs root). Extra arguments go to `meson test` (e.g. --suite unit).
+# loopback, the failover test, which builds network namespaces and needs
+# root, and the faults suite), then the fuzz targets for a bounded time
+# (deploy/fuzz.sh). Extra arguments go to `meson test` (e.g. --suite unit)
+# and skip the fuzzing.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -17,3 +19,8 @@ ns_install_deps
 ns_build build-test -Dwerror=true -Dtests=enabled
 ns_say "meson test -C build-test $*"
 meson test -C build-test --print-errorlogs --num-processes 2 "$@"
+# The fuzz targets, for a bounded time each (NATSYNC_FUZZ_SECONDS, default
+# 10), in their own clang build; skipped when meson test got a selection.
+if [ $# -eq 0 ]; then
+	"$top/deploy/fuzz.sh" --seconds "${NATSYNC_FUZZ_SECONDS:-10}"
+fi
