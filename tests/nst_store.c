@@ -105,3 +105,38 @@ int nst_eal_init(unsigned int mem_mb)
 	done = 1;
 	return 0;
 }
+
+static char nst_run[2048];
+
+const char *nst_run_dir_make(const char *name)
+{
+	snprintf(nst_run, sizeof(nst_run), "%.1900s/%s", nst_build("tests/run"),
+		 name);
+	nst_sh("rm -rf '%s' && mkdir -p '%s'", nst_run, nst_run);
+	return nst_run;
+}
+
+const char *nst_run_dir(void)
+{
+	return nst_run;
+}
+
+const char *nst_run_path(const char *file)
+{
+	static char buf[8][4200];
+	static int n;
+	char *b = buf[n++ & 7];
+
+	snprintf(b, sizeof(buf[0]), "%s/%s", nst_run, file);
+	return b;
+}
+
+void nst_write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+		fprintf(stderr, "cannot write %s\n", path);
+		abort();
+	}
+}

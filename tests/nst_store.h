@@ -18,6 +18,16 @@ int nst_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *nst_src(const char *rel);
 const char *nst_build(const char *rel);
 
+/* The run directory of the current test: nst_run_dir_make() removes and
+ * makes <build>/tests/run/<name> and makes it current; nst_run_dir() is
+ * its path, nst_run_path() a file in it (eight rotating buffers). */
+const char *nst_run_dir_make(const char *name);
+const char *nst_run_dir(void);
+const char *nst_run_path(const char *file);
+
+/* Write text to path; aborts (the test crashes, so fails) if it cannot. */
+void nst_write_file(const char *path, const char *text);
+
 /* Initialise EAL once per process with --no-huge --no-shconf -m mem_mb. */
 int nst_eal_init(unsigned int mem_mb);
 

@@ -29,26 +29,14 @@
 #define ACL_PORT 7850
 #define SESSIONS 3000
 
-static char run_dir[2048];
-
-static const char *run_path(const char *name)
-{
-	static char buf[8][2300];
-	static int n;
-	char *b = buf[n++ & 7];
-
-	snprintf(b, sizeof(buf[0]), "%s/%s", run_dir, name);
-	return b;
-}
-
 static void write_secret(const char *name, const char *text)
 {
-	FILE *f = fopen(run_path(name), "w");
+	FILE *f = fopen(nst_run_path(name), "w");
 
 	cr_assert_not_null(f);
 	fprintf(f, "%s\n", text);
 	fclose(f);
-	chmod(run_path(name), 0600);
+	chmod(nst_run_path(name), 0600);
 }
 
 static void acl_up(void)
@@ -56,9 +44,7 @@ static void acl_up(void)
 	int rc;
 
 	cr_assert_eq(nst_eal_init(512), 0);
-	snprintf(run_dir, sizeof(run_dir), "%.1900s/acl",
-		 nst_build("tests/run"));
-	nst_sh("rm -rf %s && mkdir -p %s", run_dir, run_dir);
+	nst_run_dir_make("acl");
 	/* The shipped file with its placeholders replaced; the test keeps a
 	 * default user to create the cluster. */
 	rc = nst_sh("{ echo 'user default on nopass ~* &* +@all'; sed "
@@ -66,14 +52,14 @@ static void acl_up(void)
 		    "-e 's/CHANGE-ME-STANDBY/standby-pw-2/' "
 		    "-e 's/CHANGE-ME-GATEWAY/gateway-pw-3/' %s; } >%s",
 		    nst_src("deploy/redis-users.acl.example"),
-		    run_path("users.acl"));
+		    nst_run_path("users.acl"));
 	cr_assert_eq(rc, 0);
 	nst_sh("%s stop --port %d --dir %s/redis >/dev/null 2>&1",
-	       nst_src("deploy/redis-cluster.sh"), ACL_PORT, run_dir);
+	       nst_src("deploy/redis-cluster.sh"), ACL_PORT, nst_run_dir());
 	rc = nst_sh("%s start --masters 3 --port %d --dir %s/redis --acl %s "
 		    ">&2",
-		    nst_src("deploy/redis-cluster.sh"), ACL_PORT, run_dir,
-		    run_path("users.acl"));
+		    nst_src("deploy/redis-cluster.sh"), ACL_PORT, nst_run_dir(),
+		    nst_run_path("users.acl"));
 	cr_assert_eq(rc, 0, "cannot start the cluster with ACLs");
 	write_secret("active.pw", "active-pw-1");
 	write_secret("standby.pw", "standby-pw-2");
@@ -82,7 +68,7 @@ static void acl_up(void)
 static void acl_down(void)
 {
 	nst_sh("%s stop --port %d --dir %s/redis >&2",
-	       nst_src("deploy/redis-cluster.sh"), ACL_PORT, run_dir);
+	       nst_src("deploy/redis-cluster.sh"), ACL_PORT, nst_run_dir());
 }
 
 TestSuite(acl, .init = acl_up, .fini = acl_down, .timeout = 120);
@@ -99,7 +85,7 @@ static void config_as(struct nsa_config *c, const char *user,
 	snprintf(set, sizeof(set), "store.user=%s", user);
 	cr_assert_eq(nsa_config_set(c, set, err, sizeof(err)), 0, "%s", err);
 	snprintf(c->password_file, sizeof(c->password_file), "%s",
-		 run_path(pwfile));
+		 nst_run_path(pwfile));
 	cr_assert_eq(nsa_config_finish(c, err, sizeof(err)), 0, "%s", err);
 }
 

@@ -17,34 +17,6 @@
 #define PLAIN_PORT 7410
 #define LATE_PORT 7420
 
-static char run_dir[2048];
-
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	cr_assert_not_null(f, "cannot write %s", path);
-	fputs(text, f);
-	fclose(f);
-}
-
-static const char *run_path(const char *name)
-{
-	static char buf[8][4200];
-	static int n;
-	char *b = buf[n++ & 7];
-
-	snprintf(b, sizeof(buf[0]), "%s/%s", run_dir, name);
-	return b;
-}
-
-static void setup_run(const char *name)
-{
-	snprintf(run_dir, sizeof(run_dir), "%.1900s/%s", nst_build("tests/run"),
-		 name);
-	nst_sh("rm -rf %s && mkdir -p %s", run_dir, run_dir);
-}
-
 static void write_configs(const char *seeds, unsigned long flows,
 			  unsigned long events, unsigned long rate)
 {
@@ -56,8 +28,8 @@ static void write_configs(const char *seeds, unsigned long flows,
 		 "--no-telemetry -l 0\n"
 		 "[store]\nseeds = %s\n"
 		 "[standby]\ntable_capacity = %lu\ndump = %s\n",
-		 seeds, flows * 2, run_path("standby.tbl"));
-	write_file(run_path("standby.ini"), text);
+		 seeds, flows * 2, nst_run_path("standby.tbl"));
+	nst_write_file(nst_run_path("standby.ini"), text);
 	snprintf(text, sizeof(text),
 		 "[agent]\nrole = active\ngateway_id = 1\nprogress_ms = 0\n"
 		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
@@ -66,8 +38,8 @@ static void write_configs(const char *seeds, unsigned long flows,
 		 "[rings]\nlanes = 1\n"
 		 "[source]\ntype = synth\nflows = %lu\nevents = %lu\n"
 		 "rate = %lu\nseed = 7\nrefresh_pct = 50\ndump = %s\n",
-		 seeds, flows, events, rate, run_path("source.tbl"));
-	write_file(run_path("active.ini"), text);
+		 seeds, flows, events, rate, nst_run_path("source.tbl"));
+	nst_write_file(nst_run_path("active.ini"), text);
 }
 
 static int start_standby(void)
@@ -76,10 +48,10 @@ static int start_standby(void)
 	FILE *f;
 
 	nst_sh("%s -c %s >%s 2>%s & echo $! >%s",
-	       nst_build("agent/natsync-agent"), run_path("standby.ini"),
-	       run_path("standby.out"), run_path("standby.log"),
-	       run_path("standby.pid"));
-	f = fopen(run_path("standby.pid"), "r");
+	       nst_build("agent/natsync-agent"), nst_run_path("standby.ini"),
+	       nst_run_path("standby.out"), nst_run_path("standby.log"),
+	       nst_run_path("standby.pid"));
+	f = fopen(nst_run_path("standby.pid"), "r");
 	cr_assert_not_null(f);
 	cr_assert_not_null(fgets(line, sizeof(line), f));
 	fclose(f);
@@ -90,10 +62,10 @@ static void wait_synced(int pid)
 {
 	for (int i = 0; i < 300; i++) {
 		if (nst_sh("grep -q 'standby: synced' %s",
-			   run_path("standby.log")) == 0)
+			   nst_run_path("standby.log")) == 0)
 			return;
 		cr_assert_eq(kill(pid, 0), 0, "the standby died; see %s",
-			     run_path("standby.log"));
+			     nst_run_path("standby.log"));
 		usleep(100000);
 	}
 	cr_assert_fail("the standby did not sync within 30 s");
@@ -111,13 +83,14 @@ static void verify_exact(const char *seeds, int standby_pid)
 {
 	int rc = nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
 			nst_build("agent/natsync-verify"), seeds,
-			run_path("source.tbl"), run_path("standby.tbl"),
-			standby_pid, run_path("verify.out"));
+			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
+			standby_pid, nst_run_path("verify.out"));
 
-	nst_sh("cat %s >&2", run_path("verify.out"));
+	nst_sh("cat %s >&2", nst_run_path("verify.out"));
 	cr_assert_eq(rc, 0, "store or standby differ from the source");
-	cr_assert_eq(nst_sh("grep -q 'match=yes' %s", run_path("verify.out")),
-		     0);
+	cr_assert_eq(
+		nst_sh("grep -q 'match=yes' %s", nst_run_path("verify.out")),
+		0);
 }
 
 static void run_end_to_end(int port, int masters, const char *name)
@@ -125,7 +98,7 @@ static void run_end_to_end(int port, int masters, const char *name)
 	char seeds[256];
 	int pid, rc;
 
-	setup_run(name);
+	nst_run_dir_make(name);
 	if (masters)
 		snprintf(seeds, sizeof(seeds),
 			 "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", port,
@@ -137,20 +110,22 @@ static void run_end_to_end(int port, int masters, const char *name)
 	pid = start_standby();
 	wait_synced(pid);
 	rc = nst_sh("%s -c %s >%s 2>%s", nst_build("agent/natsync-agent"),
-		    run_path("active.ini"), run_path("active.out"),
-		    run_path("active.log"));
-	nst_sh("cat %s >&2", run_path("active.out"));
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	nst_sh("cat %s >&2", nst_run_path("active.out"));
 	cr_assert_eq(rc, 0, "the active agent failed; see %s",
-		     run_path("active.log"));
-	cr_assert_eq(nst_sh("grep -q 'drained=yes' %s", run_path("active.out")),
-		     0);
-	cr_assert_eq(nst_sh("grep -q ' drops=0 ' %s", run_path("active.out")),
-		     0);
+		     nst_run_path("active.log"));
+	cr_assert_eq(
+		nst_sh("grep -q 'drained=yes' %s", nst_run_path("active.out")),
+		0);
+	cr_assert_eq(
+		nst_sh("grep -q ' drops=0 ' %s", nst_run_path("active.out")),
+		0);
 	verify_exact(seeds, pid);
 	stop_standby(pid);
-	cr_assert_eq(
-		nst_sh("grep -q 'bad_messages=0' %s", run_path("standby.out")),
-		0);
+	cr_assert_eq(nst_sh("grep -q 'bad_messages=0' %s",
+			    nst_run_path("standby.out")),
+		     0);
 }
 
 static void stop_all(void)
@@ -177,15 +152,15 @@ Test(e2e, late_standby_converges_while_the_active_keeps_writing)
 	const char *seeds = "127.0.0.1:7420,127.0.0.1:7421,127.0.0.1:7422";
 	int pid, rc;
 
-	setup_run("e2e-late");
+	nst_run_dir_make("e2e-late");
 	cr_assert_eq(nst_store_start(LATE_PORT, 3, 0), 0);
 	/* 100 000 events/s for 8 s: the standby starts once the store holds
 	 * 100 000 sessions, and loads while the active goes on writing. */
 	write_configs(seeds, 200000, 800000, 100000);
 	nst_sh("%s -c %s >%s 2>%s & echo $! >%s",
-	       nst_build("agent/natsync-agent"), run_path("active.ini"),
-	       run_path("active.out"), run_path("active.log"),
-	       run_path("active.pid"));
+	       nst_build("agent/natsync-agent"), nst_run_path("active.ini"),
+	       nst_run_path("active.out"), nst_run_path("active.log"),
+	       nst_run_path("active.pid"));
 	rc = nst_sh("for i in $(seq 200); do n=0; for p in 7420 7421 7422; do "
 		    "n=$((n + $(redis-cli -p $p dbsize))); done; "
 		    "[ $n -ge 100000 ] && exit 0; sleep 0.1; done; exit 1");
@@ -194,25 +169,27 @@ Test(e2e, late_standby_converges_while_the_active_keeps_writing)
 	wait_synced(pid);
 	rc = nst_sh("for i in $(seq 600); do "
 		    "grep -q '^REPORT' %s && exit 0; sleep 0.1; done; exit 1",
-		    run_path("active.out"));
+		    nst_run_path("active.out"));
 	cr_assert_eq(rc, 0, "the active agent did not finish in 60 s");
-	nst_sh("cat %s >&2", run_path("active.out"));
-	cr_assert_eq(nst_sh("grep -q 'drained=yes' %s", run_path("active.out")),
-		     0);
+	nst_sh("cat %s >&2", nst_run_path("active.out"));
+	cr_assert_eq(
+		nst_sh("grep -q 'drained=yes' %s", nst_run_path("active.out")),
+		0);
 	verify_exact(seeds, pid);
 	stop_standby(pid);
 }
 
 Test(cli, bad_configuration_exits_2_with_a_message_naming_it)
 {
-	setup_run("cli");
-	write_file(run_path("bad.ini"), "[active]\nbatch_size = zero\n");
+	nst_run_dir_make("cli");
+	nst_write_file(nst_run_path("bad.ini"),
+		       "[active]\nbatch_size = zero\n");
 	cr_assert_eq(nst_sh("%s -c %s 2>%s", nst_build("agent/natsync-agent"),
-			    run_path("bad.ini"), run_path("err")),
+			    nst_run_path("bad.ini"), nst_run_path("err")),
 		     2);
-	cr_assert_eq(nst_sh("grep -q 'batch_size' %s", run_path("err")), 0);
+	cr_assert_eq(nst_sh("grep -q 'batch_size' %s", nst_run_path("err")), 0);
 	cr_assert_eq(nst_sh("%s -c %s/nonexistent.ini 2>/dev/null",
-			    nst_build("agent/natsync-agent"), run_dir),
+			    nst_build("agent/natsync-agent"), nst_run_dir()),
 		     2);
 	cr_assert_eq(nst_sh("%s --set active.nosuchkey=1 2>/dev/null",
 			    nst_build("agent/natsync-agent")),
@@ -232,7 +209,7 @@ Test(cli, unreachable_store_is_retried_with_backoff_without_spinning)
 {
 	char text[512];
 
-	setup_run("cli-unreachable");
+	nst_run_dir_make("cli-unreachable");
 	/* Nothing listens on 7439. */
 	snprintf(text, sizeof(text),
 		 "[agent]\nrole = standby\nprogress_ms = 0\n"
@@ -240,15 +217,15 @@ Test(cli, unreachable_store_is_retried_with_backoff_without_spinning)
 		 "--no-telemetry -l 0\n"
 		 "[store]\nseeds = 127.0.0.1:7439\n"
 		 "[standby]\ntable_capacity = 1024\n");
-	write_file(run_path("sb.ini"), text);
+	nst_write_file(nst_run_path("sb.ini"), text);
 	/* 3 s of retrying must cost well under a second of CPU. */
 	cr_assert_eq(nst_sh("cd %s && /usr/bin/time -f '%%U %%S' -o cpu "
 			    "%s -c sb.ini -t 3 >out 2>log",
-			    run_dir, nst_build("agent/natsync-agent")),
+			    nst_run_dir(), nst_build("agent/natsync-agent")),
 		     0);
-	cr_assert_eq(nst_sh("grep -qi 'refused' %s", run_path("log")), 0,
+	cr_assert_eq(nst_sh("grep -qi 'refused' %s", nst_run_path("log")), 0,
 		     "the log does not say why the store is unreachable");
-	cr_assert_eq(
-		nst_sh("awk '{ exit !($1 + $2 < 0.5) }' %s", run_path("cpu")),
-		0, "the agent spun while the store was unreachable");
+	cr_assert_eq(nst_sh("awk '{ exit !($1 + $2 < 0.5) }' %s",
+			    nst_run_path("cpu")),
+		     0, "the agent spun while the store was unreachable");
 }

@@ -59,8 +59,6 @@
 #define TICK_MS 20
 #define MAX_SOURCES 8
 
-static char run_dir[2048];
-
 /* What the client and server threads saw; written by them, read by the
  * test with atomics. */
 static struct {
@@ -79,16 +77,6 @@ static struct {
 
 #define LOAD(f) __atomic_load_n(&net.f, __ATOMIC_ACQUIRE)
 #define ADD(f, v) __atomic_add_fetch(&net.f, (v), __ATOMIC_RELEASE)
-
-static const char *run_path(const char *name)
-{
-	static char buf[8][4200];
-	static int n;
-	char *b = buf[n++ & 7];
-
-	snprintf(b, sizeof(buf[0]), "%s/%s", run_dir, name);
-	return b;
-}
 
 /* ---- the network -------------------------------------------------------- */
 
@@ -362,10 +350,10 @@ static void write_gateway_config(char id)
 		 "mbufs = 4095\n"
 		 "agent = %s\n",
 		 id == 'A' ? "active" : "standby", id == 'A' ? 1 : 2, eal,
-		 STORE_PORT, run_path(id == 'A' ? "a.sock" : "b.sock"),
+		 STORE_PORT, nst_run_path(id == 'A' ? "a.sock" : "b.sock"),
 		 external ? "external" : "threads");
 	snprintf(name, sizeof(name), "gw%c.ini", id);
-	f = fopen(run_path(name), "w");
+	f = fopen(nst_run_path(name), "w");
 	cr_assert_not_null(f);
 	fputs(text, f);
 	fclose(f);
@@ -381,9 +369,10 @@ static pid_t start_gateway(char id, const char *extra)
 	snprintf(log, sizeof(log), "gw%c.log", id);
 	snprintf(pidf, sizeof(pidf), "gw%c.pid", id);
 	nst_sh("%s -c %s %s >>%s 2>>%s & echo $! >%s",
-	       nst_build("dataplane/gateway/natsync-gateway"), run_path(ini),
-	       extra, run_path(out), run_path(log), run_path(pidf));
-	f = fopen(run_path(pidf), "r");
+	       nst_build("dataplane/gateway/natsync-gateway"),
+	       nst_run_path(ini), extra, nst_run_path(out), nst_run_path(log),
+	       nst_run_path(pidf));
+	f = fopen(nst_run_path(pidf), "r");
 	cr_assert_not_null(f);
 	cr_assert_not_null(fgets(line, sizeof(line), f));
 	fclose(f);
@@ -397,10 +386,10 @@ static int ctl(char id, const char *cmd, char *buf, size_t len)
 	FILE *f;
 	int rc;
 
-	snprintf(out, sizeof(out), "%s", run_path("ctl.out"));
+	snprintf(out, sizeof(out), "%s", nst_run_path("ctl.out"));
 	rc = nst_sh("%s --ctl %s -S %s >%s 2>&1",
 		    nst_build("dataplane/gateway/natsync-gateway"), cmd,
-		    run_path(id == 'A' ? "a.sock" : "b.sock"), out);
+		    nst_run_path(id == 'A' ? "a.sock" : "b.sock"), out);
 	buf[0] = '\0';
 	f = fopen(out, "r");
 	if (f) {
@@ -476,21 +465,22 @@ static pid_t start_agent(char id)
 		 "[active]\nflush_us = 200\n"
 		 "[rings]\nlanes = 1\n",
 		 id == 'A' ? 1 : 2, STORE_PORT);
-	f = fopen(run_path(ini), "w");
+	f = fopen(nst_run_path(ini), "w");
 	cr_assert_not_null(f);
 	fputs(text, f);
 	fclose(f);
 	nst_sh("%s -c %s --prefix nstfo%c --pages 256 --agent %s "
 	       ">>%s 2>&1 & echo $! >%s",
-	       nst_src("deploy/agent-secondary.sh"), run_path(ini), id,
-	       nst_build("agent/natsync-agent"), run_path(log), run_path(pidf));
-	f = fopen(run_path(pidf), "r");
+	       nst_src("deploy/agent-secondary.sh"), nst_run_path(ini), id,
+	       nst_build("agent/natsync-agent"), nst_run_path(log),
+	       nst_run_path(pidf));
+	f = fopen(nst_run_path(pidf), "r");
 	cr_assert_not_null(f);
 	cr_assert_not_null(fgets(line, sizeof(line), f));
 	fclose(f);
 	nsdp_sleep_ms(500);
 	cr_assert(alive((pid_t)atoi(line)), "agent %c did not start; see %s",
-		  id, run_path(log));
+		  id, nst_run_path(log));
 	return (pid_t)atoi(line);
 }
 
@@ -523,9 +513,9 @@ static int keepalived_notify(char id, const char *state)
 {
 	return nst_sh("%s -S %s -g %s INSTANCE NAT %s >>%s 2>&1",
 		      nst_src("deploy/keepalived-notify.sh"),
-		      run_path(id == 'A' ? "a.sock" : "b.sock"),
+		      nst_run_path(id == 'A' ? "a.sock" : "b.sock"),
 		      nst_build("dataplane/gateway/natsync-gateway"), state,
-		      run_path("notify.out"));
+		      nst_run_path("notify.out"));
 }
 
 /* Wait until everything sent so far is echoed, plus more bytes and UDP
@@ -551,9 +541,7 @@ static void failover_scenario(const char *name)
 
 	if (geteuid() != 0)
 		cr_skip_test("needs root for network namespaces");
-	snprintf(run_dir, sizeof(run_dir), "%.1900s/%s", nst_build("tests/run"),
-		 name);
-	nst_sh("rm -rf %s && mkdir -p %s", run_dir, run_dir);
+	nst_run_dir_make(name);
 	net_setup();
 	if (external)
 		cr_assert_eq(nst_sh("%s -n 256 >/dev/null",
@@ -565,10 +553,11 @@ static void failover_scenario(const char *name)
 	gw_a = start_gateway('A', "");
 	gw_b = start_gateway('B', "");
 	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
-		  "gateway A never became active; see %s", run_path("gwA.log"));
+		  "gateway A never became active; see %s",
+		  nst_run_path("gwA.log"));
 	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
 		  "gateway B never loaded the table; see %s",
-		  run_path("gwB.log"));
+		  nst_run_path("gwB.log"));
 	cr_assert(status_has('B', "mode=standby"));
 	epoch_a = status_value('A', "epoch");
 	cr_assert_gt(epoch_a, 0);

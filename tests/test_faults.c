@@ -41,31 +41,11 @@
 #define OUTAGE_PORT 7891
 #define MAX_PIDS 16
 
-static char run_dir[2048];
 static int pids[MAX_PIDS];
 static int n_pids;
 static int store_port;
 
 /* ---- processes and files ------------------------------------------------ */
-
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	cr_assert_not_null(f, "cannot write %s", path);
-	fputs(text, f);
-	fclose(f);
-}
-
-static const char *run_path(const char *name)
-{
-	static char buf[8][2200];
-	static int n;
-	char *b = buf[n++ & 7];
-
-	snprintf(b, sizeof(buf[0]), "%s/%s", run_dir, name);
-	return b;
-}
 
 static int read_pid(const char *path)
 {
@@ -103,9 +83,9 @@ static int spawn_agent(const char *name, const char *args)
 	if (strcmp(name, "active") == 0 && getenv("NATSYNC_FAULTS_ACTIVE_ARGS"))
 		extra = getenv("NATSYNC_FAULTS_ACTIVE_ARGS");
 	nst_sh("%s -c %s %s %s >%s 2>%s & echo $! >%s",
-	       nst_build("agent/natsync-agent"), run_path(ini), args, extra,
-	       run_path(out), run_path(log), run_path(pidf));
-	pid = read_pid(run_path(pidf));
+	       nst_build("agent/natsync-agent"), nst_run_path(ini), args, extra,
+	       nst_run_path(out), nst_run_path(log), nst_run_path(pidf));
+	pid = read_pid(nst_run_path(pidf));
 	cr_assert(n_pids < MAX_PIDS);
 	pids[n_pids++] = pid;
 	return pid;
@@ -167,9 +147,7 @@ TestSuite(faults, .fini = suite_fini, .timeout = 150);
 
 static void setup_run(const char *name, int port, int masters, int replicas)
 {
-	snprintf(run_dir, sizeof(run_dir), "%.1900s/%s", nst_build("tests/run"),
-		 name);
-	nst_sh("rm -rf %s && mkdir -p %s", run_dir, run_dir);
+	nst_run_dir_make(name);
 	store_port = port;
 	cr_assert_eq(nst_store_start(port, masters, replicas), 0,
 		     "the store did not start");
@@ -201,8 +179,8 @@ static void write_configs(const char *seeds, const struct source_plan *p)
 		 "--no-telemetry -l 0\n"
 		 "[store]\nseeds = %s\n"
 		 "[standby]\ntable_capacity = %lu\ndump = %s\n",
-		 seeds, p->flows * 2, run_path("standby.tbl"));
-	write_file(run_path("standby.ini"), text);
+		 seeds, p->flows * 2, nst_run_path("standby.tbl"));
+	nst_write_file(nst_run_path("standby.ini"), text);
 	snprintf(text, sizeof(text),
 		 "[agent]\nrole = active\ngateway_id = 1\nprogress_ms = 1000\n"
 		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
@@ -213,18 +191,18 @@ static void write_configs(const char *seeds, const struct source_plan *p)
 		 "rate = %lu\nseed = 7\nrefresh_pct = 50\n"
 		 "wait_when_full = %s\ndump = %s\n",
 		 seeds, p->flows, p->events, p->rate,
-		 p->drop_when_full ? "no" : "yes", run_path("source.tbl"));
-	write_file(run_path("active.ini"), text);
+		 p->drop_when_full ? "no" : "yes", nst_run_path("source.tbl"));
+	nst_write_file(nst_run_path("active.ini"), text);
 }
 
 static void wait_synced(int pid)
 {
 	for (int i = 0; i < 300; i++) {
 		if (nst_sh("grep -q 'standby: synced' %s",
-			   run_path("standby.log")) == 0)
+			   nst_run_path("standby.log")) == 0)
 			return;
 		cr_assert_eq(kill(pid, 0), 0, "the standby died; see %s",
-			     run_path("standby.log"));
+			     nst_run_path("standby.log"));
 		usleep(100000);
 	}
 	cr_assert_fail("the standby did not sync within 30 s");
@@ -251,15 +229,16 @@ static void wait_active_done(int pid, int secs)
 {
 	int rc = nst_sh("for i in $(seq %d); do grep -q '^REPORT' %s && "
 			"exit 0; sleep 0.1; done; exit 1",
-			secs * 10, run_path("active.out"));
+			secs * 10, nst_run_path("active.out"));
 
-	nst_sh("cat %s >&2", run_path("active.out"));
+	nst_sh("cat %s >&2", nst_run_path("active.out"));
 	cr_assert_eq(rc, 0, "the active did not finish within %d s; see %s",
-		     secs, run_path("active.log"));
+		     secs, nst_run_path("active.log"));
 	for (int i = 0; i < 100 && is_ours(pid); i++)
 		usleep(100000);
-	cr_assert_eq(nst_sh("grep -q 'drained=yes' %s", run_path("active.out")),
-		     0, "not every record was acknowledged");
+	cr_assert_eq(
+		nst_sh("grep -q 'drained=yes' %s", nst_run_path("active.out")),
+		0, "not every record was acknowledged");
 }
 
 /* The standby's table and the store equal the source's final table. */
@@ -267,14 +246,15 @@ static void verify_exact(const char *seeds, int standby_pid)
 {
 	int rc = nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
 			nst_build("agent/natsync-verify"), seeds,
-			run_path("source.tbl"), run_path("standby.tbl"),
-			standby_pid, run_path("verify.out"));
+			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
+			standby_pid, nst_run_path("verify.out"));
 
-	nst_sh("cat %s >&2", run_path("verify.out"));
+	nst_sh("cat %s >&2", nst_run_path("verify.out"));
 	cr_assert_eq(rc, 0, "store or standby differ from the source; see %s",
-		     run_path("verify.out"));
-	cr_assert_eq(nst_sh("grep -q 'match=yes' %s", run_path("verify.out")),
-		     0);
+		     nst_run_path("verify.out"));
+	cr_assert_eq(
+		nst_sh("grep -q 'match=yes' %s", nst_run_path("verify.out")),
+		0);
 }
 
 /* A number from "key=N" in file, or -1. */
@@ -343,24 +323,25 @@ static void run_failover(const char *name, int base, unsigned int lag_ms,
 		nst_sh("redis-cli -p %d role | head -1 | grep -q master", rep),
 		0, "the replica %d was not promoted", rep);
 	cr_assert_eq(nst_sh("grep -q 'connection to 127.0.0.1:%d lost' %s",
-			    master, run_path("active.log")),
+			    master, nst_run_path("active.log")),
 		     0, "the active did not see the master go");
-	cr_assert_eq(nst_sh("grep -q ' drops=0 ' %s", run_path("active.out")),
-		     0);
-	cr_assert_geq(field_of(run_path("active.out"), "reconnects"), 1);
+	cr_assert_eq(
+		nst_sh("grep -q ' drops=0 ' %s", nst_run_path("active.out")),
+		0);
+	cr_assert_geq(field_of(nst_run_path("active.out"), "reconnects"), 1);
 	verify_exact(seeds, sb);
 	stop_agent(sb);
-	nst_sh("cat %s >&2", run_path("standby.out"));
-	cr_assert_eq(
-		nst_sh("grep -q 'bad_messages=0' %s", run_path("standby.out")),
-		0);
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
+	cr_assert_eq(nst_sh("grep -q 'bad_messages=0' %s",
+			    nst_run_path("standby.out")),
+		     0);
 }
 
 Test(faults, master_killed_replica_promoted_standby_equals_source)
 {
 	run_failover("faults-failover", FAILOVER_PORT, 0, "");
 	cr_assert_eq(nst_sh("grep -q 'replaying [0-9]* acknowledged' %s",
-			    run_path("active.log")),
+			    nst_run_path("active.log")),
 		     0, "the replay window was not replayed");
 }
 
@@ -375,10 +356,10 @@ Test(faults, master_killed_with_lagging_replica_replay_window_restores_writes)
 		     "--set active.replay_ms=5000 "
 		     "--set active.replay_records=524288");
 	cr_assert_eq(nst_sh("grep -q 'replaying [0-9]* acknowledged' %s",
-			    run_path("active.log")),
+			    nst_run_path("active.log")),
 		     0, "the replay window was not replayed");
 	cr_assert_neq(nst_sh("grep -q 'replay window is full' %s",
-			     run_path("active.log")),
+			     nst_run_path("active.log")),
 		      0, "the replay window was too small for the test");
 }
 
@@ -419,9 +400,10 @@ Test(faults, resharding_mid_stream_loses_nothing)
 	rc = nst_sh("redis-cli --cluster reshard 127.0.0.1:%d --cluster-from "
 		    "%s --cluster-to %s --cluster-slots 2000 --cluster-yes "
 		    "--cluster-pipeline 20 >%s 2>&1",
-		    RESHARD_PORT, from, to, run_path("reshard.log"));
+		    RESHARD_PORT, from, to, nst_run_path("reshard.log"));
 	t_done = now_s();
-	cr_assert_eq(rc, 0, "reshard failed; see %s", run_path("reshard.log"));
+	cr_assert_eq(rc, 0, "reshard failed; see %s",
+		     nst_run_path("reshard.log"));
 	fprintf(stderr, "faults: reshard: 2000 slots moved in %.1f s\n",
 		t_done - t0);
 	cr_assert_eq(kill(act, 0), 0,
@@ -433,16 +415,17 @@ Test(faults, resharding_mid_stream_loses_nothing)
 			    RESHARD_PORT + 1),
 		     0, "the slots did not move");
 	wait_active_done(act, 60);
-	cr_assert_eq(nst_sh("grep -q ' drops=0 ' %s", run_path("active.out")),
-		     0);
-	cr_assert_gt(field_of(run_path("active.out"), "resent"), 0,
+	cr_assert_eq(
+		nst_sh("grep -q ' drops=0 ' %s", nst_run_path("active.out")),
+		0);
+	cr_assert_gt(field_of(nst_run_path("active.out"), "resent"), 0,
 		     "the writers were never redirected");
 	verify_exact(seeds, sb);
 	stop_agent(sb);
-	nst_sh("cat %s >&2", run_path("standby.out"));
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
 	nst_sh("echo \"faults: reshard: the standby subscribed $(grep -c "
 	       "'standby: subscribed' %s) times\" >&2",
-	       run_path("standby.log"));
+	       nst_run_path("standby.log"));
 }
 
 /* ---- standby restart ------------------------------------------------------- */
@@ -463,8 +446,8 @@ Test(faults, standby_killed_and_restarted_converges_to_the_exact_table)
 	cr_assert_eq(kill(sb, SIGKILL), 0);
 	sleep_ms(1000);
 	cr_assert_eq(kill(act, 0), 0, "the active finished too early");
-	nst_sh("mv %s %s", run_path("standby.log"),
-	       run_path("standby-killed.log"));
+	nst_sh("mv %s %s", nst_run_path("standby.log"),
+	       nst_run_path("standby-killed.log"));
 	sb = spawn_agent("standby", "");
 	wait_synced(sb);
 	cr_assert_eq(kill(act, 0), 0,
@@ -472,7 +455,7 @@ Test(faults, standby_killed_and_restarted_converges_to_the_exact_table)
 	wait_active_done(act, 60);
 	verify_exact(seeds, sb);
 	stop_agent(sb);
-	nst_sh("cat %s >&2", run_path("standby.out"));
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
 }
 
 /* ---- slow subscriber ------------------------------------------------------- */
@@ -525,13 +508,13 @@ Test(faults,
 	wait_active_done(act, 60);
 	verify_exact(seeds, sb);
 	stop_agent(sb);
-	nst_sh("cat %s >&2", run_path("standby.out"));
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
 	cr_assert_eq(nst_sh("grep -q 'lost subscription' %s",
-			    run_path("standby.log")),
+			    nst_run_path("standby.log")),
 		     0, "the store did not disconnect the slow subscriber");
 	/* The cold load resyncs each of the 3 masters once; the resubscribe
 	 * resyncs them again. */
-	resyncs = field_of(run_path("standby.out"), "resyncs");
+	resyncs = field_of(nst_run_path("standby.out"), "resyncs");
 	cr_assert_geq(resyncs, 6, "resyncs=%lld", resyncs);
 	cr_assert_eq(
 		nst_sh("redis-cli -p %d info clients >/dev/null", SLOW_PORT),
@@ -608,12 +591,12 @@ Test(faults, store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
 		"faults: outage %u s: active RSS %ld kB before, peak %ld kB\n",
 		outage_s, before, peak);
 	nst_sh("echo 'RSS before=%ld peak=%ld' >%s", before, peak,
-	       run_path("rss.txt"));
+	       nst_run_path("rss.txt"));
 	wait_active_done(act, 90);
 	/* Every event the full ring refused is counted. */
 	refused = (long long)plan.events -
-		  field_of(run_path("active.out"), "records");
-	drops = field_of(run_path("active.out"), "drops");
+		  field_of(nst_run_path("active.out"), "records");
+	drops = field_of(nst_run_path("active.out"), "drops");
 	cr_assert_gt(refused, 0, "the ring never overflowed: no outage?");
 	cr_assert_geq(drops, refused, "drops=%lld, refused %lld", drops,
 		      refused);
@@ -622,7 +605,7 @@ Test(faults, store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
 	cr_assert_eq(nst_sh("awk '/^REPORT/ { for (i = 1; i <= NF; i++) if "
 			    "($i ~ /^seconds=/) { split($i, v, \"=\"); "
 			    "exit !(v[2] < %u) } exit 1 }' %s",
-			    outage_s + 14 + 10, run_path("active.out")),
+			    outage_s + 14 + 10, nst_run_path("active.out")),
 		     0, "the active took too long");
 	cr_assert_lt(peak - before, OUTAGE_RSS_GROWTH_KB,
 		     "the agent grew by %ld kB during the outage",
@@ -633,5 +616,5 @@ Test(faults, store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
 	 * accepted must be replicated exactly. */
 	verify_exact(seeds, sb);
 	stop_agent(sb);
-	nst_sh("cat %s >&2", run_path("standby.out"));
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
 }

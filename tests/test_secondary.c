@@ -65,7 +65,6 @@ static int eal_up;
 static pid_t children[MAX_CHILDREN];
 static int used_ports[4];
 static unsigned int n_used_ports;
-static char run_dir[2048];
 
 /* ---- processes -------------------------------------------------------- */
 
@@ -125,21 +124,12 @@ static void children_kill(void)
 	}
 }
 
-static const char *run_path(const char *name)
-{
-	static char buf[8][2300];
-	static int n;
-	char *b = buf[n++ & 7];
-
-	snprintf(b, sizeof(buf[0]), "%s/%s", run_dir, name);
-	return b;
-}
-
 static void setup_run(const char *name)
 {
-	snprintf(run_dir, sizeof(run_dir), "%.1900s/secondary-%s",
-		 nst_build("tests/run"), name);
-	nst_sh("rm -rf %s && mkdir -p %s", run_dir, run_dir);
+	char dir[256];
+
+	snprintf(dir, sizeof(dir), "secondary-%s", name);
+	nst_run_dir_make(dir);
 }
 
 /* Start argv[0] with stdout and stderr in files of the run directory and
@@ -151,8 +141,8 @@ static pid_t spawn(char *const argv[], const char *name)
 	int fin, fout, ferr;
 	pid_t pid;
 
-	snprintf(out, sizeof(out), "%s/%s.out", run_dir, name);
-	snprintf(err, sizeof(err), "%s/%s.log", run_dir, name);
+	snprintf(out, sizeof(out), "%s/%s.out", nst_run_dir(), name);
+	snprintf(err, sizeof(err), "%s/%s.log", nst_run_dir(), name);
 	fin = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	fout = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	ferr = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -271,7 +261,7 @@ TestSuite(secondary, .fini = suite_fini, .timeout = 120);
 
 static void write_agent_config(int port, unsigned int lanes)
 {
-	FILE *f = fopen(run_path("agent.ini"), "w");
+	FILE *f = fopen(nst_run_path("agent.ini"), "w");
 
 	cr_assert_not_null(f);
 	fprintf(f,
@@ -295,7 +285,7 @@ static pid_t agent_start(const char *name, const char *extra_opt,
 	snprintf(script, sizeof(script), "%s",
 		 nst_src("deploy/agent-secondary.sh"));
 	snprintf(agent, sizeof(agent), "%s", nst_build("agent/natsync-agent"));
-	snprintf(ini, sizeof(ini), "%s", run_path("agent.ini"));
+	snprintf(ini, sizeof(ini), "%s", nst_run_path("agent.ini"));
 	argv[n++] = "/bin/bash";
 	argv[n++] = script;
 	argv[n++] = "-c";
@@ -322,7 +312,7 @@ static void agent_attached(pid_t pid, const char *name)
 {
 	char log[2300];
 
-	snprintf(log, sizeof(log), "%s/%s.log", run_dir, name);
+	snprintf(log, sizeof(log), "%s/%s.log", nst_run_dir(), name);
 	for (int i = 0; i < 300; i++) {
 		if (file_has(log, "attached to"))
 			return;
@@ -343,7 +333,7 @@ static void agent_stop(pid_t pid, const char *name)
 		  "the agent %s ignored SIGTERM", name);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		  "the agent %s ended with status 0x%x; see %s/%s.log", name,
-		  status, run_dir, name);
+		  status, nst_run_dir(), name);
 }
 
 /* A number from the agent's REPORT line. */
@@ -352,7 +342,7 @@ static uint64_t report_value(const char *name, const char *field)
 	char path[2300], line[1024], key[64];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/%s.out", run_dir, name);
+	snprintf(path, sizeof(path), "%s/%s.out", nst_run_dir(), name);
 	snprintf(key, sizeof(key), " %s=", field);
 	f = fopen(path, "r");
 	cr_assert_not_null(f, "no %s", path);
@@ -534,7 +524,7 @@ static double store_converges(int port, const struct world *w, uint64_t after,
 		    (after || d.dbsize == (long long)d.expected_live))
 			return nsdp_now_s() - t0;
 		cr_assert(child_alive(agent), "the agent died; see %s",
-			  run_dir);
+			  nst_run_dir());
 		if (nsdp_now_s() - t0 > timeout_s)
 			break;
 		nsdp_sleep_ms(50);
@@ -579,7 +569,8 @@ Test(secondary, agent_attached_by_name_replicates_the_last_record_of_each_flow)
 	cr_assert_eq(lane->recorded, n);
 	cr_assert_eq(lane->dropped, 0);
 	nsdp_sleep_ms(1500); /* a liveness check of the gateway has run */
-	cr_assert(child_alive(agent), "the agent stopped; see %s", run_dir);
+	cr_assert(child_alive(agent), "the agent stopped; see %s",
+		  nst_run_dir());
 
 	agent_stop(agent, "agent");
 	cr_assert_eq(report_value("agent", "records"), n);
@@ -818,7 +809,7 @@ Test(secondary, agent_replicates_what_is_left_and_exits_when_the_gateway_dies)
 		  "the agent did not stop after its gateway died");
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1,
 		  "the agent ended with status 0x%x, not 1", status);
-	cr_assert(file_has(run_path("agent.log"), "is gone"),
+	cr_assert(file_has(nst_run_path("agent.log"), "is gone"),
 		  "the agent did not say why it stopped");
 	cr_assert_eq(report_value("agent", "acked"), N);
 	cr_assert_eq(report_value("agent", "drops"), 0);
@@ -843,7 +834,7 @@ static void refused(pid_t pid, const char *name, int code, const char *says)
 	char log[2300];
 	int status = 0;
 
-	snprintf(log, sizeof(log), "%s/%s.log", run_dir, name);
+	snprintf(log, sizeof(log), "%s/%s.log", nst_run_dir(), name);
 	cr_assert(child_wait(pid, 30000, &status), "%s: still running", name);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == code,
 		  "%s: status 0x%x, wanted exit %d; see %s", name, status, code,
@@ -860,7 +851,7 @@ Test(secondary, agent_refuses_what_cannot_work_with_a_message)
 	setup_run("refuse");
 	write_agent_config(PORT_REPLICATE, 1);
 	snprintf(agent, sizeof(agent), "%s", nst_build("agent/natsync-agent"));
-	snprintf(ini, sizeof(ini), "%s", run_path("agent.ini"));
+	snprintf(ini, sizeof(ini), "%s", nst_run_path("agent.ini"));
 
 	/* attach = yes in a process of its own (the default eal_args). */
 	refused(spawn((char *const[]){agent, "-c", ini, "--set",
