@@ -721,15 +721,21 @@ int nsdp_table_remove(struct nsdp_table *t, uint8_t proto,
 
 /* ---- reading ------------------------------------------------------ */
 
-int32_t nsdp_table_find(const struct nsdp_table *t, uint8_t proto,
-			const struct ns_tuple *orig, struct ns_session *out)
+/* Probe one index (flows, or replies when by_reply) for the live session
+ * of proto whose inside tuple (or reply tuple) is key. Inlined into both
+ * finds with by_reply constant, so neither pays for the other's test. */
+static inline __rte_always_inline int32_t idx_find(const struct nsdp_table *t,
+						   int by_reply, uint8_t proto,
+						   const struct ns_tuple *key,
+						   struct ns_session *out)
 {
-	uint32_t h = key_hash(proto, orig);
+	const struct idx_bucket *index = by_reply ? t->replies : t->flows;
+	uint32_t h = key_hash(proto, key);
 	uint32_t b = home_bucket(t, h), n;
 	union packed_words u;
 
 	for (n = 0; n < t->n_buckets; n++) {
-		const struct idx_bucket *bk = &t->flows[b];
+		const struct idx_bucket *bk = &index[b];
 		uint32_t m = sig_match(bk, (uint16_t)h);
 
 		while (m) {
@@ -742,7 +748,8 @@ int32_t nsdp_table_find(const struct nsdp_table *t, uint8_t proto,
 			entry_read(&t->entries[ref - 1], &u);
 			if (packed_state(&u.p) == ENTRY_LIVE &&
 			    u.p.proto == proto &&
-			    tuple_equal(&u.p.orig, orig)) {
+			    (by_reply ? reply_matches(&u.p, key)
+				      : tuple_equal(&u.p.orig, key))) {
 				packed_unpack(&u.p, out);
 				return (int32_t)(ref - 1);
 			}
@@ -752,6 +759,12 @@ int32_t nsdp_table_find(const struct nsdp_table *t, uint8_t proto,
 		b = next_bucket(t, b);
 	}
 	return -ENOENT;
+}
+
+int32_t nsdp_table_find(const struct nsdp_table *t, uint8_t proto,
+			const struct ns_tuple *orig, struct ns_session *out)
+{
+	return idx_find(t, 0, proto, orig, out);
 }
 
 int nsdp_table_lookup(const struct nsdp_table *t, uint8_t proto,
@@ -764,33 +777,7 @@ int32_t nsdp_table_find_reply(const struct nsdp_table *t, uint8_t proto,
 			      const struct ns_tuple *reply,
 			      struct ns_session *out)
 {
-	uint32_t h = key_hash(proto, reply);
-	uint32_t b = home_bucket(t, h), n;
-	union packed_words u;
-
-	for (n = 0; n < t->n_buckets; n++) {
-		const struct idx_bucket *bk = &t->replies[b];
-		uint32_t m = sig_match(bk, (uint16_t)h);
-
-		while (m) {
-			uint32_t w = (uint32_t)__builtin_ctz(m), ref;
-
-			m &= m - 1;
-			ref = __atomic_load_n(&bk->ref[w], __ATOMIC_ACQUIRE);
-			if (ref == 0)
-				continue;
-			entry_read(&t->entries[ref - 1], &u);
-			if (packed_state(&u.p) == ENTRY_LIVE &&
-			    u.p.proto == proto && reply_matches(&u.p, reply)) {
-				packed_unpack(&u.p, out);
-				return (int32_t)(ref - 1);
-			}
-		}
-		if (__atomic_load_n(&bk->passed, __ATOMIC_ACQUIRE) == 0)
-			break;
-		b = next_bucket(t, b);
-	}
-	return -ENOENT;
+	return idx_find(t, 1, proto, reply, out);
 }
 
 int nsdp_table_lookup_reply(const struct nsdp_table *t, uint8_t proto,
