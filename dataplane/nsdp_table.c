@@ -724,10 +724,10 @@ int nsdp_table_remove(struct nsdp_table *t, uint8_t proto,
 /* Probe one index (flows, or replies when by_reply) for the live session
  * of proto whose inside tuple (or reply tuple) is key. Inlined into both
  * finds with by_reply constant, so neither pays for the other's test. */
-static inline __rte_always_inline int32_t idx_find(const struct nsdp_table *t,
-						   int by_reply, uint8_t proto,
-						   const struct ns_tuple *key,
-						   struct ns_session *out)
+static __rte_always_inline int32_t idx_find(const struct nsdp_table *t,
+					    int by_reply, uint8_t proto,
+					    const struct ns_tuple *key,
+					    struct ns_session *out)
 {
 	const struct idx_bucket *index = by_reply ? t->replies : t->flows;
 	uint32_t h = key_hash(proto, key);
