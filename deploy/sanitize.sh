@@ -2,16 +2,22 @@
 # The natsync test suite under sanitizers, on a fresh Debian machine:
 #
 #   1. AddressSanitizer + UndefinedBehaviorSanitizer (and LeakSanitizer) in
-#      build-asan: every test of the suites unit, integration and failover,
-#      and every natsync program they start.
-#   2. ThreadSanitizer in build-tsan: the ring and worker tests (lane,
-#      active, table, standby).
+#      build-asan: the whole meson suite (unit, integration, failover and
+#      faults) and every natsync program its tests start.
+#   2. ThreadSanitizer in build-tsan: the ring and worker tests (lane and
+#      synth: the rings; active and standby: the writer and subscriber
+#      threads; table: the table shared by the subscriber and the fast
+#      path).
+#
+# deploy/test.sh runs both after the plain suite; about 9 minutes on 2
+# cores, builds included.
 #
 #   deploy/sanitize.sh [--asan-only | --tsan-only] [MESON-TEST-ARGS...]
 #
 # MESON-TEST-ARGS replace the AddressSanitizer phase's selection (default
-# --suite unit --suite integration --suite failover), e.g. `e2e` or
-# `--suite unit`; the ThreadSanitizer phase always runs its four tests.
+# --suite unit --suite integration --suite failover --suite faults), e.g.
+# `e2e` or `--suite unit`; the ThreadSanitizer phase always runs its five
+# tests.
 #
 # Any sanitizer report is fatal: the process that hits it stops at once
 # (halt_on_error=1) and its test fails. Every report is also written to
@@ -135,7 +141,7 @@ if [ "$asan" = 1 ]; then
 	if [ -f "$supp/lsan.supp" ]; then
 		LSAN_OPTIONS+=":suppressions=$supp/lsan.supp"
 	fi
-	selection=(--suite unit --suite integration --suite failover)
+	selection=(--suite unit --suite integration --suite failover --suite faults)
 	[ $# -eq 0 ] || selection=("$@")
 	start=$(date +%s)
 	ns_say "meson test -C build-asan ${selection[*]}"
@@ -150,7 +156,7 @@ if [ "$asan" = 1 ]; then
 fi
 
 if [ "$tsan" = 1 ]; then
-	tsan_tests=(lane active table standby)
+	tsan_tests=(lane synth active table standby)
 	setup build-tsan -Dwerror=true -Dtests=enabled \
 		-Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
 		-Dc_args=-DRTE_USE_C11_MEM_MODEL

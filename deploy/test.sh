@@ -4,8 +4,11 @@
 # integration tests that start their own redis-server processes on
 # loopback, the failover test, which builds network namespaces and needs
 # root, and the faults suite), then the fuzz targets for a bounded time
-# (deploy/fuzz.sh). Extra arguments go to `meson test` (e.g. --suite unit)
-# and skip the fuzzing.
+# (deploy/fuzz.sh), then the whole suite again under AddressSanitizer and
+# UndefinedBehaviorSanitizer and the ring and worker tests under
+# ThreadSanitizer (deploy/sanitize.sh). About 17 minutes on 2 cores.
+# Extra arguments go to `meson test` (e.g. --suite unit) and skip the
+# fuzzing and the sanitizer runs.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -20,7 +23,9 @@ ns_build build-test -Dwerror=true -Dtests=enabled
 ns_say "meson test -C build-test $*"
 meson test -C build-test --print-errorlogs --num-processes 2 "$@"
 # The fuzz targets, for a bounded time each (NATSYNC_FUZZ_SECONDS, default
-# 10), in their own clang build; skipped when meson test got a selection.
+# 10), in their own clang build, and the sanitizer runs, in two more;
+# skipped when meson test got a selection.
 if [ $# -eq 0 ]; then
 	"$top/deploy/fuzz.sh" --seconds "${NATSYNC_FUZZ_SECONDS:-10}"
+	"$top/deploy/sanitize.sh"
 fi
