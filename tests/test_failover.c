@@ -504,6 +504,10 @@ static void fixture_fini(void)
 	stop_pid(&agent_b, SIGTERM);
 	nst_store_stop(STORE_PORT);
 	net_teardown();
+	/* A gateway killed with SIGKILL leaves its hugepage files behind:
+	 * give the pages back. */
+	nst_sh("for m in $(awk '$3 == \"hugetlbfs\" { print $2 }' "
+	       "/proc/mounts); do rm -f \"$m\"/nstfo[AB]map_*; done; true");
 }
 
 TestSuite(failover, .fini = fixture_fini, .timeout = 240);
