@@ -5,7 +5,7 @@ NATSYNC_PACKAGES=(meson ninja-build pkg-config gcc clang libc6-dev
 	libclang-rt-dev llvm
 	dpdk-dev libdpdk-dev libhiredis-dev libcriterion-dev libinih-dev
 	libssl-dev libbpf-dev redis-server redis-tools gnuplot-nox
-	iproute2 ethtool procps time)
+	iproute2 ethtool nftables procps time)
 
 ns_say() { echo "==> $*" >&2; }
 

@@ -5,11 +5,14 @@
 #   deploy/redis-cluster.sh start [--masters 3] [--replicas 0] [--port 7000]
 #                                 [--dir deploy/run/redis-7000] [--plain]
 #                                 [--acl FILE] [--maxmemory 0]
-#                                 [--node-timeout 2000]
+#                                 [--node-timeout 2000] [--addr-per-node]
 #   deploy/redis-cluster.sh stop  [--port 7000] [--dir ...]
 #   deploy/redis-cluster.sh status [--port 7000] [--dir ...]
 #
-# Node i listens on 127.0.0.1:(port+i). Every file of the store lives in
+# Node i listens on 127.0.0.1:(port+i); with --addr-per-node on
+# 127.0.0.(2+i):(port+i) instead, and it talks to the other nodes from that
+# address too, so that a packet filter can cut one node off from the rest
+# (the faults tests do). Every file of the store lives in
 # --dir; stop kills what start started (pid files) and removes nothing else.
 # With replicas, start returns once every replica is in sync with its master
 # (so that a master killed right away has a replica to be promoted), and
@@ -28,9 +31,10 @@ plain=0
 acl=""
 maxmemory=0
 node_timeout=2000
+addr_per_node=0
 
 usage() {
-	sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
 	--acl) acl=$2; shift 2 ;;
 	--maxmemory) maxmemory=$2; shift 2 ;;
 	--node-timeout) node_timeout=$2; shift 2 ;;
+	--addr-per-node) addr_per_node=1; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "redis-cluster.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -60,16 +65,29 @@ node_ports() {
 	for ((i = 0; i < nodes; i++)); do echo $((port + i)); done
 }
 
+# The address node port $1 listens on.
+node_host() {
+	if [ "$addr_per_node" = 1 ]; then
+		echo "127.0.0.$((2 + $1 - port))"
+	else
+		echo 127.0.0.1
+	fi
+}
+
 start_node() {
-	local p=$1 ndir="$dir/$1"
+	local p=$1 ndir="$dir/$1" host
+	host=$(node_host "$p")
 	mkdir -p "$ndir"
 	# A store starts empty: a cluster node refuses to join with an old
 	# nodes.conf, and natsync's tests expect no leftover sessions.
 	rm -f "$ndir/nodes.conf" "$ndir/dump.rdb" "$ndir/appendonly.aof"
-	local args=(--port "$p" --bind 127.0.0.1 --dir "$ndir" --daemonize yes
+	local args=(--port "$p" --bind "$host" --dir "$ndir" --daemonize yes
 		--pidfile "$ndir/redis.pid" --logfile "$ndir/redis.log"
 		--save "" --appendonly no --protected-mode no
 		--maxmemory "$maxmemory")
+	if [ "$addr_per_node" = 1 ]; then
+		args+=(--bind-source-addr "$host")
+	fi
 	if [ "$plain" = 0 ]; then
 		args+=(--cluster-enabled yes --cluster-config-file "$ndir/nodes.conf"
 			--cluster-node-timeout "$node_timeout" --cluster-require-full-coverage no
@@ -86,12 +104,13 @@ start_node() {
 }
 
 cli() {
-	local p=$1
+	local p=$1 host
 	shift
+	host=$(node_host "$p")
 	if [ -n "${NATSYNC_REDIS_ADMIN_PASS:-}" ]; then
-		REDISCLI_AUTH="$NATSYNC_REDIS_ADMIN_PASS" redis-cli --user "${NATSYNC_REDIS_ADMIN_USER:-default}" -p "$p" "$@"
+		REDISCLI_AUTH="$NATSYNC_REDIS_ADMIN_PASS" redis-cli --user "${NATSYNC_REDIS_ADMIN_USER:-default}" -h "$host" -p "$p" "$@"
 	else
-		redis-cli -p "$p" "$@"
+		redis-cli -h "$host" -p "$p" "$@"
 	fi
 }
 
@@ -140,7 +159,7 @@ do_start() {
 			exit 1
 		fi
 	done
-	echo "redis-cluster.sh: starting $nodes node(s) on 127.0.0.1:$port.. in $dir"
+	echo "redis-cluster.sh: starting $nodes node(s) on $(node_host "$port"):$port.. in $dir"
 	for p in $(node_ports); do start_node "$p"; done
 	for p in $(node_ports); do wait_ping "$p"; done
 	if [ "$plain" = 1 ]; then
@@ -148,7 +167,7 @@ do_start() {
 		return 0
 	fi
 	local addrs=()
-	for p in $(node_ports); do addrs+=("127.0.0.1:$p"); done
+	for p in $(node_ports); do addrs+=("$(node_host "$p"):$p"); done
 	if [ "$nodes" = 1 ]; then
 		# redis-cli --cluster create wants three masters at least.
 		cli "$port" cluster addslotsrange 0 16383 >"$dir/create.log" 2>&1
@@ -178,7 +197,7 @@ do_start() {
 	if [ "$replicas" -gt 0 ]; then
 		wait_replicas_synced
 	fi
-	echo "redis-cluster.sh: cluster of $masters master(s), $replicas replica(s) each, ready on 127.0.0.1:$port"
+	echo "redis-cluster.sh: cluster of $masters master(s), $replicas replica(s) each, ready on $(node_host "$port"):$port"
 }
 
 do_stop() {
