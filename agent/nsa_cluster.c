@@ -3,7 +3,11 @@
  *
  * A topology is what one seed answered: the masters of CLUSTER SLOTS (or the
  * seed alone when the server is not a cluster), which master serves each
- * slot, and whether notifications go over sharded pub/sub. Masters are
+ * slot, and whether notifications go over sharded pub/sub. The first seed
+ * whose node says the cluster is up (cluster_state:ok) is believed: a
+ * master cut off from most of its cluster says fail, and keeps claiming
+ * the slots its replica has taken over meanwhile. Only when no seed says ok
+ * is the first answer used. Masters are
  * numbered by the lowest slot they own, so the active side and the standby,
  * asking different seeds, give a master the same index and the same channel.
  *
@@ -377,11 +381,28 @@ static int topology_from_seed(const struct nsa_store_conf *conf,
 	return decide_pubsub(conf, c, t, err, errlen);
 }
 
+/* Whether the node behind c says the cluster is up (CLUSTER INFO
+ * cluster_state:ok). Also 1 when it cannot say (a user without CLUSTER
+ * INFO, an old server): there is nothing better to go by. */
+static int cluster_state_ok(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "CLUSTER INFO");
+	int ok = 1;
+
+	if (r && r->type == REDIS_REPLY_STRING)
+		ok = strstr(r->str, "cluster_state:ok") != NULL;
+	if (r)
+		freeReplyObject(r);
+	return ok;
+}
+
 int nsa_topology_fetch(const struct nsa_store_conf *conf,
 		       struct nsa_topology *t, char *err, size_t errlen)
 {
 	char reason[256] = "";
 	char tried[512] = "";
+	struct nsa_topology *first =
+		NULL; /* from a node whose cluster is down */
 	size_t used = 0;
 	int rc = -EINVAL;
 
@@ -392,7 +413,7 @@ int nsa_topology_fetch(const struct nsa_store_conf *conf,
 	for (unsigned int i = 0; i < conf->n_seeds; i++) {
 		const struct nsa_addr *seed = &conf->seeds[i];
 		redisContext *c = NULL;
-		int n;
+		int n, up;
 
 		n = snprintf(tried + used, sizeof(tried) - used, "%s%s:%u",
 			     i ? ", " : "", seed->host, seed->port);
@@ -404,10 +425,25 @@ int nsa_topology_fetch(const struct nsa_store_conf *conf,
 			continue;
 		rc = topology_from_seed(conf, c, seed, t, reason,
 					sizeof(reason));
+		up = rc == 0 && (!t->cluster || cluster_state_ok(c));
 		redisFree(c);
-		if (rc == 0)
+		if (up) {
+			free(first);
 			return 0;
+		}
+		if (rc == 0 && first == NULL) {
+			first = malloc(sizeof(*first));
+			if (first)
+				*first = *t;
+		}
 	}
+	if (first) {
+		*t = *first;
+		free(first);
+		return 0;
+	}
+	if (rc == 0) /* out of memory for the copy: the last answer */
+		return 0;
 	set_err(err, errlen, "no store topology from seeds %s; last: %s", tried,
 		reason);
 	return rc;

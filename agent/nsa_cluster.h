@@ -64,7 +64,10 @@ redisContext *nsa_store_connect(const struct nsa_store_conf *conf,
 				size_t errlen);
 
 /* Ask the seeds, in order, for the topology: CLUSTER SLOTS on a cluster, a
- * single node covering every slot on a plain server. Decides sharded
+ * single node covering every slot on a plain server. The first seed whose
+ * node reports cluster_state:ok wins (a master cut off from its cluster
+ * reports fail and keeps an old slot map); the first answer only when no
+ * node reports ok. Decides sharded
  * pub/sub from conf->publish and the server version. 0 or negative errno
  * with a reason in err. */
 int nsa_topology_fetch(const struct nsa_store_conf *conf,
