@@ -227,13 +227,14 @@ static int run_active(const struct nsa_config *conf, double duration)
 		printf("REPORT role=active records=%" PRIu64 " acked=%" PRIu64
 		       " seconds=%.3f rate=%.0f batches=%" PRIu64
 		       " resent=%" PRIu64 " replayed=%" PRIu64
-		       " reconnects=%" PRIu64 " errors=%" PRIu64
-		       " drops=%" PRIu64 " lane_drops=%" PRIu64
-		       " agent_drops=%" PRIu64 " drained=%s\n",
+		       " reconnects=%" PRIu64 " clusterdown=%" PRIu64
+		       " errors=%" PRIu64 " drops=%" PRIu64
+		       " lane_drops=%" PRIu64 " agent_drops=%" PRIu64
+		       " drained=%s\n",
 		       st.records, st.acked, secs,
 		       secs > 0 ? (double)st.acked / secs : 0.0, st.batches,
-		       st.resent, st.replayed, st.reconnects, st.other_errors,
-		       drops, st.lane_drops, st.dropped,
+		       st.resent, st.replayed, st.reconnects, st.clusterdown,
+		       st.other_errors, drops, st.lane_drops, st.dropped,
 		       src.synth ? (drained ? "yes" : "no") : "n/a");
 		fflush(stdout);
 		rc = ((src.synth && !drained) || gateway_gone) ? 1 : 0;
@@ -318,10 +319,12 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	printf("REPORT role=standby sessions=%" PRIu64 " batches=%" PRIu64
 	       " records=%" PRIu64 " loaded=%" PRIu64 " gaps=%" PRIu64
 	       " resyncs=%" PRIu64 " resubscribes=%" PRIu64
-	       " bad_messages=%" PRIu64 " table_drops=%" PRIu64
-	       " lag_avg_us=%.0f lag_max_us=%" PRIu64 "\n",
+	       " topology_changes=%" PRIu64 " bad_messages=%" PRIu64
+	       " table_drops=%" PRIu64 " lag_avg_us=%.0f lag_max_us=%" PRIu64
+	       "\n",
 	       ts.live, st.batches, st.records, st.loaded, st.gaps, st.resyncs,
-	       st.resubscribes, st.bad_messages, ts.full_drops,
+	       st.resubscribes, st.topology_changes, st.bad_messages,
+	       ts.full_drops,
 	       st.lag_count ? (double)st.lag_sum_us / (double)st.lag_count
 			    : 0.0,
 	       st.lag_max_us);

@@ -172,6 +172,8 @@ static const struct nsa_key nsa_keys[] = {
 	NSA_NUM("standby", "table_capacity", table_capacity, 1024, 100000000,
 		"2000000"),
 	NSA_STR("standby", "dump", table_dump, ""),
+	NSA_NUM("standby", "topology_check_ms", topology_check_ms, 0, 60000,
+		"1000"),
 
 	NSA_STR("gateway", "inside_port", gw.inside_port, ""),
 	NSA_STR("gateway", "outside_port", gw.outside_port, ""),

@@ -83,6 +83,9 @@ struct nsa_config {
 	/* [standby] */
 	unsigned int table_capacity; /* sessions the table holds */
 	char table_dump[PATH_MAX]; /* where SIGUSR1 / exit dump the table */
+	/* How often the standby asks the store whether its topology changed
+	 * under a subscription that still works; 0 = never. */
+	unsigned int topology_check_ms;
 
 	struct nsa_gateway_conf gw;
 

@@ -24,6 +24,13 @@
  *   resets everything: topology refetched, every master resubscribed and
  *   resynced. Simple and always correct; a finer reaction per master is
  *   possible later.
+ * - A master cut off from its cluster keeps answering: its subscription
+ *   stays up while its replica takes over its slots and the active
+ *   publishes there. So a watcher thread asks the store for its topology
+ *   every [standby] topology_check_ms and resets the subscriber when the
+ *   masters it follows are no longer the masters (slots moving between the
+ *   same masters do not matter: the data moves with them). The watcher has
+ *   its own thread so that a slow seed never stalls the subscriber.
  *
  * Not done here: authentication of batches, replicas as load sources.
  */
@@ -48,6 +55,7 @@
 #include "nsa_cluster.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
+#include "nsdp_time.h"
 
 /* Keys per SCAN of a plain server (one MGET each). */
 #define SB_SCAN_COUNT "1000"
@@ -129,6 +137,17 @@ struct nsa_standby {
 	unsigned int n_nodes;
 	uint32_t resync_counter;
 	int reset; /* the run loop must tear down and start over */
+
+	/* The topology watcher: watch_ref is what the subscriptions follow,
+	 * watch_gen counts subscriptions (both under topo_lock), and
+	 * topo_changed (atomic) tells the subscriber to start over. */
+	pthread_t watcher;
+	int watching;
+	pthread_mutex_t topo_lock;
+	struct nsa_topology watch_ref;
+	uint64_t watch_gen;
+	int watch_valid;
+	int topo_changed;
 	uint8_t scope[NS_SLOTS];
 
 	struct pub_seq pubs[SB_MAX_PUBS];
@@ -924,6 +943,9 @@ static void sb_teardown(struct nsa_standby *sb)
 	}
 	sb->n_nodes = 0;
 	sb->n_pubs = 0;
+	pthread_mutex_lock(&sb->topo_lock);
+	sb->watch_valid = 0;
+	pthread_mutex_unlock(&sb->topo_lock);
 }
 
 static int sb_subscribe(struct nsa_standby *sb, unsigned int i, char *err,
@@ -988,6 +1010,13 @@ static int sb_setup(struct nsa_standby *sb)
 				rc = sb_subscribe(sb, i, err, sizeof(err));
 			}
 			if (rc == 0) {
+				pthread_mutex_lock(&sb->topo_lock);
+				sb->watch_ref = sb->topo;
+				sb->watch_gen++;
+				sb->watch_valid = 1;
+				__atomic_store_n(&sb->topo_changed, 0,
+						 __ATOMIC_RELEASE);
+				pthread_mutex_unlock(&sb->topo_lock);
 				NSA_INFO("standby: subscribed to %u master(s) "
 					 "(%s)",
 					 sb->n_nodes,
@@ -1024,6 +1053,16 @@ static void sb_run(struct nsa_standby *sb)
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
 		int n = 0, k, timeout = 100;
 		uint64_t v;
+
+		if (__atomic_exchange_n(&sb->topo_changed, 0,
+					__ATOMIC_ACQ_REL)) {
+			NSA_WARN("standby: the store's masters changed under "
+				 "working subscriptions; resubscribing and "
+				 "resyncing");
+			STAT_ADD(sb, topology_changes, 1);
+			sb->reset = 1;
+			break;
+		}
 
 		if (now >= next_purge) {
 			nsdp_table_purge_tombstones(sb->table);
@@ -1093,6 +1132,70 @@ static void sb_run(struct nsa_standby *sb)
 	}
 }
 
+/* Whether a and b have the same masters with the same channels: what the
+ * subscriptions depend on. */
+static int same_masters(const struct nsa_topology *a,
+			const struct nsa_topology *b)
+{
+	unsigned int i;
+
+	if (a->cluster != b->cluster || a->n_nodes != b->n_nodes)
+		return 0;
+	for (i = 0; i < a->n_nodes; i++) {
+		const struct nsa_node *x = &a->nodes[i], *y = &b->nodes[i];
+
+		if (x->addr.port != y->addr.port ||
+		    x->channel_slot != y->channel_slot ||
+		    strcmp(x->addr.host, y->addr.host) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* The watcher thread: every topology_check_ms, fetch the topology and flag
+ * the subscriber when its masters are not the ones subscribed to. A fetch
+ * that fails changes nothing: a store the subscriber cannot reach breaks
+ * its subscriptions, which it notices itself. */
+static void *sb_watch(void *arg)
+{
+	struct nsa_standby *sb = arg;
+	struct nsa_topology *t = malloc(sizeof(*t));
+	const unsigned int period_ms = sb->conf.topology_check_ms;
+	char err[256];
+
+	if (!t) {
+		NSA_ERR("standby: out of memory: topology checks off");
+		return NULL;
+	}
+	while (!stopping(sb)) {
+		uint64_t gen;
+		int valid, changed;
+
+		for (unsigned int slept = 0; slept < period_ms && !stopping(sb);
+		     slept += 50)
+			nsdp_sleep_ms(period_ms - slept < 50 ? period_ms - slept
+							     : 50);
+		pthread_mutex_lock(&sb->topo_lock);
+		valid = sb->watch_valid;
+		gen = sb->watch_gen;
+		pthread_mutex_unlock(&sb->topo_lock);
+		if (!valid || stopping(sb) ||
+		    nsa_topology_fetch(&sb->conf.store, t, err, sizeof(err)))
+			continue;
+		pthread_mutex_lock(&sb->topo_lock);
+		changed = sb->watch_valid && sb->watch_gen == gen &&
+			  !same_masters(t, &sb->watch_ref);
+		pthread_mutex_unlock(&sb->topo_lock);
+		if (changed) {
+			__atomic_store_n(&sb->topo_changed, 1,
+					 __ATOMIC_RELEASE);
+			wake(sb);
+		}
+	}
+	free(t);
+	return NULL;
+}
+
 static void *sb_main(void *arg)
 {
 	struct nsa_standby *sb = arg;
@@ -1135,6 +1238,7 @@ struct nsa_standby *nsa_standby_create(const struct nsa_config *conf)
 	}
 	pthread_mutex_init(&sb->dump_lock, NULL);
 	pthread_cond_init(&sb->dump_cond, NULL);
+	pthread_mutex_init(&sb->topo_lock, NULL);
 	if (rte_get_tsc_hz())
 		sb->ns_per_tsc = 1e9 / (double)rte_get_tsc_hz();
 	return sb;
@@ -1151,6 +1255,15 @@ int nsa_standby_start(struct nsa_standby *sb)
 	if (rc != 0)
 		return -rc;
 	sb->running = 1;
+	if (sb->conf.topology_check_ms > 0) {
+		rc = pthread_create(&sb->watcher, NULL, sb_watch, sb);
+		if (rc == 0)
+			sb->watching = 1;
+		else
+			NSA_WARN("standby: no topology watcher (%s): a master "
+				 "cut off from its cluster goes unnoticed",
+				 strerror(rc));
+	}
 	return 0;
 }
 
@@ -1161,6 +1274,9 @@ void nsa_standby_stop(struct nsa_standby *sb)
 	__atomic_store_n(&sb->stop, 1, __ATOMIC_RELEASE);
 	wake(sb);
 	pthread_join(sb->thread, NULL);
+	if (sb->watching)
+		pthread_join(sb->watcher, NULL);
+	sb->watching = 0;
 	sb->running = 0;
 }
 
@@ -1179,6 +1295,7 @@ void nsa_standby_free(struct nsa_standby *sb)
 	close(sb->wake_fd);
 	pthread_mutex_destroy(&sb->dump_lock);
 	pthread_cond_destroy(&sb->dump_cond);
+	pthread_mutex_destroy(&sb->topo_lock);
 	free(sb);
 }
 
@@ -1201,6 +1318,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(resyncs);
 	LOAD(bad_messages);
 	LOAD(resubscribes);
+	LOAD(topology_changes);
 	LOAD(synced);
 	LOAD(lag_count);
 	LOAD(lag_sum_us);

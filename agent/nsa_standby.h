@@ -41,6 +41,9 @@ struct nsa_standby_stats {
 	uint64_t resyncs; /* resyncs done (the cold load counts) */
 	uint64_t bad_messages; /* malformed, truncated or foreign: dropped */
 	uint64_t resubscribes;
+	/* resubscriptions because the store's topology changed while every
+	 * subscription still answered (a master cut off from its cluster) */
+	uint64_t topology_changes;
 	int synced; /* cold load finished */
 	uint64_t lag_count, lag_sum_us, lag_max_us;
 	uint64_t fenced; /* batches dropped: epoch older than seen */
