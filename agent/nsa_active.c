@@ -173,7 +173,9 @@ struct nsa_writer {
 
 	int retry_mode;
 	int need_refresh;
-	int err_seen; /* TRYAGAIN, CLUSTERDOWN, LOADING since last resend */
+	/* TRYAGAIN, CLUSTERDOWN, LOADING, BUSY, NOREPLICAS, MASTERDOWN or
+	 * READONLY since the last resend */
+	int err_seen;
 	unsigned int err_backoff_ms;
 
 	struct ns_session *resend;
@@ -790,9 +792,19 @@ static void handle_reply(struct nsa_writer *w, struct nsa_conn *c,
 			W_ADD(w, ask, 1);
 			learn_ask(w, t, len);
 		} else if (starts_with(t, len, "TRYAGAIN") ||
-			   starts_with(t, len, "LOADING")) {
+			   starts_with(t, len, "LOADING") ||
+			   starts_with(t, len, "BUSY") ||
+			   starts_with(t, len, "NOREPLICAS") ||
+			   starts_with(t, len, "MASTERDOWN")) {
+			/* Passing states of a server that will take the
+			 * write again: wait and resend. */
 			W_ADD(w, tryagain, 1);
 			w->err_seen = 1;
+		} else if (starts_with(t, len, "READONLY")) {
+			/* A replica now, after a failover: find the master. */
+			W_ADD(w, tryagain, 1);
+			w->err_seen = 1;
+			w->need_refresh = 1;
 		} else if (starts_with(t, len, "CLUSTERDOWN")) {
 			W_ADD(w, clusterdown, 1);
 			w->err_seen = 1;

@@ -36,6 +36,7 @@
 #define PORT_LATE 7211
 #define PORT_RESTART 7212
 #define PORT_ACL 7213
+#define PORT_NOREPLICAS 7214
 #define PORT_RESHARD 7203
 
 #define TIMEOUT_CREATE_MS 300000u
@@ -983,6 +984,60 @@ Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
 
 	store_view_open(&v, PORT_ACL);
 	cr_expect_eq(store_count_keys(&v), 100, "refused deletes left keys");
+	store_view_close(&v);
+	nsa_active_stop(a);
+	nsa_active_free(a);
+	plan_free(&p);
+}
+
+/* A master that may not take writes for a while (here: min-replicas-to-write
+ * without a replica, NOREPLICAS) loses nothing: the writer waits, resends,
+ * and drops nothing once the store takes writes again. */
+Test(active, passing_refusals_are_waited_out_and_resent, .timeout = 60)
+{
+	struct nsdp_lane **lanes = lanes_create(1, 1024);
+	struct nsa_active_stats st;
+	struct store_view v;
+	struct nsa_config c;
+	struct nsa_active *a;
+	redisContext *rc;
+	redisReply *r;
+	struct plan p;
+	uint32_t i;
+
+	store_up(PORT_NOREPLICAS, 0);
+	rc = redisConnect("127.0.0.1", PORT_NOREPLICAS);
+	cr_assert(rc && !rc->err);
+	r = redisCommand(rc, "CONFIG SET min-replicas-to-write 1");
+	cr_assert(r && r->type == REDIS_REPLY_STATUS, "CONFIG SET");
+	freeReplyObject(r);
+
+	plan_init(&p, 100);
+	conf_for(&c, PORT_NOREPLICAS, 1, NSA_PUBLISH_AUTO);
+	a = nsa_active_create(&c, lanes, 1);
+	cr_assert_not_null(a);
+	cr_assert_eq(nsa_active_start(a), 0);
+	for (i = 0; i < p.n_flows; i++)
+		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+	cr_assert_neq(nsa_active_drain(a, 1000), 0,
+		      "drained while the store refused every write");
+	nsa_active_stats(a, &st);
+	cr_expect_gt(st.tryagain, 0, "no NOREPLICAS seen");
+	cr_expect_eq(st.acked, 0);
+
+	r = redisCommand(rc, "CONFIG SET min-replicas-to-write 0");
+	cr_assert(r && r->type == REDIS_REPLY_STATUS, "CONFIG SET");
+	freeReplyObject(r);
+	redisFree(rc);
+	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
+	nsa_active_stats(a, &st);
+	cr_expect_eq(st.acked, 100);
+	cr_expect_eq(st.dropped, 0);
+	cr_expect_eq(st.other_errors, 0);
+	store_view_open(&v, PORT_NOREPLICAS);
+	cr_expect_eq(store_count_keys(&v), 100);
+	cr_expect_eq(store_check_flows(&v, &p, 0, p.n_flows), 0,
+		     "store differs");
 	store_view_close(&v);
 	nsa_active_stop(a);
 	nsa_active_free(a);
