@@ -13,7 +13,11 @@
  * - a standby too slow for the store's pub/sub output-buffer limit,
  *   disconnected by the store;
  * - the whole store stopped (SIGSTOP) for 30 s while the source produces at
- *   a fixed rate and drops what the full ring refuses, as a fast path does.
+ *   a fixed rate and drops what the full ring refuses, as a fast path does;
+ * - a master cut off from the rest of its cluster (nftables, in a network
+ *   namespace of the test's own) while it still answers the agents: it
+ *   takes writes its replica never gets until it sees it is alone, the
+ *   replica is promoted, and the standby's subscription to it stays up.
  *
  * Each ends with the standby's table (and the store) equal to the source's
  * final table, entry by entry. Ports 7870-7899. Every process a test starts
@@ -21,9 +25,12 @@
  * The outage length can be shortened for a quick run with
  * NATSYNC_FAULTS_OUTAGE_S (the suite uses 30). NATSYNC_FAULTS_ACTIVE_ARGS
  * adds arguments to every active agent, e.g. "--set active.replay_ms=0" to
- * watch the lagging-replica test fail without the replay window.
+ * watch the lagging-replica test fail without the replay window, and
+ * NATSYNC_FAULTS_STANDBY_ARGS to every standby, e.g. "--set
+ * standby.topology_check_ms=0" to watch the cut-off test fail.
  */
 #include <criterion/criterion.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +46,7 @@
 #define RESTART_PORT 7885
 #define SLOW_PORT 7888
 #define OUTAGE_PORT 7891
+#define CUTOFF_PORT 7894 /* 6 nodes: 7894-7899 */
 #define MAX_PIDS 16
 
 static int pids[MAX_PIDS];
@@ -82,6 +90,9 @@ static int spawn_agent(const char *name, const char *args)
 	snprintf(pidf, sizeof(pidf), "%s.pid", name);
 	if (strcmp(name, "active") == 0 && getenv("NATSYNC_FAULTS_ACTIVE_ARGS"))
 		extra = getenv("NATSYNC_FAULTS_ACTIVE_ARGS");
+	if (strcmp(name, "standby") == 0 &&
+	    getenv("NATSYNC_FAULTS_STANDBY_ARGS"))
+		extra = getenv("NATSYNC_FAULTS_STANDBY_ARGS");
 	nst_sh("%s -c %s %s %s >%s 2>%s & echo $! >%s",
 	       nst_build("agent/natsync-agent"), nst_run_path(ini), args, extra,
 	       nst_run_path(out), nst_run_path(log), nst_run_path(pidf));
@@ -617,4 +628,134 @@ Test(faults, store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
 	verify_exact(seeds, sb);
 	stop_agent(sb);
 	nst_sh("cat %s >&2", nst_run_path("standby.out"));
+}
+
+/* ---- a master cut off from its cluster ------------------------------------ */
+
+/* Node i of the cut-off test's store listens on 127.0.0.(2+i):(base+i)
+ * (redis-cluster.sh --addr-per-node) and talks to the other nodes from
+ * that address; the agents connect from 127.0.0.1. */
+static void cutoff_seeds(int base, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < 6; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s127.0.0.%d:%d",
+				      i ? "," : "", 2 + i, base + i);
+}
+
+/* nft: drop every packet between node 0 (127.0.0.2) and the other nodes
+ * (127.0.0.3-7), both ways: cluster bus and replication. Clients on
+ * 127.0.0.1 still reach it. */
+static int cut_off_node0(int on)
+{
+	if (!on)
+		return nst_sh("nft delete table ip nstcut");
+	return nst_sh("nft add table ip nstcut && "
+		      "nft add chain ip nstcut out '{ type filter hook output "
+		      "priority 0; }' && "
+		      "nft add rule ip nstcut out ip saddr 127.0.0.2 ip daddr "
+		      "127.0.0.3-127.0.0.7 drop && "
+		      "nft add rule ip nstcut out ip daddr 127.0.0.2 ip saddr "
+		      "127.0.0.3-127.0.0.7 drop");
+}
+
+/* The port of the node that replicates master port m, or -1. */
+static int cutoff_replica_of(int base, int m)
+{
+	for (int i = 1; i < 6; i++)
+		if (nst_sh("redis-cli -h 127.0.0.%d -p %d info replication | "
+			   "grep -q '^master_port:%d'",
+			   2 + i, base + i, m) == 0)
+			return base + i;
+	return -1;
+}
+
+/* Wait up to secs for node port p to have role (master or slave). */
+static int wait_role(int base, int p, const char *role, int secs)
+{
+	return nst_sh("for i in $(seq %d); do redis-cli -h 127.0.0.%d -p %d "
+		      "role 2>/dev/null | head -1 | grep -q '^%s$' && exit 0; "
+		      "sleep 0.1; done; exit 1",
+		      secs * 10, 2 + p - base, p, role);
+}
+
+/*
+ * 50 000 events/s over 100 000 flows for 8 s, 3 masters + 3 replicas, node
+ * timeout 2 s. At 2 s master 0 is cut off from the other five nodes but
+ * not from the agents. For about 2 s it still takes the active's writes,
+ * which its replica never gets; then it sees it is alone and answers
+ * CLUSTERDOWN, and its replica is promoted on the other side. The active
+ * must take the new topology from a node that says the cluster is ok (not
+ * from the first seed, the cut-off master) and replay its window to the
+ * replica; the standby, whose subscription to the cut-off master never
+ * breaks, must notice that the masters changed. The standby and the store
+ * must equal the source while the master is still cut off, and again once
+ * it is back and has become a replica.
+ */
+Test(faults, master_cut_off_from_its_cluster_while_answering_loses_nothing)
+{
+	const struct source_plan plan = {100000, 400000, 50000, 0};
+	const int base = CUTOFF_PORT;
+	char seeds[256];
+	int sb, act, rep, rc;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root for a network namespace and nftables");
+	/* Everything this test starts lives in its own network namespace:
+	 * the packet filter cannot touch anything else. */
+	cr_assert_eq(unshare(CLONE_NEWNET), 0, "unshare(CLONE_NEWNET)");
+	cr_assert_eq(nst_sh("ip link set lo up"), 0);
+	nst_run_dir_make("faults-cutoff");
+	store_port = base;
+	nst_sh("%s stop --port %d --dir %s/%d >/dev/null 2>&1",
+	       nst_src("deploy/redis-cluster.sh"), base, nst_build("tests/run"),
+	       base);
+	cr_assert_eq(nst_sh("%s start --masters 3 --replicas 1 --port %d "
+			    "--dir %s/%d --addr-per-node >&2",
+			    nst_src("deploy/redis-cluster.sh"), base,
+			    nst_build("tests/run"), base),
+		     0, "the store did not start");
+	cutoff_seeds(base, seeds, sizeof(seeds));
+	write_configs(seeds, &plan);
+	rep = cutoff_replica_of(base, base);
+	cr_assert_gt(rep, 0, "master %d has no replica", base);
+	sb = spawn_agent("standby", "");
+	wait_synced(sb);
+	act = spawn_agent("active", "--set active.replay_ms=8000 "
+				    "--set active.replay_records=1048576");
+	sleep_ms(2000);
+	cr_assert_eq(cut_off_node0(1), 0, "nft");
+	fprintf(stderr, "faults: cutoff: master %d cut off, replica %d\n", base,
+		rep);
+	cr_assert_eq(wait_role(base, rep, "master", 20), 0,
+		     "the replica %d was not promoted", rep);
+	cr_assert_eq(kill(act, 0), 0,
+		     "the active finished before the replica took over");
+	/* The cut-off master still thinks it is one. */
+	cr_assert_eq(wait_role(base, base, "master", 1), 0);
+
+	wait_active_done(act, 60);
+	cr_assert_eq(
+		nst_sh("grep -q ' drops=0 ' %s", nst_run_path("active.out")),
+		0);
+	verify_exact(seeds, sb);
+	cr_assert_gt(field_of(nst_run_path("active.out"), "clusterdown"), 0,
+		     "the cut-off master never refused a write");
+	cr_assert_eq(nst_sh("grep -q 'replaying [0-9]* acknowledged' %s",
+			    nst_run_path("active.log")),
+		     0, "the replay window was not replayed");
+
+	/* Back in the cluster, the old master becomes its replica's replica
+	 * and drops what it took alone; nothing changes for the others. */
+	rc = cut_off_node0(0);
+	cr_assert_eq(rc, 0, "nft delete");
+	cr_assert_eq(wait_role(base, base, "slave", 30), 0,
+		     "the old master did not rejoin as a replica");
+	verify_exact(seeds, sb);
+	stop_agent(sb);
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
+	cr_assert_gt(field_of(nst_run_path("standby.out"), "topology_changes"),
+		     0, "the standby never saw the masters change");
 }
