@@ -944,6 +944,31 @@ Test(active, resharding_under_load_keeps_every_latest_record, .timeout = 240)
 	plan_free(&p);
 }
 
+/* Run one administrative command (no '%' in it) on the server at port; it
+ * must answer OK. */
+static void store_admin(int port, const char *cmd)
+{
+	redisContext *rc = redisConnect("127.0.0.1", port);
+	redisReply *r;
+
+	cr_assert(rc && !rc->err, "connect to %d", port);
+	r = redisCommand(rc, cmd);
+	cr_assert(r && r->type == REDIS_REPLY_STATUS, "%s", cmd);
+	freeReplyObject(r);
+	redisFree(rc);
+}
+
+/* One writer over one lane, started. */
+static struct nsa_active *writer_up(const struct nsa_config *c,
+				    struct nsdp_lane **lanes)
+{
+	struct nsa_active *a = nsa_active_create(c, lanes, 1);
+
+	cr_assert_not_null(a);
+	cr_assert_eq(nsa_active_start(a), 0);
+	return a;
+}
+
 Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
 {
 	struct nsdp_lane **lanes = lanes_create(1, 1024);
@@ -951,26 +976,17 @@ Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
 	struct store_view v;
 	struct nsa_config c;
 	struct nsa_active *a;
-	redisContext *rc;
-	redisReply *r;
 	struct plan p;
 	uint32_t i;
 
 	store_up(PORT_ACL, 0);
-	rc = redisConnect("127.0.0.1", PORT_ACL);
-	cr_assert(rc && !rc->err);
-	r = redisCommand(rc, "ACL SETUSER natsync on >secret ~* &* +@all -del");
-	cr_assert(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER");
-	freeReplyObject(r);
-	redisFree(rc);
-
+	store_admin(PORT_ACL,
+		    "ACL SETUSER natsync on >secret ~* &* +@all -del");
 	plan_init(&p, 100);
 	conf_for(&c, PORT_ACL, 1, NSA_PUBLISH_AUTO);
 	snprintf(c.store.user, sizeof(c.store.user), "natsync");
 	snprintf(c.store.password, sizeof(c.store.password), "secret");
-	a = nsa_active_create(&c, lanes, 1);
-	cr_assert_not_null(a);
-	cr_assert_eq(nsa_active_start(a), 0);
+	a = writer_up(&c, lanes);
 	for (i = 0; i < p.n_flows; i++)
 		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
 	for (i = 0; i < p.n_flows; i += 2)
@@ -1000,23 +1016,14 @@ Test(active, passing_refusals_are_waited_out_and_resent, .timeout = 60)
 	struct store_view v;
 	struct nsa_config c;
 	struct nsa_active *a;
-	redisContext *rc;
-	redisReply *r;
 	struct plan p;
 	uint32_t i;
 
 	store_up(PORT_NOREPLICAS, 0);
-	rc = redisConnect("127.0.0.1", PORT_NOREPLICAS);
-	cr_assert(rc && !rc->err);
-	r = redisCommand(rc, "CONFIG SET min-replicas-to-write 1");
-	cr_assert(r && r->type == REDIS_REPLY_STATUS, "CONFIG SET");
-	freeReplyObject(r);
-
+	store_admin(PORT_NOREPLICAS, "CONFIG SET min-replicas-to-write 1");
 	plan_init(&p, 100);
 	conf_for(&c, PORT_NOREPLICAS, 1, NSA_PUBLISH_AUTO);
-	a = nsa_active_create(&c, lanes, 1);
-	cr_assert_not_null(a);
-	cr_assert_eq(nsa_active_start(a), 0);
+	a = writer_up(&c, lanes);
 	for (i = 0; i < p.n_flows; i++)
 		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
 	cr_assert_neq(nsa_active_drain(a, 1000), 0,
@@ -1025,10 +1032,7 @@ Test(active, passing_refusals_are_waited_out_and_resent, .timeout = 60)
 	cr_expect_gt(st.tryagain, 0, "no NOREPLICAS seen");
 	cr_expect_eq(st.acked, 0);
 
-	r = redisCommand(rc, "CONFIG SET min-replicas-to-write 0");
-	cr_assert(r && r->type == REDIS_REPLY_STATUS, "CONFIG SET");
-	freeReplyObject(r);
-	redisFree(rc);
+	store_admin(PORT_NOREPLICAS, "CONFIG SET min-replicas-to-write 0");
 	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
 	nsa_active_stats(a, &st);
 	cr_expect_eq(st.acked, 100);
