@@ -319,11 +319,11 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	printf("REPORT role=standby sessions=%" PRIu64 " batches=%" PRIu64
 	       " records=%" PRIu64 " loaded=%" PRIu64 " gaps=%" PRIu64
 	       " resyncs=%" PRIu64 " resubscribes=%" PRIu64
-	       " topology_changes=%" PRIu64 " bad_messages=%" PRIu64
-	       " table_drops=%" PRIu64 " lag_avg_us=%.0f lag_max_us=%" PRIu64
-	       "\n",
+	       " topology_changes=%" PRIu64 " stale=%" PRIu64
+	       " bad_messages=%" PRIu64 " table_drops=%" PRIu64
+	       " lag_avg_us=%.0f lag_max_us=%" PRIu64 "\n",
 	       ts.live, st.batches, st.records, st.loaded, st.gaps, st.resyncs,
-	       st.resubscribes, st.topology_changes, st.bad_messages,
+	       st.resubscribes, st.topology_changes, st.stale, st.bad_messages,
 	       ts.full_drops,
 	       st.lag_count ? (double)st.lag_sum_us / (double)st.lag_count
 			    : 0.0,

@@ -113,9 +113,14 @@ struct sb_node {
 	struct loader ld;
 };
 
+/* The last batch seen from one publisher on one channel (named by its
+ * slot). Kept across resubscriptions: a publisher's seq on a channel only
+ * grows for its whole life, whichever master serves the channel, so a
+ * batch at or below last is an old one delivered late. */
 struct pub_seq {
 	uint32_t publisher_id;
-	uint32_t node;
+	uint16_t channel_slot;
+	uint8_t rebase; /* resubscribed since: the next batch is no gap */
 	uint64_t last;
 };
 
@@ -763,17 +768,20 @@ static int epoch_check(struct nsa_standby *sb, const struct ns_batch_hdr *h)
 	return 0;
 }
 
-/* Returns 1 when a gap was seen on this (publisher, channel). */
-static int seq_check(struct nsa_standby *sb, unsigned int node,
-		     const struct ns_batch_hdr *h)
+enum seq_verdict { SEQ_NEXT, SEQ_GAP, SEQ_STALE };
+
+/* Where a batch stands in its (publisher, channel) sequence. */
+static enum seq_verdict seq_check(struct nsa_standby *sb, unsigned int node,
+				  const struct ns_batch_hdr *h)
 {
+	uint16_t slot = sb->topo.nodes[node].channel_slot;
 	struct pub_seq *p = NULL;
+	enum seq_verdict v;
 	unsigned int i;
-	int gap;
 
 	for (i = 0; i < sb->n_pubs; i++) {
 		if (sb->pubs[i].publisher_id == h->publisher_id &&
-		    sb->pubs[i].node == node) {
+		    sb->pubs[i].channel_slot == slot) {
 			p = &sb->pubs[i];
 			break;
 		}
@@ -782,18 +790,27 @@ static int seq_check(struct nsa_standby *sb, unsigned int node,
 		if (sb->n_pubs == SB_MAX_PUBS)
 			sb->n_pubs = 0;
 		p = &sb->pubs[sb->n_pubs++];
-		p->publisher_id = h->publisher_id;
-		p->node = node;
-		p->last = h->seq;
+		*p = (struct pub_seq){.publisher_id = h->publisher_id,
+				      .channel_slot = slot,
+				      .last = h->seq};
 		/* Not a gap, whatever its seq: the subscription was in place
 		 * before this master's load began, so what the publisher sent
 		 * earlier reached us (and it would be known) or was in the
 		 * store when the load read it. */
-		return 0;
+		return SEQ_NEXT;
 	}
-	gap = h->seq > p->last + 1;
-	p->last = h->seq; /* seq <= last: a restarted publisher */
-	return gap;
+	/* Already seen, or older than what was: a master cut off from its
+	 * cluster hands its channel's messages over the cluster bus to the
+	 * master that replaced it once the two meet again, long after the
+	 * writers replayed those records and moved on. */
+	if (h->seq <= p->last)
+		return SEQ_STALE;
+	/* The first batch after a resubscription is no gap either: a load
+	 * follows every subscription. */
+	v = !p->rebase && h->seq > p->last + 1 ? SEQ_GAP : SEQ_NEXT;
+	p->rebase = 0;
+	p->last = h->seq;
+	return v;
 }
 
 static void on_batch(struct nsa_standby *sb, unsigned int node,
@@ -803,6 +820,7 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	struct ns_batch_hdr h;
 	const uint8_t *body;
 	struct ns_session s;
+	enum seq_verdict seq;
 	uint64_t now, tsc_now, n = 0;
 	uint32_t i, k = 0;
 	int rc;
@@ -821,6 +839,11 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	}
 	if (epoch_check(sb, &h) < 0) {
 		STAT_ADD(sb, fenced, 1);
+		return;
+	}
+	seq = seq_check(sb, node, &h);
+	if (seq == SEQ_STALE) {
+		STAT_ADD(sb, stale, 1);
 		return;
 	}
 	ns_batch_iter_init(&it, body, h.body_len);
@@ -848,7 +871,7 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	}
 	STAT_ADD(sb, batches, 1);
 	STAT_ADD(sb, records, n);
-	if (seq_check(sb, node, &h)) {
+	if (seq == SEQ_GAP) {
 		STAT_ADD(sb, gaps, 1);
 		NSA_WARN("standby: gap on %s from publisher %u (seq %" PRIu64
 			 "), resyncing %s:%u",
@@ -942,7 +965,8 @@ static void sb_teardown(struct nsa_standby *sb)
 		sb->nodes[i].sub = NULL;
 	}
 	sb->n_nodes = 0;
-	sb->n_pubs = 0;
+	for (i = 0; i < sb->n_pubs; i++)
+		sb->pubs[i].rebase = 1;
 	pthread_mutex_lock(&sb->topo_lock);
 	sb->watch_valid = 0;
 	pthread_mutex_unlock(&sb->topo_lock);
@@ -1319,6 +1343,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(bad_messages);
 	LOAD(resubscribes);
 	LOAD(topology_changes);
+	LOAD(stale);
 	LOAD(synced);
 	LOAD(lag_count);
 	LOAD(lag_sum_us);

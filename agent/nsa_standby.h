@@ -44,6 +44,9 @@ struct nsa_standby_stats {
 	/* resubscriptions because the store's topology changed while every
 	 * subscription still answered (a master cut off from its cluster) */
 	uint64_t topology_changes;
+	/* batches dropped: at or below their (publisher, channel) sequence,
+	 * an old batch delivered late */
+	uint64_t stale;
 	int synced; /* cold load finished */
 	uint64_t lag_count, lag_sum_us, lag_max_us;
 	uint64_t fenced; /* batches dropped: epoch older than seen */
