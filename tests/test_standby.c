@@ -5,6 +5,7 @@
  * checks that the standby's table ends equal to what it wrote.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,52 @@ static void publish(struct active *a, unsigned int node, const uint8_t *buf,
 			   a->topo.sharded_pubsub ? "SPUBLISH" : "PUBLISH", ch,
 			   buf, len);
 	(*pending)++;
+}
+
+/* Poll one counter of the standby's stats (its offset in struct
+ * nsa_standby_stats) until it reaches want or timeout_s passes; its last
+ * value. */
+static uint64_t wait_stat(struct nsa_standby *sb, size_t field, uint64_t want,
+			  double timeout_s)
+{
+	double end = mono_s() + timeout_s;
+	struct nsa_standby_stats st;
+	uint64_t v;
+
+	do {
+		nsa_standby_stats(sb, &st);
+		memcpy(&v, (const char *)&st + field, sizeof(v));
+		if (v >= want)
+			break;
+		usleep(2000);
+	} while (mono_s() < end);
+	return v;
+}
+
+#define WAIT_STAT(sb, f, want, secs) \
+	wait_stat((sb), offsetof(struct nsa_standby_stats, f), (want), (secs))
+
+/* Publish one hand-made batch of recs[0..n) on node 0's channel, with h's
+ * publisher, gateway, epoch and seq. */
+static void publish_records(struct active *a, struct ns_batch_hdr h,
+			    const struct ns_session *recs, unsigned int n)
+{
+	static uint8_t buf[NS_BATCH_MAX_LEN];
+	size_t len = NS_BATCH_HDR_LEN;
+	unsigned int pending = 0, i;
+
+	for (i = 0; i < n; i++) {
+		int l = ns_record_encode(&recs[i], buf + len,
+					 sizeof(buf) - len);
+
+		cr_assert_gt(l, 0);
+		len += (size_t)l;
+	}
+	h.count = (uint16_t)n;
+	h.body_len = (uint32_t)(len - NS_BATCH_HDR_LEN);
+	ns_batch_hdr_encode(&h, buf);
+	publish(a, 0, buf, len, &pending);
+	drain(a->c[0], &pending);
 }
 
 /* Write the sessions of indices idx[0..n) with event ev to the store (SET
@@ -628,12 +675,7 @@ Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
 	publish(&a, 0, buf, len, &pending);
 	drain(a.c[0], &pending);
 
-	for (int tries = 0; tries < 200; tries++) {
-		nsa_standby_stats(sb, &st);
-		if (st.bad_messages >= 4)
-			break;
-		usleep(10000);
-	}
+	WAIT_STAT(sb, bad_messages, 4, 2);
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.bad_messages, 4);
 	nsdp_table_stats(nsa_standby_table(sb), &after);
@@ -671,12 +713,7 @@ Test(standby, batches_of_an_older_epoch_are_fenced, .init = cluster_up,
 	a.epoch = 4;
 	a.publisher_id = 78;
 	active_write_range(&a, 1000, 500, NS_EV_CREATE, 1);
-	for (i = 0; i < 200; i++) {
-		nsa_standby_stats(sb, &st);
-		if (st.fenced >= a.topo.n_nodes)
-			break;
-		usleep(10000);
-	}
+	WAIT_STAT(sb, fenced, a.topo.n_nodes, 2);
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.fenced, a.topo.n_nodes);
 	for (i = 1000; i < 1500; i++)
@@ -689,21 +726,6 @@ Test(standby, batches_of_an_older_epoch_are_fenced, .init = cluster_up,
 }
 
 /* Wait until stat(sb) >= want, at most timeout_s. */
-static uint64_t wait_unauthenticated(struct nsa_standby *sb, uint64_t want,
-				     double timeout_s)
-{
-	double end = mono_s() + timeout_s;
-	struct nsa_standby_stats st;
-
-	do {
-		nsa_standby_stats(sb, &st);
-		if (st.unauthenticated >= want)
-			break;
-		usleep(10000);
-	} while (mono_s() < end);
-	return st.unauthenticated;
-}
-
 Test(standby, batch_key_admits_only_batches_signed_with_it, .init = cluster_up,
      .fini = cluster_down)
 {
@@ -742,11 +764,11 @@ Test(standby, batch_key_admits_only_batches_signed_with_it, .init = cluster_up,
 	 * other publishers: rejected, counted, nothing changes. */
 	a.publisher_id = 78;
 	active_write_range(&a, 2000, 300, NS_EV_CREATE, 1);
-	cr_assert_geq(wait_unauthenticated(sb, 1, 10), 1);
+	cr_assert_geq(WAIT_STAT(sb, unauthenticated, 1, 10), 1);
 	a.publisher_id = 79;
 	a.key = "not the key";
 	active_write_range(&a, 2300, 300, NS_EV_CREATE, 1);
-	cr_assert_geq(wait_unauthenticated(sb, 2, 10), 2);
+	cr_assert_geq(WAIT_STAT(sb, unauthenticated, 2, 10), 2);
 	usleep(200000);
 	for (i = 2000; i < 2600; i++)
 		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
@@ -820,15 +842,13 @@ Test(standby, plain_server_works_with_classic_publish, .init = plain_up,
 Test(standby, old_batches_delivered_late_are_dropped, .init = plain_up,
      .fini = plain_down)
 {
-	static uint8_t buf[NS_BATCH_HDR_LEN + 50 * NS_RECORD_MAX_LEN];
-	struct ns_batch_hdr h = {
+	const struct ns_batch_hdr h = {
 		.publisher_id = 77, .gateway_id = 1, .epoch = 1, .seq = 1};
+	struct ns_session recs[50], out;
 	struct nsa_standby_stats st;
 	struct nsa_standby *sb;
-	struct ns_session out;
 	struct active a;
-	unsigned int pending = 0, i, tries;
-	size_t len = NS_BATCH_HDR_LEN;
+	unsigned int i;
 
 	active_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, 200);
 	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, 1000);
@@ -838,23 +858,10 @@ Test(standby, old_batches_delivered_late_are_dropped, .init = plain_up,
 	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
 
 	/* seq 1 again, creating the deleted sessions with fresh times */
-	for (i = 0; i < 50; i++) {
-		struct ns_session s = sess(i, NS_EV_CREATE);
-
-		len += (size_t)ns_record_encode(&s, buf + len,
-						sizeof(buf) - len);
-	}
-	h.count = 50;
-	h.body_len = (uint32_t)(len - NS_BATCH_HDR_LEN);
-	ns_batch_hdr_encode(&h, buf);
-	publish(&a, 0, buf, len, &pending);
-	drain(a.c[0], &pending);
-	for (tries = 0; tries < 500; tries++) {
-		nsa_standby_stats(sb, &st);
-		if (st.stale >= 1)
-			break;
-		usleep(2000);
-	}
+	for (i = 0; i < 50; i++)
+		recs[i] = sess(i, NS_EV_CREATE);
+	publish_records(&a, h, recs, 50);
+	WAIT_STAT(sb, stale, 1, 1);
 	for (i = 0; i < 50; i++)
 		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
 					       a.table[i].proto,
@@ -876,15 +883,14 @@ Test(standby, old_batches_delivered_late_are_dropped, .init = plain_up,
 Test(standby, lag_runs_from_the_record_timestamp_to_its_apply, .init = plain_up,
      .fini = plain_down)
 {
-	static uint8_t buf[NS_BATCH_HDR_LEN + 100 * NS_RECORD_MAX_LEN];
-	struct ns_batch_hdr h = {
+	const struct ns_batch_hdr h = {
 		.publisher_id = 5, .gateway_id = 1, .epoch = 1, .seq = 1};
+	static struct ns_session recs[100];
 	struct nsa_standby_stats st;
 	struct nsa_standby *sb;
 	struct active a;
-	unsigned int pending = 0, i, tries;
 	uint64_t sent_at;
-	size_t len = NS_BATCH_HDR_LEN;
+	unsigned int i;
 
 	active_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, 100);
 	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, 1000);
@@ -892,23 +898,11 @@ Test(standby, lag_runs_from_the_record_timestamp_to_its_apply, .init = plain_up,
 	/* 100 records that happened one second before they are sent. */
 	sent_at = now_ns();
 	for (i = 0; i < 100; i++) {
-		struct ns_session s = sess(i, NS_EV_CREATE);
-
-		s.timestamp_ns = sent_at - 1000000000ull;
-		len += (size_t)ns_record_encode(&s, buf + len,
-						sizeof(buf) - len);
+		recs[i] = sess(i, NS_EV_CREATE);
+		recs[i].timestamp_ns = sent_at - 1000000000ull;
 	}
-	h.count = 100;
-	h.body_len = (uint32_t)(len - NS_BATCH_HDR_LEN);
-	ns_batch_hdr_encode(&h, buf);
-	publish(&a, 0, buf, len, &pending);
-	drain(a.c[0], &pending);
-	for (tries = 0; tries < 500; tries++) {
-		nsa_standby_stats(sb, &st);
-		if (st.lag_count >= 100)
-			break;
-		usleep(2000);
-	}
+	publish_records(&a, h, recs, 100);
+	WAIT_STAT(sb, lag_count, 100, 1);
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.lag_count, 100);
 	/* At least the second, at most the second and the time it took to
