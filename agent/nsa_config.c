@@ -174,6 +174,7 @@ static const struct nsa_key nsa_keys[] = {
 	NSA_STR("standby", "dump", table_dump, ""),
 	NSA_NUM("standby", "topology_check_ms", topology_check_ms, 0, 60000,
 		"1000"),
+	NSA_NUM("standby", "ping_ms", ping_ms, 0, 60000, "1000"),
 
 	NSA_STR("gateway", "inside_port", gw.inside_port, ""),
 	NSA_STR("gateway", "outside_port", gw.outside_port, ""),

@@ -86,6 +86,9 @@ struct nsa_config {
 	/* How often the standby asks the store whether its topology changed
 	 * under a subscription that still works; 0 = never. */
 	unsigned int topology_check_ms;
+	/* A subscription silent this long gets a PING; silent three times as
+	 * long, it is dead; 0 = never. */
+	unsigned int ping_ms;
 
 	struct nsa_gateway_conf gw;
 

@@ -24,6 +24,11 @@
  *   resets everything: topology refetched, every master resubscribed and
  *   resynced. Simple and always correct; a finer reaction per master is
  *   possible later.
+ * - A subscription can die without a sound (a firewall that forgets the
+ *   connection, a cable pulled between two switches): no reset ever comes
+ *   and the master's batches just stop. One silent for [standby] ping_ms
+ *   gets a PING; silent for three times that, it is declared dead and
+ *   everything resets.
  * - A master cut off from its cluster keeps answering: its subscription
  *   stays up while its replica takes over its slots and the active
  *   publishes there. So a watcher thread asks the store for its topology
@@ -108,6 +113,10 @@ struct sb_node {
 	struct nsa_addr addr;
 	char channel[NS_CHANNEL_MAX];
 	redisContext *sub;
+	/* Liveness of the subscription: when it last delivered anything, and
+	 * when the PING that asks for a sign of life went (0: none due). */
+	uint64_t quiet_since_ns;
+	uint64_t ping_sent_ns;
 	int loaded_once; /* a resync of this master finished */
 	int scan_only; /* GETKEYSINSLOT was refused: load with SCAN */
 	struct loader ld;
@@ -1001,6 +1010,37 @@ static int sb_subscribe(struct nsa_standby *sb, unsigned int i, char *err,
 		freeReplyObject(r);
 	if (!ok || set_nonblocking(nd->sub) < 0)
 		return -EPROTO;
+	nd->quiet_since_ns = now_ns(CLOCK_MONOTONIC);
+	nd->ping_sent_ns = 0;
+	return 0;
+}
+
+/* Ask a quiet subscription for a sign of life, and give up on one that
+ * stays silent: 0, or -1 when node's subscription is dead. */
+static int sub_check_alive(struct nsa_standby *sb, unsigned int node,
+			   uint64_t now)
+{
+	struct sb_node *nd = &sb->nodes[node];
+	uint64_t ping_ns = (uint64_t)sb->conf.ping_ms * 1000000ull;
+	int done = 0;
+
+	if (ping_ns == 0)
+		return 0;
+	if (now - nd->quiet_since_ns >= 3 * ping_ns) {
+		NSA_WARN("standby: no word from %s:%u for %u ms, PING "
+			 "unanswered; resubscribing",
+			 nd->addr.host, nd->addr.port, 3 * sb->conf.ping_ms);
+		STAT_ADD(sb, dead_subscriptions, 1);
+		return -1;
+	}
+	if (now - nd->quiet_since_ns >= ping_ns && nd->ping_sent_ns == 0) {
+		if (redisAppendCommand(nd->sub, "PING") != REDIS_OK)
+			return -1;
+		nd->ping_sent_ns = now;
+	}
+	/* A few bytes: written at once, or on a later round. */
+	if (nd->sub->obuf[0] && redisBufferWrite(nd->sub, &done) != REDIS_OK)
+		return -1;
 	return 0;
 }
 
@@ -1094,6 +1134,11 @@ static void sb_run(struct nsa_standby *sb)
 		}
 		pfd[n] = (struct pollfd){.fd = sb->wake_fd, .events = POLLIN};
 		who[n++] = -1;
+		for (i = 0; i < sb->n_nodes && !sb->reset; i++)
+			if (sub_check_alive(sb, i, now) < 0)
+				sb->reset = 1;
+		if (sb->reset)
+			break;
 		for (i = 0; i < sb->n_nodes; i++) {
 			struct loader *ld = &sb->nodes[i].ld;
 
@@ -1150,6 +1195,9 @@ static void sb_run(struct nsa_standby *sb)
 				sb->reset = 1;
 				break;
 			}
+			sb->nodes[node].quiet_since_ns =
+				now_ns(CLOCK_MONOTONIC);
+			sb->nodes[node].ping_sent_ns = 0;
 			sub_drain(sb, node);
 		}
 		dump_serve(sb);
@@ -1344,6 +1392,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(resubscribes);
 	LOAD(topology_changes);
 	LOAD(stale);
+	LOAD(dead_subscriptions);
 	LOAD(synced);
 	LOAD(lag_count);
 	LOAD(lag_sum_us);

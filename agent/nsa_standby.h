@@ -47,6 +47,8 @@ struct nsa_standby_stats {
 	/* batches dropped: at or below their (publisher, channel) sequence,
 	 * an old batch delivered late */
 	uint64_t stale;
+	/* subscriptions given up: silent, PING unanswered ([standby] ping_ms) */
+	uint64_t dead_subscriptions;
 	int synced; /* cold load finished */
 	uint64_t lag_count, lag_sum_us, lag_max_us;
 	uint64_t fenced; /* batches dropped: epoch older than seen */

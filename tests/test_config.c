@@ -147,6 +147,7 @@ Test(config, defaults_are_as_documented)
 	cr_assert_eq(c.table_capacity, 2000000);
 	cr_assert_str_eq(c.table_dump, "");
 	cr_assert_eq(c.topology_check_ms, 1000);
+	cr_assert_eq(c.ping_ms, 1000);
 }
 
 Test(config, gateway_defaults_are_as_documented)
@@ -239,6 +240,7 @@ static const char full_ini[] =
 	"table_capacity = 1024\n"
 	"dump = /tmp/standby.tbl\n"
 	"topology_check_ms = 0\n"
+	"ping_ms = 250\n"
 	"\n"
 	"[gateway]\n"
 	"inside_port = net_af_packet0\n"
@@ -309,6 +311,7 @@ Test(config, full_file_loads_every_key)
 	cr_assert_eq(c.table_capacity, 1024);
 	cr_assert_str_eq(c.table_dump, "/tmp/standby.tbl");
 	cr_assert_eq(c.topology_check_ms, 0);
+	cr_assert_eq(c.ping_ms, 250);
 
 	cr_assert_str_eq(c.gw.inside_port, "net_af_packet0");
 	cr_assert_str_eq(c.gw.outside_port, "0000:3b:00.1");

@@ -18,6 +18,8 @@
  *   namespace of the test's own) while it still answers the agents: it
  *   takes writes its replica never gets until it sees it is alone, the
  *   replica is promoted, and the standby's subscription to it stays up.
+ * - the standby's subscription to one master cut without a sound (packets
+ *   dropped, no reset), as a firewall that forgets a connection does.
  *
  * Each ends with the standby's table (and the store) equal to the source's
  * final table, entry by entry. Ports 7870-7899. Every process a test starts
@@ -47,6 +49,7 @@
 #define SLOW_PORT 7888
 #define OUTAGE_PORT 7891
 #define CUTOFF_PORT 7894 /* 6 nodes: 7894-7899 */
+#define SILENT_PORT 7860 /* 3 nodes, in the test's own network namespace */
 #define MAX_PIDS 16
 
 static int pids[MAX_PIDS];
@@ -758,4 +761,58 @@ Test(faults, master_cut_off_from_its_cluster_while_answering_loses_nothing)
 	nst_sh("cat %s >&2", nst_run_path("standby.out"));
 	cr_assert_gt(field_of(nst_run_path("standby.out"), "topology_changes"),
 		     0, "the standby never saw the masters change");
+}
+
+/* ---- a subscription cut without a sound ----------------------------------- */
+
+/*
+ * 50 000 events/s over 100 000 flows for 8 s on 3 masters, in the test's
+ * own network namespace. At 2 s every packet of the standby's connections
+ * to master 0 is dropped (nftables, by port), as a stateful firewall that
+ * forgot the connection does: no reset, no error, master 0's batches just
+ * stop coming. The active and everything else go on. The standby must see
+ * the silence (its PING goes unanswered), reconnect and resync.
+ */
+Test(faults, standby_subscription_cut_silently_is_noticed_and_resynced)
+{
+	const struct source_plan plan = {100000, 400000, 50000, 0};
+	const int base = SILENT_PORT;
+	char seeds[256];
+	int sb, act;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root for a network namespace and nftables");
+	cr_assert_eq(unshare(CLONE_NEWNET), 0, "unshare(CLONE_NEWNET)");
+	cr_assert_eq(nst_sh("ip link set lo up"), 0);
+	setup_run("faults-silent", base, 3, 0);
+	seeds_of(base, 3, seeds, sizeof(seeds));
+	write_configs(seeds, &plan);
+	sb = spawn_agent("standby", "");
+	wait_synced(sb);
+	act = spawn_agent("active", "");
+	sleep_ms(2000);
+	/* The standby's connections to master 0: drop both ways. */
+	cr_assert_eq(
+		nst_sh("set -e; nft add table ip nstcut; nft add chain ip "
+		       "nstcut out '{ type filter hook output priority 0; }'; "
+		       "n=0; for p in $(ss -Htnp state established "
+		       "'( dport = :%d )' | grep 'pid=%d,' | awk '{ print $3 "
+		       "}' | sed 's/.*://'); do nft add rule ip nstcut out tcp "
+		       "sport $p tcp dport %d drop; nft add rule ip nstcut out "
+		       "tcp sport %d tcp dport $p drop; n=$((n + 1)); done; "
+		       "echo \"faults: silent: $n connection(s) of the standby "
+		       "to %d cut\" >&2; [ $n -gt 0 ]",
+		       base, sb, base, base, base),
+		0, "no connection of the standby to master %d to cut", base);
+	cr_assert_eq(kill(act, 0), 0, "the active finished too early");
+	wait_active_done(act, 60);
+	cr_assert_eq(
+		nst_sh("grep -q ' drops=0 ' %s", nst_run_path("active.out")),
+		0);
+	verify_exact(seeds, sb);
+	stop_agent(sb);
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
+	cr_assert_gt(
+		field_of(nst_run_path("standby.out"), "dead_subscriptions"), 0,
+		"the standby never gave up on the silent subscription");
 }
