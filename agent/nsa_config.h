@@ -86,8 +86,9 @@ struct nsa_config {
 	/* How often the standby asks the store whether its topology changed
 	 * under a subscription that still works; 0 = never. */
 	unsigned int topology_check_ms;
-	/* A subscription silent this long gets a PING; silent three times as
-	 * long, it is dead; 0 = never. */
+	/* A subscription silent this long gets a PING; the PING unanswered
+	 * for twice as long, it is dead; a resync without a reply for three
+	 * times as long is retried; 0 = never. */
 	unsigned int ping_ms;
 
 	struct nsa_gateway_conf gw;

@@ -27,8 +27,9 @@
  * - A subscription can die without a sound (a firewall that forgets the
  *   connection, a cable pulled between two switches): no reset ever comes
  *   and the master's batches just stop. One silent for [standby] ping_ms
- *   gets a PING; silent for three times that, it is declared dead and
- *   everything resets.
+ *   gets a PING; unanswered for twice that, it is declared dead and
+ *   everything resets. A resync waiting three times ping_ms for a reply
+ *   is abandoned and retried.
  * - A master cut off from its cluster keeps answering: its subscription
  *   stays up while its replica takes over its slots and the active
  *   publishes there. So a watcher thread asks the store for its topology
@@ -102,6 +103,7 @@ struct loader {
 	uint32_t next_slot; /* by_slot: the next slot to ask for */
 	uint32_t slots_inflight;
 	uint64_t retry_at; /* monotonic ns; 0 = no retry pending */
+	uint64_t last_rx_ns; /* monotonic: started, or last read a reply */
 	struct pend_op *ops; /* FIFO of replies expected */
 	uint32_t ops_head, ops_n, ops_cap;
 	char *cmd; /* MGET commands being formatted */
@@ -622,6 +624,7 @@ static void loader_start(struct nsa_standby *sb, unsigned int node)
 	ld->gen = nsdp_table_resync_begin(sb->table);
 	ld->mark = ++sb->resync_counter;
 	ld->active = 1;
+	ld->last_rx_ns = now_ns(CLOCK_MONOTONIC);
 	ld->by_slot = sb->topo.cluster && !nd->scan_only;
 	ld->keys_done = 0;
 	ld->next_slot = 0;
@@ -645,6 +648,7 @@ static void loader_on_readable(struct nsa_standby *sb, unsigned int node)
 		loader_fail(sb, node, ld->c->errstr);
 		return;
 	}
+	ld->last_rx_ns = now_ns(CLOCK_MONOTONIC);
 	for (;;) {
 		struct pend_op op;
 
@@ -1015,8 +1019,10 @@ static int sb_subscribe(struct nsa_standby *sb, unsigned int i, char *err,
 	return 0;
 }
 
-/* Ask a quiet subscription for a sign of life, and give up on one that
- * stays silent: 0, or -1 when node's subscription is dead. */
+/* Ask a quiet subscription for a sign of life, and give up on one whose
+ * PING stays unanswered for twice ping_ms (so a standby that was itself
+ * paused gets its answer before it judges): 0, or -1 when node's
+ * subscription is dead. Called after the round's reads. */
 static int sub_check_alive(struct nsa_standby *sb, unsigned int node,
 			   uint64_t now)
 {
@@ -1026,10 +1032,11 @@ static int sub_check_alive(struct nsa_standby *sb, unsigned int node,
 
 	if (ping_ns == 0)
 		return 0;
-	if (now - nd->quiet_since_ns >= 3 * ping_ns) {
-		NSA_WARN("standby: no word from %s:%u for %u ms, PING "
-			 "unanswered; resubscribing",
-			 nd->addr.host, nd->addr.port, 3 * sb->conf.ping_ms);
+	if (nd->ping_sent_ns && now - nd->ping_sent_ns >= 2 * ping_ns) {
+		NSA_WARN("standby: no word from %s:%u for %" PRIu64
+			 " ms, PING unanswered; resubscribing",
+			 nd->addr.host, nd->addr.port,
+			 (now - nd->quiet_since_ns) / 1000000);
 		STAT_ADD(sb, dead_subscriptions, 1);
 		return -1;
 	}
@@ -1042,6 +1049,19 @@ static int sub_check_alive(struct nsa_standby *sb, unsigned int node,
 	if (nd->sub->obuf[0] && redisBufferWrite(nd->sub, &done) != REDIS_OK)
 		return -1;
 	return 0;
+}
+
+/* The same for a resync: one waiting for replies that do not come for
+ * three times ping_ms is abandoned and retried. */
+static void loader_check_alive(struct nsa_standby *sb, unsigned int node,
+			       uint64_t now)
+{
+	struct loader *ld = &sb->nodes[node].ld;
+	uint64_t ping_ns = (uint64_t)sb->conf.ping_ms * 1000000ull;
+
+	if (ping_ns && ld->c && ld->ops_n > 0 &&
+	    now - ld->last_rx_ns >= 3 * ping_ns)
+		loader_fail(sb, node, "no reply");
 }
 
 /* Fetch the topology and subscribe everywhere, with backoff, until done
@@ -1134,11 +1154,6 @@ static void sb_run(struct nsa_standby *sb)
 		}
 		pfd[n] = (struct pollfd){.fd = sb->wake_fd, .events = POLLIN};
 		who[n++] = -1;
-		for (i = 0; i < sb->n_nodes && !sb->reset; i++)
-			if (sub_check_alive(sb, i, now) < 0)
-				sb->reset = 1;
-		if (sb->reset)
-			break;
 		for (i = 0; i < sb->n_nodes; i++) {
 			struct loader *ld = &sb->nodes[i].ld;
 
@@ -1199,6 +1214,12 @@ static void sb_run(struct nsa_standby *sb)
 				now_ns(CLOCK_MONOTONIC);
 			sb->nodes[node].ping_sent_ns = 0;
 			sub_drain(sb, node);
+		}
+		now = now_ns(CLOCK_MONOTONIC);
+		for (i = 0; i < sb->n_nodes && !sb->reset; i++) {
+			if (sub_check_alive(sb, i, now) < 0)
+				sb->reset = 1;
+			loader_check_alive(sb, i, now);
 		}
 		dump_serve(sb);
 	}
