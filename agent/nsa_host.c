@@ -140,7 +140,10 @@ int nsa_eal_start(const char *prog, const char *eal_args, int extra_argc,
 			 asks_for_secondary(argc, argv)
 				 ? " (a secondary process needs its primary "
 				   "running, with hugepages, and the same "
-				   "--file-prefix)"
+				   "--file-prefix; when EAL cannot reserve "
+				   "the primary's memory at its address, start "
+				   "the gateway with "
+				   "--base-virtaddr=" NSA_BASE_VIRTADDR ")"
 				 : "");
 		return -1;
 	}

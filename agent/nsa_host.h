@@ -12,6 +12,12 @@
 #include "nsdp_lane.h"
 #include "nsdp_synth.h"
 
+/* Where a gateway whose rings a secondary process attaches to should map
+ * its memory (--base-virtaddr): far from where libraries, heaps and
+ * AddressSanitizer's shadow and allocator land, so that the secondary finds
+ * the same addresses free. */
+#define NSA_BASE_VIRTADDR "0x200000000000"
+
 /* Start EAL with eal_args (space separated), then default_lcores as "-l"
  * when neither eal_args nor extra gives the lcores (NULL: never), then the
  * extra arguments. Unpins the calling thread afterwards: EAL pins it to the

@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nsa_host.h"
 #include "nst_store.h"
 #include "nsdp_time.h"
 
@@ -326,8 +327,9 @@ static void write_gateway_config(char id)
 		 "%s --no-pci --no-telemetry --file-prefix nstfo%c "
 		 "--vdev=net_af_packet0,iface=nstfo%ci "
 		 "--vdev=net_af_packet1,iface=nstfo%co -l 0,1",
-		 external ? "-m 128" : "--no-huge --no-shconf -m 256", id, id,
-		 id);
+		 external ? "-m 128 --base-virtaddr=" NSA_BASE_VIRTADDR
+			  : "--no-huge --no-shconf -m 256",
+		 id, id, id);
 	snprintf(text, sizeof(text),
 		 "[agent]\n"
 		 "role = %s\n"

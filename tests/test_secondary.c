@@ -46,6 +46,7 @@
 
 #include "ns_record.h"
 #include "ns_slot.h"
+#include "nsa_host.h"
 #include "nsdp_lane.h"
 #include "nst_store.h"
 #include "nsdp_time.h"
@@ -212,6 +213,7 @@ static int primary_eal_init(void)
 			"0",
 			"--no-pci",
 			"--no-telemetry",
+			"--base-virtaddr=" NSA_BASE_VIRTADDR,
 			"--huge-dir",
 			huge_dir,
 			"--log-level=error",
