@@ -9,7 +9,7 @@
 #      threads; table: the table shared by the subscriber and the fast
 #      path).
 #
-# deploy/test.sh runs both after the plain suite; about 9 minutes on 2
+# deploy/test.sh runs both after the plain suite; about 11 minutes on 2
 # cores, builds included.
 #
 #   deploy/sanitize.sh [--asan-only | --tsan-only] [MESON-TEST-ARGS...]
