@@ -58,20 +58,25 @@ int nst_sh(const char *fmt, ...)
 
 int nst_store_start(int port, int masters, int replicas)
 {
+	return nst_store_start_with(port, masters, replicas, "");
+}
+
+int nst_store_start_with(int port, int masters, int replicas,
+			 const char *options)
+{
 	const char *run = nst_build("tests/run");
+	char shape[64];
 
 	nst_sh("%s stop --port %d --dir %s/%d >/dev/null 2>&1",
 	       nst_src("deploy/redis-cluster.sh"), port, run, port);
 	if (masters == 0)
-		return nst_sh("%s start --plain --port %d --dir %s/%d >&2",
-			      nst_src("deploy/redis-cluster.sh"), port, run,
-			      port) == 0
-			       ? 0
-			       : -1;
-	return nst_sh("%s start --masters %d --replicas %d --port %d --dir "
-		      "%s/%d >&2",
-		      nst_src("deploy/redis-cluster.sh"), masters, replicas,
-		      port, run, port) == 0
+		snprintf(shape, sizeof(shape), "--plain");
+	else
+		snprintf(shape, sizeof(shape), "--masters %d --replicas %d",
+			 masters, replicas);
+	return nst_sh("%s start %s %s --port %d --dir %s/%d >&2",
+		      nst_src("deploy/redis-cluster.sh"), shape, options, port,
+		      run, port) == 0
 		       ? 0
 		       : -1;
 }

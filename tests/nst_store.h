@@ -9,6 +9,10 @@
 /* Start a store: masters > 0 makes a cluster, masters == 0 a plain server.
  * Files go to <build>/tests/run/<port>. Returns 0 or -1 (and prints why). */
 int nst_store_start(int port, int masters, int replicas);
+/* The same with more deploy/redis-cluster.sh start options (e.g.
+ * "--addr-per-node"). */
+int nst_store_start_with(int port, int masters, int replicas,
+			 const char *options);
 void nst_store_stop(int port);
 
 /* Run a shell command; returns its exit status. */

@@ -159,25 +159,6 @@ static void suite_fini(void)
 
 TestSuite(faults, .fini = suite_fini, .timeout = 150);
 
-static void setup_run(const char *name, int port, int masters, int replicas)
-{
-	nst_run_dir_make(name);
-	store_port = port;
-	cr_assert_eq(nst_store_start(port, masters, replicas), 0,
-		     "the store did not start");
-}
-
-/* Seeds: every node of the store, so that any survivor answers. */
-static void seeds_of(int port, int nodes, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	buf[0] = '\0';
-	for (int i = 0; i < nodes; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s127.0.0.1:%d",
-				      i ? "," : "", port + i);
-}
-
 struct source_plan {
 	unsigned long flows, events, rate;
 	int drop_when_full; /* [source] wait_when_full = no */
@@ -209,6 +190,52 @@ static void write_configs(const char *seeds, const struct source_plan *p)
 	nst_write_file(nst_run_path("active.ini"), text);
 }
 
+/* Seeds: every node of the store, so that any survivor answers. Node i is
+ * on 127.0.0.1, or on 127.0.0.(2+i) for a store started with
+ * --addr-per-node. */
+static void seeds_of(int port, int nodes, int addr_per_node, char *buf,
+		     size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < nodes; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s127.0.0.%d:%d",
+				      i ? "," : "", addr_per_node ? 2 + i : 1,
+				      port + i);
+}
+
+#define SEEDS_MAX 256
+
+static int run_addr_per_node; /* the store of this run: --addr-per-node */
+
+/* The address node port p of this run's store listens on. */
+static const char *host_of(int p)
+{
+	static char host[32];
+
+	snprintf(host, sizeof(host), "127.0.0.%d",
+		 run_addr_per_node ? 2 + p - store_port : 1);
+	return host;
+}
+
+/* A run: its directory, its store (redis-cluster.sh start options in
+ * store_options), its seeds and the agents' configurations. */
+static void setup_run(const char *name, int port, int masters, int replicas,
+		      const char *store_options, const struct source_plan *plan,
+		      char seeds[SEEDS_MAX])
+{
+	nst_run_dir_make(name);
+	store_port = port;
+	cr_assert_eq(
+		nst_store_start_with(port, masters, replicas, store_options), 0,
+		"the store did not start");
+	run_addr_per_node = strstr(store_options, "--addr-per-node") != NULL;
+	seeds_of(port, masters * (1 + replicas), run_addr_per_node, seeds,
+		 SEEDS_MAX);
+	write_configs(seeds, plan);
+}
+
 static void wait_synced(int pid)
 {
 	for (int i = 0; i < 300; i++) {
@@ -221,6 +248,29 @@ static void wait_synced(int pid)
 	}
 	cr_assert_fail("the standby did not sync within 30 s");
 }
+
+/* The standby, synced, then the active with active_args. */
+static void start_agents(const char *active_args, int *sb, int *act)
+{
+	*sb = spawn_agent("standby", "");
+	wait_synced(*sb);
+	*act = spawn_agent("active", active_args);
+}
+
+/* A test that filters packets runs in a network namespace of its own, so
+ * that the filter cannot touch anything else; root only. */
+static void own_netns(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root for a network namespace and nftables");
+	cr_assert_eq(unshare(CLONE_NEWNET), 0, "unshare(CLONE_NEWNET)");
+	cr_assert_eq(nst_sh("ip link set lo up"), 0);
+}
+
+/* The nftables table and output chain the filtering tests add rules to. */
+#define NFT_CHAIN                                                    \
+	"nft add table ip nstcut && nft add chain ip nstcut out '{ " \
+	"type filter hook output priority 0; }'"
 
 static void sleep_ms(unsigned int ms)
 {
@@ -289,16 +339,25 @@ static long long field_of(const char *file, const char *key)
 
 /* ---- master failover ------------------------------------------------------ */
 
-/* The port of the replica of master port m, among nodes base+3..base+5. */
+/* The port of the node (of the 6 from base) that replicates master port m. */
 static int replica_of(int base, int m)
 {
-	for (int p = base + 3; p < base + 6; p++)
-		if (nst_sh("redis-cli -p %d info replication | "
-			   "grep -q '^master_port:%d'",
-			   p, m) == 0)
+	for (int p = base; p < base + 6; p++)
+		if (p != m && nst_sh("redis-cli -h %s -p %d info replication | "
+				     "grep -q '^master_port:%d'",
+				     host_of(p), p, m) == 0)
 			return p;
 	cr_assert_fail("master %d has no replica", m);
 	return -1;
+}
+
+/* Wait up to secs for node port p to have role (master or slave). */
+static int wait_role(int p, const char *role, int secs)
+{
+	return nst_sh("for i in $(seq %d); do redis-cli -h %s -p %d role "
+		      "2>/dev/null | head -1 | grep -q '^%s$' && exit 0; "
+		      "sleep 0.1; done; exit 1",
+		      secs * 10, host_of(p), p, role);
 }
 
 /*
@@ -311,16 +370,12 @@ static void run_failover(const char *name, int base, unsigned int lag_ms,
 			 const char *active_args)
 {
 	const struct source_plan plan = {100000, 300000, 50000, 0};
-	char seeds[256];
+	char seeds[SEEDS_MAX];
 	int sb, act, rep, master = base;
 
-	setup_run(name, base, 3, 1);
-	seeds_of(base, 6, seeds, sizeof(seeds));
-	write_configs(seeds, &plan);
+	setup_run(name, base, 3, 1, "", &plan, seeds);
 	rep = replica_of(base, master);
-	sb = spawn_agent("standby", "");
-	wait_synced(sb);
-	act = spawn_agent("active", active_args);
+	start_agents(active_args, &sb, &act);
 	sleep_ms(4500 - lag_ms);
 	if (lag_ms) {
 		cr_assert_eq(kill(redis_pid(base, rep), SIGSTOP), 0);
@@ -333,9 +388,8 @@ static void run_failover(const char *name, int base, unsigned int lag_ms,
 		master, rep);
 
 	wait_active_done(act, 60);
-	cr_assert_eq(
-		nst_sh("redis-cli -p %d role | head -1 | grep -q master", rep),
-		0, "the replica %d was not promoted", rep);
+	cr_assert_eq(wait_role(rep, "master", 1), 0,
+		     "the replica %d was not promoted", rep);
 	cr_assert_eq(nst_sh("grep -q 'connection to 127.0.0.1:%d lost' %s",
 			    master, nst_run_path("active.log")),
 		     0, "the active did not see the master go");
@@ -397,18 +451,14 @@ Test(faults, resharding_mid_stream_loses_nothing)
 {
 	/* 50 000 events/s for 10 s; 2 000 slots move from 2 s on. */
 	const struct source_plan plan = {30000, 500000, 50000, 0};
-	char seeds[256], from[64], to[64];
+	char seeds[SEEDS_MAX], from[64], to[64];
 	int sb, act, rc;
 	double t0, t_done;
 
-	setup_run("faults-reshard", RESHARD_PORT, 3, 0);
-	seeds_of(RESHARD_PORT, 3, seeds, sizeof(seeds));
-	write_configs(seeds, &plan);
+	setup_run("faults-reshard", RESHARD_PORT, 3, 0, "", &plan, seeds);
 	node_id(RESHARD_PORT, from, sizeof(from));
 	node_id(RESHARD_PORT + 1, to, sizeof(to));
-	sb = spawn_agent("standby", "");
-	wait_synced(sb);
-	act = spawn_agent("active", "");
+	start_agents("", &sb, &act);
 	sleep_ms(2000);
 	t0 = now_s();
 	rc = nst_sh("redis-cli --cluster reshard 127.0.0.1:%d --cluster-from "
@@ -447,15 +497,11 @@ Test(faults, resharding_mid_stream_loses_nothing)
 Test(faults, standby_killed_and_restarted_converges_to_the_exact_table)
 {
 	const struct source_plan plan = {30000, 400000, 50000, 0};
-	char seeds[256];
+	char seeds[SEEDS_MAX];
 	int sb, act;
 
-	setup_run("faults-restart", RESTART_PORT, 3, 0);
-	seeds_of(RESTART_PORT, 3, seeds, sizeof(seeds));
-	write_configs(seeds, &plan);
-	sb = spawn_agent("standby", "");
-	wait_synced(sb);
-	act = spawn_agent("active", "");
+	setup_run("faults-restart", RESTART_PORT, 3, 0, "", &plan, seeds);
+	start_agents("", &sb, &act);
 	sleep_ms(2000);
 	cr_assert_eq(kill(sb, SIGKILL), 0);
 	sleep_ms(1000);
@@ -480,23 +526,19 @@ Test(faults,
 	/* 100 000 events/s for 10 s: fast enough to fill the socket
 	 * buffers within a few seconds. */
 	const struct source_plan plan = {30000, 1000000, 100000, 0};
-	char seeds[256];
+	char seeds[SEEDS_MAX];
 	int sb, act, closed = 0;
 	long long resyncs;
 	double t0;
 
-	setup_run("faults-slow", SLOW_PORT, 3, 0);
-	seeds_of(SLOW_PORT, 3, seeds, sizeof(seeds));
-	write_configs(seeds, &plan);
+	setup_run("faults-slow", SLOW_PORT, 3, 0, "", &plan, seeds);
 	for (int p = SLOW_PORT; p < SLOW_PORT + 3; p++)
 		cr_assert_eq(nst_sh("redis-cli -p %d config set "
 				    "client-output-buffer-limit "
 				    "'pubsub 256kb 64kb 1' | grep -q OK",
 				    p),
 			     0);
-	sb = spawn_agent("standby", "");
-	wait_synced(sb);
-	act = spawn_agent("active", "");
+	start_agents("", &sb, &act);
 	sleep_ms(2000);
 	/* Slower than the store's limit: it reads nothing until a master
 	 * has closed its subscription (the kernel's socket buffers take
@@ -578,17 +620,13 @@ Test(faults, store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
 	/* 20 000 events/s for outage + 14 s: 6 s before, 8 s after. */
 	const struct source_plan plan = {30000, 20000ul * (outage_s + 14),
 					 20000, 1};
-	char seeds[256];
+	char seeds[SEEDS_MAX];
 	long before, peak = 0, kb;
 	long long drops, refused;
 	int sb, act;
 
-	setup_run("faults-outage", OUTAGE_PORT, 3, 0);
-	seeds_of(OUTAGE_PORT, 3, seeds, sizeof(seeds));
-	write_configs(seeds, &plan);
-	sb = spawn_agent("standby", "");
-	wait_synced(sb);
-	act = spawn_agent("active", "");
+	setup_run("faults-outage", OUTAGE_PORT, 3, 0, "", &plan, seeds);
+	start_agents("", &sb, &act);
 	sleep_ms(6000);
 	before = rss_kb(act);
 	cr_assert_gt(before, 0);
@@ -635,19 +673,6 @@ Test(faults, store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
 
 /* ---- a master cut off from its cluster ------------------------------------ */
 
-/* Node i of the cut-off test's store listens on 127.0.0.(2+i):(base+i)
- * (redis-cluster.sh --addr-per-node) and talks to the other nodes from
- * that address; the agents connect from 127.0.0.1. */
-static void cutoff_seeds(int base, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	buf[0] = '\0';
-	for (int i = 0; i < 6; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s127.0.0.%d:%d",
-				      i ? "," : "", 2 + i, base + i);
-}
-
 /* nft: drop every packet between node 0 (127.0.0.2) and the other nodes
  * (127.0.0.3-7), both ways: cluster bus and replication. Clients on
  * 127.0.0.1 still reach it. */
@@ -655,33 +680,12 @@ static int cut_off_node0(int on)
 {
 	if (!on)
 		return nst_sh("nft delete table ip nstcut");
-	return nst_sh("nft add table ip nstcut && "
-		      "nft add chain ip nstcut out '{ type filter hook output "
-		      "priority 0; }' && "
+	return nst_sh(NFT_CHAIN
+		      " && "
 		      "nft add rule ip nstcut out ip saddr 127.0.0.2 ip daddr "
 		      "127.0.0.3-127.0.0.7 drop && "
 		      "nft add rule ip nstcut out ip daddr 127.0.0.2 ip saddr "
 		      "127.0.0.3-127.0.0.7 drop");
-}
-
-/* The port of the node that replicates master port m, or -1. */
-static int cutoff_replica_of(int base, int m)
-{
-	for (int i = 1; i < 6; i++)
-		if (nst_sh("redis-cli -h 127.0.0.%d -p %d info replication | "
-			   "grep -q '^master_port:%d'",
-			   2 + i, base + i, m) == 0)
-			return base + i;
-	return -1;
-}
-
-/* Wait up to secs for node port p to have role (master or slave). */
-static int wait_role(int base, int p, const char *role, int secs)
-{
-	return nst_sh("for i in $(seq %d); do redis-cli -h 127.0.0.%d -p %d "
-		      "role 2>/dev/null | head -1 | grep -q '^%s$' && exit 0; "
-		      "sleep 0.1; done; exit 1",
-		      secs * 10, 2 + p - base, p, role);
 }
 
 /*
@@ -701,43 +705,25 @@ Test(faults, master_cut_off_from_its_cluster_while_answering_loses_nothing)
 {
 	const struct source_plan plan = {100000, 400000, 50000, 0};
 	const int base = CUTOFF_PORT;
-	char seeds[256];
+	char seeds[SEEDS_MAX];
 	int sb, act, rep, rc;
 
-	if (geteuid() != 0)
-		cr_skip_test("needs root for a network namespace and nftables");
-	/* Everything this test starts lives in its own network namespace:
-	 * the packet filter cannot touch anything else. */
-	cr_assert_eq(unshare(CLONE_NEWNET), 0, "unshare(CLONE_NEWNET)");
-	cr_assert_eq(nst_sh("ip link set lo up"), 0);
-	nst_run_dir_make("faults-cutoff");
-	store_port = base;
-	nst_sh("%s stop --port %d --dir %s/%d >/dev/null 2>&1",
-	       nst_src("deploy/redis-cluster.sh"), base, nst_build("tests/run"),
-	       base);
-	cr_assert_eq(nst_sh("%s start --masters 3 --replicas 1 --port %d "
-			    "--dir %s/%d --addr-per-node >&2",
-			    nst_src("deploy/redis-cluster.sh"), base,
-			    nst_build("tests/run"), base),
-		     0, "the store did not start");
-	cutoff_seeds(base, seeds, sizeof(seeds));
-	write_configs(seeds, &plan);
-	rep = cutoff_replica_of(base, base);
-	cr_assert_gt(rep, 0, "master %d has no replica", base);
-	sb = spawn_agent("standby", "");
-	wait_synced(sb);
-	act = spawn_agent("active", "--set active.replay_ms=8000 "
-				    "--set active.replay_records=1048576");
+	own_netns();
+	setup_run("faults-cutoff", base, 3, 1, "--addr-per-node", &plan, seeds);
+	rep = replica_of(base, base);
+	start_agents("--set active.replay_ms=8000 "
+		     "--set active.replay_records=1048576",
+		     &sb, &act);
 	sleep_ms(2000);
 	cr_assert_eq(cut_off_node0(1), 0, "nft");
 	fprintf(stderr, "faults: cutoff: master %d cut off, replica %d\n", base,
 		rep);
-	cr_assert_eq(wait_role(base, rep, "master", 20), 0,
+	cr_assert_eq(wait_role(rep, "master", 20), 0,
 		     "the replica %d was not promoted", rep);
 	cr_assert_eq(kill(act, 0), 0,
 		     "the active finished before the replica took over");
 	/* The cut-off master still thinks it is one. */
-	cr_assert_eq(wait_role(base, base, "master", 1), 0);
+	cr_assert_eq(wait_role(base, "master", 1), 0);
 
 	wait_active_done(act, 60);
 	cr_assert_eq(
@@ -754,7 +740,7 @@ Test(faults, master_cut_off_from_its_cluster_while_answering_loses_nothing)
 	 * and drops what it took alone; nothing changes for the others. */
 	rc = cut_off_node0(0);
 	cr_assert_eq(rc, 0, "nft delete");
-	cr_assert_eq(wait_role(base, base, "slave", 30), 0,
+	cr_assert_eq(wait_role(base, "slave", 30), 0,
 		     "the old master did not rejoin as a replica");
 	verify_exact(seeds, sb);
 	stop_agent(sb);
@@ -777,25 +763,17 @@ Test(faults, standby_subscription_cut_silently_is_noticed_and_resynced)
 {
 	const struct source_plan plan = {100000, 400000, 50000, 0};
 	const int base = SILENT_PORT;
-	char seeds[256];
+	char seeds[SEEDS_MAX];
 	int sb, act;
 
-	if (geteuid() != 0)
-		cr_skip_test("needs root for a network namespace and nftables");
-	cr_assert_eq(unshare(CLONE_NEWNET), 0, "unshare(CLONE_NEWNET)");
-	cr_assert_eq(nst_sh("ip link set lo up"), 0);
-	setup_run("faults-silent", base, 3, 0);
-	seeds_of(base, 3, seeds, sizeof(seeds));
-	write_configs(seeds, &plan);
-	sb = spawn_agent("standby", "");
-	wait_synced(sb);
-	act = spawn_agent("active", "");
+	own_netns();
+	setup_run("faults-silent", base, 3, 0, "", &plan, seeds);
+	start_agents("", &sb, &act);
 	sleep_ms(2000);
 	/* The standby's connections to master 0: drop both ways. */
 	cr_assert_eq(
-		nst_sh("set -e; nft add table ip nstcut; nft add chain ip "
-		       "nstcut out '{ type filter hook output priority 0; }'; "
-		       "n=0; for p in $(ss -Htnp state established "
+		nst_sh("set -e; " NFT_CHAIN
+		       "; n=0; for p in $(ss -Htnp state established "
 		       "'( dport = :%d )' | grep 'pid=%d,' | awk '{ print $3 "
 		       "}' | sed 's/.*://'); do nft add rule ip nstcut out tcp "
 		       "sport $p tcp dport %d drop; nft add rule ip nstcut out "
