@@ -37,11 +37,30 @@ static inline double nsdp_now_s(void)
 	return (double)nsdp_mono_ns() / 1e9;
 }
 
-static inline void nsdp_sleep_ms(unsigned int ms)
+static inline void nsdp_sleep_us(uint64_t us)
 {
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	struct timespec ts = {(time_t)(us / 1000000),
+			      (long)(us % 1000000) * 1000L};
 
 	nanosleep(&ts, NULL);
+}
+
+static inline void nsdp_sleep_ms(unsigned int ms)
+{
+	nsdp_sleep_us((uint64_t)ms * 1000);
+}
+
+/* Sleep ms, in steps of at most 10 ms, returning early once *stop is set
+ * (read relaxed, as every natsync stop flag). Returns *stop. */
+static inline int nsdp_sleep_ms_unless(const int *stop, unsigned int ms)
+{
+	while (ms > 0 && !__atomic_load_n(stop, __ATOMIC_RELAXED)) {
+		unsigned int step = ms < 10 ? ms : 10;
+
+		nsdp_sleep_ms(step);
+		ms -= step;
+	}
+	return __atomic_load_n(stop, __ATOMIC_RELAXED);
 }
 
 #endif

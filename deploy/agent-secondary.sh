@@ -73,7 +73,7 @@ esac
 
 if [ -z "$agent" ]; then
 	for candidate in "$(command -v natsync-agent || true)" \
-		"$top/build-demo/agent/natsync-agent" "$top/build/agent/natsync-agent"; do
+		"$top/build-demo/tools/natsync-agent" "$top/build/tools/natsync-agent"; do
 		if [ -n "$candidate" ] && [ -x "$candidate" ]; then
 			agent=$candidate
 			break

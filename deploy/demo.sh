@@ -111,7 +111,7 @@ dump = $run/source.tbl
 INI
 
 ns_say "starting the standby (log: $run/standby.log)"
-build-demo/agent/natsync-agent -c "$run/standby.ini" >"$run/standby.out" 2>"$run/standby.log" &
+build-demo/tools/natsync-agent -c "$run/standby.ini" >"$run/standby.out" 2>"$run/standby.log" &
 standby_pid=$!
 for ((i = 0; i < 300; i++)); do
 	grep -q "standby: synced" "$run/standby.log" && break
@@ -125,14 +125,14 @@ grep -q "standby: synced" "$run/standby.log" || {
 }
 
 ns_say "running the active agent: $events events over $flows flows"
-build-demo/agent/natsync-agent -c "$run/active.ini" 2> >(tee "$run/active.log" >&2) | tee "$run/active.out"
+build-demo/tools/natsync-agent -c "$run/active.ini" 2> >(tee "$run/active.log" >&2) | tee "$run/active.out"
 report=$(grep '^REPORT role=active' "$run/active.out" || true)
 [ -n "$report" ] || { echo "demo.sh: the active agent printed no report" >&2; exit 1; }
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$report"; }
 
 ns_say "verifying: source table vs store vs standby table"
 match=no
-if build-demo/agent/natsync-verify -S "$seeds" -s "$run/source.tbl" -b "$run/standby.tbl" \
+if build-demo/tools/natsync-verify -S "$seeds" -s "$run/source.tbl" -b "$run/standby.tbl" \
 	-p "$standby_pid" -t 20 | tee "$run/verify.out"; then
 	match=yes
 fi

@@ -48,7 +48,7 @@ static int start_standby(void)
 	FILE *f;
 
 	nst_sh("%s -c %s >%s 2>%s & echo $! >%s",
-	       nst_build("agent/natsync-agent"), nst_run_path("standby.ini"),
+	       nst_build("tools/natsync-agent"), nst_run_path("standby.ini"),
 	       nst_run_path("standby.out"), nst_run_path("standby.log"),
 	       nst_run_path("standby.pid"));
 	f = fopen(nst_run_path("standby.pid"), "r");
@@ -82,7 +82,7 @@ static void stop_standby(int pid)
 static void verify_exact(const char *seeds, int standby_pid)
 {
 	int rc = nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
-			nst_build("agent/natsync-verify"), seeds,
+			nst_build("tools/natsync-verify"), seeds,
 			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
 			standby_pid, nst_run_path("verify.out"));
 
@@ -109,7 +109,7 @@ static void run_end_to_end(int port, int masters, const char *name)
 	write_configs(seeds, 200000, 500000, 0);
 	pid = start_standby();
 	wait_synced(pid);
-	rc = nst_sh("%s -c %s >%s 2>%s", nst_build("agent/natsync-agent"),
+	rc = nst_sh("%s -c %s >%s 2>%s", nst_build("tools/natsync-agent"),
 		    nst_run_path("active.ini"), nst_run_path("active.out"),
 		    nst_run_path("active.log"));
 	nst_sh("cat %s >&2", nst_run_path("active.out"));
@@ -158,7 +158,7 @@ Test(e2e, late_standby_converges_while_the_active_keeps_writing)
 	 * 100 000 sessions, and loads while the active goes on writing. */
 	write_configs(seeds, 200000, 800000, 100000);
 	nst_sh("%s -c %s >%s 2>%s & echo $! >%s",
-	       nst_build("agent/natsync-agent"), nst_run_path("active.ini"),
+	       nst_build("tools/natsync-agent"), nst_run_path("active.ini"),
 	       nst_run_path("active.out"), nst_run_path("active.log"),
 	       nst_run_path("active.pid"));
 	rc = nst_sh("for i in $(seq 200); do n=0; for p in 7420 7421 7422; do "
@@ -184,24 +184,24 @@ Test(cli, bad_configuration_exits_2_with_a_message_naming_it)
 	nst_run_dir_make("cli");
 	nst_write_file(nst_run_path("bad.ini"),
 		       "[active]\nbatch_size = zero\n");
-	cr_assert_eq(nst_sh("%s -c %s 2>%s", nst_build("agent/natsync-agent"),
+	cr_assert_eq(nst_sh("%s -c %s 2>%s", nst_build("tools/natsync-agent"),
 			    nst_run_path("bad.ini"), nst_run_path("err")),
 		     2);
 	cr_assert_eq(nst_sh("grep -q 'batch_size' %s", nst_run_path("err")), 0);
 	cr_assert_eq(nst_sh("%s -c %s/nonexistent.ini 2>/dev/null",
-			    nst_build("agent/natsync-agent"), nst_run_dir()),
+			    nst_build("tools/natsync-agent"), nst_run_dir()),
 		     2);
 	cr_assert_eq(nst_sh("%s --set active.nosuchkey=1 2>/dev/null",
-			    nst_build("agent/natsync-agent")),
+			    nst_build("tools/natsync-agent")),
 		     2);
 	cr_assert_eq(nst_sh("%s --bogus 2>/dev/null",
-			    nst_build("agent/natsync-verify")),
+			    nst_build("tools/natsync-verify")),
 		     2);
 	cr_assert_eq(nst_sh("%s --help | grep -q -- --config",
-			    nst_build("agent/natsync-agent")),
+			    nst_build("tools/natsync-agent")),
 		     0);
 	cr_assert_eq(nst_sh("%s --version | grep -q natsync-agent",
-			    nst_build("agent/natsync-agent")),
+			    nst_build("tools/natsync-agent")),
 		     0);
 }
 
@@ -221,7 +221,7 @@ Test(cli, unreachable_store_is_retried_with_backoff_without_spinning)
 	/* 3 s of retrying must cost well under a second of CPU. */
 	cr_assert_eq(nst_sh("cd %s && /usr/bin/time -f '%%U %%S' -o cpu "
 			    "%s -c sb.ini -t 3 >out 2>log",
-			    nst_run_dir(), nst_build("agent/natsync-agent")),
+			    nst_run_dir(), nst_build("tools/natsync-agent")),
 		     0);
 	cr_assert_eq(nst_sh("grep -qi 'refused' %s", nst_run_path("log")), 0,
 		     "the log does not say why the store is unreachable");

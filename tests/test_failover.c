@@ -371,7 +371,7 @@ static pid_t start_gateway(char id, const char *extra)
 	snprintf(log, sizeof(log), "gw%c.log", id);
 	snprintf(pidf, sizeof(pidf), "gw%c.pid", id);
 	nst_sh("%s -c %s %s >>%s 2>>%s & echo $! >%s",
-	       nst_build("dataplane/gateway/natsync-gateway"),
+	       nst_build("gateway/natsync-gateway"),
 	       nst_run_path(ini), extra, nst_run_path(out), nst_run_path(log),
 	       nst_run_path(pidf));
 	f = fopen(nst_run_path(pidf), "r");
@@ -390,7 +390,7 @@ static int ctl(char id, const char *cmd, char *buf, size_t len)
 
 	snprintf(out, sizeof(out), "%s", nst_run_path("ctl.out"));
 	rc = nst_sh("%s --ctl %s -S %s >%s 2>&1",
-		    nst_build("dataplane/gateway/natsync-gateway"), cmd,
+		    nst_build("gateway/natsync-gateway"), cmd,
 		    nst_run_path(id == 'A' ? "a.sock" : "b.sock"), out);
 	buf[0] = '\0';
 	f = fopen(out, "r");
@@ -474,7 +474,7 @@ static pid_t start_agent(char id)
 	nst_sh("%s -c %s --prefix nstfo%c --pages 256 --agent %s "
 	       ">>%s 2>&1 & echo $! >%s",
 	       nst_src("deploy/agent-secondary.sh"), nst_run_path(ini), id,
-	       nst_build("agent/natsync-agent"), nst_run_path(log),
+	       nst_build("tools/natsync-agent"), nst_run_path(log),
 	       nst_run_path(pidf));
 	f = fopen(nst_run_path(pidf), "r");
 	cr_assert_not_null(f);
@@ -520,7 +520,7 @@ static int keepalived_notify(char id, const char *state)
 	return nst_sh("%s -S %s -g %s INSTANCE NAT %s >>%s 2>&1",
 		      nst_src("deploy/keepalived-notify.sh"),
 		      nst_run_path(id == 'A' ? "a.sock" : "b.sock"),
-		      nst_build("dataplane/gateway/natsync-gateway"), state,
+		      nst_build("gateway/natsync-gateway"), state,
 		      nst_run_path("notify.out"));
 }
 

@@ -97,7 +97,7 @@ static int spawn_agent(const char *name, const char *args)
 	    getenv("NATSYNC_FAULTS_STANDBY_ARGS"))
 		extra = getenv("NATSYNC_FAULTS_STANDBY_ARGS");
 	nst_sh("%s -c %s %s %s >%s 2>%s & echo $! >%s",
-	       nst_build("agent/natsync-agent"), nst_run_path(ini), args, extra,
+	       nst_build("tools/natsync-agent"), nst_run_path(ini), args, extra,
 	       nst_run_path(out), nst_run_path(log), nst_run_path(pidf));
 	pid = read_pid(nst_run_path(pidf));
 	cr_assert(n_pids < MAX_PIDS);
@@ -309,7 +309,7 @@ static void wait_active_done(int pid, int secs)
 static void verify_exact(const char *seeds, int standby_pid)
 {
 	int rc = nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
-			nst_build("agent/natsync-verify"), seeds,
+			nst_build("tools/natsync-verify"), seeds,
 			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
 			standby_pid, nst_run_path("verify.out"));
 

@@ -286,7 +286,7 @@ static pid_t agent_start(const char *name, const char *extra_opt,
 
 	snprintf(script, sizeof(script), "%s",
 		 nst_src("deploy/agent-secondary.sh"));
-	snprintf(agent, sizeof(agent), "%s", nst_build("agent/natsync-agent"));
+	snprintf(agent, sizeof(agent), "%s", nst_build("tools/natsync-agent"));
 	snprintf(ini, sizeof(ini), "%s", nst_run_path("agent.ini"));
 	argv[n++] = "/bin/bash";
 	argv[n++] = script;
@@ -852,7 +852,7 @@ Test(secondary, agent_refuses_what_cannot_work_with_a_message)
 	gateway_up(1024);
 	setup_run("refuse");
 	write_agent_config(PORT_REPLICATE, 1);
-	snprintf(agent, sizeof(agent), "%s", nst_build("agent/natsync-agent"));
+	snprintf(agent, sizeof(agent), "%s", nst_build("tools/natsync-agent"));
 	snprintf(ini, sizeof(ini), "%s", nst_run_path("agent.ini"));
 
 	/* attach = yes in a process of its own (the default eal_args). */

@@ -1,6 +1,6 @@
 /*
  * nst_tsan_boxfort.c - lets Criterion tests start under ThreadSanitizer.
- * Preloaded (LD_PRELOAD) by deploy/sanitize.sh into the ThreadSanitizer
+ * Preloaded (LD_PRELOAD) by scripts/sanitize.sh into the ThreadSanitizer
  * test runs only; never linked into natsync.
  *
  * Criterion runs every test in a process of its own through BoxFort, which

@@ -8,7 +8,7 @@
 # prints each point's POINT line and ends with one BEST line per swept
 # parameter (the highest median rate).
 #
-#   PORT=7610 deploy/bench-plot.sh [--sweep batch|inflight|workers|all]
+#   PORT=7610 scripts/bench-plot.sh [--sweep batch|inflight|workers|all]
 #                                  [--events 300000] [--flows 100000]
 #                                  [--repeat 3] [--masters 1]
 # --masters 1 is one plain server; more is a cluster of that many masters.
@@ -41,7 +41,7 @@ done
 
 ns_install_deps
 ns_build "$build" >&2
-bench="$top/$build/agent/natsync-bench"
+bench="$top/$build/bench/natsync-bench"
 [ -x "$bench" ] || { echo "bench-plot.sh: $bench was not built" >&2; exit 1; }
 
 out="$top/deploy/run/bench-plot"

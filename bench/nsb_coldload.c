@@ -1,5 +1,5 @@
 /*
- * nsa_bench_coldload.c - natsync-bench's coldload mode: how long a fresh
+ * nsb_coldload.c - natsync-bench's coldload mode: how long a fresh
  * standby takes to load a full store.
  *
  * First the store is filled with --sessions distinct sessions through the
@@ -29,7 +29,7 @@
 #include <netinet/in.h>
 
 #include "nsa_active.h"
-#include "nsa_bench.h"
+#include "nsb_bench.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
@@ -110,9 +110,9 @@ static int fill(const struct nsa_config *conf, struct nsa_source *src,
 
 /* Fill the store; the store's memory before and after in *before, *after. */
 static int fill_store(const struct nsa_config *conf,
-		      const struct nsa_bench_opts *o,
-		      struct nsa_bench_store_mem *before,
-		      struct nsa_bench_store_mem *after, double *seconds)
+		      const struct nsb_opts *o,
+		      struct nsb_store_mem *before,
+		      struct nsb_store_mem *after, double *seconds)
 {
 	static struct nsa_config fconf;
 	struct nsa_source src = {0};
@@ -122,9 +122,9 @@ static int fill_store(const struct nsa_config *conf,
 
 	fconf = *conf;
 	fconf.synth = 0;
-	if (o->flush && nsa_bench_store_flush(&conf->store) != 0)
+	if (o->flush && nsb_store_flush(&conf->store) != 0)
 		return -1;
-	if (nsa_bench_store_probe(&conf->store, before) != 0)
+	if (nsb_store_probe(&conf->store, before) != 0)
 		return -1;
 	if (before->keys)
 		NSA_WARN("coldload: the store holds %" PRIu64 " keys already "
@@ -153,18 +153,18 @@ out:
 	}
 	nsa_source_close(&src);
 	if (rc == 0) {
-		nsdp_sleep_ms(NSA_BENCH_CLIENTS_GONE_MS);
-		rc = nsa_bench_store_probe(&conf->store, after);
+		nsdp_sleep_ms(NSB_CLIENTS_GONE_MS);
+		rc = nsb_store_probe(&conf->store, after);
 	}
 	return rc;
 }
 
-int nsa_bench_coldload(const struct nsa_config *conf,
-		       const struct nsa_bench_opts *o)
+int nsb_coldload(const struct nsa_config *conf,
+		       const struct nsb_opts *o)
 {
 	static struct nsa_config sconf;
-	struct nsa_bench_store_mem before, after;
-	struct nsa_bench_result r;
+	struct nsb_store_mem before, after;
+	struct nsb_result r;
 	struct nsa_standby *sb = NULL;
 	struct nsa_standby_stats st = {0};
 	struct nsdp_table_stats ts = {0};
@@ -172,7 +172,7 @@ int nsa_bench_coldload(const struct nsa_config *conf,
 	uint64_t capacity;
 	int rc = 1;
 
-	nsa_bench_result_init(&r, "coldload", conf);
+	nsb_result_init(&r, "coldload", conf);
 	r.value_bytes = (double)ns_record_wire_len(NS_FAMILY_IPV4);
 	if (o->sessions > COLD_MAX_SESSIONS) {
 		NSA_ERR("coldload: at most %llu sessions", COLD_MAX_SESSIONS);
@@ -181,7 +181,7 @@ int nsa_bench_coldload(const struct nsa_config *conf,
 	if (fill_store(conf, o, &before, &after, &fill_s) != 0)
 		goto print;
 	r.store_bytes_per_session =
-		nsa_bench_store_bytes_per_session(&before, &after);
+		nsb_store_bytes_per_session(&before, &after);
 	fprintf(stderr,
 		"natsync-bench: coldload: %" PRIu64 " sessions written in "
 		"%.3f s; starting a fresh standby\n",
@@ -233,7 +233,7 @@ print:
 	       " seconds=%.3f rate=%.0f loaded=%" PRIu64
 	       " create_seconds=%.3f fill_seconds=%.3f fill_rate=%.0f"
 	       " workers=%u batch=%u inflight=%u table_capacity=%u",
-	       o->sessions, r.seconds, nsa_bench_rate(&r), r.events,
+	       o->sessions, r.seconds, nsb_rate(&r), r.events,
 	       t_created > 0 ? t_created - t0 : 0.0, fill_s,
 	       fill_s > 0 ? (double)o->sessions / fill_s : 0.0, r.workers,
 	       r.batch, r.inflight, sconf.table_capacity);
@@ -251,6 +251,6 @@ print:
 	printf("\n");
 	fflush(stdout);
 	if (o->csv)
-		nsa_bench_csv_append(o->csv, &r, o->sessions);
+		nsb_csv_append(o->csv, &r, o->sessions);
 	return rc;
 }

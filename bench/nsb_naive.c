@@ -1,5 +1,5 @@
 /*
- * nsa_bench_naive.c - natsync-bench's naive mode: the classic way a gateway
+ * nsb_naive.c - natsync-bench's naive mode: the classic way a gateway
  * without natsync replicates, for comparison on the same stream.
  *
  * The same synthetic source fills one lane; this thread drains it and, per
@@ -18,7 +18,7 @@
 
 #include "ns_record.h"
 #include "ns_slot.h"
-#include "nsa_bench.h"
+#include "nsb_bench.h"
 #include "nsa_cluster.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
@@ -76,10 +76,10 @@ static void no_op(const struct ns_session *s, void *arg)
 	(void)arg;
 }
 
-int nsa_bench_naive(const struct nsa_config *conf,
-		    const struct nsa_bench_opts *o)
+int nsb_naive(const struct nsa_config *conf,
+		    const struct nsb_opts *o)
 {
-	struct nsa_bench_result res;
+	struct nsb_result res;
 	struct nsa_source src = {0};
 	struct nsdp_synth_stats ss = {0};
 	struct ns_session burst[NAIVE_BURST];
@@ -89,7 +89,7 @@ int nsa_bench_naive(const struct nsa_config *conf,
 	double t0, last;
 	int rc = 1, failed = 0;
 
-	nsa_bench_result_init(&res, "naive", conf);
+	nsb_result_init(&res, "naive", conf);
 	c = nsa_store_connect(&conf->store, &conf->store.seeds[0], err,
 			      sizeof(err));
 	if (!c) {
@@ -97,7 +97,7 @@ int nsa_bench_naive(const struct nsa_config *conf,
 			conf->store.seeds[0].port, err);
 		goto print;
 	}
-	if (o->flush && nsa_bench_store_flush(&conf->store) != 0)
+	if (o->flush && nsb_store_flush(&conf->store) != 0)
 		goto out;
 	if (nsa_source_open(&src, conf) != 0)
 		goto out;
@@ -148,8 +148,8 @@ out:
 	nsa_source_close(&src);
 	redisFree(c);
 print:
-	nsa_bench_result_print(&res);
+	nsb_result_print(&res);
 	if (o->csv)
-		nsa_bench_csv_append(o->csv, &res, conf->synth_conf.flows);
+		nsb_csv_append(o->csv, &res, conf->synth_conf.flows);
 	return rc;
 }

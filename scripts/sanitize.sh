@@ -9,10 +9,10 @@
 #      threads; table: the table shared by the subscriber and the fast
 #      path).
 #
-# deploy/test.sh runs both after the plain suite; about 11 minutes on 2
+# scripts/test.sh runs both after the plain suite; about 11 minutes on 2
 # cores, builds included.
 #
-#   deploy/sanitize.sh [--asan-only | --tsan-only] [MESON-TEST-ARGS...]
+#   scripts/sanitize.sh [--asan-only | --tsan-only] [MESON-TEST-ARGS...]
 #
 # MESON-TEST-ARGS replace the AddressSanitizer phase's selection (default
 # --suite unit --suite integration --suite failover --suite faults), e.g.
@@ -28,7 +28,7 @@
 # report was written.
 #
 # Both builds use clang, -O2 -g (debugoptimized: stacks with lines and
-# inlined frames) and the same EAL arguments as deploy/test.sh's build
+# inlined frames) and the same EAL arguments as scripts/test.sh's build
 # (--no-huge --no-shconf; the secondary and failover tests use hugepages,
 # reserved here as test.sh does).
 #

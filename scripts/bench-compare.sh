@@ -10,7 +10,7 @@
 # Prints each rate and ends with
 #   RATIO natsync/redis-benchmark=X natsync/naive=Y
 #
-#   PORT=7600 deploy/bench-compare.sh [--naive-events 50000]
+#   PORT=7600 scripts/bench-compare.sh [--naive-events 50000]
 #                                     [--events 2000000] [--flows 200000]
 # BUILD=dir uses (and builds) that meson build directory.
 set -euo pipefail
@@ -39,7 +39,7 @@ done
 
 ns_install_deps
 ns_build "$build" >&2
-bench="$top/$build/agent/natsync-bench"
+bench="$top/$build/bench/natsync-bench"
 [ -x "$bench" ] || { echo "bench-compare.sh: $bench was not built" >&2; exit 1; }
 
 # Absolute: redis-server resolves its log and pid files from its own dir.

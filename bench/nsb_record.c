@@ -1,5 +1,5 @@
 /*
- * nsa_bench_record.c - natsync-bench's record mode: what one fast-path
+ * nsb_record.c - natsync-bench's record mode: what one fast-path
  * record call costs.
  *
  * A producer on an EAL worker lcore (pinned, as a gateway's forwarding
@@ -41,7 +41,7 @@
 #include <rte_pause.h>
 
 #include "ns_record.h"
-#include "nsa_bench.h"
+#include "nsb_bench.h"
 #include "nsa_log.h"
 #include "nsdp_lane.h"
 
@@ -204,8 +204,8 @@ static int measure(struct record_job *j, unsigned int lcore, int encode,
 	return 0;
 }
 
-int nsa_bench_record(const struct nsa_config *conf,
-		     const struct nsa_bench_opts *o)
+int nsb_record(const struct nsa_config *conf,
+		     const struct nsb_opts *o)
 {
 	static struct ns_session set[RECORD_SET];
 	struct record_job *j;

@@ -8,7 +8,7 @@
 # real encoders. Any crash, sanitizer report, leak or broken property
 # fails the run and leaves the input in build-fuzz/tests/fuzz/artifacts/.
 #
-#   deploy/fuzz.sh [--seconds N] [MESON-TEST-ARGS...]
+#   scripts/fuzz.sh [--seconds N] [MESON-TEST-ARGS...]
 #
 #   --seconds N   per target (default 30; 4 targets run one after another)
 #

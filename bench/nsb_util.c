@@ -1,5 +1,5 @@
 /*
- * nsa_bench_util.c - natsync-bench's shared reporting: configuration
+ * nsb_util.c - natsync-bench's shared reporting: configuration
  * overrides, the RESULT line of a replication run and its CSV row.
  *
  * The RESULT line starts with the fields the issue tracker and scripts
@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "nsa_bench.h"
+#include "nsb_bench.h"
 #include "nsa_log.h"
 
 #define CSV_HEADER                                                       \
@@ -32,7 +32,7 @@
 	"drops,standby_match,value_bytes,store_bytes_per_session,"       \
 	"table_bytes_per_slot,table_bytes_per_session"
 
-int nsa_bench_conf_set(struct nsa_config *conf, const char *fmt, ...)
+int nsb_conf_set(struct nsa_config *conf, const char *fmt, ...)
 {
 	char assignment[1200], err[1024];
 	va_list ap;
@@ -47,7 +47,7 @@ int nsa_bench_conf_set(struct nsa_config *conf, const char *fmt, ...)
 	return 0;
 }
 
-void nsa_bench_result_init(struct nsa_bench_result *r, const char *mode,
+void nsb_result_init(struct nsb_result *r, const char *mode,
 			   const struct nsa_config *conf)
 {
 	memset(r, 0, sizeof(*r));
@@ -62,7 +62,7 @@ void nsa_bench_result_init(struct nsa_bench_result *r, const char *mode,
 	r->table_bytes_per_session = -1;
 }
 
-double nsa_bench_rate(const struct nsa_bench_result *r)
+double nsb_rate(const struct nsb_result *r)
 {
 	return r->seconds > 0 ? (double)r->events / r->seconds : 0.0;
 }
@@ -76,7 +76,7 @@ static const char *figure(char *buf, size_t cap, double v, const char *na)
 	return buf;
 }
 
-void nsa_bench_result_print(const struct nsa_bench_result *r)
+void nsb_result_print(const struct nsb_result *r)
 {
 	char a[32], b[32], c[32];
 
@@ -84,7 +84,7 @@ void nsa_bench_result_print(const struct nsa_bench_result *r)
 	       " seconds=%.3f rate=%.0f lag_p50_us=%" PRIu64
 	       " lag_p99_us=%" PRIu64 " drops=%" PRIu64
 	       " standby_match=%s lag_p999_us=%" PRIu64 " target_rate=%" PRIu64,
-	       r->mode, r->events, r->seconds, nsa_bench_rate(r), r->lag_p50_us,
+	       r->mode, r->events, r->seconds, nsb_rate(r), r->lag_p50_us,
 	       r->lag_p99_us, r->drops, r->standby_match, r->lag_p999_us,
 	       r->target_rate);
 	if (r->load)
@@ -125,7 +125,7 @@ static int csv_state(const char *path)
 	return ours ? 0 : -1;
 }
 
-void nsa_bench_csv_append(const char *path, const struct nsa_bench_result *r,
+void nsb_csv_append(const char *path, const struct nsb_result *r,
 			  uint64_t flows)
 {
 	char a[32], b[32], c[32], writers[48];
@@ -157,7 +157,7 @@ void nsa_bench_csv_append(const char *path, const struct nsa_bench_result *r,
 		",%s,%.0f,%s,%s,%s\n",
 		(long)time(NULL), r->mode, r->load ? r->load : "",
 		r->sweep ? r->sweep : "", r->events, flows, r->live, writers,
-		r->target_rate, r->seconds, nsa_bench_rate(r), r->lag_p50_us,
+		r->target_rate, r->seconds, nsb_rate(r), r->lag_p50_us,
 		r->lag_p99_us, r->lag_p999_us, r->drops, r->standby_match,
 		r->value_bytes,
 		figure(a, sizeof(a), r->store_bytes_per_session, ""),

@@ -1,5 +1,5 @@
 /*
- * nsa_bench_sweep.c - natsync-bench --sweep: the natsync mode for each value
+ * nsb_sweep.c - natsync-bench --sweep: the natsync mode for each value
  * of the writers' batch size, pipeline depth and worker count, each varied
  * alone with the others as configured, and --plot: throughput and standby
  * lag p99 against each parameter, drawn by gnuplot.
@@ -28,7 +28,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "nsa_bench.h"
+#include "nsb_bench.h"
 #include "nsa_log.h"
 
 #define SWEEP_MAX_POINTS 16
@@ -44,21 +44,21 @@ struct sweep_param {
 };
 
 static const struct sweep_param sweep_params[] = {
-	{NSA_SWEEP_BATCH,
+	{NSB_SWEEP_BATCH,
 	 "batch",
 	 "batch size ([active] batch_size)",
 	 "records per batch (log scale)",
 	 1,
 	 7,
 	 {16, 32, 64, 128, 256, 512, 1024}},
-	{NSA_SWEEP_INFLIGHT,
+	{NSB_SWEEP_INFLIGHT,
 	 "inflight",
 	 "pipeline depth ([active] max_inflight)",
 	 "batches in flight per connection (log scale)",
 	 1,
 	 6,
 	 {1, 2, 4, 8, 16, 32}},
-	{NSA_SWEEP_WORKERS,
+	{NSB_SWEEP_WORKERS,
 	 "workers",
 	 "writers ([active] workers = lanes)",
 	 "writer threads (one connection per master each)",
@@ -76,14 +76,14 @@ struct sweep_point {
 	double lag_p99_ms[SWEEP_MAX_REPEAT];
 };
 
-unsigned int nsa_bench_sweep_max_workers(unsigned int mask)
+unsigned int nsb_sweep_max_workers(unsigned int mask)
 {
 	unsigned int most = 0;
 
 	for (unsigned int i = 0; i < SWEEP_N_PARAMS; i++) {
 		const struct sweep_param *p = &sweep_params[i];
 
-		if (p->mask == NSA_SWEEP_WORKERS && (mask & p->mask))
+		if (p->mask == NSB_SWEEP_WORKERS && (mask & p->mask))
 			most = p->values[p->n - 1];
 	}
 	return most;
@@ -93,10 +93,10 @@ static void apply_value(struct nsa_config *conf, unsigned int mask,
 			unsigned int v)
 {
 	switch (mask) {
-	case NSA_SWEEP_BATCH:
+	case NSB_SWEEP_BATCH:
 		conf->batch_size = v;
 		break;
-	case NSA_SWEEP_INFLIGHT:
+	case NSB_SWEEP_INFLIGHT:
 		conf->max_inflight = v;
 		break;
 	default:
@@ -153,7 +153,7 @@ static void plot_panel(FILE *gp, const struct sweep_param *p,
 }
 
 /* Draw one panel per swept parameter into o->plot; 0 or -1 (logged). */
-static int plot(const struct nsa_config *conf, const struct nsa_bench_opts *o,
+static int plot(const struct nsa_config *conf, const struct nsb_opts *o,
 		struct sweep_point pts[][SWEEP_MAX_POINTS], int pairs)
 {
 	char lag_title[128], load[64];
@@ -226,28 +226,28 @@ static int plot(const struct nsa_config *conf, const struct nsa_bench_opts *o,
 
 /* One measurement of a point: its throughput and lag p99; 0 or 1. */
 static int measure(const struct nsa_config *point,
-		   const struct nsa_bench_opts *o, const char *sweep, int pair,
+		   const struct nsb_opts *o, const char *sweep, int pair,
 		   double *rate, double *lag_p99_ms)
 {
-	struct nsa_bench_result max, half;
+	struct nsb_result max, half;
 	int rc;
 
 	if (pair) {
-		rc = nsa_bench_natsync_half_load(point, o, sweep, &max, &half);
-		*rate = nsa_bench_rate(&max);
+		rc = nsb_natsync_half_load(point, o, sweep, &max, &half);
+		*rate = nsb_rate(&max);
 		*lag_p99_ms = (double)half.lag_p99_us / 1000.0;
 		return rc;
 	}
-	rc = nsa_bench_natsync_run(point, o, &max);
+	rc = nsb_natsync_run(point, o, &max);
 	max.sweep = sweep;
-	rc = nsa_bench_natsync_report(point, o, &max, rc);
-	*rate = nsa_bench_rate(&max);
+	rc = nsb_natsync_report(point, o, &max, rc);
+	*rate = nsb_rate(&max);
 	*lag_p99_ms = (double)max.lag_p99_us / 1000.0;
 	return rc;
 }
 
-int nsa_bench_sweep(const struct nsa_config *conf,
-		    const struct nsa_bench_opts *o)
+int nsb_sweep(const struct nsa_config *conf,
+		    const struct nsb_opts *o)
 {
 	static struct nsa_config point;
 	static struct sweep_point pts[SWEEP_N_PARAMS][SWEEP_MAX_POINTS];

@@ -1,43 +1,43 @@
 /*
- * nsa_bench.h - what the natsync-bench modes share: the options, one run's
+ * nsb_bench.h - what the natsync-bench modes share: the options, one run's
  * figures, the RESULT line and CSV row, and the store probes.
  *
  * natsync_bench.c parses the options and starts EAL; each mode lives in its
- * own file (nsa_bench_natsync.c, nsa_bench_naive.c, nsa_bench_record.c,
- * nsa_bench_coldload.c, nsa_bench_sweep.c) behind one entry point taking
+ * own file (nsb_natsync.c, nsb_naive.c, nsb_record.c,
+ * nsb_coldload.c, nsb_sweep.c) behind one entry point taking
  * the finished configuration and the options, and returning the exit
  * status (0 done, 1 failure).
  */
-#ifndef NSA_BENCH_H
-#define NSA_BENCH_H
+#ifndef NSB_H
+#define NSB_H
 
 #include <stdint.h>
 
 #include "nsa_config.h"
 
-enum nsa_bench_mode {
-	NSA_BENCH_NATSYNC,
-	NSA_BENCH_NAIVE,
-	NSA_BENCH_RECORD,
-	NSA_BENCH_COLDLOAD,
+enum nsb_mode {
+	NSB_NATSYNC,
+	NSB_NAIVE,
+	NSB_RECORD,
+	NSB_COLDLOAD,
 };
 
 /* Time for the store to close the connections of clients just gone, before
  * its memory is read. */
-#define NSA_BENCH_CLIENTS_GONE_MS 200
+#define NSB_CLIENTS_GONE_MS 200
 
 /* --sweep: which parameters a sweep varies (bit mask). */
-#define NSA_SWEEP_BATCH 0x1u
-#define NSA_SWEEP_INFLIGHT 0x2u
-#define NSA_SWEEP_WORKERS 0x4u
-#define NSA_SWEEP_ALL (NSA_SWEEP_BATCH | NSA_SWEEP_INFLIGHT | NSA_SWEEP_WORKERS)
+#define NSB_SWEEP_BATCH 0x1u
+#define NSB_SWEEP_INFLIGHT 0x2u
+#define NSB_SWEEP_WORKERS 0x4u
+#define NSB_SWEEP_ALL (NSB_SWEEP_BATCH | NSB_SWEEP_INFLIGHT | NSB_SWEEP_WORKERS)
 
-struct nsa_bench_opts {
-	enum nsa_bench_mode mode;
+struct nsb_opts {
+	enum nsb_mode mode;
 	int standby; /* attach an in-process standby (natsync mode) */
 	int half_load; /* a flat-out run, then one at half its rate */
 	int flush; /* FLUSHALL every master before each run */
-	unsigned int sweep; /* NSA_SWEEP_* mask, 0 = no sweep */
+	unsigned int sweep; /* NSB_SWEEP_* mask, 0 = no sweep */
 	const char *csv; /* append one row per run, or NULL */
 	const char *plot; /* PNG the sweep draws, or NULL */
 	uint64_t sessions; /* coldload: sessions to load */
@@ -47,7 +47,7 @@ struct nsa_bench_opts {
 };
 
 /* One replication run's figures (natsync, naive and coldload runs). */
-struct nsa_bench_result {
+struct nsb_result {
 	const char *mode; /* "natsync", "naive", "coldload" */
 	const char *load; /* "max", "half" or NULL */
 	const char *sweep; /* the parameter a sweep varied, or NULL */
@@ -68,71 +68,71 @@ struct nsa_bench_result {
 };
 
 /* The store as INFO memory and DBSIZE see it, summed over the masters. */
-struct nsa_bench_store_mem {
+struct nsb_store_mem {
 	uint64_t used_memory;
 	uint64_t keys;
 	unsigned int masters;
 };
 
 /* Apply one "section.key=value" to conf; -1 (with a message) on error. */
-int nsa_bench_conf_set(struct nsa_config *conf, const char *fmt, ...)
+int nsb_conf_set(struct nsa_config *conf, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* A result with the run's configuration filled in and nothing measured. */
-void nsa_bench_result_init(struct nsa_bench_result *r, const char *mode,
+void nsb_result_init(struct nsb_result *r, const char *mode,
 			   const struct nsa_config *conf);
-double nsa_bench_rate(const struct nsa_bench_result *r);
+double nsb_rate(const struct nsb_result *r);
 
 /* Print the RESULT line of a replication run on stdout. */
-void nsa_bench_result_print(const struct nsa_bench_result *r);
+void nsb_result_print(const struct nsb_result *r);
 
 /* Append r as one row to path, with a header when the file is new. */
-void nsa_bench_csv_append(const char *path, const struct nsa_bench_result *r,
+void nsb_csv_append(const char *path, const struct nsb_result *r,
 			  uint64_t flows);
 
 /* Sum used_memory (INFO memory) and DBSIZE over every master; 0, or a
  * negative errno (logged) when a master cannot be asked. */
-int nsa_bench_store_probe(const struct nsa_store_conf *store,
-			  struct nsa_bench_store_mem *m);
+int nsb_store_probe(const struct nsa_store_conf *store,
+			  struct nsb_store_mem *m);
 
 /* FLUSHALL on every master; 0 or a negative errno (logged). */
-int nsa_bench_store_flush(const struct nsa_store_conf *store);
+int nsb_store_flush(const struct nsa_store_conf *store);
 
 /* Store bytes per session added between two probes, or -1 when the store
  * was not empty before or holds no key after. */
-double nsa_bench_store_bytes_per_session(const struct nsa_bench_store_mem *a,
-					 const struct nsa_bench_store_mem *b);
+double nsb_store_bytes_per_session(const struct nsb_store_mem *a,
+					 const struct nsb_store_mem *b);
 
 /* One natsync run with conf as given (rate included); fills r. 0 or 1. */
-int nsa_bench_natsync_run(const struct nsa_config *conf,
-			  const struct nsa_bench_opts *o,
-			  struct nsa_bench_result *r);
+int nsb_natsync_run(const struct nsa_config *conf,
+			  const struct nsb_opts *o,
+			  struct nsb_result *r);
 
 /* Print r's RESULT line and append its CSV row; returns rc. */
-int nsa_bench_natsync_report(const struct nsa_config *conf,
-			     const struct nsa_bench_opts *o,
-			     struct nsa_bench_result *r, int rc);
+int nsb_natsync_report(const struct nsa_config *conf,
+			     const struct nsb_opts *o,
+			     struct nsb_result *r, int rc);
 
 /* A flat-out run, then one at half its rate, each reported (with sweep, if
  * not NULL, in its RESULT line); 0 or 1. */
-int nsa_bench_natsync_half_load(const struct nsa_config *conf,
-				const struct nsa_bench_opts *o,
-				const char *sweep, struct nsa_bench_result *max,
-				struct nsa_bench_result *half);
+int nsb_natsync_half_load(const struct nsa_config *conf,
+				const struct nsb_opts *o,
+				const char *sweep, struct nsb_result *max,
+				struct nsb_result *half);
 
 /* The modes, each printing its RESULT line(s). */
-int nsa_bench_natsync(const struct nsa_config *conf,
-		      const struct nsa_bench_opts *o);
-int nsa_bench_naive(const struct nsa_config *conf,
-		    const struct nsa_bench_opts *o);
-int nsa_bench_record(const struct nsa_config *conf,
-		     const struct nsa_bench_opts *o);
-int nsa_bench_coldload(const struct nsa_config *conf,
-		       const struct nsa_bench_opts *o);
-int nsa_bench_sweep(const struct nsa_config *conf,
-		    const struct nsa_bench_opts *o);
+int nsb_natsync(const struct nsa_config *conf,
+		      const struct nsb_opts *o);
+int nsb_naive(const struct nsa_config *conf,
+		    const struct nsb_opts *o);
+int nsb_record(const struct nsa_config *conf,
+		     const struct nsb_opts *o);
+int nsb_coldload(const struct nsa_config *conf,
+		       const struct nsb_opts *o);
+int nsb_sweep(const struct nsa_config *conf,
+		    const struct nsb_opts *o);
 
 /* The largest worker count a sweep of mask runs (0: workers not swept). */
-unsigned int nsa_bench_sweep_max_workers(unsigned int mask);
+unsigned int nsb_sweep_max_workers(unsigned int mask);
 
 #endif

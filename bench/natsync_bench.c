@@ -5,12 +5,12 @@
  *
  * This file parses the options, builds the configuration the agent would
  * use, starts EAL with enough lcores for the mode, and hands over to one
- * mode (nsa_bench.h):
+ * mode (nsb_bench.h):
  *   natsync   one replication run, or --half-load, or a --sweep
- *             (nsa_bench_natsync.c, nsa_bench_sweep.c)
- *   naive     one synchronous SET + PUBLISH per event (nsa_bench_naive.c)
- *   record    the fast-path record call alone (nsa_bench_record.c)
- *   coldload  fill the store, time a fresh standby (nsa_bench_coldload.c)
+ *             (nsb_natsync.c, nsb_sweep.c)
+ *   naive     one synchronous SET + PUBLISH per event (nsb_naive.c)
+ *   record    the fast-path record call alone (nsb_record.c)
+ *   coldload  fill the store, time a fresh standby (nsb_coldload.c)
  *
  * Every run ends with exactly one RESULT line on stdout; progress goes to
  * stderr. Exit status: 0 done, 1 runtime failure, 2 bad options.
@@ -28,7 +28,7 @@
 
 #include <rte_eal.h>
 
-#include "nsa_bench.h"
+#include "nsb_bench.h"
 #include "nsa_config.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
@@ -165,13 +165,13 @@ static int parse_count(const char *opt, const char *v, uint64_t min,
 	return 0;
 }
 
-static int parse_mode(const char *v, enum nsa_bench_mode *mode)
+static int parse_mode(const char *v, enum nsb_mode *mode)
 {
 	static const char *const names[] = {"natsync", "naive", "record",
 					    "coldload"};
-	static const enum nsa_bench_mode modes[] = {
-		NSA_BENCH_NATSYNC, NSA_BENCH_NAIVE, NSA_BENCH_RECORD,
-		NSA_BENCH_COLDLOAD};
+	static const enum nsb_mode modes[] = {
+		NSB_NATSYNC, NSB_NAIVE, NSB_RECORD,
+		NSB_COLDLOAD};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (!strcmp(v, names[i])) {
@@ -189,13 +189,13 @@ static int parse_mode(const char *v, enum nsa_bench_mode *mode)
 static int parse_sweep(const char *v, unsigned int *mask)
 {
 	if (!strcmp(v, "batch"))
-		*mask = NSA_SWEEP_BATCH;
+		*mask = NSB_SWEEP_BATCH;
 	else if (!strcmp(v, "inflight"))
-		*mask = NSA_SWEEP_INFLIGHT;
+		*mask = NSB_SWEEP_INFLIGHT;
 	else if (!strcmp(v, "workers"))
-		*mask = NSA_SWEEP_WORKERS;
+		*mask = NSB_SWEEP_WORKERS;
 	else if (!strcmp(v, "all"))
-		*mask = NSA_SWEEP_ALL;
+		*mask = NSB_SWEEP_ALL;
 	else {
 		fprintf(stderr,
 			"natsync-bench: --sweep: '%s' is not batch, inflight, "
@@ -207,13 +207,13 @@ static int parse_sweep(const char *v, unsigned int *mask)
 }
 
 /* Options that only one mode reads are refused elsewhere. */
-static int check_combination(const struct nsa_bench_opts *o, int rate_given,
+static int check_combination(const struct nsb_opts *o, int rate_given,
 			     int sessions_given, int record_given)
 {
 	const char *why = NULL;
 
 	if ((o->half_load || o->sweep || o->plot) &&
-	    o->mode != NSA_BENCH_NATSYNC)
+	    o->mode != NSB_NATSYNC)
 		why = "--half-load, --sweep and --plot need --mode natsync";
 	else if (o->half_load && (o->sweep || o->plot))
 		why = "--half-load and --sweep/--plot are separate runs";
@@ -222,9 +222,9 @@ static int check_combination(const struct nsa_bench_opts *o, int rate_given,
 	else if (o->half_load && !o->standby)
 		why = "--half-load measures the standby's lag: drop "
 		      "--no-standby";
-	else if (sessions_given && o->mode != NSA_BENCH_COLDLOAD)
+	else if (sessions_given && o->mode != NSB_COLDLOAD)
 		why = "--sessions needs --mode coldload";
-	else if (record_given && o->mode != NSA_BENCH_RECORD)
+	else if (record_given && o->mode != NSB_RECORD)
 		why = "--runs and --calls need --mode record";
 	if (why)
 		fprintf(stderr, "natsync-bench: %s\n", why);
@@ -309,8 +309,8 @@ int main(int argc, char **argv)
 	};
 	static struct nsa_config conf;
 	static char csv_path[4096];
-	struct nsa_bench_opts o = {
-		.mode = NSA_BENCH_NATSYNC,
+	struct nsb_opts o = {
+		.mode = NSB_NATSYNC,
 		.standby = 1,
 		.sessions = 1000000,
 		.runs = 51,
@@ -419,7 +419,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (o.plot && !o.sweep)
-		o.sweep = NSA_SWEEP_ALL;
+		o.sweep = NSB_SWEEP_ALL;
 	if (o.plot && !o.csv) {
 		const char *dot = strrchr(o.plot, '.');
 		int stem = dot && strchr(dot, '/') == NULL
@@ -430,31 +430,31 @@ int main(int argc, char **argv)
 		o.csv = csv_path;
 	}
 	/* The standby table and the lanes live in EAL memory. */
-	if (o.mode == NSA_BENCH_COLDLOAD)
+	if (o.mode == NSB_COLDLOAD)
 		mem_mb += (unsigned int)(o.sessions / 1000);
 
 	nsa_config_defaults(&conf);
-	if (nsa_bench_conf_set(&conf, "store.seeds=%s", store) ||
-	    nsa_bench_conf_set(&conf, "agent.eal_args=%s -m %u", BENCH_EAL_ARGS,
+	if (nsb_conf_set(&conf, "store.seeds=%s", store) ||
+	    nsb_conf_set(&conf, "agent.eal_args=%s -m %u", BENCH_EAL_ARGS,
 			       mem_mb) ||
-	    nsa_bench_conf_set(&conf, "source.type=synth") ||
-	    nsa_bench_conf_set(&conf, "source.events=%" PRIu64, events) ||
-	    nsa_bench_conf_set(&conf, "source.flows=%" PRIu64, flows) ||
-	    nsa_bench_conf_set(&conf, "source.rate=%" PRIu64, rate) ||
-	    nsa_bench_conf_set(&conf, "standby.table_capacity=%" PRIu64,
+	    nsb_conf_set(&conf, "source.type=synth") ||
+	    nsb_conf_set(&conf, "source.events=%" PRIu64, events) ||
+	    nsb_conf_set(&conf, "source.flows=%" PRIu64, flows) ||
+	    nsb_conf_set(&conf, "source.rate=%" PRIu64, rate) ||
+	    nsb_conf_set(&conf, "standby.table_capacity=%" PRIu64,
 			       flows * 2 > 1024 ? flows * 2 : 1024))
 		return 2;
 	/* Naive mode drains one lane itself; natsync gives each writer a
 	 * lane of its own so that the writers never share one. */
-	if (o.mode != NSA_BENCH_NAIVE && workers &&
-	    (nsa_bench_conf_set(&conf, "active.workers=%" PRIu64, workers) ||
-	     nsa_bench_conf_set(&conf, "rings.lanes=%" PRIu64, workers)))
+	if (o.mode != NSB_NAIVE && workers &&
+	    (nsb_conf_set(&conf, "active.workers=%" PRIu64, workers) ||
+	     nsb_conf_set(&conf, "rings.lanes=%" PRIu64, workers)))
 		return 2;
 	if (batch &&
-	    nsa_bench_conf_set(&conf, "active.batch_size=%" PRIu64, batch))
+	    nsb_conf_set(&conf, "active.batch_size=%" PRIu64, batch))
 		return 2;
 	if (inflight &&
-	    nsa_bench_conf_set(&conf, "active.max_inflight=%" PRIu64, inflight))
+	    nsb_conf_set(&conf, "active.max_inflight=%" PRIu64, inflight))
 		return 2;
 	if (nsa_config_finish(&conf, err, sizeof(err)) != 0) {
 		fprintf(stderr, "natsync-bench: %s\n", err);
@@ -464,11 +464,11 @@ int main(int argc, char **argv)
 
 	/* The main lcore, plus one per source worker (a sweep's largest). */
 	need_lcores = 1 + conf.lanes;
-	if (1 + nsa_bench_sweep_max_workers(o.sweep) > need_lcores)
-		need_lcores = 1 + nsa_bench_sweep_max_workers(o.sweep);
+	if (1 + nsb_sweep_max_workers(o.sweep) > need_lcores)
+		need_lcores = 1 + nsb_sweep_max_workers(o.sweep);
 	if (!has_lcore_option(argc - optind, argv + optind)) {
 		lcore_args(need_lcores, lcores, sizeof(lcores));
-		if (nsa_bench_conf_set(&conf, "agent.eal_args=%s %s",
+		if (nsb_conf_set(&conf, "agent.eal_args=%s %s",
 				       conf.eal_args, lcores))
 			return 2;
 	}
@@ -480,18 +480,18 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	switch (o.mode) {
-	case NSA_BENCH_NAIVE:
-		rc = nsa_bench_naive(&conf, &o);
+	case NSB_NAIVE:
+		rc = nsb_naive(&conf, &o);
 		break;
-	case NSA_BENCH_RECORD:
-		rc = nsa_bench_record(&conf, &o);
+	case NSB_RECORD:
+		rc = nsb_record(&conf, &o);
 		break;
-	case NSA_BENCH_COLDLOAD:
-		rc = nsa_bench_coldload(&conf, &o);
+	case NSB_COLDLOAD:
+		rc = nsb_coldload(&conf, &o);
 		break;
 	default:
-		rc = o.sweep ? nsa_bench_sweep(&conf, &o)
-			     : nsa_bench_natsync(&conf, &o);
+		rc = o.sweep ? nsb_sweep(&conf, &o)
+			     : nsb_natsync(&conf, &o);
 		break;
 	}
 	rte_eal_cleanup();

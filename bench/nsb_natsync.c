@@ -1,5 +1,5 @@
 /*
- * nsa_bench_natsync.c - natsync-bench's natsync mode: the real pieces in
+ * nsb_natsync.c - natsync-bench's natsync mode: the real pieces in
  * one process, flat out, at a fixed rate, or both (--half-load).
  *
  * One run: the lanes, the synthetic source on EAL worker lcores, the active
@@ -25,7 +25,7 @@
 #include <stdio.h>
 
 #include "nsa_active.h"
-#include "nsa_bench.h"
+#include "nsb_bench.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
@@ -140,7 +140,7 @@ static const char *standby_verdict(struct nsa_standby *sb,
 /* The standby's figures: lag percentiles and the table's memory. */
 static void standby_figures(struct nsa_standby *sb,
 			    const struct nsa_config *conf,
-			    struct nsa_bench_result *r)
+			    struct nsb_result *r)
 {
 	struct nsa_standby_stats st;
 	struct nsdp_table_stats ts;
@@ -188,11 +188,11 @@ static void watch_source(const struct nsa_source *src,
 	}
 }
 
-int nsa_bench_natsync_run(const struct nsa_config *conf,
-			  const struct nsa_bench_opts *o,
-			  struct nsa_bench_result *r)
+int nsb_natsync_run(const struct nsa_config *conf,
+			  const struct nsb_opts *o,
+			  struct nsb_result *r)
 {
-	struct nsa_bench_store_mem before, after;
+	struct nsb_store_mem before, after;
 	struct nsa_source src = {0};
 	struct nsa_standby *sb = NULL;
 	struct nsa_active *active = NULL;
@@ -201,14 +201,14 @@ int nsa_bench_natsync_run(const struct nsa_config *conf,
 	double t0;
 	int rc = 1, drained;
 
-	nsa_bench_result_init(r, "natsync", conf);
+	nsb_result_init(r, "natsync", conf);
 	r->value_bytes = (double)ns_record_wire_len(NS_FAMILY_IPV4);
 	/* Until the verdict: a run that fails has no matching standby. */
 	if (o->standby)
 		r->standby_match = "no";
-	if (o->flush && nsa_bench_store_flush(&conf->store) != 0)
+	if (o->flush && nsb_store_flush(&conf->store) != 0)
 		return 1;
-	if (nsa_bench_store_probe(&conf->store, &before) != 0)
+	if (nsb_store_probe(&conf->store, &before) != 0)
 		return 1;
 	if (before.keys != 0)
 		NSA_INFO("store: %" PRIu64 " keys before the run: no memory "
@@ -252,29 +252,29 @@ out:
 	}
 	nsa_source_close(&src);
 	if (rc == 0) {
-		nsdp_sleep_ms(NSA_BENCH_CLIENTS_GONE_MS);
-		if (nsa_bench_store_probe(&conf->store, &after) == 0)
+		nsdp_sleep_ms(NSB_CLIENTS_GONE_MS);
+		if (nsb_store_probe(&conf->store, &after) == 0)
 			r->store_bytes_per_session =
-				nsa_bench_store_bytes_per_session(&before,
+				nsb_store_bytes_per_session(&before,
 								  &after);
 	}
 	return rc;
 }
 
-int nsa_bench_natsync_report(const struct nsa_config *conf,
-			     const struct nsa_bench_opts *o,
-			     struct nsa_bench_result *r, int rc)
+int nsb_natsync_report(const struct nsa_config *conf,
+			     const struct nsb_opts *o,
+			     struct nsb_result *r, int rc)
 {
-	nsa_bench_result_print(r);
+	nsb_result_print(r);
 	if (o->csv)
-		nsa_bench_csv_append(o->csv, r, conf->synth_conf.flows);
+		nsb_csv_append(o->csv, r, conf->synth_conf.flows);
 	return rc;
 }
 
-int nsa_bench_natsync_half_load(const struct nsa_config *conf,
-				const struct nsa_bench_opts *o,
-				const char *sweep, struct nsa_bench_result *max,
-				struct nsa_bench_result *half)
+int nsb_natsync_half_load(const struct nsa_config *conf,
+				const struct nsb_opts *o,
+				const char *sweep, struct nsb_result *max,
+				struct nsb_result *half)
 {
 	static struct nsa_config run;
 	double max_rate;
@@ -283,12 +283,12 @@ int nsa_bench_natsync_half_load(const struct nsa_config *conf,
 	run = *conf;
 	run.synth_conf.rate = 0;
 	fprintf(stderr, "natsync-bench: half load: a flat-out run first\n");
-	rc = nsa_bench_natsync_run(&run, o, max);
+	rc = nsb_natsync_run(&run, o, max);
 	max->load = "max";
 	max->sweep = sweep;
-	if (nsa_bench_natsync_report(conf, o, max, rc) != 0)
+	if (nsb_natsync_report(conf, o, max, rc) != 0)
 		return 1;
-	max_rate = nsa_bench_rate(max);
+	max_rate = nsb_rate(max);
 	run.synth_conf.rate = (uint64_t)(max_rate / 2);
 	if (run.synth_conf.rate == 0) {
 		NSA_ERR("half load: the flat-out run measured no rate");
@@ -296,20 +296,20 @@ int nsa_bench_natsync_half_load(const struct nsa_config *conf,
 	}
 	fprintf(stderr, "natsync-bench: half load: %" PRIu64 " events/s\n",
 		run.synth_conf.rate);
-	rc = nsa_bench_natsync_run(&run, o, half);
+	rc = nsb_natsync_run(&run, o, half);
 	half->load = "half";
 	half->sweep = sweep;
 	half->max_rate = max_rate;
-	return nsa_bench_natsync_report(conf, o, half, rc);
+	return nsb_natsync_report(conf, o, half, rc);
 }
 
-int nsa_bench_natsync(const struct nsa_config *conf,
-		      const struct nsa_bench_opts *o)
+int nsb_natsync(const struct nsa_config *conf,
+		      const struct nsb_opts *o)
 {
-	struct nsa_bench_result max, half;
+	struct nsb_result max, half;
 
 	if (o->half_load)
-		return nsa_bench_natsync_half_load(conf, o, NULL, &max, &half);
-	return nsa_bench_natsync_report(conf, o, &max,
-					nsa_bench_natsync_run(conf, o, &max));
+		return nsb_natsync_half_load(conf, o, NULL, &max, &half);
+	return nsb_natsync_report(conf, o, &max,
+					nsb_natsync_run(conf, o, &max));
 }

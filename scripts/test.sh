@@ -4,9 +4,9 @@
 # integration tests that start their own redis-server processes on
 # loopback, the failover test, which builds network namespaces and needs
 # root, and the faults suite), then the fuzz targets for a bounded time
-# (deploy/fuzz.sh), then the whole suite again under AddressSanitizer and
+# (scripts/fuzz.sh), then the whole suite again under AddressSanitizer and
 # UndefinedBehaviorSanitizer and the ring and worker tests under
-# ThreadSanitizer (deploy/sanitize.sh). About 18 minutes on 2 cores.
+# ThreadSanitizer (scripts/sanitize.sh). About 18 minutes on 2 cores.
 # Extra arguments go to `meson test` (e.g. --suite unit) and skip the
 # fuzzing and the sanitizer runs.
 set -euo pipefail
@@ -26,6 +26,6 @@ meson test -C build-test --print-errorlogs --num-processes 2 "$@"
 # 10), in their own clang build, and the sanitizer runs, in two more;
 # skipped when meson test got a selection.
 if [ $# -eq 0 ]; then
-	"$top/deploy/fuzz.sh" --seconds "${NATSYNC_FUZZ_SECONDS:-10}"
-	"$top/deploy/sanitize.sh"
+	"$top/scripts/fuzz.sh" --seconds "${NATSYNC_FUZZ_SECONDS:-10}"
+	"$top/scripts/sanitize.sh"
 fi

@@ -10,7 +10,7 @@
 # Prints one line per gateway (or round), the medians, and ends with
 #   RESULT gwbench flows=F new_pct=P pps_off=X pps_on=Y cost_pct=Z recorded=R record_drops=D
 #
-#   deploy/bench-gateway.sh [--flows N] [--new-pct P] [--seconds S]
+#   scripts/bench-gateway.sh [--flows N] [--new-pct P] [--seconds S]
 #                           [--slice-ms MS | --rounds N] [--csv FILE]
 #                           [-- GWBENCH-OPTIONS...]
 # Defaults: --flows 100000 --new-pct 10 --seconds 10 --slice-ms 100.
@@ -46,7 +46,7 @@ done
 
 ns_install_deps
 ns_build build-bench-gateway -Dtests=disabled >&2
-bench="$top/build-bench-gateway/dataplane/gateway/natsync-gwbench"
+bench="$top/build-bench-gateway/bench/natsync-gwbench"
 [ -x "$bench" ] || { echo "bench-gateway.sh: $bench was not built" >&2; exit 1; }
 
 out=$(mktemp "${TMPDIR:-/tmp}/bench-gateway.XXXXXX")

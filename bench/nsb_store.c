@@ -1,5 +1,5 @@
 /*
- * nsa_bench_store.c - natsync-bench's look at the store itself: the memory
+ * nsb_store.c - natsync-bench's look at the store itself: the memory
  * and key count of every master, and emptying them between runs.
  *
  * Every call fetches the topology afresh and opens one short-lived blocking
@@ -21,7 +21,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "nsa_bench.h"
+#include "nsb_bench.h"
 #include "nsa_cluster.h"
 #include "nsa_log.h"
 
@@ -78,7 +78,7 @@ static redisReply *expect(redisContext *c, const struct nsa_addr *addr,
 
 static int probe_master(redisContext *c, const struct nsa_addr *addr, void *arg)
 {
-	struct nsa_bench_store_mem *m = arg;
+	struct nsb_store_mem *m = arg;
 	redisReply *r =
 		expect(c, addr, "INFO memory", redisCommand(c, "INFO memory"),
 		       REDIS_REPLY_STRING);
@@ -105,8 +105,8 @@ static int probe_master(redisContext *c, const struct nsa_addr *addr, void *arg)
 	return 0;
 }
 
-int nsa_bench_store_probe(const struct nsa_store_conf *store,
-			  struct nsa_bench_store_mem *m)
+int nsb_store_probe(const struct nsa_store_conf *store,
+			  struct nsb_store_mem *m)
 {
 	memset(m, 0, sizeof(*m));
 	return for_each_master(store, probe_master, m);
@@ -124,13 +124,13 @@ static int flush_master(redisContext *c, const struct nsa_addr *addr, void *arg)
 	return 0;
 }
 
-int nsa_bench_store_flush(const struct nsa_store_conf *store)
+int nsb_store_flush(const struct nsa_store_conf *store)
 {
 	return for_each_master(store, flush_master, NULL);
 }
 
-double nsa_bench_store_bytes_per_session(const struct nsa_bench_store_mem *a,
-					 const struct nsa_bench_store_mem *b)
+double nsb_store_bytes_per_session(const struct nsb_store_mem *a,
+					 const struct nsb_store_mem *b)
 {
 	if (a->keys != 0 || b->keys == 0 || b->used_memory < a->used_memory)
 		return -1;
