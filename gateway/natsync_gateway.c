@@ -51,8 +51,10 @@
 #include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
+#include "ngw_fwd.h"
 #include "nsdp_lane.h"
 #include "nsdp_nat.h"
+#include "nsdp_stat.h"
 #include "nsdp_table.h"
 #include "nsdp_time.h"
 
@@ -62,8 +64,6 @@
 #define GW_MODE_TIMEOUT_MS 2000
 #define GW_DRAIN_MS 2000
 #define GW_REPLY_MAX 4096
-/* Empty polls in a row before the lcore sleeps idle_sleep_us. */
-#define GW_IDLE_POLLS 64
 
 struct gw {
 	struct nsa_config conf;
@@ -75,8 +75,7 @@ struct gw {
 	struct nsdp_nat *nat;
 	unsigned int fwd_lcore;
 	int listen_fd;
-	uint32_t stop_lcore; /* atomic */
-	uint64_t tx_drops; /* written by the lcore */
+	struct ngw_fwd fwd; /* the forwarding lcore's */
 	uint64_t promotions, demotions;
 };
 
@@ -173,61 +172,6 @@ static int port_open(struct gw *g, const char *name, uint16_t *id,
 	}
 	NSA_INFO("port %s: id %u, MAC " RTE_ETHER_ADDR_PRT_FMT, name, *id,
 		 RTE_ETHER_ADDR_BYTES(mac));
-	return 0;
-}
-
-static void port_send(struct gw *g, uint16_t port, struct rte_mbuf **pkts,
-		      unsigned int n)
-{
-	unsigned int sent = 0;
-
-	while (sent < n) {
-		uint16_t k = rte_eth_tx_burst(port, 0, pkts + sent,
-					      (uint16_t)RTE_MIN(n - sent, 64u));
-
-		if (k == 0)
-			break;
-		sent += k;
-	}
-	if (sent < n) {
-		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
-		g->tx_drops += n - sent;
-	}
-}
-
-/* ---- the forwarding lcore --------------------------------------------- */
-
-static int fwd_main(void *arg)
-{
-	struct gw *g = arg;
-	struct rte_mbuf *pkts[NSDP_NAT_BURST];
-	struct nsdp_nat_tx tx;
-	unsigned int idle = 0;
-
-	while (!__atomic_load_n(&g->stop_lcore, __ATOMIC_RELAXED)) {
-		uint64_t now = nsdp_realtime_ns();
-		uint16_t n_in, n_out;
-
-		tx.n_inside = tx.n_outside = 0;
-		n_in = rte_eth_rx_burst(g->port_in, 0, pkts, NSDP_NAT_BURST);
-		if (n_in)
-			nsdp_nat_inside(g->nat, pkts, n_in, now, &tx);
-		n_out = rte_eth_rx_burst(g->port_out, 0, pkts, NSDP_NAT_BURST);
-		if (n_out)
-			nsdp_nat_outside(g->nat, pkts, n_out, now, &tx);
-		nsdp_nat_housekeep(g->nat, now, &tx);
-		if (tx.n_outside)
-			port_send(g, g->port_out, tx.outside, tx.n_outside);
-		if (tx.n_inside)
-			port_send(g, g->port_in, tx.inside, tx.n_inside);
-
-		if (n_in || n_out) {
-			idle = 0;
-		} else if (g->conf.gw.idle_sleep_us &&
-			   ++idle >= GW_IDLE_POLLS) {
-			usleep(g->conf.gw.idle_sleep_us);
-		}
-	}
 	return 0;
 }
 
@@ -407,7 +351,7 @@ static int gw_stats(struct gw *g, char *reply, size_t len)
 	NAT(alloc_failures);
 #undef NAT
 	STAT_LINE(reply, len, used, "port.tx_drops",
-		  __atomic_load_n(&g->tx_drops, __ATOMIC_RELAXED));
+		  NSDP_STAT_READ(g->fwd.tx_drops));
 	STAT_LINE(reply, len, used, "table.live", ts.live);
 	STAT_LINE(reply, len, used, "table.tombstones", ts.tombstones);
 	STAT_LINE(reply, len, used, "table.full_drops", ts.full_drops);
@@ -588,7 +532,9 @@ static int gw_setup(struct gw *g)
 		return g->listen_fd;
 	if (nsa_standby_start(g->sb) != 0)
 		return -EIO;
-	rte_eal_remote_launch(fwd_main, g, g->fwd_lcore);
+	ngw_fwd_init(&g->fwd, g->nat, g->port_in, g->port_out);
+	g->fwd.idle_sleep_us = g->conf.gw.idle_sleep_us;
+	rte_eal_remote_launch(ngw_fwd_main, &g->fwd, g->fwd_lcore);
 	NSA_INFO("gateway %u: forwarding on lcore %u, standby until "
 		 "promoted, control socket %s",
 		 g->conf.gateway_id, g->fwd_lcore, g->conf.gw.control_socket);
@@ -663,7 +609,7 @@ static void gw_teardown(struct gw *g)
 		nsa_active_stop(g->active);
 		nsa_active_free(g->active);
 	}
-	__atomic_store_n(&g->stop_lcore, 1, __ATOMIC_RELAXED);
+	ngw_fwd_stop(&g->fwd);
 	rte_eal_mp_wait_lcore();
 	if (g->nat)
 		nsdp_nat_stats(g->nat, &ns);
