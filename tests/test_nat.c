@@ -30,11 +30,12 @@
 #include <rte_tcp.h>
 #include <rte_udp.h>
 
+#include "nsb_frame.h"
 #include "nsdp_lane.h"
 #include "nsdp_nat.h"
 #include "nsdp_table.h"
-#include "nst_store.h"
 #include "nsdp_time.h"
+#include "nst_store.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -87,10 +88,7 @@ struct fx {
 
 static uint64_t mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return nsdp_mono_ns() / MS;
 }
 
 static void conf_default(struct nsdp_nat_conf *c)
@@ -124,13 +122,12 @@ struct lcore_sim {
 static void *lcore_sim_run(void *arg)
 {
 	struct lcore_sim *ls = arg;
-	const struct timespec pause = {.tv_sec = 0, .tv_nsec = 200000};
 	unsigned int i;
 
 	for (i = 0; i < 10000 && !__atomic_load_n(&ls->stop, __ATOMIC_ACQUIRE);
 	     i++) {
 		nsdp_nat_housekeep(ls->f->nat, ls->f->now, &ls->tx);
-		nanosleep(&pause, NULL);
+		nsdp_sleep_us(200);
 	}
 	return NULL;
 }
@@ -273,16 +270,6 @@ static void no_record(struct fx *f)
 /* frames                                                               */
 /* ------------------------------------------------------------------ */
 
-struct frame {
-	struct rte_ether_addr src, dst;
-	uint32_t saddr, daddr;
-	uint8_t proto, ttl, tcp_flags, icmp_type;
-	uint16_t sport, dport; /* ICMP: sport is the identifier */
-	uint16_t payload;
-	uint8_t opt_words; /* IP options, 4-byte words */
-	int no_udp_cksum;
-};
-
 static struct rte_ether_addr host_mac(uint32_t ip)
 {
 	struct rte_ether_addr a = {{2, 0xa, (uint8_t)(ip >> 16),
@@ -291,135 +278,46 @@ static struct rte_ether_addr host_mac(uint32_t ip)
 }
 
 /* From an inside host to a remote host, through the inside port. */
-static struct frame fr_out(uint8_t proto, uint32_t host, uint16_t sport,
-			   uint32_t daddr, uint16_t dport)
+static struct nsb_frame fr_out(uint8_t proto, uint32_t host, uint16_t sport,
+			       uint32_t daddr, uint16_t dport)
 {
-	struct frame fr = {.src = host_mac(host),
-			   .dst = inside_mac,
-			   .saddr = host,
-			   .daddr = daddr,
-			   .proto = proto,
-			   .ttl = 64,
-			   .sport = sport,
-			   .dport = dport,
-			   .tcp_flags = RTE_TCP_SYN_FLAG,
-			   .icmp_type = RTE_IP_ICMP_ECHO_REQUEST,
-			   .payload = 32};
+	struct nsb_frame fr = {.src = host_mac(host),
+			       .dst = inside_mac,
+			       .saddr = host,
+			       .daddr = daddr,
+			       .proto = proto,
+			       .ttl = 64,
+			       .sport = sport,
+			       .dport = dport,
+			       .tcp_flags = RTE_TCP_SYN_FLAG,
+			       .icmp_type = RTE_IP_ICMP_ECHO_REQUEST,
+			       .payload = 32};
 	return fr;
 }
 
 /* From a remote host to a pool address, through the outside port. */
-static struct frame fr_in(uint8_t proto, uint32_t remote, uint16_t sport,
-			  uint32_t daddr, uint16_t dport)
+static struct nsb_frame fr_in(uint8_t proto, uint32_t remote, uint16_t sport,
+			      uint32_t daddr, uint16_t dport)
 {
-	struct frame fr = {.src = router_mac,
-			   .dst = outside_mac,
-			   .saddr = remote,
-			   .daddr = daddr,
-			   .proto = proto,
-			   .ttl = 50,
-			   .sport = sport,
-			   .dport = dport,
-			   .tcp_flags = RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG,
-			   .icmp_type = RTE_IP_ICMP_ECHO_REPLY,
-			   .payload = 32};
+	struct nsb_frame fr = {.src = router_mac,
+			       .dst = outside_mac,
+			       .saddr = remote,
+			       .daddr = daddr,
+			       .proto = proto,
+			       .ttl = 50,
+			       .sport = sport,
+			       .dport = dport,
+			       .tcp_flags = RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG,
+			       .icmp_type = RTE_IP_ICMP_ECHO_REPLY,
+			       .payload = 32};
 	return fr;
 }
 
-static uint32_t l4_header_len(uint8_t proto)
-{
-	switch (proto) {
-	case IPPROTO_TCP:
-		return sizeof(struct rte_tcp_hdr);
-	case IPPROTO_UDP:
-		return sizeof(struct rte_udp_hdr);
-	case IPPROTO_ICMP:
-		return sizeof(struct rte_icmp_hdr);
-	default:
-		return 0;
-	}
-}
-
-static uint16_t icmp_cksum(const void *icmp, uint32_t len)
-{
-	return (uint16_t)~rte_raw_cksum(icmp, len);
-}
-
-/* Fill buf (room for the whole frame) with fr; returns the frame length. */
-static uint32_t frame_write(const struct frame *fr, uint8_t *buf)
-{
-	uint32_t ihl = 20 + 4u * fr->opt_words;
-	uint32_t l4_len = l4_header_len(fr->proto) + fr->payload;
-	uint32_t len = (uint32_t)sizeof(struct rte_ether_hdr) + ihl + l4_len;
-	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)buf;
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
-	uint8_t *l4 = (uint8_t *)ip + ihl;
-	uint8_t *payload = l4 + l4_header_len(fr->proto);
-	uint32_t i;
-
-	memset(buf, 0, len);
-	eth->dst_addr = fr->dst;
-	eth->src_addr = fr->src;
-	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-	ip->version_ihl = (uint8_t)(0x40 | ihl / 4);
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(ihl + l4_len));
-	ip->packet_id = rte_cpu_to_be_16(0x4d2);
-	ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
-	ip->time_to_live = fr->ttl;
-	ip->next_proto_id = fr->proto;
-	ip->src_addr = rte_cpu_to_be_32(fr->saddr);
-	ip->dst_addr = rte_cpu_to_be_32(fr->daddr);
-	for (i = 20; i < ihl; i++)
-		((uint8_t *)ip)[i] = 1; /* NOP options */
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	for (i = 0; i < fr->payload; i++)
-		payload[i] = (uint8_t)(i * 7 + 3);
-
-	switch (fr->proto) {
-	case IPPROTO_TCP: {
-		struct rte_tcp_hdr *tcp = (struct rte_tcp_hdr *)l4;
-
-		tcp->src_port = rte_cpu_to_be_16(fr->sport);
-		tcp->dst_port = rte_cpu_to_be_16(fr->dport);
-		tcp->sent_seq = rte_cpu_to_be_32(1000);
-		tcp->recv_ack = rte_cpu_to_be_32(
-			fr->tcp_flags & RTE_TCP_ACK_FLAG ? 2000 : 0);
-		tcp->data_off = 5 << 4;
-		tcp->tcp_flags = fr->tcp_flags;
-		tcp->rx_win = rte_cpu_to_be_16(65535);
-		tcp->cksum = rte_ipv4_udptcp_cksum(ip, tcp);
-		break;
-	}
-	case IPPROTO_UDP: {
-		struct rte_udp_hdr *udp = (struct rte_udp_hdr *)l4;
-
-		udp->src_port = rte_cpu_to_be_16(fr->sport);
-		udp->dst_port = rte_cpu_to_be_16(fr->dport);
-		udp->dgram_len = rte_cpu_to_be_16((uint16_t)l4_len);
-		if (!fr->no_udp_cksum)
-			udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
-		break;
-	}
-	case IPPROTO_ICMP: {
-		struct rte_icmp_hdr *icmp = (struct rte_icmp_hdr *)l4;
-
-		icmp->icmp_type = fr->icmp_type;
-		icmp->icmp_ident = rte_cpu_to_be_16(fr->sport);
-		icmp->icmp_seq_nb = rte_cpu_to_be_16(1);
-		icmp->icmp_cksum = icmp_cksum(icmp, l4_len);
-		break;
-	}
-	default:
-		break;
-	}
-	return len;
-}
-
-static struct rte_mbuf *frame_build(struct fx *f, const struct frame *fr)
+static struct rte_mbuf *frame_build(struct fx *f, const struct nsb_frame *fr)
 {
 	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
 	uint8_t buf[2048];
-	uint32_t len = frame_write(fr, buf);
+	uint32_t len = nsb_frame_write(fr, buf);
 	char *data;
 
 	cr_assert_not_null(m, "mbuf");
@@ -434,27 +332,15 @@ static struct rte_mbuf *frame_arp(struct fx *f, uint16_t op,
 				  uint32_t sip, uint32_t tip)
 {
 	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
-	struct rte_ether_hdr *eth;
-	struct rte_arp_hdr *arp;
 	char *data;
 
 	cr_assert_not_null(m);
-	data = rte_pktmbuf_append(m, 60);
+	data = rte_pktmbuf_append(m, NSB_FRAME_ARP_LEN);
 	cr_assert_not_null(data);
-	memset(data, 0, 60);
-	eth = (struct rte_ether_hdr *)data;
-	eth->dst_addr = op == RTE_ARP_OP_REQUEST ? bcast_mac : outside_mac;
-	eth->src_addr = *sha;
-	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
-	arp = (struct rte_arp_hdr *)(eth + 1);
-	arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
-	arp->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-	arp->arp_hlen = 6;
-	arp->arp_plen = 4;
-	arp->arp_opcode = rte_cpu_to_be_16(op);
-	arp->arp_data.arp_sha = *sha;
-	arp->arp_data.arp_sip = rte_cpu_to_be_32(sip);
-	arp->arp_data.arp_tip = rte_cpu_to_be_32(tip);
+	nsb_frame_arp_write((uint8_t *)data, op,
+			    op == RTE_ARP_OP_REQUEST ? &bcast_mac
+						     : &outside_mac,
+			    sha, sip, tip);
 	return m;
 }
 
@@ -469,14 +355,14 @@ static void *l4_of(struct rte_mbuf *m)
 	return (uint8_t *)ip_of(m) + rte_ipv4_hdr_len(ip_of(m));
 }
 
-static void send_in(struct fx *f, const struct frame *fr)
+static void send_in(struct fx *f, const struct nsb_frame *fr)
 {
 	struct rte_mbuf *m = frame_build(f, fr);
 
 	nsdp_nat_inside(f->nat, &m, 1, f->now, &f->tx);
 }
 
-static void send_out(struct fx *f, const struct frame *fr)
+static void send_out(struct fx *f, const struct nsb_frame *fr)
 {
 	struct rte_mbuf *m = frame_build(f, fr);
 
@@ -505,71 +391,23 @@ static struct rte_mbuf *take_at(struct fx *f, int outside, int line)
 static void check_cksums(struct rte_mbuf *m)
 {
 	struct rte_ipv4_hdr *ip = ip_of(m);
-	uint32_t l4_len =
-		rte_be_to_cpu_16(ip->total_length) - rte_ipv4_hdr_len(ip);
-	uint16_t got = ip->hdr_checksum, want;
+	uint16_t got = ip->hdr_checksum, want = nsb_frame_ip_cksum(ip);
 
-	ip->hdr_checksum = 0;
-	want = rte_ipv4_cksum(ip);
-	ip->hdr_checksum = got;
 	cr_assert_eq(got, want, "IP checksum %04x, recomputed %04x", got, want);
-
-	switch (ip->next_proto_id) {
-	case IPPROTO_TCP: {
-		struct rte_tcp_hdr *tcp = l4_of(m);
-
-		got = tcp->cksum;
-		tcp->cksum = 0;
-		want = rte_ipv4_udptcp_cksum(ip, tcp);
-		tcp->cksum = got;
-		break;
-	}
-	case IPPROTO_UDP: {
-		struct rte_udp_hdr *udp = l4_of(m);
-
-		got = udp->dgram_cksum;
-		udp->dgram_cksum = 0;
-		want = rte_ipv4_udptcp_cksum(ip, udp);
-		udp->dgram_cksum = got;
-		break;
-	}
-	default: {
-		struct rte_icmp_hdr *icmp = l4_of(m);
-
-		got = icmp->icmp_cksum;
-		icmp->icmp_cksum = 0;
-		want = icmp_cksum(icmp, l4_len);
-		icmp->icmp_cksum = got;
-		break;
-	}
-	}
+	nsb_frame_l4_cksums(ip, &got, &want);
 	cr_assert_eq(got, want, "L4 checksum %04x, recomputed %04x", got, want);
-}
-
-/* Sum over pseudo header and L4 segment (the IP header's payload, which
- * follows it), checksum field included: 0xffff for a correct checksum,
- * something else by as much as it is wrong. */
-static uint16_t l4_verify_sum(const struct rte_ipv4_hdr *ip)
-{
-	uint32_t len = rte_be_to_cpu_16(ip->total_length) - 20;
-	uint32_t sum = rte_raw_cksum((const uint8_t *)ip + 20, len);
-
-	sum += rte_ipv4_phdr_cksum(ip, 0);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)sum;
 }
 
 static uint16_t udp_verify_sum(struct rte_mbuf *m)
 {
-	return l4_verify_sum(ip_of(m));
+	return nsb_frame_l4_verify_sum(ip_of(m));
 }
 
 /* m's IP packet is byte for byte the one fr describes. */
-static void check_same_ip(struct rte_mbuf *m, const struct frame *fr)
+static void check_same_ip(struct rte_mbuf *m, const struct nsb_frame *fr)
 {
 	uint8_t buf[2048];
-	uint32_t len = frame_write(fr, buf);
+	uint32_t len = nsb_frame_write(fr, buf);
 
 	cr_assert_eq(rte_pktmbuf_pkt_len(m), len);
 	cr_assert(memcmp(rte_pktmbuf_mtod_offset(m, uint8_t *, 14), buf + 14,
@@ -590,7 +428,7 @@ static void check_eth(struct rte_mbuf *m, const struct rte_ether_addr *src,
  * (the CREATE record, drained). */
 static struct ns_session open_udp(struct fx *f, uint32_t host, uint16_t sport)
 {
-	struct frame fr = fr_out(IPPROTO_UDP, host, sport, REMOTE, 53);
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, host, sport, REMOTE, 53);
 	struct ns_session r;
 
 	send_in(f, &fr);
@@ -679,7 +517,7 @@ Test(nat, standby_drops_every_ip_packet_and_answers_no_arp)
 {
 	struct rte_ether_addr hm = host_mac(HOST_B);
 	struct fx f;
-	struct frame fr;
+	struct nsb_frame fr;
 	struct rte_mbuf *m;
 	struct nsdp_nat_stats s;
 	unsigned int avail;
@@ -737,7 +575,8 @@ Test(nat, standby_drops_every_ip_packet_and_answers_no_arp)
 Test(nat, udp_outbound_is_translated_recorded_and_checksummed)
 {
 	struct fx f;
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5353, REMOTE, 53), want;
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 5353, REMOTE, 53),
+			 want;
 	struct ns_session r, t;
 	struct rte_mbuf *m;
 	struct nsdp_nat_stats s, s0;
@@ -794,7 +633,7 @@ Test(nat, udp_inbound_reply_restores_the_inside_address_and_port)
 {
 	struct fx f;
 	struct ns_session r;
-	struct frame in, want;
+	struct nsb_frame in, want;
 	struct rte_mbuf *m;
 	uint64_t tx0;
 
@@ -831,7 +670,7 @@ Test(nat, udp_inbound_reply_restores_the_inside_address_and_port)
 Test(nat, udp_zero_checksum_stays_zero)
 {
 	struct fx f;
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 7000, REMOTE, 9);
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 7000, REMOTE, 9);
 	struct rte_mbuf *m;
 	struct rte_udp_hdr *udp;
 
@@ -849,7 +688,7 @@ Test(nat, udp_zero_checksum_stays_zero)
 Test(nat, udp_bad_checksum_stays_wrong_by_the_same_amount)
 {
 	struct fx f;
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 7001, REMOTE, 9);
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 7001, REMOTE, 9);
 	struct rte_mbuf *m = NULL;
 	struct rte_udp_hdr *udp;
 	uint16_t before;
@@ -873,8 +712,8 @@ Test(nat, udp_bad_checksum_stays_wrong_by_the_same_amount)
 Test(nat, icmp_echo_identifier_is_translated_both_ways)
 {
 	struct fx f;
-	struct frame ping = fr_out(IPPROTO_ICMP, HOST_B, 0x1234, REMOTE, 0);
-	struct frame pong, want;
+	struct nsb_frame ping = fr_out(IPPROTO_ICMP, HOST_B, 0x1234, REMOTE, 0);
+	struct nsb_frame pong, want;
 	struct ns_session r;
 	struct rte_mbuf *m;
 
@@ -913,7 +752,7 @@ Test(nat, icmp_echo_identifier_is_translated_both_ways)
 Test(nat, multi_segment_frame_with_headers_in_the_first_is_forwarded)
 {
 	struct fx f;
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 6000, REMOTE, 53);
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 6000, REMOTE, 53);
 	struct rte_mbuf *m, *tail;
 	struct ns_session r;
 	uint8_t buf[2048];
@@ -923,7 +762,7 @@ Test(nat, multi_segment_frame_with_headers_in_the_first_is_forwarded)
 
 	fx_open(&f);
 	fr.payload = 100;
-	len = frame_write(&fr, buf);
+	len = nsb_frame_write(&fr, buf);
 	m = rte_pktmbuf_alloc(f.pool);
 	tail = rte_pktmbuf_alloc(f.pool);
 	d = rte_pktmbuf_append(m, (uint16_t)head);
@@ -940,7 +779,8 @@ Test(nat, multi_segment_frame_with_headers_in_the_first_is_forwarded)
 	cr_assert_eq(rte_pktmbuf_pkt_len(m), len);
 	flat = rte_pktmbuf_read(m, 0, len, buf);
 	cr_assert_not_null(flat);
-	cr_assert_eq(l4_verify_sum((const struct rte_ipv4_hdr *)(flat + 14)),
+	cr_assert_eq(nsb_frame_l4_verify_sum(
+			     (const struct rte_ipv4_hdr *)(flat + 14)),
 		     0xffff, "checksum over both segments still valid");
 	cr_assert_eq(
 		rte_be_to_cpu_16(((struct rte_udp_hdr *)l4_of(m))->src_port),
@@ -956,7 +796,7 @@ Test(nat, multi_segment_frame_with_headers_in_the_first_is_forwarded)
 Test(nat, tcp_only_a_syn_opens_a_session)
 {
 	struct fx f;
-	struct frame fr = fr_out(IPPROTO_TCP, HOST_A, 40000, REMOTE, 443);
+	struct nsb_frame fr = fr_out(IPPROTO_TCP, HOST_A, 40000, REMOTE, 443);
 	struct ns_session r;
 	struct rte_mbuf *m;
 
@@ -994,7 +834,7 @@ Test(nat, tcp_only_a_syn_opens_a_session)
 /* Open a TCP flow from HOST_A and have the remote answer SYN+ACK. */
 static struct ns_session tcp_established(struct fx *f, uint16_t sport)
 {
-	struct frame fr = fr_out(IPPROTO_TCP, HOST_A, sport, REMOTE, 443);
+	struct nsb_frame fr = fr_out(IPPROTO_TCP, HOST_A, sport, REMOTE, 443);
 	struct ns_session r, refresh;
 	struct rte_mbuf *m;
 
@@ -1018,7 +858,7 @@ Test(nat, tcp_syn_ack_from_outside_establishes_with_an_immediate_refresh)
 {
 	struct fx f;
 	struct ns_session r, t;
-	struct frame ack;
+	struct nsb_frame ack;
 
 	fx_open(&f);
 	r = tcp_established(&f, 40001);
@@ -1041,7 +881,7 @@ Test(nat, tcp_fin_moves_the_session_to_closing)
 {
 	struct fx f;
 	struct ns_session r, c;
-	struct frame fin;
+	struct nsb_frame fin;
 
 	fx_open(&f);
 	r = tcp_established(&f, 40002);
@@ -1072,7 +912,7 @@ Test(nat, tcp_rst_either_way_forwards_then_deletes_the_session)
 {
 	struct fx f;
 	struct ns_session r, d, t;
-	struct frame rst;
+	struct nsb_frame rst;
 	struct rte_mbuf *m;
 
 	fx_open(&f);
@@ -1119,7 +959,7 @@ Test(nat, tcp_rst_either_way_forwards_then_deletes_the_session)
 Test(nat, refresh_is_recorded_at_most_once_per_half_timeout)
 {
 	struct fx f;
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5400, REMOTE, 53);
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 5400, REMOTE, 53);
 	struct ns_session r, t;
 	uint64_t t0;
 
@@ -1160,7 +1000,7 @@ Test(nat, refresh_is_recorded_at_most_once_per_half_timeout)
 Test(nat, idle_session_expires_in_housekeep_and_frees_its_port)
 {
 	struct fx f;
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5500, REMOTE, 53);
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 5500, REMOTE, 53);
 	struct ns_session r, d, t;
 	uint64_t t0;
 	unsigned int i;
@@ -1210,7 +1050,7 @@ Test(nat, expiry_sweep_covers_the_table_in_about_a_second)
 	positions = nsdp_table_positions(f.table);
 	t0 = f.now;
 	for (i = 0; i < n; i++) {
-		struct frame fr =
+		struct nsb_frame fr =
 			fr_out(IPPROTO_UDP, HOST_A + i / 1000,
 			       (uint16_t)(10000 + i % 1000), REMOTE, 53);
 
@@ -1288,7 +1128,7 @@ Test(nat, five_thousand_flows_get_distinct_ports_and_keep_their_host_address)
 		unsigned int k;
 
 		for (k = 0; k < NSDP_NAT_BURST && i < n; k++, i++) {
-			struct frame fr =
+			struct nsb_frame fr =
 				fr_out(IPPROTO_UDP, HOST_A + i % 50,
 				       (uint16_t)(20000 + i / 50), REMOTE, 53);
 
@@ -1346,8 +1186,8 @@ Test(nat, tiny_port_range_is_exhausted_without_duplicates_then_reused)
 	c.port_max = 2007;
 	fx_open_conf(&f, &c, 1024, 1024, 0);
 	for (i = 0; i < 12; i++) {
-		struct frame fr = fr_out(IPPROTO_UDP, HOST_A + i % 3,
-					 (uint16_t)(3000 + i), REMOTE, 53);
+		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A + i % 3,
+					     (uint16_t)(3000 + i), REMOTE, 53);
 
 		send_in(&f, &fr);
 		tx_free(&f.tx);
@@ -1367,7 +1207,7 @@ Test(nat, tiny_port_range_is_exhausted_without_duplicates_then_reused)
 
 	/* TCP and ICMP have their own maps. */
 	{
-		struct frame syn =
+		struct nsb_frame syn =
 			fr_out(IPPROTO_TCP, HOST_A, 3000, REMOTE, 80);
 
 		send_in(&f, &syn);
@@ -1401,8 +1241,8 @@ Test(nat, a_host_spills_to_the_next_pool_address_when_its_own_is_full)
 	c.port_max = 2007;
 	fx_open_conf(&f, &c, 1024, 1024, 0);
 	for (i = 0; i < 12; i++) {
-		struct frame fr = fr_out(IPPROTO_UDP, HOST_A,
-					 (uint16_t)(3000 + i), REMOTE, 53);
+		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
+					     (uint16_t)(3000 + i), REMOTE, 53);
 
 		send_in(&f, &fr);
 		tx_free(&f.tx);
@@ -1428,8 +1268,8 @@ Test(nat, full_table_and_max_sessions_are_counted_and_free_the_port)
 	c.max_sessions = 3;
 	fx_open_conf(&f, &c, 1024, 1024, 0);
 	for (i = 0; i < 5; i++) {
-		struct frame fr = fr_out(IPPROTO_UDP, HOST_A,
-					 (uint16_t)(3000 + i), REMOTE, 53);
+		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
+					     (uint16_t)(3000 + i), REMOTE, 53);
 
 		send_in(&f, &fr);
 		tx_free(&f.tx);
@@ -1449,8 +1289,8 @@ Test(nat, full_lane_drops_records_and_counts_them)
 
 	fx_open_conf(&f, NULL, 1024, 64, 0);
 	for (i = 0; i < 100; i++) {
-		struct frame fr = fr_out(IPPROTO_UDP, HOST_A,
-					 (uint16_t)(3000 + i), REMOTE, 53);
+		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
+					     (uint16_t)(3000 + i), REMOTE, 53);
 
 		send_in(&f, &fr);
 		tx_free(&f.tx);
@@ -1467,7 +1307,7 @@ Test(nat, full_lane_drops_records_and_counts_them)
 Test(nat, full_tx_list_frees_the_packet_and_counts_it)
 {
 	struct fx f;
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 3000, REMOTE, 53);
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 3000, REMOTE, 53);
 	unsigned int avail;
 
 	fx_open(&f);
@@ -1554,8 +1394,9 @@ Test(nat, arp_requests_for_our_addresses_are_answered_on_their_port)
 	 * out at once. */
 	{
 		struct ns_session r;
-		struct frame fr = fr_out(IPPROTO_UDP, HOST_B, 777, REMOTE, 53);
-		struct frame back;
+		struct nsb_frame fr =
+			fr_out(IPPROTO_UDP, HOST_B, 777, REMOTE, 53);
+		struct nsb_frame back;
 
 		send_in(&f, &fr);
 		rte_pktmbuf_free(take(&f, 1));
@@ -1574,7 +1415,7 @@ Test(nat, arp_requests_for_our_addresses_are_answered_on_their_port)
 Test(nat, unresolved_next_hop_drops_and_asks_at_most_every_100ms)
 {
 	struct fx f;
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5000, REMOTE, 53);
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 5000, REMOTE, 53);
 	struct rte_mbuf *m;
 	uint64_t t0;
 
@@ -1613,7 +1454,7 @@ Test(nat, on_link_destinations_are_resolved_when_there_is_no_next_hop)
 {
 	struct fx f;
 	struct nsdp_nat_conf c;
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5000, REMOTE, 53);
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 5000, REMOTE, 53);
 	struct rte_ether_addr rm = {{2, 0, 0, 0, 7, 7}};
 	struct rte_mbuf *m;
 
@@ -1638,7 +1479,7 @@ Test(nat, unknown_inside_host_is_asked_for_on_the_inside)
 {
 	struct fx f;
 	struct ns_session s;
-	struct frame back;
+	struct nsb_frame back;
 	struct rte_mbuf *m;
 
 	/* A replicated session whose inside host this gateway never heard. */
@@ -1702,7 +1543,7 @@ Test(nat, promotion_forwards_replicated_sessions_and_new_ones_avoid_their_ports)
 	struct fx f;
 	struct nsdp_nat_conf c;
 	struct ns_session s, r[64];
-	struct frame fr;
+	struct nsb_frame fr;
 	struct rte_mbuf *m;
 	uint64_t ts;
 	unsigned int i, k, n_repl = 0;
@@ -1874,6 +1715,110 @@ Test(nat, promotion_announces_every_address_and_asks_for_the_next_hop)
 /* bad input                                                            */
 /* ------------------------------------------------------------------ */
 
+/* How a bad case spoils a good frame, by arg. */
+enum spoil {
+	SP_NONE,
+	SP_KEEP, /* keep the first arg bytes */
+	SP_ETHER_TYPE, /* Ethernet type arg */
+	SP_VERSION_IHL, /* version_ihl arg, IP checksum fixed */
+	SP_IP_CKSUM, /* IP checksum xor arg */
+	SP_TOTAL_LEN, /* IP total length arg bytes past the frame, fixed */
+	SP_FRAGMENT, /* fragment_offset arg, fixed */
+	SP_TTL, /* TTL arg */
+	SP_OPTIONS, /* arg words of IP options */
+	SP_ICMP_TYPE, /* ICMP type arg */
+	SP_TCP_FLAGS, /* TCP flags arg */
+	SP_TCP_DOFF, /* TCP data offset arg words */
+	SP_L4_LEN, /* the IP packet cut to arg bytes of L4, fixed */
+	SP_SPLIT, /* the first arg bytes in a segment of their own */
+	SP_FOREIGN_MAC, /* to another host's MAC address */
+	SP_ARP_HLEN, /* ARP hardware length arg */
+};
+
+/* The good frame spoiled: fr_in() from REMOTE if from_remote, else
+ * fr_out() from HOST_A; with proto 0 an ARP request from HOST_A for
+ * INSIDE_ADDR. */
+struct bad_case {
+	const char *name;
+	int outside;
+	size_t counter;
+	size_t also; /* a second counter the frame moves, or NO_STAT */
+	int from_remote;
+	uint8_t proto;
+	uint16_t sport;
+	uint32_t daddr;
+	uint16_t dport;
+	enum spoil spoil;
+	unsigned int arg;
+};
+
+#define UDP_OUT 0, IPPROTO_UDP, 9999, REMOTE, 53
+#define TCP_OUT 0, IPPROTO_TCP, 9999, REMOTE, 80
+#define ICMP_OUT 0, IPPROTO_ICMP, 1, REMOTE, 0
+#define UDP_IN 1, IPPROTO_UDP, 53, POOL_FIRST, 1024
+#define ARP_REQ 0, 0, 0, 0, 0
+
+static const struct bad_case bad_cases[] = {
+	{"truncated ethernet", 0, STAT(truncated), NO_STAT, UDP_OUT, SP_KEEP,
+	 10},
+	{"IPv6 ethertype", 0, STAT(not_ipv4), NO_STAT, UDP_OUT, SP_ETHER_TYPE,
+	 RTE_ETHER_TYPE_IPV6},
+	{"truncated IP", 0, STAT(truncated), NO_STAT, UDP_OUT, SP_KEEP, 24},
+	{"IP version 6", 0, STAT(bad_ip_header), NO_STAT, UDP_OUT,
+	 SP_VERSION_IHL, 0x65},
+	{"IHL 4", 0, STAT(bad_ip_header), NO_STAT, UDP_OUT, SP_VERSION_IHL,
+	 0x44},
+	{"bad IP checksum", 0, STAT(bad_ip_checksum), NO_STAT, UDP_OUT,
+	 SP_IP_CKSUM, 0x0100},
+	{"total length past the frame", 0, STAT(bad_ip_header), NO_STAT,
+	 UDP_OUT, SP_TOTAL_LEN, 1},
+	{"IP options", 0, STAT(ip_options), NO_STAT, UDP_OUT, SP_OPTIONS, 1},
+	{"more fragments", 0, STAT(fragments), NO_STAT, UDP_OUT, SP_FRAGMENT,
+	 RTE_IPV4_HDR_MF_FLAG},
+	{"fragment offset", 0, STAT(fragments), NO_STAT, UDP_OUT, SP_FRAGMENT,
+	 185},
+	{"TTL 1", 0, STAT(ttl_expired), NO_STAT, UDP_OUT, SP_TTL, 1},
+	{"GRE", 0, STAT(unknown_proto), NO_STAT, 0, 47, 0, REMOTE, 0, SP_NONE,
+	 0},
+	{"ICMP destination unreachable", 0, STAT(icmp_unsupported), NO_STAT,
+	 ICMP_OUT, SP_ICMP_TYPE, 3},
+	{"truncated TCP", 0, STAT(truncated), NO_STAT, TCP_OUT, SP_L4_LEN, 12},
+	{"TCP data offset 4", 0, STAT(truncated), NO_STAT, TCP_OUT, SP_TCP_DOFF,
+	 4},
+	{"truncated UDP", 0, STAT(truncated), NO_STAT, UDP_OUT, SP_L4_LEN, 4},
+	{"truncated ICMP", 0, STAT(truncated), NO_STAT, ICMP_OUT, SP_L4_LEN, 4},
+	{"headers split over segments", 0, STAT(truncated), NO_STAT, UDP_OUT,
+	 SP_SPLIT, 24},
+	{"to the gateway's inside address", 0, STAT(to_gateway), NO_STAT, 0,
+	 IPPROTO_UDP, 9999, INSIDE_ADDR, 53, SP_NONE, 0},
+	{"inside to a pool address", 0, STAT(to_gateway), NO_STAT, 0,
+	 IPPROTO_ICMP, 1, POOL_LAST, 0, SP_NONE, 0},
+	{"inside to multicast", 0, STAT(not_ours), NO_STAT, 0, IPPROTO_UDP,
+	 5353, 0xe00000fbu, 5353, SP_NONE, 0},
+	{"another host's MAC", 0, STAT(not_ours), NO_STAT, UDP_OUT,
+	 SP_FOREIGN_MAC, 0},
+	{"TCP ACK without session", 0, STAT(tcp_no_session), NO_STAT, TCP_OUT,
+	 SP_TCP_FLAGS, RTE_TCP_ACK_FLAG},
+	{"inside echo reply", 0, STAT(no_session), NO_STAT, ICMP_OUT,
+	 SP_ICMP_TYPE, RTE_IP_ICMP_ECHO_REPLY},
+	{"malformed ARP", 0, STAT(arp_ignored), STAT(arp_in), ARP_REQ,
+	 SP_ARP_HLEN, 5},
+	{"short ARP", 0, STAT(arp_ignored), STAT(arp_in), ARP_REQ, SP_KEEP, 30},
+	{"outside truncated IP", 1, STAT(truncated), NO_STAT, UDP_OUT, SP_KEEP,
+	 24},
+	{"outside bad IP checksum", 1, STAT(bad_ip_checksum), NO_STAT, UDP_OUT,
+	 SP_IP_CKSUM, 0x0100},
+	{"outside fragment", 1, STAT(fragments), NO_STAT, UDP_OUT, SP_FRAGMENT,
+	 RTE_IPV4_HDR_MF_FLAG},
+	{"outside to a non-pool address", 1, STAT(not_ours), NO_STAT, 1,
+	 IPPROTO_UDP, 53, 0xc6336477u, 1024, SP_NONE, 0},
+	{"outside without session", 1, STAT(no_session), NO_STAT, UDP_IN,
+	 SP_NONE, 0},
+	{"outside echo request", 1, STAT(no_session), NO_STAT, 1, IPPROTO_ICMP,
+	 9, POOL_FIRST, 0, SP_ICMP_TYPE, RTE_IP_ICMP_ECHO_REQUEST},
+	{"outside TTL 1", 1, STAT(ttl_expired), NO_STAT, UDP_IN, SP_TTL, 1},
+};
+
 static void ip_fix_cksum(struct rte_mbuf *m)
 {
 	struct rte_ipv4_hdr *ip = ip_of(m);
@@ -1882,332 +1827,95 @@ static void ip_fix_cksum(struct rte_mbuf *m)
 	ip->hdr_checksum = (uint16_t)~rte_raw_cksum(ip, 20);
 }
 
-/* Shorten the IP packet of m to l4 bytes of L4, frame and header. */
-static void truncate_l4(struct rte_mbuf *m, uint16_t l4)
+/* The good frame of bc, with the spoils that change its description. */
+static struct rte_mbuf *bad_frame_build(struct fx *f, const struct bad_case *bc)
 {
+	struct rte_ether_addr hm = host_mac(HOST_A);
+	struct nsb_frame fr;
+
+	if (bc->proto == 0)
+		return frame_arp(f, RTE_ARP_OP_REQUEST, &hm, HOST_A,
+				 INSIDE_ADDR);
+	if (bc->from_remote)
+		fr = fr_in(bc->proto, REMOTE, bc->sport, bc->daddr, bc->dport);
+	else
+		fr = fr_out(bc->proto, HOST_A, bc->sport, bc->daddr, bc->dport);
+	if (bc->spoil == SP_TTL)
+		fr.ttl = (uint8_t)bc->arg;
+	else if (bc->spoil == SP_OPTIONS)
+		fr.opt_words = (uint8_t)bc->arg;
+	else if (bc->spoil == SP_ICMP_TYPE)
+		fr.icmp_type = (uint8_t)bc->arg;
+	else if (bc->spoil == SP_TCP_FLAGS)
+		fr.tcp_flags = (uint8_t)bc->arg;
+	else if (bc->spoil == SP_FOREIGN_MAC)
+		fr.dst = host_mac(HOST_B);
+	if (bc->spoil != SP_SPLIT)
+		return frame_build(f, &fr);
+	{
+		struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
+		struct rte_mbuf *tail = rte_pktmbuf_alloc(f->pool);
+		uint8_t buf[2048];
+		uint32_t len = nsb_frame_write(&fr, buf);
+
+		memcpy(rte_pktmbuf_append(m, (uint16_t)bc->arg), buf, bc->arg);
+		memcpy(rte_pktmbuf_append(tail, (uint16_t)(len - bc->arg)),
+		       buf + bc->arg, len - bc->arg);
+		cr_assert_eq(rte_pktmbuf_chain(m, tail), 0);
+		return m;
+	}
+}
+
+/* A frame for bc: built, then spoiled in its bytes. */
+static struct rte_mbuf *bad_frame(struct fx *f, const struct bad_case *bc)
+{
+	struct rte_mbuf *m = bad_frame_build(f, bc);
 	struct rte_ipv4_hdr *ip = ip_of(m);
+	uint16_t arg = (uint16_t)bc->arg;
 
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(20 + l4));
-	ip_fix_cksum(m);
-	rte_pktmbuf_trim(m, (uint16_t)(rte_pktmbuf_pkt_len(m) - 14 - 20 - l4));
-}
-
-static struct rte_mbuf *good_udp(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, REMOTE, 53);
-
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_trunc_eth(struct fx *f)
-{
-	struct rte_mbuf *m = good_udp(f);
-
-	rte_pktmbuf_trim(m, (uint16_t)(rte_pktmbuf_pkt_len(m) - 10));
+	switch (bc->spoil) {
+	case SP_KEEP:
+		rte_pktmbuf_trim(m, (uint16_t)(rte_pktmbuf_pkt_len(m) - arg));
+		break;
+	case SP_ETHER_TYPE:
+		rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->ether_type =
+			rte_cpu_to_be_16(arg);
+		break;
+	case SP_VERSION_IHL:
+		ip->version_ihl = (uint8_t)arg;
+		ip_fix_cksum(m);
+		break;
+	case SP_IP_CKSUM:
+		ip->hdr_checksum ^= arg;
+		break;
+	case SP_TOTAL_LEN:
+		ip->total_length = rte_cpu_to_be_16(
+			(uint16_t)(rte_pktmbuf_pkt_len(m) - 14 + arg));
+		ip_fix_cksum(m);
+		break;
+	case SP_FRAGMENT:
+		ip->fragment_offset = rte_cpu_to_be_16(arg);
+		ip_fix_cksum(m);
+		break;
+	case SP_TCP_DOFF:
+		((struct rte_tcp_hdr *)l4_of(m))->data_off =
+			(uint8_t)(arg << 4);
+		break;
+	case SP_L4_LEN:
+		ip->total_length = rte_cpu_to_be_16((uint16_t)(20 + arg));
+		ip_fix_cksum(m);
+		rte_pktmbuf_trim(
+			m, (uint16_t)(rte_pktmbuf_pkt_len(m) - 14 - 20 - arg));
+		break;
+	case SP_ARP_HLEN:
+		rte_pktmbuf_mtod_offset(m, struct rte_arp_hdr *, 14)->arp_hlen =
+			(uint8_t)arg;
+		break;
+	default:
+		break;
+	}
 	return m;
 }
-
-static struct rte_mbuf *bad_ipv6(struct fx *f)
-{
-	struct rte_mbuf *m = good_udp(f);
-
-	rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->ether_type =
-		rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
-	return m;
-}
-
-static struct rte_mbuf *bad_trunc_ip(struct fx *f)
-{
-	struct rte_mbuf *m = good_udp(f);
-
-	rte_pktmbuf_trim(m, (uint16_t)(rte_pktmbuf_pkt_len(m) - 24));
-	return m;
-}
-
-static struct rte_mbuf *bad_version(struct fx *f)
-{
-	struct rte_mbuf *m = good_udp(f);
-
-	ip_of(m)->version_ihl = 0x65;
-	ip_fix_cksum(m);
-	return m;
-}
-
-static struct rte_mbuf *bad_ihl(struct fx *f)
-{
-	struct rte_mbuf *m = good_udp(f);
-
-	ip_of(m)->version_ihl = 0x44;
-	ip_fix_cksum(m);
-	return m;
-}
-
-static struct rte_mbuf *bad_ip_cksum(struct fx *f)
-{
-	struct rte_mbuf *m = good_udp(f);
-
-	ip_of(m)->hdr_checksum ^= 0x0100;
-	return m;
-}
-
-static struct rte_mbuf *bad_total_len(struct fx *f)
-{
-	struct rte_mbuf *m = good_udp(f);
-
-	ip_of(m)->total_length =
-		rte_cpu_to_be_16((uint16_t)(rte_pktmbuf_pkt_len(m) - 14 + 1));
-	ip_fix_cksum(m);
-	return m;
-}
-
-static struct rte_mbuf *bad_options(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, REMOTE, 53);
-
-	fr.opt_words = 1;
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_frag_mf(struct fx *f)
-{
-	struct rte_mbuf *m = good_udp(f);
-
-	ip_of(m)->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_MF_FLAG);
-	ip_fix_cksum(m);
-	return m;
-}
-
-static struct rte_mbuf *bad_frag_offset(struct fx *f)
-{
-	struct rte_mbuf *m = good_udp(f);
-
-	ip_of(m)->fragment_offset = rte_cpu_to_be_16(185);
-	ip_fix_cksum(m);
-	return m;
-}
-
-static struct rte_mbuf *bad_ttl(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, REMOTE, 53);
-
-	fr.ttl = 1;
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_gre(struct fx *f)
-{
-	struct frame fr = fr_out(47, HOST_A, 0, REMOTE, 0);
-
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_icmp_unreach(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_ICMP, HOST_A, 1, REMOTE, 0);
-
-	fr.icmp_type = 3; /* destination unreachable */
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_trunc_tcp(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_TCP, HOST_A, 9999, REMOTE, 80);
-	struct rte_mbuf *m = frame_build(f, &fr);
-
-	truncate_l4(m, 12);
-	return m;
-}
-
-static struct rte_mbuf *bad_tcp_doff(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_TCP, HOST_A, 9999, REMOTE, 80);
-	struct rte_mbuf *m = frame_build(f, &fr);
-
-	((struct rte_tcp_hdr *)l4_of(m))->data_off = 4 << 4;
-	return m;
-}
-
-static struct rte_mbuf *bad_trunc_udp(struct fx *f)
-{
-	struct rte_mbuf *m = good_udp(f);
-
-	truncate_l4(m, 4);
-	return m;
-}
-
-static struct rte_mbuf *bad_trunc_icmp(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_ICMP, HOST_A, 1, REMOTE, 0);
-	struct rte_mbuf *m = frame_build(f, &fr);
-
-	truncate_l4(m, 4);
-	return m;
-}
-
-static struct rte_mbuf *bad_split_headers(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, REMOTE, 53);
-	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
-	struct rte_mbuf *tail = rte_pktmbuf_alloc(f->pool);
-	uint8_t buf[2048];
-	uint32_t len = frame_write(&fr, buf);
-
-	memcpy(rte_pktmbuf_append(m, 24), buf, 24);
-	memcpy(rte_pktmbuf_append(tail, (uint16_t)(len - 24)), buf + 24,
-	       len - 24);
-	cr_assert_eq(rte_pktmbuf_chain(m, tail), 0);
-	return m;
-}
-
-static struct rte_mbuf *bad_to_gateway(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, INSIDE_ADDR, 53);
-
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_to_pool_inside(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_ICMP, HOST_A, 1, POOL_LAST, 0);
-
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_multicast(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 5353, 0xe00000fbu, 5353);
-
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_foreign_mac(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_UDP, HOST_A, 9999, REMOTE, 53);
-
-	fr.dst = host_mac(HOST_B);
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_tcp_ack(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_TCP, HOST_A, 9999, REMOTE, 80);
-
-	fr.tcp_flags = RTE_TCP_ACK_FLAG;
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_echo_reply_inside(struct fx *f)
-{
-	struct frame fr = fr_out(IPPROTO_ICMP, HOST_A, 1, REMOTE, 0);
-
-	fr.icmp_type = RTE_IP_ICMP_ECHO_REPLY;
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_not_pool(struct fx *f)
-{
-	struct frame fr = fr_in(IPPROTO_UDP, REMOTE, 53, 0xc6336477u, 1024);
-
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_no_session(struct fx *f)
-{
-	struct frame fr = fr_in(IPPROTO_UDP, REMOTE, 53, POOL_FIRST, 1024);
-
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_echo_request_outside(struct fx *f)
-{
-	struct frame fr = fr_in(IPPROTO_ICMP, REMOTE, 9, POOL_FIRST, 0);
-
-	fr.icmp_type = RTE_IP_ICMP_ECHO_REQUEST;
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_ttl_outside(struct fx *f)
-{
-	struct frame fr = fr_in(IPPROTO_UDP, REMOTE, 53, POOL_FIRST, 1024);
-
-	fr.ttl = 1;
-	return frame_build(f, &fr);
-}
-
-static struct rte_mbuf *bad_arp_format(struct fx *f)
-{
-	struct rte_ether_addr hm = host_mac(HOST_A);
-	struct rte_mbuf *m =
-		frame_arp(f, RTE_ARP_OP_REQUEST, &hm, HOST_A, INSIDE_ADDR);
-
-	rte_pktmbuf_mtod_offset(m, struct rte_arp_hdr *, 14)->arp_hlen = 5;
-	return m;
-}
-
-static struct rte_mbuf *bad_arp_short(struct fx *f)
-{
-	struct rte_ether_addr hm = host_mac(HOST_A);
-	struct rte_mbuf *m =
-		frame_arp(f, RTE_ARP_OP_REQUEST, &hm, HOST_A, INSIDE_ADDR);
-
-	rte_pktmbuf_trim(m, 60 - 30);
-	return m;
-}
-
-struct bad_case {
-	const char *name;
-	int outside;
-	size_t counter;
-	size_t also; /* a second counter the frame moves, or NO_STAT */
-	struct rte_mbuf *(*make)(struct fx *f);
-};
-
-static const struct bad_case bad_cases[] = {
-	{"truncated ethernet", 0, STAT(truncated), NO_STAT, bad_trunc_eth},
-	{"IPv6 ethertype", 0, STAT(not_ipv4), NO_STAT, bad_ipv6},
-	{"truncated IP", 0, STAT(truncated), NO_STAT, bad_trunc_ip},
-	{"IP version 6", 0, STAT(bad_ip_header), NO_STAT, bad_version},
-	{"IHL 4", 0, STAT(bad_ip_header), NO_STAT, bad_ihl},
-	{"bad IP checksum", 0, STAT(bad_ip_checksum), NO_STAT, bad_ip_cksum},
-	{"total length past the frame", 0, STAT(bad_ip_header), NO_STAT,
-	 bad_total_len},
-	{"IP options", 0, STAT(ip_options), NO_STAT, bad_options},
-	{"more fragments", 0, STAT(fragments), NO_STAT, bad_frag_mf},
-	{"fragment offset", 0, STAT(fragments), NO_STAT, bad_frag_offset},
-	{"TTL 1", 0, STAT(ttl_expired), NO_STAT, bad_ttl},
-	{"GRE", 0, STAT(unknown_proto), NO_STAT, bad_gre},
-	{"ICMP destination unreachable", 0, STAT(icmp_unsupported), NO_STAT,
-	 bad_icmp_unreach},
-	{"truncated TCP", 0, STAT(truncated), NO_STAT, bad_trunc_tcp},
-	{"TCP data offset 4", 0, STAT(truncated), NO_STAT, bad_tcp_doff},
-	{"truncated UDP", 0, STAT(truncated), NO_STAT, bad_trunc_udp},
-	{"truncated ICMP", 0, STAT(truncated), NO_STAT, bad_trunc_icmp},
-	{"headers split over segments", 0, STAT(truncated), NO_STAT,
-	 bad_split_headers},
-	{"to the gateway's inside address", 0, STAT(to_gateway), NO_STAT,
-	 bad_to_gateway},
-	{"inside to a pool address", 0, STAT(to_gateway), NO_STAT,
-	 bad_to_pool_inside},
-	{"inside to multicast", 0, STAT(not_ours), NO_STAT, bad_multicast},
-	{"another host's MAC", 0, STAT(not_ours), NO_STAT, bad_foreign_mac},
-	{"TCP ACK without session", 0, STAT(tcp_no_session), NO_STAT,
-	 bad_tcp_ack},
-	{"inside echo reply", 0, STAT(no_session), NO_STAT,
-	 bad_echo_reply_inside},
-	{"malformed ARP", 0, STAT(arp_ignored), STAT(arp_in), bad_arp_format},
-	{"short ARP", 0, STAT(arp_ignored), STAT(arp_in), bad_arp_short},
-	{"outside truncated IP", 1, STAT(truncated), NO_STAT, bad_trunc_ip},
-	{"outside bad IP checksum", 1, STAT(bad_ip_checksum), NO_STAT,
-	 bad_ip_cksum},
-	{"outside fragment", 1, STAT(fragments), NO_STAT, bad_frag_mf},
-	{"outside to a non-pool address", 1, STAT(not_ours), NO_STAT,
-	 bad_not_pool},
-	{"outside without session", 1, STAT(no_session), NO_STAT,
-	 bad_no_session},
-	{"outside echo request", 1, STAT(no_session), NO_STAT,
-	 bad_echo_request_outside},
-	{"outside TTL 1", 1, STAT(ttl_expired), NO_STAT, bad_ttl_outside},
-};
 
 Test(nat, every_bad_input_is_dropped_counted_once_and_changes_nothing)
 {
@@ -2226,7 +1934,7 @@ Test(nat, every_bad_input_is_dropped_counted_once_and_changes_nothing)
 		avail = rte_mempool_avail_count(f.pool);
 		before = stats(&f);
 		nsdp_table_stats(f.table, &tb);
-		m = bc->make(&f);
+		m = bad_frame(&f, bc);
 		if (bc->outside && rte_pktmbuf_data_len(m) >= 14)
 			rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->dst_addr =
 				outside_mac;
