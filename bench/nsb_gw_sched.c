@@ -76,14 +76,28 @@ static void live_publish(struct nsb_gw_live *l, enum nsb_gw_phase ph,
 	__atomic_store_n(&l->phase_cycles, phase_cycles, __ATOMIC_RELAXED);
 }
 
-/* Until the lcore says done: stop it on a signal, and call progress once a
- * second. 0, or -1 when interrupted. */
-static int wait_done(const int *done, int *stop, void (*progress)(void *),
-		     void *arg)
+/* Promote the n NATs the lcore runs (it takes the promotion), then wait
+ * until it is done: stop it on a signal, and call progress once a second.
+ * 0, 1 when a NAT was not promoted, -1 when interrupted. */
+static int promote_and_wait(struct nsdp_nat *const *nats, int n,
+			    unsigned int timeout_ms, unsigned int worker,
+			    const int *done, int *stop,
+			    void (*progress)(void *), void *arg)
 {
 	time_t last = time(NULL);
 	int status = 0;
 
+	for (int i = 0; i < n && status == 0; i++) {
+		int rc = nsdp_nat_activate(nats[i], 1, timeout_ms);
+
+		if (rc != 0) {
+			fprintf(stderr,
+				"natsync-gwbench: nsdp_nat_activate: %s\n",
+				strerror(-rc));
+			__atomic_store_n(stop, 1, __ATOMIC_RELAXED);
+			status = 1;
+		}
+	}
 	while (!__atomic_load_n(done, __ATOMIC_ACQUIRE)) {
 		nsdp_sleep_ms(100);
 		if (nsb_gw_signalled &&
@@ -96,6 +110,7 @@ static int wait_done(const int *done, int *stop, void (*progress)(void *),
 			progress(arg);
 		}
 	}
+	rte_eal_wait_lcore(worker);
 	return status;
 }
 
@@ -211,7 +226,7 @@ int nsb_gw_round_run(struct nsb_gw_round *r, unsigned int n_rounds,
 	struct round_progress l = {.r = r, .n_rounds = n_rounds};
 	char name[32];
 	struct nsdp_table_stats ts;
-	int rc, status = 0;
+	int status;
 
 	snprintf(name, sizeof(name), "gwb%u", r->index);
 	r->table = nsdp_table_create(name, conf->max_sessions);
@@ -230,16 +245,8 @@ int nsb_gw_round_run(struct nsb_gw_round *r, unsigned int n_rounds,
 	}
 	r->fwd->nat = r->nat;
 	rte_eal_remote_launch(round_lcore, r, worker);
-	rc = nsdp_nat_activate(r->nat, 1, NSB_GW_ACTIVATE_MS);
-	if (rc != 0) {
-		fprintf(stderr, "natsync-gwbench: nsdp_nat_activate: %s\n",
-			strerror(-rc));
-		__atomic_store_n(&r->stop, 1, __ATOMIC_RELAXED);
-		status = 1;
-	}
-	if (wait_done(&r->done, &r->stop, round_progress, &l) < 0)
-		status = -1;
-	rte_eal_wait_lcore(worker);
+	status = promote_and_wait(&r->nat, 1, NSB_GW_ACTIVATE_MS, worker,
+				  &r->done, &r->stop, round_progress, &l);
 	nsdp_table_stats(r->table, &ts);
 	r->sessions_end = ts.live;
 	nsdp_nat_free(r->nat);
@@ -463,29 +470,19 @@ int nsb_gw_pair_run(struct nsb_gw_pair *p, unsigned int worker,
 		    const struct nsdp_nat_conf *conf, struct nsdp_lane *lane)
 {
 	struct pair_progress l = {.p = p};
-	int status = 0;
+	struct nsdp_nat *nats[2];
+	int status;
 
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
 		if (pair_ctx_init(p, i, conf, lane) != 0)
 			return 1;
+		nats[i] = p->ctx[i].res.nat;
+	}
 	p->slice_cycles = rte_get_tsc_hz() * p->o->slice_ms / 1000;
 	rte_eal_remote_launch(pair_lcore, p, worker);
-	for (int i = 0; i < 2 && status == 0; i++) {
-		int rc = nsdp_nat_activate(p->ctx[i].res.nat, 1,
-					   NSB_GW_ACTIVATE_MS +
-						   2 * p->o->slice_ms);
-
-		if (rc != 0) {
-			fprintf(stderr,
-				"natsync-gwbench: nsdp_nat_activate: %s\n",
-				strerror(-rc));
-			__atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
-			status = 1;
-		}
-	}
-	if (wait_done(&p->done, &p->stop, pair_progress, &l) < 0)
-		status = -1;
-	rte_eal_wait_lcore(worker);
+	status = promote_and_wait(
+		nats, 2, NSB_GW_ACTIVATE_MS + 2 * p->o->slice_ms, worker,
+		&p->done, &p->stop, pair_progress, &l);
 	for (int i = 0; i < 2; i++) {
 		struct nsdp_table_stats ts;
 

@@ -277,41 +277,34 @@ static struct rte_ether_addr host_mac(uint32_t ip)
 	return a;
 }
 
-/* From an inside host to a remote host, through the inside port. */
-static struct nsb_frame fr_out(uint8_t proto, uint32_t host, uint16_t sport,
-			       uint32_t daddr, uint16_t dport)
+/* A frame with a 32-byte payload: outbound from an inside host (saddr)
+ * through the inside port, or inbound from a remote host through the
+ * outside port, as the router forwards it. */
+static struct nsb_frame fr_dir(int inbound, uint8_t proto, uint32_t saddr,
+			       uint16_t sport, uint32_t daddr, uint16_t dport)
 {
-	struct nsb_frame fr = {.src = host_mac(host),
-			       .dst = inside_mac,
-			       .saddr = host,
-			       .daddr = daddr,
-			       .proto = proto,
-			       .ttl = 64,
-			       .sport = sport,
-			       .dport = dport,
-			       .tcp_flags = RTE_TCP_SYN_FLAG,
-			       .icmp_type = RTE_IP_ICMP_ECHO_REQUEST,
-			       .payload = 32};
+	struct nsb_frame fr = {
+		.src = inbound ? router_mac : host_mac(saddr),
+		.dst = inbound ? outside_mac : inside_mac,
+		.saddr = saddr,
+		.daddr = daddr,
+		.proto = proto,
+		.ttl = inbound ? 50 : 64,
+		.sport = sport,
+		.dport = dport,
+		.tcp_flags = inbound ? RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG
+				     : RTE_TCP_SYN_FLAG,
+		.icmp_type = inbound ? RTE_IP_ICMP_ECHO_REPLY
+				     : RTE_IP_ICMP_ECHO_REQUEST,
+		.payload = 32,
+	};
 	return fr;
 }
 
+/* From an inside host to a remote host, through the inside port. */
+#define fr_out(...) fr_dir(0, __VA_ARGS__)
 /* From a remote host to a pool address, through the outside port. */
-static struct nsb_frame fr_in(uint8_t proto, uint32_t remote, uint16_t sport,
-			      uint32_t daddr, uint16_t dport)
-{
-	struct nsb_frame fr = {.src = router_mac,
-			       .dst = outside_mac,
-			       .saddr = remote,
-			       .daddr = daddr,
-			       .proto = proto,
-			       .ttl = 50,
-			       .sport = sport,
-			       .dport = dport,
-			       .tcp_flags = RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG,
-			       .icmp_type = RTE_IP_ICMP_ECHO_REPLY,
-			       .payload = 32};
-	return fr;
-}
+#define fr_in(...) fr_dir(1, __VA_ARGS__)
 
 static struct rte_mbuf *frame_build(struct fx *f, const struct nsb_frame *fr)
 {
