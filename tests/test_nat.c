@@ -111,6 +111,14 @@ static void conf_default(struct nsdp_nat_conf *c)
 	c->max_sessions = 1u << 20;
 }
 
+/* conf_default() with source ports from min to max. */
+static void conf_ports(struct nsdp_nat_conf *c, uint16_t min, uint16_t max)
+{
+	conf_default(c);
+	c->port_min = min;
+	c->port_max = max;
+}
+
 /* The helper thread that plays the lcore while activate/deactivate wait:
  * housekeep only, until told to stop (at most about 2 s). */
 struct lcore_sim {
@@ -379,6 +387,10 @@ static struct rte_mbuf *take_at(struct fx *f, int outside, int line)
 }
 
 #define take(f, outside) take_at((f), (outside), __LINE__)
+/* Send fr through the inside (outside) port and take the one frame the
+ * gateway sends on the other side. */
+#define pass_in(f, fr) (send_in((f), (fr)), take_at((f), 1, __LINE__))
+#define pass_out(f, fr) (send_out((f), (fr)), take_at((f), 0, __LINE__))
 
 /* The checksums of m recomputed from scratch equal the ones it carries. */
 static void check_cksums(struct rte_mbuf *m)
@@ -408,6 +420,28 @@ static void check_same_ip(struct rte_mbuf *m, const struct nsb_frame *fr)
 		  "translated packet differs from the expected one");
 }
 
+/* m's IP packet is fr translated: outbound its source becomes addr:port,
+ * inbound its destination does (for ICMP the identifier, in sport, either
+ * way); one hop less to live. */
+static void check_xlat(struct rte_mbuf *m, const struct nsb_frame *fr,
+		       int outbound, uint32_t addr, uint16_t port)
+{
+	struct nsb_frame want = *fr;
+
+	if (outbound) {
+		want.saddr = addr;
+		want.sport = port;
+	} else {
+		want.daddr = addr;
+		if (fr->proto == IPPROTO_ICMP)
+			want.sport = port;
+		else
+			want.dport = port;
+	}
+	want.ttl = (uint8_t)(fr->ttl - 1);
+	check_same_ip(m, &want);
+}
+
 static void check_eth(struct rte_mbuf *m, const struct rte_ether_addr *src,
 		      const struct rte_ether_addr *dst)
 {
@@ -424,10 +458,23 @@ static struct ns_session open_udp(struct fx *f, uint32_t host, uint16_t sport)
 	struct nsb_frame fr = fr_out(IPPROTO_UDP, host, sport, REMOTE, 53);
 	struct ns_session r;
 
-	send_in(f, &fr);
-	rte_pktmbuf_free(take(f, 1));
+	rte_pktmbuf_free(pass_in(f, &fr));
 	r = one_record(f, NS_EV_CREATE);
 	return r;
+}
+
+/* n outbound UDP flows to REMOTE:53, flow i from HOST_A + i % hosts and
+ * source port sport + i; what the gateway sends is freed. */
+static void send_udp_flows(struct fx *f, unsigned int n, unsigned int hosts,
+			   uint16_t sport)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A + i % hosts,
+					     (uint16_t)(sport + i), REMOTE, 53);
+
+		send_in(f, &fr);
+		tx_free(&f->tx);
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -436,34 +483,29 @@ static struct ns_session open_udp(struct fx *f, uint32_t host, uint16_t sport)
 
 Test(nat, conf_check_rejects_each_inconsistency_with_a_reason)
 {
-	struct nsdp_nat_conf c;
+	struct nsdp_nat_conf c, bad[7];
 	char err[128];
+	unsigned int i;
 
 	conf_default(&c);
 	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), 0);
 
-	c.pool_last = POOL_FIRST - 1;
-	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
-	cr_assert_str_not_empty(err);
-	conf_default(&c);
-	c.pool_last = POOL_FIRST + NSDP_NAT_MAX_POOL;
-	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
-	conf_default(&c);
-	c.inside_addr = POOL_LAST;
-	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
-	conf_default(&c);
-	c.port_min = 2000;
-	c.port_max = 1999;
-	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
-	conf_default(&c);
-	c.port_min = 0;
-	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
-	conf_default(&c);
-	c.udp_ms = 0;
-	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
-	conf_default(&c);
-	c.next_hop = POOL_FIRST;
-	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	for (i = 0; i < 7; i++)
+		conf_default(&bad[i]);
+	bad[0].pool_last = POOL_FIRST - 1;
+	bad[1].pool_last = POOL_FIRST + NSDP_NAT_MAX_POOL;
+	bad[2].inside_addr = POOL_LAST;
+	bad[3].port_min = 2000;
+	bad[3].port_max = 1999;
+	bad[4].port_min = 0;
+	bad[5].udp_ms = 0;
+	bad[6].next_hop = POOL_FIRST;
+	for (i = 0; i < 7; i++) {
+		cr_assert_eq(nsdp_nat_conf_check(&bad[i], err, sizeof(err)),
+			     -EINVAL, "case %u", i);
+		if (i == 0)
+			cr_assert_str_not_empty(err);
+	}
 	conf_default(&c);
 	c.max_sessions = 0;
 	cr_assert_eq(nsdp_nat_conf_check(&c, NULL, 0), -EINVAL);
@@ -547,8 +589,7 @@ Test(nat, standby_drops_every_ip_packet_and_answers_no_arp)
 	 * next hop answers without a new ARP request. */
 	cr_assert_eq(with_lcore(&f, 1, EPOCH, NULL), 0);
 	fr = fr_out(IPPROTO_UDP, HOST_A, 5000, REMOTE, 53);
-	send_in(&f, &fr);
-	m = take(&f, 1);
+	m = pass_in(&f, &fr);
 	check_eth(m, &outside_mac, &router_mac);
 	rte_pktmbuf_free(m);
 	cr_assert_eq(stats(&f).neigh_miss, 0);
@@ -568,16 +609,14 @@ Test(nat, standby_drops_every_ip_packet_and_answers_no_arp)
 Test(nat, udp_outbound_is_translated_recorded_and_checksummed)
 {
 	struct fx f;
-	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 5353, REMOTE, 53),
-			 want;
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 5353, REMOTE, 53);
 	struct ns_session r, t;
 	struct rte_mbuf *m;
 	struct nsdp_nat_stats s, s0;
 
 	fx_open(&f);
 	s0 = stats(&f);
-	send_in(&f, &fr);
-	m = take(&f, 1);
+	m = pass_in(&f, &fr);
 
 	r = one_record(&f, NS_EV_CREATE);
 	cr_assert_eq(r.proto, IPPROTO_UDP);
@@ -596,11 +635,7 @@ Test(nat, udp_outbound_is_translated_recorded_and_checksummed)
 	cr_assert(ns_session_equal_state(&r, &t), "table holds the record");
 
 	check_cksums(m);
-	want = fr;
-	want.saddr = r.xlat.saddr;
-	want.sport = r.xlat.sport;
-	want.ttl = 63;
-	check_same_ip(m, &want);
+	check_xlat(m, &fr, 1, r.xlat.saddr, r.xlat.sport);
 	check_eth(m, &outside_mac, &router_mac);
 	rte_pktmbuf_free(m);
 
@@ -613,9 +648,8 @@ Test(nat, udp_outbound_is_translated_recorded_and_checksummed)
 
 	/* The next packet of the flow uses the session, records nothing. */
 	f.now += 1 * SEC;
-	send_in(&f, &fr);
-	m = take(&f, 1);
-	check_same_ip(m, &want);
+	m = pass_in(&f, &fr);
+	check_xlat(m, &fr, 1, r.xlat.saddr, r.xlat.sport);
 	rte_pktmbuf_free(m);
 	no_record(&f);
 	cr_assert_eq(stats(&f).created, 1);
@@ -626,7 +660,7 @@ Test(nat, udp_inbound_reply_restores_the_inside_address_and_port)
 {
 	struct fx f;
 	struct ns_session r;
-	struct nsb_frame in, want;
+	struct nsb_frame in;
 	struct rte_mbuf *m;
 	uint64_t tx0;
 
@@ -635,14 +669,9 @@ Test(nat, udp_inbound_reply_restores_the_inside_address_and_port)
 	tx0 = stats(&f).tx_inside;
 
 	in = fr_in(IPPROTO_UDP, REMOTE, 53, r.xlat.saddr, r.xlat.sport);
-	send_out(&f, &in);
-	m = take(&f, 0);
+	m = pass_out(&f, &in);
 	check_cksums(m);
-	want = in;
-	want.daddr = HOST_A;
-	want.dport = 5353;
-	want.ttl = 49;
-	check_same_ip(m, &want);
+	check_xlat(m, &in, 0, HOST_A, 5353);
 	{
 		struct rte_ether_addr hm = host_mac(HOST_A);
 
@@ -669,8 +698,7 @@ Test(nat, udp_zero_checksum_stays_zero)
 
 	fx_open(&f);
 	fr.no_udp_cksum = 1;
-	send_in(&f, &fr);
-	m = take(&f, 1);
+	m = pass_in(&f, &fr);
 	udp = l4_of(m);
 	cr_assert_eq(udp->dgram_cksum, 0, "no checksum stays no checksum");
 	cr_assert_eq(rte_raw_cksum(ip_of(m), 20), 0xffff, "IP checksum");
@@ -706,13 +734,12 @@ Test(nat, icmp_echo_identifier_is_translated_both_ways)
 {
 	struct fx f;
 	struct nsb_frame ping = fr_out(IPPROTO_ICMP, HOST_B, 0x1234, REMOTE, 0);
-	struct nsb_frame pong, want;
+	struct nsb_frame pong;
 	struct ns_session r;
 	struct rte_mbuf *m;
 
 	fx_open(&f);
-	send_in(&f, &ping);
-	m = take(&f, 1);
+	m = pass_in(&f, &ping);
 	r = one_record(&f, NS_EV_CREATE);
 	cr_assert_eq(r.proto, IPPROTO_ICMP);
 	cr_assert_eq(r.orig.sport, 0x1234);
@@ -721,22 +748,13 @@ Test(nat, icmp_echo_identifier_is_translated_both_ways)
 	cr_assert(r.xlat.sport >= 1024);
 	cr_assert_eq(r.timeout_ms, ICMP_MS);
 	check_cksums(m);
-	want = ping;
-	want.saddr = r.xlat.saddr;
-	want.sport = r.xlat.sport;
-	want.ttl = 63;
-	check_same_ip(m, &want);
+	check_xlat(m, &ping, 1, r.xlat.saddr, r.xlat.sport);
 	rte_pktmbuf_free(m);
 
 	pong = fr_in(IPPROTO_ICMP, REMOTE, r.xlat.sport, r.xlat.saddr, 0);
-	send_out(&f, &pong);
-	m = take(&f, 0);
+	m = pass_out(&f, &pong);
 	check_cksums(m);
-	want = pong;
-	want.daddr = HOST_B;
-	want.sport = 0x1234;
-	want.ttl = 49;
-	check_same_ip(m, &want);
+	check_xlat(m, &pong, 0, HOST_B, 0x1234);
 	rte_pktmbuf_free(m);
 	no_record(&f);
 	fx_close(&f);
@@ -806,8 +824,7 @@ Test(nat, tcp_only_a_syn_opens_a_session)
 	no_record(&f);
 
 	fr.tcp_flags = RTE_TCP_SYN_FLAG;
-	send_in(&f, &fr);
-	m = take(&f, 1);
+	m = pass_in(&f, &fr);
 	check_cksums(m);
 	rte_pktmbuf_free(m);
 	r = one_record(&f, NS_EV_CREATE);
@@ -816,8 +833,7 @@ Test(nat, tcp_only_a_syn_opens_a_session)
 
 	/* Now the flow's other segments pass. */
 	fr.tcp_flags = RTE_TCP_ACK_FLAG;
-	send_in(&f, &fr);
-	m = take(&f, 1);
+	m = pass_in(&f, &fr);
 	check_cksums(m);
 	rte_pktmbuf_free(m);
 	cr_assert_eq(stats(&f).tcp_no_session, 3);
@@ -831,13 +847,11 @@ static struct ns_session tcp_established(struct fx *f, uint16_t sport)
 	struct ns_session r, refresh;
 	struct rte_mbuf *m;
 
-	send_in(f, &fr);
-	rte_pktmbuf_free(take(f, 1));
+	rte_pktmbuf_free(pass_in(f, &fr));
 	r = one_record(f, NS_EV_CREATE);
 	fr = fr_in(IPPROTO_TCP, REMOTE, 443, r.xlat.saddr, r.xlat.sport);
 	fr.tcp_flags = RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG;
-	send_out(f, &fr);
-	m = take(f, 0);
+	m = pass_out(f, &fr);
 	check_cksums(m);
 	rte_pktmbuf_free(m);
 	refresh = one_record(f, NS_EV_REFRESH);
@@ -847,11 +861,20 @@ static struct ns_session tcp_established(struct fx *f, uint16_t sport)
 	return refresh;
 }
 
+/* A segment of HOST_A's flow from sport with these flags, through the
+ * inside port; the frame forwarded is freed. */
+static void tcp_segment_out(struct fx *f, uint16_t sport, uint8_t flags)
+{
+	struct nsb_frame fr = fr_out(IPPROTO_TCP, HOST_A, sport, REMOTE, 443);
+
+	fr.tcp_flags = flags;
+	rte_pktmbuf_free(pass_in(f, &fr));
+}
+
 Test(nat, tcp_syn_ack_from_outside_establishes_with_an_immediate_refresh)
 {
 	struct fx f;
 	struct ns_session r, t;
-	struct nsb_frame ack;
 
 	fx_open(&f);
 	r = tcp_established(&f, 40001);
@@ -861,11 +884,8 @@ Test(nat, tcp_syn_ack_from_outside_establishes_with_an_immediate_refresh)
 	cr_assert_eq(stats(&f).refreshed, 1);
 
 	/* Established traffic within half the timeout records nothing. */
-	ack = fr_out(IPPROTO_TCP, HOST_A, 40001, REMOTE, 443);
-	ack.tcp_flags = RTE_TCP_ACK_FLAG;
 	f.now += 60 * SEC;
-	send_in(&f, &ack);
-	rte_pktmbuf_free(take(&f, 1));
+	tcp_segment_out(&f, 40001, RTE_TCP_ACK_FLAG);
 	no_record(&f);
 	fx_close(&f);
 }
@@ -878,18 +898,14 @@ Test(nat, tcp_fin_moves_the_session_to_closing)
 
 	fx_open(&f);
 	r = tcp_established(&f, 40002);
-	fin = fr_out(IPPROTO_TCP, HOST_A, 40002, REMOTE, 443);
-	fin.tcp_flags = RTE_TCP_FIN_FLAG | RTE_TCP_ACK_FLAG;
-	send_in(&f, &fin);
-	rte_pktmbuf_free(take(&f, 1));
+	tcp_segment_out(&f, 40002, RTE_TCP_FIN_FLAG | RTE_TCP_ACK_FLAG);
 	c = one_record(&f, NS_EV_REFRESH);
 	cr_assert_eq(c.timeout_ms, TCP_CLOSING_MS);
 
 	/* The other side's FIN changes nothing more. */
 	fin = fr_in(IPPROTO_TCP, REMOTE, 443, r.xlat.saddr, r.xlat.sport);
 	fin.tcp_flags = RTE_TCP_FIN_FLAG | RTE_TCP_ACK_FLAG;
-	send_out(&f, &fin);
-	rte_pktmbuf_free(take(&f, 0));
+	rte_pktmbuf_free(pass_out(&f, &fin));
 	no_record(&f);
 
 	/* Closing sessions expire after tcp_closing_ms. */
@@ -913,8 +929,7 @@ Test(nat, tcp_rst_either_way_forwards_then_deletes_the_session)
 	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 1);
 	rst = fr_in(IPPROTO_TCP, REMOTE, 443, r.xlat.saddr, r.xlat.sport);
 	rst.tcp_flags = RTE_TCP_RST_FLAG;
-	send_out(&f, &rst);
-	m = take(&f, 0);
+	m = pass_out(&f, &rst);
 	check_cksums(m);
 	cr_assert_eq(ip_of(m)->dst_addr, rte_cpu_to_be_32(HOST_A));
 	rte_pktmbuf_free(m);
@@ -934,10 +949,7 @@ Test(nat, tcp_rst_either_way_forwards_then_deletes_the_session)
 
 	/* From the inside too. */
 	r = tcp_established(&f, 40004);
-	rst = fr_out(IPPROTO_TCP, HOST_A, 40004, REMOTE, 443);
-	rst.tcp_flags = RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG;
-	send_in(&f, &rst);
-	rte_pktmbuf_free(take(&f, 1));
+	tcp_segment_out(&f, 40004, RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG);
 	d = one_record(&f, NS_EV_DELETE);
 	cr_assert(ns_session_same_flow(&d, &r));
 	cr_assert_eq(stats(&f).closed, 2);
@@ -1173,18 +1185,10 @@ Test(nat, tiny_port_range_is_exhausted_without_duplicates_then_reused)
 	uint8_t used[8] = {0};
 	unsigned int i, k;
 
-	conf_default(&c);
+	conf_ports(&c, 2000, 2007);
 	c.pool_last = POOL_FIRST;
-	c.port_min = 2000;
-	c.port_max = 2007;
 	fx_open_conf(&f, &c, 1024, 1024, 0);
-	for (i = 0; i < 12; i++) {
-		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A + i % 3,
-					     (uint16_t)(3000 + i), REMOTE, 53);
-
-		send_in(&f, &fr);
-		tx_free(&f.tx);
-	}
+	send_udp_flows(&f, 12, 3, 3000);
 	k = drain(&f, r, 16);
 	cr_assert_eq(k, 8);
 	for (i = 0; i < k; i++) {
@@ -1203,8 +1207,7 @@ Test(nat, tiny_port_range_is_exhausted_without_duplicates_then_reused)
 		struct nsb_frame syn =
 			fr_out(IPPROTO_TCP, HOST_A, 3000, REMOTE, 80);
 
-		send_in(&f, &syn);
-		rte_pktmbuf_free(take(&f, 1));
+		rte_pktmbuf_free(pass_in(&f, &syn));
 		one_record(&f, NS_EV_CREATE);
 	}
 
@@ -1229,17 +1232,9 @@ Test(nat, a_host_spills_to_the_next_pool_address_when_its_own_is_full)
 	unsigned int i, k, on_first = 0;
 	uint32_t home;
 
-	conf_default(&c);
-	c.port_min = 2000;
-	c.port_max = 2007;
+	conf_ports(&c, 2000, 2007);
 	fx_open_conf(&f, &c, 1024, 1024, 0);
-	for (i = 0; i < 12; i++) {
-		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
-					     (uint16_t)(3000 + i), REMOTE, 53);
-
-		send_in(&f, &fr);
-		tx_free(&f.tx);
-	}
+	send_udp_flows(&f, 12, 1, 3000);
 	k = drain(&f, r, 16);
 	cr_assert_eq(k, 12);
 	home = r[0].xlat.saddr;
@@ -1255,18 +1250,11 @@ Test(nat, full_table_and_max_sessions_are_counted_and_free_the_port)
 	struct fx f;
 	struct nsdp_nat_conf c;
 	struct ns_session r[8];
-	unsigned int i;
 
 	conf_default(&c);
 	c.max_sessions = 3;
 	fx_open_conf(&f, &c, 1024, 1024, 0);
-	for (i = 0; i < 5; i++) {
-		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
-					     (uint16_t)(3000 + i), REMOTE, 53);
-
-		send_in(&f, &fr);
-		tx_free(&f.tx);
-	}
+	send_udp_flows(&f, 5, 1, 3000);
 	cr_assert_eq(drain(&f, r, 8), 3);
 	cr_assert_eq(stats(&f).table_full, 2);
 	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 3);
@@ -1278,16 +1266,9 @@ Test(nat, full_lane_drops_records_and_counts_them)
 {
 	struct fx f;
 	struct nsdp_nat_stats s;
-	unsigned int i;
 
 	fx_open_conf(&f, NULL, 1024, 64, 0);
-	for (i = 0; i < 100; i++) {
-		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
-					     (uint16_t)(3000 + i), REMOTE, 53);
-
-		send_in(&f, &fr);
-		tx_free(&f.tx);
-	}
+	send_udp_flows(&f, 100, 1, 3000);
 	s = stats(&f);
 	cr_assert_eq(s.created, 100, "forwarding goes on");
 	cr_assert_eq(s.recorded + s.record_drops, 100);
@@ -1391,13 +1372,11 @@ Test(nat, arp_requests_for_our_addresses_are_answered_on_their_port)
 			fr_out(IPPROTO_UDP, HOST_B, 777, REMOTE, 53);
 		struct nsb_frame back;
 
-		send_in(&f, &fr);
-		rte_pktmbuf_free(take(&f, 1));
+		rte_pktmbuf_free(pass_in(&f, &fr));
 		r = one_record(&f, NS_EV_CREATE);
 		back = fr_in(IPPROTO_UDP, REMOTE, 53, r.xlat.saddr,
 			     r.xlat.sport);
-		send_out(&f, &back);
-		m = take(&f, 0);
+		m = pass_out(&f, &back);
 		check_eth(m, &inside_mac, &hm);
 		rte_pktmbuf_free(m);
 	}
@@ -1416,8 +1395,7 @@ Test(nat, unresolved_next_hop_drops_and_asks_at_most_every_100ms)
 	cr_assert_eq(with_lcore(&f, 1, EPOCH, NULL), 0);
 	t0 = f.now;
 
-	send_in(&f, &fr);
-	m = take(&f, 1);
+	m = pass_in(&f, &fr);
 	check_arp(m, RTE_ARP_OP_REQUEST, &bcast_mac, &outside_mac, POOL_FIRST,
 		  NULL, NEXT_HOP);
 	rte_pktmbuf_free(m);
@@ -1430,13 +1408,11 @@ Test(nat, unresolved_next_hop_drops_and_asks_at_most_every_100ms)
 	cr_assert_eq(f.tx.n_outside, 0, "no second request within 100 ms");
 	cr_assert_eq(stats(&f).neigh_miss, 2);
 	f.now = t0 + 100 * MS;
-	send_in(&f, &fr);
-	rte_pktmbuf_free(take(&f, 1));
+	rte_pktmbuf_free(pass_in(&f, &fr));
 	cr_assert_eq(stats(&f).arp_requests_sent, 3, "2 + 1 at promotion");
 
 	learn_router(&f);
-	send_in(&f, &fr);
-	m = take(&f, 1);
+	m = pass_in(&f, &fr);
 	check_eth(m, &outside_mac, &router_mac);
 	rte_pktmbuf_free(m);
 	cr_assert_eq(stats(&f).neigh_miss, 3);
@@ -1454,15 +1430,13 @@ Test(nat, on_link_destinations_are_resolved_when_there_is_no_next_hop)
 	conf_default(&c);
 	c.next_hop = 0;
 	fx_open_conf(&f, &c, 1024, 1024, 0);
-	send_in(&f, &fr);
-	m = take(&f, 1);
+	m = pass_in(&f, &fr);
 	check_arp(m, RTE_ARP_OP_REQUEST, &bcast_mac, &outside_mac, POOL_FIRST,
 		  NULL, REMOTE);
 	rte_pktmbuf_free(m);
 	m = frame_arp(&f, RTE_ARP_OP_REPLY, &rm, REMOTE, POOL_FIRST);
 	nsdp_nat_outside(f.nat, &m, 1, f.now, &f.tx);
-	send_in(&f, &fr);
-	m = take(&f, 1);
+	m = pass_in(&f, &fr);
 	check_eth(m, &outside_mac, &rm);
 	rte_pktmbuf_free(m);
 	fx_close(&f);
@@ -1492,8 +1466,7 @@ Test(nat, unknown_inside_host_is_asked_for_on_the_inside)
 	learn_router(&f);
 
 	back = fr_in(IPPROTO_UDP, REMOTE, 53, POOL_LAST, 30000);
-	send_out(&f, &back);
-	m = take(&f, 0);
+	m = pass_out(&f, &back);
 	check_arp(m, RTE_ARP_OP_REQUEST, &bcast_mac, &inside_mac, INSIDE_ADDR,
 		  NULL, HOST_B);
 	rte_pktmbuf_free(m);
@@ -1543,9 +1516,7 @@ Test(nat, promotion_forwards_replicated_sessions_and_new_ones_avoid_their_ports)
 
 	/* A narrow range so that new sessions must work around the
 	 * replicated ones. */
-	conf_default(&c);
-	c.port_min = 1024;
-	c.port_max = 1024 + 99;
+	conf_ports(&c, 1024, 1024 + 99);
 	fx_open_conf(&f, &c, 4096, 4096, 1);
 	ts = f.now - 2 * SEC;
 
@@ -1594,16 +1565,14 @@ Test(nat, promotion_forwards_replicated_sessions_and_new_ones_avoid_their_ports)
 	/* Return traffic of a replicated UDP session reaches its host
 	 * (whose MAC the gateway learns from its first packet). */
 	fr = fr_out(IPPROTO_UDP, HOST_A + 4, 7000, REMOTE, 443);
-	send_in(&f, &fr);
-	m = take(&f, 1);
+	m = pass_in(&f, &fr);
 	cr_assert_eq(ip_of(m)->src_addr, rte_cpu_to_be_32(POOL_FIRST));
 	cr_assert_eq(((struct rte_udp_hdr *)l4_of(m))->src_port,
 		     rte_cpu_to_be_16(1028));
 	check_cksums(m);
 	rte_pktmbuf_free(m);
 	fr = fr_in(IPPROTO_UDP, REMOTE, 443, POOL_FIRST, 1028);
-	send_out(&f, &fr);
-	m = take(&f, 0);
+	m = pass_out(&f, &fr);
 	cr_assert_eq(ip_of(m)->dst_addr, rte_cpu_to_be_32(HOST_A + 4));
 	check_cksums(m);
 	rte_pktmbuf_free(m);
@@ -1618,15 +1587,13 @@ Test(nat, promotion_forwards_replicated_sessions_and_new_ones_avoid_their_ports)
 	rte_pktmbuf_free(take(&f, 0));
 	fr = fr_in(IPPROTO_TCP, REMOTE, 443, POOL_FIRST, 1030);
 	fr.tcp_flags = RTE_TCP_ACK_FLAG;
-	send_out(&f, &fr);
-	m = take(&f, 0);
+	m = pass_out(&f, &fr);
 	cr_assert_eq(ip_of(m)->dst_addr, rte_cpu_to_be_32(HOST_A));
 	check_cksums(m);
 	rte_pktmbuf_free(m);
 	no_record(&f);
 	fr = fr_in(IPPROTO_TCP, REMOTE, 443, POOL_FIRST, 1031);
-	send_out(&f, &fr);
-	m = take(&f, 0);
+	m = pass_out(&f, &fr);
 	cr_assert_eq(ip_of(m)->dst_addr, rte_cpu_to_be_32(HOST_A));
 	rte_pktmbuf_free(m);
 	s = one_record(&f, NS_EV_REFRESH);
@@ -1636,8 +1603,7 @@ Test(nat, promotion_forwards_replicated_sessions_and_new_ones_avoid_their_ports)
 
 	/* The tombstone's flow opens again under the new epoch. */
 	fr = fr_out(IPPROTO_UDP, HOST_B, 7003, REMOTE, 443);
-	send_in(&f, &fr);
-	rte_pktmbuf_free(take(&f, 1));
+	rte_pktmbuf_free(pass_in(&f, &fr));
 	s = one_record(&f, NS_EV_CREATE);
 	taken[s.xlat.saddr - POOL_FIRST][s.xlat.sport] = 1;
 
