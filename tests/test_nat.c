@@ -684,8 +684,8 @@ Test(nat, udp_inbound_reply_restores_the_inside_address_and_port)
 	/* From another remote port: no such session. */
 	in.sport = 54;
 	send_out(&f, &in);
-	cr_assert_eq(f.tx.n_inside, 0);
 	cr_assert_eq(stats(&f).no_session, 1);
+	cr_assert_eq(f.tx.n_inside, 0);
 	fx_close(&f);
 }
 
@@ -1414,8 +1414,8 @@ Test(nat, unresolved_next_hop_drops_and_asks_at_most_every_100ms)
 	learn_router(&f);
 	m = pass_in(&f, &fr);
 	check_eth(m, &outside_mac, &router_mac);
-	rte_pktmbuf_free(m);
 	cr_assert_eq(stats(&f).neigh_miss, 3);
+	rte_pktmbuf_free(m);
 	fx_close(&f);
 }
 
