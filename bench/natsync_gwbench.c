@@ -27,6 +27,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,91 +219,71 @@ static int nat_conf_build(struct nsdp_nat_conf *c, const struct nsb_gw_opts *o,
 	return 0;
 }
 
+/* The options that take a whole number: range, default and field. */
+static const struct {
+	const char *name;
+	uint64_t min, max;
+	unsigned int def;
+	size_t off; /* of an unsigned int in struct nsb_gw_opts */
+} num_opts[] = {
+#define NUM(name, min, max, def, field)                                  \
+	{                                                                \
+		name, min, max, def, offsetof(struct nsb_gw_opts, field) \
+	}
+	NUM("flows", 1, GWB_MAX_FLOWS, 100000, flows),
+	NUM("hosts", 1, 1u << 23, 256, hosts),
+	NUM("tcp-pct", 0, 100, 0, tcp_pct),
+	NUM("reply-pct", 0, 100, 50, reply_pct),
+	NUM("timeout", 1, 86400, 2, timeout_s),
+	NUM("seconds", 1, 3600, 5, seconds),
+	NUM("warmup", 0, 3600, 0, warmup_s),
+	NUM("rounds", 1, 100, 3, rounds),
+	NUM("burst", 1, NSDP_NAT_BURST, NSDP_NAT_BURST, burst),
+	NUM("ring-size", 64, 1u << 24, 65536, ring_size),
+	NUM("slice-ms", 0, 10000, 0, slice_ms),
+#undef NUM
+};
+
+#define N_NUM_OPTS RTE_DIM(num_opts)
+
+static unsigned int *num_field(struct nsb_gw_opts *o, size_t i)
+{
+	return (unsigned int *)((char *)o + num_opts[i].off);
+}
+
 /* 0, 1 when the program should exit 0 (help, version), -1 on error. */
 static int parse_options(int argc, char **argv, struct nsb_gw_opts *o)
 {
-	enum {
-		OPT_FLOWS = 256,
-		OPT_HOSTS,
-		OPT_NEW_PCT,
-		OPT_TCP_PCT,
-		OPT_REPLY_PCT,
-		OPT_TIMEOUT,
-		OPT_SECONDS,
-		OPT_WARMUP,
-		OPT_ROUNDS,
-		OPT_BURST,
-		OPT_RING_SIZE,
-		OPT_VERIFY,
-		OPT_CSV,
-		OPT_EAL,
-		OPT_SLICE_MS,
-	};
-	static const struct option opts[] = {
-		{"flows", required_argument, NULL, OPT_FLOWS},
-		{"hosts", required_argument, NULL, OPT_HOSTS},
-		{"new-pct", required_argument, NULL, OPT_NEW_PCT},
-		{"tcp-pct", required_argument, NULL, OPT_TCP_PCT},
-		{"reply-pct", required_argument, NULL, OPT_REPLY_PCT},
-		{"timeout", required_argument, NULL, OPT_TIMEOUT},
-		{"seconds", required_argument, NULL, OPT_SECONDS},
-		{"warmup", required_argument, NULL, OPT_WARMUP},
-		{"rounds", required_argument, NULL, OPT_ROUNDS},
-		{"burst", required_argument, NULL, OPT_BURST},
-		{"ring-size", required_argument, NULL, OPT_RING_SIZE},
-		{"verify", no_argument, NULL, OPT_VERIFY},
-		{"csv", required_argument, NULL, OPT_CSV},
-		{"eal", required_argument, NULL, OPT_EAL},
-		{"slice-ms", required_argument, NULL, OPT_SLICE_MS},
+	const struct option more[] = {
+		{"new-pct", required_argument, NULL, 'p'},
+		{"verify", no_argument, &o->verify, 1},
+		{"csv", required_argument, NULL, 'c'},
+		{"eal", required_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	/* The options that take a whole number, and its range. */
-	const struct {
-		int id;
-		uint64_t min, max;
-		unsigned int *dst;
-	} nums[] = {
-		{OPT_FLOWS, 1, GWB_MAX_FLOWS, &o->flows},
-		{OPT_HOSTS, 1, 1u << 23, &o->hosts},
-		{OPT_TCP_PCT, 0, 100, &o->tcp_pct},
-		{OPT_REPLY_PCT, 0, 100, &o->reply_pct},
-		{OPT_TIMEOUT, 1, 86400, &o->timeout_s},
-		{OPT_SECONDS, 1, 3600, &o->seconds},
-		{OPT_WARMUP, 0, 3600, &o->warmup_s},
-		{OPT_ROUNDS, 1, 100, &o->rounds},
-		{OPT_BURST, 1, NSDP_NAT_BURST, &o->burst},
-		{OPT_RING_SIZE, 64, 1u << 24, &o->ring_size},
-		{OPT_SLICE_MS, 0, 10000, &o->slice_ms},
-	};
+	struct option opts[N_NUM_OPTS + RTE_DIM(more)];
 	uint64_t v;
 	int opt, idx = 0, warmup_set = 0;
 
-	*o = (struct nsb_gw_opts){
-		.flows = 100000,
-		.hosts = 256,
-		.new_pct = 10,
-		.reply_pct = 50,
-		.timeout_s = 2,
-		.seconds = 5,
-		.rounds = 3,
-		.burst = NSDP_NAT_BURST,
-		.ring_size = 65536,
-		.eal_args = GWB_EAL_ARGS,
-	};
+	*o = (struct nsb_gw_opts){.new_pct = 10, .eal_args = GWB_EAL_ARGS};
+	for (size_t i = 0; i < N_NUM_OPTS; i++) {
+		opts[i] = (struct option){num_opts[i].name, required_argument,
+					  NULL, 0};
+		*num_field(o, i) = num_opts[i].def;
+	}
+	memcpy(opts + N_NUM_OPTS, more, sizeof(more));
 	while ((opt = getopt_long(argc, argv, "hV", opts, &idx)) != -1) {
-		size_t i = 0;
-
-		while (i < RTE_DIM(nums) && nums[i].id != opt)
-			i++;
-		if (i < RTE_DIM(nums)) {
-			if (nsb_parse_u64(GWB_PROG, opts[idx].name, optarg,
-					  nums[i].min, nums[i].max, &v))
+		if (opt == 0 && (size_t)idx < N_NUM_OPTS) {
+			if (nsb_parse_u64(GWB_PROG, num_opts[idx].name, optarg,
+					  num_opts[idx].min, num_opts[idx].max,
+					  &v))
 				return -1;
-			*nums[i].dst = (unsigned int)v;
-			warmup_set |= opt == OPT_WARMUP;
-			if (opt == OPT_RING_SIZE && (v & (v - 1))) {
+			*num_field(o, (size_t)idx) = (unsigned int)v;
+			warmup_set |= num_field(o, (size_t)idx) == &o->warmup_s;
+			if (num_field(o, (size_t)idx) == &o->ring_size &&
+			    (v & (v - 1))) {
 				fprintf(stderr, GWB_PROG ": --ring-size: not "
 							 "a power of two\n");
 				return -1;
@@ -310,23 +291,22 @@ static int parse_options(int argc, char **argv, struct nsb_gw_opts *o)
 			continue;
 		}
 		switch (opt) {
-		case OPT_NEW_PCT:
+		case 0: /* --verify */
+			break;
+		case 'p':
 			if (nsb_parse_pct(GWB_PROG, "new-pct", optarg,
 					  &o->new_pct))
 				return -1;
 			break;
-		case OPT_VERIFY:
-			o->verify = 1;
-			break;
-		case OPT_CSV:
+		case 'c':
 			o->csv = optarg;
-			break;
-		case OPT_EAL:
-			o->eal_args = optarg;
 			break;
 		case 'h':
 			usage(stdout);
 			return 1;
+		case 'e':
+			o->eal_args = optarg;
+			break;
 		case 'V':
 			printf(GWB_PROG " %s\n", NATSYNC_VERSION);
 			return 1;
