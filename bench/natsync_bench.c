@@ -29,6 +29,7 @@
 #include <rte_eal.h>
 
 #include "nsb_bench.h"
+#include "nsb_num.h"
 #include "nsa_config.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
@@ -146,32 +147,12 @@ static void usage(FILE *out)
 		"Exit status: 0 done, 1 failure, 2 bad options.\n");
 }
 
-static int parse_count(const char *opt, const char *v, uint64_t min,
-		       uint64_t *out)
-{
-	char *end;
-	unsigned long long n;
-
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (*v < '0' || *v > '9' || *end || errno || n < min) {
-		fprintf(stderr,
-			"natsync-bench: --%s: '%s' is not a number >= %" PRIu64
-			"\n",
-			opt, v, min);
-		return -1;
-	}
-	*out = n;
-	return 0;
-}
-
 static int parse_mode(const char *v, enum nsb_mode *mode)
 {
 	static const char *const names[] = {"natsync", "naive", "record",
 					    "coldload"};
-	static const enum nsb_mode modes[] = {
-		NSB_NATSYNC, NSB_NAIVE, NSB_RECORD,
-		NSB_COLDLOAD};
+	static const enum nsb_mode modes[] = {NSB_NATSYNC, NSB_NAIVE,
+					      NSB_RECORD, NSB_COLDLOAD};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (!strcmp(v, names[i])) {
@@ -212,8 +193,7 @@ static int check_combination(const struct nsb_opts *o, int rate_given,
 {
 	const char *why = NULL;
 
-	if ((o->half_load || o->sweep || o->plot) &&
-	    o->mode != NSB_NATSYNC)
+	if ((o->half_load || o->sweep || o->plot) && o->mode != NSB_NATSYNC)
 		why = "--half-load, --sweep and --plot need --mode natsync";
 	else if (o->half_load && (o->sweep || o->plot))
 		why = "--half-load and --sweep/--plot are separate runs";
@@ -260,53 +240,10 @@ static void lcore_args(unsigned int n, char *buf, size_t cap)
 					i ? "," : "", i, (long)i % cpus);
 }
 
+#define DIM(a) (sizeof(a) / sizeof((a)[0]))
+
 int main(int argc, char **argv)
 {
-	enum {
-		OPT_STORE = 256,
-		OPT_MODE,
-		OPT_EVENTS,
-		OPT_FLOWS,
-		OPT_RATE,
-		OPT_STANDBY,
-		OPT_NO_STANDBY,
-		OPT_WORKERS,
-		OPT_BATCH,
-		OPT_INFLIGHT,
-		OPT_CSV,
-		OPT_FLUSH,
-		OPT_HALF_LOAD,
-		OPT_SWEEP,
-		OPT_PLOT,
-		OPT_SESSIONS,
-		OPT_RUNS,
-		OPT_CALLS,
-		OPT_REPEAT,
-	};
-	static const struct option opts[] = {
-		{"store", required_argument, NULL, OPT_STORE},
-		{"mode", required_argument, NULL, OPT_MODE},
-		{"events", required_argument, NULL, OPT_EVENTS},
-		{"flows", required_argument, NULL, OPT_FLOWS},
-		{"rate", required_argument, NULL, OPT_RATE},
-		{"standby", no_argument, NULL, OPT_STANDBY},
-		{"no-standby", no_argument, NULL, OPT_NO_STANDBY},
-		{"workers", required_argument, NULL, OPT_WORKERS},
-		{"batch", required_argument, NULL, OPT_BATCH},
-		{"inflight", required_argument, NULL, OPT_INFLIGHT},
-		{"csv", required_argument, NULL, OPT_CSV},
-		{"flush", no_argument, NULL, OPT_FLUSH},
-		{"half-load", no_argument, NULL, OPT_HALF_LOAD},
-		{"sweep", required_argument, NULL, OPT_SWEEP},
-		{"plot", required_argument, NULL, OPT_PLOT},
-		{"sessions", required_argument, NULL, OPT_SESSIONS},
-		{"runs", required_argument, NULL, OPT_RUNS},
-		{"calls", required_argument, NULL, OPT_CALLS},
-		{"repeat", required_argument, NULL, OPT_REPEAT},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
-	};
 	static struct nsa_config conf;
 	static char csv_path[4096];
 	struct nsb_opts o = {
@@ -321,92 +258,85 @@ int main(int argc, char **argv)
 	uint64_t workers = 0, batch = 0, inflight = 0;
 	int rate_given = 0, sessions_given = 0, record_given = 0;
 	int repeat_given = 0;
+	/* The options that take a count: its minimum, where it goes and what
+	 * says it was given (for check_combination()). */
+	const struct {
+		const char *name;
+		uint64_t min, *dst;
+		int *given;
+	} counts[] = {
+		{"events", 1, &events, NULL},
+		{"flows", 1, &flows, NULL},
+		{"rate", 0, &rate, &rate_given},
+		{"workers", 1, &workers, NULL},
+		{"batch", 1, &batch, NULL},
+		{"inflight", 1, &inflight, NULL},
+		{"sessions", 1, &o.sessions, &sessions_given},
+		{"runs", 1, &o.runs, &record_given},
+		{"calls", 32, &o.calls, &record_given},
+		{"repeat", 1, &o.repeat, &repeat_given},
+	};
+	/* The options whose value is kept as it is. */
+	const struct {
+		const char *name;
+		const char **dst;
+	} strings[] = {{"store", &store}, {"csv", &o.csv}, {"plot", &o.plot}};
+	const struct option more[] = {
+		{"standby", no_argument, &o.standby, 1},
+		{"no-standby", no_argument, &o.standby, 0},
+		{"flush", no_argument, &o.flush, 1},
+		{"half-load", no_argument, &o.half_load, 1},
+		{"mode", required_argument, NULL, 'm'},
+		{"sweep", required_argument, NULL, 's'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	struct option opts[DIM(counts) + DIM(strings) + DIM(more)];
 	char err[1024], lcores[512];
 	unsigned int need_lcores, mem_mb = BENCH_EAL_MEM_MB;
-	int opt, rc;
+	int opt, idx = 0, rc;
 
-	while ((opt = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+	for (size_t i = 0; i < DIM(counts); i++)
+		opts[i] = (struct option){counts[i].name, required_argument,
+					  NULL, 0};
+	for (size_t i = 0; i < DIM(strings); i++)
+		opts[DIM(counts) + i] = (struct option){
+			strings[i].name, required_argument, NULL, 0};
+	memcpy(opts + DIM(counts) + DIM(strings), more, sizeof(more));
+	while ((opt = getopt_long(argc, argv, "hV", opts, &idx)) != -1) {
+		size_t i = (size_t)idx;
+
+		if (opt == 0 && i < DIM(counts)) {
+			if (nsb_parse_u64("natsync-bench", counts[i].name,
+					  optarg, counts[i].min, UINT64_MAX,
+					  counts[i].dst))
+				return 2;
+			if (counts[i].given)
+				*counts[i].given = 1;
+			continue;
+		}
+		if (opt == 0 && i < DIM(counts) + DIM(strings)) {
+			*strings[i - DIM(counts)].dst = optarg;
+			continue;
+		}
 		switch (opt) {
-		case OPT_STORE:
-			store = optarg;
-			break;
-		case OPT_MODE:
-			if (parse_mode(optarg, &o.mode))
-				return 2;
-			break;
-		case OPT_EVENTS:
-			if (parse_count("events", optarg, 1, &events))
-				return 2;
-			break;
-		case OPT_FLOWS:
-			if (parse_count("flows", optarg, 1, &flows))
-				return 2;
-			break;
-		case OPT_RATE:
-			if (parse_count("rate", optarg, 0, &rate))
-				return 2;
-			rate_given = 1;
-			break;
-		case OPT_STANDBY:
-			o.standby = 1;
-			break;
-		case OPT_NO_STANDBY:
-			o.standby = 0;
-			break;
-		case OPT_WORKERS:
-			if (parse_count("workers", optarg, 1, &workers))
-				return 2;
-			break;
-		case OPT_BATCH:
-			if (parse_count("batch", optarg, 1, &batch))
-				return 2;
-			break;
-		case OPT_INFLIGHT:
-			if (parse_count("inflight", optarg, 1, &inflight))
-				return 2;
-			break;
-		case OPT_CSV:
-			o.csv = optarg;
-			break;
-		case OPT_FLUSH:
-			o.flush = 1;
-			break;
-		case OPT_HALF_LOAD:
-			o.half_load = 1;
-			break;
-		case OPT_SWEEP:
-			if (parse_sweep(optarg, &o.sweep))
-				return 2;
-			break;
-		case OPT_PLOT:
-			o.plot = optarg;
-			break;
-		case OPT_SESSIONS:
-			if (parse_count("sessions", optarg, 1, &o.sessions))
-				return 2;
-			sessions_given = 1;
-			break;
-		case OPT_RUNS:
-			if (parse_count("runs", optarg, 1, &o.runs))
-				return 2;
-			record_given = 1;
-			break;
-		case OPT_CALLS:
-			if (parse_count("calls", optarg, 32, &o.calls))
-				return 2;
-			record_given = 1;
-			break;
-		case OPT_REPEAT:
-			if (parse_count("repeat", optarg, 1, &o.repeat))
-				return 2;
-			repeat_given = 1;
-			break;
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'm':
+			if (parse_mode(optarg, &o.mode))
+				return 2;
+			break;
+		case 's':
+			if (parse_sweep(optarg, &o.sweep))
+				return 2;
+			break;
 		case 'V':
 			printf("natsync-bench %s\n", NATSYNC_VERSION);
 			return 0;
+		case 0: /* a flag, set by getopt_long() */
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -436,13 +366,13 @@ int main(int argc, char **argv)
 	nsa_config_defaults(&conf);
 	if (nsb_conf_set(&conf, "store.seeds=%s", store) ||
 	    nsb_conf_set(&conf, "agent.eal_args=%s -m %u", BENCH_EAL_ARGS,
-			       mem_mb) ||
+			 mem_mb) ||
 	    nsb_conf_set(&conf, "source.type=synth") ||
 	    nsb_conf_set(&conf, "source.events=%" PRIu64, events) ||
 	    nsb_conf_set(&conf, "source.flows=%" PRIu64, flows) ||
 	    nsb_conf_set(&conf, "source.rate=%" PRIu64, rate) ||
 	    nsb_conf_set(&conf, "standby.table_capacity=%" PRIu64,
-			       flows * 2 > 1024 ? flows * 2 : 1024))
+			 flows * 2 > 1024 ? flows * 2 : 1024))
 		return 2;
 	/* Naive mode drains one lane itself; natsync gives each writer a
 	 * lane of its own so that the writers never share one. */
@@ -450,8 +380,7 @@ int main(int argc, char **argv)
 	    (nsb_conf_set(&conf, "active.workers=%" PRIu64, workers) ||
 	     nsb_conf_set(&conf, "rings.lanes=%" PRIu64, workers)))
 		return 2;
-	if (batch &&
-	    nsb_conf_set(&conf, "active.batch_size=%" PRIu64, batch))
+	if (batch && nsb_conf_set(&conf, "active.batch_size=%" PRIu64, batch))
 		return 2;
 	if (inflight &&
 	    nsb_conf_set(&conf, "active.max_inflight=%" PRIu64, inflight))
@@ -468,8 +397,8 @@ int main(int argc, char **argv)
 		need_lcores = 1 + nsb_sweep_max_workers(o.sweep);
 	if (!has_lcore_option(argc - optind, argv + optind)) {
 		lcore_args(need_lcores, lcores, sizeof(lcores));
-		if (nsb_conf_set(&conf, "agent.eal_args=%s %s",
-				       conf.eal_args, lcores))
+		if (nsb_conf_set(&conf, "agent.eal_args=%s %s", conf.eal_args,
+				 lcores))
 			return 2;
 	}
 	if (nsa_eal_start("natsync-bench", conf.eal_args, argc - optind,
@@ -490,8 +419,7 @@ int main(int argc, char **argv)
 		rc = nsb_coldload(&conf, &o);
 		break;
 	default:
-		rc = o.sweep ? nsb_sweep(&conf, &o)
-			     : nsb_natsync(&conf, &o);
+		rc = o.sweep ? nsb_sweep(&conf, &o) : nsb_natsync(&conf, &o);
 		break;
 	}
 	rte_eal_cleanup();
