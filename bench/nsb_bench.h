@@ -74,13 +74,33 @@ struct nsb_store_mem {
 	unsigned int masters;
 };
 
+struct nsa_active;
+struct nsa_source;
+struct nsa_standby;
+struct nsa_standby_stats;
+
+/* The writers of conf over src's lanes, started; NULL when they cannot
+ * start (logged, as who). */
+struct nsa_active *nsb_writers_start(const struct nsa_config *conf,
+				     struct nsa_source *src, const char *who);
+
+/* Stop and free the writers, if any. */
+void nsb_writers_stop(struct nsa_active *active);
+
+/* Poll sb every poll_ms until its cold load is done: 0, with *st its
+ * figures then; -ETIMEDOUT (logged, as who) once timeout_s have passed
+ * since t0 (nsdp_now_s()). */
+int nsb_standby_wait_synced(struct nsa_standby *sb, double t0, double timeout_s,
+			    unsigned int poll_ms, struct nsa_standby_stats *st,
+			    const char *who);
+
 /* Apply one "section.key=value" to conf; -1 (with a message) on error. */
 int nsb_conf_set(struct nsa_config *conf, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* A result with the run's configuration filled in and nothing measured. */
 void nsb_result_init(struct nsb_result *r, const char *mode,
-			   const struct nsa_config *conf);
+		     const struct nsa_config *conf);
 double nsb_rate(const struct nsb_result *r);
 
 /* Print the RESULT line of a replication run on stdout. */
@@ -88,12 +108,12 @@ void nsb_result_print(const struct nsb_result *r);
 
 /* Append r as one row to path, with a header when the file is new. */
 void nsb_csv_append(const char *path, const struct nsb_result *r,
-			  uint64_t flows);
+		    uint64_t flows);
 
 /* Sum used_memory (INFO memory) and DBSIZE over every master; 0, or a
  * negative errno (logged) when a master cannot be asked. */
 int nsb_store_probe(const struct nsa_store_conf *store,
-			  struct nsb_store_mem *m);
+		    struct nsb_store_mem *m);
 
 /* FLUSHALL on every master; 0 or a negative errno (logged). */
 int nsb_store_flush(const struct nsa_store_conf *store);
@@ -101,36 +121,28 @@ int nsb_store_flush(const struct nsa_store_conf *store);
 /* Store bytes per session added between two probes, or -1 when the store
  * was not empty before or holds no key after. */
 double nsb_store_bytes_per_session(const struct nsb_store_mem *a,
-					 const struct nsb_store_mem *b);
+				   const struct nsb_store_mem *b);
 
 /* One natsync run with conf as given (rate included); fills r. 0 or 1. */
-int nsb_natsync_run(const struct nsa_config *conf,
-			  const struct nsb_opts *o,
-			  struct nsb_result *r);
+int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,
+		    struct nsb_result *r);
 
 /* Print r's RESULT line and append its CSV row; returns rc. */
-int nsb_natsync_report(const struct nsa_config *conf,
-			     const struct nsb_opts *o,
-			     struct nsb_result *r, int rc);
+int nsb_natsync_report(const struct nsa_config *conf, const struct nsb_opts *o,
+		       struct nsb_result *r, int rc);
 
 /* A flat-out run, then one at half its rate, each reported (with sweep, if
  * not NULL, in its RESULT line); 0 or 1. */
 int nsb_natsync_half_load(const struct nsa_config *conf,
-				const struct nsb_opts *o,
-				const char *sweep, struct nsb_result *max,
-				struct nsb_result *half);
+			  const struct nsb_opts *o, const char *sweep,
+			  struct nsb_result *max, struct nsb_result *half);
 
 /* The modes, each printing its RESULT line(s). */
-int nsb_natsync(const struct nsa_config *conf,
-		      const struct nsb_opts *o);
-int nsb_naive(const struct nsa_config *conf,
-		    const struct nsb_opts *o);
-int nsb_record(const struct nsa_config *conf,
-		     const struct nsb_opts *o);
-int nsb_coldload(const struct nsa_config *conf,
-		       const struct nsb_opts *o);
-int nsb_sweep(const struct nsa_config *conf,
-		    const struct nsb_opts *o);
+int nsb_natsync(const struct nsa_config *conf, const struct nsb_opts *o);
+int nsb_naive(const struct nsa_config *conf, const struct nsb_opts *o);
+int nsb_record(const struct nsa_config *conf, const struct nsb_opts *o);
+int nsb_coldload(const struct nsa_config *conf, const struct nsb_opts *o);
+int nsb_sweep(const struct nsa_config *conf, const struct nsb_opts *o);
 
 /* The largest worker count a sweep of mask runs (0: workers not swept). */
 unsigned int nsb_sweep_max_workers(unsigned int mask);

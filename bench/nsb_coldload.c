@@ -109,10 +109,9 @@ static int fill(const struct nsa_config *conf, struct nsa_source *src,
 }
 
 /* Fill the store; the store's memory before and after in *before, *after. */
-static int fill_store(const struct nsa_config *conf,
-		      const struct nsb_opts *o,
-		      struct nsb_store_mem *before,
-		      struct nsb_store_mem *after, double *seconds)
+static int fill_store(const struct nsa_config *conf, const struct nsb_opts *o,
+		      struct nsb_store_mem *before, struct nsb_store_mem *after,
+		      double *seconds)
 {
 	static struct nsa_config fconf;
 	struct nsa_source src = {0};
@@ -132,11 +131,9 @@ static int fill_store(const struct nsa_config *conf,
 			 before->keys);
 	if (nsa_source_open(&src, &fconf) != 0)
 		goto out;
-	active = nsa_active_create(&fconf, src.lanes, src.n_lanes);
-	if (!active || nsa_active_start(active) != 0) {
-		NSA_ERR("coldload: cannot start the writers");
+	active = nsb_writers_start(&fconf, &src, "coldload");
+	if (!active)
 		goto out;
-	}
 	if (fill(&fconf, &src, active, o->sessions, seconds) != 0)
 		goto out;
 	nsa_active_stats(active, &st);
@@ -147,10 +144,7 @@ static int fill_store(const struct nsa_config *conf,
 	}
 	rc = 0;
 out:
-	if (active) {
-		nsa_active_stop(active);
-		nsa_active_free(active);
-	}
+	nsb_writers_stop(active);
 	nsa_source_close(&src);
 	if (rc == 0) {
 		nsdp_sleep_ms(NSB_CLIENTS_GONE_MS);
@@ -159,8 +153,7 @@ out:
 	return rc;
 }
 
-int nsb_coldload(const struct nsa_config *conf,
-		       const struct nsb_opts *o)
+int nsb_coldload(const struct nsa_config *conf, const struct nsb_opts *o)
 {
 	static struct nsa_config sconf;
 	struct nsb_store_mem before, after;
@@ -198,17 +191,9 @@ int nsb_coldload(const struct nsa_config *conf,
 		NSA_ERR("coldload: cannot start the standby");
 		goto print;
 	}
-	for (;;) {
-		nsa_standby_stats(sb, &st);
-		if (st.synced)
-			break;
-		if (nsdp_now_s() - t0 > COLD_SYNC_TIMEOUT_S) {
-			NSA_ERR("coldload: not synced after %.0f s",
-				COLD_SYNC_TIMEOUT_S);
-			goto print;
-		}
-		nsdp_sleep_ms(1);
-	}
+	if (nsb_standby_wait_synced(sb, t0, COLD_SYNC_TIMEOUT_S, 1, &st,
+				    "coldload") != 0)
+		goto print;
 	t_synced = nsdp_now_s();
 	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	r.events = st.loaded;

@@ -90,18 +90,11 @@ static struct nsa_standby *standby_attach(const struct nsa_config *active_conf)
 			nsa_standby_free(sb);
 		return NULL;
 	}
-	for (;;) {
-		nsa_standby_stats(sb, &st);
-		if (st.synced)
-			break;
-		if (nsdp_now_s() - t0 > SYNC_TIMEOUT_S) {
-			NSA_ERR("standby: not synced after %.0f s",
-				SYNC_TIMEOUT_S);
-			nsa_standby_stop(sb);
-			nsa_standby_free(sb);
-			return NULL;
-		}
-		nsdp_sleep_ms(20);
+	if (nsb_standby_wait_synced(sb, t0, SYNC_TIMEOUT_S, 20, &st,
+				    "standby") != 0) {
+		nsa_standby_stop(sb);
+		nsa_standby_free(sb);
+		return NULL;
 	}
 	NSA_INFO("standby: synced in %.3f s (%" PRIu64 " sessions loaded)",
 		 nsdp_now_s() - t0, st.loaded);
@@ -139,8 +132,7 @@ static const char *standby_verdict(struct nsa_standby *sb,
 
 /* The standby's figures: lag percentiles and the table's memory. */
 static void standby_figures(struct nsa_standby *sb,
-			    const struct nsa_config *conf,
-			    struct nsb_result *r)
+			    const struct nsa_config *conf, struct nsb_result *r)
 {
 	struct nsa_standby_stats st;
 	struct nsdp_table_stats ts;
@@ -188,9 +180,8 @@ static void watch_source(const struct nsa_source *src,
 	}
 }
 
-int nsb_natsync_run(const struct nsa_config *conf,
-			  const struct nsb_opts *o,
-			  struct nsb_result *r)
+int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,
+		    struct nsb_result *r)
 {
 	struct nsb_store_mem before, after;
 	struct nsa_source src = {0};
@@ -218,11 +209,9 @@ int nsb_natsync_run(const struct nsa_config *conf,
 		goto out;
 	if (o->standby && !(sb = standby_attach(conf)))
 		goto out;
-	active = nsa_active_create(conf, src.lanes, src.n_lanes);
-	if (!active || nsa_active_start(active) != 0) {
-		NSA_ERR("active: cannot start the writers");
+	active = nsb_writers_start(conf, &src, "active");
+	if (!active)
 		goto out;
-	}
 	t0 = nsdp_now_s();
 	nsa_source_start(&src);
 	watch_source(&src, active, t0);
@@ -242,10 +231,7 @@ int nsb_natsync_run(const struct nsa_config *conf,
 	}
 	rc = drained ? 0 : 1;
 out:
-	if (active) {
-		nsa_active_stop(active);
-		nsa_active_free(active);
-	}
+	nsb_writers_stop(active);
 	if (sb) {
 		nsa_standby_stop(sb);
 		nsa_standby_free(sb);
@@ -255,15 +241,13 @@ out:
 		nsdp_sleep_ms(NSB_CLIENTS_GONE_MS);
 		if (nsb_store_probe(&conf->store, &after) == 0)
 			r->store_bytes_per_session =
-				nsb_store_bytes_per_session(&before,
-								  &after);
+				nsb_store_bytes_per_session(&before, &after);
 	}
 	return rc;
 }
 
-int nsb_natsync_report(const struct nsa_config *conf,
-			     const struct nsb_opts *o,
-			     struct nsb_result *r, int rc)
+int nsb_natsync_report(const struct nsa_config *conf, const struct nsb_opts *o,
+		       struct nsb_result *r, int rc)
 {
 	nsb_result_print(r);
 	if (o->csv)
@@ -272,9 +256,8 @@ int nsb_natsync_report(const struct nsa_config *conf,
 }
 
 int nsb_natsync_half_load(const struct nsa_config *conf,
-				const struct nsb_opts *o,
-				const char *sweep, struct nsb_result *max,
-				struct nsb_result *half)
+			  const struct nsb_opts *o, const char *sweep,
+			  struct nsb_result *max, struct nsb_result *half)
 {
 	static struct nsa_config run;
 	double max_rate;
@@ -303,13 +286,12 @@ int nsb_natsync_half_load(const struct nsa_config *conf,
 	return nsb_natsync_report(conf, o, half, rc);
 }
 
-int nsb_natsync(const struct nsa_config *conf,
-		      const struct nsb_opts *o)
+int nsb_natsync(const struct nsa_config *conf, const struct nsb_opts *o)
 {
 	struct nsb_result max, half;
 
 	if (o->half_load)
 		return nsb_natsync_half_load(conf, o, NULL, &max, &half);
 	return nsb_natsync_report(conf, o, &max,
-					nsb_natsync_run(conf, o, &max));
+				  nsb_natsync_run(conf, o, &max));
 }

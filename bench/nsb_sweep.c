@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 
 #include "nsb_bench.h"
+#include "nsb_num.h"
 #include "nsa_log.h"
 
 #define SWEEP_MAX_POINTS 16
@@ -106,20 +107,6 @@ static void apply_value(struct nsa_config *conf, unsigned int mask,
 	}
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The median of v[0..n-1], n >= 1 (v is sorted in place). */
-static double median(double *v, unsigned int n)
-{
-	qsort(v, n, sizeof(v[0]), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void plot_panel(FILE *gp, const struct sweep_param *p,
 		       struct sweep_point *pts, const char *lag_title)
 {
@@ -127,8 +114,8 @@ static void plot_panel(FILE *gp, const struct sweep_param *p,
 	for (unsigned int i = 0; i < p->n; i++)
 		if (pts[i].ok)
 			fprintf(gp, "%u %.0f %.3f\n", pts[i].x,
-				median(pts[i].rate, pts[i].ok),
-				median(pts[i].lag_p99_ms, pts[i].ok));
+				nsb_median(pts[i].rate, pts[i].ok),
+				nsb_median(pts[i].lag_p99_ms, pts[i].ok));
 	fprintf(gp, "EOD\n");
 	fprintf(gp, "set title \"%s\"\nset xlabel \"%s\"\n", p->title,
 		p->xlabel);
@@ -225,9 +212,9 @@ static int plot(const struct nsa_config *conf, const struct nsb_opts *o,
 }
 
 /* One measurement of a point: its throughput and lag p99; 0 or 1. */
-static int measure(const struct nsa_config *point,
-		   const struct nsb_opts *o, const char *sweep, int pair,
-		   double *rate, double *lag_p99_ms)
+static int measure(const struct nsa_config *point, const struct nsb_opts *o,
+		   const char *sweep, int pair, double *rate,
+		   double *lag_p99_ms)
 {
 	struct nsb_result max, half;
 	int rc;
@@ -246,8 +233,7 @@ static int measure(const struct nsa_config *point,
 	return rc;
 }
 
-int nsb_sweep(const struct nsa_config *conf,
-		    const struct nsb_opts *o)
+int nsb_sweep(const struct nsa_config *conf, const struct nsb_opts *o)
 {
 	static struct nsa_config point;
 	static struct sweep_point pts[SWEEP_N_PARAMS][SWEEP_MAX_POINTS];
@@ -286,8 +272,9 @@ int nsb_sweep(const struct nsa_config *conf,
 				printf("POINT sweep=%s value=%u measurements=%u"
 				       " rate=%.0f lag_p99_us=%.0f\n",
 				       p->name, pt->x, pt->ok,
-				       median(pt->rate, pt->ok),
-				       median(pt->lag_p99_ms, pt->ok) * 1000);
+				       nsb_median(pt->rate, pt->ok),
+				       nsb_median(pt->lag_p99_ms, pt->ok) *
+					       1000);
 		}
 	}
 	if (o->plot && plot(conf, o, pts, pair) != 0)

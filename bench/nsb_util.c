@@ -23,8 +23,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "nsb_bench.h"
+#include "nsa_active.h"
+#include "nsa_host.h"
 #include "nsa_log.h"
+#include "nsa_standby.h"
+#include "nsb_bench.h"
+#include "nsdp_time.h"
 
 #define CSV_HEADER                                                       \
 	"time,mode,load,sweep,events,flows,live,workers,batch,inflight," \
@@ -47,8 +51,45 @@ int nsb_conf_set(struct nsa_config *conf, const char *fmt, ...)
 	return 0;
 }
 
+struct nsa_active *nsb_writers_start(const struct nsa_config *conf,
+				     struct nsa_source *src, const char *who)
+{
+	struct nsa_active *active =
+		nsa_active_create(conf, src->lanes, src->n_lanes);
+
+	if (active && nsa_active_start(active) == 0)
+		return active;
+	NSA_ERR("%s: cannot start the writers", who);
+	nsb_writers_stop(active);
+	return NULL;
+}
+
+void nsb_writers_stop(struct nsa_active *active)
+{
+	if (active) {
+		nsa_active_stop(active);
+		nsa_active_free(active);
+	}
+}
+
+int nsb_standby_wait_synced(struct nsa_standby *sb, double t0, double timeout_s,
+			    unsigned int poll_ms, struct nsa_standby_stats *st,
+			    const char *who)
+{
+	for (;;) {
+		nsa_standby_stats(sb, st);
+		if (st->synced)
+			return 0;
+		if (nsdp_now_s() - t0 > timeout_s) {
+			NSA_ERR("%s: not synced after %.0f s", who, timeout_s);
+			return -ETIMEDOUT;
+		}
+		nsdp_sleep_ms(poll_ms);
+	}
+}
+
 void nsb_result_init(struct nsb_result *r, const char *mode,
-			   const struct nsa_config *conf)
+		     const struct nsa_config *conf)
 {
 	memset(r, 0, sizeof(*r));
 	r->mode = mode;
@@ -126,7 +167,7 @@ static int csv_state(const char *path)
 }
 
 void nsb_csv_append(const char *path, const struct nsb_result *r,
-			  uint64_t flows)
+		    uint64_t flows)
 {
 	char a[32], b[32], c[32], writers[48];
 	int state = csv_state(path);
