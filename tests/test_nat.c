@@ -4,7 +4,8 @@
  * port allocation, ARP and neighbors, standby and promotion over a
  * replicated table, and the policy for bad input.
  *
- * Frames are built byte by byte into mbufs and run through
+ * Frames are built byte by byte (bench/nsb_frame.h, which natsync-gwbench
+ * shares) into mbufs and run through
  * nsdp_nat_inside()/nsdp_nat_outside()/nsdp_nat_housekeep() with a fake
  * clock (real time at the start of the test, moved by hand). The thread
  * calling the fast path is the lcore; while nsdp_nat_activate() or
@@ -18,7 +19,6 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <criterion/criterion.h>
 #include <rte_arp.h>
