@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <rte_cycles.h>
 #include <rte_launch.h>
@@ -84,7 +83,7 @@ static int promote_and_wait(struct nsdp_nat *const *nats, int n,
 			    const int *done, int *stop,
 			    void (*progress)(void *), void *arg)
 {
-	time_t last = time(NULL);
+	double last = nsdp_now_s();
 	int status = 0;
 
 	for (int i = 0; i < n && status == 0; i++) {
@@ -105,8 +104,8 @@ static int promote_and_wait(struct nsdp_nat *const *nats, int n,
 			__atomic_store_n(stop, 1, __ATOMIC_RELAXED);
 			status = -1;
 		}
-		if (time(NULL) != last) {
-			last = time(NULL);
+		if (nsdp_now_s() - last >= 1.0) {
+			last = nsdp_now_s();
 			progress(arg);
 		}
 	}
