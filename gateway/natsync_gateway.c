@@ -44,6 +44,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 
+#include "ngw_fwd.h"
 #include "nsa_active.h"
 #include "nsa_cli.h"
 #include "nsa_cluster.h"
@@ -51,7 +52,6 @@
 #include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
-#include "ngw_fwd.h"
 #include "nsdp_lane.h"
 #include "nsdp_nat.h"
 #include "nsdp_stat.h"
