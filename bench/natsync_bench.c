@@ -29,6 +29,7 @@
 #include <rte_eal.h>
 
 #include "nsb_bench.h"
+#include "nsa_cli.h"
 #include "nsa_config.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
@@ -303,11 +304,10 @@ int main(int argc, char **argv)
 		{"runs", required_argument, NULL, OPT_RUNS},
 		{"calls", required_argument, NULL, OPT_CALLS},
 		{"repeat", required_argument, NULL, OPT_REPEAT},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+		NSA_CLI_HELP_LONGOPTS,
 	};
 	static struct nsa_config conf;
+	struct nsa_cli cli = {.prog = "natsync-bench", .usage = usage};
 	static char csv_path[4096];
 	struct nsb_opts o = {
 		.mode = NSB_NATSYNC,
@@ -321,7 +321,7 @@ int main(int argc, char **argv)
 	uint64_t workers = 0, batch = 0, inflight = 0;
 	int rate_given = 0, sessions_given = 0, record_given = 0;
 	int repeat_given = 0;
-	char err[1024], lcores[512];
+	char lcores[512];
 	unsigned int need_lcores, mem_mb = BENCH_EAL_MEM_MB;
 	int opt, rc;
 
@@ -401,15 +401,8 @@ int main(int argc, char **argv)
 				return 2;
 			repeat_given = 1;
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf("natsync-bench %s\n", NATSYNC_VERSION);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return nsa_cli_help_option(&cli, opt);
 		}
 	}
 	if (check_combination(&o, rate_given, sessions_given, record_given))
@@ -456,10 +449,8 @@ int main(int argc, char **argv)
 	if (inflight &&
 	    nsb_conf_set(&conf, "active.max_inflight=%" PRIu64, inflight))
 		return 2;
-	if (nsa_config_finish(&conf, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-bench: %s\n", err);
+	if (nsa_cli_finish(&cli, &conf))
 		return 2;
-	}
 	nsa_log_verbosity = conf.verbosity;
 
 	/* The main lcore, plus one per source worker (a sweep's largest). */
@@ -472,12 +463,8 @@ int main(int argc, char **argv)
 				       conf.eal_args, lcores))
 			return 2;
 	}
-	if (nsa_eal_start("natsync-bench", conf.eal_args, argc - optind,
-			  argv + optind, NULL, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-bench: %s\n", err);
+	if (nsa_cli_start(&cli, &conf, argc - optind, argv + optind, NULL, 0))
 		return 2;
-	}
-	signal(SIGPIPE, SIG_IGN);
 
 	switch (o.mode) {
 	case NSB_NAIVE:
