@@ -2,8 +2,9 @@
  * test_config.c - the agent's configuration as a specification: the
  * documented defaults, every key of a full file, the error for each kind of
  * bad input (naming file, line, section and key), --set, the password file
- * rules, a print/load round trip, and the [gateway] section with the check
- * natsync-gateway makes of it (nsa_config_gateway_check).
+ * rules, a print/load round trip, the [gateway] section (gateway/
+ * ngw_config.c) with the check natsync-gateway makes of it, and the
+ * generated reference docs/configuration.md.
  *
  * Files are written to a mkdtemp directory that the fixture removes; no
  * servers, no EAL.
@@ -21,6 +22,7 @@
 #include "ns_batch.h"
 #include "ngw_config.h"
 #include "nsa_config.h"
+#include "nsa_config_key.h"
 #include "nsa_log.h"
 #include "nst_store.h"
 
@@ -1291,4 +1293,44 @@ Test(config, print_writes_gateway_addresses_back_in_loadable_form)
 		text);
 	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0, "%s", text);
 	free(text);
+}
+
+Test(config, configuration_doc_is_what_the_key_tables_generate)
+{
+	const char *path = nst_src("docs/configuration.md");
+	char *doc = NULL, *want = NULL, *from;
+	size_t doc_len = 0, want_len = 0;
+	FILE *f = fopen(path, "r");
+	FILE *out = open_memstream(&want, &want_len);
+
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_not_null(out);
+	cr_assert_eq(getdelim(&doc, &doc_len, '\0', f) > 0, 1, "%s", path);
+	fclose(f);
+	nsa_config_reference(&ngw_config_keys, out);
+	fclose(out);
+	from = strstr(doc, NSA_CONFIG_REFERENCE_MARKER);
+	cr_assert_not_null(from, "%s has no marker line", path);
+	cr_assert_str_eq(from, want,
+			 "%s differs from natsync-agent --config-reference: "
+			 "regenerate it (see the file)",
+			 path);
+	free(doc);
+	free(want);
+}
+
+Test(config, every_key_has_help)
+{
+	const struct nsa_key_table *tables[] = {&nsa_config_keys,
+						&ngw_config_keys};
+
+	for (size_t j = 0; j < 2; j++)
+		for (size_t i = 0; i < tables[j]->n_keys; i++) {
+			const struct nsa_key *k = &tables[j]->keys[i];
+
+			cr_assert(k->help && k->help[0] &&
+					  !strchr(k->help, '|'),
+				  "[%s] %s: help missing or holds '|'",
+				  k->section, k->key);
+		}
 }
