@@ -21,6 +21,11 @@
 int nsa_cli_stop;
 int nsa_cli_dump;
 
+const struct option nsa_cli_longopts[] = {
+	NSA_CLI_LONGOPTS,
+	NSA_CLI_HELP_LONGOPTS,
+};
+
 int nsa_cli_help_option(const struct nsa_cli *cli, int opt)
 {
 	switch (opt) {
@@ -76,40 +81,41 @@ int nsa_cli_option(struct nsa_cli *cli, int opt, const char *arg)
 	}
 }
 
+/* 0 when rc is, else 2 with "PROG: err" printed. */
+static int nsa_cli_status(const struct nsa_cli *cli, int rc, const char *err)
+{
+	if (rc == 0)
+		return 0;
+	fprintf(stderr, "%s: %s\n", cli->prog, err);
+	return 2;
+}
+
 int nsa_cli_load(const struct nsa_cli *cli, struct nsa_config *conf,
 		 const char *path)
 {
 	char err[1024];
+	int rc = nsa_config_load(conf, path, err, sizeof(err));
 
-	if (nsa_config_load(conf, path, err, sizeof(err)) != 0) {
-		fprintf(stderr, "%s: %s\n", cli->prog, err);
-		return 2;
-	}
-	return 0;
+	return nsa_cli_status(cli, rc, err);
 }
 
 int nsa_cli_set(const struct nsa_cli *cli, struct nsa_config *conf,
 		const char *assignment)
 {
 	char err[1024];
+	int rc = nsa_config_set(conf, assignment, err, sizeof(err));
 
-	if (nsa_config_set(conf, assignment, err, sizeof(err)) != 0) {
-		fprintf(stderr, "%s: %s\n", cli->prog, err);
-		return 2;
-	}
-	return 0;
+	return nsa_cli_status(cli, rc, err);
 }
 
 int nsa_cli_finish(const struct nsa_cli *cli, struct nsa_config *conf)
 {
 	char err[1024];
+	int rc = nsa_config_finish(conf, err, sizeof(err));
 
-	if (nsa_config_finish(conf, err, sizeof(err)) != 0 ||
-	    (cli->check && cli->check(conf, err, sizeof(err)) != 0)) {
-		fprintf(stderr, "%s: %s\n", cli->prog, err);
-		return 2;
-	}
-	return 0;
+	if (rc == 0 && cli->check)
+		rc = cli->check(conf, err, sizeof(err));
+	return nsa_cli_status(cli, rc, err);
 }
 
 int nsa_cli_config(const struct nsa_cli *cli, struct nsa_config *conf)

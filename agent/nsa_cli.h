@@ -8,6 +8,7 @@
 #ifndef NSA_CLI_H
 #define NSA_CLI_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -32,6 +33,10 @@
 	{"version", no_argument, NULL, 'V'}, \
 	{NULL, 0, NULL, 0}
 /* clang-format on */
+
+/* NSA_CLI_LONGOPTS and NSA_CLI_HELP_LONGOPTS, for a program that has no
+ * options of its own. */
+extern const struct option nsa_cli_longopts[];
 
 /* Returned by nsa_cli_option and nsa_cli_config when the program goes on;
  * anything else is the exit status. */

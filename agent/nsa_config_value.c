@@ -499,17 +499,15 @@ int nsa_key_is_empty(const struct nsa_key *k, const void *base)
 
 void nsa_key_describe(const struct nsa_key *k, char *buf, size_t len)
 {
+	unsigned long long lo = k->min, hi = k->max;
 	size_t n = 0;
 
 	switch (k->kind) {
 	case NSA_KEY_NUM:
-		snprintf(buf, len, "%llu..%llu", (unsigned long long)k->min,
-			 (unsigned long long)k->max);
+		snprintf(buf, len, "%llu..%llu", lo, hi);
 		return;
 	case NSA_KEY_POW2:
-		snprintf(buf, len, "a power of two, %llu..%llu",
-			 (unsigned long long)k->min,
-			 (unsigned long long)k->max);
+		snprintf(buf, len, "a power of two, %llu..%llu", lo, hi);
 		return;
 	case NSA_KEY_BOOL:
 		snprintf(buf, len, "`yes` or `no` (`true`/`false`, `1`/`0`)");
@@ -532,15 +530,13 @@ void nsa_key_describe(const struct nsa_key *k, char *buf, size_t len)
 		snprintf(buf, len, "IPv4 address; empty = not set");
 		return;
 	case NSA_KEY_IPV4_RANGE:
-		snprintf(buf, len,
-			 "`A.B.C.D` or `A.B.C.D-E.F.G.H`, at most %llu "
-			 "addresses; empty = not set",
-			 (unsigned long long)k->max);
+		snprintf(
+			buf, len,
+			"`A.B.C.D` or `A.B.C.D-E.F.G.H`, at most %llu addresses; empty = not set",
+			hi);
 		return;
 	case NSA_KEY_PORT_RANGE:
-		snprintf(buf, len, "`LO-HI`, %llu ≤ LO ≤ HI ≤ %llu",
-			 (unsigned long long)k->min,
-			 (unsigned long long)k->max);
+		snprintf(buf, len, "`LO-HI`, %llu ≤ LO ≤ HI ≤ %llu", lo, hi);
 		return;
 	}
 	snprintf(buf, len, "?");

@@ -111,6 +111,22 @@ void ngw_config_defaults(struct ngw_config *c)
 	nsa_config_defaults_ext(&c->agent, &ngw_config_keys);
 }
 
+/* -1 with the reason in err when addr, the value of key, is in the pool. */
+static int ngw_in_pool(const struct nsdp_nat_conf *nat, uint32_t addr,
+		       const char *key, char *err, size_t errlen)
+{
+	char a[INET_ADDRSTRLEN], first[INET_ADDRSTRLEN], last[INET_ADDRSTRLEN];
+
+	if (addr < nat->pool_first || addr > nat->pool_last)
+		return 0;
+	nsa_format_ipv4(addr, a, sizeof(a));
+	nsa_format_ipv4(nat->pool_first, first, sizeof(first));
+	nsa_format_ipv4(nat->pool_last, last, sizeof(last));
+	snprintf(err, errlen, "[gateway] %s: %s is in the pool %s-%s", key, a,
+		 first, last);
+	return -1;
+}
+
 /* What natsync-gateway needs on top of nsa_config_finish: two distinct
  * ports, its inside address outside a non-empty pool, a non-empty port
  * range and one lane (one forwarding lcore). The first problem found is
@@ -119,7 +135,7 @@ int ngw_config_check(const struct ngw_config *c, char *err, size_t errlen)
 {
 	const struct ngw_gateway_conf *gw = &c->gw;
 	const struct nsdp_nat_conf *nat = &gw->nat;
-	char a[INET_ADDRSTRLEN], first[INET_ADDRSTRLEN], last[INET_ADDRSTRLEN];
+	char first[INET_ADDRSTRLEN], last[INET_ADDRSTRLEN];
 
 	nsa_format_ipv4(nat->pool_first, first, sizeof(first));
 	nsa_format_ipv4(nat->pool_last, last, sizeof(last));
@@ -157,22 +173,9 @@ int ngw_config_check(const struct ngw_config *c, char *err, size_t errlen)
 			 first, last, NSDP_NAT_MAX_POOL);
 		return -1;
 	}
-	if (nat->inside_addr >= nat->pool_first &&
-	    nat->inside_addr <= nat->pool_last) {
-		nsa_format_ipv4(nat->inside_addr, a, sizeof(a));
-		snprintf(err, errlen,
-			 "[gateway] inside_address: %s is in the pool %s-%s", a,
-			 first, last);
+	if (ngw_in_pool(nat, nat->inside_addr, "inside_address", err, errlen) ||
+	    ngw_in_pool(nat, nat->next_hop, "next_hop", err, errlen))
 		return -1;
-	}
-	if (nat->next_hop >= nat->pool_first &&
-	    nat->next_hop <= nat->pool_last) {
-		nsa_format_ipv4(nat->next_hop, a, sizeof(a));
-		snprintf(err, errlen,
-			 "[gateway] next_hop: %s is in the pool %s-%s", a,
-			 first, last);
-		return -1;
-	}
 	if (nat->port_min == 0 || nat->port_min > nat->port_max) {
 		snprintf(err, errlen,
 			 "[gateway] ports: range %u-%u is empty or starts at 0",

@@ -24,7 +24,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,11 +117,9 @@ static int run_active(const struct nsa_config *conf, double duration)
 					: 1; /* 2: does not fit the process */
 		goto out;
 	}
-	active = nsa_active_create(conf, src.lanes, src.n_lanes);
-	if (!active || nsa_active_start(active) != 0) {
-		NSA_ERR("active: cannot start the writers");
+	active = nsa_source_replicate(&src, conf);
+	if (!active)
 		goto out;
-	}
 	t0 = nsdp_now_s();
 	last_progress = t0;
 	last_alive_check = t0;
@@ -325,10 +322,6 @@ static int run_standby(const struct nsa_config *conf, double duration)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		NSA_CLI_LONGOPTS,
-		NSA_CLI_HELP_LONGOPTS,
-	};
 	/* With the [gateway] keys: one file may serve a gateway and its
 	 * agents, which accept and ignore that section. */
 	static struct ngw_config conf;
@@ -339,8 +332,8 @@ int main(int argc, char **argv)
 	};
 	int opt, rc;
 
-	while ((opt = getopt_long(argc, argv, NSA_CLI_OPTSTRING, opts, NULL)) !=
-	       -1)
+	while ((opt = getopt_long(argc, argv, NSA_CLI_OPTSTRING,
+				  nsa_cli_longopts, NULL)) != -1)
 		if ((rc = nsa_cli_option(&cli, opt, optarg)) != NSA_CLI_RUN)
 			return rc;
 	if ((rc = nsa_cli_config(&cli, &conf.agent)) != NSA_CLI_RUN)
