@@ -1223,7 +1223,7 @@ Test(config, gateway_example_file_loads_and_passes_the_gateway_check)
 	cr_assert_eq(ngw_config_check(&c, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(c.gw.agent, NGW_AGENT_THREADS);
 	cr_assert_not_null(strstr(c.agent.eal_args, "--no-huge --no-shconf"),
-			   "in-memory run as README says: %s",
+			   "in-memory run as docs/programs.md says: %s",
 			   c.agent.eal_args);
 }
 
