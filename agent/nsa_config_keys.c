@@ -69,7 +69,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 		600000, "1000", "Timeout of each connect to a store node, ms."),
 	NSA_ENUM(
 		"store", "publish", store.publish, nsa_publish_names, "auto",
-		"Notifications: `sharded` (SPUBLISH/SSUBSCRIBE, Redis 7), `classic` (PUBLISH/SUBSCRIBE), `auto` (SPUBLISH where the server has it)."),
+		"Notifications: `sharded` (SPUBLISH/SSUBSCRIBE, Redis 7), `classic` (PUBLISH/SUBSCRIBE), `auto` (SPUBLISH where the server has it, else PUBLISH)."),
 
 	NSA_NUM("active", "workers", workers, 1, NSDP_MAX_LANES, "1",
 		"Writer threads; must not exceed `[rings] lanes` in the active role."),

@@ -12,7 +12,8 @@
  * lanes (the gateway's producers would never see them), and the synthetic
  * source does not produce into a gateway's single-producer lanes.
  *
- * Not here: watching the gateway's liveness (natsync_agent.c), the writers.
+ * Not here: watching the gateway's liveness (natsync_agent.c), the writers
+ * themselves (nsa_active.c; nsa_source_replicate only starts them).
  */
 #include <errno.h>
 #include <limits.h>

@@ -457,7 +457,7 @@ int main(int argc, char **argv)
 			equal = ok;
 			break;
 		}
-		usleep(300000);
+		nsdp_sleep_ms(300);
 	}
 	printf("RESULT verify store=%zu source=%zu standby=%zu match=%s\n",
 	       use_store ? store.n : 0, source_path ? source.n : 0,
