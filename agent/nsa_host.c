@@ -12,7 +12,8 @@
  * lanes (the gateway's producers would never see them), and the synthetic
  * source does not produce into a gateway's single-producer lanes.
  *
- * Not here: watching the gateway's liveness (natsync_agent.c), the writers.
+ * Not here: watching the gateway's liveness (natsync_agent.c), the writers
+ * themselves (nsa_active.c; nsa_source_replicate only starts them).
  */
 #include <errno.h>
 #include <limits.h>
@@ -27,6 +28,7 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
+#include "nsa_active.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
 
@@ -296,4 +298,20 @@ void nsa_source_close(struct nsa_source *src)
 			if (src->lanes[i])
 				nsdp_lane_free(src->lanes[i]);
 	src->n_lanes = 0;
+}
+
+struct nsa_active *nsa_source_replicate(struct nsa_source *src,
+					const struct nsa_config *conf)
+{
+	struct nsa_active *a =
+		nsa_active_create(conf, src->lanes, src->n_lanes);
+
+	if (a && nsa_active_start(a) == 0)
+		return a;
+	NSA_ERR("active: cannot start the writers");
+	if (a) {
+		nsa_active_stop(a);
+		nsa_active_free(a);
+	}
+	return NULL;
 }

@@ -51,6 +51,12 @@ struct nsa_source {
  * secondary needs attach = yes, attach = yes excludes the synthetic source,
  * too few lcores), -ENOENT when a lane cannot be created or found. */
 int nsa_source_open(struct nsa_source *src, const struct nsa_config *conf);
+struct nsa_active;
+
+/* Create and start the writers that replicate src's lanes; NULL (logged)
+ * when they cannot start. */
+struct nsa_active *nsa_source_replicate(struct nsa_source *src,
+					const struct nsa_config *conf);
 /* Launch the source's workers on their lcores. */
 void nsa_source_start(struct nsa_source *src);
 /* Stop the source's workers and wait for them. */

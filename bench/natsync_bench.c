@@ -30,6 +30,7 @@
 
 #include "nsb_bench.h"
 #include "nsb_num.h"
+#include "nsa_cli.h"
 #include "nsa_config.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
@@ -245,6 +246,7 @@ static void lcore_args(unsigned int n, char *buf, size_t cap)
 int main(int argc, char **argv)
 {
 	static struct nsa_config conf;
+	struct nsa_cli cli = {.prog = "natsync-bench", .usage = usage};
 	static char csv_path[4096];
 	struct nsb_opts o = {
 		.mode = NSB_NATSYNC,
@@ -293,7 +295,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct option opts[DIM(counts) + DIM(strings) + DIM(more)];
-	char err[1024], lcores[512];
+	char lcores[512];
 	unsigned int need_lcores, mem_mb = BENCH_EAL_MEM_MB;
 	int opt, idx = 0, rc;
 
@@ -321,9 +323,6 @@ int main(int argc, char **argv)
 			continue;
 		}
 		switch (opt) {
-		case 'h':
-			usage(stdout);
-			return 0;
 		case 'm':
 			if (parse_mode(optarg, &o.mode))
 				return 2;
@@ -332,14 +331,10 @@ int main(int argc, char **argv)
 			if (parse_sweep(optarg, &o.sweep))
 				return 2;
 			break;
-		case 'V':
-			printf("natsync-bench %s\n", NATSYNC_VERSION);
-			return 0;
 		case 0: /* a flag, set by getopt_long() */
 			break;
 		default:
-			usage(stderr);
-			return 2;
+			return nsa_cli_help_option(&cli, opt);
 		}
 	}
 	if (check_combination(&o, rate_given, sessions_given, record_given))
@@ -385,10 +380,8 @@ int main(int argc, char **argv)
 	if (inflight &&
 	    nsb_conf_set(&conf, "active.max_inflight=%" PRIu64, inflight))
 		return 2;
-	if (nsa_config_finish(&conf, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-bench: %s\n", err);
+	if (nsa_cli_finish(&cli, &conf))
 		return 2;
-	}
 	nsa_log_verbosity = conf.verbosity;
 
 	/* The main lcore, plus one per source worker (a sweep's largest). */
@@ -401,12 +394,8 @@ int main(int argc, char **argv)
 				 lcores))
 			return 2;
 	}
-	if (nsa_eal_start("natsync-bench", conf.eal_args, argc - optind,
-			  argv + optind, NULL, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-bench: %s\n", err);
+	if (nsa_cli_start(&cli, &conf, argc - optind, argv + optind, NULL, 0))
 		return 2;
-	}
-	signal(SIGPIPE, SIG_IGN);
 
 	switch (o.mode) {
 	case NSB_NAIVE:

@@ -27,7 +27,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +44,7 @@
 #include <rte_mbuf.h>
 
 #include "ngw_fwd.h"
+#include "ngw_config.h"
 #include "nsa_active.h"
 #include "nsa_cli.h"
 #include "nsa_cluster.h"
@@ -66,7 +66,7 @@
 #define GW_REPLY_MAX 4096
 
 struct gw {
-	struct nsa_config conf;
+	struct ngw_config conf;
 	uint16_t port_in, port_out;
 	struct rte_mempool *pool;
 	struct nsdp_lane *lane;
@@ -78,14 +78,6 @@ struct gw {
 	struct ngw_fwd fwd; /* the forwarding lcore's */
 	uint64_t promotions, demotions;
 };
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_stop(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
 
 static void usage(FILE *out)
 {
@@ -100,7 +92,8 @@ static void usage(FILE *out)
 		"the store so that a standby gateway can take over every "
 		"flow.\n"
 		"\n"
-		"  -c, --config FILE     configuration file (INI; see README)\n"
+		"  -c, --config FILE     configuration file (INI; see\n"
+		"                        docs/configuration.md)\n"
 		"  -r, --role ROLE       active or standby (overrides [agent] "
 		"role):\n"
 		"                        the role taken once the table is "
@@ -112,6 +105,8 @@ static void usage(FILE *out)
 		"                        SIGINT/SIGTERM)\n"
 		"  -p, --print-config    print the effective configuration and "
 		"exit\n"
+		"      --config-reference  print every configuration key in "
+		"Markdown\n"
 		"  -C, --ctl COMMAND     send COMMAND to a running gateway's "
 		"control\n"
 		"                        socket, print the reply and exit: "
@@ -204,9 +199,9 @@ static int gw_promote(struct gw *g, char *reply, size_t len)
 	nsdp_table_walk(t, max_epoch_cb, &table_max);
 	/* Above every epoch the table holds and at least [agent] epoch. */
 	floor = table_max;
-	if (g->conf.epoch > 0 && g->conf.epoch - 1 > floor)
-		floor = g->conf.epoch - 1;
-	e = nsa_store_incr(&g->conf.store, GW_EPOCH_KEY, floor, err,
+	if (g->conf.agent.epoch > 0 && g->conf.agent.epoch - 1 > floor)
+		floor = g->conf.agent.epoch - 1;
+	e = nsa_store_incr(&g->conf.agent.store, GW_EPOCH_KEY, floor, err,
 			   sizeof(err));
 	if (e < 0 || e > UINT32_MAX) {
 		NSA_WARN("promote: no epoch from the store (%s); using the "
@@ -223,8 +218,8 @@ static int gw_promote(struct gw *g, char *reply, size_t len)
 		snprintf(reply, len, "error promote: %s\n", strerror(-rc));
 		return rc;
 	}
-	if (g->conf.gw.agent == NSA_GW_AGENT_THREADS) {
-		struct nsa_config c = g->conf;
+	if (g->conf.gw.agent == NGW_AGENT_THREADS) {
+		struct nsa_config c = g->conf.agent;
 
 		c.epoch = epoch;
 		g->active = nsa_active_create(&c, &g->lane, 1);
@@ -289,7 +284,7 @@ static int gw_status(struct gw *g, char *reply, size_t len)
 		 " recorded=%" PRIu64 " record_drops=%" PRIu64 "\n",
 		 nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE ? "active"
 							  : "standby",
-		 nsdp_nat_epoch(g->nat), g->conf.gateway_id, ts.live,
+		 nsdp_nat_epoch(g->nat), g->conf.agent.gateway_id, ts.live,
 		 ss.synced ? "yes" : "no", nsdp_nat_ports_in_use(g->nat),
 		 ns.created, ns.recorded, ns.record_drops);
 	return 0;
@@ -512,13 +507,14 @@ static int gw_setup(struct gw *g)
 	    port_open(g, g->conf.gw.outside_port, &g->port_out,
 		      &nc.outside_mac) < 0)
 		return -ENODEV;
-	g->lane = nsdp_lane_create(0, g->conf.ring_size, (int)rte_socket_id());
+	g->lane = nsdp_lane_create(0, g->conf.agent.ring_size,
+				   (int)rte_socket_id());
 	if (!g->lane) {
 		NSA_ERR("cannot create the ring %s: %s", "natsync_lane_0",
 			rte_strerror(rte_errno));
 		return -ENOMEM;
 	}
-	g->sb = nsa_standby_create(&g->conf);
+	g->sb = nsa_standby_create(&g->conf.agent);
 	if (!g->sb)
 		return -ENOMEM;
 	nc.mbuf_pool = g->pool;
@@ -537,7 +533,8 @@ static int gw_setup(struct gw *g)
 	rte_eal_remote_launch(ngw_fwd_main, &g->fwd, g->fwd_lcore);
 	NSA_INFO("gateway %u: forwarding on lcore %u, standby until "
 		 "promoted, control socket %s",
-		 g->conf.gateway_id, g->fwd_lcore, g->conf.gw.control_socket);
+		 g->conf.agent.gateway_id, g->fwd_lcore,
+		 g->conf.gw.control_socket);
 	return 0;
 }
 
@@ -561,10 +558,10 @@ static void gw_progress(struct gw *g, double t)
 static int gw_run(struct gw *g, double duration)
 {
 	double t0 = nsdp_now_s(), last_progress = t0;
-	int want_active = g->conf.role == NSA_ROLE_ACTIVE;
+	int want_active = g->conf.agent.role == NSA_ROLE_ACTIVE;
 	char reply[GW_REPLY_MAX];
 
-	while (!stop_requested) {
+	while (!nsa_cli_stopping()) {
 		struct pollfd pfd = {.fd = g->listen_fd, .events = POLLIN};
 		double t = nsdp_now_s();
 
@@ -586,8 +583,8 @@ static int gw_run(struct gw *g, double duration)
 		}
 		if (duration > 0 && t - t0 >= duration)
 			break;
-		if (g->conf.progress_ms &&
-		    (t - last_progress) * 1000 >= g->conf.progress_ms) {
+		if (g->conf.agent.progress_ms &&
+		    (t - last_progress) * 1000 >= g->conf.agent.progress_ms) {
 			gw_progress(g, t - t0);
 			last_progress = t;
 		}
@@ -636,8 +633,19 @@ static void gw_teardown(struct gw *g)
 	 * gone: freeing the lane would free and zero its ring under the
 	 * agent's writer threads (DPDK clears freed heap memory). The memory
 	 * goes when the last process using it detaches. */
-	if (g->lane && g->conf.gw.agent != NSA_GW_AGENT_EXTERNAL)
+	if (g->lane && g->conf.gw.agent != NGW_AGENT_EXTERNAL)
 		nsdp_lane_free(g->lane);
+}
+
+/* natsync-gateway's own check: [gateway] and the NAT's configuration. */
+static int gw_config_check(const struct nsa_config *agent, char *err,
+			   size_t errlen)
+{
+	const struct ngw_config *c = (const struct ngw_config *)agent;
+
+	if (ngw_config_check(c, err, errlen) != 0)
+		return -1;
+	return nsdp_nat_conf_check(&c->gw.nat, err, errlen);
 }
 
 int main(int argc, char **argv)
@@ -646,73 +654,42 @@ int main(int argc, char **argv)
 		NSA_CLI_LONGOPTS,
 		{"ctl", required_argument, NULL, 'C'},
 		{"socket", required_argument, NULL, 'S'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+		NSA_CLI_HELP_LONGOPTS,
 	};
 	static struct gw g;
-	struct nsa_cli cli = {.prog = "natsync-gateway"};
-	char err[1024];
+	struct nsa_cli cli = {
+		.prog = "natsync-gateway",
+		.usage = usage,
+		.keys = &ngw_config_keys,
+		.check = gw_config_check,
+	};
 	const char *ctl = NULL, *socket_path = NULL;
 	int opt, rc;
 
-	while ((opt = getopt_long(argc, argv, NSA_CLI_OPTSTRING "C:S:hV", opts,
+	while ((opt = getopt_long(argc, argv, NSA_CLI_OPTSTRING "C:S:", opts,
 				  NULL)) != -1) {
-		switch (nsa_cli_option(&cli, opt, optarg)) {
-		case 1:
-			continue;
-		case -1:
-			return 2;
-		}
-		switch (opt) {
-		case 'C':
+		if (opt == 'C')
 			ctl = optarg;
-			break;
-		case 'S':
+		else if (opt == 'S')
 			socket_path = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf("natsync-gateway %s\n", NATSYNC_VERSION);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
+		else if ((rc = nsa_cli_option(&cli, opt, optarg)) !=
+			 NSA_CLI_RUN)
+			return rc;
 	}
 	if (ctl && socket_path)
 		return ctl_main(socket_path, ctl);
 	if (ctl) {
-		nsa_config_defaults(&g.conf);
-		if (cli.config_path && nsa_config_load(&g.conf, cli.config_path,
-						       err, sizeof(err)) != 0) {
-			fprintf(stderr, "natsync-gateway: %s\n", err);
+		ngw_config_defaults(&g.conf);
+		if (cli.config_path &&
+		    nsa_cli_load(&cli, &g.conf.agent, cli.config_path))
 			return 2;
-		}
 		return ctl_main(g.conf.gw.control_socket, ctl);
 	}
-	if ((rc = nsa_cli_config(&cli, &g.conf)) != 0)
+	if ((rc = nsa_cli_config(&cli, &g.conf.agent)) != NSA_CLI_RUN)
 		return rc;
-	if (nsa_config_gateway_check(&g.conf, err, sizeof(err)) != 0 ||
-	    nsdp_nat_conf_check(&g.conf.gw.nat, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-gateway: %s\n", err);
+	if (nsa_cli_start(&cli, &g.conf.agent, argc - optind, argv + optind,
+			  "0,1", NSA_CLI_CATCH_STOP) != 0)
 		return 2;
-	}
-	nsa_log_verbosity = g.conf.verbosity;
-	if (cli.print_config) {
-		nsa_config_print(&g.conf, stdout);
-		return 0;
-	}
-	if (nsa_eal_start("natsync-gateway", g.conf.eal_args, argc - optind,
-			  argv + optind, "0,1", err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-gateway: %s\n", err);
-		return 2;
-	}
-	signal(SIGINT, on_stop);
-	signal(SIGTERM, on_stop);
-	signal(SIGPIPE, SIG_IGN);
 
 	rc = gw_setup(&g) == 0 ? gw_run(&g, cli.duration) : 1;
 	gw_teardown(&g);

@@ -2,8 +2,9 @@
  * test_config.c - the agent's configuration as a specification: the
  * documented defaults, every key of a full file, the error for each kind of
  * bad input (naming file, line, section and key), --set, the password file
- * rules, a print/load round trip, and the [gateway] section with the check
- * natsync-gateway makes of it (nsa_config_gateway_check).
+ * rules, a print/load round trip, the [gateway] section (gateway/
+ * ngw_config.c) with the check natsync-gateway makes of it, and the
+ * generated reference docs/configuration.md.
  *
  * Files are written to a mkdtemp directory that the fixture removes; no
  * servers, no EAL.
@@ -19,7 +20,9 @@
 #include <criterion/criterion.h>
 
 #include "ns_batch.h"
+#include "ngw_config.h"
 #include "nsa_config.h"
+#include "nsa_config_key.h"
 #include "nsa_log.h"
 #include "nst_store.h"
 
@@ -84,14 +87,25 @@ static int nst_load(struct nsa_config *c, const char *text, char *err,
 			       errlen);
 }
 
-/* Load text, expect failure with an err containing want. */
+/* Defaults with the [gateway] keys, then agent.ini holding text. */
+static int nst_gw_load(struct ngw_config *c, const char *text, char *err,
+		       size_t errlen)
+{
+	ngw_config_defaults(c);
+	err[0] = '\0';
+	return nsa_config_load(&c->agent, nst_write("agent.ini", text, 0644),
+			       err, errlen);
+}
+
+/* Load text as natsync-agent and natsync-gateway do, with the [gateway]
+ * keys; expect failure with an err containing want. */
 static void nst_expect_error(const char *text, const char *want)
 {
-	struct nsa_config c;
+	static struct ngw_config c;
 	char err[1024];
 
-	cr_assert_eq(nst_load(&c, text, err, sizeof(err)), -1, "accepted: %s",
-		     text);
+	cr_assert_eq(nst_gw_load(&c, text, err, sizeof(err)), -1,
+		     "accepted: %s", text);
 	cr_assert_not_null(strstr(err, want), "err \"%s\" lacks \"%s\"", err,
 			   want);
 	cr_assert_not_null(strstr(err, tmpdir), "err \"%s\" lacks the path",
@@ -152,9 +166,9 @@ Test(config, defaults_are_as_documented)
 
 Test(config, gateway_defaults_are_as_documented)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 
-	nsa_config_defaults(&c);
+	ngw_config_defaults(&c);
 	cr_assert_str_eq(c.gw.inside_port, "");
 	cr_assert_str_eq(c.gw.outside_port, "");
 	cr_assert_eq(c.gw.nat.inside_addr, 0);
@@ -169,7 +183,7 @@ Test(config, gateway_defaults_are_as_documented)
 	cr_assert_eq(c.gw.udp_timeout, 300);
 	cr_assert_eq(c.gw.icmp_timeout, 30);
 	cr_assert_str_eq(c.gw.control_socket, "/run/natsync/gateway.sock");
-	cr_assert_eq(c.gw.agent, NSA_GW_AGENT_THREADS);
+	cr_assert_eq(c.gw.agent, NGW_AGENT_THREADS);
 	cr_assert_eq(c.gw.idle_sleep_us, 0);
 	cr_assert_eq(c.gw.rx_descriptors, 1024);
 	cr_assert_eq(c.gw.tx_descriptors, 1024);
@@ -263,55 +277,56 @@ static const char full_ini[] =
 
 Test(config, full_file_loads_every_key)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
-	cr_assert_eq(nst_load(&c, full_ini, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(c.role, NSA_ROLE_STANDBY);
-	cr_assert_eq(c.gateway_id, 7);
-	cr_assert_eq(c.epoch, 42);
-	cr_assert_eq(c.progress_ms, 0);
-	cr_assert_str_eq(c.eal_args, "--no-huge -m 256");
-	cr_assert_eq(c.verbosity, NSA_LOG_DEBUG);
+	cr_assert_eq(nst_gw_load(&c, full_ini, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(c.agent.role, NSA_ROLE_STANDBY);
+	cr_assert_eq(c.agent.gateway_id, 7);
+	cr_assert_eq(c.agent.epoch, 42);
+	cr_assert_eq(c.agent.progress_ms, 0);
+	cr_assert_str_eq(c.agent.eal_args, "--no-huge -m 256");
+	cr_assert_eq(c.agent.verbosity, NSA_LOG_DEBUG);
 
-	cr_assert_eq(c.store.n_seeds, 3);
-	cr_assert_str_eq(c.store.seeds[0].host, "10.0.0.1");
-	cr_assert_eq(c.store.seeds[0].port, 7001);
-	cr_assert_str_eq(c.store.seeds[1].host, "redis-b");
-	cr_assert_eq(c.store.seeds[1].port, 7002);
-	cr_assert_str_eq(c.store.seeds[2].host, "localhost");
-	cr_assert_eq(c.store.seeds[2].port, 6379);
-	cr_assert_str_eq(c.store.user, "natsync");
-	cr_assert_str_eq(c.password_file, "/etc/natsync/password");
-	cr_assert_str_eq(c.store.password, "", "the file is not read yet");
-	cr_assert_eq(c.store.connect_timeout_ms, 2500);
-	cr_assert_eq(c.store.publish, NSA_PUBLISH_CLASSIC);
+	cr_assert_eq(c.agent.store.n_seeds, 3);
+	cr_assert_str_eq(c.agent.store.seeds[0].host, "10.0.0.1");
+	cr_assert_eq(c.agent.store.seeds[0].port, 7001);
+	cr_assert_str_eq(c.agent.store.seeds[1].host, "redis-b");
+	cr_assert_eq(c.agent.store.seeds[1].port, 7002);
+	cr_assert_str_eq(c.agent.store.seeds[2].host, "localhost");
+	cr_assert_eq(c.agent.store.seeds[2].port, 6379);
+	cr_assert_str_eq(c.agent.store.user, "natsync");
+	cr_assert_str_eq(c.agent.password_file, "/etc/natsync/password");
+	cr_assert_str_eq(c.agent.store.password, "",
+			 "the file is not read yet");
+	cr_assert_eq(c.agent.store.connect_timeout_ms, 2500);
+	cr_assert_eq(c.agent.store.publish, NSA_PUBLISH_CLASSIC);
 
-	cr_assert_eq(c.workers, 4);
-	cr_assert_eq(c.batch_size, NS_BATCH_MAX_RECORDS);
-	cr_assert_eq(c.flush_us, 0);
-	cr_assert_eq(c.max_inflight, 1024);
-	cr_assert_eq(c.replay_ms, 0);
-	cr_assert_eq(c.replay_records, 16777216);
+	cr_assert_eq(c.agent.workers, 4);
+	cr_assert_eq(c.agent.batch_size, NS_BATCH_MAX_RECORDS);
+	cr_assert_eq(c.agent.flush_us, 0);
+	cr_assert_eq(c.agent.max_inflight, 1024);
+	cr_assert_eq(c.agent.replay_ms, 0);
+	cr_assert_eq(c.agent.replay_records, 16777216);
 
-	cr_assert_eq(c.lanes, 4);
-	cr_assert_eq(c.ring_size, 1024);
-	cr_assert_eq(c.attach, 1);
+	cr_assert_eq(c.agent.lanes, 4);
+	cr_assert_eq(c.agent.ring_size, 1024);
+	cr_assert_eq(c.agent.attach, 1);
 
-	cr_assert_eq(c.synth, 1);
-	cr_assert_eq(c.synth_conf.flows, 5000);
-	cr_assert_eq(c.synth_conf.events, UINT64_MAX);
-	cr_assert_eq(c.synth_conf.rate, 200000);
-	cr_assert_eq(c.synth_conf.seed, 99);
-	cr_assert_eq(c.synth_conf.refresh_pct, 0);
-	cr_assert_eq(c.synth_conf.timeout_ms, 86400000);
-	cr_assert_eq(c.synth_conf.wait_when_full, 0);
-	cr_assert_str_eq(c.source_dump, "/tmp/source.tbl");
+	cr_assert_eq(c.agent.synth, 1);
+	cr_assert_eq(c.agent.synth_conf.flows, 5000);
+	cr_assert_eq(c.agent.synth_conf.events, UINT64_MAX);
+	cr_assert_eq(c.agent.synth_conf.rate, 200000);
+	cr_assert_eq(c.agent.synth_conf.seed, 99);
+	cr_assert_eq(c.agent.synth_conf.refresh_pct, 0);
+	cr_assert_eq(c.agent.synth_conf.timeout_ms, 86400000);
+	cr_assert_eq(c.agent.synth_conf.wait_when_full, 0);
+	cr_assert_str_eq(c.agent.source_dump, "/tmp/source.tbl");
 
-	cr_assert_eq(c.table_capacity, 1024);
-	cr_assert_str_eq(c.table_dump, "/tmp/standby.tbl");
-	cr_assert_eq(c.topology_check_ms, 0);
-	cr_assert_eq(c.ping_ms, 250);
+	cr_assert_eq(c.agent.table_capacity, 1024);
+	cr_assert_str_eq(c.agent.table_dump, "/tmp/standby.tbl");
+	cr_assert_eq(c.agent.topology_check_ms, 0);
+	cr_assert_eq(c.agent.ping_ms, 250);
 
 	cr_assert_str_eq(c.gw.inside_port, "net_af_packet0");
 	cr_assert_str_eq(c.gw.outside_port, "0000:3b:00.1");
@@ -327,7 +342,7 @@ Test(config, full_file_loads_every_key)
 	cr_assert_eq(c.gw.udp_timeout, 120);
 	cr_assert_eq(c.gw.icmp_timeout, 60);
 	cr_assert_str_eq(c.gw.control_socket, "/tmp/gw test.sock");
-	cr_assert_eq(c.gw.agent, NSA_GW_AGENT_EXTERNAL);
+	cr_assert_eq(c.gw.agent, NGW_AGENT_EXTERNAL);
 	cr_assert_eq(c.gw.idle_sleep_us, 100000);
 	cr_assert_eq(c.gw.rx_descriptors, 64);
 	cr_assert_eq(c.gw.tx_descriptors, 16384);
@@ -714,37 +729,39 @@ Test(config, finish_needs_a_seed)
 
 Test(config, print_output_loads_back_to_the_same_config)
 {
-	struct nsa_config a, b;
+	struct ngw_config a, b;
 	char err[512];
 	const char *path = nst_tmp("printed.ini");
 	FILE *f;
 
-	cr_assert_eq(nst_load(&a, full_ini, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(nst_gw_load(&a, full_ini, err, sizeof(err)), 0, "%s", err);
 	f = fopen(path, "w");
 	cr_assert_not_null(f);
-	nsa_config_print(&a, f);
+	nsa_config_print(&a.agent, f);
 	fclose(f);
 
-	nsa_config_defaults(&b);
-	cr_assert_eq(nsa_config_load(&b, path, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(b.batch_size, a.batch_size);
-	cr_assert_eq(b.store.n_seeds, 3);
-	cr_assert_str_eq(b.eal_args, a.eal_args);
+	ngw_config_defaults(&b);
+	cr_assert_eq(nsa_config_load(&b.agent, path, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(b.agent.batch_size, a.agent.batch_size);
+	cr_assert_eq(b.agent.store.n_seeds, 3);
+	cr_assert_str_eq(b.agent.eal_args, a.agent.eal_args);
 	cr_assert_eq(b.gw.nat.pool_last, a.gw.nat.pool_last);
 	cr_assert_str_eq(b.gw.control_socket, a.gw.control_socket);
 	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0,
 		     "printed configuration did not load back identically");
 
 	/* The defaults round-trip too. */
-	nsa_config_defaults(&a);
+	ngw_config_defaults(&a);
 	f = fopen(path, "w");
 	cr_assert_not_null(f);
-	nsa_config_print(&a, f);
+	nsa_config_print(&a.agent, f);
 	fclose(f);
 	memset(&b, 0xa5, sizeof(b));
-	nsa_config_defaults(&b);
-	b.batch_size = 1;
-	cr_assert_eq(nsa_config_load(&b, path, err, sizeof(err)), 0, "%s", err);
+	ngw_config_defaults(&b);
+	b.agent.batch_size = 1;
+	cr_assert_eq(nsa_config_load(&b.agent, path, err, sizeof(err)), 0, "%s",
+		     err);
 	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0);
 }
 
@@ -771,13 +788,13 @@ Test(config, print_never_shows_the_password)
 
 Test(config, ipv4_address_is_stored_in_host_byte_order)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
-	cr_assert_eq(nst_load(&c,
-			      "[gateway]\ninside_address = 10.1.2.3\n"
-			      "next_hop = 255.255.255.254\n",
-			      err, sizeof(err)),
+	cr_assert_eq(nst_gw_load(&c,
+				 "[gateway]\ninside_address = 10.1.2.3\n"
+				 "next_hop = 255.255.255.254\n",
+				 err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c.gw.nat.inside_addr, 0x0a010203);
 	cr_assert_eq(c.gw.nat.next_hop, 0xfffffffe);
@@ -785,19 +802,20 @@ Test(config, ipv4_address_is_stored_in_host_byte_order)
 
 Test(config, empty_ipv4_value_means_not_set)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
-	nsa_config_defaults(&c);
-	cr_assert_eq(nsa_config_set(&c, "gateway.next_hop=10.0.0.1", err,
+	ngw_config_defaults(&c);
+	cr_assert_eq(nsa_config_set(&c.agent, "gateway.next_hop=10.0.0.1", err,
 				    sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c.gw.nat.next_hop, 0x0a000001);
-	cr_assert_eq(nsa_config_set(&c, "gateway.next_hop=", err, sizeof(err)),
-		     0, "%s", err);
+	cr_assert_eq(
+		nsa_config_set(&c.agent, "gateway.next_hop=", err, sizeof(err)),
+		0, "%s", err);
 	cr_assert_eq(c.gw.nat.next_hop, 0);
-	cr_assert_eq(nst_load(&c, "[gateway]\ninside_address =\npool =\n", err,
-			      sizeof(err)),
+	cr_assert_eq(nst_gw_load(&c, "[gateway]\ninside_address =\npool =\n",
+				 err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c.gw.nat.inside_addr, 0);
 	cr_assert_eq(c.gw.nat.pool_first, 0);
@@ -828,24 +846,24 @@ Test(config, bad_ipv4_address_is_rejected)
 
 Test(config, pool_is_one_address_or_an_inclusive_range)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
-	cr_assert_eq(nst_load(&c, "[gateway]\npool = 198.51.100.7\n", err,
-			      sizeof(err)),
+	cr_assert_eq(nst_gw_load(&c, "[gateway]\npool = 198.51.100.7\n", err,
+				 sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c.gw.nat.pool_first, 0xc6336407);
 	cr_assert_eq(c.gw.nat.pool_last, 0xc6336407);
 
-	cr_assert_eq(nst_load(&c, "[gateway]\npool = 10.0.0.255-10.0.1.2\n",
-			      err, sizeof(err)),
+	cr_assert_eq(nst_gw_load(&c, "[gateway]\npool = 10.0.0.255-10.0.1.2\n",
+				 err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c.gw.nat.pool_first, 0x0a0000ff);
 	cr_assert_eq(c.gw.nat.pool_last, 0x0a000102);
 
 	/* Exactly NSDP_NAT_MAX_POOL addresses. */
-	cr_assert_eq(nst_load(&c, "[gateway]\npool = 10.0.0.0-10.0.0.255\n",
-			      err, sizeof(err)),
+	cr_assert_eq(nst_gw_load(&c, "[gateway]\npool = 10.0.0.0-10.0.0.255\n",
+				 err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c.gw.nat.pool_last - c.gw.nat.pool_first + 1,
 		     NSDP_NAT_MAX_POOL);
@@ -872,16 +890,17 @@ Test(config, bad_pool_is_rejected)
 
 Test(config, ports_is_a_range_lo_hi)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
-	cr_assert_eq(nst_load(&c, "[gateway]\nports = 40000 - 40009\n", err,
-			      sizeof(err)),
+	cr_assert_eq(nst_gw_load(&c, "[gateway]\nports = 40000 - 40009\n", err,
+				 sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c.gw.nat.port_min, 40000);
 	cr_assert_eq(c.gw.nat.port_max, 40009);
-	cr_assert_eq(nst_load(&c, "[gateway]\nports = 7-7\n", err, sizeof(err)),
-		     0, "%s", err);
+	cr_assert_eq(
+		nst_gw_load(&c, "[gateway]\nports = 7-7\n", err, sizeof(err)),
+		0, "%s", err);
 	cr_assert_eq(c.gw.nat.port_min, 7);
 	cr_assert_eq(c.gw.nat.port_max, 7);
 }
@@ -938,13 +957,13 @@ Test(config, gateway_numbers_are_range_checked)
 
 Test(config, gateway_agent_is_threads_or_external)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
-	cr_assert_eq(
-		nst_load(&c, "[gateway]\nagent = threads\n", err, sizeof(err)),
-		0, "%s", err);
-	cr_assert_eq(c.gw.agent, NSA_GW_AGENT_THREADS);
+	cr_assert_eq(nst_gw_load(&c, "[gateway]\nagent = threads\n", err,
+				 sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.gw.agent, NGW_AGENT_THREADS);
 	nst_expect_error("[gateway]\nagent = process\n",
 			 "agent.ini:2: [gateway] agent: 'process' is not one "
 			 "of threads|external");
@@ -961,29 +980,30 @@ Test(config, gateway_port_name_longer_than_the_field_is_rejected)
 
 Test(config, set_reaches_gateway_keys_and_keeps_a_rejected_value_out)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
-	nsa_config_defaults(&c);
-	cr_assert_eq(nsa_config_set(&c, "gateway.pool = 10.9.0.1 - 10.9.0.4",
-				    err, sizeof(err)),
+	ngw_config_defaults(&c);
+	cr_assert_eq(nsa_config_set(&c.agent,
+				    "gateway.pool = 10.9.0.1 - 10.9.0.4", err,
+				    sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c.gw.nat.pool_first, 0x0a090001);
 	cr_assert_eq(c.gw.nat.pool_last, 0x0a090004);
-	cr_assert_eq(nsa_config_set(&c, "gateway.pool=10.9.0.4-10.9.0.1", err,
-				    sizeof(err)),
+	cr_assert_eq(nsa_config_set(&c.agent, "gateway.pool=10.9.0.4-10.9.0.1",
+				    err, sizeof(err)),
 		     -1);
 	cr_assert_str_eq(err, "--set gateway.pool: '10.9.0.4-10.9.0.1': range "
 			      "is empty (first after last)");
 	cr_assert_eq(c.gw.nat.pool_first, 0x0a090001, "pool left untouched");
 	cr_assert_eq(c.gw.nat.pool_last, 0x0a090004, "pool left untouched");
-	cr_assert_eq(
-		nsa_config_set(&c, "gateway.ports=5000-4000", err, sizeof(err)),
-		-1);
+	cr_assert_eq(nsa_config_set(&c.agent, "gateway.ports=5000-4000", err,
+				    sizeof(err)),
+		     -1);
 	cr_assert_eq(c.gw.nat.port_min, 1024, "ports left untouched");
 	cr_assert_eq(c.gw.nat.port_max, 65535, "ports left untouched");
-	cr_assert_eq(nsa_config_set(&c, "gateway.inside_address=1.2.3", err,
-				    sizeof(err)),
+	cr_assert_eq(nsa_config_set(&c.agent, "gateway.inside_address=1.2.3",
+				    err, sizeof(err)),
 		     -1);
 	cr_assert_str_eq(err, "--set gateway.inside_address: '1.2.3' is not "
 			      "an IPv4 address");
@@ -1004,19 +1024,20 @@ Test(config, unknown_gateway_key_lists_the_known_ones)
 
 Test(config, finish_fills_the_nat_conf_from_other_keys)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
-	cr_assert_eq(nst_load(&c,
-			      "[agent]\ngateway_id = 77\n"
-			      "[standby]\ntable_capacity = 4096\n"
-			      "[gateway]\ntcp_syn_timeout = 3\n"
-			      "tcp_established_timeout = 604800\n"
-			      "tcp_closing_timeout = 5\nudp_timeout = 6\n"
-			      "icmp_timeout = 7\n",
-			      err, sizeof(err)),
+	cr_assert_eq(nst_gw_load(&c,
+				 "[agent]\ngateway_id = 77\n"
+				 "[standby]\ntable_capacity = 4096\n"
+				 "[gateway]\ntcp_syn_timeout = 3\n"
+				 "tcp_established_timeout = 604800\n"
+				 "tcp_closing_timeout = 5\nudp_timeout = 6\n"
+				 "icmp_timeout = 7\n",
+				 err, sizeof(err)),
 		     0, "%s", err);
-	cr_assert_eq(nsa_config_finish(&c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(nsa_config_finish(&c.agent, err, sizeof(err)), 0, "%s",
+		     err);
 	cr_assert_eq(c.gw.nat.tcp_syn_ms, 3000);
 	cr_assert_eq(c.gw.nat.tcp_established_ms, 604800000u);
 	cr_assert_eq(c.gw.nat.tcp_closing_ms, 5000);
@@ -1028,14 +1049,15 @@ Test(config, finish_fills_the_nat_conf_from_other_keys)
 
 Test(config, finish_does_not_require_gateway_keys)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512] = "";
 
-	nsa_config_defaults(&c);
-	c.lanes = 4;
-	c.workers = 2;
-	cr_assert_eq(nsa_config_finish(&c, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(nsa_config_gateway_check(&c, err, sizeof(err)), -1);
+	ngw_config_defaults(&c);
+	c.agent.lanes = 4;
+	c.agent.workers = 2;
+	cr_assert_eq(nsa_config_finish(&c.agent, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(ngw_config_check(&c, err, sizeof(err)), -1);
 }
 
 static const char gateway_ini[] = "[gateway]\n"
@@ -1046,43 +1068,43 @@ static const char gateway_ini[] = "[gateway]\n"
 				  "next_hop = 198.51.100.1\n";
 
 /* gateway_ini, finished; the gateway check is the caller's. */
-static void nst_gateway_config(struct nsa_config *c)
+static void nst_gateway_config(struct ngw_config *c)
 {
 	char err[512];
 
-	cr_assert_eq(nst_load(c, gateway_ini, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(nsa_config_finish(c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(nst_gw_load(c, gateway_ini, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(nsa_config_finish(&c->agent, err, sizeof(err)), 0, "%s",
+		     err);
 }
 
 /* Expect nsa_config_gateway_check to refuse c with exactly want. */
-static void nst_expect_gateway_error(const struct nsa_config *c,
+static void nst_expect_gateway_error(const struct ngw_config *c,
 				     const char *want)
 {
 	char err[512] = "";
 
-	cr_assert_eq(nsa_config_gateway_check(c, err, sizeof(err)), -1,
+	cr_assert_eq(ngw_config_check(c, err, sizeof(err)), -1,
 		     "accepted, expected \"%s\"", want);
 	cr_assert_str_eq(err, want);
 }
 
 Test(config, gateway_check_accepts_a_complete_gateway)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512] = "";
 
 	nst_gateway_config(&c);
-	cr_assert_eq(nsa_config_gateway_check(&c, err, sizeof(err)), 0, "%s",
-		     err);
+	cr_assert_eq(ngw_config_check(&c, err, sizeof(err)), 0, "%s", err);
 
 	/* next_hop is optional: destinations on-link. */
 	c.gw.nat.next_hop = 0;
-	cr_assert_eq(nsa_config_gateway_check(&c, err, sizeof(err)), 0, "%s",
-		     err);
+	cr_assert_eq(ngw_config_check(&c, err, sizeof(err)), 0, "%s", err);
 }
 
 Test(config, gateway_check_needs_both_ports_and_different_ones)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 
 	nst_gateway_config(&c);
 	c.gw.inside_port[0] = '\0';
@@ -1100,7 +1122,7 @@ Test(config, gateway_check_needs_both_ports_and_different_ones)
 
 Test(config, gateway_check_needs_inside_address_and_pool)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 
 	nst_gateway_config(&c);
 	c.gw.nat.inside_addr = 0;
@@ -1113,7 +1135,7 @@ Test(config, gateway_check_needs_inside_address_and_pool)
 
 Test(config, gateway_check_refuses_a_bad_pool_set_in_code)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 
 	nst_gateway_config(&c);
 	c.gw.nat.pool_first = 0x0a000009;
@@ -1130,12 +1152,13 @@ Test(config, gateway_check_refuses_a_bad_pool_set_in_code)
 
 Test(config, gateway_check_refuses_an_inside_address_in_the_pool)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
 	nst_gateway_config(&c);
-	cr_assert_eq(nsa_config_set(&c, "gateway.inside_address=198.51.100.13",
-				    err, sizeof(err)),
+	cr_assert_eq(nsa_config_set(&c.agent,
+				    "gateway.inside_address=198.51.100.13", err,
+				    sizeof(err)),
 		     0, "%s", err);
 	nst_expect_gateway_error(&c, "[gateway] inside_address: 198.51.100.13 "
 				     "is in the pool "
@@ -1144,12 +1167,12 @@ Test(config, gateway_check_refuses_an_inside_address_in_the_pool)
 
 Test(config, gateway_check_refuses_a_next_hop_in_the_pool)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
 	nst_gateway_config(&c);
-	cr_assert_eq(nsa_config_set(&c, "gateway.next_hop=198.51.100.10", err,
-				    sizeof(err)),
+	cr_assert_eq(nsa_config_set(&c.agent, "gateway.next_hop=198.51.100.10",
+				    err, sizeof(err)),
 		     0, "%s", err);
 	nst_expect_gateway_error(&c, "[gateway] next_hop: 198.51.100.10 is in "
 				     "the pool 198.51.100.10-198.51.100.13");
@@ -1157,7 +1180,7 @@ Test(config, gateway_check_refuses_a_next_hop_in_the_pool)
 
 Test(config, gateway_check_refuses_an_empty_port_range_set_in_code)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 
 	nst_gateway_config(&c);
 	c.gw.nat.port_min = 2000;
@@ -1173,12 +1196,13 @@ Test(config, gateway_check_refuses_an_empty_port_range_set_in_code)
 
 Test(config, gateway_check_needs_one_lane)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[512];
 
 	nst_gateway_config(&c);
-	cr_assert_eq(nsa_config_set(&c, "rings.lanes=2", err, sizeof(err)), 0,
-		     "%s", err);
+	cr_assert_eq(
+		nsa_config_set(&c.agent, "rings.lanes=2", err, sizeof(err)), 0,
+		"%s", err);
 	nst_expect_gateway_error(&c, "[rings] lanes: natsync-gateway forwards "
 				     "on one lcore into one lane; set lanes = "
 				     "1 (not 2)");
@@ -1186,25 +1210,27 @@ Test(config, gateway_check_needs_one_lane)
 
 Test(config, gateway_example_file_loads_and_passes_the_gateway_check)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char err[1024] = "";
 	/* Relative to NATSYNC_SOURCE_ROOT (meson test), else to ".". */
 	const char *path = nst_src("deploy/gateway.example.ini");
 
-	nsa_config_defaults(&c);
-	cr_assert_eq(nsa_config_load(&c, path, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(nsa_config_finish(&c, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(nsa_config_gateway_check(&c, err, sizeof(err)), 0, "%s",
+	ngw_config_defaults(&c);
+	cr_assert_eq(nsa_config_load(&c.agent, path, err, sizeof(err)), 0, "%s",
 		     err);
-	cr_assert_eq(c.gw.agent, NSA_GW_AGENT_THREADS);
-	cr_assert_not_null(strstr(c.eal_args, "--no-huge --no-shconf"),
-			   "in-memory run as README says: %s", c.eal_args);
+	cr_assert_eq(nsa_config_finish(&c.agent, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(ngw_config_check(&c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(c.gw.agent, NGW_AGENT_THREADS);
+	cr_assert_not_null(strstr(c.agent.eal_args, "--no-huge --no-shconf"),
+			   "in-memory run as docs/programs.md says: %s",
+			   c.agent.eal_args);
 }
 
 /* Print c, then load the printout over fresh defaults into out; *text
  * gets the printout (free it). */
-static void nst_print_and_reload(const struct nsa_config *c,
-				 struct nsa_config *out, char **text)
+static void nst_print_and_reload(const struct ngw_config *c,
+				 struct ngw_config *out, char **text)
 {
 	char err[512];
 	const char *path = nst_tmp("printed.ini");
@@ -1212,27 +1238,27 @@ static void nst_print_and_reload(const struct nsa_config *c,
 	FILE *f = fopen(path, "w");
 
 	cr_assert_not_null(f);
-	nsa_config_print(c, f);
+	nsa_config_print(&c->agent, f);
 	fclose(f);
 	f = open_memstream(text, &len);
 	cr_assert_not_null(f);
-	nsa_config_print(c, f);
+	nsa_config_print(&c->agent, f);
 	fclose(f);
-	nsa_config_defaults(out);
-	cr_assert_eq(nsa_config_load(out, path, err, sizeof(err)), 0, "%s\n%s",
-		     err, *text);
+	ngw_config_defaults(out);
+	cr_assert_eq(nsa_config_load(&out->agent, path, err, sizeof(err)), 0,
+		     "%s\n%s", err, *text);
 }
 
 Test(config, print_writes_gateway_addresses_back_in_loadable_form)
 {
-	struct nsa_config a, b;
+	struct ngw_config a, b;
 	char err[512], *text = NULL;
 
 	/* One-address pool, no next hop. */
-	cr_assert_eq(nst_load(&a,
-			      "[gateway]\ninside_address = 10.0.0.1\n"
-			      "pool = 10.0.1.5\nports = 30000-30000\n",
-			      err, sizeof(err)),
+	cr_assert_eq(nst_gw_load(&a,
+				 "[gateway]\ninside_address = 10.0.0.1\n"
+				 "pool = 10.0.1.5\nports = 30000-30000\n",
+				 err, sizeof(err)),
 		     0, "%s", err);
 	nst_print_and_reload(&a, &b, &text);
 	cr_assert_not_null(strstr(text, "\ninside_address = 10.0.0.1\n"
@@ -1244,7 +1270,7 @@ Test(config, print_writes_gateway_addresses_back_in_loadable_form)
 	free(text);
 
 	/* Defaults: every address unset prints as an empty value. */
-	nsa_config_defaults(&a);
+	ngw_config_defaults(&a);
 	nst_print_and_reload(&a, &b, &text);
 	cr_assert_not_null(strstr(text, "\n[gateway]\n"
 					"inside_port =\n"
@@ -1259,11 +1285,52 @@ Test(config, print_writes_gateway_addresses_back_in_loadable_form)
 	free(text);
 
 	/* A range prints as first-last. */
-	cr_assert_eq(nst_load(&a, gateway_ini, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(nst_gw_load(&a, gateway_ini, err, sizeof(err)), 0, "%s",
+		     err);
 	nst_print_and_reload(&a, &b, &text);
 	cr_assert_not_null(
 		strstr(text, "\npool = 198.51.100.10-198.51.100.13\n"), "%s",
 		text);
 	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0, "%s", text);
 	free(text);
+}
+
+Test(config, configuration_doc_is_what_the_key_tables_generate)
+{
+	const char *path = nst_src("docs/configuration.md");
+	char *doc = NULL, *want = NULL, *from;
+	size_t doc_len = 0, want_len = 0;
+	FILE *f = fopen(path, "r");
+	FILE *out = open_memstream(&want, &want_len);
+
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_not_null(out);
+	cr_assert_eq(getdelim(&doc, &doc_len, '\0', f) > 0, 1, "%s", path);
+	fclose(f);
+	nsa_config_reference(&ngw_config_keys, out);
+	fclose(out);
+	from = strstr(doc, NSA_CONFIG_REFERENCE_MARKER);
+	cr_assert_not_null(from, "%s has no marker line", path);
+	cr_assert_str_eq(from, want,
+			 "%s differs from natsync-agent --config-reference: "
+			 "regenerate it (see the file)",
+			 path);
+	free(doc);
+	free(want);
+}
+
+Test(config, every_key_has_help)
+{
+	const struct nsa_key_table *tables[] = {&nsa_config_keys,
+						&ngw_config_keys};
+
+	for (size_t j = 0; j < 2; j++)
+		for (size_t i = 0; i < tables[j]->n_keys; i++) {
+			const struct nsa_key *k = &tables[j]->keys[i];
+
+			cr_assert(k->help && k->help[0] &&
+					  !strchr(k->help, '|'),
+				  "[%s] %s: help missing or holds '|'",
+				  k->section, k->key);
+		}
 }

@@ -24,7 +24,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +34,7 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 
+#include "ngw_config.h"
 #include "nsa_active.h"
 #include "nsa_cli.h"
 #include "nsa_config.h"
@@ -50,24 +50,10 @@
 #define ATTACHED_STOP_DRAIN_MS 2000
 #define GATEWAY_GONE_DRAIN_MS 5000
 
-static volatile sig_atomic_t stop_requested;
-static volatile sig_atomic_t dump_requested;
 /* The gateway we attached to died: its shared EAL state is no longer ours
  * to tidy (a new gateway may be rewriting it; rte_eal_cleanup() then
  * crashes in the shared heap), so the process exits without it. */
 static int gateway_gone;
-
-static void on_stop(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
-
-static void on_dump(int sig)
-{
-	(void)sig;
-	dump_requested = 1;
-}
 
 static void usage(FILE *out)
 {
@@ -76,7 +62,8 @@ static void usage(FILE *out)
 		"\n"
 		"Replicates a NAT gateway's session table through Redis.\n"
 		"\n"
-		"  -c, --config FILE     configuration file (INI; see README)\n"
+		"  -c, --config FILE     configuration file (INI; see\n"
+		"                        docs/configuration.md)\n"
 		"  -r, --role ROLE       active or standby (overrides [agent] "
 		"role)\n"
 		"  -s, --set S.KEY=VAL   override one configuration key, e.g.\n"
@@ -90,6 +77,8 @@ static void usage(FILE *out)
 		"SIGINT/SIGTERM)\n"
 		"  -p, --print-config    print the effective configuration and "
 		"exit\n"
+		"      --config-reference  print every configuration key in "
+		"Markdown\n"
 		"  -h, --help            this text\n"
 		"  -V, --version         the version\n"
 		"\n"
@@ -128,11 +117,9 @@ static int run_active(const struct nsa_config *conf, double duration)
 					: 1; /* 2: does not fit the process */
 		goto out;
 	}
-	active = nsa_active_create(conf, src.lanes, src.n_lanes);
-	if (!active || nsa_active_start(active) != 0) {
-		NSA_ERR("active: cannot start the writers");
+	active = nsa_source_replicate(&src, conf);
+	if (!active)
 		goto out;
-	}
 	t0 = nsdp_now_s();
 	last_progress = t0;
 	last_alive_check = t0;
@@ -145,7 +132,7 @@ static int run_active(const struct nsa_config *conf, double duration)
 			 conf->synth_conf.rate ? "fixed" : "flat out");
 	}
 
-	while (!stop_requested) {
+	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
 
 		nsdp_sleep_ms(20);
@@ -278,14 +265,12 @@ static int run_standby(const struct nsa_config *conf, double duration)
 			nsa_standby_free(sb);
 		return 1;
 	}
-	while (!stop_requested) {
+	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
 
 		nsdp_sleep_ms(20);
-		if (dump_requested) {
-			dump_requested = 0;
+		if (nsa_cli_dump_requested())
 			standby_dump(sb, conf->table_dump);
-		}
 		nsa_standby_stats(sb, &st);
 		if (st.synced && !was_synced) {
 			was_synced = 1;
@@ -337,63 +322,31 @@ static int run_standby(const struct nsa_config *conf, double duration)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		NSA_CLI_LONGOPTS,
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	/* With the [gateway] keys: one file may serve a gateway and its
+	 * agents, which accept and ignore that section. */
+	static struct ngw_config conf;
+	struct nsa_cli cli = {
+		.prog = "natsync-agent",
+		.usage = usage,
+		.keys = &ngw_config_keys,
 	};
-	static struct nsa_config conf;
-	struct nsa_cli cli = {.prog = "natsync-agent"};
-	char err[1024];
-	double duration;
-	int print_config, opt, rc;
+	int opt, rc;
 
-	while ((opt = getopt_long(argc, argv, NSA_CLI_OPTSTRING "hV", opts,
-				  NULL)) != -1) {
-		switch (nsa_cli_option(&cli, opt, optarg)) {
-		case 1:
-			continue;
-		case -1:
-			return 2;
-		}
-		switch (opt) {
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf("natsync-agent %s\n", NATSYNC_VERSION);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if ((rc = nsa_cli_config(&cli, &conf)) != 0)
+	while ((opt = getopt_long(argc, argv, NSA_CLI_OPTSTRING,
+				  nsa_cli_longopts, NULL)) != -1)
+		if ((rc = nsa_cli_option(&cli, opt, optarg)) != NSA_CLI_RUN)
+			return rc;
+	if ((rc = nsa_cli_config(&cli, &conf.agent)) != NSA_CLI_RUN)
 		return rc;
-	duration = cli.duration;
-	print_config = cli.print_config;
-	nsa_log_verbosity = conf.verbosity;
-	if (print_config) {
-		nsa_config_print(&conf, stdout);
-		return 0;
-	}
-
-	rc = nsa_eal_start("natsync-agent", conf.eal_args, argc - optind,
-			   argv + optind, NULL, err, sizeof(err));
-	if (rc != 0) {
-		fprintf(stderr, "natsync-agent: %s\n", err);
+	rc = nsa_cli_start(&cli, &conf.agent, argc - optind, argv + optind,
+			   NULL, NSA_CLI_CATCH_STOP | NSA_CLI_CATCH_DUMP);
+	if (rc != 0)
 		return rc == -ENOENT ? 1 : 2; /* no gateway yet: retry later */
-	}
-	signal(SIGINT, on_stop);
-	signal(SIGTERM, on_stop);
-	signal(SIGUSR1, on_dump);
-	signal(SIGPIPE, SIG_IGN);
 
-	if (conf.role == NSA_ROLE_ACTIVE)
-		rc = run_active(&conf, duration);
+	if (conf.agent.role == NSA_ROLE_ACTIVE)
+		rc = run_active(&conf.agent, cli.duration);
 	else
-		rc = run_standby(&conf, duration);
+		rc = run_standby(&conf.agent, cli.duration);
 	if (!gateway_gone)
 		rte_eal_cleanup();
 	return rc;

@@ -26,6 +26,8 @@
 
 #include "ns_record.h"
 #include "ns_slot.h"
+#include "ngw_config.h"
+#include "nsa_cli.h"
 #include "nsa_cluster.h"
 #include "nsa_config.h"
 #include "nsdp_time.h"
@@ -343,30 +345,29 @@ int main(int argc, char **argv)
 		{"standby-pid", required_argument, NULL, 'p'},
 		{"timeout", required_argument, NULL, 't'},
 		{"no-store", no_argument, NULL, 'n'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+		NSA_CLI_HELP_LONGOPTS,
 	};
-	static struct nsa_config conf;
+	/* A gateway's file, [gateway] included, is accepted as it is. */
+	static struct ngw_config gconf;
+	struct nsa_config *conf = &gconf.agent;
+	struct nsa_cli cli = {.prog = "natsync-verify", .usage = usage};
 	struct table store = {.name = "store"}, source = {.name = "source"},
 		     standby = {.name = "standby"};
 	const char *source_path = NULL, *standby_path = NULL;
-	char err[1024], set[1100];
+	char set[1100];
 	double timeout = 0, t0;
 	pid_t pid = 0;
 	int opt, use_store = 1, equal = 0;
 
-	nsa_config_defaults(&conf);
+	ngw_config_defaults(&gconf);
 	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:nhV", opts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'c':
-			if (nsa_config_load(&conf, optarg, err, sizeof(err))) {
-				fprintf(stderr, "natsync-verify: %s\n", err);
+			if (nsa_cli_load(&cli, conf, optarg))
 				return 2;
-			}
-			if (conf.table_dump[0] && !standby_path)
-				standby_path = conf.table_dump;
+			if (conf->table_dump[0] && !standby_path)
+				standby_path = conf->table_dump;
 			break;
 		case 'S':
 			snprintf(set, sizeof(set), "store.seeds=%s", optarg);
@@ -378,10 +379,8 @@ int main(int argc, char **argv)
 			snprintf(set, sizeof(set), "store.password_file=%s",
 				 optarg);
 		apply:
-			if (nsa_config_set(&conf, set, err, sizeof(err))) {
-				fprintf(stderr, "natsync-verify: %s\n", err);
+			if (nsa_cli_set(&cli, conf, set))
 				return 2;
-			}
 			break;
 		case 's':
 			source_path = optarg;
@@ -405,15 +404,8 @@ int main(int argc, char **argv)
 		case 'n':
 			use_store = 0;
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf("natsync-verify %s\n", NATSYNC_VERSION);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return nsa_cli_help_option(&cli, opt);
 		}
 	}
 	if (optind != argc) {
@@ -427,11 +419,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* Only the store settings matter here: do not apply role checks. */
-	conf.role = NSA_ROLE_STANDBY;
-	if (nsa_config_finish(&conf, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-verify: %s\n", err);
+	conf->role = NSA_ROLE_STANDBY;
+	if (nsa_cli_finish(&cli, conf))
 		return 2;
-	}
 	if (source_path && table_read_file(&source, source_path) < 0)
 		return 2;
 
@@ -439,7 +429,7 @@ int main(int argc, char **argv)
 	for (;;) {
 		int ok = 1;
 
-		if (use_store && table_read_store(&store, &conf.store) < 0)
+		if (use_store && table_read_store(&store, &conf->store) < 0)
 			return 2;
 		if (pid && request_dump(pid, standby_path) < 0)
 			return 2;
@@ -467,7 +457,7 @@ int main(int argc, char **argv)
 			equal = ok;
 			break;
 		}
-		usleep(300000);
+		nsdp_sleep_ms(300);
 	}
 	printf("RESULT verify store=%zu source=%zu standby=%zu match=%s\n",
 	       use_store ? store.n : 0, source_path ? source.n : 0,

@@ -19,6 +19,9 @@
  *   does not exist fails cleanly too.
  * err buffers are always NUL-terminated.
  *
+ * The configuration is natsync-gateway's (struct ngw_config), so that the
+ * [gateway] keys of gateway/ngw_config.c are fuzzed too.
+ *
  * Not here: the [gateway] check and the configuration's meaning to the
  * programs (test_config.c covers both).
  */
@@ -31,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ngw_config.h"
 #include "nsa_config.h"
 #include "nsa_log.h"
 #include "nst_fuzz.h"
@@ -43,7 +47,7 @@ static int in_fd = -1, print_fd = -1, pw_fd = -1;
 static char in_path[64], print_path[64], pw_path[64];
 
 /* Large (PATH_MAX fields): static rather than on the stack. */
-static struct nsa_config cfg, again, snap;
+static struct ngw_config cfg, again, snap;
 
 static int memfd_path(const char *name, char *path, size_t len)
 {
@@ -90,13 +94,13 @@ static void check_err(const char *err, const char *prefix)
 }
 
 /* The printout of c, NUL-terminated, malloc'd. */
-static char *print_config(const struct nsa_config *c, size_t *len)
+static char *print_config(const struct ngw_config *c, size_t *len)
 {
 	char *text = NULL;
 	FILE *f = open_memstream(&text, len);
 
 	NST_FUZZ_CHECK(f != NULL, "open_memstream: %s", strerror(errno));
-	nsa_config_print(c, f);
+	nsa_config_print(&c->agent, f);
 	NST_FUZZ_CHECK(fclose(f) == 0, "printing failed");
 	return text;
 }
@@ -118,7 +122,7 @@ static void show_difference(const char *a, const char *b)
 }
 
 /* c must print to text that loads back to c exactly. */
-static void check_round_trip(const struct nsa_config *c, const char *how)
+static void check_round_trip(const struct ngw_config *c, const char *how)
 {
 	char err[ERR_LEN];
 	size_t len, len2;
@@ -126,9 +130,9 @@ static void check_round_trip(const struct nsa_config *c, const char *how)
 	int rc;
 
 	fill(print_fd, text, len);
-	nsa_config_defaults(&again);
+	ngw_config_defaults(&again);
 	memset(err, 0x7f, sizeof(err));
-	rc = nsa_config_load(&again, print_path, err, sizeof(err));
+	rc = nsa_config_load(&again.agent, print_path, err, sizeof(err));
 	if (rc != 0) {
 		fprintf(stderr, "printout:\n%s", text);
 		NST_FUZZ_CHECK(0, "%s: the printout does not load back: %s",
@@ -169,9 +173,9 @@ static void fuzz_load(const uint8_t *data, size_t size)
 	int rc;
 
 	fill(in_fd, data, size);
-	nsa_config_defaults(&cfg);
+	ngw_config_defaults(&cfg);
 	memset(err, 0x7f, sizeof(err));
-	rc = nsa_config_load(&cfg, in_path, err, sizeof(err));
+	rc = nsa_config_load(&cfg.agent, in_path, err, sizeof(err));
 	NST_FUZZ_CHECK(rc == 0 || rc == -1, "load returned %d", rc);
 	if (rc != 0) {
 		check_error_line(err, data, size);
@@ -179,23 +183,24 @@ static void fuzz_load(const uint8_t *data, size_t size)
 	}
 	check_round_trip(&cfg, "file");
 
-	nsa_config_defaults(&snap);
-	NST_FUZZ_CHECK(nsa_config_load(&snap, in_path, err, sizeof(err)) == 0 &&
-			       memcmp(&snap, &cfg, sizeof(cfg)) == 0,
-		       "loading the same file twice differs");
+	ngw_config_defaults(&snap);
+	NST_FUZZ_CHECK(
+		nsa_config_load(&snap.agent, in_path, err, sizeof(err)) == 0 &&
+			memcmp(&snap, &cfg, sizeof(cfg)) == 0,
+		"loading the same file twice differs");
 
 	/* A password file that is not there: a clean failure, no password. */
 	NST_FUZZ_CHECK(
-		nsa_config_set(&cfg,
+		nsa_config_set(&cfg.agent,
 			       "store.password_file=" MISSING_PASSWORD_FILE,
 			       err, sizeof(err)) == 0,
 		"cannot set password_file: %s", err);
 	memset(err, 0x7f, sizeof(err));
-	NST_FUZZ_CHECK(nsa_config_finish(&cfg, err, sizeof(err)) == -1,
+	NST_FUZZ_CHECK(nsa_config_finish(&cfg.agent, err, sizeof(err)) == -1,
 		       "finish accepted a missing password file");
 	check_err(err, "");
-	for (size_t i = 0; i < sizeof(cfg.store.password); i++)
-		NST_FUZZ_CHECK(cfg.store.password[i] == '\0',
+	for (size_t i = 0; i < sizeof(cfg.agent.store.password); i++)
+		NST_FUZZ_CHECK(cfg.agent.store.password[i] == '\0',
 			       "a failed finish left a password");
 }
 
@@ -204,7 +209,7 @@ static void fuzz_set(const uint8_t *data, size_t size)
 	char line[4096], err[ERR_LEN];
 	size_t pos = 0;
 
-	nsa_config_defaults(&cfg);
+	ngw_config_defaults(&cfg);
 	while (pos < size) {
 		const uint8_t *nl = memchr(data + pos, '\n', size - pos);
 		size_t len = nl ? (size_t)(nl - (data + pos)) : size - pos;
@@ -218,7 +223,7 @@ static void fuzz_set(const uint8_t *data, size_t size)
 
 		snap = cfg;
 		memset(err, 0x7f, sizeof(err));
-		rc = nsa_config_set(&cfg, line, err, sizeof(err));
+		rc = nsa_config_set(&cfg.agent, line, err, sizeof(err));
 		NST_FUZZ_CHECK(rc == 0 || rc == -1, "set returned %d", rc);
 		if (rc != 0) {
 			check_err(err, "--set");
@@ -252,50 +257,45 @@ static void check_zero(const char *buf, size_t cap, const char *what)
 			       what);
 }
 
-/* The input as the password file, then as the batch key file. */
-static void fuzz_secrets(const uint8_t *data, size_t size)
+/* The input as the secret file named by key: file is its path field,
+ * buf (cap bytes) where finish puts the secret, len its length there (NULL:
+ * a C string). */
+static void fuzz_secret(const uint8_t *data, size_t size, const char *key,
+			char *file, size_t file_cap, const char *buf,
+			size_t cap, const size_t *len)
 {
 	char err[ERR_LEN];
 	size_t n;
-	int ok, rc;
+	int ok = secret_ok(data, size, cap, &n), rc;
+
+	ngw_config_defaults(&cfg);
+	snprintf(file, file_cap, "%s", pw_path);
+	memset(err, 0x7f, sizeof(err));
+	rc = nsa_config_finish(&cfg.agent, err, sizeof(err));
+	NST_FUZZ_CHECK(rc == (ok ? 0 : -1), "finish returned %d for a %s %s",
+		       rc, ok ? "good" : "bad", key);
+	if (rc == 0) {
+		NST_FUZZ_CHECK((len ? *len : strlen(buf)) == n &&
+				       memcmp(buf, data, n) == 0,
+			       "the secret of %s is not the file's line", key);
+	} else {
+		check_err(err, key);
+		check_zero(buf, cap, key);
+	}
+}
+
+/* The input as the password file, then as the batch key file. */
+static void fuzz_secrets(const uint8_t *data, size_t size)
+{
+	struct nsa_config *c = &cfg.agent;
 
 	fill(pw_fd, data, size);
-
-	ok = secret_ok(data, size, sizeof(cfg.store.password), &n);
-	nsa_config_defaults(&cfg);
-	snprintf(cfg.password_file, sizeof(cfg.password_file), "%s", pw_path);
-	memset(err, 0x7f, sizeof(err));
-	rc = nsa_config_finish(&cfg, err, sizeof(err));
-	NST_FUZZ_CHECK(rc == (ok ? 0 : -1),
-		       "finish returned %d for a %s password file", rc,
-		       ok ? "good" : "bad");
-	if (rc == 0) {
-		NST_FUZZ_CHECK(strlen(cfg.store.password) == n &&
-				       memcmp(cfg.store.password, data, n) == 0,
-			       "the password is not the file's line");
-	} else {
-		check_err(err, "password_file");
-		check_zero(cfg.store.password, sizeof(cfg.store.password),
-			   "password file");
-	}
-
-	ok = secret_ok(data, size, sizeof(cfg.batch_key), &n);
-	nsa_config_defaults(&cfg);
-	snprintf(cfg.batch_key_file, sizeof(cfg.batch_key_file), "%s", pw_path);
-	memset(err, 0x7f, sizeof(err));
-	rc = nsa_config_finish(&cfg, err, sizeof(err));
-	NST_FUZZ_CHECK(rc == (ok ? 0 : -1),
-		       "finish returned %d for a %s batch key file", rc,
-		       ok ? "good" : "bad");
-	if (rc == 0) {
-		NST_FUZZ_CHECK(cfg.batch_key_len == n &&
-				       memcmp(cfg.batch_key, data, n) == 0,
-			       "the batch key is not the file's line");
-	} else {
-		check_err(err, "batch_key_file");
-		check_zero(cfg.batch_key, sizeof(cfg.batch_key),
-			   "batch key file");
-	}
+	fuzz_secret(data, size, "password_file", c->password_file,
+		    sizeof(c->password_file), c->store.password,
+		    sizeof(c->store.password), NULL);
+	fuzz_secret(data, size, "batch_key_file", c->batch_key_file,
+		    sizeof(c->batch_key_file), c->batch_key,
+		    sizeof(c->batch_key), &c->batch_key_len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,0 +1,141 @@
+/*
+ * nsa_config_keys.c - the agent's configuration keys: one row per key with
+ * its section, kind, field in struct nsa_config, range, default and help.
+ *
+ * The defaults, the file loader, --set, the printout and the generated
+ * reference (docs/configuration.md) all walk this table, so a key added
+ * here is parsed, range-checked, defaulted, printed and documented without
+ * touching anything else. Each help text says what the key does and the
+ * meaning of 0 or empty where it has one; the reference adds the default
+ * and the accepted values from the row itself.
+ *
+ * Not here: how values are parsed (nsa_config_value.c), the checks that
+ * span several keys (nsa_config_finish), and the sections of a program
+ * (natsync-gateway's [gateway] is in gateway/ngw_config.c).
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ns_batch.h"
+#include "nsa_config_key.h"
+#include "nsa_log.h"
+#include "nsdp_lane.h"
+
+static const char *const nsa_role_names[] = {"active", "standby", NULL};
+static const char *const nsa_publish_names[] = {"auto", "sharded", "classic",
+						NULL};
+static const char *const nsa_level_names[] = {"error", "warn", "info", "debug",
+					      NULL};
+static const char *const nsa_source_names[] = {"none", "synth", NULL};
+
+/* Enums are stored through 32-bit integers; the order of the names above
+ * must match the enum values. */
+_Static_assert(sizeof(enum nsa_role) == sizeof(uint32_t), "enum size");
+_Static_assert(sizeof(enum nsa_publish_mode) == sizeof(uint32_t), "enum size");
+_Static_assert(NSA_ROLE_STANDBY == 1 && NSA_PUBLISH_CLASSIC == 2 &&
+		       NSA_LOG_DEBUG == 3,
+	       "name tables follow the enums");
+
+#define NSA_DEFAULT_EAL_ARGS \
+	"--no-huge --no-shconf -m 512 --no-pci --no-telemetry"
+
+#define NSA_KEY_STRUCT struct nsa_config
+
+static const struct nsa_key nsa_agent_keys[] = {
+	NSA_ENUM(
+		"agent", "role", role, nsa_role_names, "active",
+		"`active` reads the rings and writes the store; `standby` subscribes and keeps the session table."),
+	NSA_NUM("agent", "gateway_id", gateway_id, 0, UINT32_MAX, "1",
+		"Id of this gateway pair, carried in every record."),
+	NSA_NUM("agent", "epoch", epoch, 0, UINT32_MAX, "1",
+		"Fencing epoch, raised at every promotion; records of a lower epoch do not overwrite."),
+	NSA_NUM("agent", "progress_ms", progress_ms, 0, 3600000, "1000",
+		"Period of the progress line, ms; `0` = no progress line."),
+	NSA_STR("agent", "eal_args", eal_args, NSA_DEFAULT_EAL_ARGS,
+		"DPDK EAL arguments, space separated."),
+	NSA_ENUM("agent", "log_level", verbosity, nsa_level_names, "info",
+		 "Log lines above this level are not printed."),
+
+	NSA_SEEDS(
+		"store", "seeds", store, "127.0.0.1:7000",
+		"Store nodes asked in order for the topology: a Redis Cluster or one plain server. The first node reporting `cluster_state:ok` is believed; the first answer only when none does."),
+	NSA_STR("store", "user", store.user, "",
+		"ACL user for AUTH; empty = AUTH with the password alone."),
+	NSA_STR("store", "password_file", password_file, "",
+		"File holding the store password on one line (see Secret files); empty = no AUTH. The password is never printed."),
+	NSA_STR("store", "batch_key_file", batch_key_file, "",
+		"File holding the batch key on one line (see Secret files). With it an active signs every batch and a standby applies only batches signed with it; empty = unsigned batches."),
+	NSA_NUM("store", "connect_timeout_ms", store.connect_timeout_ms, 1,
+		600000, "1000", "Timeout of each connect to a store node, ms."),
+	NSA_ENUM(
+		"store", "publish", store.publish, nsa_publish_names, "auto",
+		"Notifications: `sharded` (SPUBLISH/SSUBSCRIBE, Redis 7), `classic` (PUBLISH/SUBSCRIBE), `auto` (SPUBLISH where the server has it, else PUBLISH)."),
+
+	NSA_NUM("active", "workers", workers, 1, NSDP_MAX_LANES, "1",
+		"Writer threads; must not exceed `[rings] lanes` in the active role."),
+	NSA_NUM("active", "batch_size", batch_size, 1, NS_BATCH_MAX_RECORDS,
+		"256", "Records per batch per store node."),
+	NSA_NUM("active", "flush_us", flush_us, 0, 1000000, "200",
+		"A partial batch waits at most this long before it is sent, µs."),
+	NSA_NUM("active", "max_inflight", max_inflight, 1, 1024, "8",
+		"Unacknowledged batches per connection."),
+	NSA_NUM("active", "replay_ms", replay_ms, 0, 60000, "2000",
+		"Replay window, ms: when a master is lost, the records acknowledged in its last `replay_ms` are sent again (see Replay); `0` = no replay."),
+	NSA_NUM("active", "replay_records", replay_records, 0, 16777216,
+		"131072",
+		"Most records each writer keeps for the replay window (80 bytes each); beyond it the oldest leave early (logged once). `0` = no replay."),
+
+	NSA_NUM("rings", "lanes", lanes, 1, NSDP_MAX_LANES, "1",
+		"Rings, one per producer lcore."),
+	NSA_POW2("rings", "ring_size", ring_size, 64, 16777216, "65536",
+		 "Records per ring."),
+	NSA_BOOL(
+		"rings", "attach", attach, "no",
+		"`yes`: find the gateway's rings by name (agent as a DPDK secondary process); `no`: create them in this process."),
+
+	NSA_ENUM(
+		"source", "type", synth, nsa_source_names, "none",
+		"`none`: records come from the gateway; `synth`: run the synthetic session source in this process."),
+	NSA_NUM("source", "flows", synth_conf.flows, 1, 1000000000, "100000",
+		"Synthetic source: distinct flows."),
+	NSA_NUM("source", "events", synth_conf.events, 0, UINT64_MAX, "1000000",
+		"Synthetic source: events to produce in all, then stop."),
+	NSA_NUM("source", "rate", synth_conf.rate, 0, UINT64_MAX, "0",
+		"Synthetic source: events per second over all workers; `0` = as fast as possible."),
+	NSA_NUM("source", "seed", synth_conf.seed, 0, UINT64_MAX, "1",
+		"Synthetic source: random seed; the same configuration yields the same events and final table."),
+	NSA_NUM("source", "refresh_pct", synth_conf.refresh_pct, 0, 100, "60",
+		"Synthetic source: of events on a live flow, the percentage that are refreshes."),
+	NSA_NUM("source", "timeout_ms", synth_conf.timeout_ms, 1, 86400000,
+		"300000",
+		"Synthetic source: idle timeout of its sessions, ms; the store key expires after it."),
+	NSA_BOOL(
+		"source", "wait_when_full", synth_conf.wait_when_full, "yes",
+		"Synthetic source: `yes` retries a full ring (test source, nothing lost); `no` drops and counts, as the fast path does."),
+	NSA_STR("source", "dump", source_dump, "",
+		"Write the source's final table here (a table file for natsync-verify); empty = none."),
+
+	NSA_NUM("standby", "table_capacity", table_capacity, 1024, 100000000,
+		"2000000", "Sessions the standby table holds."),
+	NSA_STR("standby", "dump", table_dump, "",
+		"Where SIGUSR1 and exit dump the standby table; empty = none."),
+	NSA_NUM("standby", "topology_check_ms", topology_check_ms, 0, 60000,
+		"1000",
+		"How often the standby asks the store for its masters, and resubscribes and resyncs when they changed under a live subscription, ms; `0` = never."),
+	NSA_NUM("standby", "ping_ms", ping_ms, 0, 60000, "1000",
+		"A subscription silent this long gets a `PING`; unanswered for twice as long it is dead (resubscribe, resync); a resync without a reply for three times as long is retried. ms; `0` = never."),
+};
+
+/* Fields that follow from other keys. */
+static void nsa_config_derive(struct nsa_config *c)
+{
+	c->synth_conf.gateway_id = c->gateway_id;
+	c->synth_conf.epoch = c->epoch;
+}
+
+const struct nsa_key_table nsa_config_keys = {
+	.keys = nsa_agent_keys,
+	.n_keys = sizeof(nsa_agent_keys) / sizeof(nsa_agent_keys[0]),
+	.size = sizeof(struct nsa_config),
+	.derive = nsa_config_derive,
+};

@@ -1,0 +1,193 @@
+/*
+ * ngw_config.c - the [gateway] section of natsync-gateway's configuration:
+ * its keys (with help, for the generated reference), how the NAT's
+ * configuration follows from them and from [agent] and [standby], and the
+ * check the gateway makes before it starts.
+ *
+ * The agent's parser does the parsing, the printing and the error
+ * messages; this file only adds a key table whose offsets count from the
+ * start of struct ngw_config. natsync-agent registers the same table, so
+ * that one file can serve a gateway and its agents (it accepts and
+ * ignores [gateway]).
+ *
+ * Not here: opening ports or creating the NAT (natsync_gateway.c).
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ngw_config.h"
+#include "nsa_config_key.h"
+
+static const char *const ngw_agent_names[] = {"threads", "external", NULL};
+
+_Static_assert(sizeof(enum ngw_agent) == sizeof(uint32_t), "enum size");
+_Static_assert(NGW_AGENT_EXTERNAL == 1, "names follow the enum");
+_Static_assert(offsetof(struct ngw_config, agent) == 0,
+	       "the agent's configuration comes first");
+_Static_assert(NSA_ADJACENT(struct nsdp_nat_conf, pool_first, pool_last),
+	       "pool_last follows pool_first");
+_Static_assert(NSA_ADJACENT(struct nsdp_nat_conf, port_min, port_max),
+	       "port_max follows port_min");
+
+/* Idle timeouts, seconds: up to a week. */
+#define NGW_TIMEOUT_MAX 604800
+
+#define NSA_KEY_STRUCT struct ngw_config
+
+static const struct nsa_key ngw_keys[] = {
+	NSA_STR("gateway", "inside_port", gw.inside_port, "",
+		"DPDK device of the inside port: an ethdev name such as `net_af_packet0` (made by `--vdev=net_af_packet0,iface=veth0` in `eal_args`) or a PCI address such as `0000:3b:00.0`."),
+	NSA_STR("gateway", "outside_port", gw.outside_port, "",
+		"DPDK device of the outside port, named as `inside_port`, and a different one."),
+	NSA_IPV4("gateway", "inside_address", gw.nat.inside_addr, "",
+		 "The gateway's own IPv4 address on the inside."),
+	NSA_IPV4_RANGE(
+		"gateway", "pool", gw.nat.pool_first, gw.nat.pool_last,
+		NSDP_NAT_MAX_POOL, "",
+		"The outside addresses inside sources are translated to."),
+	NSA_IPV4(
+		"gateway", "next_hop", gw.nat.next_hop, "",
+		"IPv4 address of the outside router; empty = destinations are on-link."),
+	NSA_PORT_RANGE("gateway", "ports", gw.nat.port_min, gw.nat.port_max, 1,
+		       65535, "1024-65535",
+		       "Translated source ports and ICMP echo ids."),
+	NSA_NUM("gateway", "tcp_syn_timeout", gw.tcp_syn_timeout, 1,
+		NGW_TIMEOUT_MAX, "20",
+		"Idle timeout of a TCP session whose SYN has no answer yet, s."),
+	NSA_NUM("gateway", "tcp_established_timeout",
+		gw.tcp_established_timeout, 1, NGW_TIMEOUT_MAX, "7440",
+		"Idle timeout of an established TCP session, s; RFC 5382 asks for at least 2 h 4 min."),
+	NSA_NUM("gateway", "tcp_closing_timeout", gw.tcp_closing_timeout, 1,
+		NGW_TIMEOUT_MAX, "10",
+		"Idle timeout of a TCP session after a FIN, s."),
+	NSA_NUM("gateway", "udp_timeout", gw.udp_timeout, 1, NGW_TIMEOUT_MAX,
+		"300",
+		"Idle timeout of a UDP session, s; RFC 4787 asks for at least 2 min and recommends 5."),
+	NSA_NUM("gateway", "icmp_timeout", gw.icmp_timeout, 1, NGW_TIMEOUT_MAX,
+		"30", "Idle timeout of an ICMP echo session, s."),
+	NSA_STR("gateway", "control_socket", gw.control_socket,
+		"/run/natsync/gateway.sock",
+		"The Unix socket the gateway takes control commands on."),
+	NSA_ENUM(
+		"gateway", "agent", gw.agent, ngw_agent_names, "threads",
+		"`threads` runs the replication writers and the standby subscriber inside the gateway; `external` leaves the rings to a natsync-agent secondary process (`[rings] attach = yes`) and keeps only the subscriber. `external` needs hugepages and `eal_args` without `--no-huge` and `--no-shconf`."),
+	NSA_NUM("gateway", "idle_sleep_us", gw.idle_sleep_us, 0, 100000, "0",
+		"Sleep after a poll that found nothing, µs; `0` = busy poll."),
+	NSA_NUM("gateway", "rx_descriptors", gw.rx_descriptors, 64, 16384,
+		"1024", "Receive descriptors per port."),
+	NSA_NUM("gateway", "tx_descriptors", gw.tx_descriptors, 64, 16384,
+		"1024", "Transmit descriptors per port."),
+	NSA_NUM("gateway", "mbufs", gw.mbufs, 1023, 1048575, "8191",
+		"Mbufs in the gateway's packet pool."),
+};
+
+/* The NAT's configuration from [gateway], [agent] gateway_id and [standby]
+ * table_capacity. */
+static void ngw_config_derive(struct nsa_config *agent)
+{
+	struct ngw_config *c = (struct ngw_config *)agent;
+	struct nsdp_nat_conf *nat = &c->gw.nat;
+
+	nat->gateway_id = agent->gateway_id;
+	nat->max_sessions = agent->table_capacity;
+	/* At most 604800 s: the products fit in 32 bits. */
+	nat->tcp_syn_ms = c->gw.tcp_syn_timeout * 1000u;
+	nat->tcp_established_ms = c->gw.tcp_established_timeout * 1000u;
+	nat->tcp_closing_ms = c->gw.tcp_closing_timeout * 1000u;
+	nat->udp_ms = c->gw.udp_timeout * 1000u;
+	nat->icmp_ms = c->gw.icmp_timeout * 1000u;
+}
+
+const struct nsa_key_table ngw_config_keys = {
+	.keys = ngw_keys,
+	.n_keys = sizeof(ngw_keys) / sizeof(ngw_keys[0]),
+	.size = sizeof(struct ngw_config),
+	.derive = ngw_config_derive,
+};
+
+void ngw_config_defaults(struct ngw_config *c)
+{
+	nsa_config_defaults_ext(&c->agent, &ngw_config_keys);
+}
+
+/* -1 with the reason in err when addr, the value of key, is in the pool. */
+static int ngw_in_pool(const struct nsdp_nat_conf *nat, uint32_t addr,
+		       const char *key, char *err, size_t errlen)
+{
+	char a[INET_ADDRSTRLEN], first[INET_ADDRSTRLEN], last[INET_ADDRSTRLEN];
+
+	if (addr < nat->pool_first || addr > nat->pool_last)
+		return 0;
+	nsa_format_ipv4(addr, a, sizeof(a));
+	nsa_format_ipv4(nat->pool_first, first, sizeof(first));
+	nsa_format_ipv4(nat->pool_last, last, sizeof(last));
+	snprintf(err, errlen, "[gateway] %s: %s is in the pool %s-%s", key, a,
+		 first, last);
+	return -1;
+}
+
+/* What natsync-gateway needs on top of nsa_config_finish: two distinct
+ * ports, its inside address outside a non-empty pool, a non-empty port
+ * range and one lane (one forwarding lcore). The first problem found is
+ * reported, naming its key. */
+int ngw_config_check(const struct ngw_config *c, char *err, size_t errlen)
+{
+	const struct ngw_gateway_conf *gw = &c->gw;
+	const struct nsdp_nat_conf *nat = &gw->nat;
+	char first[INET_ADDRSTRLEN], last[INET_ADDRSTRLEN];
+
+	nsa_format_ipv4(nat->pool_first, first, sizeof(first));
+	nsa_format_ipv4(nat->pool_last, last, sizeof(last));
+	if (!gw->inside_port[0]) {
+		snprintf(err, errlen, "[gateway] inside_port: not set");
+		return -1;
+	}
+	if (!gw->outside_port[0]) {
+		snprintf(err, errlen, "[gateway] outside_port: not set");
+		return -1;
+	}
+	if (strcmp(gw->inside_port, gw->outside_port) == 0) {
+		snprintf(err, errlen,
+			 "[gateway] outside_port: %s is also inside_port",
+			 gw->outside_port);
+		return -1;
+	}
+	if (nat->inside_addr == 0) {
+		snprintf(err, errlen, "[gateway] inside_address: not set");
+		return -1;
+	}
+	if (nat->pool_first == 0 || nat->pool_last == 0) {
+		snprintf(err, errlen, "[gateway] pool: not set");
+		return -1;
+	}
+	if (nat->pool_first > nat->pool_last) {
+		snprintf(err, errlen,
+			 "[gateway] pool: range is empty (%s after %s)", first,
+			 last);
+		return -1;
+	}
+	if (nat->pool_last - nat->pool_first >= NSDP_NAT_MAX_POOL) {
+		snprintf(err, errlen,
+			 "[gateway] pool: %s-%s holds more than %d addresses",
+			 first, last, NSDP_NAT_MAX_POOL);
+		return -1;
+	}
+	if (ngw_in_pool(nat, nat->inside_addr, "inside_address", err, errlen) ||
+	    ngw_in_pool(nat, nat->next_hop, "next_hop", err, errlen))
+		return -1;
+	if (nat->port_min == 0 || nat->port_min > nat->port_max) {
+		snprintf(err, errlen,
+			 "[gateway] ports: range %u-%u is empty or starts at 0",
+			 nat->port_min, nat->port_max);
+		return -1;
+	}
+	if (c->agent.lanes != 1) {
+		snprintf(err, errlen,
+			 "[rings] lanes: natsync-gateway forwards on one lcore "
+			 "into one lane; set lanes = 1 (not %u)",
+			 c->agent.lanes);
+		return -1;
+	}
+	return 0;
+}
