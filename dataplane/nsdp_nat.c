@@ -534,16 +534,28 @@ nat_burst(struct nsdp_nat *nat, enum nat_port rx, struct rte_mbuf **pkts,
 	}
 }
 
+/* A caller that passes more than NSDP_NAT_BURST still gets every frame
+ * handled, in bursts of that size. */
 void nsdp_nat_inside(struct nsdp_nat *nat, struct rte_mbuf **pkts,
 		     unsigned int n, uint64_t now_ns, struct nsdp_nat_tx *tx)
 {
+	unsigned int done, k;
+
 	NSDP_STAT_ADD(nat->st.rx_inside, n);
-	nat_burst(nat, PORT_INSIDE, pkts, n, now_ns, tx);
+	for (done = 0; done < n; done += k) {
+		k = RTE_MIN(n - done, (unsigned int)NSDP_NAT_BURST);
+		nat_burst(nat, PORT_INSIDE, pkts + done, k, now_ns, tx);
+	}
 }
 
 void nsdp_nat_outside(struct nsdp_nat *nat, struct rte_mbuf **pkts,
 		      unsigned int n, uint64_t now_ns, struct nsdp_nat_tx *tx)
 {
+	unsigned int done, k;
+
 	NSDP_STAT_ADD(nat->st.rx_outside, n);
-	nat_burst(nat, PORT_OUTSIDE, pkts, n, now_ns, tx);
+	for (done = 0; done < n; done += k) {
+		k = RTE_MIN(n - done, (unsigned int)NSDP_NAT_BURST);
+		nat_burst(nat, PORT_OUTSIDE, pkts + done, k, now_ns, tx);
+	}
 }
