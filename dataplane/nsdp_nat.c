@@ -534,28 +534,31 @@ nat_burst(struct nsdp_nat *nat, enum nat_port rx, struct rte_mbuf **pkts,
 	}
 }
 
-/* A caller that passes more than NSDP_NAT_BURST still gets every frame
- * handled, in bursts of that size. */
+/* Every frame of pkts, in bursts of at most NSDP_NAT_BURST (a caller that
+ * passes more still gets each one handled). */
+static __rte_always_inline void
+nat_input(struct nsdp_nat *nat, enum nat_port rx, struct rte_mbuf **pkts,
+	  unsigned int n, uint64_t now, struct nsdp_nat_tx *tx)
+{
+	uint64_t *received =
+		rx == PORT_INSIDE ? &nat->st.rx_inside : &nat->st.rx_outside;
+	unsigned int done, k;
+
+	NSDP_STAT_ADD(*received, n);
+	for (done = 0; done < n; done += k) {
+		k = RTE_MIN(n - done, (unsigned int)NSDP_NAT_BURST);
+		nat_burst(nat, rx, pkts + done, k, now, tx);
+	}
+}
+
 void nsdp_nat_inside(struct nsdp_nat *nat, struct rte_mbuf **pkts,
 		     unsigned int n, uint64_t now_ns, struct nsdp_nat_tx *tx)
 {
-	unsigned int done, k;
-
-	NSDP_STAT_ADD(nat->st.rx_inside, n);
-	for (done = 0; done < n; done += k) {
-		k = RTE_MIN(n - done, (unsigned int)NSDP_NAT_BURST);
-		nat_burst(nat, PORT_INSIDE, pkts + done, k, now_ns, tx);
-	}
+	nat_input(nat, PORT_INSIDE, pkts, n, now_ns, tx);
 }
 
 void nsdp_nat_outside(struct nsdp_nat *nat, struct rte_mbuf **pkts,
 		      unsigned int n, uint64_t now_ns, struct nsdp_nat_tx *tx)
 {
-	unsigned int done, k;
-
-	NSDP_STAT_ADD(nat->st.rx_outside, n);
-	for (done = 0; done < n; done += k) {
-		k = RTE_MIN(n - done, (unsigned int)NSDP_NAT_BURST);
-		nat_burst(nat, PORT_OUTSIDE, pkts + done, k, now_ns, tx);
-	}
+	nat_input(nat, PORT_OUTSIDE, pkts, n, now_ns, tx);
 }

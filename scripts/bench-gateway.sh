@@ -23,13 +23,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 . deploy/lib.sh
 
-flows=100000
-new_pct=10
-seconds=10
-slice_ms=100
-rounds=""
-csv=""
-bench=""
+# The defaults the usage above states; options override them.
+flows=100000 new_pct=10 seconds=10 slice_ms=100
+rounds="" csv="" bench=""
 extra=()
 
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
