@@ -20,6 +20,7 @@
 #include <rte_ring_elem.h>
 
 #include "ns_record.h"
+#include "nsdp_stat.h"
 
 #define NSDP_MAX_LANES 64
 #define NSDP_LANE_NAME_FMT "natsync_lane_%u"
@@ -27,7 +28,8 @@
 struct nsdp_lane {
 	struct rte_ring *ring;
 	uint32_t idx;
-	/* Written by the producer lcore only; others read them. */
+	/* Written by the producer lcore only (NSDP_STAT_*); others read them
+	 * with NSDP_STAT_READ. */
 	uint64_t recorded __rte_cache_aligned;
 	uint64_t dropped;
 } __rte_cache_aligned;
@@ -53,10 +55,10 @@ static inline int nsdp_record(struct nsdp_lane *lane,
 	 * it only reads it. */
 	if (unlikely(rte_ring_sp_enqueue_elem(lane->ring, (void *)(uintptr_t)s,
 					      sizeof(*s)) != 0)) {
-		lane->dropped++;
+		NSDP_STAT_INC(lane->dropped);
 		return -ENOBUFS;
 	}
-	lane->recorded++;
+	NSDP_STAT_INC(lane->recorded);
 	return 0;
 }
 
@@ -69,8 +71,8 @@ static inline unsigned int nsdp_record_burst(struct nsdp_lane *lane,
 	unsigned int done = rte_ring_sp_enqueue_burst_elem(lane->ring, s,
 							   sizeof(*s), n, NULL);
 
-	lane->recorded += done;
-	lane->dropped += n - done;
+	NSDP_STAT_ADD(lane->recorded, done);
+	NSDP_STAT_ADD(lane->dropped, n - done);
 	return done;
 }
 

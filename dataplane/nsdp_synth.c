@@ -9,7 +9,7 @@
  * Invariants:
  * - Worker w of n owns flows i with i % n == w, keeps their state in its own
  *   arrays (flow i is entry i / n) and is the only writer of lane w and of
- *   its counters, which others read with relaxed atomic loads.
+ *   its counters, which others read with NSDP_STAT_READ.
  * - A flow's state changes only when its record was accepted by the ring.
  *   With wait_when_full = 0 a refused record is dropped: it is counted in
  *   stats.dropped (and in the lane), and the flow keeps the state it had, so
@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <netinet/in.h>
@@ -41,6 +40,7 @@
 #include <rte_pause.h>
 
 #include "nsdp_synth.h"
+#include "nsdp_stat.h"
 #include "nsdp_time.h"
 
 #define NSDP_SYNTH_BURST 32
@@ -57,7 +57,7 @@
 #define NSDP_SYNTH_SLEEP_NS 20000u
 /* Spins on a full ring before each short sleep. */
 #define NSDP_SYNTH_FULL_SPINS 256
-#define NSDP_SYNTH_FULL_NAP_NS 20000L
+#define NSDP_SYNTH_FULL_NAP_NS 20000u
 #define NSDP_SYNTH_MAX_NAP_NS 50000000ull
 
 /* State a burst overwrote, to restore flows whose record the ring refused. */
@@ -68,7 +68,7 @@ struct nsdp_synth_undo {
 };
 
 struct nsdp_synth_worker {
-	/* Written by the worker only, read by anyone (relaxed atomics). */
+	/* Written by the worker only (NSDP_STAT_*), read by anyone. */
 	uint64_t produced;
 	uint64_t dropped;
 	uint64_t full_waits;
@@ -243,11 +243,6 @@ static inline int nsdp_synth_stopped(const struct nsdp_synth *s)
 	return __atomic_load_n(&s->stop, __ATOMIC_RELAXED);
 }
 
-static inline void nsdp_publish(uint64_t *counter, uint64_t v)
-{
-	__atomic_store_n(counter, v, __ATOMIC_RELAXED);
-}
-
 /* Generate event j of the burst for a random owned flow and apply it to the
  * flow's state, remembering what it replaced. */
 static void nsdp_synth_step(const struct nsdp_synth *s,
@@ -297,8 +292,7 @@ static void nsdp_synth_rollback(struct nsdp_synth_worker *wk, unsigned int from,
 static unsigned int nsdp_synth_enqueue_waiting(const struct nsdp_synth *s,
 					       struct nsdp_synth_worker *wk,
 					       struct nsdp_lane *lane,
-					       unsigned int n,
-					       uint64_t *full_waits)
+					       unsigned int n)
 {
 	unsigned int done = 0;
 
@@ -307,17 +301,15 @@ static unsigned int nsdp_synth_enqueue_waiting(const struct nsdp_synth *s,
 			lane->ring, &wk->burst[done], sizeof(wk->burst[0]),
 			n - done, NULL);
 
-		lane->recorded += got;
+		NSDP_STAT_ADD(lane->recorded, got);
 		done += got;
 		if (done == n || nsdp_synth_stopped(s))
 			return done;
-		if (++(*full_waits) % NSDP_SYNTH_FULL_SPINS == 0) {
-			struct timespec ts = {0, NSDP_SYNTH_FULL_NAP_NS};
-
-			nanosleep(&ts, NULL);
-		} else {
+		NSDP_STAT_INC(wk->full_waits);
+		if (wk->full_waits % NSDP_SYNTH_FULL_SPINS == 0)
+			nsdp_sleep_ns(NSDP_SYNTH_FULL_NAP_NS);
+		else
 			rte_pause();
-		}
 	}
 }
 
@@ -341,11 +333,9 @@ static uint64_t nsdp_synth_pace(const struct nsdp_synth *s, uint64_t start,
 				      1e9 / (double)rte_get_tsc_hz());
 		if (ahead_ns > NSDP_SYNTH_SLEEP_NS) {
 			uint64_t nap = ahead_ns - NSDP_SYNTH_SLEEP_NS / 4;
-			struct timespec ts = {0};
 
 			/* Short naps so that a stop is seen promptly. */
-			ts.tv_nsec = (long)RTE_MIN(nap, NSDP_SYNTH_MAX_NAP_NS);
-			nanosleep(&ts, NULL);
+			nsdp_sleep_ns(RTE_MIN(nap, NSDP_SYNTH_MAX_NAP_NS));
 		} else {
 			rte_pause();
 		}
@@ -356,8 +346,7 @@ int nsdp_synth_run(struct nsdp_synth *s, unsigned int w)
 {
 	struct nsdp_synth_worker *wk;
 	struct nsdp_lane *lane;
-	uint64_t issued = 0, produced = 0, dropped = 0, full_waits = 0;
-	uint64_t creates = 0, refreshes = 0, deletes = 0;
+	uint64_t issued = 0, by_event[4];
 	double ticks_per_event = 0;
 	uint64_t start = 0;
 
@@ -397,32 +386,23 @@ int nsdp_synth_run(struct nsdp_synth *s, unsigned int w)
 			nsdp_synth_step(s, wk, w, j, now_ns);
 
 		if (s->conf.wait_when_full) {
-			sent = nsdp_synth_enqueue_waiting(s, wk, lane, n,
-							  &full_waits);
+			sent = nsdp_synth_enqueue_waiting(s, wk, lane, n);
 			issued += sent;
 		} else {
 			sent = nsdp_record_burst(lane, wk->burst, n);
-			dropped += n - sent;
+			NSDP_STAT_ADD(wk->dropped, n - sent);
 			issued += n;
 		}
 		nsdp_synth_rollback(wk, sent, n);
 		/* A waiting source sends fewer than n only when stopped; the
 		 * rest were never handed over, so they are not produced. */
-		produced += s->conf.wait_when_full ? sent : n;
-		for (j = 0; j < sent; j++) {
-			uint8_t ev = wk->burst[j].event;
-
-			creates += ev == NS_EV_CREATE;
-			refreshes += ev == NS_EV_REFRESH;
-			deletes += ev == NS_EV_DELETE;
-		}
-
-		nsdp_publish(&wk->produced, produced);
-		nsdp_publish(&wk->dropped, dropped);
-		nsdp_publish(&wk->full_waits, full_waits);
-		nsdp_publish(&wk->creates, creates);
-		nsdp_publish(&wk->refreshes, refreshes);
-		nsdp_publish(&wk->deletes, deletes);
+		NSDP_STAT_ADD(wk->produced, s->conf.wait_when_full ? sent : n);
+		memset(by_event, 0, sizeof(by_event));
+		for (j = 0; j < sent; j++)
+			by_event[wk->burst[j].event & 3]++;
+		NSDP_STAT_ADD(wk->creates, by_event[NS_EV_CREATE]);
+		NSDP_STAT_ADD(wk->refreshes, by_event[NS_EV_REFRESH]);
+		NSDP_STAT_ADD(wk->deletes, by_event[NS_EV_DELETE]);
 	}
 	/* Release: whoever sees finished also sees the final flow state. */
 	__atomic_store_n(&wk->finished, 1, __ATOMIC_RELEASE);
@@ -440,15 +420,12 @@ void nsdp_synth_stats(const struct nsdp_synth *s, struct nsdp_synth_stats *st)
 
 		if (!__atomic_load_n(&wk->finished, __ATOMIC_ACQUIRE))
 			st->done = 0;
-		st->produced +=
-			__atomic_load_n(&wk->produced, __ATOMIC_RELAXED);
-		st->dropped += __atomic_load_n(&wk->dropped, __ATOMIC_RELAXED);
-		st->full_waits +=
-			__atomic_load_n(&wk->full_waits, __ATOMIC_RELAXED);
-		st->creates += __atomic_load_n(&wk->creates, __ATOMIC_RELAXED);
-		st->refreshes +=
-			__atomic_load_n(&wk->refreshes, __ATOMIC_RELAXED);
-		st->deletes += __atomic_load_n(&wk->deletes, __ATOMIC_RELAXED);
+		st->produced += NSDP_STAT_READ(wk->produced);
+		st->dropped += NSDP_STAT_READ(wk->dropped);
+		st->full_waits += NSDP_STAT_READ(wk->full_waits);
+		st->creates += NSDP_STAT_READ(wk->creates);
+		st->refreshes += NSDP_STAT_READ(wk->refreshes);
+		st->deletes += NSDP_STAT_READ(wk->deletes);
 	}
 }
 

@@ -75,6 +75,19 @@ int nsdp_table_lookup_reply(const struct nsdp_table *t, uint8_t proto,
 			    const struct ns_tuple *reply,
 			    struct ns_session *out);
 
+/* Most keys nsdp_table_find_bulk() takes in one pass (it makes as many
+ * passes as n needs). */
+#define NSDP_TABLE_BULK 64u
+
+/* nsdp_table_find() (by_reply 0) or nsdp_table_find_reply() (by_reply 1)
+ * of the keys {proto[i], key[i]}, i < n, for a burst: pos[i] and out[i]
+ * as each single find would give them. Hashes every key and prefetches
+ * its bucket, then the entries the buckets point to, then reads, so that
+ * the cache misses of the burst overlap (rte_hash_lookup_bulk's shape). */
+void nsdp_table_find_bulk(const struct nsdp_table *t, int by_reply,
+			  const uint8_t *proto, const struct ns_tuple *key,
+			  unsigned int n, int32_t *pos, struct ns_session *out);
+
 /*
  * Positions: every entry has a stable index below nsdp_table_positions()
  * for as long as it lives, so that a fast path can keep its own per-session

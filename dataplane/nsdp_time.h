@@ -37,12 +37,17 @@ static inline double nsdp_now_s(void)
 	return (double)nsdp_mono_ns() / 1e9;
 }
 
-static inline void nsdp_sleep_us(uint64_t us)
+static inline void nsdp_sleep_ns(uint64_t ns)
 {
-	struct timespec ts = {(time_t)(us / 1000000),
-			      (long)(us % 1000000) * 1000L};
+	struct timespec ts = {(time_t)(ns / NSDP_NS_PER_S),
+			      (long)(ns % NSDP_NS_PER_S)};
 
 	nanosleep(&ts, NULL);
+}
+
+static inline void nsdp_sleep_us(uint64_t us)
+{
+	nsdp_sleep_ns(us * 1000);
 }
 
 static inline void nsdp_sleep_ms(unsigned int ms)

@@ -27,16 +27,17 @@
 #include "ns_batch.h"
 #include "ns_wire.h"
 
+/* Header field offsets, each field after the previous one's size. */
 enum {
 	OFF_MAGIC = 0,
-	OFF_VERSION = 4,
-	OFF_FLAGS = 5,
-	OFF_COUNT = 6,
-	OFF_PUBLISHER_ID = 8,
-	OFF_GATEWAY_ID = 12,
-	OFF_EPOCH = 16,
-	OFF_SEQ = 20,
-	OFF_BODY_LEN = 28,
+	OFF_VERSION = OFF_MAGIC + 4,
+	OFF_FLAGS = OFF_VERSION + 1,
+	OFF_COUNT = OFF_FLAGS + 1,
+	OFF_PUBLISHER_ID = OFF_COUNT + 2,
+	OFF_GATEWAY_ID = OFF_PUBLISHER_ID + 4,
+	OFF_EPOCH = OFF_GATEWAY_ID + 4,
+	OFF_SEQ = OFF_EPOCH + 4,
+	OFF_BODY_LEN = OFF_SEQ + 8,
 };
 
 _Static_assert(OFF_BODY_LEN + 4 == NS_BATCH_HDR_LEN, "batch header layout");

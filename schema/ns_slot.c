@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ns_slot.h"
+#include "ns_wire.h"
 
 /* CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0, no reflection,
  * no final xor; the variant Redis Cluster uses. */
@@ -91,20 +92,13 @@ uint16_t ns_key_slot(const void *key, size_t len)
 void ns_key_build(uint8_t proto, const struct ns_tuple *orig,
 		  uint8_t key[NS_KEY_LEN])
 {
+	/* "ns:", proto, then saddr, sport, daddr, dport in network order */
 	memcpy(key, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN);
 	key[3] = proto;
-	key[4] = (uint8_t)(orig->saddr >> 24);
-	key[5] = (uint8_t)(orig->saddr >> 16);
-	key[6] = (uint8_t)(orig->saddr >> 8);
-	key[7] = (uint8_t)orig->saddr;
-	key[8] = (uint8_t)(orig->sport >> 8);
-	key[9] = (uint8_t)orig->sport;
-	key[10] = (uint8_t)(orig->daddr >> 24);
-	key[11] = (uint8_t)(orig->daddr >> 16);
-	key[12] = (uint8_t)(orig->daddr >> 8);
-	key[13] = (uint8_t)orig->daddr;
-	key[14] = (uint8_t)(orig->dport >> 8);
-	key[15] = (uint8_t)orig->dport;
+	put32(key + 4, orig->saddr);
+	put16(key + 8, orig->sport);
+	put32(key + 10, orig->daddr);
+	put16(key + 14, orig->dport);
 }
 
 int ns_key_parse(const void *key, size_t len, uint8_t *proto,
@@ -116,12 +110,10 @@ int ns_key_parse(const void *key, size_t len, uint8_t *proto,
 	    memcmp(k, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0 || k[3] == 0)
 		return -EINVAL;
 	*proto = k[3];
-	orig->saddr = (uint32_t)k[4] << 24 | (uint32_t)k[5] << 16 |
-		      (uint32_t)k[6] << 8 | k[7];
-	orig->sport = (uint16_t)(k[8] << 8 | k[9]);
-	orig->daddr = (uint32_t)k[10] << 24 | (uint32_t)k[11] << 16 |
-		      (uint32_t)k[12] << 8 | k[13];
-	orig->dport = (uint16_t)(k[14] << 8 | k[15]);
+	orig->saddr = get32(k + 4);
+	orig->sport = get16(k + 8);
+	orig->daddr = get32(k + 10);
+	orig->dport = get16(k + 14);
 	return 0;
 }
 

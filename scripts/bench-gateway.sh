@@ -12,8 +12,10 @@
 #
 #   scripts/bench-gateway.sh [--flows N] [--new-pct P] [--seconds S]
 #                           [--slice-ms MS | --rounds N] [--csv FILE]
-#                           [-- GWBENCH-OPTIONS...]
+#                           [--bench FILE] [-- GWBENCH-OPTIONS...]
 # Defaults: --flows 100000 --new-pct 10 --seconds 10 --slice-ms 100.
+# --bench FILE runs that natsync-gwbench instead of building this tree's
+# (e.g. one built from another commit, to compare two builds in turns).
 # Everything after -- goes to natsync-gwbench as is (see natsync-gwbench
 # --help, e.g. --tcp-pct 50 --reply-pct 50 --timeout 2 --verify).
 set -euo pipefail
@@ -21,15 +23,12 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 . deploy/lib.sh
 
-flows=100000
-new_pct=10
-seconds=10
-slice_ms=100
-rounds=""
-csv=""
+# The defaults the usage above states; options override them.
+flows=100000 new_pct=10 seconds=10 slice_ms=100
+rounds="" csv="" bench=""
 extra=()
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--flows) flows=$2; shift 2 ;;
@@ -38,15 +37,18 @@ while [ $# -gt 0 ]; do
 	--slice-ms) slice_ms=$2; rounds=""; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--csv) csv=$2; shift 2 ;;
+	--bench) bench=$2; shift 2 ;;
 	--) shift; extra=("$@"); break ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "bench-gateway.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
 done
 
-ns_install_deps
-ns_build build-bench-gateway -Dtests=disabled >&2
-bench="$top/build-bench-gateway/bench/natsync-gwbench"
+if [ -z "$bench" ]; then
+	ns_install_deps
+	ns_build build-bench-gateway -Dtests=disabled >&2
+	bench="$top/build-bench-gateway/bench/natsync-gwbench"
+fi
 [ -x "$bench" ] || { echo "bench-gateway.sh: $bench was not built" >&2; exit 1; }
 
 out=$(mktemp "${TMPDIR:-/tmp}/bench-gateway.XXXXXX")

@@ -1,0 +1,354 @@
+/*
+ * nsdp_nat_ctl.c - the NAT44 outside its per-packet path: creation,
+ * housekeeping on the lcore (announcements after a promotion, the expiry
+ * sweep, next hop resolution), and the mode handshake with the control
+ * thread (nsdp_nat_activate/deactivate).
+ *
+ * Invariants
+ * - The lcore is the only writer of the table, the port maps and the
+ *   per-position side state while it is ACTIVE. nsdp_nat_activate() writes
+ *   them on the control thread only while the lcore has acknowledged
+ *   STANDBY; the acknowledgement (mode_seen, release) and the request
+ *   (mode_req, release) order those writes with the lcore's.
+ * - The announcements after a promotion wait for room on the tx lists
+ *   rather than being dropped.
+ *
+ * Choices the header leaves open
+ * - The timeout is a function of protocol and TCP state under this
+ *   gateway's configuration; a session whose recorded timeout differs (a
+ *   replicated one) is refreshed with the new timeout on its next packet.
+ *
+ * Not here: anything per packet (nsdp_nat.c).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_arp.h>
+#include <rte_malloc.h>
+
+#include "nsdp_nat_impl.h"
+#include "nsdp_time.h"
+
+/* The housekeeper asks for an unresolved next hop at most this often. */
+#define NEXTHOP_RETRY_NS NAT_NS_PER_S
+/* Expiry sweep: the whole table per period, at least this many per call. */
+#define SWEEP_PERIOD_NS NAT_NS_PER_S
+#define SWEEP_MIN 64u
+
+/* ---- housekeeping (lcore) ----------------------------------------- */
+
+/* After a promotion: a gratuitous ARP for inside_addr, one for each pool
+ * address, then a request for the next hop; as many as the tx lists take,
+ * the rest at the next call. */
+static void announce_step(struct nsdp_nat *nat, uint64_t now,
+			  struct nsdp_nat_tx *tx)
+{
+	while (nat->announce_next != ANNOUNCE_DONE) {
+		uint32_t i = nat->announce_next;
+		enum nat_port port = i == 0 ? PORT_INSIDE : PORT_OUTSIDE;
+		uint32_t ip;
+
+		if (i > nat->n_pool) {
+			if (nat->conf.next_hop && tx_room(tx, PORT_OUTSIDE)) {
+				nat->nexthop_asked_ns = now;
+				if (nsdp_nat_arp_send(
+					    nat, tx, PORT_OUTSIDE,
+					    RTE_ARP_OP_REQUEST, NULL,
+					    nat->port_ip[PORT_OUTSIDE], NULL,
+					    nat->conf.next_hop) == 0)
+					NSDP_STAT_INC(
+						nat->st.arp_requests_sent);
+			} else if (nat->conf.next_hop) {
+				return;
+			}
+			nat->announce_next = ANNOUNCE_DONE;
+			return;
+		}
+		if (tx_room(tx, port) == 0)
+			return;
+		ip = i == 0 ? nat->conf.inside_addr
+			    : nat->conf.pool_first + (i - 1);
+		if (nsdp_nat_arp_send(nat, tx, port, RTE_ARP_OP_REQUEST, NULL,
+				      ip, NULL, ip) == 0)
+			NSDP_STAT_INC(nat->st.arp_announcements);
+		nat->announce_next = i + 1;
+	}
+}
+
+/* Visit the next slice of positions and end the idle sessions there. */
+static void expire_step(struct nsdp_nat *nat, uint64_t now)
+{
+	uint64_t elapsed =
+		now > nat->last_housekeep_ns ? now - nat->last_housekeep_ns : 0;
+	uint64_t slice;
+	uint32_t n = nat->n_positions, i;
+
+	if (elapsed > SWEEP_PERIOD_NS)
+		elapsed = SWEEP_PERIOD_NS;
+	slice = (uint64_t)n * elapsed / SWEEP_PERIOD_NS;
+	if (slice < SWEEP_MIN)
+		slice = SWEEP_MIN;
+	if (slice > n)
+		slice = n;
+	for (i = 0; i < slice; i++) {
+		uint32_t pos = nat->sweep_pos;
+		struct side *sd = &nat->side[pos];
+		struct ns_session s;
+		uint64_t idle_end;
+
+		nat->sweep_pos = pos + 1 < n ? pos + 1 : 0;
+		if (!sd->live)
+			continue;
+		idle_end = sd->last_seen_ns +
+			   (uint64_t)sd->timeout_ms * NAT_NS_PER_MS;
+		if (idle_end > now)
+			continue;
+		if (nsdp_table_at(nat->table, pos, &s) != 0 ||
+		    !side_owns(sd, &s)) {
+			sd->live = 0; /* the session went another way */
+			continue;
+		}
+		nsdp_nat_session_close(nat, (int32_t)pos, &s, now);
+		NSDP_STAT_INC(nat->st.expired);
+	}
+}
+
+static void nexthop_step(struct nsdp_nat *nat, uint64_t now,
+			 struct nsdp_nat_tx *tx)
+{
+	uint32_t nh = nat->conf.next_hop;
+
+	if (!nh || now - nat->nexthop_asked_ns < NEXTHOP_RETRY_NS ||
+	    neigh_lookup(nat, PORT_OUTSIDE, nh))
+		return;
+	nat->nexthop_asked_ns = now;
+	nsdp_nat_neigh_ask(nat, tx, PORT_OUTSIDE, nh, now);
+}
+
+void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
+			struct nsdp_nat_tx *tx)
+{
+	uint32_t req = __atomic_load_n(&nat->mode_req, __ATOMIC_ACQUIRE);
+
+	if (unlikely(req != (uint32_t)nat->mode)) {
+		nat->mode = (enum nsdp_nat_mode)req;
+		if (req == NSDP_NAT_ACTIVE) {
+			nat->epoch_now =
+				__atomic_load_n(&nat->epoch, __ATOMIC_RELAXED);
+			nat->announce_next = 0;
+			nat->sweep_pos = 0;
+			nat->nexthop_asked_ns = now_ns;
+		} else {
+			nat->announce_next = ANNOUNCE_DONE;
+		}
+		__atomic_store_n(&nat->mode_seen, req, __ATOMIC_RELEASE);
+	}
+	if (nat->mode == NSDP_NAT_ACTIVE) {
+		announce_step(nat, now_ns, tx);
+		expire_step(nat, now_ns);
+		nexthop_step(nat, now_ns, tx);
+	}
+	nat->last_housekeep_ns = now_ns;
+}
+
+/* ---- modes (control thread) --------------------------------------- */
+
+/* Wait until the lcore reports mode, polling every millisecond, until
+ * deadline (CLOCK_MONOTONIC). 0 or -ETIMEDOUT. */
+static int mode_wait(const struct nsdp_nat *nat, uint32_t mode,
+		     uint64_t deadline)
+{
+	for (;;) {
+		if (__atomic_load_n(&nat->mode_seen, __ATOMIC_ACQUIRE) == mode)
+			return 0;
+		if (nsdp_mono_ns() >= deadline)
+			return -ETIMEDOUT;
+		nsdp_sleep_ms(1);
+	}
+}
+
+static uint64_t deadline_after(int timeout_ms)
+{
+	return nsdp_mono_ns() +
+	       (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * NAT_NS_PER_MS;
+}
+
+/* Port maps and side state from the table as the standby left it. */
+static void rebuild_from_table(struct nsdp_nat *nat, uint64_t now)
+{
+	struct ns_session s;
+	uint32_t pos;
+
+	nsdp_table_purge_tombstones(nat->table);
+	nsdp_nat_maps_clear(nat);
+	memset(nat->side, 0, (size_t)nat->n_positions * sizeof(*nat->side));
+	for (pos = 0; pos < nat->n_positions; pos++) {
+		if (nsdp_table_at(nat->table, pos, &s) != 0)
+			continue;
+		nsdp_nat_port_mark(nat, s.proto, s.xlat.saddr, s.xlat.sport);
+		nsdp_nat_side_adopt(nat, &nat->side[pos], &s, now);
+	}
+}
+
+int nsdp_nat_activate(struct nsdp_nat *nat, uint32_t epoch, int timeout_ms)
+{
+	uint64_t deadline = deadline_after(timeout_ms);
+	int rc;
+
+	if (__atomic_load_n(&nat->mode_req, __ATOMIC_ACQUIRE) ==
+	    NSDP_NAT_ACTIVE)
+		return -EBUSY;
+	/* A deactivation that timed out may still be on its way. */
+	rc = mode_wait(nat, NSDP_NAT_STANDBY, deadline);
+	if (rc)
+		return rc;
+	rebuild_from_table(nat, nsdp_realtime_ns());
+	__atomic_store_n(&nat->epoch, epoch, __ATOMIC_RELAXED);
+	__atomic_store_n(&nat->mode_req, NSDP_NAT_ACTIVE, __ATOMIC_RELEASE);
+	rc = mode_wait(nat, NSDP_NAT_ACTIVE, deadline);
+	if (rc) {
+		/* Withdraw the request; should the lcore have taken it
+		 * meanwhile, it returns to standby at its next housekeep
+		 * (nsdp_nat_deactivate() waits for that). */
+		__atomic_store_n(&nat->mode_req, NSDP_NAT_STANDBY,
+				 __ATOMIC_RELEASE);
+	}
+	return rc;
+}
+
+int nsdp_nat_deactivate(struct nsdp_nat *nat, int timeout_ms)
+{
+	uint64_t deadline = deadline_after(timeout_ms);
+
+	__atomic_store_n(&nat->mode_req, NSDP_NAT_STANDBY, __ATOMIC_RELEASE);
+	return mode_wait(nat, NSDP_NAT_STANDBY, deadline);
+}
+
+enum nsdp_nat_mode nsdp_nat_mode(const struct nsdp_nat *nat)
+{
+	return (enum nsdp_nat_mode)__atomic_load_n(&nat->mode_seen,
+						   __ATOMIC_ACQUIRE);
+}
+
+uint32_t nsdp_nat_epoch(const struct nsdp_nat *nat)
+{
+	return __atomic_load_n(&nat->epoch, __ATOMIC_RELAXED);
+}
+
+/* ---- creation and counters ---------------------------------------- */
+
+int nsdp_nat_conf_check(const struct nsdp_nat_conf *c, char *err, size_t errlen)
+{
+	const char *why = NULL;
+
+	if (!c)
+		why = "no configuration";
+	else if (c->inside_addr == 0)
+		why = "inside_addr is not set";
+	else if (c->pool_first == 0 || c->pool_last < c->pool_first)
+		why = "the pool is empty (pool_first must be 1..pool_last)";
+	else if (c->pool_last - c->pool_first >= NSDP_NAT_MAX_POOL)
+		why = "the pool has more than 256 addresses";
+	else if (c->inside_addr >= c->pool_first &&
+		 c->inside_addr <= c->pool_last)
+		why = "inside_addr is in the pool";
+	else if (c->next_hop && (c->next_hop == c->inside_addr ||
+				 (c->next_hop >= c->pool_first &&
+				  c->next_hop <= c->pool_last)))
+		why = "next_hop is one of the gateway's own addresses";
+	else if (c->port_min == 0 || c->port_max < c->port_min)
+		why = "the port range is empty (port_min must be 1..port_max)";
+	else if (!c->tcp_syn_ms || !c->tcp_established_ms ||
+		 !c->tcp_closing_ms || !c->udp_ms || !c->icmp_ms)
+		why = "every timeout must be at least 1 ms";
+	else if (c->max_sessions == 0)
+		why = "max_sessions is 0";
+	if (!why)
+		return 0;
+	if (err && errlen)
+		snprintf(err, errlen, "%s", why);
+	return -EINVAL;
+}
+
+struct nsdp_nat *nsdp_nat_create(const struct nsdp_nat_conf *conf,
+				 struct nsdp_table *table,
+				 struct nsdp_lane *lane)
+{
+	struct nsdp_nat *nat;
+	size_t words_all;
+	uint32_t i;
+
+	if (!table || nsdp_nat_conf_check(conf, NULL, 0) != 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	nat = rte_zmalloc("nsdp_nat", sizeof(*nat), RTE_CACHE_LINE_SIZE);
+	if (!nat) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	nat->conf = *conf;
+	nat->table = table;
+	nat->lane = lane;
+	nat->n_positions = nsdp_table_positions(table);
+	nat->n_pool = conf->pool_last - conf->pool_first + 1;
+	nat->n_ports = (uint32_t)conf->port_max - conf->port_min + 1;
+	nat->map_words = (nat->n_ports + 63) / 64;
+	nat->port_mac[PORT_INSIDE] = conf->inside_mac;
+	nat->port_mac[PORT_OUTSIDE] = conf->outside_mac;
+	nat->port_ip[PORT_INSIDE] = conf->inside_addr;
+	nat->port_ip[PORT_OUTSIDE] = conf->pool_first;
+	nat->mode = NSDP_NAT_STANDBY;
+	nat->announce_next = ANNOUNCE_DONE;
+
+	words_all = (size_t)MAP_PROTOS * nat->n_pool * nat->map_words;
+	nat->map_bits =
+		rte_zmalloc("nsdp_nat_ports", words_all * sizeof(uint64_t),
+			    RTE_CACHE_LINE_SIZE);
+	nat->side = rte_zmalloc("nsdp_nat_side",
+				(size_t)nat->n_positions * sizeof(struct side),
+				RTE_CACHE_LINE_SIZE);
+	for (i = 0; i < 2; i++)
+		nat->neigh[i] = rte_zmalloc("nsdp_nat_neigh",
+					    (size_t)NEIGH_SETS * NEIGH_WAYS *
+						    sizeof(struct neigh),
+					    RTE_CACHE_LINE_SIZE);
+	if (!nat->map_bits || !nat->side || !nat->neigh[0] || !nat->neigh[1]) {
+		nsdp_nat_free(nat);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (i = 0; i < MAP_PROTOS * nat->n_pool; i++)
+		nat->maps[i].bits = nat->map_bits + (size_t)i * nat->map_words;
+	nsdp_nat_maps_clear(nat);
+	return nat;
+}
+
+void nsdp_nat_free(struct nsdp_nat *nat)
+{
+	unsigned int i;
+
+	if (!nat)
+		return;
+	for (i = 0; i < 2; i++)
+		rte_free(nat->neigh[i]);
+	rte_free(nat->map_bits);
+	rte_free(nat->side);
+	rte_free(nat);
+}
+
+void nsdp_nat_stats(const struct nsdp_nat *nat, struct nsdp_nat_stats *s)
+{
+	const uint64_t *src = (const uint64_t *)&nat->st;
+	uint64_t *dst = (uint64_t *)s;
+	size_t i;
+
+	for (i = 0; i < sizeof(*s) / sizeof(uint64_t); i++)
+		dst[i] = NSDP_STAT_READ(src[i]);
+}
+
+uint64_t nsdp_nat_ports_in_use(const struct nsdp_nat *nat)
+{
+	return NSDP_STAT_READ(nat->ports_in_use);
+}

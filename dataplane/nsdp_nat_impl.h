@@ -1,0 +1,292 @@
+/*
+ * nsdp_nat_impl.h - what the files of the NAT44 fast path share: the
+ * context, the lcore's per-position view of the sessions, the port maps,
+ * the neighbour caches, and the small inline helpers the per-packet path
+ * calls. Private to dataplane/nsdp_nat*.c; everybody else includes
+ * nsdp_nat.h.
+ *
+ *   nsdp_nat.c          the per-packet path: a burst in stages
+ *   nsdp_nat_arp.c      ARP frames, ARP input, neighbour caches
+ *   nsdp_nat_session.c  port maps and session life (create, refresh, close)
+ *   nsdp_nat_ctl.c      create/free, housekeeping, promotion and demotion
+ */
+#ifndef NSDP_NAT_IMPL_H
+#define NSDP_NAT_IMPL_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include <rte_common.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_tcp.h>
+
+#include "nsdp_nat.h"
+#include "nsdp_stat.h"
+
+#define NAT_NS_PER_MS 1000000ull
+#define NAT_NS_PER_S 1000000000ull
+
+/* Neighbour cache: NEIGH_SETS sets of NEIGH_WAYS entries per port. */
+#define NEIGH_SET_BITS 10
+#define NEIGH_SETS (1u << NEIGH_SET_BITS)
+#define NEIGH_WAYS 4u
+
+#define ETH_LEN ((uint32_t)sizeof(struct rte_ether_hdr))
+#define IP_LEN ((uint32_t)sizeof(struct rte_ipv4_hdr))
+
+#define TCP_FLAGS_SEEN                                            \
+	(RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG | RTE_TCP_RST_FLAG | \
+	 RTE_TCP_FIN_FLAG)
+
+/* What nsdp_nat_housekeep() still has to announce after a promotion. */
+#define ANNOUNCE_DONE UINT32_MAX
+
+enum nat_port { PORT_INSIDE = 0, PORT_OUTSIDE = 1 };
+
+/* Port maps per protocol. */
+enum map_proto { MAP_TCP = 0, MAP_UDP = 1, MAP_ICMP = 2, MAP_PROTOS = 3 };
+
+enum tcp_state {
+	TCP_NONE = 0, /* not TCP */
+	TCP_SYN_SENT,
+	TCP_ESTABLISHED,
+	TCP_CLOSING,
+};
+
+/* Per table position: the lcore's own view of the session there. */
+struct side {
+	uint64_t last_seen_ns;
+	uint64_t last_record_ns;
+	struct ns_tuple orig; /* with proto: who the position belongs to */
+	uint32_t timeout_ms;
+	uint8_t proto;
+	uint8_t live;
+	uint8_t tcp; /* enum tcp_state */
+	uint8_t pad;
+};
+
+struct port_map {
+	uint64_t *bits; /* one bit per port, port_min first */
+	uint32_t used;
+	uint32_t cursor; /* next bit to try */
+};
+
+enum neigh_state { NEIGH_EMPTY = 0, NEIGH_PENDING = 1, NEIGH_RESOLVED = 2 };
+
+struct neigh {
+	uint32_t ip;
+	uint8_t state;
+	uint8_t pad;
+	struct rte_ether_addr mac;
+	uint64_t updated_ns; /* last learned (resolved entries) */
+	uint64_t asked_ns; /* last ARP request sent for ip */
+};
+
+/* A frame the parser accepted: headers in place, tuple in host order as
+ * the flow's direction carries it (ICMP: identifier as the port on our
+ * side, 0 on the remote side). */
+struct pkt {
+	struct rte_ether_hdr *eth;
+	struct rte_ipv4_hdr *ip;
+	void *l4;
+	uint8_t proto;
+	uint8_t tcp_flags;
+	uint8_t icmp_type;
+	struct ns_tuple t;
+};
+
+struct nsdp_nat {
+	/* Written by the lcore only, read by nsdp_nat_stats(). */
+	struct nsdp_nat_stats st __rte_cache_aligned;
+
+	/* The lcore's (and, while it is a standby, activate's). */
+	struct nsdp_nat_conf conf __rte_cache_aligned;
+	struct nsdp_table *table;
+	struct nsdp_lane *lane;
+	struct side *side;
+	uint32_t n_positions;
+	uint32_t n_pool;
+	uint32_t n_ports;
+	uint32_t map_words;
+	struct port_map maps[MAP_PROTOS * NSDP_NAT_MAX_POOL];
+	uint64_t *map_bits;
+	uint64_t ports_in_use; /* read by others with NSDP_STAT_READ */
+	struct neigh *neigh[2];
+	struct rte_ether_addr port_mac[2];
+	uint32_t port_ip[2]; /* sender address of our ARP requests */
+
+	/* The lcore's alone. */
+	enum nsdp_nat_mode mode;
+	uint32_t epoch_now; /* the epoch records carry, taken at promotion */
+	uint32_t announce_next;
+	uint32_t sweep_pos;
+	uint64_t last_housekeep_ns;
+	uint64_t nexthop_asked_ns;
+
+	/* The handshake with the control thread. */
+	uint32_t mode_req __rte_cache_aligned;
+	uint32_t mode_seen;
+	uint32_t epoch;
+};
+
+static inline int in_pool(const struct nsdp_nat *nat, uint32_t addr)
+{
+	return addr - nat->conf.pool_first < nat->n_pool;
+}
+
+/* Free m and count it under why. */
+static inline void drop(struct rte_mbuf *m, uint64_t *why)
+{
+	NSDP_STAT_INC(*why);
+	rte_pktmbuf_free(m);
+}
+
+/* ---- transmit lists ----------------------------------------------- */
+
+static inline unsigned int tx_room(const struct nsdp_nat_tx *tx,
+				   enum nat_port port)
+{
+	return NSDP_NAT_TX_MAX -
+	       (port == PORT_INSIDE ? tx->n_inside : tx->n_outside);
+}
+
+/* Queue m on port's list; 0, or -ENOBUFS when the list is full (m freed
+ * and counted). */
+static inline int tx_put(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
+			 enum nat_port port, struct rte_mbuf *m)
+{
+	if (unlikely(tx_room(tx, port) == 0)) {
+		drop(m, &nat->st.alloc_failures);
+		return -ENOBUFS;
+	}
+	if (port == PORT_INSIDE) {
+		tx->inside[tx->n_inside++] = m;
+		NSDP_STAT_INC(nat->st.tx_inside);
+	} else {
+		tx->outside[tx->n_outside++] = m;
+		NSDP_STAT_INC(nat->st.tx_outside);
+	}
+	return 0;
+}
+
+/* ---- neighbours (nsdp_nat_arp.c) ---------------------------------- */
+
+static inline struct neigh *neigh_set(struct nsdp_nat *nat, enum nat_port port,
+				      uint32_t ip)
+{
+	uint32_t h = (ip * 0x9e3779b1u) >> (32 - NEIGH_SET_BITS);
+
+	return &nat->neigh[port][h * NEIGH_WAYS];
+}
+
+static inline const struct neigh *neigh_lookup(struct nsdp_nat *nat,
+					       enum nat_port port, uint32_t ip)
+{
+	struct neigh *set = neigh_set(nat, port, ip);
+	unsigned int i;
+
+	for (i = 0; i < NEIGH_WAYS; i++)
+		if (set[i].ip == ip && set[i].state == NEIGH_RESOLVED)
+			return &set[i];
+	return NULL;
+}
+
+void nsdp_nat_neigh_store(struct nsdp_nat *nat, enum nat_port port, uint32_t ip,
+			  const struct rte_ether_addr *mac, uint64_t now);
+
+/* Learn ip at mac on port. Inline for the common case of every packet of
+ * a host: the entry is there already and only its time moves. */
+static inline void neigh_learn(struct nsdp_nat *nat, enum nat_port port,
+			       uint32_t ip, const struct rte_ether_addr *mac,
+			       uint64_t now)
+{
+	struct neigh *set = neigh_set(nat, port, ip);
+	unsigned int i;
+
+	if (ip == 0 || !rte_is_valid_assigned_ether_addr(mac))
+		return;
+	for (i = 0; i < NEIGH_WAYS; i++) {
+		struct neigh *e = &set[i];
+
+		if (e->ip == ip && e->state == NEIGH_RESOLVED &&
+		    rte_is_same_ether_addr(&e->mac, mac)) {
+			e->updated_ns = now;
+			return;
+		}
+	}
+	nsdp_nat_neigh_store(nat, port, ip, mac, now);
+}
+
+/* Ask for ip on port unless it was asked for in the last 100 ms. */
+void nsdp_nat_neigh_ask(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
+			enum nat_port port, uint32_t ip, uint64_t now);
+
+/* Build and queue one ARP frame on port: eth_dst NULL means broadcast,
+ * tha NULL means all zeroes. 0 or a negative errno (counted). */
+int nsdp_nat_arp_send(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
+		      enum nat_port port, uint16_t op,
+		      const struct rte_ether_addr *eth_dst, uint32_t sip,
+		      const struct rte_ether_addr *tha, uint32_t tip);
+
+/* An ARP frame received on port: learn, answer, free m. */
+void nsdp_nat_arp_input(struct nsdp_nat *nat, enum nat_port port,
+			struct rte_mbuf *m, uint64_t now,
+			struct nsdp_nat_tx *tx);
+
+/* ---- ports and sessions (nsdp_nat_session.c) ---------------------- */
+
+static inline uint32_t timeout_for(const struct nsdp_nat *nat, uint8_t proto,
+				   uint8_t tcp)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		if (tcp == TCP_ESTABLISHED)
+			return nat->conf.tcp_established_ms;
+		if (tcp == TCP_CLOSING)
+			return nat->conf.tcp_closing_ms;
+		return nat->conf.tcp_syn_ms;
+	case IPPROTO_UDP:
+		return nat->conf.udp_ms;
+	default:
+		return nat->conf.icmp_ms;
+	}
+}
+
+static inline int side_owns(const struct side *sd, const struct ns_session *s)
+{
+	return sd->live && sd->proto == s->proto &&
+	       sd->orig.saddr == s->orig.saddr &&
+	       sd->orig.daddr == s->orig.daddr &&
+	       sd->orig.sport == s->orig.sport &&
+	       sd->orig.dport == s->orig.dport;
+}
+
+/* Every port free again (and the unusable tail bits set). */
+void nsdp_nat_maps_clear(struct nsdp_nat *nat);
+
+/* Mark the port a replicated session holds. */
+void nsdp_nat_port_mark(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
+			uint16_t port);
+
+/* Side state for a session this lcore did not create (replicated, or a
+ * position it finds reused): its idle timer restarts at now. */
+void nsdp_nat_side_adopt(const struct nsdp_nat *nat, struct side *sd,
+			 const struct ns_session *s, uint64_t now);
+
+/* Create the session of p's outbound flow into *s; its position, or -1
+ * with *why the counter of the reason. */
+int32_t nsdp_nat_session_create(struct nsdp_nat *nat, const struct pkt *p,
+				uint64_t now, struct ns_session *s,
+				uint64_t **why);
+
+/* Store s again with sd's timeout and now, and record it. */
+void nsdp_nat_session_refresh(struct nsdp_nat *nat, struct side *sd,
+			      struct ns_session *s, uint64_t now);
+
+/* Remove the session s at pos, free its port and record its end. */
+void nsdp_nat_session_close(struct nsdp_nat *nat, int32_t pos,
+			    struct ns_session *s, uint64_t now);
+
+#endif

@@ -1,0 +1,312 @@
+/*
+ * nsdp_nat_session.c - the NAT44's outside ports and the life of its
+ * sessions: create, refresh, close, each stored in the table and recorded
+ * into the lane.
+ *
+ * Invariants
+ * - A port bit is set exactly while a live session this gateway knows
+ *   holds that (protocol, outside address, port); ports_in_use counts the
+ *   set bits. Bits past port_max in a map's last word are always set, so a
+ *   scan never returns them.
+ * - side[pos] describes the session at table position pos when live is set
+ *   and its proto and orig equal the table's; anything else is treated as
+ *   a new occupant of the position and reinitialised from the table.
+ *
+ * Choices the header leaves open
+ * - At promotion the TCP state of a replicated session is inferred from its
+ *   timeout: tcp_syn_ms -> SYN sent, tcp_closing_ms -> closing, anything
+ *   else -> established (a wrong "established" only keeps a dead flow a
+ *   little longer; a wrong "SYN sent" would cut a live one). When two of
+ *   the timeouts are equal, established wins.
+ * - A session is created (and recorded) before the next hop is resolved:
+ *   the first packet of a flow towards an unresolved next hop is dropped,
+ *   its retransmission finds the session.
+ *
+ * Not here: endpoint-dependent mappings. A port held by two replicated
+ * sessions (which this gateway never creates) is freed when the first of
+ * them goes.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "nsdp_nat_impl.h"
+
+static inline int map_proto(uint8_t proto)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		return MAP_TCP;
+	case IPPROTO_UDP:
+		return MAP_UDP;
+	case IPPROTO_ICMP:
+		return MAP_ICMP;
+	default:
+		return -1;
+	}
+}
+
+static inline struct port_map *map_of(struct nsdp_nat *nat, int mp,
+				      uint32_t addr_idx)
+{
+	return &nat->maps[(uint32_t)mp * nat->n_pool + addr_idx];
+}
+
+void nsdp_nat_maps_clear(struct nsdp_nat *nat)
+{
+	uint32_t tail = nat->n_ports % 64, i;
+
+	memset(nat->map_bits, 0,
+	       (size_t)MAP_PROTOS * nat->n_pool * nat->map_words *
+		       sizeof(uint64_t));
+	for (i = 0; i < MAP_PROTOS * nat->n_pool; i++) {
+		struct port_map *pm = &nat->maps[i];
+
+		pm->used = 0;
+		pm->cursor = 0;
+		if (tail)
+			pm->bits[nat->map_words - 1] = ~0ull << tail;
+	}
+	__atomic_store_n(&nat->ports_in_use, 0, __ATOMIC_RELAXED);
+}
+
+/* A clear bit at or after pm->cursor, wrapping; pm has one. */
+static inline uint32_t map_find_free(const struct nsdp_nat *nat,
+				     const struct port_map *pm)
+{
+	uint32_t words = nat->map_words, w = pm->cursor / 64, i;
+	uint64_t free_bits = ~pm->bits[w] & (~0ull << (pm->cursor % 64));
+
+	if (free_bits)
+		return w * 64 + (uint32_t)__builtin_ctzll(free_bits);
+	for (i = 1; i <= words; i++) {
+		uint32_t x = (w + i) % words;
+
+		free_bits = ~pm->bits[x];
+		if (free_bits)
+			return x * 64 + (uint32_t)__builtin_ctzll(free_bits);
+	}
+	return UINT32_MAX; /* not reached while used < n_ports */
+}
+
+/* An outside address and port for a new session of inside host saddr:
+ * the address its hash picks while that one has free ports, else the
+ * next ones. 0 or -ENOSPC. */
+static int port_alloc(struct nsdp_nat *nat, int mp, uint32_t saddr,
+		      uint32_t *addr, uint16_t *port)
+{
+	uint32_t start =
+		(uint32_t)(((uint64_t)(saddr * 0x9e3779b1u) * nat->n_pool) >>
+			   32);
+	uint32_t i;
+
+	for (i = 0; i < nat->n_pool; i++) {
+		uint32_t a = start + i < nat->n_pool ? start + i
+						     : start + i - nat->n_pool;
+		struct port_map *pm = map_of(nat, mp, a);
+		uint32_t bit;
+
+		if (pm->used >= nat->n_ports)
+			continue;
+		bit = map_find_free(nat, pm);
+		if (unlikely(bit >= nat->n_ports))
+			continue;
+		pm->bits[bit / 64] |= 1ull << (bit % 64);
+		pm->used++;
+		pm->cursor = bit + 1 < nat->n_ports ? bit + 1 : 0;
+		NSDP_STAT_INC(nat->ports_in_use);
+		*addr = nat->conf.pool_first + a;
+		*port = (uint16_t)(nat->conf.port_min + bit);
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+/* The map of (proto, addr, port) and its bit there, or NULL when the map
+ * does not cover it (an address outside the pool or a port outside the
+ * range). */
+static inline struct port_map *port_locate(struct nsdp_nat *nat, uint8_t proto,
+					   uint32_t addr, uint16_t port,
+					   uint32_t *bit)
+{
+	int mp = map_proto(proto);
+
+	if (mp < 0 || !in_pool(nat, addr) || port < nat->conf.port_min ||
+	    port > nat->conf.port_max)
+		return NULL;
+	*bit = (uint32_t)(port - nat->conf.port_min);
+	return map_of(nat, mp, addr - nat->conf.pool_first);
+}
+
+static void port_free(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
+		      uint16_t port)
+{
+	uint32_t bit = 0;
+	struct port_map *pm = port_locate(nat, proto, addr, port, &bit);
+	uint64_t mask = 1ull << (bit % 64);
+
+	if (!pm || !(pm->bits[bit / 64] & mask))
+		return;
+	pm->bits[bit / 64] &= ~mask;
+	pm->used--;
+	NSDP_STAT_SUB(nat->ports_in_use, 1);
+}
+
+/* The map's cursor moves past the highest port marked, roughly where the
+ * previous active left it. */
+void nsdp_nat_port_mark(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
+			uint16_t port)
+{
+	uint32_t bit = 0;
+	struct port_map *pm = port_locate(nat, proto, addr, port, &bit);
+	uint64_t mask = 1ull << (bit % 64);
+
+	if (!pm || (pm->bits[bit / 64] & mask))
+		return;
+	pm->bits[bit / 64] |= mask;
+	pm->used++;
+	if (bit + 1 > pm->cursor)
+		pm->cursor = bit + 1 < nat->n_ports ? bit + 1 : 0;
+	NSDP_STAT_INC(nat->ports_in_use);
+}
+
+static uint8_t tcp_state_from_timeout(const struct nsdp_nat *nat,
+				      uint32_t timeout_ms)
+{
+	if (timeout_ms == nat->conf.tcp_established_ms)
+		return TCP_ESTABLISHED;
+	if (timeout_ms == nat->conf.tcp_syn_ms)
+		return TCP_SYN_SENT;
+	if (timeout_ms == nat->conf.tcp_closing_ms)
+		return TCP_CLOSING;
+	return TCP_ESTABLISHED;
+}
+
+static void side_set(struct side *sd, const struct ns_session *s, uint8_t tcp,
+		     uint64_t last_seen, uint64_t last_record)
+{
+	sd->last_seen_ns = last_seen;
+	sd->last_record_ns = last_record;
+	sd->orig = s->orig;
+	sd->proto = s->proto;
+	sd->timeout_ms = s->timeout_ms;
+	sd->tcp = tcp;
+	sd->live = 1;
+}
+
+void nsdp_nat_side_adopt(const struct nsdp_nat *nat, struct side *sd,
+			 const struct ns_session *s, uint64_t now)
+{
+	side_set(sd, s,
+		 s->proto == IPPROTO_TCP
+			 ? tcp_state_from_timeout(nat, s->timeout_ms)
+			 : TCP_NONE,
+		 now, s->timestamp_ns < now ? s->timestamp_ns : now);
+}
+
+static inline void session_stamp(const struct nsdp_nat *nat,
+				 struct ns_session *s, uint8_t event,
+				 uint64_t now)
+{
+	s->version = NS_RECORD_VERSION;
+	s->family = NS_FAMILY_IPV4;
+	s->event = event;
+	s->gateway_id = nat->conf.gateway_id;
+	s->epoch = nat->epoch_now;
+	s->timestamp_ns = now;
+	memset(s->reserved, 0, sizeof(s->reserved));
+}
+
+static inline void session_record(struct nsdp_nat *nat,
+				  const struct ns_session *s)
+{
+	if (!nat->lane)
+		return;
+	if (likely(nsdp_record(nat->lane, s) == 0))
+		NSDP_STAT_INC(nat->st.recorded);
+	else
+		NSDP_STAT_INC(nat->st.record_drops);
+}
+
+/* Store a new session; 0 with *pos, or -ENOSPC. A tombstone of the same
+ * flow left from the standby days that is newer than s (another clock)
+ * would make the table ignore s: it is removed and s applied again. */
+static int session_store(struct nsdp_nat *nat, const struct ns_session *s,
+			 int32_t *pos)
+{
+	struct ns_session check;
+	int attempt;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		if (nsdp_table_apply_pos(nat->table, s, pos) != 0)
+			return -ENOSPC;
+		if (nsdp_table_at(nat->table, (uint32_t)*pos, &check) == 0 &&
+		    check.xlat.saddr == s->xlat.saddr &&
+		    check.xlat.sport == s->xlat.sport &&
+		    check.timestamp_ns == s->timestamp_ns)
+			return 0;
+		nsdp_table_remove(nat->table, s->proto, &s->orig);
+	}
+	return -ENOSPC;
+}
+
+int32_t nsdp_nat_session_create(struct nsdp_nat *nat, const struct pkt *p,
+				uint64_t now, struct ns_session *s,
+				uint64_t **why)
+{
+	struct nsdp_table_stats ts;
+	uint32_t addr;
+	uint16_t port;
+	int32_t pos;
+	uint8_t tcp = p->proto == IPPROTO_TCP ? TCP_SYN_SENT : TCP_NONE;
+
+	nsdp_table_stats(nat->table, &ts);
+	if (unlikely(ts.live >= nat->conf.max_sessions)) {
+		*why = &nat->st.table_full;
+		return -1;
+	}
+	if (unlikely(port_alloc(nat, map_proto(p->proto), p->t.saddr, &addr,
+				&port) != 0)) {
+		*why = &nat->st.ports_exhausted;
+		return -1;
+	}
+	memset(s, 0, sizeof(*s));
+	s->proto = p->proto;
+	s->orig = p->t;
+	s->xlat = p->t;
+	s->xlat.saddr = addr;
+	s->xlat.sport = port;
+	s->timeout_ms = timeout_for(nat, p->proto, tcp);
+	session_stamp(nat, s, NS_EV_CREATE, now);
+	if (unlikely(session_store(nat, s, &pos) != 0)) {
+		port_free(nat, p->proto, addr, port);
+		*why = &nat->st.table_full;
+		return -1;
+	}
+	side_set(&nat->side[pos], s, tcp, now, now);
+	NSDP_STAT_INC(nat->st.created);
+	session_record(nat, s);
+	return pos;
+}
+
+void nsdp_nat_session_refresh(struct nsdp_nat *nat, struct side *sd,
+			      struct ns_session *s, uint64_t now)
+{
+	int32_t pos;
+
+	s->timeout_ms = sd->timeout_ms;
+	session_stamp(nat, s, NS_EV_REFRESH, now);
+	nsdp_table_apply_pos(nat->table, s, &pos);
+	sd->last_record_ns = now;
+	NSDP_STAT_INC(nat->st.refreshed);
+	session_record(nat, s);
+}
+
+void nsdp_nat_session_close(struct nsdp_nat *nat, int32_t pos,
+			    struct ns_session *s, uint64_t now)
+{
+	nsdp_table_remove(nat->table, s->proto, &s->orig);
+	nat->side[pos].live = 0;
+	port_free(nat, s->proto, s->xlat.saddr, s->xlat.sport);
+	session_stamp(nat, s, NS_EV_DELETE, now);
+	session_record(nat, s);
+}
