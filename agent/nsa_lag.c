@@ -1,12 +1,15 @@
 /*
- * nsa_lag.c - the standby's lag histogram (log-linear buckets, see
- * NSA_STANDBY_LAG_BUCKETS in nsa_standby.h) and its percentiles.
+ * nsa_lag.c - the standby's lag: from a record's timestamp (the active's
+ * CLOCK_REALTIME) to when it was in the table, in a log-linear histogram
+ * (NSA_STANDBY_LAG_BUCKETS in nsa_standby.h), and its percentiles.
  *
  * Counters are single-writer (the subscriber thread); readers take a copy
- * with nsa_standby_stats() and compute percentiles on the copy.
+ * with nsa_standby_stats() and compute percentiles on the copy. The lag is
+ * only as good as the two hosts' clocks agree.
  */
-#include "nsa_standby.h"
+#include "nsa_lag.h"
 #include "nsdp_stat.h"
+#include "nsdp_time.h"
 
 static unsigned int lag_bucket(uint64_t us)
 {
@@ -70,4 +73,27 @@ uint64_t nsa_standby_lag_percentile_us(const struct nsa_standby_stats *s,
 		}
 	}
 	return s->lag_max_us;
+}
+
+void nsa_lag_batch_init(struct nsa_lag_batch *lb)
+{
+	lb->n = 0;
+	lb->ns_per_tsc = rte_get_tsc_hz() ? 1e9 / (double)rte_get_tsc_hz() : 0;
+}
+
+/* The wall clock is read once per batch; each record's time is that minus
+ * the TSC cycles between its apply and now. */
+void nsa_lag_batch_end(struct nsa_lag_batch *lb, struct nsa_standby_stats *s)
+{
+	uint64_t now = nsdp_realtime_ns(), tsc_now = rte_rdtsc();
+	uint32_t i;
+
+	for (i = 0; i < lb->n; i++) {
+		uint64_t at = now - (uint64_t)((double)(tsc_now - lb->tsc[i]) *
+					       lb->ns_per_tsc);
+
+		nsa_standby_lag_record(
+			s, at > lb->ts[i] ? (at - lb->ts[i]) / 1000 : 0);
+	}
+	lb->n = 0;
 }

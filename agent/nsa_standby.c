@@ -41,16 +41,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rte_cycles.h>
-
 #include "ns_batch.h"
 #include "ns_record.h"
 #include "ns_slot.h"
 #include "nsa_cluster.h"
 #include "nsa_conn.h"
 #include "nsa_loader.h"
+#include "nsa_dumpreq.h"
+#include "nsa_lag.h"
 #include "nsa_log.h"
+#include "nsa_order.h"
 #include "nsa_standby.h"
+#include "nsa_sub.h"
 #include "nsa_topowatch.h"
 #include "nsdp_stat.h"
 #include "nsdp_time.h"
@@ -59,17 +61,11 @@
 #define SB_BACKOFF_MAX_MS 2000
 #define SB_SUBSCRIBE_TIMEOUT_MS 2000
 #define SB_PURGE_PERIOD_NS (1000ull * 1000 * 1000)
-#define SB_MAX_PUBS 1024
-#define SB_MAX_GATEWAYS 64
 
 struct sb_node {
 	struct nsa_addr addr;
 	char channel[NS_CHANNEL_MAX];
-	struct nsa_conn *sub;
-	/* Liveness of the subscription: when it last delivered anything, and
-	 * when the PING that asks for a sign of life went (0: none due). */
-	uint64_t quiet_since_ns;
-	uint64_t ping_sent_ns;
+	struct nsa_sub sub;
 	int loaded_once; /* a resync of this master finished */
 	int scan_only; /* GETKEYSINSLOT was refused: load with SCAN */
 	struct nsa_loader ld;
@@ -77,22 +73,6 @@ struct sb_node {
 	uint64_t gen;
 	uint32_t mark;
 	uint64_t retry_at; /* monotonic ns; 0 = no retry pending */
-};
-
-/* The last batch seen from one publisher on one channel (named by its
- * slot). Kept across resubscriptions: a publisher's seq on a channel only
- * grows for its whole life, whichever master serves the channel, so a
- * batch at or below last is an old one delivered late. */
-struct pub_seq {
-	uint32_t publisher_id;
-	uint16_t channel_slot;
-	uint8_t rebase; /* resubscribed since: the next batch is no gap */
-	uint64_t last;
-};
-
-struct gw_epoch {
-	uint32_t gateway_id;
-	uint32_t epoch;
 };
 
 struct nsa_standby {
@@ -112,24 +92,11 @@ struct nsa_standby {
 	struct nsa_topowatch watch;
 	uint8_t scope[NS_SLOTS];
 
-	struct pub_seq pubs[SB_MAX_PUBS];
-	unsigned int n_pubs;
-	struct gw_epoch gws[SB_MAX_GATEWAYS];
-	unsigned int n_gws;
-
-	pthread_mutex_t dump_lock;
-	pthread_cond_t dump_cond;
-	int dump_requested;
-	char dump_path[4096];
-	int64_t dump_result;
-	uint64_t dump_serial;
+	struct nsa_order order;
+	struct nsa_dumpreq dump;
 
 	struct nsa_standby_stats st;
-	/* Lag of the batch being applied: each record's timestamp and the TSC
-	 * when it was in the table. */
-	uint64_t lag_ts[NS_BATCH_MAX_RECORDS];
-	uint64_t lag_tsc[NS_BATCH_MAX_RECORDS];
-	double ns_per_tsc; /* 0: count every record at the batch's end */
+	struct nsa_lag_batch lag; /* of the batch being applied */
 };
 
 #define SB_STAT_ADD(sb, f, v) NSDP_STAT_ADD((sb)->st.f, v)
@@ -280,71 +247,6 @@ static void resync_step(struct nsa_standby *sb, unsigned int node, int rc)
 
 /* ---- live batches ------------------------------------------------- */
 
-/* Returns 0 to apply, -1 to drop a batch from an older epoch. */
-static int epoch_check(struct nsa_standby *sb, const struct ns_batch_hdr *h)
-{
-	unsigned int i;
-
-	for (i = 0; i < sb->n_gws; i++) {
-		if (sb->gws[i].gateway_id != h->gateway_id)
-			continue;
-		if (h->epoch < sb->gws[i].epoch)
-			return -1;
-		sb->gws[i].epoch = h->epoch;
-		return 0;
-	}
-	if (sb->n_gws == SB_MAX_GATEWAYS)
-		sb->n_gws = 0; /* forget everything rather than fence wrongly */
-	sb->gws[sb->n_gws++] = (struct gw_epoch){.gateway_id = h->gateway_id,
-						 .epoch = h->epoch};
-	return 0;
-}
-
-enum seq_verdict { SEQ_NEXT, SEQ_GAP, SEQ_STALE };
-
-/* Where a batch stands in its (publisher, channel) sequence. */
-static enum seq_verdict seq_check(struct nsa_standby *sb, unsigned int node,
-				  const struct ns_batch_hdr *h)
-{
-	uint16_t slot = sb->topo.nodes[node].channel_slot;
-	struct pub_seq *p = NULL;
-	enum seq_verdict v;
-	unsigned int i;
-
-	for (i = 0; i < sb->n_pubs; i++) {
-		if (sb->pubs[i].publisher_id == h->publisher_id &&
-		    sb->pubs[i].channel_slot == slot) {
-			p = &sb->pubs[i];
-			break;
-		}
-	}
-	if (!p) {
-		if (sb->n_pubs == SB_MAX_PUBS)
-			sb->n_pubs = 0;
-		p = &sb->pubs[sb->n_pubs++];
-		*p = (struct pub_seq){.publisher_id = h->publisher_id,
-				      .channel_slot = slot,
-				      .last = h->seq};
-		/* Not a gap, whatever its seq: the subscription was in place
-		 * before this master's load began, so what the publisher sent
-		 * earlier reached us (and it would be known) or was in the
-		 * store when the load read it. */
-		return SEQ_NEXT;
-	}
-	/* Already seen, or older than what was: a master cut off from its
-	 * cluster hands its channel's messages over the cluster bus to the
-	 * master that replaced it once the two meet again, long after the
-	 * writers replayed those records and moved on. */
-	if (h->seq <= p->last)
-		return SEQ_STALE;
-	/* The first batch after a resubscription is no gap either: a load
-	 * follows every subscription. */
-	v = !p->rebase && h->seq > p->last + 1 ? SEQ_GAP : SEQ_NEXT;
-	p->rebase = 0;
-	p->last = h->seq;
-	return v;
-}
-
 static void on_batch(struct nsa_standby *sb, unsigned int node,
 		     const uint8_t *buf, size_t len)
 {
@@ -352,9 +254,8 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	struct ns_batch_hdr h;
 	const uint8_t *body;
 	struct ns_session s;
-	enum seq_verdict seq;
-	uint64_t now, tsc_now, n = 0;
-	uint32_t i, k = 0;
+	enum nsa_seq_verdict seq;
+	uint64_t n = 0;
 	int rc;
 
 	if (ns_batch_decode(buf, len, &h, &body) < 0) {
@@ -369,12 +270,12 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 		SB_STAT_ADD(sb, unauthenticated, 1);
 		return;
 	}
-	if (epoch_check(sb, &h) < 0) {
+	if (nsa_order_epoch(&sb->order, &h) < 0) {
 		SB_STAT_ADD(sb, fenced, 1);
 		return;
 	}
-	seq = seq_check(sb, node, &h);
-	if (seq == SEQ_STALE) {
+	seq = nsa_order_seq(&sb->order, sb->topo.nodes[node].channel_slot, &h);
+	if (seq == NSA_SEQ_STALE) {
 		SB_STAT_ADD(sb, stale, 1);
 		return;
 	}
@@ -382,28 +283,12 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
 		if (nsdp_table_apply(sb->table, &s) == 0)
 			n++;
-		if (k < NS_BATCH_MAX_RECORDS) {
-			sb->lag_ts[k] = s.timestamp_ns;
-			sb->lag_tsc[k++] = rte_rdtsc();
-		}
+		nsa_lag_batch_mark(&sb->lag, s.timestamp_ns);
 	}
-	/* A record's lag ends when it is in the table: the wall clock is read
-	 * once per batch, and each record's time is that minus the TSC
-	 * cycles between its apply and now. */
-	now = nsdp_realtime_ns();
-	tsc_now = rte_rdtsc();
-	for (i = 0; i < k; i++) {
-		uint64_t at =
-			now - (uint64_t)((double)(tsc_now - sb->lag_tsc[i]) *
-					 sb->ns_per_tsc);
-
-		nsa_standby_lag_record(
-			&sb->st,
-			at > sb->lag_ts[i] ? (at - sb->lag_ts[i]) / 1000 : 0);
-	}
+	nsa_lag_batch_end(&sb->lag, &sb->st);
 	SB_STAT_ADD(sb, batches, 1);
 	SB_STAT_ADD(sb, records, n);
-	if (seq == SEQ_GAP) {
+	if (seq == NSA_SEQ_GAP) {
 		SB_STAT_ADD(sb, gaps, 1);
 		NSA_WARN("standby: gap on %s from publisher %u (seq %" PRIu64
 			 "), resyncing %s:%u",
@@ -413,76 +298,27 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	}
 }
 
-static int is_str(const redisReply *r, const char *s)
-{
-	return r->type == REDIS_REPLY_STRING && strcmp(r->str, s) == 0;
-}
-
-static void on_push(struct nsa_standby *sb, unsigned int node, redisReply *r)
-{
-	if (r->type == REDIS_REPLY_ERROR) {
-		NSA_WARN("standby: %s:%u: %s", sb->nodes[node].addr.host,
-			 sb->nodes[node].addr.port, r->str);
-		sb->reset = 1;
-		return;
-	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3)
-		return;
-	if ((is_str(r->element[0], "smessage") ||
-	     is_str(r->element[0], "message")) &&
-	    r->element[2]->type == REDIS_REPLY_STRING)
-		on_batch(sb, node, (const uint8_t *)r->element[2]->str,
-			 r->element[2]->len);
-	else if (is_str(r->element[0], "sunsubscribe") ||
-		 is_str(r->element[0], "unsubscribe"))
-		sb->reset = 1;
-}
-
 static void sub_drain(struct nsa_standby *sb, unsigned int node)
 {
-	struct nsa_conn *c = sb->nodes[node].sub;
-	redisReply *r;
+	struct sb_node *nd = &sb->nodes[node];
+	const uint8_t *msg;
+	const char *why;
+	size_t len;
 	int rc;
 
 	while (!sb->reset) {
-		rc = nsa_conn_reply(c, &r);
-		if (rc < 0) {
+		rc = nsa_sub_next(&nd->sub, &msg, &len, &why);
+		if (rc == NSA_SUB_NONE)
+			return;
+		if (rc == NSA_SUB_RESET) {
+			if (why)
+				NSA_WARN("standby: %s:%u: %s", nd->addr.host,
+					 nd->addr.port, why);
 			sb->reset = 1;
 			return;
 		}
-		if (rc == 0)
-			return;
-		on_push(sb, node, r);
-		freeReplyObject(r);
+		on_batch(sb, node, msg, len);
 	}
-}
-
-/* ---- dump requests -------------------------------------------------- */
-
-static void dump_serve(struct nsa_standby *sb)
-{
-	char path[sizeof(sb->dump_path)];
-	int64_t rc;
-
-	if (!__atomic_load_n(&sb->dump_requested, __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&sb->dump_lock);
-	if (!sb->dump_requested) { /* withdrawn meanwhile */
-		pthread_mutex_unlock(&sb->dump_lock);
-		return;
-	}
-	memcpy(path, sb->dump_path, sizeof(path));
-	sb->dump_requested = 0;
-	pthread_mutex_unlock(&sb->dump_lock);
-
-	/* The caller may time out meanwhile; it does not wait for the lock. */
-	rc = nsdp_table_dump(sb->table, path);
-
-	pthread_mutex_lock(&sb->dump_lock);
-	sb->dump_result = rc;
-	sb->dump_serial++;
-	pthread_cond_broadcast(&sb->dump_cond);
-	pthread_mutex_unlock(&sb->dump_lock);
 }
 
 /* ---- setup and the loop --------------------------------------------- */
@@ -494,84 +330,31 @@ static void sb_teardown(struct nsa_standby *sb)
 	for (i = 0; i < sb->n_nodes; i++) {
 		resync_close(sb, &sb->nodes[i]);
 		sb->nodes[i].retry_at = 0;
-		nsa_conn_free(sb->nodes[i].sub);
-		sb->nodes[i].sub = NULL;
+		nsa_sub_close(&sb->nodes[i].sub);
 	}
 	sb->n_nodes = 0;
-	for (i = 0; i < sb->n_pubs; i++)
-		sb->pubs[i].rebase = 1;
+	nsa_order_rebase(&sb->order);
 	nsa_topowatch_pause(&sb->watch);
 }
 
-static int sb_subscribe(struct nsa_standby *sb, unsigned int i, char *err,
-			size_t errlen)
-{
-	struct sb_node *nd = &sb->nodes[i];
-	redisReply *r = NULL;
-	int ok;
-
-	nd->sub = nsa_conn_new(&nd->addr);
-	if (!nd->sub) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	if (nsa_conn_open(nd->sub, &sb->conf.store, err, errlen) < 0)
-		return -ECONNREFUSED;
-	nsa_conn_cmd(nd->sub, 2);
-	nsa_conn_arg_str(nd->sub,
-			 sb->topo.sharded_pubsub ? "SSUBSCRIBE" : "SUBSCRIBE");
-	nsa_conn_arg_str(nd->sub, nd->channel);
-	if (nsa_conn_cmd_end(nd->sub, NULL) == 0)
-		nsa_conn_call(nd->sub, SB_SUBSCRIBE_TIMEOUT_MS, &r);
-	ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-	     (is_str(r->element[0], "ssubscribe") ||
-	      is_str(r->element[0], "subscribe"));
-	if (!ok)
-		snprintf(err, errlen, "subscribe to %s on %s:%u: %s",
-			 nd->channel, nd->addr.host, nd->addr.port,
-			 !r				? nd->sub->err
-			 : r->type == REDIS_REPLY_ERROR ? r->str
-							: "unexpected reply");
-	if (r)
-		freeReplyObject(r);
-	if (!ok)
-		return -EPROTO;
-	nd->quiet_since_ns = nsdp_mono_ns();
-	nd->ping_sent_ns = 0;
-	return 0;
-}
-
-/* Ask a quiet subscription for a sign of life, and give up on one whose
- * PING stays unanswered for twice ping_ms (so a standby that was itself
- * paused gets its answer before it judges): 0, or -1 when node's
- * subscription is dead. Called after the round's reads. */
+/* A subscription silent for ping_ms gets a PING; one whose PING stays
+ * unanswered is dead. Called after the round's reads: 0 or -1. */
 static int sub_check_alive(struct nsa_standby *sb, unsigned int node,
 			   uint64_t now)
 {
 	struct sb_node *nd = &sb->nodes[node];
-	uint64_t ping_ns = (uint64_t)sb->conf.ping_ms * 1000000ull;
+	int rc = nsa_sub_check_alive(&nd->sub,
+				     (uint64_t)sb->conf.ping_ms * 1000000ull,
+				     now);
 
-	if (ping_ns == 0)
-		return 0;
-	if (nd->ping_sent_ns && now - nd->ping_sent_ns >= 2 * ping_ns) {
+	if (rc == NSA_SUB_DEAD) {
 		NSA_WARN("standby: no word from %s:%u for %" PRIu64
 			 " ms, PING unanswered; resubscribing",
 			 nd->addr.host, nd->addr.port,
-			 (now - nd->quiet_since_ns) / 1000000);
+			 (now - nd->sub.quiet_since_ns) / 1000000);
 		SB_STAT_ADD(sb, dead_subscriptions, 1);
-		return -1;
 	}
-	if (now - nd->quiet_since_ns >= ping_ns && nd->ping_sent_ns == 0) {
-		nsa_conn_cmd(nd->sub, 1);
-		nsa_conn_arg_str(nd->sub, "PING");
-		if (nsa_conn_cmd_end(nd->sub, NULL) != 0)
-			return -1;
-		nd->ping_sent_ns = now;
-	}
-	/* A few bytes: written at once, or on a later round. */
-	if (nsa_conn_want_write(nd->sub) && nsa_conn_send(nd->sub) < 0)
-		return -1;
-	return 0;
+	return rc < 0 ? -1 : 0;
 }
 
 /* The same for a resync: one waiting for replies that do not come for
@@ -614,7 +397,11 @@ static int sb_setup(struct nsa_standby *sb)
 				nd->loaded_once = 0;
 				nd->scan_only = 0;
 				nsa_topology_channel(&sb->topo, i, nd->channel);
-				rc = sb_subscribe(sb, i, err, sizeof(err));
+				rc = nsa_sub_open(&nd->sub, &sb->conf.store,
+						  &nd->addr, nd->channel,
+						  sb->topo.sharded_pubsub,
+						  SB_SUBSCRIBE_TIMEOUT_MS, err,
+						  sizeof(err));
 			}
 			if (rc == 0) {
 				nsa_topowatch_follow(&sb->watch, &sb->topo);
@@ -674,7 +461,7 @@ static void sb_run(struct nsa_standby *sb)
 			struct sb_node *nd = &sb->nodes[i];
 			struct nsa_loader *ld = &nd->ld;
 
-			pfd[n] = (struct pollfd){.fd = nd->sub->fd,
+			pfd[n] = (struct pollfd){.fd = nd->sub.conn->fd,
 						 .events = POLLIN};
 			who[n++] = (int)(2 * i);
 			if (!ld->conn && nd->retry_at && now >= nd->retry_at)
@@ -720,18 +507,16 @@ static void sb_run(struct nsa_standby *sb)
 							    &sb->nodes[node].ld));
 				continue;
 			}
-			if (nsa_conn_recv(sb->nodes[node].sub) < 0) {
+			if (nsa_sub_recv(&sb->nodes[node].sub,
+					 nsdp_mono_ns()) < 0) {
 				NSA_WARN("standby: lost subscription to "
 					 "%s:%u: %s",
 					 sb->nodes[node].addr.host,
 					 sb->nodes[node].addr.port,
-					 sb->nodes[node].sub->err);
+					 sb->nodes[node].sub.conn->err);
 				sb->reset = 1;
 				break;
 			}
-			sb->nodes[node].quiet_since_ns =
-				nsdp_mono_ns();
-			sb->nodes[node].ping_sent_ns = 0;
 			sub_drain(sb, node);
 		}
 		now = nsdp_mono_ns();
@@ -740,7 +525,7 @@ static void sb_run(struct nsa_standby *sb)
 				sb->reset = 1;
 			resync_check_alive(sb, i, now);
 		}
-		dump_serve(sb);
+		nsa_dumpreq_serve(&sb->dump, sb->table);
 	}
 }
 
@@ -760,7 +545,7 @@ static void *sb_main(void *arg)
 		}
 	}
 	sb_teardown(sb);
-	dump_serve(sb);
+	nsa_dumpreq_serve(&sb->dump, sb->table);
 	return NULL;
 }
 
@@ -784,12 +569,10 @@ struct nsa_standby *nsa_standby_create(const struct nsa_config *conf)
 		free(sb);
 		return NULL;
 	}
-	pthread_mutex_init(&sb->dump_lock, NULL);
-	pthread_cond_init(&sb->dump_cond, NULL);
+	nsa_dumpreq_init(&sb->dump);
 	nsa_topowatch_init(&sb->watch, &sb->conf.store,
 			   sb->conf.topology_check_ms, &sb->stop, wake, sb);
-	if (rte_get_tsc_hz())
-		sb->ns_per_tsc = 1e9 / (double)rte_get_tsc_hz();
+	nsa_lag_batch_init(&sb->lag);
 	return sb;
 }
 
@@ -832,8 +615,7 @@ void nsa_standby_free(struct nsa_standby *sb)
 	nsa_standby_stop(sb);
 	nsdp_table_free(sb->table);
 	close(sb->wake_fd);
-	pthread_mutex_destroy(&sb->dump_lock);
-	pthread_cond_destroy(&sb->dump_cond);
+	nsa_dumpreq_fini(&sb->dump);
 	nsa_topowatch_fini(&sb->watch);
 	free(sb);
 }
@@ -876,42 +658,9 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 int64_t nsa_standby_dump(struct nsa_standby *sb, const char *path,
 			 int timeout_ms)
 {
-	struct timespec deadline;
-	uint64_t serial;
-	int64_t rc;
-
-	if (strlen(path) >= sizeof(sb->dump_path))
-		return -ENAMETOOLONG;
 	if (!sb->running)
-		return nsdp_table_dump(sb->table, path);
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&sb->dump_lock);
-	while (sb->dump_requested) /* another caller's dump */
-		if (pthread_cond_timedwait(&sb->dump_cond, &sb->dump_lock,
-					   &deadline) == ETIMEDOUT) {
-			pthread_mutex_unlock(&sb->dump_lock);
-			return -ETIMEDOUT;
-		}
-	snprintf(sb->dump_path, sizeof(sb->dump_path), "%s", path);
-	__atomic_store_n(&sb->dump_requested, 1, __ATOMIC_RELEASE);
-	serial = sb->dump_serial;
-	wake(sb);
-	while (sb->dump_serial == serial) {
-		if (pthread_cond_timedwait(&sb->dump_cond, &sb->dump_lock,
-					   &deadline) == ETIMEDOUT &&
-		    sb->dump_serial == serial) {
-			sb->dump_requested = 0; /* not taken yet: withdraw */
-			pthread_mutex_unlock(&sb->dump_lock);
-			return -ETIMEDOUT;
-		}
-	}
-	rc = sb->dump_result;
-	pthread_mutex_unlock(&sb->dump_lock);
-	return rc;
+		return strlen(path) >= sizeof(sb->dump.path)
+			       ? -ENAMETOOLONG
+			       : nsdp_table_dump(sb->table, path);
+	return nsa_dumpreq_ask(&sb->dump, path, timeout_ms, wake, sb);
 }
