@@ -15,11 +15,12 @@
  *   and a session's key maps to one connection while a topology holds, so
  *   the store sees each session's records in order.
  * - At most max_inflight closed batches await replies per connection; when
- *   a connection is full the writer stops draining lanes, it never drops.
+ *   a connection is full the writer stops draining lanes (nsdp_lane.h says
+ *   what a full lane does).
  *
  * Not here: the pipeline (nsa_wpipe.c), connections and the resend
  * (nsa_wlink.c), the replay window (nsa_replay.c), the wire formats
- * (schema/), and any decision to drop at the producer (the lanes).
+ * (schema/).
  */
 #include <errno.h>
 #include <poll.h>
@@ -309,8 +310,8 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 		w->idx = i;
 		w->publisher_id = (rnd & 0xffffffu) << 8 | (i & 0xffu);
 		w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
-		if (nsa_replay_init(&w->replay,
-				    conf->replay_ms > 0 ? conf->replay_records
+		if (nsa_replay_init(&w->replay, conf->replay_ms > 0
+							? conf->replay_records
 							: 0) != 0) {
 			nsa_active_free(a);
 			errno = ENOMEM;

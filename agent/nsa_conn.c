@@ -264,7 +264,8 @@ ssize_t nsa_conn_recv(struct nsa_conn *c)
 			return n;
 		}
 		if (n == 0) {
-			snprintf(c->err, sizeof(c->err), "closed by the server");
+			snprintf(c->err, sizeof(c->err),
+				 "closed by the server");
 			return -1;
 		}
 		if (errno == EINTR)
@@ -287,8 +288,7 @@ int nsa_conn_line(struct nsa_conn *c, char *type, const char **text,
 	nl = memchr(p, '\n', (size_t)(end - p));
 	if (nl == NULL) {
 		if (c->in_pos == 0 && c->in_len == NSA_CONN_IN_CAP) {
-			snprintf(c->err, sizeof(c->err),
-				 "reply line too long");
+			snprintf(c->err, sizeof(c->err), "reply line too long");
 			return -1;
 		}
 		return 0;

@@ -50,8 +50,8 @@ void nsa_dumpreq_serve(struct nsa_dumpreq *d, struct nsdp_table *t)
 	pthread_mutex_unlock(&d->lock);
 }
 
-int64_t nsa_dumpreq_ask(struct nsa_dumpreq *d, const char *path,
-			int timeout_ms, void (*wake)(void *arg), void *arg)
+int64_t nsa_dumpreq_ask(struct nsa_dumpreq *d, const char *path, int timeout_ms,
+			void (*wake)(void *arg), void *arg)
 {
 	struct timespec deadline;
 	uint64_t serial;

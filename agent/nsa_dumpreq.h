@@ -28,7 +28,7 @@ void nsa_dumpreq_serve(struct nsa_dumpreq *d, struct nsdp_table *t);
 
 /* From another thread: ask, wake the owner, wait at most timeout_ms. The
  * count, or a negative errno. */
-int64_t nsa_dumpreq_ask(struct nsa_dumpreq *d, const char *path,
-			int timeout_ms, void (*wake)(void *arg), void *arg);
+int64_t nsa_dumpreq_ask(struct nsa_dumpreq *d, const char *path, int timeout_ms,
+			void (*wake)(void *arg), void *arg);
 
 #endif

@@ -136,8 +136,8 @@ static int send_slots(struct nsa_loader *ld)
 	return 0;
 }
 
-static int send_mget(struct nsa_loader *ld, struct key_batch *b,
-		     uint32_t first, uint32_t n)
+static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
+		     uint32_t n)
 {
 	const struct nsa_exp e = {
 		.ptr = b, .kind = OP_MGET, .a = first, .b = n};
@@ -300,8 +300,8 @@ static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 			m++;
 		}
 		if (m > 0)
-			ld->loaded += ld->sink.apply(ld->sink.arg, ld->node, ss,
-						     m);
+			ld->loaded +=
+				ld->sink.apply(ld->sink.arg, ld->node, ss, m);
 	}
 	if (bad)
 		ld->sink.bad(ld->sink.arg, bad);

@@ -96,8 +96,8 @@ size_t nsa_replay_items(const struct nsa_replay *r,
 		rec = &r->rp[pos];
 		if (rec->wseq < r->floor)
 			continue;
-		items[n++] = (struct nsa_resend_item){rec->wseq, i, &rec->s,
-						      flags};
+		items[n++] =
+			(struct nsa_resend_item){rec->wseq, i, &rec->s, flags};
 	}
 	return n;
 }

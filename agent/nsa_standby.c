@@ -223,9 +223,9 @@ static void resync_start(struct nsa_standby *sb, unsigned int node)
 	nd->gen = nsdp_table_resync_begin(sb->table);
 	nd->mark = ++sb->resync_counter;
 	nd->resyncing = 1;
-	resync_step(sb, node,
-		    nsa_loader_begin(&nd->ld,
-				     sb->topo.cluster && !nd->scan_only));
+	resync_step(
+		sb, node,
+		nsa_loader_begin(&nd->ld, sb->topo.cluster && !nd->scan_only));
 }
 
 static void resync_step(struct nsa_standby *sb, unsigned int node, int rc)
@@ -343,9 +343,8 @@ static int sub_check_alive(struct nsa_standby *sb, unsigned int node,
 			   uint64_t now)
 {
 	struct sb_node *nd = &sb->nodes[node];
-	int rc = nsa_sub_check_alive(&nd->sub,
-				     (uint64_t)sb->conf.ping_ms * 1000000ull,
-				     now);
+	int rc = nsa_sub_check_alive(
+		&nd->sub, (uint64_t)sb->conf.ping_ms * 1000000ull, now);
 
 	if (rc == NSA_SUB_DEAD) {
 		NSA_WARN("standby: no word from %s:%u for %" PRIu64
@@ -502,13 +501,14 @@ static void sb_run(struct nsa_standby *sb)
 			node = (unsigned int)who[k] / 2;
 			if (who[k] & 1) {
 				if (sb->nodes[node].ld.conn)
-					resync_step(sb, node,
-						    nsa_loader_on_readable(
-							    &sb->nodes[node].ld));
+					resync_step(
+						sb, node,
+						nsa_loader_on_readable(
+							&sb->nodes[node].ld));
 				continue;
 			}
-			if (nsa_sub_recv(&sb->nodes[node].sub,
-					 nsdp_mono_ns()) < 0) {
+			if (nsa_sub_recv(&sb->nodes[node].sub, nsdp_mono_ns()) <
+			    0) {
 				NSA_WARN("standby: lost subscription to "
 					 "%s:%u: %s",
 					 sb->nodes[node].addr.host,
@@ -653,7 +653,6 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 		LOAD(lag_hist[i]);
 #undef LOAD
 }
-
 
 int64_t nsa_standby_dump(struct nsa_standby *sb, const char *path,
 			 int timeout_ms)

@@ -73,9 +73,8 @@ static int same_masters(const struct nsa_topology *a,
 	for (i = 0; i < a->n_nodes; i++) {
 		const struct nsa_node *x = &a->nodes[i], *y = &b->nodes[i];
 
-		if (x->addr.port != y->addr.port ||
-		    x->channel_slot != y->channel_slot ||
-		    strcmp(x->addr.host, y->addr.host) != 0)
+		if (x->channel_slot != y->channel_slot ||
+		    !nsa_addr_equal(&x->addr, &y->addr))
 			return 0;
 	}
 	return 1;

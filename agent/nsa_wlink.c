@@ -30,11 +30,6 @@
 #define NSA_CONN_BACKOFF_MIN_MS 100
 #define NSA_CONN_BACKOFF_MAX_MS 2000
 
-static int addr_equal(const struct nsa_addr *x, const struct nsa_addr *y)
-{
-	return x->port == y->port && strcmp(x->host, y->host) == 0;
-}
-
 void nsa_link_free(struct nsa_link *c)
 {
 	if (c == NULL)
@@ -108,7 +103,8 @@ static struct nsa_link *link_take(struct nsa_link **old, unsigned int n_old,
 	unsigned int i;
 
 	for (i = 0; i < n_old; i++) {
-		if (old[i] != NULL && addr_equal(&old[i]->conn.addr, addr)) {
+		if (old[i] != NULL &&
+		    nsa_addr_equal(&old[i]->conn.addr, addr)) {
 			struct nsa_link *c = old[i];
 
 			old[i] = NULL;
@@ -207,7 +203,7 @@ static void asks_resolve(struct nsa_writer *w)
 		struct nsa_ask *a = &w->ask_pending[i];
 
 		for (j = 0; j < w->n_conns; j++)
-			if (addr_equal(&w->conns[j]->conn.addr, &a->addr))
+			if (nsa_addr_equal(&w->conns[j]->conn.addr, &a->addr))
 				break;
 		if (j == w->n_conns) {
 			struct nsa_link *c;

@@ -206,8 +206,8 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 /* ---- commands --------------------------------------------------------- */
 
 /* End a command whose reply answers record rec of batch b. */
-static int expect(struct nsa_writer *w, struct nsa_link *c,
-		  struct nsa_batch *b, uint32_t rec, uint32_t kind)
+static int expect(struct nsa_writer *w, struct nsa_link *c, struct nsa_batch *b,
+		  uint32_t rec, uint32_t kind)
 {
 	const struct nsa_exp e = {.ptr = b, .kind = kind, .a = rec};
 
