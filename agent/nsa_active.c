@@ -42,6 +42,8 @@
 #define NSA_SPIN_NS (50ull * 1000ull)
 #define NSA_POLL_MAX_NS (1000ull * 1000ull)
 
+/* ---- the writer loop ---------------------------------------------------- */
+
 static int quiescent(const struct nsa_writer *w)
 {
 	unsigned int i;
@@ -51,8 +53,6 @@ static int quiescent(const struct nsa_writer *w)
 			return 0;
 	return 1;
 }
-
-/* ---- the writer loop ---------------------------------------------------- */
 
 static int can_take(const struct nsa_writer *w)
 {
@@ -100,9 +100,8 @@ static unsigned int take_records(struct nsa_writer *w)
 	unsigned int burst = w->a->conf.batch_size < NSA_BURST
 				     ? w->a->conf.batch_size
 				     : NSA_BURST;
-	unsigned int taken = 0, k;
-
 	struct nsa_resend *rs = &w->resend;
+	unsigned int taken = 0, k;
 
 	while (rs->pos < rs->len && can_take(w)) {
 		size_t n = rs->len - rs->pos;

@@ -9,7 +9,8 @@
  * - Replies come back in the order commands went out, so each one belongs
  *   to the oldest queued expectation; this module only keeps the queue, the
  *   caller decides what a reply means.
- * - The output buffer is compacted only between commands.
+ * - The output buffer is compacted only when it is full, so a slow reader
+ *   costs no copying per command.
  *
  * Not here: deciding what to resend or when to reconnect (the callers), the
  * topology (nsa_cluster.c). hiredis still connects and authenticates, and
@@ -107,6 +108,16 @@ static int out_reserve(struct nsa_conn *c, size_t n)
 		return -ENOMEM;
 	if (c->out_len + n <= c->out_cap)
 		return 0;
+	if (c->out_head > 0) {
+		/* Nothing is sent while a command is built: cmd_start is
+		 * past out_head. */
+		c->out_len -= c->out_head;
+		c->cmd_start -= c->out_head;
+		memmove(c->out, c->out + c->out_head, c->out_len);
+		c->out_head = 0;
+		if (c->out_len + n <= c->out_cap)
+			return 0;
+	}
 	cap = c->out_cap ? c->out_cap : NSA_CONN_OUT_MIN;
 	while (cap < c->out_len + n)
 		cap *= 2;
@@ -145,12 +156,6 @@ static void out_header(struct nsa_conn *c, char prefix, uint64_t v)
 
 void nsa_conn_cmd(struct nsa_conn *c, unsigned int argc)
 {
-	if (c->out_head > 0) {
-		/* Compact between commands only: cmd_start stays valid. */
-		c->out_len -= c->out_head;
-		memmove(c->out, c->out + c->out_head, c->out_len);
-		c->out_head = 0;
-	}
 	c->cmd_start = c->out_len;
 	c->cmd_failed = 0;
 	if (out_reserve(c, 24) == 0)
