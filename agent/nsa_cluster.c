@@ -459,11 +459,15 @@ void nsa_topology_channel(const struct nsa_topology *t, unsigned int node,
 	ns_channel_for_slot(t->nodes[node].channel_slot, buf);
 }
 
+int nsa_addr_equal(const struct nsa_addr *x, const struct nsa_addr *y)
+{
+	return x->port == y->port && strcmp(x->host, y->host) == 0;
+}
+
 int nsa_topology_find(const struct nsa_topology *t, const struct nsa_addr *addr)
 {
 	for (unsigned int i = 0; i < t->n_nodes; i++)
-		if (t->nodes[i].addr.port == addr->port &&
-		    !strcmp(t->nodes[i].addr.host, addr->host))
+		if (nsa_addr_equal(&t->nodes[i].addr, addr))
 			return (int)i;
 	return -1;
 }

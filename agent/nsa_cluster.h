@@ -89,6 +89,9 @@ int nsa_topology_find(const struct nsa_topology *t,
 int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
 		       int64_t floor, char *err, size_t errlen);
 
+/* Whether x and y name the same node (same host string and port). */
+int nsa_addr_equal(const struct nsa_addr *x, const struct nsa_addr *y);
+
 /* Parse "host:port" into addr; 0 or -EINVAL. */
 int nsa_addr_parse(const char *s, struct nsa_addr *addr);
 

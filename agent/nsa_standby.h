@@ -6,8 +6,8 @@
  * SCAN for the keys, MGET for the sessions) while
  * live batches keep being applied, and from then on applies every batch it
  * receives. A sequence gap, a lost subscription or a topology change makes
- * it resync the masters concerned the same way. Malformed or foreign
- * messages are counted and dropped.
+ * it resync the masters concerned the same way. What it drops is counted
+ * in its stats, by reason.
  */
 #ifndef NSA_STANDBY_H
 #define NSA_STANDBY_H

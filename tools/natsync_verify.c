@@ -2,9 +2,9 @@
  * natsync_verify.c - the natsync-verify program: are the tables equal?
  *
  * Reads up to three session tables and compares them entry by entry: the
- * sessions in the store (SCAN + MGET on every master), a table file written
- * by the synthetic source (what the active produced), and a table file
- * dumped by a standby. With --standby-pid it asks the standby for a fresh
+ * sessions in the store (read as a standby loads them, nsa_loader.c), a
+ * table file written by the synthetic source (what the active produced),
+ * and a table file dumped by a standby. With --standby-pid it asks the standby for a fresh
  * dump (SIGUSR1) and retries until the tables match or --timeout passes,
  * since a standby may still be applying the last batches.
  *
@@ -22,17 +22,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <hiredis/hiredis.h>
-
 #include "ns_record.h"
 #include "ns_slot.h"
 #include "ngw_config.h"
 #include "nsa_cli.h"
 #include "nsa_cluster.h"
 #include "nsa_config.h"
+#include "nsa_loader.h"
 #include "nsdp_time.h"
 
-#define SCAN_COUNT "1000"
+/* A store that does not answer within this is an error. */
+#define STORE_TIMEOUT_MS 5000
 
 struct table {
 	struct ns_session *s;
@@ -101,131 +101,70 @@ static int table_read_file(struct table *t, const char *path)
 	return 0;
 }
 
-static int scan_master(redisContext *c, struct table *t, uint64_t *bad)
+struct store_read {
+	struct table *t;
+	uint64_t bad;
+};
+
+static unsigned int store_take(void *arg, unsigned int node,
+			       const struct ns_session *s, unsigned int n)
 {
-	char cursor[32] = "0";
+	struct store_read *sr = arg;
+	unsigned int i;
 
-	do {
-		redisReply *r = redisCommand(c, "SCAN %s MATCH ns:* COUNT %s",
-					     cursor, SCAN_COUNT);
-		redisReply *keys, *vals;
-		const char **argv;
-		size_t *lens;
-
-		if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-			fprintf(stderr, "natsync-verify: SCAN failed: %s\n",
-				r && r->type == REDIS_REPLY_ERROR ? r->str
-								  : c->errstr);
-			if (r)
-				freeReplyObject(r);
-			return -EIO;
-		}
-		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-		keys = r->element[1];
-		if (keys->elements == 0) {
-			freeReplyObject(r);
-			continue;
-		}
-		argv = malloc((keys->elements + 1) * sizeof(*argv));
-		lens = malloc((keys->elements + 1) * sizeof(*lens));
-		argv[0] = "MGET";
-		lens[0] = 4;
-		for (size_t i = 0; i < keys->elements; i++) {
-			argv[i + 1] = keys->element[i]->str;
-			lens[i + 1] = keys->element[i]->len;
-		}
-		/* Keys SCAN returns on one master may sit in different slots:
-		 * on a cluster MGET needs one slot, so fetch one by one there. */
-		vals = redisCommandArgv(c, (int)keys->elements + 1, argv, lens);
-		if (vals && vals->type == REDIS_REPLY_ERROR &&
-		    strstr(vals->str, "CROSSSLOT")) {
-			freeReplyObject(vals);
-			vals = NULL;
-			for (size_t i = 0; i < keys->elements; i++)
-				redisAppendCommand(c, "GET %b", argv[i + 1],
-						   lens[i + 1]);
-			for (size_t i = 0; i < keys->elements; i++) {
-				redisReply *v = NULL;
-				struct ns_session s;
-
-				if (redisGetReply(c, (void **)&v) != REDIS_OK) {
-					free(argv);
-					free(lens);
-					freeReplyObject(r);
-					return -EIO;
-				}
-				if (v->type == REDIS_REPLY_STRING &&
-				    ns_record_decode((uint8_t *)v->str, v->len,
-						     &s) > 0)
-					table_push(t, &s);
-				else if (v->type != REDIS_REPLY_NIL)
-					(*bad)++;
-				freeReplyObject(v);
-			}
-		} else if (vals && vals->type == REDIS_REPLY_ARRAY) {
-			for (size_t i = 0; i < vals->elements; i++) {
-				redisReply *v = vals->element[i];
-				struct ns_session s;
-
-				if (v->type == REDIS_REPLY_STRING &&
-				    ns_record_decode((uint8_t *)v->str, v->len,
-						     &s) > 0)
-					table_push(t, &s);
-				else if (v->type != REDIS_REPLY_NIL)
-					(*bad)++;
-			}
-		} else {
-			fprintf(stderr, "natsync-verify: MGET failed: %s\n",
-				vals ? vals->str : c->errstr);
-			free(argv);
-			free(lens);
-			if (vals)
-				freeReplyObject(vals);
-			freeReplyObject(r);
-			return -EIO;
-		}
-		if (vals)
-			freeReplyObject(vals);
-		free(argv);
-		free(lens);
-		freeReplyObject(r);
-	} while (strcmp(cursor, "0") != 0);
-	return 0;
+	(void)node;
+	for (i = 0; i < n; i++)
+		table_push(sr->t, &s[i]);
+	return n;
 }
 
+static void store_count_bad(void *arg, uint64_t n)
+{
+	struct store_read *sr = arg;
+
+	sr->bad += n;
+}
+
+/* Every master's sessions, read as the standby loads them (SCAN + MGET). */
 static int table_read_store(struct table *t, const struct nsa_store_conf *sc)
 {
 	struct nsa_topology *topo = calloc(1, sizeof(*topo));
+	struct store_read sr = {.t = t};
+	const struct nsa_loader_sink sink = {store_take, store_count_bad, &sr};
 	char err[512];
-	uint64_t bad = 0;
 	int rc = 0;
 
 	t->n = 0;
-	if (nsa_topology_fetch(sc, topo, err, sizeof(err)) != 0) {
-		fprintf(stderr, "natsync-verify: store: %s\n", err);
+	if (!topo || nsa_topology_fetch(sc, topo, err, sizeof(err)) != 0) {
+		fprintf(stderr, "natsync-verify: store: %s\n",
+			topo ? err : "out of memory");
 		free(topo);
 		return -EIO;
 	}
-	for (unsigned int i = 0; i < topo->n_nodes && rc == 0; i++) {
-		redisContext *c = nsa_store_connect(sc, &topo->nodes[i].addr,
-						    err, sizeof(err));
-
-		if (!c) {
+	for (unsigned int i = 0; i < topo->n_nodes; i++) {
+		if (nsa_loader_run(sc, topo, i, 0, &sink, STORE_TIMEOUT_MS, err,
+				   sizeof(err)) != NSA_LOADER_DONE) {
 			fprintf(stderr, "natsync-verify: store: %s\n", err);
 			rc = -EIO;
 			break;
 		}
-		rc = scan_master(c, t, &bad);
-		redisFree(c);
 	}
 	free(topo);
-	if (bad)
+	if (sr.bad)
 		fprintf(stderr,
 			"natsync-verify: store: %" PRIu64
 			" values are not valid session records\n",
-			bad);
+			sr.bad);
 	qsort(t->s, t->n, sizeof(*t->s), flow_cmp);
 	return rc;
+}
+
+static void show_only(const struct table *t, const struct ns_session *s)
+{
+	char js[512];
+
+	ns_record_to_json(s, js, sizeof(js));
+	fprintf(stderr, "  only in %s: %s\n", t->name, js);
 }
 
 /* Compare two sorted tables; prints a summary line, returns 1 if equal. */
@@ -242,19 +181,13 @@ static int table_compare(const struct table *a, const struct table *b,
 
 		if (c < 0) {
 			missing++;
-			if (!quiet && shown++ < 3) {
-				ns_record_to_json(&a->s[i], ja, sizeof(ja));
-				fprintf(stderr, "  only in %s: %s\n", a->name,
-					ja);
-			}
+			if (!quiet && shown++ < 3)
+				show_only(a, &a->s[i]);
 			i++;
 		} else if (c > 0) {
 			extra++;
-			if (!quiet && shown++ < 3) {
-				ns_record_to_json(&b->s[j], jb, sizeof(jb));
-				fprintf(stderr, "  only in %s: %s\n", b->name,
-					jb);
-			}
+			if (!quiet && shown++ < 3)
+				show_only(b, &b->s[j]);
 			j++;
 		} else {
 			if (!ns_session_equal_state(&a->s[i], &b->s[j])) {

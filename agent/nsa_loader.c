@@ -1,0 +1,425 @@
+/*
+ * nsa_loader.c - reading one master's sessions: list the keys, MGET the
+ * values, hand the decoded sessions to a sink.
+ *
+ * A cluster master is read slot by slot: CLUSTER GETKEYSINSLOT for each
+ * slot it owns (NSA_SLOT_WINDOW of them in flight), each answered by one
+ * MGET of that slot's keys. A plain server (or a master that refuses
+ * GETKEYSINSLOT) is read with SCAN MATCH ns:* and one MGET per SCAN reply
+ * (one per slot on a cluster: MGET keys must share a slot).
+ *
+ * Invariants:
+ * - Every command queues what its reply means; a key list lives until the
+ *   last MGET that names its keys is answered (or the loader is closed).
+ * - Only keys of natsync's length are read, and a value counts only when
+ *   it decodes whole and its session builds the key it was stored under;
+ *   the rest goes to the sink's bad counter.
+ *
+ * Not here: what a load means for a table (the sink decides), retries and
+ * liveness (the caller watches last_rx_ns).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ns_slot.h"
+#include "nsa_loader.h"
+#include "nsdp_time.h"
+
+/* Keys per SCAN (one MGET each). */
+#define NSA_SCAN_COUNT "1000"
+/* CLUSTER GETKEYSINSLOT requests kept in flight. */
+#define NSA_SLOT_WINDOW 32
+#define NSA_SLOT_MAX_KEYS "1000000000"
+/* Sessions decoded ahead of their apply, so that the sink can prefetch
+ * their table buckets. */
+#define NSA_APPLY_CHUNK 16
+
+enum load_op { OP_SCAN, OP_SLOT, OP_MGET };
+
+/* Keys of one SCAN or GETKEYSINSLOT reply, in the order the MGETs asked
+ * for them (session keys only). */
+struct key_batch {
+	redisReply *reply; /* owns the key strings */
+	redisReply **keys;
+	unsigned int refs; /* MGETs still to answer */
+	uint32_t order[];
+};
+
+static void key_batch_unref(struct key_batch *b)
+{
+	if (--b->refs == 0) {
+		freeReplyObject(b->reply);
+		free(b);
+	}
+}
+
+void nsa_loader_close(struct nsa_loader *ld)
+{
+	if (ld->conn == NULL)
+		return;
+	while (ld->conn->exp_count) {
+		struct nsa_exp e = nsa_conn_exp_pop(ld->conn);
+
+		if (e.kind == OP_MGET)
+			key_batch_unref(e.ptr);
+	}
+	nsa_conn_free(ld->conn);
+	ld->conn = NULL;
+}
+
+int nsa_loader_open(struct nsa_loader *ld, const struct nsa_store_conf *conf,
+		    const struct nsa_topology *topo, unsigned int node,
+		    const struct nsa_loader_sink *sink, char *err,
+		    size_t errlen)
+{
+	int rc;
+
+	nsa_loader_close(ld);
+	ld->conn = nsa_conn_new(&topo->nodes[node].addr);
+	if (ld->conn == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = nsa_conn_open(ld->conn, conf, err, errlen);
+	if (rc < 0) {
+		nsa_conn_free(ld->conn);
+		ld->conn = NULL;
+		return rc;
+	}
+	ld->topo = topo;
+	ld->node = node;
+	ld->sink = *sink;
+	return 0;
+}
+
+static int send_scan(struct nsa_loader *ld, const char *cursor)
+{
+	const struct nsa_exp e = {.kind = OP_SCAN};
+
+	nsa_conn_cmd(ld->conn, 6);
+	nsa_conn_arg_str(ld->conn, "SCAN");
+	nsa_conn_arg_str(ld->conn, cursor);
+	nsa_conn_arg_str(ld->conn, "MATCH");
+	nsa_conn_arg_str(ld->conn, "ns:*");
+	nsa_conn_arg_str(ld->conn, "COUNT");
+	nsa_conn_arg_str(ld->conn, NSA_SCAN_COUNT);
+	return nsa_conn_cmd_end(ld->conn, &e);
+}
+
+/* Keep NSA_SLOT_WINDOW GETKEYSINSLOT in flight over the slots node owns. */
+static int send_slots(struct nsa_loader *ld)
+{
+	const struct nsa_topology *t = ld->topo;
+	const struct nsa_exp e = {.kind = OP_SLOT};
+
+	while (ld->slots_inflight < NSA_SLOT_WINDOW && !ld->keys_done) {
+		while (ld->next_slot < NS_SLOTS &&
+		       !(t->slot_covered[ld->next_slot] &&
+			 t->slot_node[ld->next_slot] == ld->node))
+			ld->next_slot++;
+		if (ld->next_slot == NS_SLOTS) {
+			ld->keys_done = 1;
+			break;
+		}
+		nsa_conn_cmd(ld->conn, 4);
+		nsa_conn_arg_str(ld->conn, "CLUSTER");
+		nsa_conn_arg_str(ld->conn, "GETKEYSINSLOT");
+		nsa_conn_arg_u32(ld->conn, ld->next_slot++);
+		nsa_conn_arg_str(ld->conn, NSA_SLOT_MAX_KEYS);
+		if (nsa_conn_cmd_end(ld->conn, &e) != 0)
+			return -ENOMEM;
+		ld->slots_inflight++;
+	}
+	return 0;
+}
+
+static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
+		     uint32_t n)
+{
+	const struct nsa_exp e = {
+		.ptr = b, .kind = OP_MGET, .a = first, .b = n};
+	uint32_t i;
+
+	nsa_conn_cmd(ld->conn, n + 1);
+	nsa_conn_arg_str(ld->conn, "MGET");
+	for (i = first; i < first + n; i++) {
+		const redisReply *k = b->keys[b->order[i]];
+
+		nsa_conn_arg(ld->conn, k->str, k->len);
+	}
+	if (nsa_conn_cmd_end(ld->conn, &e) != 0)
+		return -ENOMEM;
+	b->refs++; /* the MGET's reply holds the keys until it comes */
+	return 0;
+}
+
+static const uint16_t *sort_slots; /* qsort has no context argument */
+
+static int by_slot(const void *a, const void *b)
+{
+	uint16_t sa = sort_slots[*(const uint32_t *)a];
+	uint16_t sb = sort_slots[*(const uint32_t *)b];
+
+	return (sa > sb) - (sa < sb);
+}
+
+/* A list of keys (owned by reply r): queue MGETs of its session keys, one
+ * for all of them when they share a slot or the store is one server, else
+ * one per slot. Takes r. */
+static int on_keys(struct nsa_loader *ld, redisReply *r, redisReply **keys,
+		   size_t n, int one_slot)
+{
+	struct key_batch *b;
+	uint16_t *slots = NULL;
+	size_t m = 0, i, first;
+	uint64_t bad = 0;
+	int rc = 0;
+
+	b = malloc(sizeof(*b) + n * sizeof(uint32_t));
+	if (!b) {
+		freeReplyObject(r);
+		return -ENOMEM;
+	}
+	b->reply = r;
+	b->keys = keys;
+	b->refs = 1; /* ours until the MGETs are queued */
+	for (i = 0; i < n; i++) {
+		const redisReply *k = keys[i];
+
+		if (k->type != REDIS_REPLY_STRING ||
+		    k->len < NS_KEY_PREFIX_LEN ||
+		    memcmp(k->str, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0)
+			continue; /* not natsync's */
+		if (k->len != NS_KEY_LEN || k->str[3] == 0) {
+			bad++;
+			continue;
+		}
+		b->order[m++] = (uint32_t)i;
+	}
+	if (bad)
+		ld->sink.bad(ld->sink.arg, bad);
+	if (m == 0) {
+		/* nothing to ask */
+	} else if (one_slot || !ld->topo->cluster) {
+		rc = send_mget(ld, b, 0, (uint32_t)m);
+	} else {
+		slots = malloc(n * sizeof(*slots));
+		if (!slots) {
+			key_batch_unref(b);
+			return -ENOMEM;
+		}
+		for (i = 0; i < m; i++)
+			slots[b->order[i]] = ns_key_slot(
+				keys[b->order[i]]->str, keys[b->order[i]]->len);
+		sort_slots = slots;
+		qsort(b->order, m, sizeof(uint32_t), by_slot);
+		for (first = 0; first < m && rc == 0; first = i) {
+			for (i = first + 1;
+			     i < m &&
+			     slots[b->order[i]] == slots[b->order[first]];
+			     i++)
+				;
+			rc = send_mget(ld, b, (uint32_t)first,
+				       (uint32_t)(i - first));
+		}
+		free(slots);
+	}
+	/* On error the loader is closed, which drops the MGETs' references
+	 * through their expectations. */
+	key_batch_unref(b);
+	return rc;
+}
+
+/* A SCAN reply: queue the next SCAN, then MGETs of its keys. */
+static int on_scan(struct nsa_loader *ld, redisReply *r)
+{
+	int rc;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_ARRAY) {
+		freeReplyObject(r);
+		return -EPROTO;
+	}
+	if (strcmp(r->element[0]->str, "0") == 0)
+		ld->keys_done = 1;
+	else if ((rc = send_scan(ld, r->element[0]->str)) < 0) {
+		freeReplyObject(r);
+		return rc;
+	}
+	return on_keys(ld, r, r->element[1]->element, r->element[1]->elements,
+		       0);
+}
+
+/* A GETKEYSINSLOT reply: one MGET of the slot's keys, and the next slot. */
+static int on_slot(struct nsa_loader *ld, redisReply *r)
+{
+	int rc;
+
+	ld->slots_inflight--;
+	if (r->type != REDIS_REPLY_ARRAY) {
+		freeReplyObject(r);
+		return -EPROTO;
+	}
+	rc = on_keys(ld, r, r->element, r->elements, 1);
+	return rc < 0 ? rc : send_slots(ld);
+}
+
+static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
+		    const redisReply *r)
+{
+	const struct key_batch *b = e->ptr;
+	struct ns_session ss[NSA_APPLY_CHUNK];
+	uint32_t i = 0, m, n = e->b;
+	uint64_t bad = 0;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
+		return;
+	while (i < n) {
+		for (m = 0; i < n && m < NSA_APPLY_CHUNK; i++) {
+			const redisReply *v = r->element[i];
+			const redisReply *k = b->keys[b->order[e->a + i]];
+			uint8_t key[NS_KEY_LEN];
+
+			if (v->type != REDIS_REPLY_STRING)
+				continue; /* expired since the key was listed */
+			if (ns_record_decode((const uint8_t *)v->str, v->len,
+					     &ss[m]) != (int)v->len) {
+				bad++;
+				continue;
+			}
+			ns_key_build(ss[m].proto, &ss[m].orig, key);
+			if (k->len != NS_KEY_LEN ||
+			    memcmp(k->str, key, NS_KEY_LEN) != 0) {
+				bad++;
+				continue;
+			}
+			m++;
+		}
+		if (m > 0)
+			ld->loaded +=
+				ld->sink.apply(ld->sink.arg, ld->node, ss, m);
+	}
+	if (bad)
+		ld->sink.bad(ld->sink.arg, bad);
+}
+
+int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
+{
+	ld->by_slot = by_slot;
+	ld->keys_done = 0;
+	ld->next_slot = 0;
+	ld->slots_inflight = 0;
+	ld->loaded = 0;
+	ld->last_rx_ns = nsdp_mono_ns();
+	if ((by_slot ? send_slots(ld) : send_scan(ld, "0")) < 0) {
+		snprintf(ld->why, sizeof(ld->why), "out of memory");
+		return NSA_LOADER_FAILED;
+	}
+	return ld->keys_done && ld->conn->exp_count == 0 ? NSA_LOADER_DONE
+							 : NSA_LOADER_MORE;
+}
+
+int nsa_loader_flush(struct nsa_loader *ld)
+{
+	if (ld->conn && nsa_conn_want_write(ld->conn) &&
+	    nsa_conn_send(ld->conn) < 0) {
+		snprintf(ld->why, sizeof(ld->why), "%s", ld->conn->err);
+		return NSA_LOADER_FAILED;
+	}
+	return 0;
+}
+
+/* An error reply, or a reply nothing asked for. */
+static int on_refusal(struct nsa_loader *ld, redisReply *r)
+{
+	const struct nsa_exp *head = nsa_conn_exp_peek(ld->conn);
+	int slot_refused = head && head->kind == OP_SLOT &&
+			   r->type == REDIS_REPLY_ERROR &&
+			   (strncmp(r->str, "NOPERM", 6) == 0 ||
+			    strncmp(r->str, "ERR", 3) == 0);
+
+	snprintf(ld->why, sizeof(ld->why), "%.150s",
+		 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected");
+	freeReplyObject(r);
+	return slot_refused ? NSA_LOADER_SLOTS_REFUSED : NSA_LOADER_FAILED;
+}
+
+int nsa_loader_on_readable(struct nsa_loader *ld)
+{
+	redisReply *r;
+	int rc;
+
+	if (nsa_conn_recv(ld->conn) < 0) {
+		snprintf(ld->why, sizeof(ld->why), "%s", ld->conn->err);
+		return NSA_LOADER_FAILED;
+	}
+	ld->last_rx_ns = nsdp_mono_ns();
+	while ((rc = nsa_conn_reply(ld->conn, &r)) == 1) {
+		struct nsa_exp e;
+
+		if (ld->conn->exp_count == 0 || r->type == REDIS_REPLY_ERROR)
+			return on_refusal(ld, r);
+		e = nsa_conn_exp_pop(ld->conn);
+		if (e.kind == OP_MGET) {
+			on_mget(ld, &e, r);
+			freeReplyObject(r);
+			key_batch_unref(e.ptr);
+			continue;
+		}
+		rc = e.kind == OP_SCAN ? on_scan(ld, r) : on_slot(ld, r);
+		if (rc < 0) {
+			snprintf(ld->why, sizeof(ld->why), "%s", strerror(-rc));
+			return NSA_LOADER_FAILED;
+		}
+	}
+	if (rc < 0) {
+		snprintf(ld->why, sizeof(ld->why), "%s", ld->conn->err);
+		return NSA_LOADER_FAILED;
+	}
+	return ld->keys_done && ld->conn->exp_count == 0 ? NSA_LOADER_DONE
+							 : NSA_LOADER_MORE;
+}
+
+int nsa_loader_run(const struct nsa_store_conf *conf,
+		   const struct nsa_topology *topo, unsigned int node,
+		   int by_slot, const struct nsa_loader_sink *sink,
+		   int timeout_ms, char *err, size_t errlen)
+{
+	struct nsa_loader ld = {0};
+	int rc;
+
+	if (nsa_loader_open(&ld, conf, topo, node, sink, err, errlen) < 0)
+		return NSA_LOADER_FAILED;
+	rc = nsa_loader_begin(&ld, by_slot);
+	while (rc == NSA_LOADER_MORE) {
+		struct pollfd p = {.fd = ld.conn->fd, .events = POLLIN};
+		int n;
+
+		if (nsa_loader_flush(&ld) < 0) {
+			rc = NSA_LOADER_FAILED;
+			break;
+		}
+		if (nsa_conn_want_write(ld.conn))
+			p.events |= POLLOUT;
+		n = poll(&p, 1, timeout_ms);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(ld.why, sizeof(ld.why), "%s",
+				 n == 0 ? "no reply" : strerror(errno));
+			rc = NSA_LOADER_FAILED;
+			break;
+		}
+		if (p.revents & (POLLIN | POLLHUP | POLLERR))
+			rc = nsa_loader_on_readable(&ld);
+	}
+	if (rc < 0)
+		snprintf(err, errlen, "%s:%u: %s", topo->nodes[node].addr.host,
+			 topo->nodes[node].addr.port, ld.why);
+	nsa_loader_close(&ld);
+	return rc;
+}

@@ -1,0 +1,83 @@
+/*
+ * nsa_loader.h - reading the sessions one master holds: the key listing
+ * (CLUSTER GETKEYSINSLOT per slot, or SCAN) and MGET of the values, on one
+ * non-blocking pipelined connection. The standby's cold load and resyncs
+ * run it inside their poll() loop; natsync-verify runs it to its end.
+ */
+#ifndef NSA_LOADER_H
+#define NSA_LOADER_H
+
+#include <stdint.h>
+
+#include "ns_record.h"
+#include "nsa_cluster.h"
+#include "nsa_conn.h"
+
+/* Where the sessions go. */
+struct nsa_loader_sink {
+	/* n sessions read from master node, each under its own key; returns
+	 * how many were taken. */
+	unsigned int (*apply)(void *arg, unsigned int node,
+			      const struct ns_session *s, unsigned int n);
+	/* n keys or values under natsync's prefix that are not valid. */
+	void (*bad)(void *arg, uint64_t n);
+	void *arg;
+};
+
+/* nsa_loader_on_readable() and nsa_loader_run(): */
+#define NSA_LOADER_DONE 1 /* every key listed and read */
+#define NSA_LOADER_MORE 0
+#define NSA_LOADER_FAILED (-1) /* the reason in why */
+/* GETKEYSINSLOT refused for good (ACL, an older or stripped server), not a
+ * passing state such as LOADING: load with SCAN. */
+#define NSA_LOADER_SLOTS_REFUSED (-2)
+
+struct nsa_loader {
+	struct nsa_conn *conn; /* NULL: closed */
+	const struct nsa_topology *topo;
+	unsigned int node;
+	int by_slot; /* GETKEYSINSLOT per slot, else SCAN */
+	int keys_done; /* every SCAN or GETKEYSINSLOT is sent */
+	uint32_t next_slot; /* by_slot: the next slot to ask for */
+	uint32_t slots_inflight;
+	uint64_t last_rx_ns; /* monotonic: started, or last read a reply */
+	uint64_t loaded; /* sessions the sink took */
+	struct nsa_loader_sink sink;
+	char why[160];
+};
+
+/* Connect to master node of topo (which must outlive the load). 0, or a
+ * negative errno with the reason in err. */
+int nsa_loader_open(struct nsa_loader *ld, const struct nsa_store_conf *conf,
+		    const struct nsa_topology *topo, unsigned int node,
+		    const struct nsa_loader_sink *sink, char *err,
+		    size_t errlen);
+
+/* Queue the first key listings. NSA_LOADER_DONE when there is nothing to
+ * read (a master without slots), NSA_LOADER_MORE, or NSA_LOADER_FAILED. */
+int nsa_loader_begin(struct nsa_loader *ld, int by_slot);
+
+/* Handle what the connection brought (call when its fd is readable). */
+int nsa_loader_on_readable(struct nsa_loader *ld);
+
+/* Send what is queued: 0, or NSA_LOADER_FAILED. */
+int nsa_loader_flush(struct nsa_loader *ld);
+
+/* Replies are due (the load is not done). */
+static inline int nsa_loader_waiting(const struct nsa_loader *ld)
+{
+	return ld->conn != NULL && ld->conn->exp_count > 0;
+}
+
+/* Blocking: open, begin and run the load of node to its end (for
+ * programs, not the agent). A reply that takes more than timeout_ms fails
+ * it. NSA_LOADER_DONE, NSA_LOADER_FAILED or NSA_LOADER_SLOTS_REFUSED, with
+ * the reason in err. */
+int nsa_loader_run(const struct nsa_store_conf *conf,
+		   const struct nsa_topology *topo, unsigned int node,
+		   int by_slot, const struct nsa_loader_sink *sink,
+		   int timeout_ms, char *err, size_t errlen);
+
+void nsa_loader_close(struct nsa_loader *ld);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * nsa_order.h - where a batch stands among those the standby saw: its
+ * gateway's epoch (fencing) and its (publisher, channel) sequence (gaps
+ * and late deliveries).
+ */
+#ifndef NSA_ORDER_H
+#define NSA_ORDER_H
+
+#include <stdint.h>
+
+#include "ns_batch.h"
+
+#define NSA_ORDER_MAX_PUBS 1024
+#define NSA_ORDER_MAX_GATEWAYS 64
+
+/* The last batch seen from one publisher on one channel (named by its
+ * slot). Kept across resubscriptions: a publisher's seq on a channel only
+ * grows for its whole life, whichever master serves the channel, so a
+ * batch at or below last is an old one delivered late. */
+struct nsa_pub_seq {
+	uint32_t publisher_id;
+	uint16_t channel_slot;
+	uint8_t rebase; /* resubscribed since: the next batch is no gap */
+	uint64_t last;
+};
+
+struct nsa_gw_epoch {
+	uint32_t gateway_id;
+	uint32_t epoch;
+};
+
+struct nsa_order {
+	struct nsa_pub_seq pubs[NSA_ORDER_MAX_PUBS];
+	unsigned int n_pubs;
+	struct nsa_gw_epoch gws[NSA_ORDER_MAX_GATEWAYS];
+	unsigned int n_gws;
+};
+
+enum nsa_seq_verdict { NSA_SEQ_NEXT, NSA_SEQ_GAP, NSA_SEQ_STALE };
+
+/* 0 to apply, -1 to drop a batch from an older epoch of its gateway. */
+int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h);
+
+/* Where a batch received on the channel of channel_slot stands in its
+ * sequence (and remember it). */
+enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
+				   const struct ns_batch_hdr *h);
+
+/* Every channel was resubscribed (and will be loaded): no gap next. */
+void nsa_order_rebase(struct nsa_order *o);
+
+#endif

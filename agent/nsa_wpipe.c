@@ -1,0 +1,487 @@
+/*
+ * nsa_wpipe.c - a writer's pipeline: records become commands in their
+ * master's open batch, a batch closes with its notification, and replies
+ * are charged to the batch (and record) they answer.
+ *
+ * Every command queues an expectation naming its batch and record on its
+ * connection, so that replies, which come in order per connection, are
+ * charged right even when a record's SET went to another node (ASK) than
+ * its batch's notification.
+ *
+ * Invariants:
+ * - A batch is finalized once every reply it awaits came in (or was lost
+ *   with its connection): acknowledged, or held for the resend when it or
+ *   anything before it failed.
+ * - A record refused for good is flagged dropped in its batch and counted
+ *   when the batch is finalized, never retried.
+ *
+ * Not here: connections, redirections and the resend (nsa_wlink.c), the
+ * loop (nsa_active.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nsa_log.h"
+#include "nsa_writer.h"
+
+/* Log an error reply once per kind (its first word) and writer. */
+static void log_error_once(struct nsa_writer *w, const char *text, size_t len)
+{
+	char kind[32];
+	size_t k = 0;
+	unsigned int i;
+
+	while (k < len && k < sizeof(kind) - 1 && text[k] != ' ') {
+		kind[k] = text[k];
+		k++;
+	}
+	kind[k] = '\0';
+	for (i = 0; i < w->n_logged; i++)
+		if (strcmp(w->logged[i], kind) == 0)
+			return;
+	if (w->n_logged < NSA_MAX_LOGGED_KINDS)
+		memcpy(w->logged[w->n_logged++], kind, k + 1);
+	NSA_ERR("writer %u: store refused a command: %.*s (records counted "
+		"as dropped; further '%s' errors are counted, not logged)",
+		w->idx, (int)(len > 200 ? 200 : len), text, kind);
+}
+
+/* ---- batches ---------------------------------------------------------- */
+
+static struct nsa_batch *batch_get(struct nsa_writer *w)
+{
+	unsigned int bs = w->a->conf.batch_size;
+	struct nsa_batch *b = w->free_batches;
+
+	if (b != NULL) {
+		w->free_batches = b->next_free;
+	} else {
+		b = calloc(1, sizeof(*b));
+		if (b == NULL)
+			return NULL;
+		b->sess = malloc(bs * sizeof(*b->sess));
+		b->rflags = malloc(bs);
+		b->body = malloc(NS_BATCH_HDR_LEN +
+				 (size_t)bs * NS_RECORD_MAX_LEN);
+		if (!b->sess || !b->rflags || !b->body) {
+			free(b->sess);
+			free(b->rflags);
+			free(b->body);
+			free(b);
+			return NULL;
+		}
+	}
+	b->next_free = NULL;
+	b->count = 0;
+	b->epoch = w->a->conf.epoch;
+	b->pending = 0;
+	b->closed = 0;
+	b->retry = 0;
+	b->body_len = NS_BATCH_HDR_LEN;
+	b->wseq = w->wseq++;
+	b->open_ns = w->now_ns;
+	return b;
+}
+
+void nsa_batch_put(struct nsa_writer *w, struct nsa_batch *b)
+{
+	b->next_free = w->free_batches;
+	w->free_batches = b;
+}
+
+void nsa_batch_free_all(struct nsa_writer *w)
+{
+	struct nsa_batch *b;
+
+	while ((b = w->free_batches) != NULL) {
+		w->free_batches = b->next_free;
+		free(b->sess);
+		free(b->rflags);
+		free(b->body);
+		free(b);
+	}
+}
+
+int nsa_batch_hold(struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (w->n_held == w->cap_held) {
+		size_t cap = w->cap_held ? 2 * w->cap_held : 64;
+		struct nsa_batch **h = realloc(w->held, cap * sizeof(*h));
+
+		if (h == NULL)
+			return -ENOMEM;
+		w->held = h;
+		w->cap_held = cap;
+	}
+	w->held[w->n_held++] = b;
+	return 0;
+}
+
+/* ---- the replay window ------------------------------------------------ */
+
+/* Acknowledgements older than this may leave the window: replay_ms before
+ * the last moment every master was known to answer (a master whose replies
+ * are overdue since wait_since_ns may be dying). */
+static uint64_t replay_cutoff(const struct nsa_writer *w)
+{
+	uint64_t alive = w->now_ns, ns = w->a->replay_ns;
+	unsigned int i;
+
+	for (i = 0; i < w->n_conns; i++) {
+		const struct nsa_link *c = w->conns[i];
+
+		if (c->conn.fd >= 0 && c->conn.exp_count > 0 &&
+		    c->wait_since_ns < alive)
+			alive = c->wait_since_ns;
+	}
+	return alive > ns ? alive - ns : 0;
+}
+
+/* Never in retry mode: the window waits for the resend that may replay it. */
+void nsa_writer_replay_trim(struct nsa_writer *w)
+{
+	if (w->replay.count == 0 || w->retry_mode)
+		return;
+	nsa_replay_trim(&w->replay, replay_cutoff(w));
+}
+
+static void replay_keep(struct nsa_writer *w, const struct nsa_batch *b)
+{
+	uint64_t cutoff;
+	unsigned int i;
+
+	if (w->replay.cap == 0)
+		return;
+	nsa_writer_replay_trim(w);
+	cutoff = replay_cutoff(w);
+	for (i = 0; i < b->count; i++) {
+		if (b->rflags[i] & NSA_REC_DROPPED)
+			continue;
+		if (!nsa_replay_keep(&w->replay, &b->sess[i], b->wseq,
+				     w->now_ns, cutoff))
+			continue;
+		if (w->st.replay_short == 0)
+			NSA_WARN("writer %u: the replay window is full: "
+				 "records leave it before %u ms (raise "
+				 "[active] replay_records)",
+				 w->idx, w->a->conf.replay_ms);
+		W_STAT_ADD(w, replay_short, 1);
+	}
+}
+
+void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
+{
+	unsigned int i, dropped = 0, replays = 0;
+
+	if (b->retry || w->retry_mode) {
+		w->retry_mode = 1;
+		if (nsa_batch_hold(w, b) == 0)
+			return;
+		for (i = 0; i < b->count; i++)
+			dropped += !(b->rflags[i] & NSA_REC_REPLAY);
+		NSA_ERR("writer %u: out of memory holding a batch for resend; "
+			"%u records dropped",
+			w->idx, dropped);
+		W_STAT_ADD(w, dropped, dropped);
+		W_STAT_SUB(w, replay_inflight, b->count - dropped);
+		nsa_batch_put(w, b);
+		return;
+	}
+	for (i = 0; i < b->count; i++) {
+		if (b->rflags[i] & NSA_REC_REPLAY)
+			replays++;
+		else if (b->rflags[i] & NSA_REC_DROPPED)
+			dropped++;
+	}
+	W_STAT_ADD(w, dropped, dropped);
+	W_STAT_ADD(w, acked, b->count - dropped - replays);
+	W_STAT_SUB(w, replay_inflight, replays);
+	W_STAT_ADD(w, batches, 1);
+	w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
+	replay_keep(w, b);
+	nsa_batch_put(w, b);
+}
+
+/* ---- commands --------------------------------------------------------- */
+
+/* End a command whose reply answers record rec of batch b. */
+static int expect(struct nsa_writer *w, struct nsa_link *c, struct nsa_batch *b,
+		  uint32_t rec, uint32_t kind)
+{
+	const struct nsa_exp e = {.ptr = b, .kind = kind, .a = rec};
+
+	if (c->conn.exp_count == 0)
+		c->wait_since_ns = w->now_ns;
+	if (nsa_conn_cmd_end(&c->conn, &e) != 0)
+		return -ENOMEM;
+	b->pending++;
+	return 0;
+}
+
+int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
+{
+	const struct nsa_config *conf = &w->a->conf;
+	struct nsa_batch *b = c->open;
+	struct ns_batch_hdr h = {
+		.publisher_id = w->publisher_id,
+		.gateway_id = conf->gateway_id,
+		.epoch = b->epoch,
+		.count = (uint16_t)b->count,
+		.flags = conf->batch_key_len ? NS_BATCH_F_HMAC : 0,
+		.seq = ++w->seq[c->channel_slot],
+		.body_len = (uint32_t)(b->body_len - NS_BATCH_HDR_LEN),
+	};
+	uint8_t mac[NS_BATCH_MAC_LEN];
+	size_t mac_len = 0;
+
+	ns_batch_hdr_encode(&h, b->body);
+	if (conf->batch_key_len) {
+		/* The trailer goes out after the body; the batch keeps only
+		 * header and records, so a resend signs its new header. */
+		if (ns_batch_mac((const uint8_t *)conf->batch_key,
+				 conf->batch_key_len, b->body, b->body_len,
+				 mac) != 0)
+			return -EINVAL;
+		mac_len = NS_BATCH_MAC_LEN;
+	}
+	nsa_conn_cmd(&c->conn, 3);
+	nsa_conn_arg_str(&c->conn,
+			 w->topo.sharded_pubsub ? "SPUBLISH" : "PUBLISH");
+	nsa_conn_arg(&c->conn, c->channel, c->channel_len);
+	nsa_conn_arg2(&c->conn, b->body, b->body_len, mac, mac_len);
+	if (expect(w, c, b, 0, NSA_EXP_NOTIFY) != 0)
+		return -ENOMEM;
+	b->closed = 1;
+	c->open = NULL;
+	c->inflight_batches++;
+	return 0;
+}
+
+/* Which master's batch a key belongs to, and which connection its command
+ * goes to (another one, with ASKING, while its slot is being migrated). */
+static unsigned int route(const struct nsa_writer *w, const uint8_t *key,
+			  unsigned int *cmd_conn, int *asking)
+{
+	uint16_t slot;
+	unsigned int node, i;
+
+	*asking = 0;
+	if (!w->topo.cluster) {
+		*cmd_conn = 0;
+		return 0;
+	}
+	slot = ns_key_slot(key, NS_KEY_LEN);
+	node = w->topo.slot_node[slot];
+	*cmd_conn = node;
+	for (i = 0; i < w->n_ask; i++) {
+		if (w->ask[i].slot == slot) {
+			*cmd_conn = w->ask[i].conn;
+			*asking = 1;
+			break;
+		}
+	}
+	return node;
+}
+
+/* Append one record: its command to the pipeline, its copy and wire form to
+ * its master's open batch. rflag: NSA_REC_REPLAY or 0. */
+int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
+		      uint8_t rflag)
+{
+	uint8_t key[NS_KEY_LEN];
+	unsigned int node, cmd_idx;
+	struct nsa_link *c, *cc;
+	struct nsa_batch *b;
+	int asking, len;
+	uint32_t rec;
+
+	ns_key_build(s->proto, &s->orig, key);
+	node = route(w, key, &cmd_idx, &asking);
+	c = w->conns[node];
+	cc = w->conns[cmd_idx];
+	if (c->open == NULL && (c->open = batch_get(w)) == NULL)
+		return -ENOMEM;
+	b = c->open;
+	rec = b->count;
+	len = ns_record_encode(s, b->body + b->body_len, NS_RECORD_MAX_LEN);
+	if (len < 0) {
+		static const char why[] =
+			"record-encode: unknown version, family or event";
+
+		if (rflag & NSA_REC_REPLAY)
+			W_STAT_SUB(w, replay_inflight, 1);
+		else
+			W_STAT_ADD(w, dropped, 1);
+		log_error_once(w, why, sizeof(why) - 1);
+		if (b->count == 0) {
+			nsa_batch_put(w, b);
+			c->open = NULL;
+		}
+		return 0;
+	}
+	if (asking) {
+		nsa_conn_cmd(&cc->conn, 1);
+		nsa_conn_arg_str(&cc->conn, "ASKING");
+		if (expect(w, cc, b, rec, NSA_EXP_ASKING) != 0)
+			return -ENOMEM;
+	}
+	if (s->event == NS_EV_DELETE) {
+		nsa_conn_cmd(&cc->conn, 2);
+		nsa_conn_arg_str(&cc->conn, "DEL");
+		nsa_conn_arg(&cc->conn, key, NS_KEY_LEN);
+	} else {
+		nsa_conn_cmd(&cc->conn, s->timeout_ms ? 5 : 3);
+		nsa_conn_arg_str(&cc->conn, "SET");
+		nsa_conn_arg(&cc->conn, key, NS_KEY_LEN);
+		nsa_conn_arg(&cc->conn, b->body + b->body_len, (size_t)len);
+		if (s->timeout_ms) {
+			nsa_conn_arg_str(&cc->conn, "PX");
+			nsa_conn_arg_u32(&cc->conn, s->timeout_ms);
+		}
+	}
+	if (expect(w, cc, b, rec, NSA_EXP_CMD) != 0)
+		return -ENOMEM;
+	if (s->event == NS_EV_DELETE)
+		W_STAT_ADD(w, dels, 1);
+	else
+		W_STAT_ADD(w, sets, 1);
+	b->sess[rec] = *s;
+	b->rflags[rec] = rflag;
+	b->body_len += (size_t)len;
+	b->count++;
+	if (s->epoch > b->epoch)
+		b->epoch = s->epoch;
+	if (b->count >= w->a->conf.batch_size)
+		return nsa_batch_close(w, c);
+	return 0;
+}
+
+/* ---- replies ---------------------------------------------------------- */
+
+static int starts_with(const char *t, size_t len, const char *word)
+{
+	size_t n = strlen(word);
+
+	return len >= n && memcmp(t, word, n) == 0 && (len == n || t[n] == ' ');
+}
+
+/* "ASK <slot> <host>:<port>" */
+static void learn_ask(struct nsa_writer *w, const char *t, size_t len)
+{
+	char buf[128], *sp;
+	struct nsa_ask a;
+	unsigned int i;
+
+	if (len >= sizeof(buf))
+		return;
+	memcpy(buf, t, len);
+	buf[len] = '\0';
+	a.slot = (uint16_t)strtoul(buf + 4, &sp, 10);
+	if (*sp != ' ' || nsa_addr_parse(sp + 1, &a.addr) != 0)
+		return;
+	for (i = 0; i < w->n_ask_pending; i++)
+		if (w->ask_pending[i].slot == a.slot)
+			return;
+	if (w->n_ask_pending < NSA_MAX_ASK)
+		w->ask_pending[w->n_ask_pending++] = a;
+	else
+		w->need_refresh = 1;
+}
+
+/* An error reply: which ones are worth a resend, and what else they mean. */
+static int error_retry(struct nsa_writer *w, const char *t, size_t len)
+{
+	if (starts_with(t, len, "MOVED")) {
+		W_STAT_ADD(w, moved, 1);
+		w->need_refresh = 1;
+	} else if (starts_with(t, len, "ASK")) {
+		W_STAT_ADD(w, ask, 1);
+		learn_ask(w, t, len);
+	} else if (starts_with(t, len, "TRYAGAIN") ||
+		   starts_with(t, len, "LOADING") ||
+		   starts_with(t, len, "BUSY") ||
+		   starts_with(t, len, "NOREPLICAS") ||
+		   starts_with(t, len, "MASTERDOWN")) {
+		/* Passing states of a server that will take the write
+		 * again: wait and resend. */
+		W_STAT_ADD(w, tryagain, 1);
+		w->err_seen = 1;
+	} else if (starts_with(t, len, "READONLY")) {
+		/* A replica now, after a failover: find the master. */
+		W_STAT_ADD(w, tryagain, 1);
+		w->err_seen = 1;
+		w->need_refresh = 1;
+	} else if (starts_with(t, len, "CLUSTERDOWN")) {
+		W_STAT_ADD(w, clusterdown, 1);
+		w->err_seen = 1;
+		w->need_refresh = 1;
+	} else {
+		W_STAT_ADD(w, other_errors, 1);
+		log_error_once(w, t, len);
+		return 0;
+	}
+	return 1;
+}
+
+static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
+			 const struct nsa_exp *e, char type, const char *t,
+			 size_t len)
+{
+	struct nsa_batch *b = e->ptr;
+
+	if (type == '-' && e->kind != NSA_EXP_ASKING) {
+		if (error_retry(w, t, len)) {
+			b->retry = 1;
+			w->retry_mode = 1;
+		} else if (e->kind == NSA_EXP_CMD) {
+			b->rflags[e->a] |= NSA_REC_DROPPED;
+		}
+	}
+	if (e->kind == NSA_EXP_NOTIFY)
+		c->inflight_batches--;
+	if (--b->pending == 0 && b->closed)
+		nsa_batch_finalize(w, b);
+}
+
+/* Read what the socket has and account every complete reply. Returns the
+ * number of bytes read (0 if none); the connection may die meanwhile. */
+size_t nsa_link_read(struct nsa_writer *w, struct nsa_link *c)
+{
+	size_t total = 0;
+
+	while (c->conn.fd >= 0) {
+		ssize_t n = nsa_conn_recv(&c->conn);
+		const char *text;
+		size_t len;
+		char type;
+		int rc;
+
+		if (n < 0) {
+			nsa_link_kill(w, c, c->conn.err);
+			break;
+		}
+		if (n == 0)
+			break;
+		total += (size_t)n;
+		c->wait_since_ns = w->now_ns;
+		while ((rc = nsa_conn_line(&c->conn, &type, &text, &len)) ==
+		       1) {
+			struct nsa_exp e;
+
+			if (c->conn.exp_count == 0) {
+				nsa_link_kill(w, c, "unexpected reply");
+				return total;
+			}
+			e = nsa_conn_exp_pop(&c->conn);
+			handle_reply(w, c, &e, type, text, len);
+		}
+		if (rc < 0) {
+			nsa_link_kill(w, c, c->conn.err);
+			return total;
+		}
+		if ((size_t)n < NSA_CONN_IN_CAP / 2)
+			break;
+	}
+	return total;
+}

@@ -1,0 +1,156 @@
+/*
+ * nsa_writer.h - the active role's writer, shared by its three files (not a
+ * public header): nsa_active.c (the loop and the public API),
+ * nsa_wpipe.c (batches, commands and replies) and nsa_wlink.c (the
+ * connections to the masters, redirections and the resend).
+ */
+#ifndef NSA_WRITER_H
+#define NSA_WRITER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "ns_batch.h"
+#include "ns_slot.h"
+#include "nsa_active.h"
+#include "nsa_conn.h"
+#include "nsa_replay.h"
+#include "nsdp_stat.h"
+
+#define NSA_BURST 256
+#define NSA_MAX_CONNS (NSA_MAX_NODES + 8)
+#define NSA_MAX_ASK 32
+#define NSA_MAX_LOGGED_KINDS 16
+#define NSA_ERR_BACKOFF_MIN_MS 10
+#define NSA_ERR_BACKOFF_MAX_MS 1000
+
+#define NSA_REC_DROPPED 0x01
+/* Replayed: acknowledged once already, so not counted again. */
+#define NSA_REC_REPLAY 0x02
+
+/* What a reply due on a connection answers (nsa_exp.kind). */
+enum nsa_exp_kind { NSA_EXP_ASKING, NSA_EXP_CMD, NSA_EXP_NOTIFY };
+
+/* The records routed to one master between two notifications. */
+struct nsa_batch {
+	struct nsa_batch *next_free;
+	uint64_t wseq; /* writer-wide opening order, merges resends */
+	uint64_t open_ns;
+	unsigned int count;
+	/* The highest epoch among the records: a gateway promoted to a new
+	 * epoch is not fenced by standbys because this agent was started
+	 * with an older [agent] epoch (natsync-agent as a secondary). */
+	uint32_t epoch;
+	unsigned int pending; /* replies still due, over all connections */
+	int closed;
+	int retry;
+	struct ns_session *sess; /* [batch_size], kept for resending */
+	uint8_t *rflags; /* [batch_size] NSA_REC_* */
+	uint8_t *body; /* ns_batch header + records in wire form */
+	size_t body_len;
+};
+
+/* A writer's connection to one master (or to an ASK target). */
+struct nsa_link {
+	struct nsa_conn conn; /* expectations: ptr a batch, a a record */
+	char channel[NS_CHANNEL_MAX];
+	size_t channel_len;
+	uint16_t channel_slot;
+	struct nsa_batch *open;
+	unsigned int inflight_batches;
+	/* When the oldest reply due began to be awaited, or the last read. */
+	uint64_t wait_since_ns;
+};
+
+struct nsa_ask {
+	uint16_t slot;
+	unsigned int conn;
+	struct nsa_addr addr;
+};
+
+struct nsa_writer {
+	struct nsa_active *a;
+	unsigned int idx;
+	pthread_t thread;
+	int started;
+	uint32_t publisher_id;
+
+	struct nsdp_lane *lanes[NSDP_MAX_LANES];
+	unsigned int n_lanes, next_lane;
+
+	struct nsa_topology topo;
+	struct nsa_topology topo_new;
+	struct nsa_link *conns[NSA_MAX_CONNS]; /* [0, n_nodes): the masters */
+	unsigned int n_conns;
+	int connected_once;
+	char reason[256]; /* last reason the store was unreachable */
+
+	uint64_t seq[NS_SLOTS]; /* per channel slot */
+	uint64_t wseq;
+	struct nsa_batch *free_batches;
+	struct nsa_batch **held; /* finalized but to be resent */
+	size_t n_held, cap_held;
+
+	int retry_mode;
+	int need_refresh;
+	/* TRYAGAIN, CLUSTERDOWN, LOADING, BUSY, NOREPLICAS, MASTERDOWN or
+	 * READONLY since the last resend */
+	int err_seen;
+	unsigned int err_backoff_ms;
+
+	struct nsa_resend resend;
+	struct nsa_replay replay; /* frozen while in retry mode */
+	int master_lost; /* replay the window with the next resend */
+
+	struct nsa_ask ask[NSA_MAX_ASK]; /* in force: slot -> conn */
+	unsigned int n_ask;
+	struct nsa_ask ask_pending[NSA_MAX_ASK]; /* learnt, not yet resolved */
+	unsigned int n_ask_pending;
+
+	char logged[NSA_MAX_LOGGED_KINDS][32];
+	unsigned int n_logged;
+
+	uint64_t now_ns;
+	int in_burst; /* set while drained records are not yet counted */
+	struct nsa_active_stats st; /* written by this writer only */
+	struct ns_session burst[NSA_BURST];
+};
+
+struct nsa_active {
+	struct nsa_config conf;
+	uint64_t replay_ns;
+	struct nsdp_lane *lanes[NSDP_MAX_LANES];
+	unsigned int n_lanes;
+	unsigned int n_writers;
+	int stop;
+	int running;
+	struct nsa_writer *w[];
+};
+
+#define W_STAT_ADD(w, f, n) NSDP_STAT_ADD((w)->st.f, n)
+#define W_STAT_SUB(w, f, n) NSDP_STAT_SUB((w)->st.f, n)
+
+static inline int nsa_writer_stopping(const struct nsa_writer *w)
+{
+	return __atomic_load_n(&w->a->stop, __ATOMIC_RELAXED);
+}
+
+/* nsa_wpipe.c */
+void nsa_batch_put(struct nsa_writer *w, struct nsa_batch *b);
+void nsa_batch_free_all(struct nsa_writer *w);
+int nsa_batch_hold(struct nsa_writer *w, struct nsa_batch *b);
+void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b);
+int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c);
+int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
+		      uint8_t rflag);
+size_t nsa_link_read(struct nsa_writer *w, struct nsa_link *c);
+void nsa_writer_replay_trim(struct nsa_writer *w);
+
+/* nsa_wlink.c */
+void nsa_link_kill(struct nsa_writer *w, struct nsa_link *c, const char *why);
+size_t nsa_link_send(struct nsa_writer *w, struct nsa_link *c);
+void nsa_link_free(struct nsa_link *c);
+int nsa_writer_connect(struct nsa_writer *w);
+int nsa_writer_recover(struct nsa_writer *w);
+
+#endif
