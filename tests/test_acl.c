@@ -24,6 +24,7 @@
 #include "nsdp_lane.h"
 #include "nsdp_table.h"
 #include "nsdp_time.h"
+#include "nst_session.h"
 #include "nst_store.h"
 
 #define ACL_PORT 7850
@@ -116,17 +117,9 @@ static int refused(redisContext *c, const char *cmd)
 
 static struct ns_session session(uint32_t i)
 {
-	struct ns_session s;
+	struct ns_session s =
+		nst_session(17, NS_EV_CREATE, 1, 1, 60000, nsdp_realtime_ns());
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 17;
-	s.event = NS_EV_CREATE;
-	s.gateway_id = 1;
-	s.epoch = 1;
-	s.timeout_ms = 60000;
-	s.timestamp_ns = nsdp_realtime_ns();
 	s.orig.saddr = 0x0a000000u + i;
 	s.orig.daddr = 0xcb007101u;
 	s.orig.sport = (uint16_t)(1024 + i % 60000);

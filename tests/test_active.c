@@ -28,6 +28,7 @@
 #include "nsa_config.h"
 #include "nsa_log.h"
 #include "nsdp_lane.h"
+#include "nst_session.h"
 #include "nst_store.h"
 #include "nsdp_time.h"
 
@@ -98,18 +99,11 @@ static void conf_for(struct nsa_config *c, int port, unsigned int workers,
  * flow (saddr's low 24 bits). */
 static struct ns_session flow_record(uint32_t i, uint8_t event, uint64_t ts)
 {
-	struct ns_session s;
+	struct ns_session s = nst_session(
+		6, event, 7, 1,
+		event == NS_EV_REFRESH ? TIMEOUT_REFRESH_MS : TIMEOUT_CREATE_MS,
+		ts);
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 6;
-	s.event = event;
-	s.gateway_id = 7;
-	s.epoch = 1;
-	s.timeout_ms =
-		event == NS_EV_REFRESH ? TIMEOUT_REFRESH_MS : TIMEOUT_CREATE_MS;
-	s.timestamp_ns = ts;
 	s.orig.saddr = 0x0a000000u | i;
 	s.orig.daddr = 0xc0a80001u;
 	s.orig.sport = (uint16_t)(1000 + i % 50000);

@@ -15,6 +15,7 @@
 #include <rte_memzone.h>
 
 #include "nsdp_lane.h"
+#include "nst_session.h"
 #include "nst_store.h"
 #include "nsdp_time.h"
 
@@ -27,17 +28,9 @@ TestSuite(lane, .init = eal_up);
 
 static struct ns_session numbered(uint64_t seq)
 {
-	struct ns_session s;
+	struct ns_session s = nst_session(6, NS_EV_CREATE + (uint8_t)(seq % 3),
+					  7, 3, 30000, seq);
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 6;
-	s.event = NS_EV_CREATE + (uint8_t)(seq % 3);
-	s.gateway_id = 7;
-	s.epoch = 3;
-	s.timeout_ms = 30000;
-	s.timestamp_ns = seq;
 	s.orig.saddr = 0x0A000000u + (uint32_t)seq;
 	s.orig.daddr = 0xC6120001u;
 	s.orig.sport = (uint16_t)(1024 + seq);

@@ -13,6 +13,7 @@
 #include "ns_batch.h"
 #include "ns_record.h"
 #include "ns_slot.h"
+#include "nst_session.h"
 
 #define IP(a, b, c, d) \
 	((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (d))
@@ -21,17 +22,9 @@
  * 198.51.100.7:1025. */
 static struct ns_session known_session(void)
 {
-	struct ns_session s;
+	struct ns_session s = nst_session(6, NS_EV_CREATE, 7, 3, 30000,
+					  1700000000123456789ull);
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 6;
-	s.event = NS_EV_CREATE;
-	s.gateway_id = 7;
-	s.epoch = 3;
-	s.timeout_ms = 30000;
-	s.timestamp_ns = 1700000000123456789ull;
 	s.orig = (struct ns_tuple){IP(10, 0, 0, 1), IP(93, 184, 216, 34), 40000,
 				   443};
 	s.xlat = (struct ns_tuple){IP(198, 51, 100, 7), IP(93, 184, 216, 34),

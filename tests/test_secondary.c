@@ -48,6 +48,7 @@
 #include "ns_slot.h"
 #include "nsa_host.h"
 #include "nsdp_lane.h"
+#include "nst_session.h"
 #include "nst_store.h"
 #include "nsdp_time.h"
 
@@ -399,15 +400,7 @@ static struct ns_session flow_event(struct world *w, uint32_t f)
 	if (w->live[f])
 		ev = rng_next(w) % 4 == 0 ? NS_EV_DELETE : NS_EV_REFRESH;
 	w->live[f] = ev != NS_EV_DELETE;
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 17;
-	s.event = ev;
-	s.gateway_id = 9;
-	s.epoch = 1;
-	s.timeout_ms = SESSION_TIMEOUT_MS;
-	s.timestamp_ns = ++w->ts;
+	s = nst_session(17, ev, 9, 1, SESSION_TIMEOUT_MS, ++w->ts);
 	s.orig.saddr = 0x0a000000u | f;
 	s.orig.daddr = 0x08080808u;
 	s.orig.sport = (uint16_t)(1024 + f % 50000);

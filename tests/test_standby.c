@@ -22,6 +22,8 @@
 #include "nsa_cluster.h"
 #include "nsa_config.h"
 #include "nsa_standby.h"
+#include "nsdp_time.h"
+#include "nst_session.h"
 #include "nst_store.h"
 
 #define CLUSTER_PORT 7300
@@ -42,43 +44,12 @@ struct active {
 	const char *key; /* sign batches with this batch key (NULL: no) */
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static struct ns_session sess(uint32_t i, uint8_t event)
 {
-	struct ns_session s;
+	struct ns_session s = nst_session(i % 3 ? 6 : 17, event, 1, 1, 60000,
+					  nsdp_realtime_ns());
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = i % 3 ? 6 : 17;
-	s.event = event;
-	s.gateway_id = 1;
-	s.epoch = 1;
-	s.timeout_ms = 60000;
-	s.timestamp_ns = now_ns();
-	s.orig.saddr = 0x0a000000u + i;
-	s.orig.daddr = 0xcb007100u + (i % 200);
-	s.orig.sport = (uint16_t)(1000 + i % 50000);
-	s.orig.dport = 443;
-	s.xlat.saddr = 0xc6336401u + i / 60000;
-	s.xlat.sport = (uint16_t)(1024 + i % 60000);
-	s.xlat.daddr = s.orig.daddr;
-	s.xlat.dport = s.orig.dport;
+	nst_session_flow(&s, i);
 	return s;
 }
 
@@ -166,7 +137,7 @@ static void publish(struct active *a, unsigned int node, const uint8_t *buf,
 static uint64_t wait_stat(struct nsa_standby *sb, size_t field, uint64_t want,
 			  double timeout_s)
 {
-	double end = mono_s() + timeout_s;
+	double end = nsdp_now_s() + timeout_s;
 	struct nsa_standby_stats st;
 	uint64_t v;
 
@@ -176,7 +147,7 @@ static uint64_t wait_stat(struct nsa_standby *sb, size_t field, uint64_t want,
 		if (v >= want)
 			break;
 		usleep(2000);
-	} while (mono_s() < end);
+	} while (nsdp_now_s() < end);
 	return v;
 }
 
@@ -324,9 +295,9 @@ static int table_exact(struct nsdp_table *t, const struct active *a)
 static int wait_exact(struct nsdp_table *t, const struct active *a,
 		      double timeout_s)
 {
-	double end = mono_s() + timeout_s;
+	double end = nsdp_now_s() + timeout_s;
 
-	while (mono_s() < end) {
+	while (nsdp_now_s() < end) {
 		if (table_exact(t, a))
 			return 1;
 		usleep(20000);
@@ -336,7 +307,7 @@ static int wait_exact(struct nsdp_table *t, const struct active *a,
 
 static int wait_synced(struct nsa_standby *sb, double timeout_s)
 {
-	double end = mono_s() + timeout_s;
+	double end = nsdp_now_s() + timeout_s;
 	struct nsa_standby_stats st;
 
 	do {
@@ -344,7 +315,7 @@ static int wait_synced(struct nsa_standby *sb, double timeout_s)
 		if (st.synced)
 			return 1;
 		usleep(5000);
-	} while (mono_s() < end);
+	} while (nsdp_now_s() < end);
 	return 0;
 }
 
@@ -896,7 +867,7 @@ Test(standby, lag_runs_from_the_record_timestamp_to_its_apply, .init = plain_up,
 	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, 1000);
 	cr_assert(wait_synced(sb, 10));
 	/* 100 records that happened one second before they are sent. */
-	sent_at = now_ns();
+	sent_at = nsdp_realtime_ns();
 	for (i = 0; i < 100; i++) {
 		recs[i] = sess(i, NS_EV_CREATE);
 		recs[i].timestamp_ns = sent_at - 1000000000ull;
@@ -908,7 +879,8 @@ Test(standby, lag_runs_from_the_record_timestamp_to_its_apply, .init = plain_up,
 	/* At least the second, at most the second and the time it took to
 	 * see the count (the apply happened before). */
 	cr_assert_geq(nsa_standby_lag_percentile_us(&st, 1), 1000000);
-	cr_assert_leq(st.lag_max_us, (now_ns() - sent_at) / 1000 + 1000000);
+	cr_assert_leq(st.lag_max_us,
+		      (nsdp_realtime_ns() - sent_at) / 1000 + 1000000);
 	cr_assert_leq(nsa_standby_lag_percentile_us(&st, 99), st.lag_max_us);
 	printf("lag of records 1 s old: p50 %lu us, max %lu us\n",
 	       (unsigned long)nsa_standby_lag_percentile_us(&st, 50),
@@ -928,10 +900,10 @@ Test(standby, cold_load_of_a_million_sessions_from_a_plain_server,
 
 	active_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, n);
 	active_write_range(&a, 0, n, NS_EV_CREATE, 0);
-	t0 = mono_s();
+	t0 = nsdp_now_s();
 	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
 	cr_assert(wait_synced(sb, 30), "cold load took over 30 s");
-	t1 = mono_s();
+	t1 = nsdp_now_s();
 	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	printf("cold load: %u sessions in %.3f s (%.0f sessions/s), table "
 	       "memory %.1f B/session\n",
