@@ -25,6 +25,14 @@ struct ns_session nst_session(uint8_t proto, uint8_t event, uint32_t gateway_id,
 	return s;
 }
 
+void nst_session_snat(struct ns_session *s, uint32_t saddr, uint16_t sport,
+		      uint32_t daddr, uint16_t dport, uint32_t xaddr,
+		      uint16_t xport)
+{
+	s->orig = (struct ns_tuple){saddr, daddr, sport, dport};
+	s->xlat = (struct ns_tuple){xaddr, daddr, xport, dport};
+}
+
 void nst_session_flow(struct ns_session *s, uint32_t i)
 {
 	s->orig.saddr = 0x0a000000u + i;

@@ -18,7 +18,8 @@ void nst_store_stop(int port);
 /* Run a shell command; returns its exit status. */
 int nst_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Path of a file in the source tree, or of a built program. */
+/* Path of a file in the source tree, or of a built program (eight
+ * rotating buffers, shared by both). */
 const char *nst_src(const char *rel);
 const char *nst_build(const char *rel);
 

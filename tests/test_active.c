@@ -104,13 +104,9 @@ static struct ns_session flow_record(uint32_t i, uint8_t event, uint64_t ts)
 		event == NS_EV_REFRESH ? TIMEOUT_REFRESH_MS : TIMEOUT_CREATE_MS,
 		ts);
 
-	s.orig.saddr = 0x0a000000u | i;
-	s.orig.daddr = 0xc0a80001u;
-	s.orig.sport = (uint16_t)(1000 + i % 50000);
-	s.orig.dport = 443;
-	s.xlat = s.orig;
-	s.xlat.saddr = 0x64400001u;
-	s.xlat.sport = (uint16_t)(1024 + i % 60000);
+	nst_session_snat(&s, 0x0a000000u | i, (uint16_t)(1000 + i % 50000),
+			 0xc0a80001u, 443, 0x64400001u,
+			 (uint16_t)(1024 + i % 60000));
 	return s;
 }
 

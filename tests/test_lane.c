@@ -31,12 +31,9 @@ static struct ns_session numbered(uint64_t seq)
 	struct ns_session s = nst_session(6, NS_EV_CREATE + (uint8_t)(seq % 3),
 					  7, 3, 30000, seq);
 
-	s.orig.saddr = 0x0A000000u + (uint32_t)seq;
-	s.orig.daddr = 0xC6120001u;
-	s.orig.sport = (uint16_t)(1024 + seq);
-	s.orig.dport = 443;
-	s.xlat = s.orig;
-	s.xlat.saddr = 0xCB007101u;
+	nst_session_snat(&s, 0x0A000000u + (uint32_t)seq,
+			 (uint16_t)(1024 + seq), 0xC6120001u, 443, 0xCB007101u,
+			 (uint16_t)(1024 + seq));
 	return s;
 }
 
@@ -173,18 +170,39 @@ struct mover {
 	int timed_out;
 };
 
+/* The mover's lane; NULL (and failed) if there is none. */
+static struct nsdp_lane *mover_lane(struct mover *m)
+{
+	struct nsdp_lane *lane = nsdp_lane_lookup(m->idx);
+
+	if (lane == NULL)
+		m->failed = 1;
+	return lane;
+}
+
+/* Nothing to move this round: 1 (and timed_out) once the deadline has
+ * passed, else 0 after giving the CPU to the other thread, which may
+ * share it. */
+static int mover_idle(struct mover *m, double deadline)
+{
+	if (nsdp_now_s() > deadline) {
+		m->timed_out = 1;
+		return 1;
+	}
+	sched_yield();
+	return 0;
+}
+
 static void *producer(void *arg)
 {
 	struct mover *m = arg;
-	struct nsdp_lane *lane = nsdp_lane_lookup(m->idx);
+	struct nsdp_lane *lane = mover_lane(m);
 	double deadline = nsdp_now_s() + MOVE_DEADLINE_S;
 	struct ns_session burst[64];
 	uint64_t seq = 0;
 
-	if (lane == NULL) {
-		m->failed = 1;
+	if (lane == NULL)
 		return NULL;
-	}
 	while (seq < m->count) {
 		/* Only the consumer frees space, so a burst no larger than the
 		 * free space goes in whole: a real fast path would not wait,
@@ -192,11 +210,8 @@ static void *producer(void *arg)
 		unsigned int room = rte_ring_free_count(lane->ring), n, i;
 
 		if (room == 0) {
-			if (nsdp_now_s() > deadline) {
-				m->timed_out = 1;
+			if (mover_idle(m, deadline))
 				return NULL;
-			}
-			sched_yield(); /* the consumer may share our CPU */
 			continue;
 		}
 		n = RTE_MIN(room, 64u);
@@ -217,25 +232,20 @@ static void *producer(void *arg)
 static void *consumer(void *arg)
 {
 	struct mover *m = arg;
-	struct nsdp_lane *lane = nsdp_lane_lookup(m->idx);
+	struct nsdp_lane *lane = mover_lane(m);
 	double deadline = nsdp_now_s() + MOVE_DEADLINE_S;
 	struct ns_session out[256];
 	uint64_t expect = 0;
 
 	m->first_bad = UINT64_MAX;
-	if (lane == NULL) {
-		m->failed = 1;
+	if (lane == NULL)
 		return NULL;
-	}
 	while (expect < m->count) {
 		unsigned int n = nsdp_lane_drain(lane, out, 256), i;
 
 		if (n == 0) {
-			if (nsdp_now_s() > deadline) {
-				m->timed_out = 1;
+			if (mover_idle(m, deadline))
 				break;
-			}
-			sched_yield();
 			continue;
 		}
 		for (i = 0; i < n; i++, expect++) {

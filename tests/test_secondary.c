@@ -401,13 +401,9 @@ static struct ns_session flow_event(struct world *w, uint32_t f)
 		ev = rng_next(w) % 4 == 0 ? NS_EV_DELETE : NS_EV_REFRESH;
 	w->live[f] = ev != NS_EV_DELETE;
 	s = nst_session(17, ev, 9, 1, SESSION_TIMEOUT_MS, ++w->ts);
-	s.orig.saddr = 0x0a000000u | f;
-	s.orig.daddr = 0x08080808u;
-	s.orig.sport = (uint16_t)(1024 + f % 50000);
-	s.orig.dport = 53;
-	s.xlat = s.orig;
-	s.xlat.saddr = 0x64400001u;
-	s.xlat.sport = (uint16_t)(1024 + (w->ts * 7919) % 60000);
+	nst_session_snat(&s, 0x0a000000u | f, (uint16_t)(1024 + f % 50000),
+			 0x08080808u, 53, 0x64400001u,
+			 (uint16_t)(1024 + (w->ts * 7919) % 60000));
 	w->n_events++;
 	return s;
 }
