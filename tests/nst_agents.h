@@ -23,7 +23,13 @@ void nst_agents_configure(const char *seeds, const struct nst_source_plan *p,
 /* The pid a background shell wrote to path (asserts it is there). */
 int nst_read_pid(const char *path);
 
-/* Start "natsync-agent -c <name>.ini ARGS" in the background; its pid. */
+/* Start "PROGRAM -c <name>.ini ARGS" in the background, writing (or with
+ * append, appending) its stdout to <name>.out and stderr to <name>.log;
+ * its pid. */
+int nst_spawn(const char *program, const char *name, const char *args,
+	      int append);
+
+/* nst_spawn() of natsync-agent, its output files written anew. */
 int nst_agent_spawn(const char *name, const char *args);
 
 /* Wait (30 s at most) until the standby logs that it is synced; asserts
@@ -32,6 +38,9 @@ void nst_wait_synced(int standby_pid);
 
 /* Wait (secs at most) for the active's REPORT line; 0 once it is there. */
 int nst_wait_report(int secs);
+
+/* 1 when a line of file (in the run directory) matches grep pattern. */
+int nst_run_file_has(const char *file, const char *pattern);
 
 /* Assert that the store and the standby's table equal the source's final
  * table, with natsync-verify. */

@@ -360,16 +360,11 @@ static void write_gateway_config(char id)
 
 static pid_t start_gateway(char id, const char *extra)
 {
-	char ini[32], out[32], log[32], pidf[32];
+	char name[8];
 
-	snprintf(ini, sizeof(ini), "gw%c.ini", id);
-	snprintf(out, sizeof(out), "gw%c.out", id);
-	snprintf(log, sizeof(log), "gw%c.log", id);
-	snprintf(pidf, sizeof(pidf), "gw%c.pid", id);
-	nst_sh("%s -c %s %s >>%s 2>>%s & echo $! >%s",
-	       nst_build("gateway/natsync-gateway"), nst_run_path(ini), extra,
-	       nst_run_path(out), nst_run_path(log), nst_run_path(pidf));
-	return (pid_t)nst_read_pid(nst_run_path(pidf));
+	snprintf(name, sizeof(name), "gw%c", id);
+	return (pid_t)nst_spawn(nst_build("gateway/natsync-gateway"), name,
+				extra, 1);
 }
 
 /* Send a control command; the reply goes to buf. Returns the exit status. */
