@@ -160,9 +160,12 @@ Test(lane, burst_counts_partial_acceptance)
 #define MOVE_COUNT 1000000u
 #define MOVE_DEADLINE_S 40.0
 
+/* One side of the transfer, on a thread of its own. */
 struct mover {
 	unsigned int idx;
 	uint64_t count;
+	int consume; /* 0: the producer, 1: the consumer */
+	double deadline;
 	/* Results, asserted on by the main thread. */
 	uint64_t moved;
 	uint64_t first_bad; /* index of the first out-of-order record */
@@ -170,22 +173,12 @@ struct mover {
 	int timed_out;
 };
 
-/* The mover's lane; NULL (and failed) if there is none. */
-static struct nsdp_lane *mover_lane(struct mover *m)
-{
-	struct nsdp_lane *lane = nsdp_lane_lookup(m->idx);
-
-	if (lane == NULL)
-		m->failed = 1;
-	return lane;
-}
-
 /* Nothing to move this round: 1 (and timed_out) once the deadline has
  * passed, else 0 after giving the CPU to the other thread, which may
  * share it. */
-static int mover_idle(struct mover *m, double deadline)
+static int mover_idle(struct mover *m)
 {
-	if (nsdp_now_s() > deadline) {
+	if (nsdp_now_s() > m->deadline) {
 		m->timed_out = 1;
 		return 1;
 	}
@@ -193,16 +186,11 @@ static int mover_idle(struct mover *m, double deadline)
 	return 0;
 }
 
-static void *producer(void *arg)
+static void produce(struct mover *m, struct nsdp_lane *lane)
 {
-	struct mover *m = arg;
-	struct nsdp_lane *lane = mover_lane(m);
-	double deadline = nsdp_now_s() + MOVE_DEADLINE_S;
 	struct ns_session burst[64];
 	uint64_t seq = 0;
 
-	if (lane == NULL)
-		return NULL;
 	while (seq < m->count) {
 		/* Only the consumer frees space, so a burst no larger than the
 		 * free space goes in whole: a real fast path would not wait,
@@ -210,8 +198,8 @@ static void *producer(void *arg)
 		unsigned int room = rte_ring_free_count(lane->ring), n, i;
 
 		if (room == 0) {
-			if (mover_idle(m, deadline))
-				return NULL;
+			if (mover_idle(m))
+				return;
 			continue;
 		}
 		n = RTE_MIN(room, 64u);
@@ -221,30 +209,23 @@ static void *producer(void *arg)
 			burst[i] = numbered(seq + i);
 		if (nsdp_record_burst(lane, burst, n) != n) {
 			m->failed = 1;
-			return NULL;
+			return;
 		}
 		seq += n;
 		m->moved = seq;
 	}
-	return NULL;
 }
 
-static void *consumer(void *arg)
+static void consume(struct mover *m, struct nsdp_lane *lane)
 {
-	struct mover *m = arg;
-	struct nsdp_lane *lane = mover_lane(m);
-	double deadline = nsdp_now_s() + MOVE_DEADLINE_S;
 	struct ns_session out[256];
 	uint64_t expect = 0;
 
-	m->first_bad = UINT64_MAX;
-	if (lane == NULL)
-		return NULL;
 	while (expect < m->count) {
 		unsigned int n = nsdp_lane_drain(lane, out, 256), i;
 
 		if (n == 0) {
-			if (mover_idle(m, deadline))
+			if (mover_idle(m))
 				break;
 			continue;
 		}
@@ -257,6 +238,21 @@ static void *consumer(void *arg)
 		}
 	}
 	m->moved = expect;
+}
+
+static void *mover_main(void *arg)
+{
+	struct mover *m = arg;
+	struct nsdp_lane *lane = nsdp_lane_lookup(m->idx);
+
+	m->first_bad = UINT64_MAX;
+	m->deadline = nsdp_now_s() + MOVE_DEADLINE_S;
+	if (lane == NULL)
+		m->failed = 1;
+	else if (m->consume)
+		consume(m, lane);
+	else
+		produce(m, lane);
 	return NULL;
 }
 
@@ -265,12 +261,12 @@ Test(lane, producer_and_consumer_threads_move_a_million_records_in_order,
 {
 	struct nsdp_lane *lane = nsdp_lane_create(5, 1024, SOCKET_ID_ANY);
 	struct mover prod = {.idx = 5, .count = MOVE_COUNT};
-	struct mover cons = {.idx = 5, .count = MOVE_COUNT};
+	struct mover cons = {.idx = 5, .count = MOVE_COUNT, .consume = 1};
 	pthread_t pt, ct;
 
 	cr_assert_not_null(lane);
-	cr_assert_eq(pthread_create(&ct, NULL, consumer, &cons), 0);
-	cr_assert_eq(pthread_create(&pt, NULL, producer, &prod), 0);
+	cr_assert_eq(pthread_create(&ct, NULL, mover_main, &cons), 0);
+	cr_assert_eq(pthread_create(&pt, NULL, mover_main, &prod), 0);
 	pthread_join(pt, NULL);
 	pthread_join(ct, NULL);
 
