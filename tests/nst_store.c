@@ -83,6 +83,16 @@ void nst_store_stop(int port)
 	       port);
 }
 
+int nst_store_start_fresh(int port, int masters, int replicas)
+{
+	nst_store_stop(port);
+	nst_sh("rm -rf '%s/%d'", nst_build("tests/run"), port);
+	if (nst_store_start(port, masters, replicas) == 0)
+		return 0;
+	nst_store_stop(port);
+	return -1;
+}
+
 int nst_eal_init(unsigned int mem_mb)
 {
 	static int done;

@@ -14,6 +14,11 @@ int nst_store_start(int port, int masters, int replicas);
 int nst_store_start_with(int port, int masters, int replicas,
 			 const char *options);
 void nst_store_stop(int port);
+/* Stop what runs on port, remove its directory (a cluster node that keeps
+ * an old nodes.conf refuses to join a new cluster) and start anew; on
+ * failure the store is stopped again (a suite's .fini does not run when
+ * its .init fails). Returns 0 or -1. */
+int nst_store_start_fresh(int port, int masters, int replicas);
 
 /* Run a shell command; returns its exit status. */
 int nst_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

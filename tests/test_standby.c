@@ -399,13 +399,9 @@ static void assert_lookups(struct nsa_standby *sb, const struct active *a,
 
 /* ---- fixtures ------------------------------------------------------------ */
 
-/* Stopping a cluster leaves its nodes.conf behind, and nodes that remember
- * their old cluster refuse to form a new one: start from an empty dir. */
 static void store_fresh(int port, int masters)
 {
-	nst_store_stop(port);
-	nst_sh("rm -rf %s/%d", nst_build("tests/run"), port);
-	cr_assert_eq(nst_store_start(port, masters, 0), 0);
+	cr_assert_eq(nst_store_start_fresh(port, masters, 0), 0);
 }
 
 static void cluster_up(void)
