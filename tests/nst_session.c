@@ -3,26 +3,20 @@
  * the current record version and zeroed reserved bytes, as the wire format
  * requires; nothing here encodes or stores them.
  */
-#include <string.h>
-
 #include "nst_session.h"
 
 struct ns_session nst_session(uint8_t proto, uint8_t event, uint32_t gateway_id,
 			      uint32_t epoch, uint32_t timeout_ms,
 			      uint64_t timestamp_ns)
 {
-	struct ns_session s;
-
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = proto;
-	s.event = event;
-	s.gateway_id = gateway_id;
-	s.epoch = epoch;
-	s.timeout_ms = timeout_ms;
-	s.timestamp_ns = timestamp_ns;
-	return s;
+	return (struct ns_session){.version = NS_RECORD_VERSION,
+				   .family = NS_FAMILY_IPV4,
+				   .proto = proto,
+				   .event = event,
+				   .gateway_id = gateway_id,
+				   .epoch = epoch,
+				   .timeout_ms = timeout_ms,
+				   .timestamp_ns = timestamp_ns};
 }
 
 void nst_session_snat(struct ns_session *s, uint32_t saddr, uint16_t sport,
