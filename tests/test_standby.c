@@ -332,18 +332,24 @@ static void config_key(struct nsa_config *conf, const char *key)
 		memcpy(conf->batch_key, key, conf->batch_key_len);
 }
 
-static struct nsa_standby *standby_start_keyed(int port,
-					       enum nsa_publish_mode mode,
-					       uint32_t capacity,
-					       const char *key)
+/* A standby started on port with batch key key and store user and
+ * password (each NULL: none). */
+static struct nsa_standby *
+standby_start_as(int port, enum nsa_publish_mode mode, uint32_t capacity,
+		 const char *key, const char *user, const char *password)
 {
-	static struct nsa_config conf;
+	static struct nsa_config conf; /* the standby keeps it */
 	struct nsa_standby *sb;
 
 	nsa_config_defaults(&conf);
 	conf.role = NSA_ROLE_STANDBY;
 	conf.gateway_id = 1;
 	store_conf(&conf.store, port, mode);
+	if (user)
+		snprintf(conf.store.user, sizeof(conf.store.user), "%s", user);
+	if (password)
+		snprintf(conf.store.password, sizeof(conf.store.password), "%s",
+			 password);
 	conf.table_capacity = capacity;
 	config_key(&conf, key);
 	sb = nsa_standby_create(&conf);
@@ -355,7 +361,7 @@ static struct nsa_standby *standby_start_keyed(int port,
 static struct nsa_standby *standby_start(int port, enum nsa_publish_mode mode,
 					 uint32_t capacity)
 {
-	return standby_start_keyed(port, mode, capacity, NULL);
+	return standby_start_as(port, mode, capacity, NULL, NULL, NULL);
 }
 
 /* A standby on port, synced (its cold load done) within 10 s. */
@@ -538,7 +544,6 @@ Test(standby, foreign_keys_in_the_store_are_skipped_by_the_load,
 Test(standby, cluster_refusing_getkeysinslot_is_loaded_with_scan,
      .init = cluster_up, .fini = cluster_down)
 {
-	static struct nsa_config conf;
 	struct nsa_standby_stats st;
 	struct nsa_standby *sb;
 	struct active a;
@@ -554,16 +559,8 @@ Test(standby, cluster_refusing_getkeysinslot_is_loaded_with_scan,
 		cr_assert(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER");
 		freeReplyObject(r);
 	}
-	nsa_config_defaults(&conf);
-	conf.role = NSA_ROLE_STANDBY;
-	conf.gateway_id = 1;
-	store_conf(&conf.store, CLUSTER_PORT, NSA_PUBLISH_AUTO);
-	snprintf(conf.store.user, sizeof(conf.store.user), "natsync_sb");
-	snprintf(conf.store.password, sizeof(conf.store.password), "secret");
-	conf.table_capacity = 100000;
-	sb = nsa_standby_create(&conf);
-	cr_assert_not_null(sb);
-	cr_assert_eq(nsa_standby_start(sb), 0);
+	sb = standby_start_as(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000, NULL,
+			      "natsync_sb", "secret");
 	cr_assert(wait_synced(sb, 15), "no load without GETKEYSINSLOT");
 	active_write_range(&a, 5000, 1000, NS_EV_CREATE, 1);
 	cr_assert(wait_exact(sb, &a, 10));
@@ -728,7 +725,8 @@ Test(standby, batch_key_admits_only_batches_signed_with_it, .init = cluster_up,
 
 	cr_assert_not_null(lane);
 	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000);
-	sb = standby_start_keyed(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000, key);
+	sb = standby_start_as(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000, key, NULL,
+			      NULL);
 	cr_assert(wait_synced(sb, 10));
 
 	/* The real writers, with the key: everything arrives. */
