@@ -69,8 +69,8 @@ static int redis_pid(int base, int p)
 	return nst_read_pid(path);
 }
 
-/* Start "natsync-agent -c <name>.ini ARGS" in the background, its stdout in
- * <name>.out and stderr in <name>.log; returns its pid. */
+/* nst_agent_spawn() with the NATSYNC_FAULTS_*_ARGS of its role after ARGS;
+ * the pid is recorded for the suite's fini. */
 static int spawn_agent(const char *name, const char *args)
 {
 	const char *extra = NULL;
