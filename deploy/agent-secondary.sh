@@ -41,6 +41,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
+# shellcheck source=lib.sh
 . "$here/lib.sh"
 
 config=""
@@ -49,9 +50,7 @@ pages=256
 agent=""
 eal_extra=""
 
-usage() {
-	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
-}
+usage() { ns_usage; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in

@@ -10,9 +10,9 @@
 #                  [--replicas 0] [--port 7000] [--workers 1] [--lanes 1]
 #                  [--batch 256] [--rate 0] [--plain]
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-. deploy/lib.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$NS_TOP"
 
 events=2000000
 flows=200000
@@ -24,29 +24,14 @@ lanes=1
 batch=256
 rate=0
 plain=0
-
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--events) events=$2; shift 2 ;;
-	--flows) flows=$2; shift 2 ;;
-	--masters) masters=$2; shift 2 ;;
-	--replicas) replicas=$2; shift 2 ;;
-	--port) port=$2; shift 2 ;;
-	--workers) workers=$2; shift 2 ;;
-	--lanes) lanes=$2; shift 2 ;;
-	--batch) batch=$2; shift 2 ;;
-	--rate) rate=$2; shift 2 ;;
-	--plain) plain=1; shift ;;
-	-h|--help) usage; exit 0 ;;
-	*) echo "demo.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-	esac
-done
+ns_options demo.sh --events=events --flows=flows --masters=masters \
+	--replicas=replicas --port=port --workers=workers --lanes=lanes \
+	--batch=batch --rate=rate --plain=plain=1 -- "$@"
 
 ns_install_deps
 ns_build build-demo
 
-run="$top/deploy/run/demo-$port"
+run="$NS_TOP/deploy/run/demo-$port"
 rm -rf "$run"
 mkdir -p "$run"
 store_args=(--port "$port" --dir "$run/redis")
@@ -70,13 +55,11 @@ cleanup() {
 		kill "$standby_pid"
 		wait "$standby_pid" 2>/dev/null
 	fi
-	ns_say "stopping the store"
-	deploy/redis-cluster.sh stop "${store_args[@]}" >&2
+	ns_store_stop
 }
 trap cleanup EXIT
 
-ns_say "starting the store"
-deploy/redis-cluster.sh start "${store_args[@]}" >&2
+ns_store_start "the store" "${store_args[@]}"
 
 cat >"$run/standby.ini" <<INI
 [agent]

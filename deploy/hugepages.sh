@@ -18,6 +18,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
 . "$here/lib.sh"
 
 pages=256
@@ -25,9 +26,7 @@ dir=/dev/hugepages
 print_dir=0
 sysfs=/sys/kernel/mm/hugepages/hugepages-2048kB
 
-usage() {
-	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
-}
+usage() { ns_usage; }
 
 die() {
 	echo "hugepages.sh: $*" >&2

@@ -1,5 +1,11 @@
-# Shared by deploy/*.sh: installing what natsync needs and building it.
-# Sourced, not run.
+# shellcheck shell=bash
+# Shared by deploy/*.sh and scripts/*.sh: installing what natsync needs,
+# building it, reading a script's options and starting the Redis store a
+# script works with. Sourced, not run; it changes no directory and starts
+# nothing by itself.
+
+# The top of the source tree, wherever the script is started from.
+NS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 NATSYNC_PACKAGES=(meson ninja-build pkg-config gcc clang libc6-dev
 	libclang-rt-dev llvm
@@ -45,4 +51,99 @@ ns_build() {
 	fi
 	ns_say "ninja -C $dir"
 	ninja -C "$dir"
+}
+
+# Build (ns_build) in $2 with the meson options after $3, after installing
+# what is missing, and set program to the built $3 (relative to the build
+# directory); exits 1, naming script $1, if it was not built.
+ns_build_program() {
+	local script=$1 dir=$2 rel=$3
+	shift 3
+	ns_install_deps
+	ns_build "$dir" "$@" >&2
+	program="$NS_TOP/$dir/$rel"
+	[ -x "$program" ] || {
+		echo "$script: $program was not built" >&2
+		exit 1
+	}
+}
+
+# Configure (once) or reconfigure $1 for clang, with the meson options
+# after it; builds nothing (the sanitizer and fuzz builds pick targets).
+ns_setup_clang() {
+	local dir=$1
+	shift
+	if [ ! -f "$dir/build.ninja" ]; then
+		ns_say "CC=clang meson setup $dir $*"
+		CC=clang meson setup "$dir" "$@"
+	else
+		ns_say "meson configure $dir $*"
+		meson configure "$dir" "$@"
+	fi
+}
+
+# The script's header comment (after the #! line), as its usage.
+ns_usage() {
+	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+}
+
+# ns_options SCRIPT SPEC... -- "$@": read a script's options. A SPEC
+# "--events=events" stores the option's value in $events; "--plain=plain=1"
+# is a flag that sets plain=1. -h/--help prints the usage and exits 0; an
+# unknown option, or one without its value, exits 2 with the usage.
+ns_options() {
+	local _ns_script=$1 _ns_spec _ns_var _ns_known
+	local _ns_specs=()
+	shift
+	while [ "$1" != -- ]; do
+		_ns_specs+=("$1")
+		shift
+	done
+	shift
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		-h | --help) ns_usage; exit 0 ;;
+		esac
+		_ns_known=0
+		for _ns_spec in "${_ns_specs[@]}"; do
+			[ "$1" = "${_ns_spec%%=*}" ] || continue
+			_ns_var=${_ns_spec#*=}
+			if [[ $_ns_var == *=* ]]; then
+				printf -v "${_ns_var%%=*}" '%s' "${_ns_var#*=}"
+				shift
+			elif [ $# -ge 2 ]; then
+				printf -v "$_ns_var" '%s' "$2"
+				shift 2
+			else
+				echo "$_ns_script: $1 needs a value" >&2
+				ns_usage >&2
+				exit 2
+			fi
+			_ns_known=1
+			break
+		done
+		[ "$_ns_known" = 1 ] || {
+			echo "$_ns_script: unknown option '$1'" >&2
+			ns_usage >&2
+			exit 2
+		}
+	done
+}
+
+# The store of a script: ns_store_start WHAT START-OPTIONS... starts it with
+# deploy/redis-cluster.sh; ns_store_stop, which the script's EXIT trap
+# calls so that it goes on failure too, stops it again.
+NS_STORE_ARGS=()
+ns_store_start() {
+	local what=$1
+	shift
+	NS_STORE_ARGS=("$@")
+	ns_say "starting $what"
+	"$NS_TOP/deploy/redis-cluster.sh" start "$@" >&2
+}
+
+ns_store_stop() {
+	[ ${#NS_STORE_ARGS[@]} -gt 0 ] || return 0
+	ns_say "stopping the store"
+	"$NS_TOP/deploy/redis-cluster.sh" stop "${NS_STORE_ARGS[@]}" >&2 || true
 }

@@ -21,8 +21,10 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 cmd=${1:-}
-[ -n "$cmd" ] && shift || true
+if [ -n "$cmd" ]; then shift; fi
 masters=3
 replicas=0
 port=7000
@@ -32,26 +34,9 @@ acl=""
 maxmemory=0
 node_timeout=2000
 addr_per_node=0
-
-usage() {
-	sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
-}
-
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--masters) masters=$2; shift 2 ;;
-	--replicas) replicas=$2; shift 2 ;;
-	--port) port=$2; shift 2 ;;
-	--dir) dir=$2; shift 2 ;;
-	--plain) plain=1; shift ;;
-	--acl) acl=$2; shift 2 ;;
-	--maxmemory) maxmemory=$2; shift 2 ;;
-	--node-timeout) node_timeout=$2; shift 2 ;;
-	--addr-per-node) addr_per_node=1; shift ;;
-	-h|--help) usage; exit 0 ;;
-	*) echo "redis-cluster.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-	esac
-done
+ns_options redis-cluster.sh --masters=masters --replicas=replicas \
+	--port=port --dir=dir --plain=plain=1 --acl=acl --maxmemory=maxmemory \
+	--node-timeout=node_timeout --addr-per-node=addr_per_node=1 -- "$@"
 [ -n "$dir" ] || dir="$here/run/redis-$port"
 
 if [ "$plain" = 1 ]; then
@@ -238,6 +223,6 @@ case "$cmd" in
 start) do_start ;;
 stop) do_stop ;;
 status) do_status ;;
--h|--help|help) usage ;;
-*) usage >&2; exit 2 ;;
+-h|--help|help) ns_usage ;;
+*) ns_usage >&2; exit 2 ;;
 esac

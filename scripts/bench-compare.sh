@@ -14,9 +14,9 @@
 #                                     [--events 2000000] [--flows 200000]
 # BUILD=dir uses (and builds) that meson build directory.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-. deploy/lib.sh
+# shellcheck source=../deploy/lib.sh
+. "$(dirname "$0")/../deploy/lib.sh"
+cd "$NS_TOP"
 
 port=${PORT:-7600}
 build=${BUILD:-build-bench-compare}
@@ -25,35 +25,16 @@ events=2000000
 flows=200000
 # The wire size of a v1 IPv4 record (schema/FORMAT.md): natsync's value.
 value_size=48
+ns_options bench-compare.sh --naive-events=naive_events --events=events \
+	--flows=flows -- "$@"
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--naive-events) naive_events=$2; shift 2 ;;
-	--events) events=$2; shift 2 ;;
-	--flows) flows=$2; shift 2 ;;
-	-h|--help) usage; exit 0 ;;
-	*) echo "bench-compare.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-	esac
-done
+ns_build_program bench-compare.sh "$build" bench/natsync-bench
+bench=$program
 
-ns_install_deps
-ns_build "$build" >&2
-bench="$top/$build/bench/natsync-bench"
-[ -x "$bench" ] || { echo "bench-compare.sh: $bench was not built" >&2; exit 1; }
-
+trap ns_store_stop EXIT
 # Absolute: redis-server resolves its log and pid files from its own dir.
-run="$top/deploy/run/bench-$port"
-store_args=(--plain --port "$port" --dir "$run")
-cleanup() {
-	set +e
-	ns_say "stopping the store"
-	deploy/redis-cluster.sh stop --port "$port" --dir "$run" >&2
-}
-trap cleanup EXIT
-
-ns_say "starting one plain Redis on 127.0.0.1:$port"
-deploy/redis-cluster.sh start "${store_args[@]}" >&2
+ns_store_start "one plain Redis on 127.0.0.1:$port" \
+	--plain --port "$port" --dir "$NS_TOP/deploy/run/bench-$port"
 
 flushall() {
 	ns_say "FLUSHALL"

@@ -14,9 +14,9 @@
 # --masters 1 is one plain server; more is a cluster of that many masters.
 # BUILD=dir uses (and builds) that meson build directory.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-. deploy/lib.sh
+# shellcheck source=../deploy/lib.sh
+. "$(dirname "$0")/../deploy/lib.sh"
+cd "$NS_TOP"
 
 port=${PORT:-7610}
 build=${BUILD:-build-bench-plot}
@@ -25,26 +25,13 @@ events=300000
 flows=100000
 masters=1
 repeat=3
+ns_options bench-plot.sh --sweep=sweep --events=events --flows=flows \
+	--masters=masters --repeat=repeat -- "$@"
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--sweep) sweep=$2; shift 2 ;;
-	--events) events=$2; shift 2 ;;
-	--flows) flows=$2; shift 2 ;;
-	--masters) masters=$2; shift 2 ;;
-	--repeat) repeat=$2; shift 2 ;;
-	-h|--help) usage; exit 0 ;;
-	*) echo "bench-plot.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-	esac
-done
+ns_build_program bench-plot.sh "$build" bench/natsync-bench
+bench=$program
 
-ns_install_deps
-ns_build "$build" >&2
-bench="$top/$build/bench/natsync-bench"
-[ -x "$bench" ] || { echo "bench-plot.sh: $bench was not built" >&2; exit 1; }
-
-out="$top/deploy/run/bench-plot"
+out="$NS_TOP/deploy/run/bench-plot"
 # Absolute: redis-server resolves its log and pid files from its own dir.
 run="$out/redis-$port"
 if [ "$masters" -gt 1 ]; then
@@ -56,17 +43,11 @@ else
 fi
 # One seed is enough: natsync asks it for the cluster's masters.
 seeds="127.0.0.1:$port"
-cleanup() {
-	set +e
-	ns_say "stopping the store"
-	deploy/redis-cluster.sh stop --port "$port" --dir "$run" >&2
-}
-trap cleanup EXIT
+trap ns_store_stop EXIT
 
 mkdir -p "$out"
 rm -f "$out/bench.csv" "$out/bench.png" "$out/bench.out"
-ns_say "starting $what"
-deploy/redis-cluster.sh start "${store_args[@]}" >&2
+ns_store_start "$what" "${store_args[@]}"
 
 ns_say "natsync-bench --store $seeds --sweep $sweep --repeat $repeat --events $events --flows $flows --flush --plot $out/bench.png --csv $out/bench.csv"
 # Every run's RESULT line goes to bench.out; a failed run does not stop

@@ -16,9 +16,9 @@
 # The corpora the fuzzers grow stay in build-fuzz/tests/fuzz/corpus/ (not
 # in git) and make later runs start further.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-. deploy/lib.sh
+# shellcheck source=../deploy/lib.sh
+. "$(dirname "$0")/../deploy/lib.sh"
+cd "$NS_TOP"
 
 seconds=30
 while [ $# -gt 0 ]; do
@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
 		shift 2
 		;;
 	-h | --help)
-		awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+		ns_usage
 		exit 0
 		;;
 	*) break ;;
@@ -53,13 +53,7 @@ ns_install_deps
 opts=(-Dwerror=true -Dtests=disabled -Dbuildtype=debugoptimized
 	-Dfuzz=enabled -Db_sanitize=address,undefined -Db_lundef=false
 	-Dfuzz_seconds="$seconds")
-if [ ! -f build-fuzz/build.ninja ]; then
-	ns_say "CC=clang meson setup build-fuzz ${opts[*]}"
-	CC=clang meson setup build-fuzz "${opts[@]}"
-else
-	ns_say "meson configure build-fuzz ${opts[*]}"
-	meson configure build-fuzz "${opts[@]}"
-fi
+ns_setup_clang build-fuzz "${opts[@]}"
 # Only the fuzz targets and their seed generator: the programs are not
 # needed to fuzz.
 targets=(tests/fuzz/fuzz_seeds)

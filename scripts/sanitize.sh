@@ -51,9 +51,9 @@
 #   TSan tests run with tests/sanitize/nst_tsan_boxfort.c preloaded, which
 #   steers that arena into the address window ThreadSanitizer leaves free.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-. deploy/lib.sh
+# shellcheck source=../deploy/lib.sh
+. "$(dirname "$0")/../deploy/lib.sh"
+cd "$NS_TOP"
 
 asan=1 tsan=1
 case ${1:-} in
@@ -66,12 +66,12 @@ case ${1:-} in
 	shift
 	;;
 -h | --help)
-	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+	ns_usage
 	exit 0
 	;;
 esac
 
-supp=$top/tests/sanitize
+supp=$NS_TOP/tests/sanitize
 failed=()
 symbolizer=$(command -v llvm-symbolizer || true)
 
@@ -108,30 +108,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Configure (or reconfigure) $1 with clang and the options after it.
-setup() {
-	local dir=$1
-	shift
-	if [ ! -f "$dir/build.ninja" ]; then
-		ns_say "CC=clang meson setup $dir $*"
-		CC=clang meson setup "$dir" "$@"
-	else
-		ns_say "meson configure $dir $*"
-		meson configure "$dir" "$@"
-	fi
-}
-
 ns_install_deps
-"$top/deploy/hugepages.sh" -n 256 ||
+"$NS_TOP/deploy/hugepages.sh" -n 256 ||
 	ns_say "no hugepages: the secondary and failover tests will fail"
 
 if [ "$asan" = 1 ]; then
-	setup build-asan -Dwerror=true -Dtests=enabled \
+	ns_setup_clang build-asan -Dwerror=true -Dtests=enabled \
 		-Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
 		-Db_lundef=false
 	ns_say "ninja -C build-asan"
 	ninja -C build-asan
-	reports=$top/build-asan/sanitizer-reports
+	reports=$NS_TOP/build-asan/sanitizer-reports
 	rm -rf "$reports"
 	mkdir -p "$reports"
 	common="print_stacktrace=1:log_path=$reports/report${symbolizer:+:external_symbolizer_path=$symbolizer}"
@@ -157,7 +144,7 @@ fi
 
 if [ "$tsan" = 1 ]; then
 	tsan_tests=(lane synth active table standby)
-	setup build-tsan -Dwerror=true -Dtests=enabled \
+	ns_setup_clang build-tsan -Dwerror=true -Dtests=enabled \
 		-Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
 		-Dc_args=-DRTE_USE_C11_MEM_MODEL
 	targets=()
@@ -166,11 +153,11 @@ if [ "$tsan" = 1 ]; then
 	done
 	ns_say "ninja -C build-tsan ${targets[*]}"
 	ninja -C build-tsan "${targets[@]}"
-	preload=$top/build-tsan/nst_tsan_boxfort.so
+	preload=$NS_TOP/build-tsan/nst_tsan_boxfort.so
 	ns_say "cc -shared -o $preload tests/sanitize/nst_tsan_boxfort.c"
 	cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$preload" \
 		"$supp/nst_tsan_boxfort.c" -ldl
-	reports=$top/build-tsan/sanitizer-reports
+	reports=$NS_TOP/build-tsan/sanitizer-reports
 	rm -rf "$reports"
 	mkdir -p "$reports"
 	export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp:log_path=$reports/report${symbolizer:+:external_symbolizer_path=$symbolizer}"

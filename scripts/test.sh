@@ -10,14 +10,14 @@
 # Extra arguments go to `meson test` (e.g. --suite unit) and skip the
 # fuzzing and the sanitizer runs.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-. deploy/lib.sh
+# shellcheck source=../deploy/lib.sh
+. "$(dirname "$0")/../deploy/lib.sh"
+cd "$NS_TOP"
 
 ns_install_deps
 # The secondary-process tests (secondary, failover) share memory between
 # DPDK processes through hugepages.
-"$top/deploy/hugepages.sh" -n 256 ||
+"$NS_TOP/deploy/hugepages.sh" -n 256 ||
 	ns_say "no hugepages: the secondary and failover tests will fail"
 ns_build build-test -Dwerror=true -Dtests=enabled
 ns_say "meson test -C build-test $*"
@@ -26,6 +26,6 @@ meson test -C build-test --print-errorlogs --num-processes 2 "$@"
 # 10), in their own clang build, and the sanitizer runs, in two more;
 # skipped when meson test got a selection.
 if [ $# -eq 0 ]; then
-	"$top/scripts/fuzz.sh" --seconds "${NATSYNC_FUZZ_SECONDS:-10}"
-	"$top/scripts/sanitize.sh"
+	"$NS_TOP/scripts/fuzz.sh" --seconds "${NATSYNC_FUZZ_SECONDS:-10}"
+	"$NS_TOP/scripts/sanitize.sh"
 fi

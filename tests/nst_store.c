@@ -12,33 +12,28 @@
 
 #include "nst_store.h"
 
-static const char *env_or(const char *name, const char *def)
+/* rel under the root directory named by environment variable root (meson
+ * sets both roots; "." outside meson), in one of eight rotating buffers per
+ * thread. */
+static const char *root_path(const char *root, const char *rel)
 {
-	const char *v = getenv(name);
+	static __thread char buf[8][4096];
+	static __thread int n;
+	const char *dir = getenv(root);
+	char *b = buf[n++ & 7];
 
-	return v && *v ? v : def;
+	snprintf(b, sizeof(buf[0]), "%s/%s", dir && *dir ? dir : ".", rel);
+	return b;
 }
 
 const char *nst_src(const char *rel)
 {
-	static __thread char buf[4][4096];
-	static __thread int n;
-	char *b = buf[n++ & 3];
-
-	snprintf(b, sizeof(buf[0]), "%s/%s", env_or("NATSYNC_SOURCE_ROOT", "."),
-		 rel);
-	return b;
+	return root_path("NATSYNC_SOURCE_ROOT", rel);
 }
 
 const char *nst_build(const char *rel)
 {
-	static __thread char buf[4][4096];
-	static __thread int n;
-	char *b = buf[n++ & 3];
-
-	snprintf(b, sizeof(buf[0]), "%s/%s", env_or("NATSYNC_BUILD_ROOT", "."),
-		 rel);
-	return b;
+	return root_path("NATSYNC_BUILD_ROOT", rel);
 }
 
 int nst_sh(const char *fmt, ...)
@@ -86,6 +81,16 @@ void nst_store_stop(int port)
 	nst_sh("%s stop --port %d --dir %s/%d >&2",
 	       nst_src("deploy/redis-cluster.sh"), port, nst_build("tests/run"),
 	       port);
+}
+
+int nst_store_start_fresh(int port, int masters, int replicas)
+{
+	nst_store_stop(port);
+	nst_sh("rm -rf '%s/%d'", nst_build("tests/run"), port);
+	if (nst_store_start(port, masters, replicas) == 0)
+		return 0;
+	nst_store_stop(port);
+	return -1;
 }
 
 int nst_eal_init(unsigned int mem_mb)

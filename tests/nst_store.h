@@ -14,11 +14,17 @@ int nst_store_start(int port, int masters, int replicas);
 int nst_store_start_with(int port, int masters, int replicas,
 			 const char *options);
 void nst_store_stop(int port);
+/* Stop what runs on port, remove its directory (a cluster node that keeps
+ * an old nodes.conf refuses to join a new cluster) and start anew; on
+ * failure the store is stopped again (a suite's .fini does not run when
+ * its .init fails). Returns 0 or -1. */
+int nst_store_start_fresh(int port, int masters, int replicas);
 
 /* Run a shell command; returns its exit status. */
 int nst_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Path of a file in the source tree, or of a built program. */
+/* Path of a file in the source tree, or of a built program (eight
+ * rotating buffers, shared by both). */
 const char *nst_src(const char *rel);
 const char *nst_build(const char *rel);
 

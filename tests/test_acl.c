@@ -24,6 +24,7 @@
 #include "nsdp_lane.h"
 #include "nsdp_table.h"
 #include "nsdp_time.h"
+#include "nst_session.h"
 #include "nst_store.h"
 
 #define ACL_PORT 7850
@@ -116,24 +117,12 @@ static int refused(redisContext *c, const char *cmd)
 
 static struct ns_session session(uint32_t i)
 {
-	struct ns_session s;
+	struct ns_session s =
+		nst_session(17, NS_EV_CREATE, 1, 1, 60000, nsdp_realtime_ns());
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 17;
-	s.event = NS_EV_CREATE;
-	s.gateway_id = 1;
-	s.epoch = 1;
-	s.timeout_ms = 60000;
-	s.timestamp_ns = nsdp_realtime_ns();
-	s.orig.saddr = 0x0a000000u + i;
-	s.orig.daddr = 0xcb007101u;
-	s.orig.sport = (uint16_t)(1024 + i % 60000);
-	s.orig.dport = 53;
-	s.xlat = s.orig;
-	s.xlat.saddr = 0xc6336401u;
-	s.xlat.sport = (uint16_t)(2000 + i % 60000);
+	nst_session_snat(&s, 0x0a000000u + i, (uint16_t)(1024 + i % 60000),
+			 0xcb007101u, 53, 0xc6336401u,
+			 (uint16_t)(2000 + i % 60000));
 	return s;
 }
 
@@ -189,35 +178,54 @@ Test(acl, active_and_standby_users_replicate_with_least_privilege)
 	nsdp_lane_free(lane);
 }
 
+/* Commands and whether the user's ACL refuses them (NOPERM). */
+struct acl_case {
+	const char *cmd;
+	int refused;
+};
+
+static void assert_acl(const char *user, const char *password,
+		       const struct acl_case *cases, size_t n)
+{
+	redisContext *c = login(user, password);
+
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(refused(c, cases[i].cmd), cases[i].refused,
+			     "%s: %s", user, cases[i].cmd);
+	redisFree(c);
+}
+
 Test(acl, the_standby_user_cannot_write_or_publish)
 {
-	redisContext *c = login("natsync-standby", "standby-pw-2");
+	static const struct acl_case cases[] = {
+		{"SET ns:forged x", 1},
+		{"DEL ns:forged", 1},
+		{"SPUBLISH ns:b:{0} x", 1},
+		{"PUBLISH ns:b:{0} x", 1},
+		{"INCRBY natsync:epoch 1", 1},
+		{"FLUSHALL", 1},
+		{"CONFIG SET maxmemory 1", 1},
+		/* what it needs stays allowed */
+		{"SCAN 0 MATCH ns:* COUNT 10", 0},
+		{"CLUSTER SLOTS", 0},
+	};
 
-	cr_assert(refused(c, "SET ns:forged x"));
-	cr_assert(refused(c, "DEL ns:forged"));
-	cr_assert(refused(c, "SPUBLISH ns:b:{0} x"));
-	cr_assert(refused(c, "PUBLISH ns:b:{0} x"));
-	cr_assert(refused(c, "INCRBY natsync:epoch 1"));
-	cr_assert(refused(c, "FLUSHALL"));
-	cr_assert(refused(c, "CONFIG SET maxmemory 1"));
-	/* what it needs stays allowed */
-	cr_assert(!refused(c, "SCAN 0 MATCH ns:* COUNT 10"));
-	cr_assert(!refused(c, "CLUSTER SLOTS"));
-	redisFree(c);
+	assert_acl("natsync-standby", "standby-pw-2", cases,
+		   sizeof(cases) / sizeof(cases[0]));
 }
 
 Test(acl, the_active_user_cannot_read_or_subscribe)
 {
-	redisContext *c = login("natsync-active", "active-pw-1");
+	static const struct acl_case cases[] = {
+		{"GET ns:x", 1}, {"MGET ns:x ns:y", 1},	 {"SCAN 0", 1},
+		{"KEYS *", 1},	 {"SET other:key x", 1}, /* keys outside ns:* */
+		{"FLUSHALL", 1},
+	};
+	static const struct acl_case subscribe[] = {
+		{"SSUBSCRIBE ns:b:{0}", 1},
+	};
 
-	cr_assert(refused(c, "GET ns:x"));
-	cr_assert(refused(c, "MGET ns:x ns:y"));
-	cr_assert(refused(c, "SCAN 0"));
-	cr_assert(refused(c, "KEYS *"));
-	cr_assert(refused(c, "SET other:key x"), "keys outside ns:*");
-	cr_assert(refused(c, "FLUSHALL"));
-	redisFree(c);
-	c = login("natsync-active", "active-pw-1");
-	cr_assert(refused(c, "SSUBSCRIBE ns:b:{0}"));
-	redisFree(c);
+	assert_acl("natsync-active", "active-pw-1", cases,
+		   sizeof(cases) / sizeof(cases[0]));
+	assert_acl("natsync-active", "active-pw-1", subscribe, 1);
 }

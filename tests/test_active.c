@@ -11,7 +11,6 @@
 #include <criterion/criterion.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +27,10 @@
 #include "nsa_config.h"
 #include "nsa_log.h"
 #include "nsdp_lane.h"
-#include "nst_store.h"
+#include "nsdp_stat.h"
 #include "nsdp_time.h"
+#include "nst_session.h"
+#include "nst_store.h"
 
 #define PORT_CLUSTER 7200
 #define PORT_PLAIN 7210
@@ -70,10 +71,7 @@ static void store_up(int port, int masters)
 
 static uint64_t mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return nsdp_mono_ns() / 1000000;
 }
 
 static void conf_for(struct nsa_config *c, int port, unsigned int workers,
@@ -98,25 +96,14 @@ static void conf_for(struct nsa_config *c, int port, unsigned int workers,
  * flow (saddr's low 24 bits). */
 static struct ns_session flow_record(uint32_t i, uint8_t event, uint64_t ts)
 {
-	struct ns_session s;
+	struct ns_session s = nst_session(
+		6, event, 7, 1,
+		event == NS_EV_REFRESH ? TIMEOUT_REFRESH_MS : TIMEOUT_CREATE_MS,
+		ts);
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 6;
-	s.event = event;
-	s.gateway_id = 7;
-	s.epoch = 1;
-	s.timeout_ms =
-		event == NS_EV_REFRESH ? TIMEOUT_REFRESH_MS : TIMEOUT_CREATE_MS;
-	s.timestamp_ns = ts;
-	s.orig.saddr = 0x0a000000u | i;
-	s.orig.daddr = 0xc0a80001u;
-	s.orig.sport = (uint16_t)(1000 + i % 50000);
-	s.orig.dport = 443;
-	s.xlat = s.orig;
-	s.xlat.saddr = 0x64400001u;
-	s.xlat.sport = (uint16_t)(1024 + i % 60000);
+	nst_session_snat(&s, 0x0a000000u | i, (uint16_t)(1000 + i % 50000),
+			 0xc0a80001u, 443, 0x64400001u,
+			 (uint16_t)(1024 + i % 60000));
 	return s;
 }
 
@@ -144,7 +131,7 @@ static void push_wait(struct nsdp_lane *lane, const struct ns_session *s)
 
 	while (rte_ring_free_count(lane->ring) == 0) {
 		cr_assert_lt(mono_ms(), deadline, "lane stayed full");
-		usleep(100);
+		nsdp_sleep_us(100);
 	}
 	cr_assert_eq(nsdp_record(lane, s), 0);
 }
@@ -369,10 +356,10 @@ struct sub {
 	redisContext *c[NSA_MAX_NODES];
 	unsigned int n;
 	pthread_t thread;
-	atomic_int stop;
+	int stop; /* set by the test, read relaxed by the thread */
 	const struct plan *plan;
 	uint8_t *next_ev; /* [n_flows] next expected event per flow */
-	atomic_ullong n_records;
+	uint64_t n_records; /* written by the thread, NSDP_STAT_* */
 	uint64_t n_batches, bad_decode, bad_seq, bad_order;
 	struct pubseq ps[64];
 	unsigned int n_ps;
@@ -422,7 +409,7 @@ static void sub_batch(struct sub *s, const char *channel, const uint8_t *buf,
 			s->bad_order++;
 		else
 			s->next_ev[f]++;
-		atomic_fetch_add(&s->n_records, 1);
+		NSDP_STAT_INC(s->n_records);
 	}
 	if (rc < 0)
 		s->bad_decode++;
@@ -443,7 +430,7 @@ static void *sub_main(void *arg)
 {
 	struct sub *s = arg;
 
-	while (!atomic_load(&s->stop)) {
+	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
 		struct pollfd pfd[NSA_MAX_NODES];
 		unsigned int i;
 
@@ -516,10 +503,10 @@ static void sub_finish(struct sub *s, uint64_t expect)
 	uint64_t deadline = mono_ms() + 15000;
 	unsigned int i;
 
-	while (atomic_load(&s->n_records) < expect && mono_ms() < deadline)
+	while (NSDP_STAT_READ(s->n_records) < expect && mono_ms() < deadline)
 		nsdp_sleep_ms(5);
 	nsdp_sleep_ms(100); /* anything extra would show up now */
-	atomic_store(&s->stop, 1);
+	__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
 	pthread_join(s->thread, NULL);
 	for (i = 0; i < s->n; i++)
 		redisFree(s->c[i]);
@@ -535,14 +522,55 @@ static void sub_assert_complete(struct sub *s, const struct plan *p)
 	for (f = 0; f < p->n_flows; f++)
 		missing += s->next_ev[f] != p->n_ev[f];
 	cr_expect_eq(missing, 0, "flows with records never notified");
-	cr_assert_eq(atomic_load(&s->n_records), p->n_records,
+	cr_assert_eq(NSDP_STAT_READ(s->n_records), p->n_records,
 		     "notified %llu records, wrote %llu",
-		     (unsigned long long)atomic_load(&s->n_records),
+		     (unsigned long long)NSDP_STAT_READ(s->n_records),
 		     (unsigned long long)p->n_records);
 	free(s->next_ev);
 }
 
 /* ---- scenarios -------------------------------------------------------- */
+
+/* The writers over lanes[0..n), started (start does not need the store). */
+static struct nsa_active *writer_up(const struct nsa_config *c,
+				    struct nsdp_lane **lanes, unsigned int n)
+{
+	struct nsa_active *a = nsa_active_create(c, lanes, n);
+
+	cr_assert_not_null(a);
+	cr_assert_eq(nsa_active_start(a), 0);
+	return a;
+}
+
+/* Stop and free the writers, and the plan if there is one. */
+static void writer_down(struct nsa_active *a, struct plan *p)
+{
+	nsa_active_stop(a);
+	nsa_active_free(a);
+	if (p)
+		plan_free(p);
+}
+
+/* Every flow of p once more, with event ev, in flow order. */
+static void plan_write_all(struct plan *p, struct nsdp_lane **lanes,
+			   unsigned int n_lanes, uint8_t ev)
+{
+	for (uint32_t i = 0; i < p->n_flows; i++)
+		plan_write(p, lanes, n_lanes, i, ev);
+}
+
+/* Expect the store at port to hold keys keys, and each flow of p with its
+ * last record. */
+static void expect_store_holds(int port, const struct plan *p, uint64_t keys)
+{
+	struct store_view v;
+
+	store_view_open(&v, port);
+	cr_expect_eq(store_count_keys(&v), keys, "keys in the store");
+	cr_expect_eq(store_check_flows(&v, p, 0, p->n_flows), 0,
+		     "flows not matching the store");
+	store_view_close(&v);
+}
 
 /* Write the standard plan through 2 workers and 2 lanes with a subscriber
  * attached, then check the store and the notifications. */
@@ -551,7 +579,6 @@ static void replicate_and_check(int port, uint32_t n_flows,
 {
 	struct nsdp_lane **lanes = lanes_create(2, 65536);
 	struct nsa_active_stats st;
-	struct store_view v;
 	struct nsa_config c;
 	struct nsa_active *a;
 	struct plan p;
@@ -560,9 +587,7 @@ static void replicate_and_check(int port, uint32_t n_flows,
 	plan_init(&p, n_flows);
 	conf_for(&c, port, 2, publish);
 	sub_start(&s, port, &p, publish);
-	a = nsa_active_create(&c, lanes, 2);
-	cr_assert_not_null(a);
-	cr_assert_eq(nsa_active_start(a), 0);
+	a = writer_up(&c, lanes, 2);
 	plan_write_standard(&p, lanes, 2);
 	cr_assert_eq(nsa_active_drain(a, 60000), 0, "drained");
 	nsa_active_stats(a, &st);
@@ -576,15 +601,9 @@ static void replicate_and_check(int port, uint32_t n_flows,
 	sub_finish(&s, p.n_records);
 	sub_assert_complete(&s, &p);
 
-	store_view_open(&v, port);
-	cr_expect_eq(store_count_keys(&v), plan_live(&p), "keys in the store");
-	cr_expect_eq(store_check_flows(&v, &p, 0, n_flows), 0,
-		     "flows not matching the store");
-	store_view_close(&v);
+	expect_store_holds(port, &p, plan_live(&p));
 
-	nsa_active_stop(a);
-	nsa_active_free(a);
-	plan_free(&p);
+	writer_down(a, &p);
 }
 
 Test(active, cluster_store_and_notifications_hold_every_record_in_order,
@@ -636,9 +655,7 @@ Test(active, lone_record_is_flushed_within_the_deadline, .timeout = 60)
 	store_up(PORT_PLAIN, 0);
 	conf_for(&c, PORT_PLAIN, 1, NSA_PUBLISH_AUTO);
 	c.flush_us = 2000;
-	a = nsa_active_create(&c, lanes, 1);
-	cr_assert_not_null(a);
-	cr_assert_eq(nsa_active_start(a), 0);
+	a = writer_up(&c, lanes, 1);
 	/* a first record makes sure the writer is connected */
 	push_wait(lanes[0], &warm);
 	cr_assert_eq(nsa_active_drain(a, 10000), 0);
@@ -650,33 +667,27 @@ Test(active, lone_record_is_flushed_within_the_deadline, .timeout = 60)
 	t0 = mono_ms();
 	push_wait(lanes[0], &lone);
 	while (!store_has(rc, &lone) && mono_ms() - t0 <= limit)
-		usleep(500);
+		nsdp_sleep_us(500);
 	cr_expect_leq(mono_ms() - t0, limit, "a lone record took %llu ms",
 		      (unsigned long long)(mono_ms() - t0));
 	cr_expect(store_has(rc, &lone), "the lone record is in the store");
 	cr_expect_eq(nsa_active_drain(a, 10000), 0);
 	redisFree(rc);
-	nsa_active_stop(a);
-	nsa_active_free(a);
+	writer_down(a, NULL);
 }
 
 Test(active, store_starting_late_receives_everything, .timeout = 120)
 {
 	struct nsdp_lane **lanes = lanes_create(1, 8192);
 	struct nsa_active_stats st;
-	struct store_view v;
 	struct nsa_config c;
 	struct nsa_active *a;
 	struct plan p;
-	uint32_t i;
 
 	plan_init(&p, 2000);
 	conf_for(&c, PORT_LATE, 1, NSA_PUBLISH_AUTO);
-	a = nsa_active_create(&c, lanes, 1);
-	cr_assert_not_null(a);
-	cr_assert_eq(nsa_active_start(a), 0, "start does not need the store");
-	for (i = 0; i < p.n_flows; i++)
-		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+	a = writer_up(&c, lanes, 1);
+	plan_write_all(&p, lanes, 1, NS_EV_CREATE);
 	nsdp_sleep_ms(1000);
 	nsa_active_stats(a, &st);
 	cr_expect_eq(st.acked, 0);
@@ -685,19 +696,13 @@ Test(active, store_starting_late_receives_everything, .timeout = 120)
 	nsa_active_stats(a, &st);
 	cr_expect_eq(st.acked, p.n_records);
 
-	store_view_open(&v, PORT_LATE);
-	cr_expect_eq(store_count_keys(&v), p.n_flows);
-	cr_expect_eq(store_check_flows(&v, &p, 0, p.n_flows), 0);
-	store_view_close(&v);
-	nsa_active_stop(a);
-	nsa_active_free(a);
-	plan_free(&p);
+	expect_store_holds(PORT_LATE, &p, p.n_flows);
+	writer_down(a, &p);
 }
 
 struct producer {
 	struct plan *p;
 	struct nsdp_lane *lane;
-	atomic_uint written; /* flows pushed so far, in order */
 };
 
 static void *producer_main(void *arg)
@@ -707,9 +712,8 @@ static void *producer_main(void *arg)
 
 	for (i = 0; i < pr->p->n_flows; i++) {
 		plan_write(pr->p, &pr->lane, 1, i, NS_EV_CREATE);
-		atomic_store(&pr->written, i + 1);
 		if (i % 256 == 255)
-			usleep(2000);
+			nsdp_sleep_us(2000);
 	}
 	return NULL;
 }
@@ -730,9 +734,7 @@ Test(active, restarted_server_gets_every_unacknowledged_record, .timeout = 180)
 	plan_init(&p, 40000);
 	store_up(PORT_RESTART, 0);
 	conf_for(&c, PORT_RESTART, 1, NSA_PUBLISH_AUTO);
-	a = nsa_active_create(&c, lanes, 1);
-	cr_assert_not_null(a);
-	cr_assert_eq(nsa_active_start(a), 0);
+	a = writer_up(&c, lanes, 1);
 
 	memset(&pr, 0, sizeof(pr));
 	pr.p = &p;
@@ -769,9 +771,7 @@ Test(active, restarted_server_gets_every_unacknowledged_record, .timeout = 180)
 	cr_expect_eq(bad, 0, "%u of the last %llu records missing", bad,
 		     (unsigned long long)(p.n_flows - acked_before));
 	store_view_close(&v);
-	nsa_active_stop(a);
-	nsa_active_free(a);
-	plan_free(&p);
+	writer_down(a, &p);
 }
 
 Test(active, throughput_one_lane_plain_server, .timeout = 240)
@@ -791,9 +791,7 @@ Test(active, throughput_one_lane_plain_server, .timeout = 240)
 	conf_for(&c, PORT_PLAIN, 1, NSA_PUBLISH_AUTO);
 	c.batch_size = 512;
 	c.max_inflight = 16;
-	a = nsa_active_create(&c, lanes, 1);
-	cr_assert_not_null(a);
-	cr_assert_eq(nsa_active_start(a), 0);
+	a = writer_up(&c, lanes, 1);
 	/* a first record makes sure the writer is connected */
 	burst[0] = flow_record(0, NS_EV_CREATE, 0);
 	push_wait(lanes[0], &burst[0]);
@@ -813,7 +811,7 @@ Test(active, throughput_one_lane_plain_server, .timeout = 240)
 		}
 		while (rte_ring_free_count(lanes[0]->ring) < n) {
 			cr_assert_lt(mono_ms() - t0, 120000);
-			usleep(20);
+			nsdp_sleep_us(20);
 		}
 		k = nsdp_record_burst(lanes[0], burst, n);
 		cr_assert_eq(k, n);
@@ -838,8 +836,7 @@ Test(active, throughput_one_lane_plain_server, .timeout = 240)
 		  r->integer == (long long)flows);
 	freeReplyObject(r);
 	redisFree(rc);
-	nsa_active_stop(a);
-	nsa_active_free(a);
+	writer_down(a, NULL);
 }
 
 struct paced_writer {
@@ -860,7 +857,7 @@ static void *paced_main(void *arg)
 			plan_write(pw->p, pw->lanes, pw->n_lanes, i,
 				   pass == 0 ? NS_EV_CREATE : NS_EV_REFRESH);
 			if (i % 100 == 99)
-				usleep(3000);
+				nsdp_sleep_us(3000);
 		}
 	}
 	return NULL;
@@ -873,17 +870,32 @@ static void *reshard_main(void *arg)
 	return (void *)(intptr_t)nst_sh("%s", cmd);
 }
 
-static void node_id(int port, char id[64])
+/* Run one command (no '%' in it) on the server at port; its reply must be
+ * of type, and a string reply is copied to out (len bytes) when out. */
+static void store_command(int port, const char *cmd, int type, char *out,
+			  size_t len)
 {
 	redisContext *rc = redisConnect("127.0.0.1", port);
 	redisReply *r;
 
-	cr_assert(rc && !rc->err);
-	r = redisCommand(rc, "CLUSTER MYID");
-	cr_assert(r && r->type == REDIS_REPLY_STRING);
-	snprintf(id, 64, "%s", r->str);
+	cr_assert(rc && !rc->err, "connect to %d", port);
+	r = redisCommand(rc, cmd);
+	cr_assert(r && r->type == type, "%s", cmd);
+	if (out)
+		snprintf(out, len, "%s", r->str);
 	freeReplyObject(r);
 	redisFree(rc);
+}
+
+static void node_id(int port, char id[64])
+{
+	store_command(port, "CLUSTER MYID", REDIS_REPLY_STRING, id, 64);
+}
+
+/* An administrative command: it must answer OK. */
+static void store_admin(int port, const char *cmd)
+{
+	store_command(port, cmd, REDIS_REPLY_STATUS, NULL, 0);
 }
 
 Test(active, resharding_under_load_keeps_every_latest_record, .timeout = 240)
@@ -891,7 +903,6 @@ Test(active, resharding_under_load_keeps_every_latest_record, .timeout = 240)
 	struct nsdp_lane **lanes = lanes_create(2, 65536);
 	struct nsa_active_stats st;
 	struct paced_writer pw;
-	struct store_view v;
 	struct nsa_config c;
 	struct nsa_active *a;
 	char from[64], to[64];
@@ -911,9 +922,7 @@ Test(active, resharding_under_load_keeps_every_latest_record, .timeout = 240)
 
 	plan_init(&p, 20000);
 	conf_for(&c, PORT_RESHARD, 2, NSA_PUBLISH_AUTO);
-	a = nsa_active_create(&c, lanes, 2);
-	cr_assert_not_null(a);
-	cr_assert_eq(nsa_active_start(a), 0);
+	a = writer_up(&c, lanes, 2);
 	pw.p = &p;
 	pw.lanes = lanes;
 	pw.n_lanes = 2;
@@ -934,39 +943,8 @@ Test(active, resharding_under_load_keeps_every_latest_record, .timeout = 240)
 	cr_expect_eq(st.acked, p.n_records);
 	cr_expect_eq(st.dropped, 0);
 
-	store_view_open(&v, PORT_RESHARD);
-	cr_expect_eq(store_count_keys(&v), plan_live(&p), "keys in the store");
-	cr_expect_eq(store_check_flows(&v, &p, 0, p.n_flows), 0,
-		     "flows not matching the store");
-	store_view_close(&v);
-	nsa_active_stop(a);
-	nsa_active_free(a);
-	plan_free(&p);
-}
-
-/* Run one administrative command (no '%' in it) on the server at port; it
- * must answer OK. */
-static void store_admin(int port, const char *cmd)
-{
-	redisContext *rc = redisConnect("127.0.0.1", port);
-	redisReply *r;
-
-	cr_assert(rc && !rc->err, "connect to %d", port);
-	r = redisCommand(rc, cmd);
-	cr_assert(r && r->type == REDIS_REPLY_STATUS, "%s", cmd);
-	freeReplyObject(r);
-	redisFree(rc);
-}
-
-/* One writer over one lane, started. */
-static struct nsa_active *writer_up(const struct nsa_config *c,
-				    struct nsdp_lane **lanes)
-{
-	struct nsa_active *a = nsa_active_create(c, lanes, 1);
-
-	cr_assert_not_null(a);
-	cr_assert_eq(nsa_active_start(a), 0);
-	return a;
+	expect_store_holds(PORT_RESHARD, &p, plan_live(&p));
+	writer_down(a, &p);
 }
 
 Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
@@ -986,9 +964,8 @@ Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
 	conf_for(&c, PORT_ACL, 1, NSA_PUBLISH_AUTO);
 	snprintf(c.store.user, sizeof(c.store.user), "natsync");
 	snprintf(c.store.password, sizeof(c.store.password), "secret");
-	a = writer_up(&c, lanes);
-	for (i = 0; i < p.n_flows; i++)
-		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+	a = writer_up(&c, lanes, 1);
+	plan_write_all(&p, lanes, 1, NS_EV_CREATE);
 	for (i = 0; i < p.n_flows; i += 2)
 		plan_write(&p, lanes, 1, i, NS_EV_DELETE);
 	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
@@ -1001,9 +978,7 @@ Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
 	store_view_open(&v, PORT_ACL);
 	cr_expect_eq(store_count_keys(&v), 100, "refused deletes left keys");
 	store_view_close(&v);
-	nsa_active_stop(a);
-	nsa_active_free(a);
-	plan_free(&p);
+	writer_down(a, &p);
 }
 
 /* A master that may not take writes for a while (here: min-replicas-to-write
@@ -1013,19 +988,16 @@ Test(active, passing_refusals_are_waited_out_and_resent, .timeout = 60)
 {
 	struct nsdp_lane **lanes = lanes_create(1, 1024);
 	struct nsa_active_stats st;
-	struct store_view v;
 	struct nsa_config c;
 	struct nsa_active *a;
 	struct plan p;
-	uint32_t i;
 
 	store_up(PORT_NOREPLICAS, 0);
 	store_admin(PORT_NOREPLICAS, "CONFIG SET min-replicas-to-write 1");
 	plan_init(&p, 100);
 	conf_for(&c, PORT_NOREPLICAS, 1, NSA_PUBLISH_AUTO);
-	a = writer_up(&c, lanes);
-	for (i = 0; i < p.n_flows; i++)
-		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+	a = writer_up(&c, lanes, 1);
+	plan_write_all(&p, lanes, 1, NS_EV_CREATE);
 	cr_assert_neq(nsa_active_drain(a, 1000), 0,
 		      "drained while the store refused every write");
 	nsa_active_stats(a, &st);
@@ -1038,12 +1010,6 @@ Test(active, passing_refusals_are_waited_out_and_resent, .timeout = 60)
 	cr_expect_eq(st.acked, 100);
 	cr_expect_eq(st.dropped, 0);
 	cr_expect_eq(st.other_errors, 0);
-	store_view_open(&v, PORT_NOREPLICAS);
-	cr_expect_eq(store_count_keys(&v), 100);
-	cr_expect_eq(store_check_flows(&v, &p, 0, p.n_flows), 0,
-		     "store differs");
-	store_view_close(&v);
-	nsa_active_stop(a);
-	nsa_active_free(a);
-	plan_free(&p);
+	expect_store_holds(PORT_NOREPLICAS, &p, 100);
+	writer_down(a, &p);
 }

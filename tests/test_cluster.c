@@ -95,18 +95,10 @@ static void store_wipe(int port)
 	nst_sh("rm -rf '%s/%d'", nst_build("tests/run"), port);
 }
 
-/* Start from an empty directory: a cluster node keeps nodes.conf there and
- * would refuse to join a new cluster. Stop before wiping, so that pid files
- * of a store left behind by a crashed run are still found. */
 static void store_up(int port, int masters)
 {
-	nst_store_stop(port);
-	store_wipe(port);
-	if (nst_store_start(port, masters, 0)) {
-		/* .fini does not run when .init fails. */
-		nst_store_stop(port);
+	if (nst_store_start_fresh(port, masters, 0))
 		cr_assert_fail("store on port %d did not start", port);
-	}
 }
 
 static void store_down(int port)
@@ -418,12 +410,37 @@ Test(cluster_live, cluster_without_slots_is_an_error)
 
 TestSuite(cluster_plain, .init = plain_up, .fini = plain_down, .timeout = 60);
 
-Test(cluster_plain, plain_server_is_one_node_owning_every_slot)
+/* The plain server as the only seed, with user (NULL: none) and password
+ * (NULL: none) after cmd, an administrative command, has run on it. */
+static void plain_seed_as(const char *cmd, const char *user,
+			  const char *password)
 {
 	const int ports[] = {PLAIN_PORT};
+
+	if (cmd)
+		raw_ok(PLAIN_PORT, cmd);
+	conf_seeds(ports, 1);
+	if (user)
+		snprintf(conf.user, sizeof(conf.user), "%s", user);
+	if (password)
+		snprintf(conf.password, sizeof(conf.password), "%s", password);
+}
+
+/* A connection to the plain server as configured; the caller frees it. */
+static redisContext *plain_connect(void)
+{
+	redisContext *c =
+		nsa_store_connect(&conf, &conf.seeds[0], err, sizeof(err));
+
+	cr_assert(c, "%s", err);
+	return c;
+}
+
+Test(cluster_plain, plain_server_is_one_node_owning_every_slot)
+{
 	char ch[NS_CHANNEL_MAX];
 
-	conf_seeds(ports, 1);
+	plain_seed_as(NULL, NULL, NULL);
 	cr_assert_eq(nsa_topology_fetch(&conf, &topo, err, sizeof(err)), 0,
 		     "%s", err);
 	cr_assert_eq(topo.cluster, 0);
@@ -440,16 +457,12 @@ Test(cluster_plain, plain_server_is_one_node_owning_every_slot)
 
 Test(cluster_plain, acl_user_with_right_password_connects)
 {
-	const int ports[] = {PLAIN_PORT};
 	redisContext *c;
 	redisReply *r;
 
-	raw_ok(PLAIN_PORT, "ACL SETUSER natsync_test on >secret ~ns:* +@all");
-	conf_seeds(ports, 1);
-	snprintf(conf.user, sizeof(conf.user), "natsync_test");
-	snprintf(conf.password, sizeof(conf.password), "secret");
-	c = nsa_store_connect(&conf, &conf.seeds[0], err, sizeof(err));
-	cr_assert(c, "%s", err);
+	plain_seed_as("ACL SETUSER natsync_test on >secret ~ns:* +@all",
+		      "natsync_test", "secret");
+	c = plain_connect();
 	r = redisCommand(c, "ACL WHOAMI");
 	cr_assert(r && r->type == REDIS_REPLY_STRING);
 	cr_expect_str_eq(r->str, "natsync_test");
@@ -461,12 +474,8 @@ Test(cluster_plain, acl_user_with_right_password_connects)
 
 Test(cluster_plain, wrong_password_fails_naming_auth)
 {
-	const int ports[] = {PLAIN_PORT};
-
-	raw_ok(PLAIN_PORT, "ACL SETUSER natsync_test on >secret ~ns:* +@all");
-	conf_seeds(ports, 1);
-	snprintf(conf.user, sizeof(conf.user), "natsync_test");
-	snprintf(conf.password, sizeof(conf.password), "wrong");
+	plain_seed_as("ACL SETUSER natsync_test on >secret ~ns:* +@all",
+		      "natsync_test", "wrong");
 	cr_assert_null(
 		nsa_store_connect(&conf, &conf.seeds[0], err, sizeof(err)));
 	cr_expect(strstr(err, "AUTH"), "err: %s", err);
@@ -478,15 +487,11 @@ Test(cluster_plain, wrong_password_fails_naming_auth)
 
 Test(cluster_plain, password_alone_authenticates_the_default_user)
 {
-	const int ports[] = {PLAIN_PORT};
 	redisContext *c;
 	redisReply *r;
 
-	raw_ok(PLAIN_PORT, "CONFIG SET requirepass natsync-pw");
-	conf_seeds(ports, 1);
-	snprintf(conf.password, sizeof(conf.password), "natsync-pw");
-	c = nsa_store_connect(&conf, &conf.seeds[0], err, sizeof(err));
-	cr_assert(c, "%s", err);
+	plain_seed_as("CONFIG SET requirepass natsync-pw", NULL, "natsync-pw");
+	c = plain_connect();
 	r = redisCommand(c, "PING");
 	cr_expect(r && r->type == REDIS_REPLY_STATUS);
 	freeReplyObject(r);

@@ -48,8 +48,9 @@
 #include <unistd.h>
 
 #include "nsa_host.h"
-#include "nst_store.h"
 #include "nsdp_time.h"
+#include "nst_agents.h"
+#include "nst_store.h"
 
 #define STORE_PORT 7800
 #define TCP_PORT 5001
@@ -319,7 +320,6 @@ static int external;
 static void write_gateway_config(char id)
 {
 	char name[32], text[4096], eal[512];
-	FILE *f;
 
 	/* A secondary process maps the gateway's memory: hugepages, shared
 	 * configuration. Otherwise process-private memory is enough. */
@@ -355,30 +355,16 @@ static void write_gateway_config(char id)
 		 STORE_PORT, nst_run_path(id == 'A' ? "a.sock" : "b.sock"),
 		 external ? "external" : "threads");
 	snprintf(name, sizeof(name), "gw%c.ini", id);
-	f = fopen(nst_run_path(name), "w");
-	cr_assert_not_null(f);
-	fputs(text, f);
-	fclose(f);
+	nst_write_file(nst_run_path(name), text);
 }
 
 static pid_t start_gateway(char id, const char *extra)
 {
-	char ini[32], out[32], log[32], pidf[32], line[32] = "";
-	FILE *f;
+	char name[8];
 
-	snprintf(ini, sizeof(ini), "gw%c.ini", id);
-	snprintf(out, sizeof(out), "gw%c.out", id);
-	snprintf(log, sizeof(log), "gw%c.log", id);
-	snprintf(pidf, sizeof(pidf), "gw%c.pid", id);
-	nst_sh("%s -c %s %s >>%s 2>>%s & echo $! >%s",
-	       nst_build("gateway/natsync-gateway"),
-	       nst_run_path(ini), extra, nst_run_path(out), nst_run_path(log),
-	       nst_run_path(pidf));
-	f = fopen(nst_run_path(pidf), "r");
-	cr_assert_not_null(f);
-	cr_assert_not_null(fgets(line, sizeof(line), f));
-	fclose(f);
-	return (pid_t)atoi(line);
+	snprintf(name, sizeof(name), "gw%c", id);
+	return (pid_t)nst_spawn(nst_build("gateway/natsync-gateway"), name,
+				extra, 1);
 }
 
 /* Send a control command; the reply goes to buf. Returns the exit status. */
@@ -410,28 +396,28 @@ static int status_has(char id, const char *what)
 	return ctl(id, "status", buf, sizeof(buf)) == 0 && strstr(buf, what);
 }
 
-static long stat_value(char id, const char *name)
+/* The number after "<sep>name=" in the reply to control command cmd, or
+ * -1: stats are one per line, status fields separated by spaces. */
+static long ctl_value(char id, const char *cmd, char sep, const char *name)
 {
 	char buf[4096], key[128];
 	const char *at;
 
-	if (ctl(id, "stats", buf, sizeof(buf)) != 0)
+	if (ctl(id, cmd, buf, sizeof(buf)) != 0)
 		return -1;
-	snprintf(key, sizeof(key), "\n%s=", name);
+	snprintf(key, sizeof(key), "%c%s=", sep, name);
 	at = strstr(buf, key);
 	return at ? atol(at + strlen(key)) : -1;
 }
 
+static long stat_value(char id, const char *name)
+{
+	return ctl_value(id, "stats", '\n', name);
+}
+
 static long status_value(char id, const char *name)
 {
-	char buf[4096], key[128];
-	const char *at;
-
-	if (ctl(id, "status", buf, sizeof(buf)) != 0)
-		return -1;
-	snprintf(key, sizeof(key), " %s=", name);
-	at = strstr(buf, key);
-	return at ? atol(at + strlen(key)) : -1;
+	return ctl_value(id, "status", ' ', name);
 }
 
 /* Wait up to secs for cond; returns whether it became true. */
@@ -455,8 +441,8 @@ static int alive(pid_t pid)
  * started the way operators do, with deploy/agent-secondary.sh. */
 static pid_t start_agent(char id)
 {
-	char ini[32], text[1024], pidf[32], log[32], line[32] = "";
-	FILE *f;
+	char ini[32], text[1024], pidf[32], log[32];
+	pid_t pid;
 
 	snprintf(ini, sizeof(ini), "agent%c.ini", id);
 	snprintf(pidf, sizeof(pidf), "agent%c.pid", id);
@@ -467,23 +453,17 @@ static pid_t start_agent(char id)
 		 "[active]\nflush_us = 200\n"
 		 "[rings]\nlanes = 1\n",
 		 id == 'A' ? 1 : 2, STORE_PORT);
-	f = fopen(nst_run_path(ini), "w");
-	cr_assert_not_null(f);
-	fputs(text, f);
-	fclose(f);
+	nst_write_file(nst_run_path(ini), text);
 	nst_sh("%s -c %s --prefix nstfo%c --pages 256 --agent %s "
 	       ">>%s 2>&1 & echo $! >%s",
 	       nst_src("deploy/agent-secondary.sh"), nst_run_path(ini), id,
 	       nst_build("tools/natsync-agent"), nst_run_path(log),
 	       nst_run_path(pidf));
-	f = fopen(nst_run_path(pidf), "r");
-	cr_assert_not_null(f);
-	cr_assert_not_null(fgets(line, sizeof(line), f));
-	fclose(f);
+	pid = (pid_t)nst_read_pid(nst_run_path(pidf));
 	nsdp_sleep_ms(500);
-	cr_assert(alive((pid_t)atoi(line)), "agent %c did not start; see %s",
-		  id, nst_run_path(log));
-	return (pid_t)atoi(line);
+	cr_assert(alive(pid), "agent %c did not start; see %s", id,
+		  nst_run_path(log));
+	return pid;
 }
 
 static void stop_pid(pid_t *pid, int sig)

@@ -15,6 +15,7 @@
 #include <rte_memzone.h>
 
 #include "nsdp_lane.h"
+#include "nst_session.h"
 #include "nst_store.h"
 #include "nsdp_time.h"
 
@@ -27,23 +28,12 @@ TestSuite(lane, .init = eal_up);
 
 static struct ns_session numbered(uint64_t seq)
 {
-	struct ns_session s;
+	struct ns_session s = nst_session(6, NS_EV_CREATE + (uint8_t)(seq % 3),
+					  7, 3, 30000, seq);
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 6;
-	s.event = NS_EV_CREATE + (uint8_t)(seq % 3);
-	s.gateway_id = 7;
-	s.epoch = 3;
-	s.timeout_ms = 30000;
-	s.timestamp_ns = seq;
-	s.orig.saddr = 0x0A000000u + (uint32_t)seq;
-	s.orig.daddr = 0xC6120001u;
-	s.orig.sport = (uint16_t)(1024 + seq);
-	s.orig.dport = 443;
-	s.xlat = s.orig;
-	s.xlat.saddr = 0xCB007101u;
+	nst_session_snat(&s, 0x0A000000u + (uint32_t)seq,
+			 (uint16_t)(1024 + seq), 0xC6120001u, 443, 0xCB007101u,
+			 (uint16_t)(1024 + seq));
 	return s;
 }
 
@@ -170,9 +160,12 @@ Test(lane, burst_counts_partial_acceptance)
 #define MOVE_COUNT 1000000u
 #define MOVE_DEADLINE_S 40.0
 
+/* One side of the transfer, on a thread of its own. */
 struct mover {
 	unsigned int idx;
 	uint64_t count;
+	int consume; /* 0: the producer, 1: the consumer */
+	double deadline;
 	/* Results, asserted on by the main thread. */
 	uint64_t moved;
 	uint64_t first_bad; /* index of the first out-of-order record */
@@ -180,18 +173,24 @@ struct mover {
 	int timed_out;
 };
 
-static void *producer(void *arg)
+/* Nothing to move this round: 1 (and timed_out) once the deadline has
+ * passed, else 0 after giving the CPU to the other thread, which may
+ * share it. */
+static int mover_idle(struct mover *m)
 {
-	struct mover *m = arg;
-	struct nsdp_lane *lane = nsdp_lane_lookup(m->idx);
-	double deadline = nsdp_now_s() + MOVE_DEADLINE_S;
+	if (nsdp_now_s() > m->deadline) {
+		m->timed_out = 1;
+		return 1;
+	}
+	sched_yield();
+	return 0;
+}
+
+static void produce(struct mover *m, struct nsdp_lane *lane)
+{
 	struct ns_session burst[64];
 	uint64_t seq = 0;
 
-	if (lane == NULL) {
-		m->failed = 1;
-		return NULL;
-	}
 	while (seq < m->count) {
 		/* Only the consumer frees space, so a burst no larger than the
 		 * free space goes in whole: a real fast path would not wait,
@@ -199,11 +198,8 @@ static void *producer(void *arg)
 		unsigned int room = rte_ring_free_count(lane->ring), n, i;
 
 		if (room == 0) {
-			if (nsdp_now_s() > deadline) {
-				m->timed_out = 1;
-				return NULL;
-			}
-			sched_yield(); /* the consumer may share our CPU */
+			if (mover_idle(m))
+				return;
 			continue;
 		}
 		n = RTE_MIN(room, 64u);
@@ -213,36 +209,24 @@ static void *producer(void *arg)
 			burst[i] = numbered(seq + i);
 		if (nsdp_record_burst(lane, burst, n) != n) {
 			m->failed = 1;
-			return NULL;
+			return;
 		}
 		seq += n;
 		m->moved = seq;
 	}
-	return NULL;
 }
 
-static void *consumer(void *arg)
+static void consume(struct mover *m, struct nsdp_lane *lane)
 {
-	struct mover *m = arg;
-	struct nsdp_lane *lane = nsdp_lane_lookup(m->idx);
-	double deadline = nsdp_now_s() + MOVE_DEADLINE_S;
 	struct ns_session out[256];
 	uint64_t expect = 0;
 
-	m->first_bad = UINT64_MAX;
-	if (lane == NULL) {
-		m->failed = 1;
-		return NULL;
-	}
 	while (expect < m->count) {
 		unsigned int n = nsdp_lane_drain(lane, out, 256), i;
 
 		if (n == 0) {
-			if (nsdp_now_s() > deadline) {
-				m->timed_out = 1;
+			if (mover_idle(m))
 				break;
-			}
-			sched_yield();
 			continue;
 		}
 		for (i = 0; i < n; i++, expect++) {
@@ -254,6 +238,21 @@ static void *consumer(void *arg)
 		}
 	}
 	m->moved = expect;
+}
+
+static void *mover_main(void *arg)
+{
+	struct mover *m = arg;
+	struct nsdp_lane *lane = nsdp_lane_lookup(m->idx);
+
+	m->first_bad = UINT64_MAX;
+	m->deadline = nsdp_now_s() + MOVE_DEADLINE_S;
+	if (lane == NULL)
+		m->failed = 1;
+	else if (m->consume)
+		consume(m, lane);
+	else
+		produce(m, lane);
 	return NULL;
 }
 
@@ -262,12 +261,12 @@ Test(lane, producer_and_consumer_threads_move_a_million_records_in_order,
 {
 	struct nsdp_lane *lane = nsdp_lane_create(5, 1024, SOCKET_ID_ANY);
 	struct mover prod = {.idx = 5, .count = MOVE_COUNT};
-	struct mover cons = {.idx = 5, .count = MOVE_COUNT};
+	struct mover cons = {.idx = 5, .count = MOVE_COUNT, .consume = 1};
 	pthread_t pt, ct;
 
 	cr_assert_not_null(lane);
-	cr_assert_eq(pthread_create(&ct, NULL, consumer, &cons), 0);
-	cr_assert_eq(pthread_create(&pt, NULL, producer, &prod), 0);
+	cr_assert_eq(pthread_create(&ct, NULL, mover_main, &cons), 0);
+	cr_assert_eq(pthread_create(&pt, NULL, mover_main, &prod), 0);
 	pthread_join(pt, NULL);
 	pthread_join(ct, NULL);
 

@@ -13,6 +13,7 @@
 #include "ns_batch.h"
 #include "ns_record.h"
 #include "ns_slot.h"
+#include "nst_session.h"
 
 #define IP(a, b, c, d) \
 	((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (d))
@@ -21,17 +22,9 @@
  * 198.51.100.7:1025. */
 static struct ns_session known_session(void)
 {
-	struct ns_session s;
+	struct ns_session s = nst_session(6, NS_EV_CREATE, 7, 3, 30000,
+					  1700000000123456789ull);
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 6;
-	s.event = NS_EV_CREATE;
-	s.gateway_id = 7;
-	s.epoch = 3;
-	s.timeout_ms = 30000;
-	s.timestamp_ns = 1700000000123456789ull;
 	s.orig = (struct ns_tuple){IP(10, 0, 0, 1), IP(93, 184, 216, 34), 40000,
 				   443};
 	s.xlat = (struct ns_tuple){IP(198, 51, 100, 7), IP(93, 184, 216, 34),
@@ -142,52 +135,40 @@ Test(record, decode_rejects_every_truncation)
 			     "length %zu", len);
 }
 
-Test(record, decode_rejects_wrong_version)
+/* Assert that the known record with byte at changed to each of values[0..n)
+ * does not decode, with err. */
+static void assert_decode_fails(size_t at, const uint8_t *values, size_t n,
+				int err)
 {
-	struct ns_session d;
 	uint8_t buf[NS_RECORD_V1_IPV4_LEN];
+	struct ns_session d;
 
 	memcpy(buf, known_wire, sizeof(buf));
-	buf[0] = 0;
-	cr_assert_eq(ns_record_decode(buf, sizeof(buf), &d), -EPROTO);
-	buf[0] = 2;
-	cr_assert_eq(ns_record_decode(buf, sizeof(buf), &d), -EPROTO);
+	for (size_t i = 0; i < n; i++) {
+		buf[at] = values[i];
+		cr_assert_eq(ns_record_decode(buf, sizeof(buf), &d), err,
+			     "byte %zu = %u", at, values[i]);
+	}
+}
+
+Test(record, decode_rejects_wrong_version)
+{
+	assert_decode_fails(0, (const uint8_t[]){0, 2}, 2, -EPROTO);
 }
 
 Test(record, decode_rejects_unknown_family)
 {
-	struct ns_session d;
-	uint8_t buf[NS_RECORD_V1_IPV4_LEN];
-
-	memcpy(buf, known_wire, sizeof(buf));
-	buf[1] = 6;
-	cr_assert_eq(ns_record_decode(buf, sizeof(buf), &d), -EAFNOSUPPORT);
-	buf[1] = 0;
-	cr_assert_eq(ns_record_decode(buf, sizeof(buf), &d), -EAFNOSUPPORT);
+	assert_decode_fails(1, (const uint8_t[]){6, 0}, 2, -EAFNOSUPPORT);
 }
 
 Test(record, decode_rejects_bad_event)
 {
-	struct ns_session d;
-	uint8_t buf[NS_RECORD_V1_IPV4_LEN];
-
-	memcpy(buf, known_wire, sizeof(buf));
-	buf[3] = 0;
-	cr_assert_eq(ns_record_decode(buf, sizeof(buf), &d), -EINVAL);
-	buf[3] = 4;
-	cr_assert_eq(ns_record_decode(buf, sizeof(buf), &d), -EINVAL);
-	buf[3] = 0xff;
-	cr_assert_eq(ns_record_decode(buf, sizeof(buf), &d), -EINVAL);
+	assert_decode_fails(3, (const uint8_t[]){0, 4, 0xff}, 3, -EINVAL);
 }
 
 Test(record, decode_rejects_zero_proto)
 {
-	struct ns_session d;
-	uint8_t buf[NS_RECORD_V1_IPV4_LEN];
-
-	memcpy(buf, known_wire, sizeof(buf));
-	buf[2] = 0;
-	cr_assert_eq(ns_record_decode(buf, sizeof(buf), &d), -EINVAL);
+	assert_decode_fails(2, (const uint8_t[]){0}, 1, -EINVAL);
 }
 
 Test(record, decode_leaves_output_untouched_on_error)

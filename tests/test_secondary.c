@@ -30,7 +30,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +47,7 @@
 #include "ns_slot.h"
 #include "nsa_host.h"
 #include "nsdp_lane.h"
+#include "nst_session.h"
 #include "nst_store.h"
 #include "nsdp_time.h"
 
@@ -399,22 +399,10 @@ static struct ns_session flow_event(struct world *w, uint32_t f)
 	if (w->live[f])
 		ev = rng_next(w) % 4 == 0 ? NS_EV_DELETE : NS_EV_REFRESH;
 	w->live[f] = ev != NS_EV_DELETE;
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 17;
-	s.event = ev;
-	s.gateway_id = 9;
-	s.epoch = 1;
-	s.timeout_ms = SESSION_TIMEOUT_MS;
-	s.timestamp_ns = ++w->ts;
-	s.orig.saddr = 0x0a000000u | f;
-	s.orig.daddr = 0x08080808u;
-	s.orig.sport = (uint16_t)(1024 + f % 50000);
-	s.orig.dport = 53;
-	s.xlat = s.orig;
-	s.xlat.saddr = 0x64400001u;
-	s.xlat.sport = (uint16_t)(1024 + (w->ts * 7919) % 60000);
+	s = nst_session(17, ev, 9, 1, SESSION_TIMEOUT_MS, ++w->ts);
+	nst_session_snat(&s, 0x0a000000u | f, (uint16_t)(1024 + f % 50000),
+			 0x08080808u, 53, 0x64400001u,
+			 (uint16_t)(1024 + (w->ts * 7919) % 60000));
 	w->n_events++;
 	return s;
 }
@@ -436,7 +424,7 @@ static void record_wait(struct nsdp_lane *lane, struct world *w, uint32_t f)
 	while (rte_ring_free_count(lane->ring) == 0) {
 		cr_assert_lt(nsdp_now_s(), deadline,
 			     "the lane stayed full for 30 s");
-		usleep(100);
+		nsdp_sleep_us(100);
 	}
 	cr_assert_eq(nsdp_record(lane, &s), 0);
 	world_accepted(w, f, &s);
@@ -540,6 +528,30 @@ static double store_converges(int port, const struct world *w, uint64_t after,
 	return 0;
 }
 
+/* A run named run with its store on port and one agent, named name,
+ * attached to the gateway's single lane; the world starts from seed. */
+static pid_t run_with_agent(const char *run, int port, const char *name,
+			    uint64_t seed)
+{
+	pid_t agent;
+
+	setup_run(run);
+	store_up(port);
+	write_agent_config(port, 1);
+	agent = agent_start(name, NULL, NULL);
+	agent_attached(agent, name);
+	world_init(&world, seed);
+	return agent;
+}
+
+/* n events of flows picked at random, each recorded once there is room. */
+static void record_random(struct nsdp_lane *lane, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		record_wait(lane, &world,
+			    (uint32_t)(rng_next(&world) % N_FLOWS));
+}
+
 /* ---- the tests -------------------------------------------------------- */
 
 Test(secondary, agent_attached_by_name_replicates_the_last_record_of_each_flow)
@@ -549,17 +561,9 @@ Test(secondary, agent_attached_by_name_replicates_the_last_record_of_each_flow)
 	double t0, t_recorded, t_match;
 	pid_t agent;
 
-	setup_run("replicate");
-	store_up(PORT_REPLICATE);
-	write_agent_config(PORT_REPLICATE, 1);
-	agent = agent_start("agent", NULL, NULL);
-	agent_attached(agent, "agent");
-
-	world_init(&world, 42);
+	agent = run_with_agent("replicate", PORT_REPLICATE, "agent", 42);
 	t0 = nsdp_now_s();
-	for (uint64_t i = 0; i < n; i++)
-		record_wait(lane, &world,
-			    (uint32_t)(rng_next(&world) % N_FLOWS));
+	record_random(lane, n);
 	t_recorded = nsdp_now_s() - t0;
 	t_match = store_converges(PORT_REPLICATE, &world, 0, agent, 60) +
 		  t_recorded;
@@ -583,7 +587,7 @@ Test(secondary, agent_attached_by_name_replicates_the_last_record_of_each_flow)
 struct killer {
 	pid_t pid;
 	unsigned int after_ms;
-	atomic_int dead;
+	int dead; /* set by the killer thread */
 };
 
 static void *killer_main(void *arg)
@@ -594,7 +598,7 @@ static void *killer_main(void *arg)
 	nsdp_sleep_ms(k->after_ms);
 	kill(k->pid, SIGKILL);
 	waitpid(k->pid, &status, 0);
-	atomic_store(&k->dead, 1);
+	__atomic_store_n(&k->dead, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -610,15 +614,8 @@ Test(secondary, killed_agent_never_blocks_the_gateway_and_a_new_agent_resumes)
 	double t0, resume_s;
 	pid_t agent;
 
-	setup_run("resume");
-	store_up(PORT_RESUME);
-	write_agent_config(PORT_RESUME, 1);
-	agent = agent_start("agent1", NULL, NULL);
-	agent_attached(agent, "agent1");
-	world_init(&world, 7);
-	for (i = 0; i < 20000; i++)
-		record_wait(lane, &world,
-			    (uint32_t)(rng_next(&world) % N_FLOWS));
+	agent = run_with_agent("resume", PORT_RESUME, "agent1", 7);
+	record_random(lane, 20000);
 	store_converges(PORT_RESUME, &world, 0, agent, 60);
 
 	/* SIGKILL the agent while the gateway records 100 000 events/s. */
@@ -633,7 +630,7 @@ Test(secondary, killed_agent_never_blocks_the_gateway_and_a_new_agent_resumes)
 		uint64_t c0;
 		int rc;
 
-		if (!dead_at && atomic_load(&k.dead))
+		if (!dead_at && __atomic_load_n(&k.dead, __ATOMIC_ACQUIRE))
 			dead_at = world.n_events;
 		if (dead_at && world.n_events - dead_at >= after_death)
 			break;
@@ -642,7 +639,7 @@ Test(secondary, killed_agent_never_blocks_the_gateway_and_a_new_agent_resumes)
 				(double)i / (double)rate - (nsdp_now_s() - t0);
 
 			if (ahead > 0)
-				usleep((useconds_t)(ahead * 1e6));
+				nsdp_sleep_us((uint64_t)(ahead * 1e6));
 		}
 		s = flow_event(&world, f);
 		c0 = rte_rdtsc();

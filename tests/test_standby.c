@@ -22,6 +22,8 @@
 #include "nsa_cluster.h"
 #include "nsa_config.h"
 #include "nsa_standby.h"
+#include "nsdp_time.h"
+#include "nst_session.h"
 #include "nst_store.h"
 
 #define CLUSTER_PORT 7300
@@ -42,43 +44,12 @@ struct active {
 	const char *key; /* sign batches with this batch key (NULL: no) */
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static struct ns_session sess(uint32_t i, uint8_t event)
 {
-	struct ns_session s;
+	struct ns_session s = nst_session(i % 3 ? 6 : 17, event, 1, 1, 60000,
+					  nsdp_realtime_ns());
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = i % 3 ? 6 : 17;
-	s.event = event;
-	s.gateway_id = 1;
-	s.epoch = 1;
-	s.timeout_ms = 60000;
-	s.timestamp_ns = now_ns();
-	s.orig.saddr = 0x0a000000u + i;
-	s.orig.daddr = 0xcb007100u + (i % 200);
-	s.orig.sport = (uint16_t)(1000 + i % 50000);
-	s.orig.dport = 443;
-	s.xlat.saddr = 0xc6336401u + i / 60000;
-	s.xlat.sport = (uint16_t)(1024 + i % 60000);
-	s.xlat.daddr = s.orig.daddr;
-	s.xlat.dport = s.orig.dport;
+	nst_session_flow(&s, i);
 	return s;
 }
 
@@ -166,7 +137,7 @@ static void publish(struct active *a, unsigned int node, const uint8_t *buf,
 static uint64_t wait_stat(struct nsa_standby *sb, size_t field, uint64_t want,
 			  double timeout_s)
 {
-	double end = mono_s() + timeout_s;
+	double end = nsdp_now_s() + timeout_s;
 	struct nsa_standby_stats st;
 	uint64_t v;
 
@@ -175,27 +146,31 @@ static uint64_t wait_stat(struct nsa_standby *sb, size_t field, uint64_t want,
 		memcpy(&v, (const char *)&st + field, sizeof(v));
 		if (v >= want)
 			break;
-		usleep(2000);
-	} while (mono_s() < end);
+		nsdp_sleep_ms(2);
+	} while (nsdp_now_s() < end);
 	return v;
 }
 
 #define WAIT_STAT(sb, f, want, secs) \
 	wait_stat((sb), offsetof(struct nsa_standby_stats, f), (want), (secs))
 
-/* Publish one hand-made batch of recs[0..n) on node 0's channel, with h's
- * publisher, gateway, epoch and seq. */
-static void publish_records(struct active *a, struct ns_batch_hdr h,
-			    const struct ns_session *recs, unsigned int n)
+/* Publish one hand-made batch on node 0's channel, with h's publisher,
+ * gateway, epoch and seq: sessions [0, n) created anew, time-stamped
+ * now, or at ts if ts is not 0. */
+static void publish_created(struct active *a, struct ns_batch_hdr h,
+			    unsigned int n, uint64_t ts)
 {
 	static uint8_t buf[NS_BATCH_MAX_LEN];
 	size_t len = NS_BATCH_HDR_LEN;
 	unsigned int pending = 0, i;
 
 	for (i = 0; i < n; i++) {
-		int l = ns_record_encode(&recs[i], buf + len,
-					 sizeof(buf) - len);
+		struct ns_session s = sess(i, NS_EV_CREATE);
+		int l;
 
+		if (ts)
+			s.timestamp_ns = ts;
+		l = ns_record_encode(&s, buf + len, sizeof(buf) - len);
 		cr_assert_gt(l, 0);
 		len += (size_t)l;
 	}
@@ -321,30 +296,32 @@ static int table_exact(struct nsdp_table *t, const struct active *a)
 	return 1;
 }
 
-static int wait_exact(struct nsdp_table *t, const struct active *a,
+/* 1 once the standby's table equals the active's, within timeout_s. */
+static int wait_exact(struct nsa_standby *sb, const struct active *a,
 		      double timeout_s)
 {
-	double end = mono_s() + timeout_s;
+	struct nsdp_table *t = nsa_standby_table(sb);
+	double end = nsdp_now_s() + timeout_s;
 
-	while (mono_s() < end) {
+	while (nsdp_now_s() < end) {
 		if (table_exact(t, a))
 			return 1;
-		usleep(20000);
+		nsdp_sleep_ms(20);
 	}
 	return table_exact(t, a);
 }
 
 static int wait_synced(struct nsa_standby *sb, double timeout_s)
 {
-	double end = mono_s() + timeout_s;
+	double end = nsdp_now_s() + timeout_s;
 	struct nsa_standby_stats st;
 
 	do {
 		nsa_standby_stats(sb, &st);
 		if (st.synced)
 			return 1;
-		usleep(5000);
-	} while (mono_s() < end);
+		nsdp_sleep_ms(5);
+	} while (nsdp_now_s() < end);
 	return 0;
 }
 
@@ -355,18 +332,24 @@ static void config_key(struct nsa_config *conf, const char *key)
 		memcpy(conf->batch_key, key, conf->batch_key_len);
 }
 
-static struct nsa_standby *standby_start_keyed(int port,
-					       enum nsa_publish_mode mode,
-					       uint32_t capacity,
-					       const char *key)
+/* A standby started on port with batch key key and store user and
+ * password (each NULL: none). */
+static struct nsa_standby *
+standby_start_as(int port, enum nsa_publish_mode mode, uint32_t capacity,
+		 const char *key, const char *user, const char *password)
 {
-	static struct nsa_config conf;
+	static struct nsa_config conf; /* the standby keeps it */
 	struct nsa_standby *sb;
 
 	nsa_config_defaults(&conf);
 	conf.role = NSA_ROLE_STANDBY;
 	conf.gateway_id = 1;
 	store_conf(&conf.store, port, mode);
+	if (user)
+		snprintf(conf.store.user, sizeof(conf.store.user), "%s", user);
+	if (password)
+		snprintf(conf.store.password, sizeof(conf.store.password), "%s",
+			 password);
 	conf.table_capacity = capacity;
 	config_key(&conf, key);
 	sb = nsa_standby_create(&conf);
@@ -378,18 +361,53 @@ static struct nsa_standby *standby_start_keyed(int port,
 static struct nsa_standby *standby_start(int port, enum nsa_publish_mode mode,
 					 uint32_t capacity)
 {
-	return standby_start_keyed(port, mode, capacity, NULL);
+	return standby_start_as(port, mode, capacity, NULL, NULL, NULL);
+}
+
+/* A standby on port, synced (its cold load done) within 10 s. */
+static struct nsa_standby *standby_synced(int port, enum nsa_publish_mode mode,
+					  uint32_t capacity)
+{
+	struct nsa_standby *sb = standby_start(port, mode, capacity);
+
+	cr_assert(wait_synced(sb, 10), "standby did not sync");
+	return sb;
+}
+
+/* An active of size sessions and a synced standby of capacity. */
+static struct nsa_standby *pair_open(struct active *a, int port,
+				     enum nsa_publish_mode mode, uint32_t size,
+				     uint32_t capacity)
+{
+	active_open(a, port, mode, size);
+	return standby_synced(port, mode, capacity);
+}
+
+static void pair_close(struct nsa_standby *sb, struct active *a)
+{
+	nsa_standby_free(sb);
+	active_close(a);
+}
+
+/* Assert that looking sessions [first, end) of the active up in the
+ * standby's table returns rc: 0 (there) or -ENOENT (not). */
+static void assert_lookups(struct nsa_standby *sb, const struct active *a,
+			   uint32_t first, uint32_t end, int rc)
+{
+	struct ns_session out;
+
+	for (uint32_t i = first; i < end; i++)
+		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
+					       a->table[i].proto,
+					       &a->table[i].orig, &out),
+			     rc, "session %u", i);
 }
 
 /* ---- fixtures ------------------------------------------------------------ */
 
-/* Stopping a cluster leaves its nodes.conf behind, and nodes that remember
- * their old cluster refuse to form a new one: start from an empty dir. */
 static void store_fresh(int port, int masters)
 {
-	nst_store_stop(port);
-	nst_sh("rm -rf %s/%d", nst_build("tests/run"), port);
-	cr_assert_eq(nst_store_start(port, masters, 0), 0);
+	cr_assert_eq(nst_store_start_fresh(port, masters, 0), 0);
 }
 
 static void cluster_up(void)
@@ -472,14 +490,13 @@ Test(standby, live_batches_reach_the_table, .init = cluster_up,
 
 	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 5000);
 	cr_assert_eq(a.topo.n_nodes, 3);
-	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
-	cr_assert(wait_synced(sb, 10), "standby did not sync");
+	sb = standby_synced(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
 
 	active_write_range(&a, 0, 5000, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	cr_assert(wait_exact(sb, &a, 10));
 	active_write_range(&a, 0, 1000, NS_EV_DELETE, 1);
 	active_write_range(&a, 1000, 1000, NS_EV_REFRESH, 1);
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	cr_assert(wait_exact(sb, &a, 10));
 
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.records, 7000);
@@ -491,8 +508,7 @@ Test(standby, live_batches_reach_the_table, .init = cluster_up,
 	       (unsigned long)(st.lag_sum_us / st.lag_count),
 	       (unsigned long)nsa_standby_lag_percentile_us(&st, 99),
 	       (unsigned long)st.lag_max_us);
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }
 
 Test(standby, foreign_keys_in_the_store_are_skipped_by_the_load,
@@ -517,20 +533,17 @@ Test(standby, foreign_keys_in_the_store_are_skipped_by_the_load,
 		redisAppendCommand(a.c[nd], "SET %s x", k);
 		drain(a.c[nd], &pending);
 	}
-	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
-	cr_assert(wait_synced(sb, 10));
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	sb = standby_synced(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
+	cr_assert(wait_exact(sb, &a, 10));
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.loaded, 3000);
 	cr_assert_eq(st.bad_values, 1);
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }
 
 Test(standby, cluster_refusing_getkeysinslot_is_loaded_with_scan,
      .init = cluster_up, .fini = cluster_down)
 {
-	static struct nsa_config conf;
 	struct nsa_standby_stats st;
 	struct nsa_standby *sb;
 	struct active a;
@@ -546,25 +559,16 @@ Test(standby, cluster_refusing_getkeysinslot_is_loaded_with_scan,
 		cr_assert(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER");
 		freeReplyObject(r);
 	}
-	nsa_config_defaults(&conf);
-	conf.role = NSA_ROLE_STANDBY;
-	conf.gateway_id = 1;
-	store_conf(&conf.store, CLUSTER_PORT, NSA_PUBLISH_AUTO);
-	snprintf(conf.store.user, sizeof(conf.store.user), "natsync_sb");
-	snprintf(conf.store.password, sizeof(conf.store.password), "secret");
-	conf.table_capacity = 100000;
-	sb = nsa_standby_create(&conf);
-	cr_assert_not_null(sb);
-	cr_assert_eq(nsa_standby_start(sb), 0);
+	sb = standby_start_as(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000, NULL,
+			      "natsync_sb", "secret");
 	cr_assert(wait_synced(sb, 15), "no load without GETKEYSINSLOT");
 	active_write_range(&a, 5000, 1000, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	cr_assert(wait_exact(sb, &a, 10));
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.loaded, 5000);
 	cr_assert_eq(st.bad_values, 0);
 	cr_assert_eq(st.resubscribes, 0);
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }
 
 Test(standby, cold_load_converges_while_batches_keep_coming, .init = cluster_up,
@@ -586,8 +590,7 @@ Test(standby, cold_load_converges_while_batches_keep_coming, .init = cluster_up,
 		active_write_range(&a, 50000 + k * 500, 250, NS_EV_REFRESH, 1);
 	}
 	cr_assert(wait_synced(sb, 30), "cold load did not finish");
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 20),
-		  "table differs from the active's");
+	cr_assert(wait_exact(sb, &a, 20), "table differs from the active's");
 	nsa_standby_stats(sb, &st);
 	printf("cold load under traffic: loaded %lu, batches %lu, resyncs "
 	       "%lu\n",
@@ -595,8 +598,7 @@ Test(standby, cold_load_converges_while_batches_keep_coming, .init = cluster_up,
 	       (unsigned long)st.resyncs);
 	cr_assert_geq(st.resyncs, 3);
 	cr_assert_eq(st.bad_values, 0);
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }
 
 Test(standby, seq_gap_triggers_resync_and_table_ends_exact, .init = cluster_up,
@@ -607,11 +609,9 @@ Test(standby, seq_gap_triggers_resync_and_table_ends_exact, .init = cluster_up,
 	struct nsa_standby_stats st;
 	unsigned int i;
 
-	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000);
-	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
-	cr_assert(wait_synced(sb, 10));
+	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000, 100000);
 	active_write_range(&a, 0, 1000, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	cr_assert(wait_exact(sb, &a, 10));
 
 	/* Lost notifications: the records reach the store only, and the
 	 * sequence skips them on every channel. */
@@ -620,13 +620,11 @@ Test(standby, seq_gap_triggers_resync_and_table_ends_exact, .init = cluster_up,
 	for (i = 0; i < a.topo.n_nodes; i++)
 		a.seq[i]++;
 	active_write_range(&a, 2000, 1000, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 15),
-		  "resync did not repair the table");
+	cr_assert(wait_exact(sb, &a, 15), "resync did not repair the table");
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.gaps, a.topo.n_nodes);
 	cr_assert_geq(st.resyncs, 3 + a.topo.n_nodes);
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }
 
 Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
@@ -648,11 +646,9 @@ Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
 	size_t len;
 	int l1, l2;
 
-	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 500);
-	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
-	cr_assert(wait_synced(sb, 10));
+	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 500, 100000);
 	active_write_range(&a, 0, 500, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	cr_assert(wait_exact(sb, &a, 10));
 	nsdp_table_stats(nsa_standby_table(sb), &before);
 
 	l1 = ns_record_encode(&s1, buf + NS_BATCH_HDR_LEN, NS_RECORD_MAX_LEN);
@@ -689,9 +685,8 @@ Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
 
 	/* Still alive: good batches keep coming in. */
 	active_write_range(&a, 0, 100, NS_EV_DELETE, 1);
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
-	nsa_standby_free(sb);
-	active_close(&a);
+	cr_assert(wait_exact(sb, &a, 10));
+	pair_close(sb, &a);
 }
 
 Test(standby, batches_of_an_older_epoch_are_fenced, .init = cluster_up,
@@ -700,15 +695,11 @@ Test(standby, batches_of_an_older_epoch_are_fenced, .init = cluster_up,
 	struct active a;
 	struct nsa_standby *sb;
 	struct nsa_standby_stats st;
-	struct ns_session out;
-	uint32_t i;
 
-	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 2000);
-	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
-	cr_assert(wait_synced(sb, 10));
+	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 2000, 100000);
 	a.epoch = 5;
 	active_write_range(&a, 0, 1000, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	cr_assert(wait_exact(sb, &a, 10));
 	/* The old active wakes up and publishes with its old epoch. */
 	a.epoch = 4;
 	a.publisher_id = 78;
@@ -716,13 +707,8 @@ Test(standby, batches_of_an_older_epoch_are_fenced, .init = cluster_up,
 	WAIT_STAT(sb, fenced, a.topo.n_nodes, 2);
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.fenced, a.topo.n_nodes);
-	for (i = 1000; i < 1500; i++)
-		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
-					       a.table[i].proto,
-					       &a.table[i].orig, &out),
-			     -ENOENT);
-	nsa_standby_free(sb);
-	active_close(&a);
+	assert_lookups(sb, &a, 1000, 1500, -ENOENT);
+	pair_close(sb, &a);
 }
 
 /* Wait until stat(sb) >= want, at most timeout_s. */
@@ -734,13 +720,13 @@ Test(standby, batch_key_admits_only_batches_signed_with_it, .init = cluster_up,
 	struct nsdp_lane *lane = nsdp_lane_create(0, 4096, SOCKET_ID_ANY);
 	struct nsa_active *writer;
 	struct nsa_standby *sb;
-	struct ns_session out;
 	struct active a;
 	uint32_t i;
 
 	cr_assert_not_null(lane);
 	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000);
-	sb = standby_start_keyed(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000, key);
+	sb = standby_start_as(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000, key, NULL,
+			      NULL);
 	cr_assert(wait_synced(sb, 10));
 
 	/* The real writers, with the key: everything arrives. */
@@ -757,7 +743,7 @@ Test(standby, batch_key_admits_only_batches_signed_with_it, .init = cluster_up,
 		cr_assert_eq(nsdp_record(lane, &a.table[i]), 0);
 	}
 	cr_assert_eq(nsa_active_drain(writer, 10000), 0);
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10),
+	cr_assert(wait_exact(sb, &a, 10),
 		  "signed batches from the writers did not all apply");
 
 	/* Well-formed batches without the key, then with another key, from
@@ -769,23 +755,14 @@ Test(standby, batch_key_admits_only_batches_signed_with_it, .init = cluster_up,
 	a.key = "not the key";
 	active_write_range(&a, 2300, 300, NS_EV_CREATE, 1);
 	cr_assert_geq(WAIT_STAT(sb, unauthenticated, 2, 10), 2);
-	usleep(200000);
-	for (i = 2000; i < 2600; i++)
-		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
-					       a.table[i].proto,
-					       &a.table[i].orig, &out),
-			     -ENOENT, "session %u from an unsigned batch", i);
-	for (i = 0; i < 2000; i++)
-		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
-					       a.table[i].proto,
-					       &a.table[i].orig, &out),
-			     0);
+	nsdp_sleep_ms(200);
+	assert_lookups(sb, &a, 2000, 2600, -ENOENT);
+	assert_lookups(sb, &a, 0, 2000, 0);
 
 	nsa_active_stop(writer);
 	nsa_active_free(writer);
 	nsdp_lane_free(lane);
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }
 
 Test(standby, dump_writes_the_table, .init = cluster_up, .fini = cluster_down)
@@ -798,9 +775,8 @@ Test(standby, dump_writes_the_table, .init = cluster_up, .fini = cluster_down)
 
 	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000);
 	active_write_range(&a, 0, 3000, NS_EV_CREATE, 1);
-	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
-	cr_assert(wait_synced(sb, 10));
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	sb = standby_synced(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
+	cr_assert(wait_exact(sb, &a, 10));
 	cr_assert_eq(nsa_standby_dump(sb, path, 5000), 3000);
 	f = fopen(path, "rb");
 	cr_assert_not_null(f);
@@ -808,8 +784,7 @@ Test(standby, dump_writes_the_table, .init = cluster_up, .fini = cluster_down)
 	size = ftell(f);
 	fclose(f);
 	cr_assert_eq(size, 3000L * NS_RECORD_V1_IPV4_LEN);
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }
 
 Test(standby, plain_server_works_with_classic_publish, .init = plain_up,
@@ -823,16 +798,14 @@ Test(standby, plain_server_works_with_classic_publish, .init = plain_up,
 	cr_assert_eq(a.topo.cluster, 0);
 	cr_assert_eq(a.topo.sharded_pubsub, 0);
 	active_write_range(&a, 0, 2000, NS_EV_CREATE, 1);
-	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, 100000);
-	cr_assert(wait_synced(sb, 10));
+	sb = standby_synced(PLAIN_PORT, NSA_PUBLISH_CLASSIC, 100000);
 	active_write_range(&a, 2000, 2000, NS_EV_CREATE, 1);
 	active_write_range(&a, 0, 500, NS_EV_DELETE, 1);
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	cr_assert(wait_exact(sb, &a, 10));
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.records, 2500);
 	cr_assert_eq(st.gaps, 0);
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }
 
 /* A batch at or below its publisher's last seq on the channel is an old one
@@ -844,40 +817,29 @@ Test(standby, old_batches_delivered_late_are_dropped, .init = plain_up,
 {
 	const struct ns_batch_hdr h = {
 		.publisher_id = 77, .gateway_id = 1, .epoch = 1, .seq = 1};
-	struct ns_session recs[50], out;
 	struct nsa_standby_stats st;
 	struct nsa_standby *sb;
 	struct active a;
-	unsigned int i;
 
-	active_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, 200);
-	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, 1000);
-	cr_assert(wait_synced(sb, 10));
+	sb = pair_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, 200, 1000);
 	active_write_range(&a, 0, 100, NS_EV_CREATE, 1); /* seq 1 */
 	active_write_range(&a, 0, 50, NS_EV_DELETE, 1); /* seq 2 */
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	cr_assert(wait_exact(sb, &a, 10));
 
 	/* seq 1 again, creating the deleted sessions with fresh times */
-	for (i = 0; i < 50; i++)
-		recs[i] = sess(i, NS_EV_CREATE);
-	publish_records(&a, h, recs, 50);
+	publish_created(&a, h, 50, 0);
 	WAIT_STAT(sb, stale, 1, 1);
-	for (i = 0; i < 50; i++)
-		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb),
-					       a.table[i].proto,
-					       &a.table[i].orig, &out),
-			     -ENOENT, "session %u came back", i);
+	assert_lookups(sb, &a, 0, 50, -ENOENT);
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.stale, 1);
 
 	/* The sequence goes on from where it was: no gap. */
 	active_write_range(&a, 100, 100, NS_EV_CREATE, 1); /* seq 3 */
-	cr_assert(wait_exact(nsa_standby_table(sb), &a, 10));
+	cr_assert(wait_exact(sb, &a, 10));
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.gaps, 0);
 	cr_assert_eq(st.stale, 1);
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }
 
 Test(standby, lag_runs_from_the_record_timestamp_to_its_apply, .init = plain_up,
@@ -885,36 +847,28 @@ Test(standby, lag_runs_from_the_record_timestamp_to_its_apply, .init = plain_up,
 {
 	const struct ns_batch_hdr h = {
 		.publisher_id = 5, .gateway_id = 1, .epoch = 1, .seq = 1};
-	static struct ns_session recs[100];
 	struct nsa_standby_stats st;
 	struct nsa_standby *sb;
 	struct active a;
 	uint64_t sent_at;
-	unsigned int i;
 
-	active_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, 100);
-	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, 1000);
-	cr_assert(wait_synced(sb, 10));
+	sb = pair_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, 100, 1000);
 	/* 100 records that happened one second before they are sent. */
-	sent_at = now_ns();
-	for (i = 0; i < 100; i++) {
-		recs[i] = sess(i, NS_EV_CREATE);
-		recs[i].timestamp_ns = sent_at - 1000000000ull;
-	}
-	publish_records(&a, h, recs, 100);
+	sent_at = nsdp_realtime_ns();
+	publish_created(&a, h, 100, sent_at - 1000000000ull);
 	WAIT_STAT(sb, lag_count, 100, 1);
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.lag_count, 100);
 	/* At least the second, at most the second and the time it took to
 	 * see the count (the apply happened before). */
 	cr_assert_geq(nsa_standby_lag_percentile_us(&st, 1), 1000000);
-	cr_assert_leq(st.lag_max_us, (now_ns() - sent_at) / 1000 + 1000000);
+	cr_assert_leq(st.lag_max_us,
+		      (nsdp_realtime_ns() - sent_at) / 1000 + 1000000);
 	cr_assert_leq(nsa_standby_lag_percentile_us(&st, 99), st.lag_max_us);
 	printf("lag of records 1 s old: p50 %lu us, max %lu us\n",
 	       (unsigned long)nsa_standby_lag_percentile_us(&st, 50),
 	       (unsigned long)st.lag_max_us);
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }
 
 Test(standby, cold_load_of_a_million_sessions_from_a_plain_server,
@@ -928,10 +882,10 @@ Test(standby, cold_load_of_a_million_sessions_from_a_plain_server,
 
 	active_open(&a, PLAIN_PORT, NSA_PUBLISH_CLASSIC, n);
 	active_write_range(&a, 0, n, NS_EV_CREATE, 0);
-	t0 = mono_s();
+	t0 = nsdp_now_s();
 	sb = standby_start(PLAIN_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
 	cr_assert(wait_synced(sb, 30), "cold load took over 30 s");
-	t1 = mono_s();
+	t1 = nsdp_now_s();
 	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	printf("cold load: %u sessions in %.3f s (%.0f sessions/s), table "
 	       "memory %.1f B/session\n",
@@ -939,6 +893,5 @@ Test(standby, cold_load_of_a_million_sessions_from_a_plain_server,
 	       (double)ts.memory_bytes / (double)ts.live);
 	cr_assert_eq(ts.live, n);
 	cr_assert(table_exact(nsa_standby_table(sb), &a));
-	nsa_standby_free(sb);
-	active_close(&a);
+	pair_close(sb, &a);
 }

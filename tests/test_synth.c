@@ -106,7 +106,6 @@ static void *consumer(void *arg)
 {
 	struct run *r = arg;
 	double deadline = nsdp_now_s() + DEADLINE_S;
-	struct timespec nap = {0, 20000};
 
 	for (;;) {
 		int done =
@@ -122,7 +121,7 @@ static void *consumer(void *arg)
 			return NULL;
 		}
 		if (r->slow_consumer)
-			nanosleep(&nap, NULL);
+			nsdp_sleep_us(20);
 		else if (got == 0)
 			sched_yield(); /* workers may share our CPU */
 	}
@@ -297,6 +296,27 @@ static void assert_final_matches_lanes(const struct run *r, uint64_t flows)
 	free(t.rec);
 }
 
+/* Open a run, run its workers (with a consumer if with_consumer) and
+ * read the source's stats into st. */
+static void run_synth(struct run *r, const struct nsdp_synth_conf *conf,
+		      unsigned int nworkers, unsigned int ring_size,
+		      int with_consumer, struct nsdp_synth_stats *st)
+{
+	run_open(r, conf, nworkers, ring_size);
+	run_workers(r, with_consumer);
+	nsdp_synth_stats(r->synth, st);
+}
+
+/* Lanes are named by index: a second run in the same test needs the names
+ * back. What the lanes carried stays in the run's logs. */
+static void run_free_lanes(struct run *r)
+{
+	for (unsigned int w = 0; w < r->nworkers; w++) {
+		nsdp_lane_free(r->lanes[w]);
+		r->lanes[w] = NULL;
+	}
+}
+
 static struct nsdp_synth_conf base_conf(void)
 {
 	return (struct nsdp_synth_conf){
@@ -323,11 +343,7 @@ Test(synth, same_seed_gives_identical_events_and_final_table)
 	run_open(&a, &conf, 4, 1024);
 	run_workers(&a, 1);
 	final_table(&a, &ta);
-	/* Lanes are named by index: the second run needs the names back. */
-	for (w = 0; w < a.nworkers; w++) {
-		nsdp_lane_free(a.lanes[w]);
-		a.lanes[w] = NULL;
-	}
+	run_free_lanes(&a);
 	run_open(&b, &conf, 4, 1024);
 	run_workers(&b, 1);
 	final_table(&b, &tb);
@@ -360,10 +376,7 @@ Test(synth, different_seeds_give_different_events)
 	run_open(&a, &conf, 2, 8192);
 	run_workers(&a, 0);
 	drain_all(&a);
-	for (w = 0; w < a.nworkers; w++) {
-		nsdp_lane_free(a.lanes[w]);
-		a.lanes[w] = NULL;
-	}
+	run_free_lanes(&a);
 	conf.seed = 43;
 	run_open(&b, &conf, 2, 8192);
 	run_workers(&b, 0);
@@ -388,9 +401,7 @@ Test(synth, counts_add_up)
 	unsigned int w;
 
 	conf.events = 50003; /* not a multiple of the worker count */
-	run_open(&r, &conf, 3, 1024);
-	run_workers(&r, 1);
-	nsdp_synth_stats(r.synth, &st);
+	run_synth(&r, &conf, 3, 1024, 1, &st);
 	live = nsdp_synth_final_table(r.synth, NULL, NULL);
 
 	cr_assert_eq(st.done, 1);
@@ -537,9 +548,7 @@ Test(synth, dropping_source_without_consumer_drops_counts_and_keeps_table)
 	conf.events = 1000;
 	conf.flows = 40;
 	conf.wait_when_full = 0;
-	run_open(&r, &conf, 2, 64);
-	run_workers(&r, 0);
-	nsdp_synth_stats(r.synth, &st);
+	run_synth(&r, &conf, 2, 64, 0, &st);
 	live = nsdp_synth_final_table(r.synth, NULL, NULL);
 
 	cr_assert_eq(st.done, 1);
@@ -566,9 +575,7 @@ Test(synth, rate_limit_paces_the_source)
 
 	conf.events = 20000;
 	conf.rate = 100000; /* 0.2 s */
-	run_open(&r, &conf, 2, 4096);
-	run_workers(&r, 1);
-	nsdp_synth_stats(r.synth, &st);
+	run_synth(&r, &conf, 2, 4096, 1, &st);
 
 	cr_assert_eq(st.produced, conf.events);
 	cr_assert_geq(r.elapsed_s, 0.15, "too fast: %.3f s", r.elapsed_s);
@@ -593,7 +600,7 @@ Test(synth, stop_ends_every_worker_promptly)
 		args[w] = (struct worker_arg){.r = &r, .w = w};
 		cr_assert_eq(pthread_create(&wt[w], NULL, worker, &args[w]), 0);
 	}
-	usleep(100000);
+	nsdp_sleep_ms(100);
 	nsdp_synth_stats(r.synth, &st);
 	cr_assert_eq(st.done, 0);
 	t0 = nsdp_now_s();

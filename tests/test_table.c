@@ -14,6 +14,7 @@
 #include "ns_record.h"
 #include "ns_slot.h"
 #include "nsdp_table.h"
+#include "nst_session.h"
 #include "nst_store.h"
 
 static void eal_up(void)
@@ -25,25 +26,9 @@ TestSuite(table, .init = eal_up);
 
 static struct ns_session sess(uint32_t i, uint8_t event, uint64_t ts)
 {
-	struct ns_session s;
+	struct ns_session s = nst_session(6, event, 1, 1, 30000, ts);
 
-	memset(&s, 0, sizeof(s));
-	s.version = NS_RECORD_VERSION;
-	s.family = NS_FAMILY_IPV4;
-	s.proto = 6;
-	s.event = event;
-	s.gateway_id = 1;
-	s.epoch = 1;
-	s.timeout_ms = 30000;
-	s.timestamp_ns = ts;
-	s.orig.saddr = 0x0a000000u + i;
-	s.orig.daddr = 0xcb007100u + (i % 200);
-	s.orig.sport = (uint16_t)(1000 + i % 50000);
-	s.orig.dport = 443;
-	s.xlat.saddr = 0xc6336401u + i / 60000;
-	s.xlat.sport = (uint16_t)(1024 + i % 60000);
-	s.xlat.daddr = s.orig.daddr;
-	s.xlat.dport = s.orig.dport;
+	nst_session_flow(&s, i);
 	return s;
 }
 

@@ -48,24 +48,6 @@ static uint32_t be32(const uint8_t *p)
 	       (uint32_t)p[2] << 8 | p[3];
 }
 
-/* FORMAT.md's record refusal table. */
-static int model_record(const uint8_t *p, size_t len)
-{
-	if (len < 1)
-		return -EMSGSIZE;
-	if (p[0] != 1)
-		return -EPROTO;
-	if (len < 2)
-		return -EMSGSIZE;
-	if (p[1] != 4)
-		return -EAFNOSUPPORT;
-	if (len < 48)
-		return -EMSGSIZE;
-	if (p[3] < 1 || p[3] > 3 || p[2] == 0)
-		return -EINVAL;
-	return 48;
-}
-
 /* FORMAT.md's batch table, in its order. */
 static int model_batch(const uint8_t *b, size_t len)
 {
@@ -89,7 +71,7 @@ static int model_batch(const uint8_t *b, size_t len)
 	if (body_len < len - 32 - trailer)
 		return -EINVAL;
 	for (pos = 32; pos < 32 + body_len; n++) {
-		int rc = model_record(b + pos, 32 + body_len - pos);
+		int rc = nst_fuzz_model_record(b + pos, 32 + body_len - pos);
 
 		if (rc < 0)
 			return -EINVAL;
@@ -249,7 +231,8 @@ static void check_raw_iter(const uint8_t *p, size_t len)
 	ns_batch_iter_init(&it, p, (uint32_t)len);
 	for (;;) {
 		const uint8_t *before = it.pos;
-		int want = off < len ? model_record(p + off, len - off) : 0;
+		int want = off < len ? nst_fuzz_model_record(p + off, len - off)
+				     : 0;
 
 		rc = ns_batch_iter_next(&it, &s);
 		NST_FUZZ_CHECK(rc == (want > 0 ? 1 : want),

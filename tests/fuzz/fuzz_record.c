@@ -30,24 +30,6 @@
 
 #define JSON_CAP 512
 
-/* FORMAT.md, "A decoder refuses a record with", in its order. */
-static int expected_decode(const uint8_t *buf, size_t len)
-{
-	if (len < 1)
-		return -EMSGSIZE;
-	if (buf[0] != 1)
-		return -EPROTO;
-	if (len < 2)
-		return -EMSGSIZE;
-	if (buf[1] != 4)
-		return -EAFNOSUPPORT;
-	if (len < 48)
-		return -EMSGSIZE;
-	if (buf[3] < 1 || buf[3] > 3 || buf[2] == 0)
-		return -EINVAL;
-	return 48;
-}
-
 static int reserved_zero(const struct ns_session *s)
 {
 	for (size_t i = 0; i < sizeof(s->reserved); i++)
@@ -62,44 +44,66 @@ static void format_ipv4(uint32_t a, char out[16])
 		 (a >> 8) & 0xff, a & 0xff);
 }
 
-/* The JSON of s, field by field, as FORMAT.md writes it. */
+/* One member of the documented JSON form: a number, or a string when str
+ * is set. */
+struct json_member {
+	const char *name;
+	uint64_t num;
+	const char *str;
+};
+
+/* The JSON of s, field by field, as FORMAT.md lists them: an independent
+ * rendering, not the encoder's format string. */
 static void check_json(const struct ns_session *s)
 {
-	char json[JSON_CAP], small[JSON_CAP], want[JSON_CAP], ev[16];
+	char json[JSON_CAP], small[JSON_CAP], want[JSON_CAP];
 	char os[16], od[16], xs[16], xd[16];
 	const char *name = ns_event_name(s->event);
-	int n, w;
+	size_t w = 0;
+	int n;
 
 	n = ns_record_to_json(s, json, sizeof(json));
 	NST_FUZZ_CHECK(n > 0 && (size_t)n < sizeof(json), "to_json: %d", n);
 	NST_FUZZ_CHECK(strlen(json) == (size_t)n, "length %d, strlen %zu", n,
 		       strlen(json));
 
-	/* An independent rendering of the documented form: an event outside
-	 * 1..3 is shown as its number. */
+	/* An event outside 1..3 has no name and is shown as its number. */
 	NST_FUZZ_CHECK((name != NULL) == (s->event >= 1 && s->event <= 3),
 		       "event %u: name %s", s->event, name ? name : "none");
-	if (name)
-		snprintf(ev, sizeof(ev), "\"%s\"", name);
-	else
-		snprintf(ev, sizeof(ev), "%u", s->event);
 	format_ipv4(s->orig.saddr, os);
 	format_ipv4(s->orig.daddr, od);
 	format_ipv4(s->xlat.saddr, xs);
 	format_ipv4(s->xlat.daddr, xd);
-	w = snprintf(want, sizeof(want),
-		     "{\"version\":%u,\"family\":%u,\"event\":%s,\"proto\":%u,"
-		     "\"gateway_id\":%" PRIu32 ",\"epoch\":%" PRIu32
-		     ",\"timeout_ms\":%" PRIu32 ",\"timestamp_ns\":%" PRIu64
-		     ",\"orig_saddr\":\"%s\",\"orig_daddr\":\"%s\","
-		     "\"orig_sport\":%u,\"orig_dport\":%u,"
-		     "\"new_saddr\":\"%s\",\"new_daddr\":\"%s\","
-		     "\"new_sport\":%u,\"new_dport\":%u}",
-		     s->version, s->family, ev, s->proto, s->gateway_id,
-		     s->epoch, s->timeout_ms, s->timestamp_ns, os, od,
-		     s->orig.sport, s->orig.dport, xs, xd, s->xlat.sport,
-		     s->xlat.dport);
-	NST_FUZZ_CHECK(w == n && strcmp(json, want) == 0,
+	const struct json_member m[] = {
+		{"version", s->version, NULL},
+		{"family", s->family, NULL},
+		{"event", s->event, name},
+		{"proto", s->proto, NULL},
+		{"gateway_id", s->gateway_id, NULL},
+		{"epoch", s->epoch, NULL},
+		{"timeout_ms", s->timeout_ms, NULL},
+		{"timestamp_ns", s->timestamp_ns, NULL},
+		{"orig_saddr", 0, os},
+		{"orig_daddr", 0, od},
+		{"orig_sport", s->orig.sport, NULL},
+		{"orig_dport", s->orig.dport, NULL},
+		{"new_saddr", 0, xs},
+		{"new_daddr", 0, xd},
+		{"new_sport", s->xlat.sport, NULL},
+		{"new_dport", s->xlat.dport, NULL},
+	};
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+		w += (size_t)snprintf(want + w, sizeof(want) - w,
+				      "%s\"%s\":", i ? "," : "{", m[i].name);
+		if (m[i].str)
+			w += (size_t)snprintf(want + w, sizeof(want) - w,
+					      "\"%s\"", m[i].str);
+		else
+			w += (size_t)snprintf(want + w, sizeof(want) - w,
+					      "%" PRIu64, m[i].num);
+	}
+	w += (size_t)snprintf(want + w, sizeof(want) - w, "}");
+	NST_FUZZ_CHECK(w == (size_t)n && strcmp(json, want) == 0,
 		       "JSON differs from FORMAT.md:\n  got  %s\n  want %s",
 		       json, want);
 
@@ -193,7 +197,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&s, 0xa5, sizeof(s));
 	memset(&sentinel, 0xa5, sizeof(sentinel));
 	rc = ns_record_decode(data, size, &s);
-	want = expected_decode(data, size);
+	want = nst_fuzz_model_record(data, size);
 	if (rc != want) {
 		nst_fuzz_hexdump("input", data, size);
 		NST_FUZZ_CHECK(0, "decode returned %d, FORMAT.md says %d", rc,

@@ -11,6 +11,7 @@
 #ifndef NST_FUZZ_H
 #define NST_FUZZ_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,26 @@ static inline void nst_fuzz_hexdump(const char *what, const void *buf,
 	for (size_t i = 0; i < shown; i++)
 		fprintf(stderr, "%s%02x", i % 16 ? " " : "\n  ", p[i]);
 	fputc('\n', stderr);
+}
+
+/* FORMAT.md's record refusal table ("A decoder refuses a record with"), in
+ * its order: the bytes a record at p uses (48), or the error. The batch
+ * and record targets both check the decoders against it. */
+static inline int nst_fuzz_model_record(const uint8_t *p, size_t len)
+{
+	if (len < 1)
+		return -EMSGSIZE;
+	if (p[0] != 1)
+		return -EPROTO;
+	if (len < 2)
+		return -EMSGSIZE;
+	if (p[1] != 4)
+		return -EAFNOSUPPORT;
+	if (len < 48)
+		return -EMSGSIZE;
+	if (p[3] < 1 || p[3] > 3 || p[2] == 0)
+		return -EINVAL;
+	return 48;
 }
 
 #define NST_FUZZ_CHECK(cond, ...)                                         \

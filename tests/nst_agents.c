@@ -1,0 +1,113 @@
+/*
+ * nst_agents.c - run the real agent programs for the end-to-end and fault
+ * suites, the way an operator does: configuration files, processes in the
+ * background, their logs as the only channel back. The suites own what
+ * they start (and kill it); nothing here kills a process.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <criterion/criterion.h>
+
+#include "nsdp_time.h"
+#include "nst_agents.h"
+#include "nst_store.h"
+
+void nst_agents_configure(const char *seeds, const struct nst_source_plan *p,
+			  unsigned int progress_ms)
+{
+	char text[2048];
+
+	snprintf(text, sizeof(text),
+		 "[agent]\nrole = standby\ngateway_id = 2\nprogress_ms = %u\n"
+		 "eal_args = --no-huge --no-shconf -m 512 --no-pci "
+		 "--no-telemetry -l 0\n"
+		 "[store]\nseeds = %s\n"
+		 "[standby]\ntable_capacity = %lu\ndump = %s\n",
+		 progress_ms, seeds, p->flows * 2, nst_run_path("standby.tbl"));
+	nst_write_file(nst_run_path("standby.ini"), text);
+	snprintf(text, sizeof(text),
+		 "[agent]\nrole = active\ngateway_id = 1\nprogress_ms = %u\n"
+		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
+		 "--no-telemetry -l 0-1\n"
+		 "[store]\nseeds = %s\n"
+		 "[rings]\nlanes = 1\n"
+		 "[source]\ntype = synth\nflows = %lu\nevents = %lu\n"
+		 "rate = %lu\nseed = 7\nrefresh_pct = 50\n"
+		 "wait_when_full = %s\ndump = %s\n",
+		 progress_ms, seeds, p->flows, p->events, p->rate,
+		 p->drop_when_full ? "no" : "yes", nst_run_path("source.tbl"));
+	nst_write_file(nst_run_path("active.ini"), text);
+}
+
+int nst_read_pid(const char *path)
+{
+	char line[64] = "";
+	FILE *f = fopen(path, "r");
+
+	cr_assert_not_null(f, "no pid file %s", path);
+	cr_assert_not_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	return atoi(line);
+}
+
+int nst_spawn(const char *program, const char *name, const char *args,
+	      int append)
+{
+	const char *to = append ? ">>" : ">";
+	char ini[64], out[64], log[64], pidf[64];
+
+	snprintf(ini, sizeof(ini), "%s.ini", name);
+	snprintf(out, sizeof(out), "%s.out", name);
+	snprintf(log, sizeof(log), "%s.log", name);
+	snprintf(pidf, sizeof(pidf), "%s.pid", name);
+	nst_sh("%s -c %s %s %s%s 2%s%s & echo $! >%s", program,
+	       nst_run_path(ini), args, to, nst_run_path(out), to,
+	       nst_run_path(log), nst_run_path(pidf));
+	return nst_read_pid(nst_run_path(pidf));
+}
+
+int nst_agent_spawn(const char *name, const char *args)
+{
+	return nst_spawn(nst_build("tools/natsync-agent"), name, args, 0);
+}
+
+void nst_wait_synced(int standby_pid)
+{
+	for (int i = 0; i < 300; i++) {
+		if (nst_sh("grep -q 'standby: synced' %s",
+			   nst_run_path("standby.log")) == 0)
+			return;
+		cr_assert_eq(kill(standby_pid, 0), 0,
+			     "the standby died; see %s",
+			     nst_run_path("standby.log"));
+		nsdp_sleep_ms(100);
+	}
+	cr_assert_fail("the standby did not sync within 30 s");
+}
+
+int nst_wait_report(int secs)
+{
+	return nst_sh("for i in $(seq %d); do grep -q '^REPORT' %s && "
+		      "exit 0; sleep 0.1; done; exit 1",
+		      secs * 10, nst_run_path("active.out"));
+}
+
+int nst_run_file_has(const char *file, const char *pattern)
+{
+	return nst_sh("grep -q '%s' %s", pattern, nst_run_path(file)) == 0;
+}
+
+void nst_verify_exact(const char *seeds, int standby_pid)
+{
+	int rc = nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
+			nst_build("tools/natsync-verify"), seeds,
+			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
+			standby_pid, nst_run_path("verify.out"));
+
+	nst_sh("cat %s >&2", nst_run_path("verify.out"));
+	cr_assert_eq(rc, 0, "store or standby differ from the source; see %s",
+		     nst_run_path("verify.out"));
+	cr_assert(nst_run_file_has("verify.out", "match=yes"));
+}

@@ -1,0 +1,49 @@
+/*
+ * nst_agents.h - test support: the natsync-agent programs of a run (an
+ * active with the synthetic source and a standby), in the run directory
+ * of nst_run_dir_make(): their configurations, start, sync and the final
+ * verification with natsync-verify. File names in the run directory:
+ * <name>.ini, .out (stdout), .log (stderr), .pid; source.tbl and
+ * standby.tbl are the tables the programs dump, verify.out the verdict.
+ */
+#ifndef NST_AGENTS_H
+#define NST_AGENTS_H
+
+/* What the active's synthetic source produces. */
+struct nst_source_plan {
+	unsigned long flows, events, rate;
+	int drop_when_full; /* [source] wait_when_full = no */
+};
+
+/* Write standby.ini and active.ini for seeds; both print progress every
+ * progress_ms (0: only the final REPORT). */
+void nst_agents_configure(const char *seeds, const struct nst_source_plan *p,
+			  unsigned int progress_ms);
+
+/* The pid a background shell wrote to path (asserts it is there). */
+int nst_read_pid(const char *path);
+
+/* Start "PROGRAM -c <name>.ini ARGS" in the background, writing (or with
+ * append, appending) its stdout to <name>.out and stderr to <name>.log;
+ * its pid. */
+int nst_spawn(const char *program, const char *name, const char *args,
+	      int append);
+
+/* nst_spawn() of natsync-agent, its output files written anew. */
+int nst_agent_spawn(const char *name, const char *args);
+
+/* Wait (30 s at most) until the standby logs that it is synced; asserts
+ * it did and did not die meanwhile. */
+void nst_wait_synced(int standby_pid);
+
+/* Wait (secs at most) for the active's REPORT line; 0 once it is there. */
+int nst_wait_report(int secs);
+
+/* 1 when a line of file (in the run directory) matches grep pattern. */
+int nst_run_file_has(const char *file, const char *pattern);
+
+/* Assert that the store and the standby's table equal the source's final
+ * table, with natsync-verify. */
+void nst_verify_exact(const char *seeds, int standby_pid);
+
+#endif
