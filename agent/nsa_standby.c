@@ -78,6 +78,7 @@ struct sb_node {
 struct nsa_standby {
 	struct nsa_config conf;
 	struct nsdp_table *table;
+	int own_table; /* created here, freed with the standby */
 	pthread_t thread;
 	int running;
 	int stop;
@@ -551,7 +552,8 @@ static void *sb_main(void *arg)
 
 /* ---- public interface ----------------------------------------------- */
 
-struct nsa_standby *nsa_standby_create(const struct nsa_config *conf)
+struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
+					  struct nsdp_table *table)
 {
 	struct nsa_standby *sb = calloc(1, sizeof(*sb));
 
@@ -559,13 +561,17 @@ struct nsa_standby *nsa_standby_create(const struct nsa_config *conf)
 		return NULL;
 	sb->conf = *conf;
 	sb->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	sb->table = nsdp_table_create("nsa_sb", conf->table_capacity);
+	sb->table = table;
+	sb->own_table = table == NULL;
+	if (!sb->table)
+		sb->table = nsdp_table_create("nsa_sb", conf->table_capacity);
 	if (sb->wake_fd < 0 || !sb->table) {
 		NSA_ERR("standby: cannot create the table of %u sessions",
 			conf->table_capacity);
 		if (sb->wake_fd >= 0)
 			close(sb->wake_fd);
-		nsdp_table_free(sb->table);
+		if (sb->own_table)
+			nsdp_table_free(sb->table);
 		free(sb);
 		return NULL;
 	}
@@ -613,11 +619,17 @@ void nsa_standby_free(struct nsa_standby *sb)
 	if (!sb)
 		return;
 	nsa_standby_stop(sb);
-	nsdp_table_free(sb->table);
+	if (sb->own_table)
+		nsdp_table_free(sb->table);
 	close(sb->wake_fd);
 	nsa_dumpreq_fini(&sb->dump);
 	nsa_topowatch_fini(&sb->watch);
 	free(sb);
+}
+
+struct nsa_standby *nsa_standby_create(const struct nsa_config *conf)
+{
+	return nsa_standby_create_on(conf, NULL);
 }
 
 struct nsdp_table *nsa_standby_table(struct nsa_standby *sb)

@@ -64,7 +64,14 @@ struct nsa_standby_stats {
 
 struct nsa_standby;
 
+/* A standby with a table of its own ([standby] table_capacity). */
 struct nsa_standby *nsa_standby_create(const struct nsa_config *conf);
+/* A standby that fills table, which the caller owns and frees after
+ * nsa_standby_free (natsync-gateway lends its fast path's table). Between
+ * nsa_standby_start and nsa_standby_stop the subscriber is the table's only
+ * writer. */
+struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
+					  struct nsdp_table *table);
 
 /* Start the subscriber thread (connects with backoff until stopped). */
 int nsa_standby_start(struct nsa_standby *sb);

@@ -70,7 +70,10 @@ struct gw {
 	uint16_t port_in, port_out;
 	struct rte_mempool *pool;
 	struct nsdp_lane *lane;
-	struct nsa_standby *sb; /* its table is the fast path's table */
+	/* The fast path's session table: ours, lent to the subscriber while
+	 * standby, written by the fast path alone while active. */
+	struct nsdp_table *table;
+	struct nsa_standby *sb;
 	struct nsa_active *active; /* agent = threads, while active */
 	struct nsdp_nat *nat;
 	unsigned int fwd_lcore;
@@ -182,7 +185,7 @@ static void max_epoch_cb(const struct ns_session *s, void *arg)
 
 static int gw_promote(struct gw *g, char *reply, size_t len)
 {
-	struct nsdp_table *t = nsa_standby_table(g->sb);
+	struct nsdp_table *t = g->table;
 	struct nsdp_table_stats ts;
 	uint32_t table_max = 0, floor, epoch;
 	char err[512];
@@ -275,7 +278,7 @@ static int gw_status(struct gw *g, char *reply, size_t len)
 	struct nsa_standby_stats ss;
 	struct nsdp_nat_stats ns;
 
-	nsdp_table_stats(nsa_standby_table(g->sb), &ts);
+	nsdp_table_stats(g->table, &ts);
 	nsa_standby_stats(g->sb, &ss);
 	nsdp_nat_stats(g->nat, &ns);
 	snprintf(reply, len,
@@ -306,7 +309,7 @@ static int gw_stats(struct gw *g, char *reply, size_t len)
 	size_t used;
 
 	nsdp_nat_stats(g->nat, &ns);
-	nsdp_table_stats(nsa_standby_table(g->sb), &ts);
+	nsdp_table_stats(g->table, &ts);
 	if (g->active)
 		nsa_active_stats(g->active, &as);
 	used = (size_t)snprintf(reply, len, "ok\n");
@@ -514,11 +517,17 @@ static int gw_setup(struct gw *g)
 			rte_strerror(rte_errno));
 		return -ENOMEM;
 	}
-	g->sb = nsa_standby_create(&g->conf.agent);
+	g->table = nsdp_table_create("ngw_table", g->conf.agent.table_capacity);
+	if (!g->table) {
+		NSA_ERR("cannot create the table of %u sessions",
+			g->conf.agent.table_capacity);
+		return -ENOMEM;
+	}
+	g->sb = nsa_standby_create_on(&g->conf.agent, g->table);
 	if (!g->sb)
 		return -ENOMEM;
 	nc.mbuf_pool = g->pool;
-	g->nat = nsdp_nat_create(&nc, nsa_standby_table(g->sb), g->lane);
+	g->nat = nsdp_nat_create(&nc, g->table, g->lane);
 	if (!g->nat) {
 		NSA_ERR("cannot create the NAT: %s", strerror(errno));
 		return -ENOMEM;
@@ -544,7 +553,7 @@ static void gw_progress(struct gw *g, double t)
 	struct nsdp_table_stats ts;
 
 	nsdp_nat_stats(g->nat, &ns);
-	nsdp_table_stats(nsa_standby_table(g->sb), &ts);
+	nsdp_table_stats(g->table, &ts);
 	fprintf(stderr,
 		"progress: gateway %.1fs mode %s sessions %" PRIu64
 		" rx %" PRIu64 "/%" PRIu64 " tx %" PRIu64 "/%" PRIu64
@@ -612,7 +621,7 @@ static void gw_teardown(struct gw *g)
 		nsdp_nat_stats(g->nat, &ns);
 	if (g->sb) {
 		nsa_standby_stop(g->sb);
-		nsdp_table_stats(nsa_standby_table(g->sb), &ts);
+		nsdp_table_stats(g->table, &ts);
 	}
 	printf("REPORT role=gateway sessions=%" PRIu64 " created=%" PRIu64
 	       " closed=%" PRIu64 " expired=%" PRIu64 " recorded=%" PRIu64
@@ -628,6 +637,7 @@ static void gw_teardown(struct gw *g)
 	}
 	nsdp_nat_free(g->nat);
 	nsa_standby_free(g->sb);
+	nsdp_table_free(g->table);
 	/* With agent = external a natsync-agent may still be draining the
 	 * lane through its own mapping of our memory until it notices we are
 	 * gone: freeing the lane would free and zero its ring under the
