@@ -21,6 +21,7 @@
 #include "ns_batch.h"
 #include "ns_record.h"
 #include "ns_slot.h"
+#include "ngw_config.h"
 #include "nsa_config.h"
 #include "nsa_log.h"
 
@@ -208,13 +209,14 @@ static void key_seeds(void)
 
 static void config_seed(const char *name, const char *text)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char path[4096], err[1024];
 
 	write_seed(name, text, strlen(text));
 	snprintf(path, sizeof(path), "%s/%s", outdir, name);
-	nsa_config_defaults(&c);
-	if (nsa_config_load(&c, path, err, sizeof(err)) != 0) {
+	/* With the [gateway] keys, as the config target loads them. */
+	ngw_config_defaults(&c);
+	if (nsa_config_load(&c.agent, path, err, sizeof(err)) != 0) {
 		fprintf(stderr, "fuzz_seeds: %s\n", err);
 		die("a config seed does not load");
 	}
@@ -222,16 +224,16 @@ static void config_seed(const char *name, const char *text)
 
 static void config_seeds(int nfiles, char **files)
 {
-	struct nsa_config c;
+	struct ngw_config c;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f;
 
-	nsa_config_defaults(&c);
+	ngw_config_defaults(&c);
 	f = open_memstream(&text, &len);
 	if (!f)
 		die("open_memstream");
-	nsa_config_print(&c, f);
+	nsa_config_print(&c.agent, f);
 	fclose(f);
 	config_seed("config-defaults", text);
 	free(text);
