@@ -45,6 +45,7 @@
 
 #include "nsdp_time.h"
 #include "nst_agents.h"
+#include "nst_skip.h"
 #include "nst_store.h"
 
 #define FAILOVER_PORT 7870 /* 6 nodes: 7870-7875 */
@@ -204,8 +205,7 @@ static void start_agents(const char *active_args, int *sb, int *act)
  * that the filter cannot touch anything else; root only. */
 static void own_netns(void)
 {
-	if (geteuid() != 0)
-		cr_skip_test("needs root for a network namespace and nftables");
+	nst_need_root("needs root for a network namespace and nftables");
 	cr_assert_eq(unshare(CLONE_NEWNET), 0, "unshare(CLONE_NEWNET)");
 	cr_assert_eq(nst_sh("ip link set lo up"), 0);
 }

@@ -32,6 +32,13 @@ Test(skip, executable_with_a_skip_exits_77_outside_ci)
 	cr_assert_eq(rc, 77, "with CI=false it exited %d", rc);
 }
 
+Test(skip, forced_skip_of_a_root_only_test_exits_77)
+{
+	int rc = probe("NST_PROBE_NEED_ROOT=1 NATSYNC_TEST_FORCE_SKIP=1");
+
+	cr_assert_eq(rc, 77, "exited %d", rc);
+}
+
 Test(skip, executable_with_a_skip_fails_under_ci)
 {
 	int rc = probe("NST_PROBE_SKIP=1 CI=true");
