@@ -99,15 +99,35 @@ int nst_run_file_has(const char *file, const char *pattern)
 	return nst_sh("grep -q '%s' %s", pattern, nst_run_path(file)) == 0;
 }
 
-void nst_verify_exact(const char *seeds, int standby_pid)
+void nst_verify_exact(const char *seeds, int standby_pid,
+		      unsigned long min_sessions)
 {
+	unsigned long store = 0, source = 0, standby = 0;
+	char line[256];
 	int rc = nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
 			nst_build("tools/natsync-verify"), seeds,
 			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
 			standby_pid, nst_run_path("verify.out"));
+	FILE *f;
 
 	nst_sh("cat %s >&2", nst_run_path("verify.out"));
 	cr_assert_eq(rc, 0, "store or standby differ from the source; see %s",
 		     nst_run_path("verify.out"));
 	cr_assert(nst_run_file_has("verify.out", "match=yes"));
+	/* Empty tables are equal too: a run that replicated nothing (or a
+	 * source that dumped nothing) must not pass. */
+	cr_assert_gt(min_sessions, 0);
+	f = fopen(nst_run_path("verify.out"), "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line,
+			   "RESULT verify store=%lu source=%lu standby=%lu",
+			   &store, &source, &standby) == 3)
+			break;
+	fclose(f);
+	cr_assert_geq(source, min_sessions,
+		      "the source's table holds %lu sessions, fewer than %lu",
+		      source, min_sessions);
+	cr_assert_eq(store, source);
+	cr_assert_eq(standby, source);
 }

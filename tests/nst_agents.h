@@ -43,7 +43,9 @@ int nst_wait_report(int secs);
 int nst_run_file_has(const char *file, const char *pattern);
 
 /* Assert that the store and the standby's table equal the source's final
- * table, with natsync-verify. */
-void nst_verify_exact(const char *seeds, int standby_pid);
+ * table, with natsync-verify, and that it holds at least min_sessions
+ * (> 0: equal empty tables prove nothing). */
+void nst_verify_exact(const char *seeds, int standby_pid,
+		      unsigned long min_sessions);
 
 #endif

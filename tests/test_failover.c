@@ -50,6 +50,7 @@
 #include "nsa_host.h"
 #include "nsdp_time.h"
 #include "nst_agents.h"
+#include "nst_skip.h"
 #include "nst_store.h"
 
 #define STORE_PORT 7800
@@ -525,8 +526,7 @@ static void failover_scenario(const char *name)
 	char addr[INET_ADDRSTRLEN];
 	int rc;
 
-	if (geteuid() != 0)
-		cr_skip_test("needs root for network namespaces");
+	nst_need_root("needs root for network namespaces");
 	nst_run_dir_make(name);
 	net_setup();
 	if (external)

@@ -48,6 +48,7 @@
 #include "nsa_host.h"
 #include "nsdp_lane.h"
 #include "nst_session.h"
+#include "nst_skip.h"
 #include "nst_store.h"
 #include "nsdp_time.h"
 
@@ -186,9 +187,8 @@ static void hugepages_ready(void)
 	char cmd[1024];
 	FILE *p;
 
-	if (geteuid() != 0)
-		cr_skip_test("needs root: the DPDK primary process needs "
-			     "hugepages (deploy/hugepages.sh)");
+	nst_need_root("needs root: the DPDK primary process needs hugepages "
+		      "(deploy/hugepages.sh)");
 	snprintf(cmd, sizeof(cmd), "%s -n %s --print-dir",
 		 nst_src("deploy/hugepages.sh"), HUGEPAGES);
 	p = popen(cmd, "r");

@@ -9,7 +9,11 @@
  * since a standby may still be applying the last batches.
  *
  * Exit status: 0 every compared pair is equal, 1 a difference, 2 bad
- * options or unreadable input. It never writes to the store.
+ * options or input it cannot read whole. A table it could only read in part
+ * (a file cut in a record, a read error, a table larger than the memory it
+ * may use) is never compared: what it could hold is not the table. A store
+ * value under the session prefix that is not a record is a difference. It
+ * never writes to the store.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -38,6 +42,8 @@ struct table {
 	struct ns_session *s;
 	size_t n, cap;
 	const char *name;
+	uint64_t bad; /* store values that are not records */
+	int oom; /* a session could not be kept: the table is incomplete */
 };
 
 static int table_push(struct table *t, const struct ns_session *s)
@@ -46,8 +52,10 @@ static int table_push(struct table *t, const struct ns_session *s)
 		size_t cap = t->cap ? t->cap * 2 : 4096;
 		struct ns_session *p = realloc(t->s, cap * sizeof(*p));
 
-		if (!p)
+		if (!p) {
+			t->oom = 1;
 			return -ENOMEM;
+		}
 		t->s = p;
 		t->cap = cap;
 	}
@@ -77,7 +85,8 @@ static int table_read_file(struct table *t, const char *path)
 	FILE *f = fopen(path, "rb");
 	uint8_t buf[NS_RECORD_MAX_LEN];
 	struct ns_session s;
-	size_t reclen = ns_record_wire_len(NS_FAMILY_IPV4);
+	size_t reclen = ns_record_wire_len(NS_FAMILY_IPV4), got = 0;
+	int rc = 0;
 
 	if (!f) {
 		fprintf(stderr, "natsync-verify: %s: %s\n", path,
@@ -85,56 +94,68 @@ static int table_read_file(struct table *t, const char *path)
 		return -errno;
 	}
 	t->n = 0;
-	while (fread(buf, 1, reclen, f) == reclen) {
+	while (rc == 0 && (got = fread(buf, 1, reclen, f)) == reclen) {
 		if (ns_record_decode(buf, reclen, &s) < 0) {
 			fprintf(stderr,
 				"natsync-verify: %s: record %zu is not a "
 				"valid session record\n",
 				path, t->n);
-			fclose(f);
-			return -EINVAL;
+			rc = -EINVAL;
+		} else if (table_push(t, &s) < 0) {
+			fprintf(stderr,
+				"natsync-verify: %s: out of memory after %zu "
+				"records\n",
+				path, t->n);
+			rc = -ENOMEM;
 		}
-		table_push(t, &s);
+	}
+	if (rc == 0 && ferror(f)) {
+		rc = errno ? -errno : -EIO;
+		fprintf(stderr, "natsync-verify: %s: %s\n", path,
+			strerror(-rc));
+	} else if (rc == 0 && got) {
+		/* A dump cut short is not a table of fewer sessions. */
+		fprintf(stderr,
+			"natsync-verify: %s: ends in a partial record (%zu of "
+			"%zu bytes) after %zu records\n",
+			path, got, reclen, t->n);
+		rc = -EINVAL;
 	}
 	fclose(f);
-	qsort(t->s, t->n, sizeof(*t->s), flow_cmp);
-	return 0;
+	if (rc == 0)
+		qsort(t->s, t->n, sizeof(*t->s), flow_cmp);
+	return rc;
 }
-
-struct store_read {
-	struct table *t;
-	uint64_t bad;
-};
 
 static unsigned int store_take(void *arg, unsigned int node,
 			       const struct ns_session *s, unsigned int n)
 {
-	struct store_read *sr = arg;
+	struct table *t = arg;
 	unsigned int i;
 
 	(void)node;
-	for (i = 0; i < n; i++)
-		table_push(sr->t, &s[i]);
-	return n;
+	for (i = 0; i < n && table_push(t, &s[i]) == 0; i++)
+		;
+	return i;
 }
 
 static void store_count_bad(void *arg, uint64_t n)
 {
-	struct store_read *sr = arg;
+	struct table *t = arg;
 
-	sr->bad += n;
+	t->bad += n;
 }
 
 /* Every master's sessions, read as the standby loads them (SCAN + MGET). */
 static int table_read_store(struct table *t, const struct nsa_store_conf *sc)
 {
 	struct nsa_topology *topo = calloc(1, sizeof(*topo));
-	struct store_read sr = {.t = t};
-	const struct nsa_loader_sink sink = {store_take, store_count_bad, &sr};
+	const struct nsa_loader_sink sink = {store_take, store_count_bad, t};
 	char err[512];
 	int rc = 0;
 
 	t->n = 0;
+	t->bad = 0;
 	if (!topo || nsa_topology_fetch(sc, topo, err, sizeof(err)) != 0) {
 		fprintf(stderr, "natsync-verify: store: %s\n",
 			topo ? err : "out of memory");
@@ -150,11 +171,18 @@ static int table_read_store(struct table *t, const struct nsa_store_conf *sc)
 		}
 	}
 	free(topo);
-	if (sr.bad)
+	if (rc == 0 && t->oom) {
+		fprintf(stderr,
+			"natsync-verify: store: out of memory after %zu "
+			"sessions\n",
+			t->n);
+		rc = -ENOMEM;
+	}
+	if (t->bad)
 		fprintf(stderr,
 			"natsync-verify: store: %" PRIu64
 			" values are not valid session records\n",
-			sr.bad);
+			t->bad);
 	qsort(t->s, t->n, sizeof(*t->s), flow_cmp);
 	return rc;
 }
@@ -263,7 +291,9 @@ static void usage(FILE *out)
 		"  -n, --no-store          do not read the store\n"
 		"  -h, --help, -V, --version\n"
 		"\n"
-		"Exit status: 0 equal, 1 different, 2 bad options or input.\n");
+		"Exit status: 0 equal, 1 different, 2 bad options or input\n"
+		"that cannot be read whole (partial record, read error, out\n"
+		"of memory).\n");
 }
 
 int main(int argc, char **argv)
@@ -371,6 +401,9 @@ int main(int argc, char **argv)
 		int last = nsdp_now_s() - t0 >= timeout;
 		int quiet = !last;
 
+		/* A value natsync would not write is not in any table. */
+		if (use_store && store.bad)
+			ok = 0;
 		if (use_store && source_path)
 			ok &= table_compare(&source, &store, quiet);
 		if (standby_path && source_path)
