@@ -382,6 +382,8 @@ int nsdp_synth_run(struct nsdp_synth *s, unsigned int w)
 		}
 		n = (unsigned int)want;
 		now_ns = nsdp_realtime_ns();
+		if (issued >= wk->events / 2)
+			now_ns -= s->conf.clock_step_back_ms * NSDP_NS_PER_MS;
 		for (j = 0; j < n; j++)
 			nsdp_synth_step(s, wk, w, j, now_ns);
 
