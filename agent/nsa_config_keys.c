@@ -112,6 +112,9 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_BOOL(
 		"source", "wait_when_full", synth_conf.wait_when_full, "yes",
 		"Synthetic source: `yes` retries a full ring (test source, nothing lost); `no` drops and counts, as the fast path does."),
+	NSA_NUM("source", "clock_step_back_ms", synth_conf.clock_step_back_ms,
+		0, 86400000, "0",
+		"Synthetic source, for tests: halfway through its events the source's wall clock steps back by this much, ms; `0` = no step."),
 	NSA_STR("source", "dump", source_dump, "",
 		"Write the source's final table here (a table file for natsync-verify); empty = none."),
 

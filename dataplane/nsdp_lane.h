@@ -8,6 +8,13 @@
  * and calls nsdp_record() for every session it creates, refreshes or closes.
  * nsdp_record() never blocks: when the ring is full the record is dropped
  * and counted in the lane, and the agent reports the count.
+ *
+ * A standby orders the records of a session by epoch, then timestamp, and
+ * ignores one older than what it holds. So within an epoch a session's
+ * records must all come from one producer, stamped with
+ * nsdp_stamp_next(): the wall clock, but always above the producer's
+ * previous stamp, so that a step back of the clock cannot make a later
+ * event look older than an earlier one.
  */
 #ifndef NSDP_LANE_H
 #define NSDP_LANE_H
@@ -45,6 +52,19 @@ struct nsdp_lane *nsdp_lane_lookup(unsigned int idx);
 
 /* Free a lane created by nsdp_lane_create(). */
 void nsdp_lane_free(struct nsdp_lane *lane);
+
+/* The timestamp of a producer's next record at wall-clock time now_ns:
+ * now_ns, or one past the producer's previous stamp *last when the clock
+ * reads that or less (it was stepped back, or two records share a clock
+ * reading). Stamps thus rise strictly per producer, and follow the clock
+ * again once it has caught up. *last is the producer's own, 0 at start. */
+static inline uint64_t nsdp_stamp_next(uint64_t *last, uint64_t now_ns)
+{
+	uint64_t ts = now_ns > *last ? now_ns : *last + 1;
+
+	*last = ts;
+	return ts;
+}
 
 /* Record one session event; 0, or -ENOBUFS when the ring was full and the
  * record was dropped (and counted). Call from the lane's producer only. */

@@ -120,6 +120,7 @@ struct nsdp_nat {
 	/* The lcore's alone. */
 	enum nsdp_nat_mode mode;
 	uint32_t epoch_now; /* the epoch records carry, taken at promotion */
+	uint64_t last_stamp_ns; /* of the last record (nsdp_stamp_next) */
 	uint32_t announce_next;
 	uint32_t sweep_pos;
 	uint64_t last_housekeep_ns;

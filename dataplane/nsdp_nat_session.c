@@ -203,16 +203,18 @@ void nsdp_nat_side_adopt(const struct nsdp_nat *nat, struct side *sd,
 		 now, s->timestamp_ns < now ? s->timestamp_ns : now);
 }
 
-static inline void session_stamp(const struct nsdp_nat *nat,
-				 struct ns_session *s, uint8_t event,
-				 uint64_t now)
+/* The stamp rises strictly from record to record whatever the wall clock
+ * does (nsdp_stamp_next), so that neither this table nor the standby's
+ * takes a session's later event for an older one. */
+static inline void session_stamp(struct nsdp_nat *nat, struct ns_session *s,
+				 uint8_t event, uint64_t now)
 {
 	s->version = NS_RECORD_VERSION;
 	s->family = NS_FAMILY_IPV4;
 	s->event = event;
 	s->gateway_id = nat->conf.gateway_id;
 	s->epoch = nat->epoch_now;
-	s->timestamp_ns = now;
+	s->timestamp_ns = nsdp_stamp_next(&nat->last_stamp_ns, now);
 	memset(s->reserved, 0, sizeof(s->reserved));
 }
 

@@ -20,6 +20,10 @@
  *   1024 + i / 256, unique for distinct flows; hence at most
  *   NSDP_SYNTH_MAX_FLOWS = 256 * 64512 flows.
  *
+ * - A worker stamps its records with nsdp_stamp_next(): they rise strictly
+ *   on its lane whatever the wall clock does, so a flow's later event is
+ *   never older than its earlier one.
+ *
  * - Every worker owns at least one flow (flows >= nworkers), else create
  *   fails with EINVAL.
  *
@@ -81,6 +85,7 @@ struct nsdp_synth_worker {
 	uint64_t s[4]; /* xoshiro256** state */
 	uint64_t nflows;
 	uint64_t events;
+	uint64_t last_stamp_ns; /* nsdp_stamp_next() */
 	uint8_t *alive;
 	struct ns_session *last;
 	struct ns_session burst[NSDP_SYNTH_BURST];
@@ -265,7 +270,7 @@ static void nsdp_synth_step(const struct nsdp_synth *s,
 				   ? NS_EV_REFRESH
 				   : NS_EV_DELETE;
 	}
-	r->timestamp_ns = now_ns;
+	r->timestamp_ns = nsdp_stamp_next(&wk->last_stamp_ns, now_ns);
 	if (r->event == NS_EV_DELETE) {
 		wk->alive[k] = 0;
 	} else {
@@ -382,6 +387,8 @@ int nsdp_synth_run(struct nsdp_synth *s, unsigned int w)
 		}
 		n = (unsigned int)want;
 		now_ns = nsdp_realtime_ns();
+		if (issued >= wk->events / 2)
+			now_ns -= s->conf.clock_step_back_ms * NSDP_NS_PER_MS;
 		for (j = 0; j < n; j++)
 			nsdp_synth_step(s, wk, w, j, now_ns);
 

@@ -30,6 +30,10 @@ struct nsdp_synth_conf {
 	uint32_t epoch;
 	uint32_t timeout_ms;
 	int wait_when_full; /* 1: retry a full ring (test source), 0: drop */
+	/* Test hook: once a worker has issued half of its events, its reading
+	 * of CLOCK_REALTIME is this far behind, as after a step of the
+	 * system clock; 0 = the clock as it is. */
+	uint64_t clock_step_back_ms;
 };
 
 struct nsdp_synth_stats {

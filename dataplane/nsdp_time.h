@@ -11,6 +11,7 @@
 #include <time.h>
 
 #define NSDP_NS_PER_S 1000000000ull
+#define NSDP_NS_PER_MS 1000000ull
 
 static inline uint64_t nsdp_clock_ns(clockid_t clk)
 {

@@ -49,7 +49,7 @@ struct ns_session {
 	uint32_t gateway_id;
 	uint32_t epoch;
 	uint32_t timeout_ms; /* idle timeout; the store key expires after it */
-	uint64_t timestamp_ns; /* when the event happened, CLOCK_REALTIME */
+	uint64_t timestamp_ns; /* CLOCK_REALTIME; rises per producer */
 	struct ns_tuple orig;
 	struct ns_tuple xlat;
 	uint8_t reserved[16];

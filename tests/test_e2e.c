@@ -21,6 +21,7 @@
 /* The synthetic source's final table after 500 000 events over 200 000
  * flows with seed 7 (every event accepted: the same on every run). */
 #define E2E_SESSIONS 129809
+#define CLOCK_PORT 7440
 
 static void stop_standby(int pid)
 {
@@ -30,9 +31,11 @@ static void stop_standby(int pid)
 	kill(pid, SIGKILL);
 }
 
-static void run_end_to_end(int port, int masters, const char *name)
+/* The active runs in the foreground with active_args after its -c. */
+static void run_end_to_end(int port, int masters, const char *name,
+			   const struct nst_source_plan *plan,
+			   const char *active_args)
 {
-	const struct nst_source_plan plan = {200000, 500000, 0, 0};
 	char seeds[256];
 	int pid, rc;
 
@@ -44,12 +47,12 @@ static void run_end_to_end(int port, int masters, const char *name)
 	else
 		snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", port);
 	cr_assert_eq(nst_store_start(port, masters, 0), 0);
-	nst_agents_configure(seeds, &plan, 0);
+	nst_agents_configure(seeds, plan, 0);
 	pid = nst_agent_spawn("standby", "");
 	nst_wait_synced(pid);
-	rc = nst_sh("%s -c %s >%s 2>%s", nst_build("tools/natsync-agent"),
-		    nst_run_path("active.ini"), nst_run_path("active.out"),
-		    nst_run_path("active.log"));
+	rc = nst_sh("%s -c %s %s >%s 2>%s", nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), active_args,
+		    nst_run_path("active.out"), nst_run_path("active.log"));
 	nst_sh("cat %s >&2", nst_run_path("active.out"));
 	cr_assert_eq(rc, 0, "the active agent failed; see %s",
 		     nst_run_path("active.log"));
@@ -65,18 +68,33 @@ static void stop_all(void)
 	nst_store_stop(CLUSTER_PORT);
 	nst_store_stop(PLAIN_PORT);
 	nst_store_stop(LATE_PORT);
+	nst_store_stop(CLOCK_PORT);
 }
 
 TestSuite(e2e, .fini = stop_all, .timeout = 240);
 
+static const struct nst_source_plan e2e_plan = {200000, 500000, 0, 0};
+
 Test(e2e, cluster_standby_table_equals_source_after_200k_flows)
 {
-	run_end_to_end(CLUSTER_PORT, 3, "e2e-cluster");
+	run_end_to_end(CLUSTER_PORT, 3, "e2e-cluster", &e2e_plan, "");
 }
 
 Test(e2e, plain_server_standby_table_equals_source)
 {
-	run_end_to_end(PLAIN_PORT, 0, "e2e-plain");
+	run_end_to_end(PLAIN_PORT, 0, "e2e-plain", &e2e_plan, "");
+}
+
+/* The active's wall clock steps back 10 s halfway through (its source
+ * reads the clock 10 s late from then on, as after an NTP step): the
+ * refreshes and deletes that follow are still the newest of their
+ * sessions, for the standby as for the store. */
+Test(e2e, clock_stepped_back_on_the_active_leaves_standby_equal_to_store)
+{
+	const struct nst_source_plan plan = {20000, 200000, 0, 0};
+
+	run_end_to_end(CLOCK_PORT, 3, "e2e-clock", &plan,
+		       "--set source.clock_step_back_ms=10000");
 }
 
 Test(e2e, late_standby_converges_while_the_active_keeps_writing)

@@ -957,6 +957,59 @@ Test(nat, tcp_rst_either_way_forwards_then_deletes_the_session)
 	fx_close(&f);
 }
 
+/* The wall clock steps back 10 s in the middle of a TCP flow: its FIN
+ * and RST are still recorded as its newest events, so that this table
+ * takes the FIN's closing timeout and a standby's table, fed the records
+ * in order, ends without the flow. */
+Test(nat, a_clock_stepped_back_still_stamps_each_record_above_the_last)
+{
+	struct nsb_frame fr = fr_out(IPPROTO_TCP, HOST_A, 40005, REMOTE, 443);
+	struct ns_session rec[4], t;
+	struct nsdp_table_stats ts;
+	struct nsdp_table *standby;
+	struct fx f;
+	unsigned int i;
+
+	fx_open(&f);
+	standby = nsdp_table_create("nst_nat_standby", 1024);
+	cr_assert_not_null(standby);
+	rte_pktmbuf_free(pass_in(&f, &fr));
+	rec[0] = one_record(&f, NS_EV_CREATE);
+	fr = fr_in(IPPROTO_TCP, REMOTE, 443, rec[0].xlat.saddr,
+		   rec[0].xlat.sport);
+	fr.tcp_flags = RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG;
+	rte_pktmbuf_free(pass_out(&f, &fr));
+	rec[1] = one_record(&f, NS_EV_REFRESH);
+
+	f.now -= 10 * SEC;
+	tcp_segment_out(&f, 40005, RTE_TCP_FIN_FLAG | RTE_TCP_ACK_FLAG);
+	rec[2] = one_record(&f, NS_EV_REFRESH);
+	cr_assert_eq(rec[2].timeout_ms, TCP_CLOSING_MS);
+	cr_assert_eq(nsdp_table_lookup(f.table, IPPROTO_TCP, &rec[0].orig, &t),
+		     0);
+	cr_expect_eq(t.timeout_ms, TCP_CLOSING_MS,
+		     "the gateway's own table kept timeout %u ms",
+		     t.timeout_ms);
+	tcp_segment_out(&f, 40005, RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG);
+	rec[3] = one_record(&f, NS_EV_DELETE);
+
+	for (i = 1; i < 4; i++)
+		cr_expect_gt(rec[i].timestamp_ns, rec[i - 1].timestamp_ns,
+			     "record %u stamped %lld ns after record %u", i,
+			     (long long)(rec[i].timestamp_ns -
+					 rec[i - 1].timestamp_ns),
+			     i - 1);
+	for (i = 0; i < 4; i++)
+		cr_assert_eq(nsdp_table_apply(standby, &rec[i]), 0);
+	nsdp_table_stats(standby, &ts);
+	cr_expect_eq(ts.stale_ignored, 0, "the standby ignored %llu records",
+		     (unsigned long long)ts.stale_ignored);
+	cr_expect_eq(ts.live, 0, "the standby still holds %llu sessions",
+		     (unsigned long long)ts.live);
+	nsdp_table_free(standby);
+	fx_close(&f);
+}
+
 /* ------------------------------------------------------------------ */
 /* refresh and expiry                                                   */
 /* ------------------------------------------------------------------ */

@@ -17,6 +17,7 @@
 #include <criterion/criterion.h>
 
 #include "nsdp_synth.h"
+#include "nsdp_table.h"
 #include "nst_store.h"
 #include "nsdp_time.h"
 
@@ -665,5 +666,65 @@ Test(synth, dump_writes_the_final_table_as_wire_records)
 	unlink(path);
 	free(buf);
 	free(t.rec);
+	run_close(&r);
+}
+
+/* The wall clock stepped back by 10 s halfway through: on every lane the
+ * stamps still rise record after record, and a session table fed with the
+ * lanes (the standby's, which orders a flow's records by epoch and then
+ * stamp) ends up equal to the source's final table, ignoring nothing. */
+Test(synth, stamps_keep_rising_on_each_lane_when_the_clock_steps_back)
+{
+	struct nsdp_synth_conf conf = base_conf();
+	struct nsdp_table_stats ts;
+	struct nsdp_synth_stats st;
+	struct nsdp_table *tab;
+	uint64_t backwards = 0, ties = 0, older = 0, missing = 0, live;
+	struct table t;
+	struct run r;
+	size_t i;
+
+	conf.clock_step_back_ms = 10000;
+	run_synth(&r, &conf, 2, 4096, 1, &st);
+	cr_assert_eq(st.produced, conf.events);
+	tab = nsdp_table_create("synth_step", (uint32_t)conf.flows * 2);
+	cr_assert_not_null(tab);
+	for (unsigned int w = 0; w < r.nworkers; w++)
+		for (i = 0; i < r.len[w]; i++) {
+			const struct ns_session *s = &r.log[w][i];
+
+			if (i > 0 && s->timestamp_ns < s[-1].timestamp_ns)
+				backwards++;
+			if (i > 0 && s->timestamp_ns == s[-1].timestamp_ns)
+				ties++;
+			cr_assert_eq(nsdp_table_apply(tab, s), 0);
+		}
+	nsdp_table_stats(tab, &ts);
+	live = final_table(&r, &t);
+	cr_expect_eq(backwards, 0, "%llu steps back of the stamps on a lane",
+		     (unsigned long long)backwards);
+	cr_expect_eq(ties, 0, "%llu records stamped as their predecessor",
+		     (unsigned long long)ties);
+	cr_expect_eq(ts.stale_ignored, 0,
+		     "the table ignored %llu of %llu records as older",
+		     (unsigned long long)ts.stale_ignored,
+		     (unsigned long long)conf.events);
+	cr_expect_eq(ts.live, live, "table %llu live, source %llu",
+		     (unsigned long long)ts.live, (unsigned long long)live);
+	for (i = 0; i < t.len; i++) {
+		struct ns_session got;
+
+		if (nsdp_table_lookup(tab, t.rec[i].proto, &t.rec[i].orig,
+				      &got) != 0)
+			missing++;
+		else if (!ns_session_equal_state(&got, &t.rec[i]))
+			older++;
+	}
+	cr_expect_eq(missing, 0, "%llu of %zu live flows missing",
+		     (unsigned long long)missing, t.len);
+	cr_expect_eq(older, 0, "%llu of %zu live flows hold an older record",
+		     (unsigned long long)older, t.len);
+	free(t.rec);
+	nsdp_table_free(tab);
 	run_close(&r);
 }
