@@ -43,6 +43,11 @@ struct nsa_active_stats {
 	uint64_t topology_refreshes;
 	uint64_t lane_drops; /* sum of the lanes' drop counters */
 	uint64_t dropped; /* records the agent gave up on (counted, logged) */
+	/* Records published (NS_BATCH_F_STORE) to tell the standbys what the
+	 * store holds for a key after it refused a write for good, and the
+	 * refusals still being read back or published. */
+	uint64_t store_corrections;
+	uint64_t corrections_due;
 	uint64_t inflight; /* records sent, not yet acknowledged */
 };
 
