@@ -1183,10 +1183,11 @@ Test(active, standby_agrees_with_a_store_refusing_sets_for_want_of_memory,
 	keys = store_count_keys(&v);
 	store_view_close(&v);
 	d = wait_agreement(sb, PORT_OOM, n);
-	cr_log_info("OOM: store keys %llu of %u, refused %llu; standby only "
-		    "%u, store only %u, differ %u",
+	cr_log_info("OOM: store keys %llu of %u, refused %llu, corrections "
+		    "%llu; standby only %u, store only %u, differ %u",
 		    (unsigned long long)keys, n,
-		    (unsigned long long)st.other_errors, d.only_standby,
+		    (unsigned long long)st.other_errors,
+		    (unsigned long long)st.store_corrections, d.only_standby,
 		    d.only_store, d.differ);
 	cr_expect_lt(keys, n, "the store took every session");
 	/* Every refused create left a key out; refused refreshes too. */
