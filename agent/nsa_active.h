@@ -11,6 +11,9 @@
  * come. MOVED/ASK/TRYAGAIN/CLUSTERDOWN and lost connections make the writer
  * refresh the topology and resend every unacknowledged record in its
  * original order, so the store ends with each session's latest record.
+ * A write refused for good (OOM, NOPERM) is dropped; since its
+ * notification is already out, the writer reads the key back and
+ * publishes what the store holds in a batch flagged NS_BATCH_F_STORE.
  *
  * A master acknowledges before its replica has the write. When a master is
  * lost (its connection dies, or it leaves the topology: its replica was
