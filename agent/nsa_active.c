@@ -80,6 +80,8 @@ static int append_burst(struct nsa_writer *w, const struct ns_session *s,
 			for (j = i; j < n; j++)
 				if (flags && (flags[j] & NSA_REC_REPLAY))
 					W_STAT_SUB(w, replay_inflight, 1);
+				else if (flags && (flags[j] & NSA_REC_STORE))
+					W_STAT_SUB(w, corrections_due, 1);
 				else
 					lost++;
 			NSA_ERR("writer %u: out of memory, %u record(s) "
@@ -103,6 +105,7 @@ static unsigned int take_records(struct nsa_writer *w)
 	struct nsa_resend *rs = &w->resend;
 	unsigned int taken = 0, k;
 
+	nsa_readback_send(w);
 	while (rs->pos < rs->len && can_take(w)) {
 		size_t n = rs->len - rs->pos;
 
@@ -380,7 +383,8 @@ static int drained(const struct nsa_active *a)
 		if (__atomic_load_n(&a->w[i]->in_burst, __ATOMIC_SEQ_CST))
 			return 0;
 	nsa_active_stats(a, &s);
-	return s.inflight == 0 && s.replay_inflight == 0;
+	return s.inflight == 0 && s.replay_inflight == 0 &&
+	       s.corrections_due == 0;
 }
 
 int nsa_active_drain(struct nsa_active *a, int timeout_ms)
@@ -446,6 +450,8 @@ void nsa_active_free(struct nsa_active *a)
 				struct nsa_batch *b =
 					nsa_conn_exp_pop(&c->conn).ptr;
 
+				if (b == NULL) /* a read-back's GET */
+					continue;
 				if (--b->pending == 0 && b->closed)
 					nsa_batch_put(w, b);
 			}
@@ -458,6 +464,7 @@ void nsa_active_free(struct nsa_active *a)
 		for (j = 0; j < w->n_held; j++)
 			nsa_batch_put(w, w->held[j]);
 		free(w->held);
+		free(w->rb);
 		nsa_batch_free_all(w);
 		nsa_resend_fini(&w->resend);
 		nsa_replay_fini(&w->replay);

@@ -11,6 +11,9 @@
  * come. MOVED/ASK/TRYAGAIN/CLUSTERDOWN and lost connections make the writer
  * refresh the topology and resend every unacknowledged record in its
  * original order, so the store ends with each session's latest record.
+ * A write refused for good (OOM, NOPERM) is dropped; since its
+ * notification is already out, the writer reads the key back and
+ * publishes what the store holds in a batch flagged NS_BATCH_F_STORE.
  *
  * A master acknowledges before its replica has the write. When a master is
  * lost (its connection dies, or it leaves the topology: its replica was
@@ -43,6 +46,11 @@ struct nsa_active_stats {
 	uint64_t topology_refreshes;
 	uint64_t lane_drops; /* sum of the lanes' drop counters */
 	uint64_t dropped; /* records the agent gave up on (counted, logged) */
+	/* Records published (NS_BATCH_F_STORE) to tell the standbys what the
+	 * store holds for a key after it refused a write for good, and the
+	 * refusals still being read back or published. */
+	uint64_t store_corrections;
+	uint64_t corrections_due;
 	uint64_t inflight; /* records sent, not yet acknowledged */
 };
 

@@ -312,6 +312,49 @@ int nsa_conn_line(struct nsa_conn *c, char *type, const char **text,
 	return 1;
 }
 
+int nsa_conn_bulk(struct nsa_conn *c, const uint8_t **data, long *len)
+{
+	uint8_t *p = c->in + c->in_pos, *end = c->in + c->in_len, *nl, *q;
+	long n = 0;
+
+	if (p == end)
+		return 0;
+	if (*p != '$') {
+		snprintf(c->err, sizeof(c->err), "unexpected reply");
+		return -1;
+	}
+	nl = memchr(p, '\n', (size_t)(end - p));
+	if (nl == NULL)
+		goto incomplete;
+	if (p[1] == '-') {
+		*data = NULL;
+		*len = -1;
+		c->in_pos = (size_t)(nl + 1 - c->in);
+		return 1;
+	}
+	for (q = p + 1; q < nl && *q >= '0' && *q <= '9'; q++) {
+		n = n * 10 + (*q - '0');
+		if (n > NSA_CONN_IN_CAP)
+			break;
+	}
+	if (n > NSA_CONN_IN_CAP - 64 || q == p + 1 || (*q != '\r' && q != nl)) {
+		snprintf(c->err, sizeof(c->err), "bad or oversized bulk reply");
+		return -1;
+	}
+	if (end - (nl + 1) < n + 2)
+		return 0;
+	*data = nl + 1;
+	*len = n;
+	c->in_pos = (size_t)(nl + 1 + n + 2 - c->in);
+	return 1;
+incomplete:
+	if (c->in_pos == 0 && c->in_len == NSA_CONN_IN_CAP) {
+		snprintf(c->err, sizeof(c->err), "reply line too long");
+		return -1;
+	}
+	return 0;
+}
+
 int nsa_conn_reply(struct nsa_conn *c, redisReply **r)
 {
 	void *rv = NULL;

@@ -100,6 +100,12 @@ ssize_t nsa_conn_recv(struct nsa_conn *c);
 int nsa_conn_line(struct nsa_conn *c, char *type, const char **text,
 		  size_t *len);
 
+/* The next bulk string reply ($) in the input: 1 with its bytes (*data
+ * NULL and *len -1 for a nil reply; valid until the next receive), 0 when
+ * none is complete, -1 when the input holds another kind of reply or a
+ * reply longer than the buffer (c->err). */
+int nsa_conn_bulk(struct nsa_conn *c, const uint8_t **data, long *len);
+
 /* The next complete reply of any type (the caller frees it): 1, 0 when
  * none is complete, -1 on a protocol error (c->err). */
 int nsa_conn_reply(struct nsa_conn *c, redisReply **r);

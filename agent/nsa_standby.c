@@ -282,7 +282,12 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	}
 	ns_batch_iter_init(&it, body, h.body_len);
 	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
-		if (nsdp_table_apply(sb->table, &s) == 0)
+		/* A STORE batch corrects what a refused write told before. */
+		int applied = h.flags & NS_BATCH_F_STORE
+				      ? nsdp_table_apply_store(sb->table, &s)
+				      : nsdp_table_apply(sb->table, &s);
+
+		if (applied == 0)
 			n++;
 		nsa_lag_batch_mark(&sb->lag, s.timestamp_ns);
 	}

@@ -53,6 +53,10 @@ void nsa_link_kill(struct nsa_writer *w, struct nsa_link *c, const char *why)
 		struct nsa_exp e = nsa_conn_exp_pop(&c->conn);
 		struct nsa_batch *b = e.ptr;
 
+		if (e.kind == NSA_EXP_READBACK) {
+			nsa_readback_lost(w, &e);
+			continue;
+		}
 		b->retry = 1;
 		if (e.kind == NSA_EXP_NOTIFY)
 			c->inflight_batches--;
@@ -253,7 +257,7 @@ static int resend_build(struct nsa_writer *w)
 			if (!(f & NSA_REC_DROPPED))
 				items[n++] = (struct nsa_resend_item){
 					b->wseq, j, &b->sess[j],
-					f & NSA_REC_REPLAY};
+					f & (NSA_REC_REPLAY | NSA_REC_STORE)};
 			else if (!(f & NSA_REC_REPLAY))
 				dropped++; /* refused for good, not retried */
 			else

@@ -13,7 +13,13 @@
  *   with its connection): acknowledged, or held for the resend when it or
  *   anything before it failed.
  * - A record refused for good is flagged dropped in its batch and counted
- *   when the batch is finalized, never retried.
+ *   when the batch is finalized, never retried. Its notification went out
+ *   before the refusal came back, so its key is read back (GET) and what
+ *   the store holds - the value, or a delete when the key is absent - is
+ *   published in a STORE batch, which standbys apply over what they hold.
+ *   A record of the same flow sent after the GET makes that correction
+ *   needless (it tells the standbys itself, or is read back in turn), so
+ *   a correction never overtakes a newer record.
  *
  * Not here: connections, redirections and the resend (nsa_wlink.c), the
  * loop (nsa_active.c).
@@ -43,7 +49,8 @@ static void log_error_once(struct nsa_writer *w, const char *text, size_t len)
 	if (w->n_logged < NSA_MAX_LOGGED_KINDS)
 		memcpy(w->logged[w->n_logged++], kind, k + 1);
 	NSA_ERR("writer %u: store refused a command: %.*s (records counted "
-		"as dropped; further '%s' errors are counted, not logged)",
+		"as dropped, their keys read back for the standbys; further "
+		"'%s' errors are counted, not logged)",
 		w->idx, (int)(len > 200 ? 200 : len), text, kind);
 }
 
@@ -78,6 +85,7 @@ static struct nsa_batch *batch_get(struct nsa_writer *w)
 	b->pending = 0;
 	b->closed = 0;
 	b->retry = 0;
+	b->store = 0;
 	b->body_len = NS_BATCH_HDR_LEN;
 	b->wseq = w->wseq++;
 	b->open_ns = w->now_ns;
@@ -156,7 +164,7 @@ static void replay_keep(struct nsa_writer *w, const struct nsa_batch *b)
 	nsa_writer_replay_trim(w);
 	cutoff = replay_cutoff(w);
 	for (i = 0; i < b->count; i++) {
-		if (b->rflags[i] & NSA_REC_DROPPED)
+		if (b->rflags[i] & (NSA_REC_DROPPED | NSA_REC_STORE))
 			continue;
 		if (!nsa_replay_keep(&w->replay, &b->sess[i], b->wseq,
 				     w->now_ns, cutoff))
@@ -172,31 +180,41 @@ static void replay_keep(struct nsa_writer *w, const struct nsa_batch *b)
 
 void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 {
-	unsigned int i, dropped = 0, replays = 0;
+	unsigned int i, dropped = 0, replays = 0, stores = 0;
 
 	if (b->retry || w->retry_mode) {
 		w->retry_mode = 1;
 		if (nsa_batch_hold(w, b) == 0)
 			return;
 		for (i = 0; i < b->count; i++)
-			dropped += !(b->rflags[i] & NSA_REC_REPLAY);
+			if (b->rflags[i] & NSA_REC_REPLAY)
+				replays++;
+			else if (b->rflags[i] & NSA_REC_STORE)
+				stores++;
+			else
+				dropped++;
 		NSA_ERR("writer %u: out of memory holding a batch for resend; "
 			"%u records dropped",
 			w->idx, dropped);
 		W_STAT_ADD(w, dropped, dropped);
-		W_STAT_SUB(w, replay_inflight, b->count - dropped);
+		W_STAT_SUB(w, replay_inflight, replays);
+		W_STAT_SUB(w, corrections_due, stores);
 		nsa_batch_put(w, b);
 		return;
 	}
 	for (i = 0; i < b->count; i++) {
 		if (b->rflags[i] & NSA_REC_REPLAY)
 			replays++;
+		else if (b->rflags[i] & NSA_REC_STORE)
+			stores++;
 		else if (b->rflags[i] & NSA_REC_DROPPED)
 			dropped++;
 	}
 	W_STAT_ADD(w, dropped, dropped);
-	W_STAT_ADD(w, acked, b->count - dropped - replays);
+	W_STAT_ADD(w, acked, b->count - dropped - replays - stores);
 	W_STAT_SUB(w, replay_inflight, replays);
+	W_STAT_ADD(w, store_corrections, stores);
+	W_STAT_SUB(w, corrections_due, stores);
 	W_STAT_ADD(w, batches, 1);
 	w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
 	replay_keep(w, b);
@@ -228,7 +246,8 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 		.gateway_id = conf->gateway_id,
 		.epoch = b->epoch,
 		.count = (uint16_t)b->count,
-		.flags = conf->batch_key_len ? NS_BATCH_F_HMAC : 0,
+		.flags = (uint8_t)((conf->batch_key_len ? NS_BATCH_F_HMAC : 0) |
+				   (b->store ? NS_BATCH_F_STORE : 0)),
 		.seq = ++w->seq[c->channel_slot],
 		.body_len = (uint32_t)(b->body_len - NS_BATCH_HDR_LEN),
 	};
@@ -284,8 +303,13 @@ static unsigned int route(const struct nsa_writer *w, const uint8_t *key,
 	return node;
 }
 
+static int append_store(struct nsa_writer *w, const struct ns_session *s);
+static void readback_supersede(struct nsa_writer *w, const struct ns_session *s,
+			       const uint8_t *key);
+
 /* Append one record: its command to the pipeline, its copy and wire form to
- * its master's open batch. rflag: NSA_REC_REPLAY or 0. */
+ * its master's open batch. rflag: NSA_REC_REPLAY, NSA_REC_STORE (no
+ * command) or 0. */
 int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
 		      uint8_t rflag)
 {
@@ -296,10 +320,16 @@ int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
 	int asking, len;
 	uint32_t rec;
 
+	if (rflag & NSA_REC_STORE)
+		return append_store(w, s);
 	ns_key_build(s->proto, &s->orig, key);
 	node = route(w, key, &cmd_idx, &asking);
 	c = w->conns[node];
 	cc = w->conns[cmd_idx];
+	if (w->rb_sent > 0)
+		readback_supersede(w, s, key);
+	if (c->open != NULL && c->open->store && nsa_batch_close(w, c) != 0)
+		return -ENOMEM;
 	if (c->open == NULL && (c->open = batch_get(w)) == NULL)
 		return -ENOMEM;
 	b = c->open;
@@ -424,6 +454,8 @@ static int error_retry(struct nsa_writer *w, const char *t, size_t len)
 	return 1;
 }
 
+static void readback_queue(struct nsa_writer *w, const struct ns_session *s);
+
 static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 			 const struct nsa_exp *e, char type, const char *t,
 			 size_t len)
@@ -436,12 +468,59 @@ static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 			w->retry_mode = 1;
 		} else if (e->kind == NSA_EXP_CMD) {
 			b->rflags[e->a] |= NSA_REC_DROPPED;
+			readback_queue(w, &b->sess[e->a]);
 		}
 	}
 	if (e->kind == NSA_EXP_NOTIFY)
 		c->inflight_batches--;
 	if (--b->pending == 0 && b->closed)
 		nsa_batch_finalize(w, b);
+}
+
+static void readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
+			   char type, const char *text, long len);
+
+/* Account the next complete reply: 1, 0 when none is complete, -1 on a
+ * protocol error (the connection is dead then). */
+static int link_next_reply(struct nsa_writer *w, struct nsa_link *c)
+{
+	const struct nsa_exp *next = nsa_conn_exp_peek(&c->conn);
+	const char *text;
+	struct nsa_exp e;
+	long blen;
+	size_t len;
+	char type;
+	int rc;
+
+	if (next != NULL && next->kind == NSA_EXP_READBACK &&
+	    c->conn.in_pos < c->conn.in_len &&
+	    c->conn.in[c->conn.in_pos] == '$') {
+		const uint8_t *data;
+
+		rc = nsa_conn_bulk(&c->conn, &data, &blen);
+		if (rc != 1)
+			goto out;
+		e = nsa_conn_exp_pop(&c->conn);
+		readback_reply(w, &e, '$', (const char *)data, blen);
+		return 1;
+	}
+	rc = nsa_conn_line(&c->conn, &type, &text, &len);
+	if (rc != 1)
+		goto out;
+	if (c->conn.exp_count == 0) {
+		nsa_link_kill(w, c, "unexpected reply");
+		return -1;
+	}
+	e = nsa_conn_exp_pop(&c->conn);
+	if (e.kind == NSA_EXP_READBACK)
+		readback_reply(w, &e, type, text, (long)len);
+	else
+		handle_reply(w, c, &e, type, text, len);
+	return 1;
+out:
+	if (rc < 0)
+		nsa_link_kill(w, c, c->conn.err);
+	return rc;
 }
 
 /* Read what the socket has and account every complete reply. Returns the
@@ -452,9 +531,6 @@ size_t nsa_link_read(struct nsa_writer *w, struct nsa_link *c)
 
 	while (c->conn.fd >= 0) {
 		ssize_t n = nsa_conn_recv(&c->conn);
-		const char *text;
-		size_t len;
-		char type;
 		int rc;
 
 		if (n < 0) {
@@ -465,23 +541,204 @@ size_t nsa_link_read(struct nsa_writer *w, struct nsa_link *c)
 			break;
 		total += (size_t)n;
 		c->wait_since_ns = w->now_ns;
-		while ((rc = nsa_conn_line(&c->conn, &type, &text, &len)) ==
-		       1) {
-			struct nsa_exp e;
-
-			if (c->conn.exp_count == 0) {
-				nsa_link_kill(w, c, "unexpected reply");
-				return total;
-			}
-			e = nsa_conn_exp_pop(&c->conn);
-			handle_reply(w, c, &e, type, text, len);
-		}
-		if (rc < 0) {
-			nsa_link_kill(w, c, c->conn.err);
+		while ((rc = link_next_reply(w, c)) == 1)
+			;
+		if (rc < 0)
 			return total;
-		}
 		if ((size_t)n < NSA_CONN_IN_CAP / 2)
 			break;
 	}
 	return total;
+}
+
+/* ---- after a refusal: what the store holds ----------------------------- */
+
+static int rb_slot_seen(const struct nsa_writer *w, uint16_t slot)
+{
+	return w->rb_slots[slot / 8] & (1u << (slot % 8));
+}
+
+static void readback_queue(struct nsa_writer *w, const struct ns_session *s)
+{
+	if (w->n_rb == w->cap_rb) {
+		size_t cap = w->cap_rb ? 2 * w->cap_rb : 64;
+		struct nsa_readback *rb = realloc(w->rb, cap * sizeof(*rb));
+
+		if (rb == NULL) {
+			NSA_ERR("writer %u: out of memory: a refused key is "
+				"not read back, the standbys may hold what "
+				"the store refused",
+				w->idx);
+			return;
+		}
+		w->rb = rb;
+		w->cap_rb = cap;
+	}
+	w->rb[w->n_rb++] = (struct nsa_readback){*s, NSA_RB_QUEUED, 0};
+	w->rb_undone++;
+	W_STAT_ADD(w, corrections_due, 1);
+}
+
+static void readback_done(struct nsa_writer *w, struct nsa_readback *r)
+{
+	r->state = NSA_RB_DONE;
+	if (--w->rb_undone == 0)
+		w->n_rb = 0;
+	if (w->rb_sent == 0)
+		memset(w->rb_slots, 0, sizeof(w->rb_slots));
+}
+
+/* A record of s's flow goes out: a GET sent before it no longer tells the
+ * last word on the key. */
+static void readback_supersede(struct nsa_writer *w, const struct ns_session *s,
+			       const uint8_t *key)
+{
+	size_t i;
+
+	if (!rb_slot_seen(w, ns_key_slot(key, NS_KEY_LEN)))
+		return;
+	for (i = 0; i < w->n_rb; i++)
+		if (w->rb[i].state == NSA_RB_SENT &&
+		    ns_session_same_flow(&w->rb[i].s, s))
+			w->rb[i].superseded = 1;
+}
+
+/* Send GET for every queued read-back whose master is connected. */
+void nsa_readback_send(struct nsa_writer *w)
+{
+	size_t i;
+
+	if (w->rb_undone == w->rb_sent)
+		return;
+	for (i = 0; i < w->n_rb; i++) {
+		struct nsa_readback *r = &w->rb[i];
+		const struct nsa_exp e = {.kind = NSA_EXP_READBACK,
+					  .a = (uint32_t)i};
+		uint8_t key[NS_KEY_LEN];
+		unsigned int cmd_idx;
+		struct nsa_link *c;
+		uint16_t slot;
+		int asking;
+
+		if (r->state != NSA_RB_QUEUED)
+			continue;
+		ns_key_build(r->s.proto, &r->s.orig, key);
+		/* The slot's master: an ASK while it migrates sends the
+		 * GET again after the resend. */
+		c = w->conns[route(w, key, &cmd_idx, &asking)];
+		if (c->conn.fd < 0)
+			continue;
+		nsa_conn_cmd(&c->conn, 2);
+		nsa_conn_arg_str(&c->conn, "GET");
+		nsa_conn_arg(&c->conn, key, NS_KEY_LEN);
+		if (c->conn.exp_count == 0)
+			c->wait_since_ns = w->now_ns;
+		if (nsa_conn_cmd_end(&c->conn, &e) != 0)
+			return; /* out of memory: tried again next round */
+		r->state = NSA_RB_SENT;
+		r->superseded = 0;
+		w->rb_sent++;
+		slot = ns_key_slot(key, NS_KEY_LEN);
+		w->rb_slots[slot / 8] |= (uint8_t)(1u << (slot % 8));
+	}
+}
+
+/* The connection died before the GET's reply: send it again. */
+void nsa_readback_lost(struct nsa_writer *w, const struct nsa_exp *e)
+{
+	w->rb[e->a].state = NSA_RB_QUEUED;
+	w->rb_sent--;
+}
+
+/* Append s, which states what the store holds, to its master's STORE
+ * batch (closing an open batch of other records first). */
+static int append_store(struct nsa_writer *w, const struct ns_session *s)
+{
+	uint8_t key[NS_KEY_LEN];
+	unsigned int cmd_idx;
+	struct nsa_link *c;
+	struct nsa_batch *b;
+	int asking, len;
+
+	ns_key_build(s->proto, &s->orig, key);
+	c = w->conns[route(w, key, &cmd_idx, &asking)];
+	if (c->open != NULL && !c->open->store && nsa_batch_close(w, c) != 0)
+		return -ENOMEM;
+	if (c->open == NULL) {
+		if ((c->open = batch_get(w)) == NULL)
+			return -ENOMEM;
+		c->open->store = 1;
+	}
+	b = c->open;
+	len = ns_record_encode(s, b->body + b->body_len, NS_RECORD_MAX_LEN);
+	if (len < 0) {
+		W_STAT_SUB(w, corrections_due, 1);
+		if (b->count == 0) {
+			nsa_batch_put(w, b);
+			c->open = NULL;
+		}
+		return 0;
+	}
+	b->sess[b->count] = *s;
+	b->rflags[b->count] = NSA_REC_STORE;
+	b->body_len += (size_t)len;
+	b->count++;
+	if (s->epoch > b->epoch)
+		b->epoch = s->epoch;
+	if (b->count >= w->a->conf.batch_size)
+		return nsa_batch_close(w, c);
+	return 0;
+}
+
+/* What the store answered to GET for a refused record's key: its value,
+ * nil, or an error. type '$' (text NULL for nil) or a line's type. */
+static void readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
+			   char type, const char *text, long len)
+{
+	struct nsa_readback *r = &w->rb[e->a];
+	struct ns_session held = r->s;
+
+	w->rb_sent--;
+	if (type == '-' && error_retry(w, text, (size_t)len)) {
+		/* Redirected or passing: read it again after the resend. */
+		r->state = NSA_RB_QUEUED;
+		w->retry_mode = 1;
+		return;
+	}
+	if (type != '$') {
+		/* Not knowing what the store holds, the writer leaves the
+		 * standbys as they are rather than guess. */
+		if (!w->rb_unreadable_logged)
+			NSA_ERR("writer %u: a refused key could not be read "
+				"back (%.*s): the standbys may hold what the "
+				"store refused (the active's store user needs "
+				"GET on ns:*; further ones are not logged)",
+				w->idx, (int)(len > 200 ? 200 : len), text);
+		w->rb_unreadable_logged = 1;
+		W_STAT_SUB(w, corrections_due, 1);
+		readback_done(w, r);
+		return;
+	}
+	/* A value that is no session of this flow is no session the
+	 * standbys could hold: the key is as good as absent. */
+	if (text == NULL ||
+	    ns_record_decode((const uint8_t *)text, (size_t)len, &held) < 0 ||
+	    !ns_session_same_flow(&held, &r->s)) {
+		held = r->s;
+		held.event = NS_EV_DELETE;
+		held.timeout_ms = 0;
+	}
+	if (r->superseded) {
+		W_STAT_SUB(w, corrections_due, 1);
+	} else if (w->retry_mode) {
+		/* Nothing new goes out now: read it again after the resend. */
+		r->state = NSA_RB_QUEUED;
+		return;
+	} else if (append_store(w, &held) != 0) {
+		NSA_ERR("writer %u: out of memory: a standby may hold what "
+			"the store refused",
+			w->idx);
+		W_STAT_SUB(w, corrections_due, 1);
+	}
+	readback_done(w, r);
 }

@@ -27,9 +27,16 @@
 #define NSA_REC_DROPPED 0x01
 /* Replayed: acknowledged once already, so not counted again. */
 #define NSA_REC_REPLAY 0x02
+/* What the store holds after a refusal: published, no command. */
+#define NSA_REC_STORE 0x04
 
 /* What a reply due on a connection answers (nsa_exp.kind). */
-enum nsa_exp_kind { NSA_EXP_ASKING, NSA_EXP_CMD, NSA_EXP_NOTIFY };
+enum nsa_exp_kind {
+	NSA_EXP_ASKING,
+	NSA_EXP_CMD,
+	NSA_EXP_NOTIFY,
+	NSA_EXP_READBACK /* no batch: a = the nsa_readback's index */
+};
 
 /* The records routed to one master between two notifications. */
 struct nsa_batch {
@@ -44,6 +51,7 @@ struct nsa_batch {
 	unsigned int pending; /* replies still due, over all connections */
 	int closed;
 	int retry;
+	int store; /* NSA_REC_STORE records only (NS_BATCH_F_STORE) */
 	struct ns_session *sess; /* [batch_size], kept for resending */
 	uint8_t *rflags; /* [batch_size] NSA_REC_* */
 	uint8_t *body; /* ns_batch header + records in wire form */
@@ -61,6 +69,17 @@ struct nsa_link {
 	/* When the oldest reply due began to be awaited, or the last read. */
 	uint64_t wait_since_ns;
 };
+
+/* A record the store refused for good, whose key is read back. */
+struct nsa_readback {
+	struct ns_session s; /* the refused record */
+	uint8_t state; /* NSA_RB_* */
+	/* A record of the same flow went out after the GET: it tells the
+	 * standbys itself, or is refused and read back in turn. */
+	uint8_t superseded;
+};
+
+enum { NSA_RB_QUEUED, NSA_RB_SENT, NSA_RB_DONE };
 
 struct nsa_ask {
 	uint16_t slot;
@@ -110,6 +129,11 @@ struct nsa_writer {
 	char logged[NSA_MAX_LOGGED_KINDS][32];
 	unsigned int n_logged;
 
+	struct nsa_readback *rb; /* emptied when none is left undone */
+	size_t n_rb, cap_rb, rb_undone, rb_sent;
+	uint8_t rb_slots[NS_SLOTS / 8]; /* slots of the keys read back */
+	int rb_unreadable_logged;
+
 	uint64_t now_ns;
 	int in_burst; /* set while drained records are not yet counted */
 	struct nsa_active_stats st; /* written by this writer only */
@@ -145,6 +169,8 @@ int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
 		      uint8_t rflag);
 size_t nsa_link_read(struct nsa_writer *w, struct nsa_link *c);
 void nsa_writer_replay_trim(struct nsa_writer *w);
+void nsa_readback_send(struct nsa_writer *w);
+void nsa_readback_lost(struct nsa_writer *w, const struct nsa_exp *e);
 
 /* nsa_wlink.c */
 void nsa_link_kill(struct nsa_writer *w, struct nsa_link *c, const char *why);

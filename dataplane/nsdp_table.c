@@ -388,15 +388,9 @@ void nsdp_table_prefetch(const struct nsdp_table *t, const struct ns_session *s)
 	rte_prefetch0(&t->replies[home_bucket(t, key_hash(s->proto, &r))]);
 }
 
-int nsdp_table_apply(struct nsdp_table *t, const struct ns_session *s)
-{
-	int32_t pos;
-
-	return nsdp_table_apply_pos(t, s, &pos);
-}
-
-int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
-			 int32_t *posp)
+/* over: apply s even when it is older than the entry. */
+static int table_apply(struct nsdp_table *t, const struct ns_session *s,
+		       int32_t *posp, int over)
 {
 	uint32_t h = key_hash(s->proto, &s->orig);
 	int32_t pos = flow_find_writer(t, h, s->proto, &s->orig);
@@ -411,7 +405,7 @@ int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
 			NSDP_STAT_INC(t->full_drops);
 			return -ENOSPC;
 		}
-	} else if (session_older(s, &t->entries[pos].u.p)) {
+	} else if (!over && session_older(s, &t->entries[pos].u.p)) {
 		*posp = pos;
 		NSDP_STAT_INC(t->stale_ignored);
 		return 0;
@@ -422,6 +416,26 @@ int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
 	NSDP_STAT_INC(t->gen);
 	NSDP_STAT_INC(t->applied);
 	return 0;
+}
+
+int nsdp_table_apply(struct nsdp_table *t, const struct ns_session *s)
+{
+	int32_t pos;
+
+	return table_apply(t, s, &pos, 0);
+}
+
+int nsdp_table_apply_store(struct nsdp_table *t, const struct ns_session *s)
+{
+	int32_t pos;
+
+	return table_apply(t, s, &pos, 1);
+}
+
+int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
+			 int32_t *posp)
+{
+	return table_apply(t, s, posp, 0);
 }
 
 int nsdp_table_apply_resync(struct nsdp_table *t, const struct ns_session *s,

@@ -50,6 +50,12 @@ uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t);
  * table is full (counted). */
 int nsdp_table_apply(struct nsdp_table *t, const struct ns_session *s);
 
+/* Apply a record that states what the store holds (a batch flagged
+ * NS_BATCH_F_STORE): over the entry whatever its epoch and timestamp,
+ * since the publisher sent it after every record of the flow the store
+ * took. 0, or -ENOSPC as apply. */
+int nsdp_table_apply_store(struct nsdp_table *t, const struct ns_session *s);
+
 /* Writer hint: bring in what applying s will touch (its buckets in both
  * indexes), so that a burst of applies overlaps its cache misses: call it
  * for record i + k while applying record i. */

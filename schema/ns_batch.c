@@ -9,8 +9,9 @@
  * fill the body exactly. After that, iterating cannot fail on a batch it
  * accepted.
  *
- * One flag is known, NS_BATCH_F_HMAC: the body is followed by an
+ * Two flags are known. NS_BATCH_F_HMAC: the body is followed by an
  * HMAC-SHA256 trailer (OpenSSL's one-shot HMAC, compared in constant time).
+ * NS_BATCH_F_STORE only tells the subscriber how to apply the records.
  * Unknown flags, or bytes after the body (and trailer), are rejected rather
  * than skipped, so that a later format is never half-understood.
  *
@@ -71,7 +72,7 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 	if (get32(buf + OFF_MAGIC) != NS_BATCH_MAGIC)
 		return -EBADMSG;
 	if (buf[OFF_VERSION] != NS_BATCH_VERSION ||
-	    (buf[OFF_FLAGS] & ~NS_BATCH_F_HMAC) != 0)
+	    (buf[OFF_FLAGS] & ~(NS_BATCH_F_HMAC | NS_BATCH_F_STORE)) != 0)
 		return -EPROTO;
 	trailer = buf[OFF_FLAGS] & NS_BATCH_F_HMAC ? NS_BATCH_MAC_LEN : 0;
 	if (len < NS_BATCH_HDR_LEN + trailer)

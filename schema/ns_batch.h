@@ -25,6 +25,10 @@
 #define NS_BATCH_MAX_RECORDS 4096
 /* flags: the batch ends with an HMAC-SHA256 trailer. */
 #define NS_BATCH_F_HMAC 0x01u
+/* flags: the records state what the store holds for their keys after it
+ * refused a write for good; a subscriber applies them whatever the
+ * timestamps of what it holds. */
+#define NS_BATCH_F_STORE 0x02u
 #define NS_BATCH_MAC_LEN 32
 #define NS_BATCH_MAX_LEN                                               \
 	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_MAX_LEN + \
@@ -35,7 +39,7 @@ struct ns_batch_hdr {
 	uint32_t gateway_id;
 	uint32_t epoch;
 	uint16_t count; /* records in the batch */
-	uint8_t flags; /* 0 or NS_BATCH_F_HMAC */
+	uint8_t flags; /* NS_BATCH_F_* */
 	uint64_t seq; /* 1, 2, 3... per publisher and channel */
 	uint32_t body_len; /* bytes of records after the header */
 };

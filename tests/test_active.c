@@ -3,10 +3,11 @@
  * up in the store (exactly the live sessions, their last record, with a
  * TTL), what a subscriber receives (every record, in per-flow order, with
  * consecutive sequence numbers), the flush deadline, and recovery from a
- * store that starts late or restarts mid-stream. One test prints the
- * throughput against a plain server.
+ * store that starts late or restarts mid-stream, and a standby that ends
+ * with what the store holds when the store refuses writes for good. One
+ * test prints the throughput against a plain server.
  *
- * Ports: 7200-7202 and 7203-7205 clusters, 7210-7213 plain servers.
+ * Ports: 7200-7202 and 7203-7205 clusters, 7210-7216 plain servers.
  */
 #include <criterion/criterion.h>
 #include <poll.h>
@@ -26,8 +27,10 @@
 #include "nsa_cluster.h"
 #include "nsa_config.h"
 #include "nsa_log.h"
+#include "nsa_standby.h"
 #include "nsdp_lane.h"
 #include "nsdp_stat.h"
+#include "nsdp_table.h"
 #include "nsdp_time.h"
 #include "nst_session.h"
 #include "nst_store.h"
@@ -38,6 +41,8 @@
 #define PORT_RESTART 7212
 #define PORT_ACL 7213
 #define PORT_NOREPLICAS 7214
+#define PORT_OOM 7215
+#define PORT_ACL_STANDBY 7216
 #define PORT_RESHARD 7203
 
 #define TIMEOUT_CREATE_MS 300000u
@@ -1012,4 +1017,231 @@ Test(active, passing_refusals_are_waited_out_and_resent, .timeout = 60)
 	cr_expect_eq(st.other_errors, 0);
 	expect_store_holds(PORT_NOREPLICAS, &p, 100);
 	writer_down(a, &p);
+}
+
+/* ---- refusals and the standby ----------------------------------------- */
+
+/* A standby on the plain server at port, synced (its cold load done). */
+static struct nsa_standby *standby_up(int port, uint32_t capacity)
+{
+	static struct nsa_config conf; /* the standby keeps it */
+	uint64_t deadline = mono_ms() + 10000;
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+
+	nsa_config_defaults(&conf);
+	conf.role = NSA_ROLE_STANDBY;
+	conf.gateway_id = 7;
+	snprintf(conf.store.seeds[0].host, NSA_HOST_MAX, "127.0.0.1");
+	conf.store.seeds[0].port = (uint16_t)port;
+	conf.store.n_seeds = 1;
+	conf.store.connect_timeout_ms = 1000;
+	conf.store.publish = NSA_PUBLISH_AUTO;
+	conf.table_capacity = capacity;
+	sb = nsa_standby_create(&conf);
+	cr_assert_not_null(sb);
+	cr_assert_eq(nsa_standby_start(sb), 0);
+	do {
+		nsa_standby_stats(sb, &st);
+		if (st.synced)
+			return sb;
+		nsdp_sleep_ms(5);
+	} while (mono_ms() < deadline);
+	cr_assert_fail("the standby did not sync within 10 s");
+	return NULL;
+}
+
+/* How the standby's table and the store differ over flows [0, n). */
+struct disagreement {
+	uint32_t only_standby, only_store, differ;
+};
+
+static struct disagreement standby_vs_store(struct nsa_standby *sb,
+					    struct store_view *v, uint32_t n)
+{
+	struct disagreement d = {0, 0, 0};
+	uint32_t f;
+
+	for (f = 0; f < n; f++) {
+		struct ns_session s = flow_record(f, NS_EV_CREATE, 0), got,
+				  held;
+		uint8_t key[NS_KEY_LEN];
+		redisReply *r;
+		int in_store, in_standby;
+
+		ns_key_build(s.proto, &s.orig, key);
+		r = redisCommand(v->c[0], "GET %b", key, (size_t)NS_KEY_LEN);
+		cr_assert(r && (r->type == REDIS_REPLY_NIL ||
+				r->type == REDIS_REPLY_STRING),
+			  "GET flow %u", f);
+		in_store = r->type == REDIS_REPLY_STRING;
+		if (in_store)
+			cr_assert_gt(ns_record_decode((const uint8_t *)r->str,
+						      r->len, &held),
+				     0, "flow %u undecodable in the store", f);
+		freeReplyObject(r);
+		in_standby = nsdp_table_lookup(nsa_standby_table(sb), s.proto,
+					       &s.orig, &got) == 0;
+		if (in_standby && !in_store)
+			d.only_standby++;
+		else if (in_store && !in_standby)
+			d.only_store++;
+		else if (in_store && !ns_session_equal_state(&got, &held))
+			d.differ++;
+	}
+	return d;
+}
+
+/* Wait (10 s at most) for the standby to agree with the store over flows
+ * [0, n); the last difference seen. */
+static struct disagreement wait_agreement(struct nsa_standby *sb, int port,
+					  uint32_t n)
+{
+	uint64_t deadline = mono_ms() + 10000;
+	struct disagreement d;
+	struct store_view v;
+
+	store_view_open(&v, port);
+	for (;;) {
+		d = standby_vs_store(sb, &v, n);
+		if ((d.only_standby | d.only_store | d.differ) == 0 ||
+		    mono_ms() >= deadline)
+			break;
+		nsdp_sleep_ms(50);
+	}
+	store_view_close(&v);
+	return d;
+}
+
+static void expect_agreement(const struct disagreement *d)
+{
+	cr_expect_eq(d->only_standby, 0,
+		     "sessions in the standby, not in the store: %u",
+		     d->only_standby);
+	cr_expect_eq(d->only_store, 0,
+		     "sessions in the store, not in the standby: %u",
+		     d->only_store);
+	cr_expect_eq(d->differ, 0, "sessions that differ: %u", d->differ);
+}
+
+static long long info_field(int port, const char *section, const char *name)
+{
+	redisContext *rc = redisConnect("127.0.0.1", port);
+	long long value = -1;
+	redisReply *r;
+	const char *at;
+
+	cr_assert(rc && !rc->err, "connect to %d", port);
+	r = redisCommand(rc, "INFO %s", section);
+	cr_assert(r && r->type == REDIS_REPLY_STRING, "INFO %s", section);
+	at = strstr(r->str, name);
+	if (at != NULL && at[strlen(name)] == ':')
+		value = atoll(at + strlen(name) + 1);
+	freeReplyObject(r);
+	redisFree(rc);
+	return value;
+}
+
+/* A store out of memory (maxmemory, noeviction) refuses SETs with OOM for
+ * good: neither the keys it never took nor the refreshes it refused may
+ * stay in the standby, which must end holding what the store holds. */
+Test(active, standby_agrees_with_a_store_refusing_sets_for_want_of_memory,
+     .timeout = 90)
+{
+	const uint32_t n = 2000;
+	struct nsdp_lane **lanes = lanes_create(1, 4096);
+	struct nsa_active_stats st;
+	struct nsa_standby *sb;
+	struct disagreement d;
+	struct store_view v;
+	struct nsa_config c;
+	struct nsa_active *a;
+	uint64_t keys;
+	long long used;
+	char cmd[96];
+	struct plan p;
+
+	store_up(PORT_OOM, 0);
+	sb = standby_up(PORT_OOM, 16384);
+	/* Room for a few hundred of the 2000 sessions. */
+	used = info_field(PORT_OOM, "memory", "used_memory");
+	cr_assert_gt(used, 0);
+	snprintf(cmd, sizeof(cmd), "CONFIG SET maxmemory %lld",
+		 used + 100 * 1024);
+	store_admin(PORT_OOM, cmd);
+	store_admin(PORT_OOM, "CONFIG SET maxmemory-policy noeviction");
+
+	plan_init(&p, n);
+	conf_for(&c, PORT_OOM, 1, NSA_PUBLISH_AUTO);
+	a = writer_up(&c, lanes, 1);
+	plan_write_all(&p, lanes, 1, NS_EV_CREATE);
+	plan_write_all(&p, lanes, 1, NS_EV_REFRESH);
+	cr_assert_eq(nsa_active_drain(a, 20000), 0, "drained");
+	nsa_active_stats(a, &st);
+
+	store_view_open(&v, PORT_OOM);
+	keys = store_count_keys(&v);
+	store_view_close(&v);
+	d = wait_agreement(sb, PORT_OOM, n);
+	cr_log_info("OOM: store keys %llu of %u, refused %llu, corrections "
+		    "%llu; standby only %u, store only %u, differ %u",
+		    (unsigned long long)keys, n,
+		    (unsigned long long)st.other_errors,
+		    (unsigned long long)st.store_corrections, d.only_standby,
+		    d.only_store, d.differ);
+	cr_expect_lt(keys, n, "the store took every session");
+	/* Every refused create left a key out; refused refreshes too. */
+	cr_expect_geq(st.other_errors, n - keys);
+	cr_expect_eq(st.dropped, st.other_errors);
+	cr_expect_eq(st.acked + st.dropped, p.n_records);
+	cr_expect_eq(st.resent, 0);
+	/* A refused record whose flow went out again before its read-back
+	 * needs no correction of its own. */
+	cr_expect_gt(st.store_corrections, 0);
+	cr_expect_leq(st.store_corrections, st.dropped);
+	cr_expect_eq(st.corrections_due, 0);
+	expect_agreement(&d);
+	writer_down(a, &p);
+	nsa_standby_free(sb);
+}
+
+/* A writer whose ACL user may not DEL has every delete refused with
+ * NOPERM: the sessions stay in the store, so they must stay in the
+ * standby. */
+Test(active, standby_agrees_with_a_store_refusing_deletes_by_acl, .timeout = 60)
+{
+	const uint32_t n = 100;
+	struct nsdp_lane **lanes = lanes_create(1, 1024);
+	struct nsa_active_stats st;
+	struct nsa_standby *sb;
+	struct disagreement d;
+	struct nsa_config c;
+	struct nsa_active *a;
+	struct plan p;
+	uint32_t i;
+
+	store_up(PORT_ACL_STANDBY, 0);
+	store_admin(PORT_ACL_STANDBY,
+		    "ACL SETUSER natsync on >secret ~* &* +@all -del");
+	sb = standby_up(PORT_ACL_STANDBY, 4096);
+	plan_init(&p, n);
+	conf_for(&c, PORT_ACL_STANDBY, 1, NSA_PUBLISH_AUTO);
+	snprintf(c.store.user, sizeof(c.store.user), "natsync");
+	snprintf(c.store.password, sizeof(c.store.password), "secret");
+	a = writer_up(&c, lanes, 1);
+	plan_write_all(&p, lanes, 1, NS_EV_CREATE);
+	for (i = 0; i < n; i += 2)
+		plan_write(&p, lanes, 1, i, NS_EV_DELETE);
+	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
+	nsa_active_stats(a, &st);
+	cr_expect_eq(st.other_errors, 50);
+	cr_expect_eq(st.dropped, 50);
+	cr_expect_eq(st.acked, 100);
+	cr_expect_eq(st.store_corrections, 50);
+	cr_expect_eq(st.corrections_due, 0);
+
+	d = wait_agreement(sb, PORT_ACL_STANDBY, n);
+	expect_agreement(&d);
+	writer_down(a, &p);
+	nsa_standby_free(sb);
 }

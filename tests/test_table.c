@@ -139,6 +139,36 @@ Test(table, tombstone_blocks_older_create)
 	nsdp_table_free(t);
 }
 
+/* What the store holds after a refused write wins over the refused write,
+ * however newer: a delete's tombstone, or a refresh. */
+Test(table, store_record_applies_over_newer_entries)
+{
+	struct nsdp_table *t = nsdp_table_create("t_store", 1024);
+	struct ns_session s = sess(5, NS_EV_CREATE, 100), d, out;
+	struct nsdp_table_stats st;
+
+	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	d = s;
+	d.event = NS_EV_DELETE;
+	d.timestamp_ns = 200;
+	cr_assert_eq(nsdp_table_apply(t, &d), 0);
+	cr_assert_eq(nsdp_table_apply_store(t, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
+	cr_assert(ns_session_equal_state(&out, &s));
+
+	d.event = NS_EV_REFRESH;
+	d.timestamp_ns = 300;
+	d.timeout_ms = 1;
+	cr_assert_eq(nsdp_table_apply(t, &d), 0);
+	cr_assert_eq(nsdp_table_apply_store(t, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
+	cr_assert_eq(out.timeout_ms, s.timeout_ms);
+	nsdp_table_stats(t, &st);
+	cr_assert_eq(st.stale_ignored, 0);
+	cr_assert_eq(st.live, 1);
+	nsdp_table_free(t);
+}
+
 Test(table, tombstones_survive_a_running_resync)
 {
 	struct nsdp_table *t = nsdp_table_create("t_tombrs", 1024);

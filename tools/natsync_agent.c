@@ -217,11 +217,12 @@ static int run_active(const struct nsa_config *conf, double duration)
 		       " reconnects=%" PRIu64 " clusterdown=%" PRIu64
 		       " errors=%" PRIu64 " drops=%" PRIu64
 		       " lane_drops=%" PRIu64 " agent_drops=%" PRIu64
-		       " drained=%s\n",
+		       " store_corrections=%" PRIu64 " drained=%s\n",
 		       st.records, st.acked, secs,
 		       secs > 0 ? (double)st.acked / secs : 0.0, st.batches,
 		       st.resent, st.replayed, st.reconnects, st.clusterdown,
 		       st.other_errors, drops, st.lane_drops, st.dropped,
+		       st.store_corrections,
 		       src.synth ? (drained ? "yes" : "no") : "n/a");
 		fflush(stdout);
 		rc = ((src.synth && !drained) || gateway_gone) ? 1 : 0;

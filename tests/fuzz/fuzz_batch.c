@@ -57,7 +57,7 @@ static int model_batch(const uint8_t *b, size_t len)
 		return -EMSGSIZE;
 	if (be32(b) != 0x4e534231u)
 		return -EBADMSG;
-	if (b[4] != 1 || (b[5] & ~0x01) != 0)
+	if (b[4] != 1 || (b[5] & ~0x03) != 0)
 		return -EPROTO;
 	trailer = b[5] & 0x01 ? 32 : 0;
 	if (len < 32 + trailer)
@@ -174,7 +174,7 @@ static void check_neighbours(const uint8_t *data, size_t size)
 	NST_FUZZ_CHECK(ns_batch_decode(copy, size, &h, &body) == -EPROTO,
 		       "version 2 was not -EPROTO");
 	copy[4] = 1;
-	copy[5] = (uint8_t)(data[5] | 0x02);
+	copy[5] = (uint8_t)(data[5] | 0x04);
 	NST_FUZZ_CHECK(ns_batch_decode(copy, size, &h, &body) == -EPROTO,
 		       "an unknown flag was not -EPROTO");
 	copy[5] = (uint8_t)(data[5] ^ NS_BATCH_F_HMAC);
