@@ -21,6 +21,7 @@
 #include "nsa_active.h"
 #include "nsa_cluster.h"
 #include "nsa_config.h"
+#include "nsa_order.h"
 #include "nsa_standby.h"
 #include "nsdp_time.h"
 #include "nst_session.h"
@@ -179,6 +180,8 @@ static void publish_created(struct active *a, struct ns_batch_hdr h,
 	}
 	h.count = (uint16_t)n;
 	h.body_len = (uint32_t)(len - NS_BATCH_HDR_LEN);
+	h.channel_slot = a->topo.nodes[0].channel_slot;
+	h.sent_ns = nsdp_realtime_ns();
 	ns_batch_hdr_encode(&h, buf);
 	publish(a, 0, buf, len, &pending);
 	drain(a->c[0], &pending);
@@ -211,6 +214,8 @@ static void active_write(struct active *a, const uint32_t *idx, uint32_t n,
 			h.seq = ++a->seq[i];
 			h.body_len = blen[i] - NS_BATCH_HDR_LEN;
 			h.flags = a->key ? NS_BATCH_F_HMAC : 0;
+			h.channel_slot = a->topo.nodes[i].channel_slot;
+			h.sent_ns = nsdp_realtime_ns();
 			ns_batch_hdr_encode(&h, batch[i]);
 			if (a->key) {
 				cr_assert_eq(
@@ -387,6 +392,9 @@ standby_start_as(int port, enum nsa_publish_mode mode, uint32_t capacity,
 		snprintf(conf.store.password, sizeof(conf.store.password), "%s",
 			 password);
 	conf.table_capacity = capacity;
+	/* One host, one clock: a batch sent half a second before the
+	 * subscription began is a replay. */
+	conf.clock_slack_ms = 500;
 	config_key(&conf, key);
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
@@ -515,6 +523,57 @@ Test(standby, lag_percentiles_are_upper_bounds_within_a_few_percent)
 
 	memset(&st, 0, sizeof(st));
 	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 99), 0);
+}
+
+/* The sequence memory is never wiped: full, it forgets the pair seen least
+ * recently and refuses any batch of an unknown pair sent at or before that
+ * pair's newest; a batch sent before its subscription began is old. */
+Test(standby, sequence_memory_forgets_only_the_least_recent_pair)
+{
+	struct nsa_order *o = calloc(1, sizeof(*o));
+	struct ns_batch_hdr h = {.gateway_id = 1, .epoch = 1, .seq = 1};
+	uint32_t i;
+
+	cr_assert_not_null(o);
+	for (i = 0; i < NSA_ORDER_MAX_PUBS; i++) {
+		h.publisher_id = i;
+		h.sent_ns = 1000 + i;
+		cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_NEXT);
+	}
+	h = (struct ns_batch_hdr){.publisher_id = 0, .seq = 2, .sent_ns = 5000};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_NEXT);
+	/* A new pair: publisher 1 (newest send 1001) is forgotten. */
+	h = (struct ns_batch_hdr){
+		.publisher_id = 5000, .seq = 9, .sent_ns = 6000};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_NEXT);
+	cr_assert_eq(o->forgotten_ns, 1001);
+	h = (struct ns_batch_hdr){.publisher_id = 1, .seq = 1, .sent_ns = 1001};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_STALE,
+		     "a forgotten pair's batch came back");
+	/* The others are still known: their batches again are stale. */
+	for (i = 0; i < NSA_ORDER_MAX_PUBS; i++) {
+		if (i == 1)
+			continue;
+		h = (struct ns_batch_hdr){
+			.publisher_id = i, .seq = 1, .sent_ns = 1000 + i};
+		cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_STALE,
+			     "publisher %u", i);
+	}
+	/* Publisher 1 sending anew is a new pair again. */
+	h = (struct ns_batch_hdr){.publisher_id = 1, .seq = 2, .sent_ns = 7000};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_NEXT);
+	/* Sent before the subscription began (less the slack): old. */
+	h = (struct ns_batch_hdr){
+		.publisher_id = 9000, .seq = 1, .sent_ns = 7999};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 8000), NSA_SEQ_STALE);
+	h.sent_ns = 8000;
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 8000), NSA_SEQ_NEXT);
+	/* Version 1 carries no send time: only the sequence judges it. */
+	h = (struct ns_batch_hdr){
+		.publisher_id = 9001, .seq = 1, .version = NS_BATCH_V1};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 8000), NSA_SEQ_NEXT);
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 8000), NSA_SEQ_STALE);
+	free(o);
 }
 
 Test(standby, live_batches_reach_the_table, .init = cluster_up,
