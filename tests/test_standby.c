@@ -43,8 +43,8 @@ struct active {
 	uint8_t *live;
 	uint32_t size;
 	const char *key; /* sign batches with this batch key (NULL: no) */
-	uint8_t *
-		capture; /* when set, active_write copies its last batch here */
+	/* When set, active_write copies the last batch it publishes here. */
+	uint8_t *capture;
 	size_t capture_len;
 };
 
