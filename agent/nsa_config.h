@@ -65,6 +65,10 @@ struct nsa_config {
 	 * for twice as long, it is dead; a resync without a reply for three
 	 * times as long is retried; 0 = never. */
 	unsigned int ping_ms;
+	/* A batch sent (by its writer's clock) more than this before the
+	 * standby subscribed to its channel is refused as a replay: the
+	 * hosts' clock difference plus a batch's wait in a writer. */
+	unsigned int clock_slack_ms;
 
 	/* [agent] */
 	unsigned int progress_ms; /* progress line period, 0 = none */

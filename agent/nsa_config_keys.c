@@ -127,6 +127,9 @@ static const struct nsa_key nsa_agent_keys[] = {
 		"How often the standby asks the store for its masters, and resubscribes and resyncs when they changed under a live subscription, ms; `0` = never."),
 	NSA_NUM("standby", "ping_ms", ping_ms, 0, 60000, "1000",
 		"A subscription silent this long gets a `PING`; unanswered for twice as long it is dead (resubscribe, resync); a resync without a reply for three times as long is retried. ms; `0` = never."),
+	NSA_NUM("standby", "clock_slack_ms", clock_slack_ms, 0, 3600000,
+		"10000",
+		"A batch sent (by its writer's clock) more than this before the standby subscribed to its channel is refused as a replay (`stale`, see security.md): the largest clock difference between the hosts plus the longest a batch waits in a writer, ms."),
 };
 
 /* Fields that follow from other keys. */

@@ -6,10 +6,18 @@
  * - A (publisher, channel) sequence only grows; a batch at or below it is
  *   stale, one past it by more than one is a gap - except the first batch
  *   seen, and the first after a resubscription, which a load covers.
+ * - Replays: a batch (version 2) sent before its subscription began, less
+ *   the clock slack, is stale: the standby missed it, and the load read
+ *   what it wrote. Sequences are never wiped: when the table is full the
+ *   least recently seen (publisher, channel) is forgotten and its newest
+ *   send time kept as forgotten_ns, below which a batch of an unknown
+ *   (publisher, channel) is stale. So a signed batch is applied at most
+ *   once, except one sent within the slack before a subscription and
+ *   replayed before its publisher's next batch on that channel.
  *
  * Not here: what a gap or a stale batch leads to (nsa_standby.c). The
- * tables are bounded: when full they are forgotten, which can only cost a
- * missed fence or gap check, never a wrong one.
+ * epoch table is bounded: when full it is forgotten, which can only cost a
+ * missed fence, never a wrong one.
  */
 #include "nsa_order.h"
 
@@ -32,13 +40,35 @@ int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h)
 	return 0;
 }
 
-enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
-				   const struct ns_batch_hdr *h)
+/* Room for one more (publisher, channel): a free entry, or the least
+ * recently seen one, forgotten. */
+static struct nsa_pub_seq *pub_slot(struct nsa_order *o)
 {
+	struct nsa_pub_seq *old;
+	unsigned int i;
+
+	if (o->n_pubs < NSA_ORDER_MAX_PUBS)
+		return &o->pubs[o->n_pubs++];
+	old = &o->pubs[0];
+	for (i = 1; i < NSA_ORDER_MAX_PUBS; i++)
+		if (o->pubs[i].used < old->used)
+			old = &o->pubs[i];
+	if (old->sent_max > o->forgotten_ns)
+		o->forgotten_ns = old->sent_max;
+	return old;
+}
+
+enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
+				   const struct ns_batch_hdr *h,
+				   uint64_t not_before_ns)
+{
+	const int timed = h->version != NS_BATCH_V1;
 	struct nsa_pub_seq *p = NULL;
 	enum nsa_seq_verdict v;
 	unsigned int i;
 
+	if (timed && h->sent_ns < not_before_ns)
+		return NSA_SEQ_STALE;
 	for (i = 0; i < o->n_pubs; i++) {
 		if (o->pubs[i].publisher_id == h->publisher_id &&
 		    o->pubs[i].channel_slot == channel_slot) {
@@ -47,12 +77,14 @@ enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
 		}
 	}
 	if (!p) {
-		if (o->n_pubs == NSA_ORDER_MAX_PUBS)
-			o->n_pubs = 0;
-		p = &o->pubs[o->n_pubs++];
+		if (timed && h->sent_ns <= o->forgotten_ns)
+			return NSA_SEQ_STALE;
+		p = pub_slot(o);
 		*p = (struct nsa_pub_seq){.publisher_id = h->publisher_id,
 					  .channel_slot = channel_slot,
-					  .last = h->seq};
+					  .last = h->seq,
+					  .sent_max = h->sent_ns,
+					  .used = ++o->tick};
 		/* Not a gap, whatever its seq: the subscription was in place
 		 * before this master's load began, so what the publisher sent
 		 * earlier reached us (and it would be known) or was in the
@@ -68,6 +100,9 @@ enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
 	v = !p->rebase && h->seq > p->last + 1 ? NSA_SEQ_GAP : NSA_SEQ_NEXT;
 	p->rebase = 0;
 	p->last = h->seq;
+	if (h->sent_ns > p->sent_max)
+		p->sent_max = h->sent_ns;
+	p->used = ++o->tick;
 	return v;
 }
 

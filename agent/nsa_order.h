@@ -1,7 +1,7 @@
 /*
  * nsa_order.h - where a batch stands among those the standby saw: its
- * gateway's epoch (fencing) and its (publisher, channel) sequence (gaps
- * and late deliveries).
+ * gateway's epoch (fencing), its (publisher, channel) sequence (gaps and
+ * late deliveries) and its send time (replays).
  */
 #ifndef NSA_ORDER_H
 #define NSA_ORDER_H
@@ -22,6 +22,8 @@ struct nsa_pub_seq {
 	uint16_t channel_slot;
 	uint8_t rebase; /* resubscribed since: the next batch is no gap */
 	uint64_t last;
+	uint64_t sent_max; /* newest send time among its batches seen */
+	uint64_t used; /* nsa_order.tick when last seen */
 };
 
 struct nsa_gw_epoch {
@@ -32,6 +34,11 @@ struct nsa_gw_epoch {
 struct nsa_order {
 	struct nsa_pub_seq pubs[NSA_ORDER_MAX_PUBS];
 	unsigned int n_pubs;
+	uint64_t tick;
+	/* The newest send time of a (publisher, channel) forgotten to make
+	 * room: a batch of one not in pubs sent at or before it may be a
+	 * batch of a forgotten one, and is refused. */
+	uint64_t forgotten_ns;
 	struct nsa_gw_epoch gws[NSA_ORDER_MAX_GATEWAYS];
 	unsigned int n_gws;
 };
@@ -42,9 +49,12 @@ enum nsa_seq_verdict { NSA_SEQ_NEXT, NSA_SEQ_GAP, NSA_SEQ_STALE };
 int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h);
 
 /* Where a batch received on the channel of channel_slot stands in its
- * sequence (and remember it). */
+ * sequence (and remember it unless stale). A batch sent (h->sent_ns, a
+ * version 2 header) before not_before_ns is stale: the subscription it
+ * came by began after it was sent, less the clock slack. */
 enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
-				   const struct ns_batch_hdr *h);
+				   const struct ns_batch_hdr *h,
+				   uint64_t not_before_ns);
 
 /* Every channel was resubscribed (and will be loaded): no gap next. */
 void nsa_order_rebase(struct nsa_order *o);

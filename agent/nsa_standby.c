@@ -24,9 +24,10 @@
  *   for twice that, it is declared dead and everything resets. A resync
  *   waiting three times ping_ms for a reply is abandoned and retried.
  * - A batch is applied only when it decodes, carries a valid HMAC when
- *   [store] batch_key_file is set, is not fenced by a newer epoch of its
- *   gateway and is not stale in its sequence; otherwise it is counted and
- *   dropped.
+ *   [store] batch_key_file is set (and so a version 2 header), names the
+ *   channel it came by, is not fenced by a newer epoch of its gateway and
+ *   is not stale in its sequence nor sent before its subscription began
+ *   (less [standby] clock_slack_ms); otherwise it is counted and dropped.
  *
  * Not here: replicas as load sources.
  */
@@ -73,6 +74,9 @@ struct sb_node {
 	uint64_t gen;
 	uint32_t mark;
 	uint64_t retry_at; /* monotonic ns; 0 = no retry pending */
+	/* Realtime when the subscription began, less the clock slack: a
+	 * batch sent before it is old (nsa_order_seq). */
+	uint64_t not_before_ns;
 };
 
 struct nsa_standby {
@@ -256,6 +260,7 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	const uint8_t *body;
 	struct ns_session s;
 	enum nsa_seq_verdict seq;
+	const uint16_t channel_slot = sb->topo.nodes[node].channel_slot;
 	uint64_t n = 0;
 	int rc;
 
@@ -264,10 +269,18 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 		return;
 	}
 	/* With a batch key, only batches signed with it count: a writer
-	 * without the key (or a forger on the channel) changes nothing. */
+	 * without the key (or a forger on the channel) changes nothing. A
+	 * version 1 batch signs neither its channel nor its time, so it
+	 * could be replayed anywhere, at any time: not accepted either. And
+	 * a batch signed for another channel is a copy. */
 	if (sb->conf.batch_key_len &&
-	    ns_batch_verify(buf, len, (const uint8_t *)sb->conf.batch_key,
-			    sb->conf.batch_key_len) != 0) {
+	    (h.version == NS_BATCH_V1 ||
+	     ns_batch_verify(buf, len, (const uint8_t *)sb->conf.batch_key,
+			     sb->conf.batch_key_len) != 0)) {
+		SB_STAT_ADD(sb, unauthenticated, 1);
+		return;
+	}
+	if (h.version != NS_BATCH_V1 && h.channel_slot != channel_slot) {
 		SB_STAT_ADD(sb, unauthenticated, 1);
 		return;
 	}
@@ -275,7 +288,8 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 		SB_STAT_ADD(sb, fenced, 1);
 		return;
 	}
-	seq = nsa_order_seq(&sb->order, sb->topo.nodes[node].channel_slot, &h);
+	seq = nsa_order_seq(&sb->order, channel_slot, &h,
+			    sb->nodes[node].not_before_ns);
 	if (seq == NSA_SEQ_STALE) {
 		SB_STAT_ADD(sb, stale, 1);
 		return;
@@ -402,6 +416,10 @@ static int sb_setup(struct nsa_standby *sb)
 				nd->loaded_once = 0;
 				nd->scan_only = 0;
 				nsa_topology_channel(&sb->topo, i, nd->channel);
+				nd->not_before_ns =
+					nsdp_realtime_ns() -
+					(uint64_t)sb->conf.clock_slack_ms *
+						1000000ull;
 				rc = nsa_sub_open(&nd->sub, &sb->conf.store,
 						  &nd->addr, nd->channel,
 						  sb->topo.sharded_pubsub,

@@ -30,6 +30,7 @@
 
 #include "nsa_log.h"
 #include "nsa_writer.h"
+#include "nsdp_time.h"
 
 /* Log an error reply once per kind (its first word) and writer. */
 static void log_error_once(struct nsa_writer *w, const char *text, size_t len)
@@ -250,6 +251,11 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 				   (b->store ? NS_BATCH_F_STORE : 0)),
 		.seq = ++w->seq[c->channel_slot],
 		.body_len = (uint32_t)(b->body_len - NS_BATCH_HDR_LEN),
+		/* Signed with the records: a standby refuses the batch on
+		 * another channel, or once it is older than its subscription
+		 * (nsa_order.c). */
+		.channel_slot = c->channel_slot,
+		.sent_ns = nsdp_realtime_ns(),
 	};
 	uint8_t mac[NS_BATCH_MAC_LEN];
 	size_t mac_len = 0;

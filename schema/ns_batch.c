@@ -1,6 +1,6 @@
 /*
- * ns_batch.c - the batch a notification carries: a 32-byte header and the
- * records in wire form.
+ * ns_batch.c - the batch a notification carries: a 48-byte header (32 in
+ * version 1) and the records in wire form.
  *
  * A subscriber applies a batch without asking the store for anything, so
  * the batch must be self-describing and must be checked whole before any
@@ -12,14 +12,17 @@
  * Two flags are known. NS_BATCH_F_HMAC: the body is followed by an
  * HMAC-SHA256 trailer (OpenSSL's one-shot HMAC, compared in constant time).
  * NS_BATCH_F_STORE only tells the subscriber how to apply the records.
- * Unknown flags, or bytes after the body (and trailer), are rejected rather
- * than skipped, so that a later format is never half-understood.
+ * Unknown flags, non-zero reserved bytes, or bytes after the body (and
+ * trailer), are rejected rather than skipped, so that a later format is
+ * never half-understood. The MAC covers the whole header, so version 2's
+ * channel and send time are signed with the records.
  *
  * Not here: sequence numbers and gap detection (the standby), building
  * batches into connection buffers (the agent; it calls
  * ns_batch_hdr_encode() once the count is known).
  */
 #include <errno.h>
+#include <string.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -39,23 +42,37 @@ enum {
 	OFF_EPOCH = OFF_GATEWAY_ID + 4,
 	OFF_SEQ = OFF_EPOCH + 4,
 	OFF_BODY_LEN = OFF_SEQ + 8,
+	/* version 2 */
+	OFF_SENT = OFF_BODY_LEN + 4,
+	OFF_CHANNEL = OFF_SENT + 8,
+	OFF_RESERVED = OFF_CHANNEL + 2,
+	RESERVED_LEN = 6,
 };
 
-_Static_assert(OFF_BODY_LEN + 4 == NS_BATCH_HDR_LEN, "batch header layout");
+_Static_assert(OFF_BODY_LEN + 4 == NS_BATCH_V1_HDR_LEN, "v1 header layout");
+_Static_assert(OFF_RESERVED + RESERVED_LEN == NS_BATCH_HDR_LEN,
+	       "batch header layout");
 _Static_assert(NS_BATCH_MAX_RECORDS <= UINT16_MAX, "count is a u16");
 
-void ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf)
+size_t ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf)
 {
+	const uint8_t version = h->version ? h->version : NS_BATCH_VERSION;
+
 	put32(buf + OFF_MAGIC, NS_BATCH_MAGIC);
-	buf[OFF_VERSION] = NS_BATCH_VERSION;
+	buf[OFF_VERSION] = version;
 	buf[OFF_FLAGS] = h->flags;
 	put16(buf + OFF_COUNT, h->count);
 	put32(buf + OFF_PUBLISHER_ID, h->publisher_id);
 	put32(buf + OFF_GATEWAY_ID, h->gateway_id);
 	put32(buf + OFF_EPOCH, h->epoch);
-	put32(buf + OFF_SEQ, (uint32_t)(h->seq >> 32));
-	put32(buf + OFF_SEQ + 4, (uint32_t)h->seq);
+	put64(buf + OFF_SEQ, h->seq);
 	put32(buf + OFF_BODY_LEN, h->body_len);
+	if (version == NS_BATCH_V1)
+		return NS_BATCH_V1_HDR_LEN;
+	put64(buf + OFF_SENT, h->sent_ns);
+	put16(buf + OFF_CHANNEL, h->channel_slot);
+	memset(buf + OFF_RESERVED, 0, RESERVED_LEN);
+	return NS_BATCH_HDR_LEN;
 }
 
 int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
@@ -65,36 +82,48 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 	struct ns_session s;
 	const uint8_t *pos, *end;
 	uint32_t n = 0;
-	size_t trailer;
+	size_t trailer, hdr_len, i;
 
-	if (len < NS_BATCH_HDR_LEN || len > NS_BATCH_MAX_LEN)
+	if (len < NS_BATCH_V1_HDR_LEN || len > NS_BATCH_MAX_LEN)
 		return -EMSGSIZE;
 	if (get32(buf + OFF_MAGIC) != NS_BATCH_MAGIC)
 		return -EBADMSG;
-	if (buf[OFF_VERSION] != NS_BATCH_VERSION ||
+	if ((buf[OFF_VERSION] != NS_BATCH_VERSION &&
+	     buf[OFF_VERSION] != NS_BATCH_V1) ||
 	    (buf[OFF_FLAGS] & ~(NS_BATCH_F_HMAC | NS_BATCH_F_STORE)) != 0)
 		return -EPROTO;
+	hdr_len = ns_batch_hdr_len(buf[OFF_VERSION]);
 	trailer = buf[OFF_FLAGS] & NS_BATCH_F_HMAC ? NS_BATCH_MAC_LEN : 0;
-	if (len < NS_BATCH_HDR_LEN + trailer)
+	if (len < hdr_len + trailer ||
+	    len > hdr_len + NS_BATCH_MAX_RECORDS * NS_RECORD_MAX_LEN +
+			    NS_BATCH_MAC_LEN)
 		return -EMSGSIZE;
 
+	memset(&hdr, 0, sizeof(hdr));
+	if (hdr_len == NS_BATCH_HDR_LEN) {
+		for (i = 0; i < RESERVED_LEN; i++)
+			if (buf[OFF_RESERVED + i] != 0)
+				return -EPROTO;
+		hdr.sent_ns = get64(buf + OFF_SENT);
+		hdr.channel_slot = get16(buf + OFF_CHANNEL);
+	}
+	hdr.version = buf[OFF_VERSION];
 	hdr.flags = buf[OFF_FLAGS];
 	hdr.count = get16(buf + OFF_COUNT);
 	hdr.publisher_id = get32(buf + OFF_PUBLISHER_ID);
 	hdr.gateway_id = get32(buf + OFF_GATEWAY_ID);
 	hdr.epoch = get32(buf + OFF_EPOCH);
-	hdr.seq =
-		(uint64_t)get32(buf + OFF_SEQ) << 32 | get32(buf + OFF_SEQ + 4);
+	hdr.seq = get64(buf + OFF_SEQ);
 	hdr.body_len = get32(buf + OFF_BODY_LEN);
 
 	if (hdr.count > NS_BATCH_MAX_RECORDS)
 		return -EMSGSIZE;
-	if (hdr.body_len > len - NS_BATCH_HDR_LEN - trailer)
+	if (hdr.body_len > len - hdr_len - trailer)
 		return -EMSGSIZE; /* truncated */
-	if (hdr.body_len < len - NS_BATCH_HDR_LEN - trailer)
+	if (hdr.body_len < len - hdr_len - trailer)
 		return -EINVAL; /* trailing bytes */
 
-	pos = buf + NS_BATCH_HDR_LEN;
+	pos = buf + hdr_len;
 	end = pos + hdr.body_len;
 	while (pos < end) {
 		int rc = ns_record_decode(pos, (size_t)(end - pos), &s);
@@ -109,7 +138,7 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 		return -EINVAL;
 
 	*h = hdr;
-	*body = buf + NS_BATCH_HDR_LEN;
+	*body = buf + hdr_len;
 	return 0;
 }
 
@@ -131,7 +160,7 @@ int ns_batch_verify(const uint8_t *buf, size_t len, const uint8_t *key,
 {
 	uint8_t mac[NS_BATCH_MAC_LEN];
 
-	if (len < NS_BATCH_HDR_LEN + NS_BATCH_MAC_LEN ||
+	if (len < NS_BATCH_V1_HDR_LEN + NS_BATCH_MAC_LEN ||
 	    !(buf[OFF_FLAGS] & NS_BATCH_F_HMAC))
 		return -EACCES;
 	if (ns_batch_mac(key, key_len, buf, len - NS_BATCH_MAC_LEN, mac) != 0)

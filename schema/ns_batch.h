@@ -1,12 +1,15 @@
 /*
  * ns_batch.h - the batch a notification carries.
  *
- * A batch is a 32-byte header followed by count records in wire form (see
+ * A batch is a 48-byte header followed by count records in wire form (see
  * ns_record.h) and, when the header's flags say NS_BATCH_F_HMAC, a 32-byte
  * HMAC-SHA256 trailer over header and records, keyed by a secret the
  * publishers and subscribers of a deployment share. The header
- * says who published it (publisher id, epoch) and its place in that
- * publisher's sequence on its channel, so that a subscriber can tell a gap.
+ * says who published it (publisher id, epoch), its place in that
+ * publisher's sequence on its channel, so that a subscriber can tell a gap,
+ * and the channel and time it was sent for, so that a signed batch cannot
+ * be replayed on another channel or long after. Version 1 (a 32-byte header
+ * without channel and time) is still decoded.
  * A writer builds a batch in place: reserve the header, append records,
  * then finish the header once the count is known.
  */
@@ -19,8 +22,10 @@
 #include "ns_record.h"
 
 #define NS_BATCH_MAGIC 0x4e534231u /* "NSB1" */
-#define NS_BATCH_VERSION 1
-#define NS_BATCH_HDR_LEN 32
+#define NS_BATCH_VERSION 2 /* what writers write */
+#define NS_BATCH_HDR_LEN 48
+#define NS_BATCH_V1 1 /* no channel, no send time */
+#define NS_BATCH_V1_HDR_LEN 32
 /* A batch carries at most this many records. */
 #define NS_BATCH_MAX_RECORDS 4096
 /* flags: the batch ends with an HMAC-SHA256 trailer. */
@@ -40,18 +45,30 @@ struct ns_batch_hdr {
 	uint32_t epoch;
 	uint16_t count; /* records in the batch */
 	uint8_t flags; /* NS_BATCH_F_* */
+	uint8_t version; /* NS_BATCH_VERSION or NS_BATCH_V1; 0 = the former */
 	uint64_t seq; /* 1, 2, 3... per publisher and channel */
 	uint32_t body_len; /* bytes of records after the header */
+	/* Version 2 only (0 in version 1): */
+	uint16_t channel_slot; /* the channel it is published on, by slot */
+	uint64_t sent_ns; /* when it was signed, writer's CLOCK_REALTIME */
 };
 
-/* Write the header into buf (NS_BATCH_HDR_LEN bytes). */
-void ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf);
+/* Bytes of a header of version v (0: NS_BATCH_VERSION). */
+static inline size_t ns_batch_hdr_len(uint8_t v)
+{
+	return v == NS_BATCH_V1 ? NS_BATCH_V1_HDR_LEN : NS_BATCH_HDR_LEN;
+}
+
+/* Write the header of version h->version into buf; returns its length
+ * (ns_batch_hdr_len). */
+size_t ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf);
 
 /* Validate a whole batch: header fields, body length equal to the sum of
  * the records' lengths, every record decodable, the trailer present when
  * the flags announce it. On success fills *h, sets *body to the first
  * record and returns 0; otherwise a negative errno (-EMSGSIZE truncated or
- * oversized, -EBADMSG wrong magic, -EPROTO wrong version or unknown flags,
+ * oversized, -EBADMSG wrong magic, -EPROTO unknown version or flags, or
+ * reserved bytes not 0,
  * -EINVAL inconsistent: trailing bytes, a bad record, records that do not
  * fill body_len or do not number count). It does not check the MAC: see
  * ns_batch_verify(). */

@@ -432,15 +432,22 @@ Test(channel, rejects_slot_out_of_range)
 
 /* ---- batch ---- */
 
-/* Build a valid batch of count records into buf; returns its length. */
-static size_t build_batch(uint8_t *buf, uint16_t count, uint64_t seq)
+/* Build a valid batch of version v (0: the current one) and count records
+ * into buf; returns its length. */
+static size_t build_batch_v(uint8_t *buf, uint16_t count, uint64_t seq,
+			    uint8_t v)
 {
-	struct ns_batch_hdr h = {.publisher_id = 0x01020304,
-				 .gateway_id = 7,
-				 .epoch = 3,
-				 .count = count,
-				 .seq = seq};
-	size_t off = NS_BATCH_HDR_LEN;
+	struct ns_batch_hdr h = {
+		.publisher_id = 0x01020304,
+		.gateway_id = 7,
+		.epoch = 3,
+		.count = count,
+		.seq = seq,
+		.version = v,
+		.channel_slot = v == NS_BATCH_V1 ? 0 : 0x1234,
+		.sent_ns = v == NS_BATCH_V1 ? 0 : 1700000000123456789ull};
+	const size_t hdr_len = ns_batch_hdr_len(v);
+	size_t off = hdr_len;
 
 	for (uint16_t i = 0; i < count; i++) {
 		struct ns_session s = known_session();
@@ -450,9 +457,14 @@ static size_t build_batch(uint8_t *buf, uint16_t count, uint64_t seq)
 		off += (size_t)ns_record_encode(&s, buf + off,
 						NS_BATCH_MAX_LEN - off);
 	}
-	h.body_len = (uint32_t)(off - NS_BATCH_HDR_LEN);
-	ns_batch_hdr_encode(&h, buf);
+	h.body_len = (uint32_t)(off - hdr_len);
+	cr_assert_eq(ns_batch_hdr_encode(&h, buf), hdr_len);
 	return off;
+}
+
+static size_t build_batch(uint8_t *buf, uint16_t count, uint64_t seq)
+{
+	return build_batch_v(buf, count, seq, 0);
 }
 
 static uint8_t batch_buf[NS_BATCH_MAX_LEN + 64];
@@ -460,14 +472,61 @@ static uint8_t batch_buf[NS_BATCH_MAX_LEN + 64];
 Test(batch, header_encodes_the_documented_bytes)
 {
 	const uint8_t want[NS_BATCH_HDR_LEN] = {
+		0x4e, 0x53, 0x42, 0x31, 0x02, 0x00, 0x00, 0x02, 0x01, 0x02,
+		0x03, 0x04, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x03,
+		0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x09, 0x00, 0x00,
+		0x00, 0x60, 0x17, 0x97, 0x9c, 0xfe, 0x3d, 0x85, 0xcd, 0x15,
+		0x12, 0x34, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+
+	cr_assert_eq(build_batch(batch_buf, 2, 0x100000009ull),
+		     NS_BATCH_HDR_LEN + 2 * NS_RECORD_V1_IPV4_LEN);
+	cr_assert_arr_eq(batch_buf, want, NS_BATCH_HDR_LEN);
+}
+
+Test(batch, version_1_header_encodes_the_documented_bytes)
+{
+	const uint8_t want[NS_BATCH_V1_HDR_LEN] = {
 		0x4e, 0x53, 0x42, 0x31, 0x01, 0x00, 0x00, 0x02,
 		0x01, 0x02, 0x03, 0x04, 0x00, 0x00, 0x00, 0x07,
 		0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x01,
 		0x00, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 0x60};
 
-	cr_assert_eq(build_batch(batch_buf, 2, 0x100000009ull),
-		     NS_BATCH_HDR_LEN + 2 * NS_RECORD_V1_IPV4_LEN);
-	cr_assert_arr_eq(batch_buf, want, NS_BATCH_HDR_LEN);
+	cr_assert_eq(build_batch_v(batch_buf, 2, 0x100000009ull, NS_BATCH_V1),
+		     NS_BATCH_V1_HDR_LEN + 2 * NS_RECORD_V1_IPV4_LEN);
+	cr_assert_arr_eq(batch_buf, want, NS_BATCH_V1_HDR_LEN);
+}
+
+Test(batch, version_1_still_decodes_without_channel_or_time)
+{
+	struct ns_batch_hdr h;
+	const uint8_t *body;
+	size_t len = build_batch_v(batch_buf, 3, 5, NS_BATCH_V1);
+
+	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), 0);
+	cr_assert_eq(h.version, NS_BATCH_V1);
+	cr_assert_eq(h.count, 3);
+	cr_assert_eq(h.seq, 5);
+	cr_assert_eq(h.channel_slot, 0);
+	cr_assert_eq(h.sent_ns, 0);
+	cr_assert_eq(body, batch_buf + NS_BATCH_V1_HDR_LEN);
+	for (size_t cut = 0; cut < len; cut++)
+		cr_assert_eq(ns_batch_decode(batch_buf, cut, &h, &body),
+			     -EMSGSIZE, "length %zu of %zu", cut, len);
+}
+
+Test(batch, decode_rejects_reserved_bytes)
+{
+	struct ns_batch_hdr h;
+	const uint8_t *body;
+	size_t len = build_batch(batch_buf, 1, 1);
+
+	for (size_t i = 42; i < NS_BATCH_HDR_LEN; i++) {
+		batch_buf[i] = 1;
+		cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body),
+			     -EPROTO, "reserved byte %zu", i);
+		batch_buf[i] = 0;
+	}
+	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), 0);
 }
 
 Test(batch, decode_and_iterate_round_trip)
@@ -487,6 +546,9 @@ Test(batch, decode_and_iterate_round_trip)
 	cr_assert_eq(h.flags, 0);
 	cr_assert_eq(h.seq, 42);
 	cr_assert_eq(h.body_len, 100 * NS_RECORD_V1_IPV4_LEN);
+	cr_assert_eq(h.version, NS_BATCH_VERSION);
+	cr_assert_eq(h.channel_slot, 0x1234);
+	cr_assert_eq(h.sent_ns, 1700000000123456789ull);
 	cr_assert_eq(body, batch_buf + NS_BATCH_HDR_LEN);
 
 	ns_batch_iter_init(&it, body, h.body_len);
@@ -555,7 +617,9 @@ Test(batch, decode_rejects_wrong_version_and_unknown_flags)
 	const uint8_t *body;
 	size_t len = build_batch(batch_buf, 1, 1);
 
-	batch_buf[4] = 2;
+	batch_buf[4] = 3;
+	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);
+	batch_buf[4] = 0;
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);
 	batch_buf[4] = NS_BATCH_VERSION;
 	batch_buf[5] = 0x04;

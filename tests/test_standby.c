@@ -21,6 +21,7 @@
 #include "nsa_active.h"
 #include "nsa_cluster.h"
 #include "nsa_config.h"
+#include "nsa_order.h"
 #include "nsa_standby.h"
 #include "nsdp_time.h"
 #include "nst_session.h"
@@ -42,6 +43,9 @@ struct active {
 	uint8_t *live;
 	uint32_t size;
 	const char *key; /* sign batches with this batch key (NULL: no) */
+	/* When set, active_write copies the last batch it publishes here. */
+	uint8_t *capture;
+	size_t capture_len;
 };
 
 static struct ns_session sess(uint32_t i, uint8_t event)
@@ -176,6 +180,8 @@ static void publish_created(struct active *a, struct ns_batch_hdr h,
 	}
 	h.count = (uint16_t)n;
 	h.body_len = (uint32_t)(len - NS_BATCH_HDR_LEN);
+	h.channel_slot = a->topo.nodes[0].channel_slot;
+	h.sent_ns = nsdp_realtime_ns();
 	ns_batch_hdr_encode(&h, buf);
 	publish(a, 0, buf, len, &pending);
 	drain(a->c[0], &pending);
@@ -208,6 +214,8 @@ static void active_write(struct active *a, const uint32_t *idx, uint32_t n,
 			h.seq = ++a->seq[i];
 			h.body_len = blen[i] - NS_BATCH_HDR_LEN;
 			h.flags = a->key ? NS_BATCH_F_HMAC : 0;
+			h.channel_slot = a->topo.nodes[i].channel_slot;
+			h.sent_ns = nsdp_realtime_ns();
 			ns_batch_hdr_encode(&h, batch[i]);
 			if (a->key) {
 				cr_assert_eq(
@@ -219,6 +227,10 @@ static void active_write(struct active *a, const uint32_t *idx, uint32_t n,
 				blen[i] += NS_BATCH_MAC_LEN;
 			}
 			publish(a, i, batch[i], blen[i], &pending[i]);
+			if (a->capture) {
+				memcpy(a->capture, batch[i], blen[i]);
+				a->capture_len = blen[i];
+			}
 			count[i] = 0;
 			blen[i] = NS_BATCH_HDR_LEN;
 		}
@@ -268,6 +280,35 @@ static void active_write_range(struct active *a, uint32_t first, uint32_t n,
 		idx[k] = first + k;
 	active_write(a, idx, n, ev, notify);
 	free(idx);
+}
+
+/* The first n session indices whose keys live on node, into idx. */
+static void pick_on_node(const struct active *a, unsigned int node,
+			 uint32_t *idx, uint32_t n)
+{
+	uint32_t i, k = 0;
+
+	for (i = 0; i < a->size && k < n; i++) {
+		struct ns_session s = sess(i, NS_EV_CREATE);
+
+		if (node_of(a, &s) == node)
+			idx[k++] = i;
+	}
+	cr_assert_eq(k, n, "only %u of %u sessions on node %u", k, n, node);
+}
+
+/* How many of the sessions idx[0..n) the standby's table holds. */
+static uint32_t count_present(struct nsa_standby *sb, const struct active *a,
+			      const uint32_t *idx, uint32_t n)
+{
+	struct ns_session out;
+	uint32_t k, found = 0;
+
+	for (k = 0; k < n; k++)
+		found += nsdp_table_lookup(nsa_standby_table(sb),
+					   a->table[idx[k]].proto,
+					   &a->table[idx[k]].orig, &out) == 0;
+	return found;
 }
 
 /* 1 when the standby's table equals the active's. */
@@ -351,6 +392,9 @@ standby_start_as(int port, enum nsa_publish_mode mode, uint32_t capacity,
 		snprintf(conf.store.password, sizeof(conf.store.password), "%s",
 			 password);
 	conf.table_capacity = capacity;
+	/* One host, one clock: a batch sent half a second before the
+	 * subscription began is a replay. */
+	conf.clock_slack_ms = 500;
 	config_key(&conf, key);
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
@@ -479,6 +523,57 @@ Test(standby, lag_percentiles_are_upper_bounds_within_a_few_percent)
 
 	memset(&st, 0, sizeof(st));
 	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 99), 0);
+}
+
+/* The sequence memory is never wiped: full, it forgets the pair seen least
+ * recently and refuses any batch of an unknown pair sent at or before that
+ * pair's newest; a batch sent before its subscription began is old. */
+Test(standby, sequence_memory_forgets_only_the_least_recent_pair)
+{
+	struct nsa_order *o = calloc(1, sizeof(*o));
+	struct ns_batch_hdr h = {.gateway_id = 1, .epoch = 1, .seq = 1};
+	uint32_t i;
+
+	cr_assert_not_null(o);
+	for (i = 0; i < NSA_ORDER_MAX_PUBS; i++) {
+		h.publisher_id = i;
+		h.sent_ns = 1000 + i;
+		cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_NEXT);
+	}
+	h = (struct ns_batch_hdr){.publisher_id = 0, .seq = 2, .sent_ns = 5000};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_NEXT);
+	/* A new pair: publisher 1 (newest send 1001) is forgotten. */
+	h = (struct ns_batch_hdr){
+		.publisher_id = 5000, .seq = 9, .sent_ns = 6000};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_NEXT);
+	cr_assert_eq(o->forgotten_ns, 1001);
+	h = (struct ns_batch_hdr){.publisher_id = 1, .seq = 1, .sent_ns = 1001};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_STALE,
+		     "a forgotten pair's batch came back");
+	/* The others are still known: their batches again are stale. */
+	for (i = 0; i < NSA_ORDER_MAX_PUBS; i++) {
+		if (i == 1)
+			continue;
+		h = (struct ns_batch_hdr){
+			.publisher_id = i, .seq = 1, .sent_ns = 1000 + i};
+		cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_STALE,
+			     "publisher %u", i);
+	}
+	/* Publisher 1 sending anew is a new pair again. */
+	h = (struct ns_batch_hdr){.publisher_id = 1, .seq = 2, .sent_ns = 7000};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 0), NSA_SEQ_NEXT);
+	/* Sent before the subscription began (less the slack): old. */
+	h = (struct ns_batch_hdr){
+		.publisher_id = 9000, .seq = 1, .sent_ns = 7999};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 8000), NSA_SEQ_STALE);
+	h.sent_ns = 8000;
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 8000), NSA_SEQ_NEXT);
+	/* Version 1 carries no send time: only the sequence judges it. */
+	h = (struct ns_batch_hdr){
+		.publisher_id = 9001, .seq = 1, .version = NS_BATCH_V1};
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 8000), NSA_SEQ_NEXT);
+	cr_assert_eq(nsa_order_seq(o, 7, &h, 8000), NSA_SEQ_STALE);
+	free(o);
 }
 
 Test(standby, live_batches_reach_the_table, .init = cluster_up,
@@ -762,6 +857,162 @@ Test(standby, batch_key_admits_only_batches_signed_with_it, .init = cluster_up,
 	nsa_active_stop(writer);
 	nsa_active_free(writer);
 	nsdp_lane_free(lane);
+	pair_close(sb, &a);
+}
+
+/* Batches the standby judged: applied or dropped for any reason. */
+static uint64_t judged(const struct nsa_standby_stats *st)
+{
+	return st->batches + st->stale + st->unauthenticated + st->fenced +
+	       st->bad_messages;
+}
+
+/* Wait (at most 5 s) until the standby judged one batch more than in
+ * *before; its stats then. */
+static struct nsa_standby_stats
+wait_judged(struct nsa_standby *sb, const struct nsa_standby_stats *before)
+{
+	double end = nsdp_now_s() + 5;
+	struct nsa_standby_stats st;
+
+	do {
+		nsa_standby_stats(sb, &st);
+		if (judged(&st) > judged(before))
+			break;
+		nsdp_sleep_ms(2);
+	} while (nsdp_now_s() < end);
+	cr_assert_eq(judged(&st), judged(before) + 1,
+		     "the standby judged %lu batches, not 1",
+		     (unsigned long)(judged(&st) - judged(before)));
+	return st;
+}
+
+/* 1 once the standby's table holds no tombstone, within timeout_s. */
+static int wait_no_tombstones(struct nsa_standby *sb, double timeout_s)
+{
+	double end = nsdp_now_s() + timeout_s;
+	struct nsdp_table_stats ts;
+
+	do {
+		nsdp_table_stats(nsa_standby_table(sb), &ts);
+		if (ts.tombstones == 0)
+			return 1;
+		nsdp_sleep_ms(20);
+	} while (nsdp_now_s() < end);
+	return 0;
+}
+
+#define REPLAY_KEY "a deployment's batch key"
+#define REPLAYED 100
+
+/* Sessions idx[0..REPLAYED) of node 0 created by one signed batch on node
+ * 0's channel (copied into captured, its length returned), then deleted by
+ * the next one; the standby saw both. */
+static size_t create_capture_delete(struct nsa_standby *sb, struct active *a,
+				    uint32_t *idx, uint8_t *captured)
+{
+	a->key = REPLAY_KEY;
+	pick_on_node(a, 0, idx, REPLAYED);
+	a->capture = captured;
+	active_write(a, idx, REPLAYED, NS_EV_CREATE, 1);
+	a->capture = NULL;
+	cr_assert_gt(a->capture_len, NS_BATCH_MAC_LEN);
+	cr_assert(wait_exact(sb, a, 10), "the create batch did not apply");
+	cr_assert_eq(count_present(sb, a, idx, REPLAYED), REPLAYED);
+	active_write(a, idx, REPLAYED, NS_EV_DELETE, 1);
+	cr_assert(wait_exact(sb, a, 10), "the delete batch did not apply");
+	cr_assert_eq(count_present(sb, a, idx, REPLAYED), 0);
+	/* The deletes' tombstones, which would fence an older create, are
+	 * purged within a second or so: a replay comes later than that. */
+	cr_assert(wait_no_tombstones(sb, 5), "tombstones not purged");
+	return a->capture_len;
+}
+
+/* A signed batch captured on one master's channel and published again on
+ * another's: the MAC binds the batch to its channel, so it is refused and
+ * the sessions it created, deleted since, stay deleted. */
+Test(standby, signed_batch_replayed_on_another_channel_changes_nothing,
+     .init = cluster_up, .fini = cluster_down)
+{
+	static uint8_t captured[NS_BATCH_MAX_LEN];
+	struct nsa_standby_stats before, st;
+	uint32_t idx[REPLAYED];
+	struct nsa_standby *sb;
+	unsigned int pending = 0;
+	struct active a;
+	size_t len;
+
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 2000);
+	cr_assert_eq(a.topo.n_nodes, 3);
+	sb = standby_start_as(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000,
+			      REPLAY_KEY, NULL, NULL);
+	cr_assert(wait_synced(sb, 10));
+	len = create_capture_delete(sb, &a, idx, captured);
+
+	nsa_standby_stats(sb, &before);
+	publish(&a, 1, captured, len, &pending);
+	drain(a.c[1], &pending);
+	st = wait_judged(sb, &before);
+	cr_expect_eq(st.batches, before.batches,
+		     "the replayed batch was applied (%lu batches, %lu "
+		     "before)",
+		     (unsigned long)st.batches, (unsigned long)before.batches);
+	cr_expect_eq(st.unauthenticated + st.stale,
+		     before.unauthenticated + before.stale + 1);
+	cr_assert_eq(count_present(sb, &a, idx, REPLAYED), 0,
+		     "%u of %u deleted sessions are back",
+		     count_present(sb, &a, idx, REPLAYED), REPLAYED);
+	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	pair_close(sb, &a);
+}
+
+/* The same batch published again on its own channel after the standby
+ * restarted, with no memory of the publisher: it was sent before the new
+ * standby subscribed, so it is refused as old; the deleted sessions stay
+ * deleted and the publisher's sequence goes on. */
+Test(standby, signed_batch_replayed_after_a_restart_changes_nothing,
+     .init = cluster_up, .fini = cluster_down)
+{
+	static uint8_t captured[NS_BATCH_MAX_LEN];
+	struct nsa_standby_stats before, st;
+	uint32_t idx[REPLAYED], more[REPLAYED];
+	struct nsa_standby *sb;
+	unsigned int pending = 0;
+	struct active a;
+	size_t len;
+
+	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 2000);
+	sb = standby_start_as(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000,
+			      REPLAY_KEY, NULL, NULL);
+	cr_assert(wait_synced(sb, 10));
+	len = create_capture_delete(sb, &a, idx, captured);
+
+	nsa_standby_free(sb);
+	nsdp_sleep_ms(1000);
+	sb = standby_start_as(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000,
+			      REPLAY_KEY, NULL, NULL);
+	cr_assert(wait_synced(sb, 10));
+	cr_assert(wait_exact(sb, &a, 10), "the reload differs from the store");
+
+	nsa_standby_stats(sb, &before);
+	publish(&a, 0, captured, len, &pending);
+	drain(a.c[0], &pending);
+	st = wait_judged(sb, &before);
+	cr_expect_eq(st.batches, 0,
+		     "the replayed batch was applied (%lu batches)",
+		     (unsigned long)st.batches);
+	cr_expect_eq(st.unauthenticated + st.stale, 1);
+	cr_assert_eq(count_present(sb, &a, idx, REPLAYED), 0,
+		     "%u of %u deleted sessions are back",
+		     count_present(sb, &a, idx, REPLAYED), REPLAYED);
+
+	/* The real publisher goes on: applied, no gap. */
+	for (uint32_t k = 0; k < REPLAYED; k++)
+		more[k] = idx[k] + a.size / 2;
+	active_write(&a, more, REPLAYED, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(sb, &a, 10));
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.gaps, 0);
 	pair_close(sb, &a);
 }
 

@@ -8,12 +8,12 @@
  *   accepts and returns the error it names otherwise, judged by a model
  *   written here from that table (records judged by the record table, not
  *   by ns_record_decode); on refusal it writes neither *h nor *body.
- * - an accepted batch: the header fields are the documented bytes and
- *   re-encode to them; the iterator yields exactly count records, each the
+ * - an accepted batch: the header fields (version 1 or 2) are the
+ *   documented bytes and re-encode to them; the iterator yields exactly count records, each the
  *   record at its offset and re-encoding to its bytes, then 0 for ever.
  * - every truncation of an accepted batch is -EMSGSIZE; one byte more, a
- *   wrong magic, version or flags byte, or the HMAC flag flipped, is
- *   refused as the model says.
+ *   wrong magic, version, flags or reserved byte, the HMAC flag flipped or
+ *   the other version's number, is refused as the model says.
  * - ns_batch_verify accepts a batch only with the HMAC flag and a trailer
  *   that is ns_batch_mac of the rest under the key: signing an accepted
  *   batch makes it verify, and any one flipped bit, or another key, makes
@@ -48,30 +48,40 @@ static uint32_t be32(const uint8_t *p)
 	       (uint32_t)p[2] << 8 | p[3];
 }
 
+/* The header length of the version byte v (1 or 2). */
+static size_t hdr_len_of(uint8_t v)
+{
+	return v == 1 ? 32 : 48;
+}
+
 /* FORMAT.md's batch table, in its order. */
 static int model_batch(const uint8_t *b, size_t len)
 {
-	size_t body_len, pos, n = 0, count, trailer;
+	size_t body_len, pos, n = 0, count, trailer, hdr;
 
-	if (len < 32 || len > 32 + 4096 * 48 + 32)
+	if (len < 32 || len > 48 + 4096 * 48 + 32)
 		return -EMSGSIZE;
 	if (be32(b) != 0x4e534231u)
 		return -EBADMSG;
-	if (b[4] != 1 || (b[5] & ~0x03) != 0)
+	if ((b[4] != 1 && b[4] != 2) || (b[5] & ~0x03) != 0)
 		return -EPROTO;
+	hdr = hdr_len_of(b[4]);
 	trailer = b[5] & 0x01 ? 32 : 0;
-	if (len < 32 + trailer)
+	if (len < hdr + trailer || len > hdr + 4096 * 48 + 32)
 		return -EMSGSIZE;
+	for (pos = 42; pos < hdr; pos++)
+		if (b[pos] != 0)
+			return -EPROTO;
 	count = (size_t)b[6] << 8 | b[7];
 	body_len = be32(b + 28);
 	if (count > 4096)
 		return -EMSGSIZE;
-	if (body_len > len - 32 - trailer)
+	if (body_len > len - hdr - trailer)
 		return -EMSGSIZE;
-	if (body_len < len - 32 - trailer)
+	if (body_len < len - hdr - trailer)
 		return -EINVAL;
-	for (pos = 32; pos < 32 + body_len; n++) {
-		int rc = nst_fuzz_model_record(b + pos, 32 + body_len - pos);
+	for (pos = hdr; pos < hdr + body_len; n++) {
+		int rc = nst_fuzz_model_record(b + pos, hdr + body_len - pos);
 
 		if (rc < 0)
 			return -EINVAL;
@@ -97,17 +107,23 @@ static void check_against_model(const uint8_t *b, size_t len, const char *what)
 static void check_header(const uint8_t *data, const struct ns_batch_hdr *h)
 {
 	uint8_t hdr[NS_BATCH_HDR_LEN];
+	const size_t len = hdr_len_of(data[4]);
 	uint64_t seq = (uint64_t)be32(data + 20) << 32 | be32(data + 24);
+	uint64_t sent =
+		len == 32 ? 0
+			  : (uint64_t)be32(data + 32) << 32 | be32(data + 36);
+	uint16_t channel = len == 32 ? 0 : (uint16_t)(data[40] << 8 | data[41]);
 
 	NST_FUZZ_CHECK(h->count == ((uint16_t)data[6] << 8 | data[7]) &&
-			       h->flags == data[5] &&
+			       h->version == data[4] && h->flags == data[5] &&
 			       h->publisher_id == be32(data + 8) &&
 			       h->gateway_id == be32(data + 12) &&
 			       h->epoch == be32(data + 16) && h->seq == seq &&
-			       h->body_len == be32(data + 28),
+			       h->body_len == be32(data + 28) &&
+			       h->sent_ns == sent && h->channel_slot == channel,
 		       "header fields differ from their bytes");
-	ns_batch_hdr_encode(h, hdr);
-	NST_FUZZ_CHECK(memcmp(hdr, data, sizeof(hdr)) == 0,
+	NST_FUZZ_CHECK(ns_batch_hdr_encode(h, hdr) == len &&
+			       memcmp(hdr, data, len) == 0,
 		       "header does not re-encode to its bytes");
 }
 
@@ -163,17 +179,32 @@ static void check_neighbours(const uint8_t *data, size_t size)
 	memcpy(copy, data, size);
 	copy[size] = 0;
 	rc = ns_batch_decode(copy, size + 1, &h, &body);
-	NST_FUZZ_CHECK(rc == (size == NS_BATCH_MAX_LEN ? -EMSGSIZE : -EINVAL),
-		       "a trailing byte gave %d", rc);
+	NST_FUZZ_CHECK(
+		rc == (size == hdr_len_of(data[4]) +
+					       NS_BATCH_MAX_RECORDS *
+						       NS_RECORD_V1_IPV4_LEN +
+					       NS_BATCH_MAC_LEN
+			       ? -EMSGSIZE
+			       : -EINVAL),
+		"a trailing byte gave %d", rc);
 
 	copy[0] ^= 0x01;
 	NST_FUZZ_CHECK(ns_batch_decode(copy, size, &h, &body) == -EBADMSG,
 		       "a wrong magic was not -EBADMSG");
 	copy[0] ^= 0x01;
-	copy[4] = 2;
+	copy[4] = 3;
 	NST_FUZZ_CHECK(ns_batch_decode(copy, size, &h, &body) == -EPROTO,
-		       "version 2 was not -EPROTO");
-	copy[4] = 1;
+		       "version 3 was not -EPROTO");
+	copy[4] = (uint8_t)(3 - data[4]);
+	check_against_model(copy, size, "the other version");
+	copy[4] = data[4];
+	if (data[4] == 2) {
+		copy[47] = 1;
+		NST_FUZZ_CHECK(ns_batch_decode(copy, size, &h, &body) ==
+				       -EPROTO,
+			       "a reserved byte was not -EPROTO");
+		copy[47] = 0;
+	}
 	copy[5] = (uint8_t)(data[5] | 0x04);
 	NST_FUZZ_CHECK(ns_batch_decode(copy, size, &h, &body) == -EPROTO,
 		       "an unknown flag was not -EPROTO");
@@ -294,7 +325,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			       want);
 	}
 	if (rc == 0) {
-		NST_FUZZ_CHECK(body == data + NS_BATCH_HDR_LEN,
+		NST_FUZZ_CHECK(body == data + hdr_len_of(data[4]),
 			       "body is not after the header");
 		check_header(data, &h);
 		check_records(&h, body);

@@ -121,8 +121,8 @@ static void record_seeds(void)
 /* The key fuzz_batch signs and verifies with. */
 #define FUZZ_BATCH_KEY "natsync fuzz batch key"
 
-static void batch_seed(const char *name, unsigned int count, uint64_t seq,
-		       int sign)
+static void batch_seed_v(const char *name, unsigned int count, uint64_t seq,
+			 int sign, uint8_t version)
 {
 	size_t len = NS_BATCH_HDR_LEN + (size_t)count * NS_RECORD_MAX_LEN +
 		     NS_BATCH_MAC_LEN;
@@ -132,10 +132,12 @@ static void batch_seed(const char *name, unsigned int count, uint64_t seq,
 				 .epoch = 3,
 				 .count = (uint16_t)count,
 				 .flags = sign ? NS_BATCH_F_HMAC : 0,
+				 .version = version,
 				 .seq = seq};
+	const size_t hdr_len = ns_batch_hdr_len(version);
 	struct ns_batch_hdr back;
 	const uint8_t *body;
-	size_t off = NS_BATCH_HDR_LEN;
+	size_t off = hdr_len;
 
 	if (!buf)
 		die("out of memory");
@@ -144,7 +146,11 @@ static void batch_seed(const char *name, unsigned int count, uint64_t seq,
 
 		off += (size_t)encode(&s, buf + off);
 	}
-	h.body_len = (uint32_t)(off - NS_BATCH_HDR_LEN);
+	h.body_len = (uint32_t)(off - hdr_len);
+	if (version != NS_BATCH_V1) {
+		h.channel_slot = (uint16_t)(seq % 16384);
+		h.sent_ns = 1700000000123456789ull + seq;
+	}
 	ns_batch_hdr_encode(&h, buf);
 	if (sign) {
 		if (ns_batch_mac((const uint8_t *)FUZZ_BATCH_KEY,
@@ -163,8 +169,16 @@ static void batch_seed(const char *name, unsigned int count, uint64_t seq,
 	free(buf);
 }
 
+static void batch_seed(const char *name, unsigned int count, uint64_t seq,
+		       int sign)
+{
+	batch_seed_v(name, count, seq, sign, NS_BATCH_VERSION);
+}
+
 static void batch_seeds(void)
 {
+	batch_seed_v("batch-v1-3", 3, 7, 0, NS_BATCH_V1);
+	batch_seed_v("batch-v1-signed-2", 2, 8, 1, NS_BATCH_V1);
 	batch_seed("batch-empty", 0, 1, 0);
 	batch_seed("batch-1", 1, 2, 0);
 	batch_seed("batch-3", 3, UINT64_MAX, 0);
