@@ -160,6 +160,7 @@ static inline int nsa_writer_stopping(const struct nsa_writer *w)
 }
 
 /* nsa_wpipe.c */
+struct nsa_batch *nsa_batch_get(struct nsa_writer *w);
 void nsa_batch_put(struct nsa_writer *w, struct nsa_batch *b);
 void nsa_batch_free_all(struct nsa_writer *w);
 int nsa_batch_hold(struct nsa_writer *w, struct nsa_batch *b);
@@ -169,8 +170,19 @@ int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
 		      uint8_t rflag);
 size_t nsa_link_read(struct nsa_writer *w, struct nsa_link *c);
 void nsa_writer_replay_trim(struct nsa_writer *w);
+unsigned int nsa_writer_route(const struct nsa_writer *w, const uint8_t *key,
+			      unsigned int *cmd_conn, int *asking);
+int nsa_writer_error_retry(struct nsa_writer *w, const char *t, size_t len);
+
+/* nsa_wreadback.c */
+void nsa_readback_queue(struct nsa_writer *w, const struct ns_session *s);
+void nsa_readback_supersede(struct nsa_writer *w, const struct ns_session *s,
+			    const uint8_t *key);
 void nsa_readback_send(struct nsa_writer *w);
 void nsa_readback_lost(struct nsa_writer *w, const struct nsa_exp *e);
+void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
+			char type, const char *text, long len);
+int nsa_readback_append(struct nsa_writer *w, const struct ns_session *s);
 
 /* nsa_wlink.c */
 void nsa_link_kill(struct nsa_writer *w, struct nsa_link *c, const char *why);
