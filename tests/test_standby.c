@@ -1186,3 +1186,43 @@ Test(standby, resync_during_a_slot_migration_reads_both_halves,
 	}
 	pair_close(sb, &a);
 }
+
+/* Slots moving between the same masters are the watcher's business too:
+ * sessions the store deleted while their notifications were lost, in the
+ * slots that move, go once the watcher sees the new map, without a gap
+ * and without resubscribing. */
+Test(standby, watcher_resyncs_the_masters_slots_moved_between,
+     .init = cluster_up, .fini = cluster_down)
+{
+	const uint32_t n = 20000;
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+	struct active a;
+	uint32_t gone[20], k, m;
+	uint64_t missing, extra;
+
+	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, n, 100000);
+	active_write_range(&a, 0, n, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(sb, &a, 10));
+	for (k = 0, m = 0; k < n && m < 20; k++) {
+		uint8_t key[NS_KEY_LEN];
+
+		ns_key_build(a.table[k].proto, &a.table[k].orig, key);
+		if (ns_key_slot(key, NS_KEY_LEN) >= 16000)
+			gone[m++] = k;
+	}
+	cr_assert_eq(m, 20);
+	active_write(&a, gone, 20, NS_EV_DELETE, 0);
+
+	move_slots(&a, 2, 0, 16000, 16383, 0);
+	if (!wait_exact(sb, &a, 10)) {
+		table_diff(nsa_standby_table(sb), &a, &missing, &extra);
+		cr_assert_fail("after the move: %lu sessions missing or wrong, "
+			       "%lu extra",
+			       (unsigned long)missing, (unsigned long)extra);
+	}
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.gaps, 0);
+	cr_assert_eq(st.resubscribes, 0);
+	pair_close(sb, &a);
+}
