@@ -79,6 +79,7 @@ struct sb_node {
 	uint64_t gen;
 	uint32_t mark;
 	uint64_t retry_at; /* monotonic ns; 0 = no retry pending */
+	uint64_t unread_warned; /* moved << 32 | unread, last logged */
 };
 
 struct nsa_standby {
@@ -206,16 +207,20 @@ static void resync_finish(struct nsa_standby *sb, unsigned int node)
 		  nd->ld.slots_migrating);
 	if (moved == 0 && unread == 0) {
 		nd->loaded_once = 1;
+		nd->unread_warned = 0;
 		sync_check(sb);
 		return;
 	}
 	/* Slots left as they were: read again later, and at once with a
 	 * fresh map when the node no longer serves some of them. */
-	NSA_WARN("standby: %s:%u no longer serves %" PRIu32
-		 " slot(s) of the map and %" PRIu32
-		 " migrating slot(s) could not be read on their target; "
-		 "their sessions were kept",
-		 nd->addr.host, nd->addr.port, moved, unread);
+	if (nd->unread_warned != ((uint64_t)moved << 32 | unread))
+		NSA_WARN(
+			"standby: %s:%u no longer serves %" PRIu32
+			" slot(s) of the map and %" PRIu32
+			" migrating slot(s) could not be read on their target; "
+			"their sessions were kept",
+			nd->addr.host, nd->addr.port, moved, unread);
+	nd->unread_warned = (uint64_t)moved << 32 | unread;
 	nd->retry_at = nsdp_mono_ns() + SB_BACKOFF_MAX_MS * 1000000ull / 2;
 	if (moved)
 		topo_refresh(sb);
