@@ -124,7 +124,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 		"Where SIGUSR1 and exit dump the standby table; empty = none."),
 	NSA_NUM("standby", "topology_check_ms", topology_check_ms, 0, 60000,
 		"1000",
-		"How often the standby asks the store for its masters, and resubscribes and resyncs when they changed under a live subscription, ms; `0` = never."),
+		"How often the standby asks the store for its topology: it resubscribes and resyncs when the masters changed under a live subscription, and resyncs the masters concerned when slots moved between them, ms; `0` = never."),
 	NSA_NUM("standby", "ping_ms", ping_ms, 0, 60000, "1000",
 		"A subscription silent this long gets a `PING`; unanswered for twice as long it is dead (resubscribe, resync); a resync without a reply for three times as long is retried. ms; `0` = never."),
 	NSA_NUM("standby", "clock_slack_ms", clock_slack_ms, 0, 3600000,

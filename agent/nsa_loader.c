@@ -8,6 +8,15 @@
  * GETKEYSINSLOT) is read with SCAN MATCH ns:* and one MGET per SCAN reply
  * (one per slot on a cluster: MGET keys must share a slot).
  *
+ * On a cluster the slot map may be out of date (slots moved since it was
+ * read) or a slot half moved (MIGRATING here, IMPORTING on its target).
+ * So after listing a slot the loader asks the node for a key of that slot
+ * (MGET of the slot's channel name, which no one stores): a nil says the
+ * node still serves the slot, MOVED that it does not (the map is stale),
+ * ASK that it is migrating it, and then the target's half of the slot is
+ * read there (ASKING + MGET, blocking: migrations are rare and short).
+ * Only slots answered for are reported read (nsa_loader_slot_read).
+ *
  * Invariants:
  * - Every command queues what its reply means; a key list lives until the
  *   last MGET that names its keys is answered (or the loader is closed).
@@ -37,7 +46,7 @@
  * their table buckets. */
 #define NSA_APPLY_CHUNK 16
 
-enum load_op { OP_SCAN, OP_SLOT, OP_MGET };
+enum load_op { OP_SCAN, OP_SLOT, OP_MGET, OP_PROBE };
 
 /* Keys of one SCAN or GETKEYSINSLOT reply, in the order the MGETs asked
  * for them (session keys only). */
@@ -58,6 +67,9 @@ static void key_batch_unref(struct key_batch *b)
 
 void nsa_loader_close(struct nsa_loader *ld)
 {
+	if (ld->importer)
+		redisFree(ld->importer);
+	ld->importer = NULL;
 	if (ld->conn == NULL)
 		return;
 	while (ld->conn->exp_count) {
@@ -89,6 +101,7 @@ int nsa_loader_open(struct nsa_loader *ld, const struct nsa_store_conf *conf,
 		ld->conn = NULL;
 		return rc;
 	}
+	ld->conf = conf;
 	ld->topo = topo;
 	ld->node = node;
 	ld->sink = *sink;
@@ -109,7 +122,28 @@ static int send_scan(struct nsa_loader *ld, const char *cursor)
 	return nsa_conn_cmd_end(ld->conn, &e);
 }
 
-/* Keep NSA_SLOT_WINDOW GETKEYSINSLOT in flight over the slots node owns. */
+/* Ask for a key of slot that no one stores: whether the node serves the
+ * slot (nil), not (MOVED) or is migrating it (ASK). */
+static int send_probe(struct nsa_loader *ld, uint32_t slot)
+{
+	const struct nsa_exp e = {.kind = OP_PROBE, .a = slot};
+	char key[NS_CHANNEL_MAX];
+
+	ns_channel_for_slot((uint16_t)slot, key);
+	nsa_conn_cmd(ld->conn, 2);
+	nsa_conn_arg_str(ld->conn, "MGET");
+	nsa_conn_arg_str(ld->conn, key);
+	return nsa_conn_cmd_end(ld->conn, &e);
+}
+
+static int node_slot(const struct nsa_loader *ld, uint32_t slot)
+{
+	return ld->topo->slot_covered[slot] &&
+	       ld->topo->slot_node[slot] == ld->node;
+}
+
+/* Keep NSA_SLOT_WINDOW GETKEYSINSLOT in flight over the slots node owns,
+ * each followed by its probe. */
 static int send_slots(struct nsa_loader *ld)
 {
 	const struct nsa_topology *t = ld->topo;
@@ -117,8 +151,7 @@ static int send_slots(struct nsa_loader *ld)
 
 	while (ld->slots_inflight < NSA_SLOT_WINDOW && !ld->keys_done) {
 		while (ld->next_slot < NS_SLOTS &&
-		       !(t->slot_covered[ld->next_slot] &&
-			 t->slot_node[ld->next_slot] == ld->node))
+		       !node_slot(ld, ld->next_slot))
 			ld->next_slot++;
 		if (ld->next_slot == NS_SLOTS) {
 			ld->keys_done = 1;
@@ -127,10 +160,12 @@ static int send_slots(struct nsa_loader *ld)
 		nsa_conn_cmd(ld->conn, 4);
 		nsa_conn_arg_str(ld->conn, "CLUSTER");
 		nsa_conn_arg_str(ld->conn, "GETKEYSINSLOT");
-		nsa_conn_arg_u32(ld->conn, ld->next_slot++);
+		nsa_conn_arg_u32(ld->conn, ld->next_slot);
 		nsa_conn_arg_str(ld->conn, NSA_SLOT_MAX_KEYS);
-		if (nsa_conn_cmd_end(ld->conn, &e) != 0)
+		if (nsa_conn_cmd_end(ld->conn, &e) != 0 ||
+		    (t->cluster && send_probe(ld, ld->next_slot) != 0))
 			return -ENOMEM;
+		ld->next_slot++;
 		ld->slots_inflight++;
 	}
 	return 0;
@@ -244,9 +279,16 @@ static int on_scan(struct nsa_loader *ld, redisReply *r)
 		freeReplyObject(r);
 		return -EPROTO;
 	}
-	if (strcmp(r->element[0]->str, "0") == 0)
+	if (strcmp(r->element[0]->str, "0") == 0) {
+		uint32_t slot;
+
 		ld->keys_done = 1;
-	else if ((rc = send_scan(ld, r->element[0]->str)) < 0) {
+		for (slot = 0; ld->topo->cluster && slot < NS_SLOTS; slot++)
+			if (node_slot(ld, slot) && send_probe(ld, slot) != 0) {
+				freeReplyObject(r);
+				return -ENOMEM;
+			}
+	} else if ((rc = send_scan(ld, r->element[0]->str)) < 0) {
 		freeReplyObject(r);
 		return rc;
 	}
@@ -268,6 +310,23 @@ static int on_slot(struct nsa_loader *ld, redisReply *r)
 	return rc < 0 ? rc : send_slots(ld);
 }
 
+/* The session stored as v under key k: 1, 0 when v is nil (expired since
+ * the key was listed), -1 when it is not a valid session under that key. */
+static int value_session(const redisReply *k, const redisReply *v,
+			 struct ns_session *s)
+{
+	uint8_t key[NS_KEY_LEN];
+
+	if (v->type != REDIS_REPLY_STRING)
+		return 0;
+	if (ns_record_decode((const uint8_t *)v->str, v->len, s) != (int)v->len)
+		return -1;
+	ns_key_build(s->proto, &s->orig, key);
+	if (k->len != NS_KEY_LEN || memcmp(k->str, key, NS_KEY_LEN) != 0)
+		return -1;
+	return 1;
+}
+
 static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 		    const redisReply *r)
 {
@@ -280,24 +339,11 @@ static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 		return;
 	while (i < n) {
 		for (m = 0; i < n && m < NSA_APPLY_CHUNK; i++) {
-			const redisReply *v = r->element[i];
-			const redisReply *k = b->keys[b->order[e->a + i]];
-			uint8_t key[NS_KEY_LEN];
+			int rc = value_session(b->keys[b->order[e->a + i]],
+					       r->element[i], &ss[m]);
 
-			if (v->type != REDIS_REPLY_STRING)
-				continue; /* expired since the key was listed */
-			if (ns_record_decode((const uint8_t *)v->str, v->len,
-					     &ss[m]) != (int)v->len) {
-				bad++;
-				continue;
-			}
-			ns_key_build(ss[m].proto, &ss[m].orig, key);
-			if (k->len != NS_KEY_LEN ||
-			    memcmp(k->str, key, NS_KEY_LEN) != 0) {
-				bad++;
-				continue;
-			}
-			m++;
+			bad += rc < 0;
+			m += rc > 0;
 		}
 		if (m > 0)
 			ld->loaded +=
@@ -307,6 +353,124 @@ static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 		ld->sink.bad(ld->sink.arg, bad);
 }
 
+static void slot_mark_read(struct nsa_loader *ld, uint32_t slot)
+{
+	ld->slot_read[slot / 64] |= 1ull << (slot % 64);
+}
+
+/* The keys of slot that its target (importing it) holds: listed, then read
+ * with ASKING, blocking. 0, or -1 when the target could not be read. */
+static int read_importing(struct nsa_loader *ld, uint32_t slot,
+			  const struct nsa_addr *at)
+{
+	struct ns_session ss[NSA_APPLY_CHUNK];
+	redisReply *list, *r = NULL;
+	const redisReply **keys = NULL;
+	const char **argv = NULL;
+	size_t *lens = NULL, i, m = 0, a = 0;
+	uint64_t bad = 0;
+	char err[160];
+	int rc = -1;
+
+	if (ld->importer && !nsa_addr_equal(&ld->importer_addr, at)) {
+		redisFree(ld->importer);
+		ld->importer = NULL;
+	}
+	if (!ld->importer) {
+		ld->importer =
+			nsa_store_connect(ld->conf, at, err, sizeof(err));
+		if (!ld->importer)
+			return -1;
+		ld->importer_addr = *at;
+	}
+	list = redisCommand(ld->importer, "CLUSTER GETKEYSINSLOT %u %s", slot,
+			    NSA_SLOT_MAX_KEYS);
+	if (!list || list->type != REDIS_REPLY_ARRAY)
+		goto out;
+	argv = malloc((list->elements + 1) * sizeof(*argv));
+	lens = malloc((list->elements + 1) * sizeof(*lens));
+	keys = malloc((list->elements + 1) * sizeof(*keys));
+	if (!argv || !lens || !keys)
+		goto out;
+	argv[0] = "MGET";
+	lens[0] = 4;
+	for (i = 0; i < list->elements; i++) {
+		const redisReply *k = list->element[i];
+
+		if (k->type != REDIS_REPLY_STRING || k->len != NS_KEY_LEN ||
+		    memcmp(k->str, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0)
+			continue; /* not a session key (counted on its owner) */
+		keys[m++] = k;
+		argv[m] = k->str;
+		lens[m] = k->len;
+	}
+	if (m == 0) {
+		rc = 0;
+		goto out;
+	}
+	/* The slot is not the target's yet: it serves the keys only to a
+	 * client that says ASKING first. */
+	if (redisAppendCommand(ld->importer, "ASKING") != REDIS_OK ||
+	    redisAppendCommandArgv(ld->importer, (int)m + 1, argv, lens) !=
+		    REDIS_OK ||
+	    redisGetReply(ld->importer, (void **)&r) != REDIS_OK)
+		goto out;
+	freeReplyObject(r);
+	r = NULL;
+	if (redisGetReply(ld->importer, (void **)&r) != REDIS_OK || !r ||
+	    r->type != REDIS_REPLY_ARRAY || r->elements != m)
+		goto out;
+	for (i = 0; i < m; i++) {
+		int v = value_session(keys[i], r->element[i], &ss[a]);
+
+		bad += v < 0;
+		a += v > 0;
+		if (a == NSA_APPLY_CHUNK || (i == m - 1 && a)) {
+			ld->loaded += ld->sink.apply(ld->sink.arg, ld->node, ss,
+						     (unsigned int)a);
+			a = 0;
+		}
+	}
+	if (bad)
+		ld->sink.bad(ld->sink.arg, bad);
+	rc = 0;
+out:
+	if (rc < 0 && ld->importer && ld->importer->err) {
+		redisFree(ld->importer);
+		ld->importer = NULL;
+	}
+	if (r)
+		freeReplyObject(r);
+	if (list)
+		freeReplyObject(list);
+	free(keys);
+	free(argv);
+	free(lens);
+	return rc;
+}
+
+/* The answer to a probe: the slot was read from its holder, or not. */
+static void on_probe(struct nsa_loader *ld, uint32_t slot, const redisReply *r)
+{
+	struct nsa_addr at;
+	const char *sp;
+
+	if (r->type != REDIS_REPLY_ERROR) {
+		slot_mark_read(ld, slot);
+	} else if (strncmp(r->str, "MOVED ", 6) == 0) {
+		ld->slots_moved++;
+	} else {
+		/* "ASK <slot> <host>:<port>" */
+		ld->slots_migrating++;
+		sp = strchr(r->str + 4, ' ');
+		if (sp && nsa_addr_parse(sp + 1, &at) == 0 &&
+		    read_importing(ld, slot, &at) == 0)
+			slot_mark_read(ld, slot);
+		else
+			ld->slots_unread++;
+	}
+}
+
 int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
 {
 	ld->by_slot = by_slot;
@@ -314,6 +478,10 @@ int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
 	ld->next_slot = 0;
 	ld->slots_inflight = 0;
 	ld->loaded = 0;
+	memset(ld->slot_read, 0, sizeof(ld->slot_read));
+	ld->slots_moved = 0;
+	ld->slots_migrating = 0;
+	ld->slots_unread = 0;
 	ld->last_rx_ns = nsdp_mono_ns();
 	if ((by_slot ? send_slots(ld) : send_scan(ld, "0")) < 0) {
 		snprintf(ld->why, sizeof(ld->why), "out of memory");
@@ -359,8 +527,18 @@ int nsa_loader_on_readable(struct nsa_loader *ld)
 	}
 	ld->last_rx_ns = nsdp_mono_ns();
 	while ((rc = nsa_conn_reply(ld->conn, &r)) == 1) {
+		const struct nsa_exp *head = nsa_conn_exp_peek(ld->conn);
 		struct nsa_exp e;
 
+		if (head && head->kind == OP_PROBE &&
+		    (r->type != REDIS_REPLY_ERROR ||
+		     strncmp(r->str, "MOVED ", 6) == 0 ||
+		     strncmp(r->str, "ASK ", 4) == 0)) {
+			e = nsa_conn_exp_pop(ld->conn);
+			on_probe(ld, e.a, r);
+			freeReplyObject(r);
+			continue;
+		}
 		if (ld->conn->exp_count == 0 || r->type == REDIS_REPLY_ERROR)
 			return on_refusal(ld, r);
 		e = nsa_conn_exp_pop(ld->conn);

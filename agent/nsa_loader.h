@@ -34,6 +34,7 @@ struct nsa_loader_sink {
 
 struct nsa_loader {
 	struct nsa_conn *conn; /* NULL: closed */
+	const struct nsa_store_conf *conf;
 	const struct nsa_topology *topo;
 	unsigned int node;
 	int by_slot; /* GETKEYSINSLOT per slot, else SCAN */
@@ -42,6 +43,14 @@ struct nsa_loader {
 	uint32_t slots_inflight;
 	uint64_t last_rx_ns; /* monotonic: started, or last read a reply */
 	uint64_t loaded; /* sessions the sink took */
+	/* Cluster: the slots the load read whole from the node that serves
+	 * them (see nsa_loader_slot_read). */
+	uint64_t slot_read[NS_SLOTS / 64];
+	uint32_t slots_moved; /* the node said MOVED: the map is stale */
+	uint32_t slots_migrating; /* MIGRATING: the rest read on the target */
+	uint32_t slots_unread; /* MIGRATING, and the target could not be read */
+	redisContext *importer; /* the target of a migrating slot */
+	struct nsa_addr importer_addr;
 	struct nsa_loader_sink sink;
 	char why[160];
 };
@@ -67,6 +76,18 @@ int nsa_loader_flush(struct nsa_loader *ld);
 static inline int nsa_loader_waiting(const struct nsa_loader *ld)
 {
 	return ld->conn != NULL && ld->conn->exp_count > 0;
+}
+
+/* Whether the load read every key of slot from whoever holds it: on a
+ * cluster, the node answered for the slot after listing it (it still
+ * served it, or it was migrating it and the target's keys were read too).
+ * Only such slots may lose what the load did not find. Always 1 on a
+ * plain server. */
+static inline int nsa_loader_slot_read(const struct nsa_loader *ld,
+				       unsigned int slot)
+{
+	return !ld->topo->cluster ||
+	       (ld->slot_read[slot / 64] >> (slot % 64)) & 1;
 }
 
 /* Blocking: open, begin and run the load of node to its end (for

@@ -19,6 +19,12 @@
  * - Any subscription trouble (lost connection, sunsubscribe, MOVED, error,
  *   a master change seen by the watcher, nsa_topowatch.c) resets
  *   everything: topology refetched, every master resubscribed and resynced.
+ * - A resync removes only sessions of slots its loader read whole from
+ *   whoever held them (nsa_loader_slot_read). Slots that moved between
+ *   the same masters (seen by the watcher, or by a loader told MOVED)
+ *   change the slot map in place: the masters that gave or took slots are
+ *   resynced with the new map, the subscriptions stay. A resync that met
+ *   a slot it could not read is repeated later.
  * - A subscription can die without a sound (a firewall that forgets the
  *   connection): one silent for [standby] ping_ms gets a PING; unanswered
  *   for twice that, it is declared dead and everything resets. A resync
@@ -77,6 +83,7 @@ struct sb_node {
 	/* Realtime when the subscription began, less the clock slack: a
 	 * batch sent before it is old (nsa_order_seq). */
 	uint64_t not_before_ns;
+	uint64_t unread_warned; /* moved << 32 | unread, last logged */
 };
 
 struct nsa_standby {
@@ -89,6 +96,7 @@ struct nsa_standby {
 	int wake_fd;
 
 	struct nsa_topology topo;
+	struct nsa_topology fresh; /* a newer map, being adopted */
 	struct sb_node nodes[NSA_MAX_NODES];
 	unsigned int n_nodes;
 	uint32_t resync_counter;
@@ -155,6 +163,8 @@ static void resync_close(struct nsa_standby *sb, struct sb_node *nd)
 	nd->resyncing = 0;
 }
 
+/* The slots where a resync of node may remove what it did not read: the
+ * node's by the map, and read whole by its loader. */
 static void node_scope(const struct nsa_standby *sb, unsigned int node,
 		       uint8_t *scope)
 {
@@ -162,7 +172,8 @@ static void node_scope(const struct nsa_standby *sb, unsigned int node,
 
 	for (s = 0; s < NS_SLOTS; s++)
 		scope[s] = sb->topo.slot_covered[s] &&
-			   sb->topo.slot_node[s] == node;
+			   sb->topo.slot_node[s] == node &&
+			   nsa_loader_slot_read(&sb->nodes[node].ld, s);
 }
 
 static void sync_check(struct nsa_standby *sb)
@@ -179,9 +190,13 @@ static void sync_check(struct nsa_standby *sb)
 		 __atomic_load_n(&sb->st.loaded, __ATOMIC_RELAXED));
 }
 
+static void resync_start(struct nsa_standby *sb, unsigned int node);
+static void topo_refresh(struct nsa_standby *sb);
+
 static void resync_finish(struct nsa_standby *sb, unsigned int node)
 {
 	struct sb_node *nd = &sb->nodes[node];
+	uint32_t moved = nd->ld.slots_moved, unread = nd->ld.slots_unread;
 	uint64_t removed;
 
 	node_scope(sb, node, sb->scope);
@@ -189,12 +204,30 @@ static void resync_finish(struct nsa_standby *sb, unsigned int node)
 					   sb->scope);
 	nd->resyncing = 0; /* resync_finish ended the table's resync */
 	resync_close(sb, nd);
-	nd->loaded_once = 1;
 	SB_STAT_ADD(sb, resyncs, 1);
 	NSA_DEBUG("standby: resync of %s:%u done, %" PRIu64 " read, %" PRIu64
-		  " removed",
-		  nd->addr.host, nd->addr.port, nd->ld.loaded, removed);
-	sync_check(sb);
+		  " removed, %" PRIu32 " slots migrating",
+		  nd->addr.host, nd->addr.port, nd->ld.loaded, removed,
+		  nd->ld.slots_migrating);
+	if (moved == 0 && unread == 0) {
+		nd->loaded_once = 1;
+		nd->unread_warned = 0;
+		sync_check(sb);
+		return;
+	}
+	/* Slots left as they were: read again later, and at once with a
+	 * fresh map when the node no longer serves some of them. */
+	if (nd->unread_warned != ((uint64_t)moved << 32 | unread))
+		NSA_WARN(
+			"standby: %s:%u no longer serves %" PRIu32
+			" slot(s) of the map and %" PRIu32
+			" migrating slot(s) could not be read on their target; "
+			"their sessions were kept",
+			nd->addr.host, nd->addr.port, moved, unread);
+	nd->unread_warned = (uint64_t)moved << 32 | unread;
+	nd->retry_at = nsdp_mono_ns() + SB_BACKOFF_MAX_MS * 1000000ull / 2;
+	if (moved)
+		topo_refresh(sb);
 }
 
 static void resync_fail(struct nsa_standby *sb, unsigned int node,
@@ -210,6 +243,62 @@ static void resync_fail(struct nsa_standby *sb, unsigned int node,
 
 /* What a loader call returned: finish, fail, or fall back to SCAN. */
 static void resync_step(struct nsa_standby *sb, unsigned int node, int rc);
+
+/* Follow slots that moved between the same masters: the map changes in
+ * place and the masters that gave or took slots are resynced with it;
+ * other masters' resyncs (their slots unchanged) go on. Other masters
+ * reset everything. */
+static void topo_adopt(struct nsa_standby *sb, const struct nsa_topology *t)
+{
+	uint8_t touched[NSA_MAX_NODES] = {0};
+	unsigned int s, i, n = 0;
+
+	if (!nsa_topowatch_same_masters(t, &sb->topo)) {
+		NSA_WARN("standby: the store's masters changed; resubscribing "
+			 "and resyncing");
+		SB_STAT_ADD(sb, topology_changes, 1);
+		sb->reset = 1;
+		return;
+	}
+	for (s = 0; s < NS_SLOTS; s++) {
+		int was = sb->topo.slot_covered[s] ? sb->topo.slot_node[s] : -1;
+		int now = t->slot_covered[s] ? t->slot_node[s] : -1;
+
+		if (was == now)
+			continue;
+		if (was >= 0)
+			touched[was] = 1;
+		if (now >= 0)
+			touched[now] = 1;
+		n++;
+	}
+	memcpy(sb->topo.slot_node, t->slot_node, sizeof(t->slot_node));
+	memcpy(sb->topo.slot_covered, t->slot_covered, sizeof(t->slot_covered));
+	nsa_topowatch_follow(&sb->watch, &sb->topo);
+	if (n)
+		NSA_INFO("standby: %u slot(s) moved between masters; "
+			 "resyncing the masters concerned",
+			 n);
+	for (i = 0; i < sb->n_nodes; i++)
+		if (touched[i])
+			resync_start(sb, i);
+}
+
+/* Fetch the topology now (blocking: only when a master said the map is
+ * out of date) and adopt it. */
+static void topo_refresh(struct nsa_standby *sb)
+{
+	char err[256] = "";
+
+	if (nsa_topology_fetch(&sb->conf.store, &sb->fresh, err, sizeof(err)) <
+		    0 ||
+	    sb->fresh.n_nodes == 0) {
+		NSA_WARN("standby: cannot refresh the slot map: %s",
+			 err[0] ? err : "no master");
+		return;
+	}
+	topo_adopt(sb, &sb->fresh);
+}
 
 /* Start (or restart) the resync of one master. */
 static void resync_start(struct nsa_standby *sb, unsigned int node)
@@ -472,6 +561,11 @@ static void sb_run(struct nsa_standby *sb)
 			SB_STAT_ADD(sb, topology_changes, 1);
 			sb->reset = 1;
 			break;
+		}
+		if (nsa_topowatch_slots_moved(&sb->watch, &sb->fresh)) {
+			topo_adopt(sb, &sb->fresh);
+			if (sb->reset)
+				break;
 		}
 
 		if (now >= next_purge) {

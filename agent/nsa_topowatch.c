@@ -4,9 +4,12 @@
  * A master cut off from its cluster keeps answering: its subscription
  * stays up while its replica takes over its slots and the active publishes
  * there. So this thread fetches the topology every period and flags the
- * subscriber when the masters it follows changed (slots moving between the
- * same masters do not matter: the data moves with them). It has its own
- * thread so that a slow seed never stalls the subscriber.
+ * subscriber when the masters it follows changed. Slots moving between the
+ * same masters are flagged apart, with the new map: the subscriptions stay,
+ * but the masters that gave or took slots are resynced with it (a resync
+ * reads a master's slots by the map; the old map points at slots the
+ * master no longer holds). It has its own thread so that a slow seed
+ * never stalls the subscriber.
  *
  * Not here: any reaction (the subscriber resubscribes and resyncs). A fetch
  * that fails changes nothing: a store the subscriber cannot reach breaks
@@ -46,6 +49,7 @@ void nsa_topowatch_follow(struct nsa_topowatch *tw,
 	tw->gen++;
 	tw->valid = 1;
 	__atomic_store_n(&tw->changed, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&tw->moved, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&tw->lock);
 }
 
@@ -61,10 +65,22 @@ int nsa_topowatch_changed(struct nsa_topowatch *tw)
 	return __atomic_exchange_n(&tw->changed, 0, __ATOMIC_ACQ_REL);
 }
 
-/* Whether a and b have the same masters with the same channels: what the
- * subscriptions depend on. */
-static int same_masters(const struct nsa_topology *a,
-			const struct nsa_topology *b)
+int nsa_topowatch_slots_moved(struct nsa_topowatch *tw, struct nsa_topology *t)
+{
+	int moved;
+
+	if (!__atomic_load_n(&tw->moved, __ATOMIC_ACQUIRE))
+		return 0;
+	pthread_mutex_lock(&tw->lock);
+	moved = __atomic_exchange_n(&tw->moved, 0, __ATOMIC_ACQ_REL);
+	if (moved)
+		*t = tw->latest;
+	pthread_mutex_unlock(&tw->lock);
+	return moved;
+}
+
+int nsa_topowatch_same_masters(const struct nsa_topology *a,
+			       const struct nsa_topology *b)
 {
 	unsigned int i;
 
@@ -78,6 +94,14 @@ static int same_masters(const struct nsa_topology *a,
 			return 0;
 	}
 	return 1;
+}
+
+static int same_slots(const struct nsa_topology *a,
+		      const struct nsa_topology *b)
+{
+	return memcmp(a->slot_node, b->slot_node, sizeof(a->slot_node)) == 0 &&
+	       memcmp(a->slot_covered, b->slot_covered,
+		      sizeof(a->slot_covered)) == 0;
 }
 
 static int stopping(const struct nsa_topowatch *tw)
@@ -97,7 +121,7 @@ static void *topowatch_main(void *arg)
 	}
 	while (!nsdp_sleep_ms_unless(tw->stop, tw->period_ms)) {
 		uint64_t gen;
-		int valid, changed;
+		int valid, changed, moved = 0;
 
 		pthread_mutex_lock(&tw->lock);
 		valid = tw->valid;
@@ -108,12 +132,19 @@ static void *topowatch_main(void *arg)
 			continue;
 		pthread_mutex_lock(&tw->lock);
 		changed = tw->valid && tw->gen == gen &&
-			  !same_masters(t, &tw->ref);
-		pthread_mutex_unlock(&tw->lock);
-		if (changed) {
-			__atomic_store_n(&tw->changed, 1, __ATOMIC_RELEASE);
-			tw->wake(tw->wake_arg);
+			  !nsa_topowatch_same_masters(t, &tw->ref);
+		if (tw->valid && tw->gen == gen && !changed &&
+		    !same_slots(t, &tw->ref)) {
+			tw->latest = *t;
+			moved = 1;
 		}
+		pthread_mutex_unlock(&tw->lock);
+		if (changed)
+			__atomic_store_n(&tw->changed, 1, __ATOMIC_RELEASE);
+		if (moved)
+			__atomic_store_n(&tw->moved, 1, __ATOMIC_RELEASE);
+		if (changed || moved)
+			tw->wake(tw->wake_arg);
 	}
 	free(t);
 	return NULL;

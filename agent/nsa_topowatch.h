@@ -1,7 +1,8 @@
 /*
  * nsa_topowatch.h - the standby's topology watcher: a thread that asks the
  * store for its topology every [standby] topology_check_ms and flags the
- * subscriber when the masters it follows are no longer the masters.
+ * subscriber when the masters it follows are no longer the masters, or
+ * when slots moved between them.
  */
 #ifndef NSA_TOPOWATCH_H
 #define NSA_TOPOWATCH_H
@@ -24,9 +25,11 @@ struct nsa_topowatch {
 	 * (both under lock); changed is read with __atomic. */
 	pthread_mutex_t lock;
 	struct nsa_topology ref;
+	struct nsa_topology latest; /* the map slots moved to */
 	uint64_t gen;
 	int valid;
 	int changed;
+	int moved;
 };
 
 void nsa_topowatch_init(struct nsa_topowatch *tw,
@@ -46,5 +49,13 @@ void nsa_topowatch_follow(struct nsa_topowatch *tw,
 void nsa_topowatch_pause(struct nsa_topowatch *tw);
 /* Whether the masters changed since the last follow (and clear it). */
 int nsa_topowatch_changed(struct nsa_topowatch *tw);
+/* Whether slots moved between the same masters since the last follow:
+ * then 1, with the new topology in t (and clears it). */
+int nsa_topowatch_slots_moved(struct nsa_topowatch *tw, struct nsa_topology *t);
+
+/* Whether a and b have the same masters with the same channels: what the
+ * subscriptions depend on. */
+int nsa_topowatch_same_masters(const struct nsa_topology *a,
+			       const struct nsa_topology *b);
 
 #endif

@@ -373,6 +373,9 @@ static void config_key(struct nsa_config *conf, const char *key)
 		memcpy(conf->batch_key, key, conf->batch_key_len);
 }
 
+/* [standby] topology_check_ms of the standbys the next tests start. */
+static unsigned int topology_check_ms = 1000;
+
 /* A standby started on port with batch key key and store user and
  * password (each NULL: none). */
 static struct nsa_standby *
@@ -395,6 +398,7 @@ standby_start_as(int port, enum nsa_publish_mode mode, uint32_t capacity,
 	/* One host, one clock: a batch sent half a second before the
 	 * subscription began is a replay. */
 	conf.clock_slack_ms = 500;
+	conf.topology_check_ms = topology_check_ms;
 	config_key(&conf, key);
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
@@ -445,6 +449,174 @@ static void assert_lookups(struct nsa_standby *sb, const struct active *a,
 					       a->table[i].proto,
 					       &a->table[i].orig, &out),
 			     rc, "session %u", i);
+}
+
+/* How the standby's table differs from the active's: sessions missing or
+ * wrong, and live sessions the active does not have. */
+static void table_diff(struct nsdp_table *t, const struct active *a,
+		       uint64_t *missing, uint64_t *extra)
+{
+	struct nsdp_table_stats st;
+	uint64_t live = 0, found = 0;
+	uint32_t i;
+
+	*missing = 0;
+	for (i = 0; i < a->size; i++) {
+		struct ns_session out;
+		int rc = nsdp_table_lookup(t, a->table[i].proto,
+					   &a->table[i].orig, &out);
+
+		live += a->live[i];
+		if (a->live[i] && rc == 0 &&
+		    ns_session_equal_state(&out, &a->table[i]))
+			found++;
+		else if (a->live[i])
+			(*missing)++;
+	}
+	nsdp_table_stats(t, &st);
+	*extra = st.live - found;
+}
+
+/* ---- resharding by hand ---------------------------------------------------- */
+
+static redisReply *cmd_ok(redisContext *c, int argc, const char **argv,
+			  const size_t *lens)
+{
+	redisReply *r = redisCommandArgv(c, argc, argv, lens);
+
+	cr_assert(r && r->type != REDIS_REPLY_ERROR, "%s: %s", argv[0],
+		  r ? r->str : c->errstr);
+	return r;
+}
+
+static void node_id(redisContext *c, char id[41])
+{
+	redisReply *r = redisCommand(c, "CLUSTER MYID");
+
+	cr_assert(r && r->type == REDIS_REPLY_STRING && r->len == 40);
+	memcpy(id, r->str, 41);
+	freeReplyObject(r);
+}
+
+static void setslot(redisContext *c, unsigned int slot, const char *how,
+		    const char *id)
+{
+	char s[8];
+	const char *argv[] = {"CLUSTER", "SETSLOT", s, how, id};
+
+	snprintf(s, sizeof(s), "%u", slot);
+	freeReplyObject(cmd_ok(c, 5, argv, NULL));
+}
+
+/* Move slots [first, last] from master from to master to as
+ * redis-cli --cluster reshard does: IMPORTING on to, MIGRATING on from,
+ * MIGRATE of the keys, then the slot given to to on every master. With
+ * half, only every other key of the range moves and the slots stay
+ * MIGRATING/IMPORTING. Returns how many keys moved. */
+static unsigned int move_slots(struct active *a, unsigned int from,
+			       unsigned int to, unsigned int first,
+			       unsigned int last, int half)
+{
+	const struct nsa_addr *dst = &a->topo.nodes[to].addr;
+	char src_id[41], dst_id[41], port[8], slot[8];
+	unsigned int s, i, k = 0, moved = 0;
+
+	node_id(a->c[from], src_id);
+	node_id(a->c[to], dst_id);
+	snprintf(port, sizeof(port), "%u", dst->port);
+	for (s = first; s <= last; s++) {
+		const char *list[] = {"CLUSTER", "GETKEYSINSLOT", slot, "1000"};
+		redisReply *keys;
+
+		setslot(a->c[to], s, "IMPORTING", src_id);
+		setslot(a->c[from], s, "MIGRATING", dst_id);
+		snprintf(slot, sizeof(slot), "%u", s);
+		keys = cmd_ok(a->c[from], 4, list, NULL);
+		for (i = 0; i < keys->elements; i++, k++) {
+			const char *argv[] = {"MIGRATE", dst->host,
+					      port,	 "",
+					      "0",	 "5000",
+					      "KEYS",	 keys->element[i]->str};
+			size_t lens[8];
+			unsigned int j;
+
+			if (half && k % 2)
+				continue;
+			for (j = 0; j < 8; j++)
+				lens[j] = strlen(argv[j]);
+			lens[7] = keys->element[i]->len;
+			freeReplyObject(cmd_ok(a->c[from], 8, argv, lens));
+			moved++;
+		}
+		freeReplyObject(keys);
+		if (half)
+			continue;
+		setslot(a->c[to], s, "NODE", dst_id);
+		setslot(a->c[from], s, "NODE", dst_id);
+		for (i = 0; i < a->topo.n_nodes; i++)
+			if (i != from && i != to)
+				setslot(a->c[i], s, "NODE", dst_id);
+	}
+	return moved;
+}
+
+/* The active follows the store's new slot map (its masters and their
+ * channels unchanged). */
+static void active_refetch(struct active *a)
+{
+	struct nsa_store_conf sc;
+	struct nsa_topology t;
+	char err[256];
+	unsigned int i;
+
+	store_conf(&sc, a->topo.nodes[0].addr.port, NSA_PUBLISH_AUTO);
+	cr_assert_eq(nsa_topology_fetch(&sc, &t, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(t.n_nodes, a->topo.n_nodes);
+	for (i = 0; i < t.n_nodes; i++) {
+		cr_assert(nsa_addr_equal(&t.nodes[i].addr,
+					 &a->topo.nodes[i].addr));
+		cr_assert_eq(t.nodes[i].channel_slot,
+			     a->topo.nodes[i].channel_slot);
+	}
+	a->topo = t;
+}
+
+/* Up to n indices in [0, size) of live sessions on master node, in slots
+ * below below; returns how many. */
+static uint32_t sessions_on(const struct active *a, unsigned int node,
+			    unsigned int below, uint32_t *idx, uint32_t n)
+{
+	uint32_t i, m = 0;
+
+	for (i = 0; i < a->size && m < n; i++) {
+		uint8_t key[NS_KEY_LEN];
+
+		if (!a->live[i] || node_of(a, &a->table[i]) != node)
+			continue;
+		ns_key_build(a->table[i].proto, &a->table[i].orig, key);
+		if (ns_key_slot(key, NS_KEY_LEN) < below)
+			idx[m++] = i;
+	}
+	return m;
+}
+
+/* Up to n indices from first on whose sessions' slots are below below
+ * (new sessions, kept out of slots being moved); returns how many. */
+static uint32_t fresh_below(uint32_t first, unsigned int below, uint32_t *idx,
+			    uint32_t n)
+{
+	uint32_t i, m = 0;
+
+	for (i = first; m < n; i++) {
+		struct ns_session s = sess(i, NS_EV_CREATE);
+		uint8_t key[NS_KEY_LEN];
+
+		ns_key_build(s.proto, &s.orig, key);
+		if (ns_key_slot(key, NS_KEY_LEN) < below)
+			idx[m++] = i;
+	}
+	return m;
 }
 
 /* ---- fixtures ------------------------------------------------------------ */
@@ -1144,5 +1316,164 @@ Test(standby, cold_load_of_a_million_sessions_from_a_plain_server,
 	       (double)ts.memory_bytes / (double)ts.live);
 	cr_assert_eq(ts.live, n);
 	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	pair_close(sb, &a);
+}
+
+/* Slots 16000-16383 move from the last master to the first: every master
+ * keeps its lowest slot, so its channel, and the masters are the same. A
+ * gap on the last master's channel then resyncs it: the resync must read
+ * the moved slots from their new owner, not delete their sessions because
+ * the old owner has none left, and must still delete what the store
+ * deleted in the slots it did read. The watcher is off: the resync alone
+ * must get this right. */
+Test(standby, resync_after_slots_moved_between_the_same_masters_keeps_them,
+     .init = cluster_up, .fini = cluster_down)
+{
+	const uint32_t n = 20000;
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+	struct active a;
+	uint32_t gone[50];
+	uint64_t missing, extra;
+	unsigned int moved;
+
+	topology_check_ms = 0;
+	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, n + 1000, 100000);
+	topology_check_ms = 1000;
+	active_write_range(&a, 0, n, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(sb, &a, 10));
+	cr_assert_eq(a.topo.slot_node[16383], 2);
+
+	moved = move_slots(&a, 2, 0, 16000, 16383, 0);
+	active_refetch(&a);
+	cr_assert_eq(a.topo.slot_node[16000], 0);
+	cr_assert_eq(a.topo.slot_node[15999], 2);
+	cr_assert_gt(moved, 300);
+
+	/* Deleted in the store only, on the last master's own slots: the
+	 * resync must remove them. Then a gap on its channel. */
+	cr_assert_eq(sessions_on(&a, 2, 16000, gone, 50), 50);
+	active_write(&a, gone, 50, NS_EV_DELETE, 0);
+	a.seq[2]++;
+	active_write_range(&a, n, 1000, NS_EV_CREATE, 1);
+	cr_assert_geq(WAIT_STAT(sb, gaps, 1, 5), 1);
+
+	if (!wait_exact(sb, &a, 10)) {
+		table_diff(nsa_standby_table(sb), &a, &missing, &extra);
+		nsa_standby_stats(sb, &st);
+		cr_assert_fail("after the resync: %lu sessions missing or "
+			       "wrong, %lu extra (%u keys moved, %lu "
+			       "resyncs, %lu gaps)",
+			       (unsigned long)missing, (unsigned long)extra,
+			       moved, (unsigned long)st.resyncs,
+			       (unsigned long)st.gaps);
+	}
+	pair_close(sb, &a);
+}
+
+/* A resync that runs while slots are half moved (MIGRATING on the last
+ * master, IMPORTING on the first, every other key moved): the keys already
+ * moved are not on the master being read, and their sessions must stay;
+ * sessions the store deleted in those slots must go. The migration then
+ * ends and the table still equals the store. */
+Test(standby, resync_during_a_slot_migration_reads_both_halves,
+     .init = cluster_up, .fini = cluster_down)
+{
+	const uint32_t n = 20000;
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+	struct active a;
+	uint32_t gone[70], fresh[1000], k, m;
+	uint64_t missing, extra;
+	unsigned int moved;
+
+	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, n + 6000, 100000);
+	active_write_range(&a, 0, n, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(sb, &a, 10));
+
+	/* Deleted in the store only, in the slots about to move and in the
+	 * last master's others: the resync must remove both. */
+	cr_assert_eq(sessions_on(&a, 2, 16000, gone, 50), 50);
+	for (k = 0, m = 50; k < n && m < 70; k++) {
+		uint8_t key[NS_KEY_LEN];
+
+		ns_key_build(a.table[k].proto, &a.table[k].orig, key);
+		if (ns_key_slot(key, NS_KEY_LEN) >= 16000)
+			gone[m++] = k;
+	}
+	cr_assert_eq(m, 70);
+	active_write(&a, gone, 70, NS_EV_DELETE, 0);
+
+	moved = move_slots(&a, 2, 0, 16000, 16383, 1);
+	cr_assert_gt(moved, 150);
+	a.seq[2]++;
+	/* New sessions outside the migrating slots only. */
+	cr_assert_eq(fresh_below(n, 16000, fresh, 1000), 1000);
+	active_write(&a, fresh, 1000, NS_EV_CREATE, 1);
+	cr_assert_geq(WAIT_STAT(sb, gaps, 1, 5), 1);
+	WAIT_STAT(sb, resyncs, 4, 5);
+
+	if (!wait_exact(sb, &a, 10)) {
+		table_diff(nsa_standby_table(sb), &a, &missing, &extra);
+		nsa_standby_stats(sb, &st);
+		cr_assert_fail("resync mid-migration: %lu sessions missing or "
+			       "wrong, %lu extra (%u keys moved, %lu "
+			       "resyncs)",
+			       (unsigned long)missing, (unsigned long)extra,
+			       moved, (unsigned long)st.resyncs);
+	}
+
+	/* The migration ends; the store's deletes in the moved slots reach
+	 * the table through the resync of the slots' new owner. */
+	move_slots(&a, 2, 0, 16000, 16383, 0);
+	active_refetch(&a);
+	cr_assert_eq(a.topo.slot_node[16000], 0);
+	active_write_range(&a, n + 5000, 1000, NS_EV_CREATE, 1);
+	if (!wait_exact(sb, &a, 10)) {
+		table_diff(nsa_standby_table(sb), &a, &missing, &extra);
+		cr_assert_fail("after the migration: %lu sessions missing or "
+			       "wrong, %lu extra",
+			       (unsigned long)missing, (unsigned long)extra);
+	}
+	pair_close(sb, &a);
+}
+
+/* Slots moving between the same masters are the watcher's business too:
+ * sessions the store deleted while their notifications were lost, in the
+ * slots that move, go once the watcher sees the new map, without a gap
+ * and without resubscribing. */
+Test(standby, watcher_resyncs_the_masters_slots_moved_between,
+     .init = cluster_up, .fini = cluster_down)
+{
+	const uint32_t n = 20000;
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+	struct active a;
+	uint32_t gone[20], k, m;
+	uint64_t missing, extra;
+
+	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, n, 100000);
+	active_write_range(&a, 0, n, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(sb, &a, 10));
+	for (k = 0, m = 0; k < n && m < 20; k++) {
+		uint8_t key[NS_KEY_LEN];
+
+		ns_key_build(a.table[k].proto, &a.table[k].orig, key);
+		if (ns_key_slot(key, NS_KEY_LEN) >= 16000)
+			gone[m++] = k;
+	}
+	cr_assert_eq(m, 20);
+	active_write(&a, gone, 20, NS_EV_DELETE, 0);
+
+	move_slots(&a, 2, 0, 16000, 16383, 0);
+	if (!wait_exact(sb, &a, 10)) {
+		table_diff(nsa_standby_table(sb), &a, &missing, &extra);
+		cr_assert_fail("after the move: %lu sessions missing or wrong, "
+			       "%lu extra",
+			       (unsigned long)missing, (unsigned long)extra);
+	}
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.gaps, 0);
+	cr_assert_eq(st.resubscribes, 0);
 	pair_close(sb, &a);
 }
