@@ -35,7 +35,7 @@
  *   is not stale in its sequence nor sent before its subscription began
  *   (less [standby] clock_slack_ms); otherwise it is counted and dropped.
  *
- * Not here: replicas as load sources.
+ * Not here: how a resync runs (nsa_resync.c), replicas as load sources.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -64,280 +64,7 @@
 #include "nsdp_stat.h"
 #include "nsdp_time.h"
 
-#define SB_BACKOFF_MIN_MS 100
-#define SB_BACKOFF_MAX_MS 2000
-#define SB_SUBSCRIBE_TIMEOUT_MS 2000
-#define SB_PURGE_PERIOD_NS (1000ull * 1000 * 1000)
-
-struct sb_node {
-	struct nsa_addr addr;
-	char channel[NS_CHANNEL_MAX];
-	struct nsa_sub sub;
-	int loaded_once; /* a resync of this master finished */
-	int scan_only; /* GETKEYSINSLOT was refused: load with SCAN */
-	struct nsa_loader ld;
-	int resyncing; /* the table's resync for this master is begun */
-	uint64_t gen;
-	uint32_t mark;
-	uint64_t retry_at; /* monotonic ns; 0 = no retry pending */
-	/* Realtime when the subscription began, less the clock slack: a
-	 * batch sent before it is old (nsa_order_seq). */
-	uint64_t not_before_ns;
-	uint64_t unread_warned; /* moved << 32 | unread, last logged */
-};
-
-struct nsa_standby {
-	struct nsa_config conf;
-	struct nsdp_table *table;
-	int own_table; /* created here, freed with the standby */
-	pthread_t thread;
-	int running;
-	int stop;
-	int wake_fd;
-
-	struct nsa_topology topo;
-	struct nsa_topology fresh; /* a newer map, being adopted */
-	struct sb_node nodes[NSA_MAX_NODES];
-	unsigned int n_nodes;
-	uint32_t resync_counter;
-	int reset; /* the run loop must tear down and start over */
-
-	struct nsa_topowatch watch;
-	uint8_t scope[NS_SLOTS];
-
-	struct nsa_order order;
-	struct nsa_dumpreq dump;
-
-	struct nsa_standby_stats st;
-	struct nsa_lag_batch lag; /* of the batch being applied */
-};
-
-#define SB_STAT_ADD(sb, f, v) NSDP_STAT_ADD((sb)->st.f, v)
-
-static int stopping(const struct nsa_standby *sb)
-{
-	return __atomic_load_n(&sb->stop, __ATOMIC_ACQUIRE);
-}
-
-static void wake(void *arg)
-{
-	struct nsa_standby *sb = arg;
-	uint64_t one = 1;
-
-	if (write(sb->wake_fd, &one, sizeof(one)) < 0) {
-		/* the counter saturated: the thread is awake anyway */
-	}
-}
-
-/* ---- resyncs ------------------------------------------------------ */
-
-static unsigned int resync_apply(void *arg, unsigned int node,
-				 const struct ns_session *s, unsigned int n)
-{
-	struct nsa_standby *sb = arg;
-	const struct sb_node *nd = &sb->nodes[node];
-	unsigned int i, loaded = 0;
-
-	for (i = 0; i < n; i++)
-		nsdp_table_prefetch(sb->table, &s[i]);
-	for (i = 0; i < n; i++)
-		if (nsdp_table_apply_resync(sb->table, &s[i], nd->gen,
-					    nd->mark) == 0)
-			loaded++;
-	SB_STAT_ADD(sb, loaded, loaded);
-	return loaded;
-}
-
-static void resync_bad(void *arg, uint64_t n)
-{
-	struct nsa_standby *sb = arg;
-
-	SB_STAT_ADD(sb, bad_values, n);
-}
-
-static void resync_close(struct nsa_standby *sb, struct sb_node *nd)
-{
-	nsa_loader_close(&nd->ld);
-	if (nd->resyncing)
-		nsdp_table_resync_abort(sb->table);
-	nd->resyncing = 0;
-}
-
-/* The slots where a resync of node may remove what it did not read: the
- * node's by the map, and read whole by its loader. */
-static void node_scope(const struct nsa_standby *sb, unsigned int node,
-		       uint8_t *scope)
-{
-	unsigned int s;
-
-	for (s = 0; s < NS_SLOTS; s++)
-		scope[s] = sb->topo.slot_covered[s] &&
-			   sb->topo.slot_node[s] == node &&
-			   nsa_loader_slot_read(&sb->nodes[node].ld, s);
-}
-
-static void sync_check(struct nsa_standby *sb)
-{
-	unsigned int i;
-
-	if (sb->st.synced)
-		return;
-	for (i = 0; i < sb->n_nodes; i++)
-		if (!sb->nodes[i].loaded_once)
-			return;
-	__atomic_store_n(&sb->st.synced, 1, __ATOMIC_RELAXED);
-	NSA_INFO("standby: synced, %" PRIu64 " sessions in the table",
-		 __atomic_load_n(&sb->st.loaded, __ATOMIC_RELAXED));
-}
-
-static void resync_start(struct nsa_standby *sb, unsigned int node);
-static void topo_refresh(struct nsa_standby *sb);
-
-static void resync_finish(struct nsa_standby *sb, unsigned int node)
-{
-	struct sb_node *nd = &sb->nodes[node];
-	uint32_t moved = nd->ld.slots_moved, unread = nd->ld.slots_unread;
-	uint64_t removed;
-
-	node_scope(sb, node, sb->scope);
-	removed = nsdp_table_resync_finish(sb->table, nd->gen, nd->mark,
-					   sb->scope);
-	nd->resyncing = 0; /* resync_finish ended the table's resync */
-	resync_close(sb, nd);
-	SB_STAT_ADD(sb, resyncs, 1);
-	NSA_DEBUG("standby: resync of %s:%u done, %" PRIu64 " read, %" PRIu64
-		  " removed, %" PRIu32 " slots migrating",
-		  nd->addr.host, nd->addr.port, nd->ld.loaded, removed,
-		  nd->ld.slots_migrating);
-	if (moved == 0 && unread == 0) {
-		nd->loaded_once = 1;
-		nd->unread_warned = 0;
-		sync_check(sb);
-		return;
-	}
-	/* Slots left as they were: read again later, and at once with a
-	 * fresh map when the node no longer serves some of them. */
-	if (nd->unread_warned != ((uint64_t)moved << 32 | unread))
-		NSA_WARN(
-			"standby: %s:%u no longer serves %" PRIu32
-			" slot(s) of the map and %" PRIu32
-			" migrating slot(s) could not be read on their target; "
-			"their sessions were kept",
-			nd->addr.host, nd->addr.port, moved, unread);
-	nd->unread_warned = (uint64_t)moved << 32 | unread;
-	nd->retry_at = nsdp_mono_ns() + SB_BACKOFF_MAX_MS * 1000000ull / 2;
-	if (moved)
-		topo_refresh(sb);
-}
-
-static void resync_fail(struct nsa_standby *sb, unsigned int node,
-			const char *why)
-{
-	struct sb_node *nd = &sb->nodes[node];
-
-	NSA_WARN("standby: resync of %s:%u failed (%s), retrying",
-		 nd->addr.host, nd->addr.port, why);
-	resync_close(sb, nd);
-	nd->retry_at = nsdp_mono_ns() + SB_BACKOFF_MAX_MS * 1000000ull / 2;
-}
-
-/* What a loader call returned: finish, fail, or fall back to SCAN. */
-static void resync_step(struct nsa_standby *sb, unsigned int node, int rc);
-
-/* Follow slots that moved between the same masters: the map changes in
- * place and the masters that gave or took slots are resynced with it;
- * other masters' resyncs (their slots unchanged) go on. Other masters
- * reset everything. */
-static void topo_adopt(struct nsa_standby *sb, const struct nsa_topology *t)
-{
-	uint8_t touched[NSA_MAX_NODES] = {0};
-	unsigned int s, i, n = 0;
-
-	if (!nsa_topowatch_same_masters(t, &sb->topo)) {
-		NSA_WARN("standby: the store's masters changed; resubscribing "
-			 "and resyncing");
-		SB_STAT_ADD(sb, topology_changes, 1);
-		sb->reset = 1;
-		return;
-	}
-	for (s = 0; s < NS_SLOTS; s++) {
-		int was = sb->topo.slot_covered[s] ? sb->topo.slot_node[s] : -1;
-		int now = t->slot_covered[s] ? t->slot_node[s] : -1;
-
-		if (was == now)
-			continue;
-		if (was >= 0)
-			touched[was] = 1;
-		if (now >= 0)
-			touched[now] = 1;
-		n++;
-	}
-	memcpy(sb->topo.slot_node, t->slot_node, sizeof(t->slot_node));
-	memcpy(sb->topo.slot_covered, t->slot_covered, sizeof(t->slot_covered));
-	nsa_topowatch_follow(&sb->watch, &sb->topo);
-	if (n)
-		NSA_INFO("standby: %u slot(s) moved between masters; "
-			 "resyncing the masters concerned",
-			 n);
-	for (i = 0; i < sb->n_nodes; i++)
-		if (touched[i])
-			resync_start(sb, i);
-}
-
-/* Fetch the topology now (blocking: only when a master said the map is
- * out of date) and adopt it. */
-static void topo_refresh(struct nsa_standby *sb)
-{
-	char err[256] = "";
-
-	if (nsa_topology_fetch(&sb->conf.store, &sb->fresh, err, sizeof(err)) <
-		    0 ||
-	    sb->fresh.n_nodes == 0) {
-		NSA_WARN("standby: cannot refresh the slot map: %s",
-			 err[0] ? err : "no master");
-		return;
-	}
-	topo_adopt(sb, &sb->fresh);
-}
-
-/* Start (or restart) the resync of one master. */
-static void resync_start(struct nsa_standby *sb, unsigned int node)
-{
-	struct sb_node *nd = &sb->nodes[node];
-	const struct nsa_loader_sink sink = {resync_apply, resync_bad, sb};
-	char err[256] = "";
-
-	resync_close(sb, nd);
-	nd->retry_at = 0;
-	if (nsa_loader_open(&nd->ld, &sb->conf.store, &sb->topo, node, &sink,
-			    err, sizeof(err)) < 0) {
-		resync_fail(sb, node, err[0] ? err : "connect");
-		return;
-	}
-	nd->gen = nsdp_table_resync_begin(sb->table);
-	nd->mark = ++sb->resync_counter;
-	nd->resyncing = 1;
-	resync_step(
-		sb, node,
-		nsa_loader_begin(&nd->ld, sb->topo.cluster && !nd->scan_only));
-}
-
-static void resync_step(struct nsa_standby *sb, unsigned int node, int rc)
-{
-	struct sb_node *nd = &sb->nodes[node];
-
-	if (rc == NSA_LOADER_DONE) {
-		resync_finish(sb, node);
-	} else if (rc == NSA_LOADER_SLOTS_REFUSED) {
-		NSA_WARN("standby: %s:%u refuses CLUSTER GETKEYSINSLOT (%s): "
-			 "loading with SCAN",
-			 nd->addr.host, nd->addr.port, nd->ld.why);
-		nd->scan_only = 1;
-		resync_start(sb, node);
-	} else if (rc < 0) {
-		resync_fail(sb, node, nd->ld.why);
-	}
-}
+#include "nsa_standby_impl.h"
 
 /* ---- live batches ------------------------------------------------- */
 
@@ -403,7 +130,7 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 			 "), resyncing %s:%u",
 			 sb->nodes[node].channel, h.publisher_id, h.seq,
 			 sb->nodes[node].addr.host, sb->nodes[node].addr.port);
-		resync_start(sb, node);
+		nsa_sb_resync_start(sb, node);
 	}
 }
 
@@ -437,7 +164,7 @@ static void sb_teardown(struct nsa_standby *sb)
 	unsigned int i;
 
 	for (i = 0; i < sb->n_nodes; i++) {
-		resync_close(sb, &sb->nodes[i]);
+		nsa_sb_resync_close(sb, &sb->nodes[i]);
 		sb->nodes[i].retry_at = 0;
 		nsa_sub_close(&sb->nodes[i].sub);
 	}
@@ -475,7 +202,7 @@ static void resync_check_alive(struct nsa_standby *sb, unsigned int node,
 
 	if (ping_ns && nsa_loader_waiting(ld) &&
 	    now - ld->last_rx_ns >= 3 * ping_ns)
-		resync_fail(sb, node, "no reply");
+		nsa_sb_resync_fail(sb, node, "no reply");
 }
 
 /* Fetch the topology and subscribe everywhere, with backoff, until done
@@ -486,7 +213,7 @@ static int sb_setup(struct nsa_standby *sb)
 	int backoff = SB_BACKOFF_MIN_MS;
 	unsigned int i;
 
-	while (!stopping(sb)) {
+	while (!nsa_sb_stopping(sb)) {
 		int rc;
 
 		err[0] = 0;
@@ -545,11 +272,11 @@ static void sb_run(struct nsa_standby *sb)
 	unsigned int i;
 
 	for (i = 0; i < sb->n_nodes; i++)
-		resync_start(sb, i);
+		nsa_sb_resync_start(sb, i);
 	for (i = 0; i < sb->n_nodes; i++)
 		sub_drain(sb, i); /* replies read along with the confirmation */
 
-	while (!stopping(sb) && !sb->reset) {
+	while (!nsa_sb_stopping(sb) && !sb->reset) {
 		uint64_t now = nsdp_mono_ns();
 		int n = 0, k, timeout = 100;
 		uint64_t v;
@@ -563,7 +290,7 @@ static void sb_run(struct nsa_standby *sb)
 			break;
 		}
 		if (nsa_topowatch_slots_moved(&sb->watch, &sb->fresh)) {
-			topo_adopt(sb, &sb->fresh);
+			nsa_sb_topo_adopt(sb, &sb->fresh);
 			if (sb->reset)
 				break;
 		}
@@ -582,9 +309,9 @@ static void sb_run(struct nsa_standby *sb)
 						 .events = POLLIN};
 			who[n++] = (int)(2 * i);
 			if (!ld->conn && nd->retry_at && now >= nd->retry_at)
-				resync_start(sb, i);
+				nsa_sb_resync_start(sb, i);
 			if (ld->conn && nsa_loader_flush(ld) < 0)
-				resync_fail(sb, i, ld->why);
+				nsa_sb_resync_fail(sb, i, ld->why);
 			if (ld->conn) {
 				pfd[n] = (struct pollfd){
 					.fd = ld->conn->fd,
@@ -619,7 +346,7 @@ static void sb_run(struct nsa_standby *sb)
 			node = (unsigned int)who[k] / 2;
 			if (who[k] & 1) {
 				if (sb->nodes[node].ld.conn)
-					resync_step(
+					nsa_sb_resync_step(
 						sb, node,
 						nsa_loader_on_readable(
 							&sb->nodes[node].ld));
@@ -651,13 +378,13 @@ static void *sb_main(void *arg)
 {
 	struct nsa_standby *sb = arg;
 
-	while (!stopping(sb)) {
+	while (!nsa_sb_stopping(sb)) {
 		if (sb_setup(sb) < 0)
 			break;
 		sb->reset = 0;
 		sb_run(sb);
 		sb_teardown(sb);
-		if (sb->reset && !stopping(sb)) {
+		if (sb->reset && !nsa_sb_stopping(sb)) {
 			SB_STAT_ADD(sb, resubscribes, 1);
 			nsdp_sleep_ms_unless(&sb->stop, SB_BACKOFF_MIN_MS);
 		}
@@ -694,7 +421,8 @@ struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
 	}
 	nsa_dumpreq_init(&sb->dump);
 	nsa_topowatch_init(&sb->watch, &sb->conf.store,
-			   sb->conf.topology_check_ms, &sb->stop, wake, sb);
+			   sb->conf.topology_check_ms, &sb->stop, nsa_sb_wake,
+			   sb);
 	nsa_lag_batch_init(&sb->lag);
 	return sb;
 }
@@ -725,7 +453,7 @@ void nsa_standby_stop(struct nsa_standby *sb)
 	if (!sb || !sb->running)
 		return;
 	__atomic_store_n(&sb->stop, 1, __ATOMIC_RELEASE);
-	wake(sb);
+	nsa_sb_wake(sb);
 	pthread_join(sb->thread, NULL);
 	nsa_topowatch_join(&sb->watch);
 	sb->running = 0;
@@ -790,5 +518,5 @@ int64_t nsa_standby_dump(struct nsa_standby *sb, const char *path,
 		return strlen(path) >= sizeof(sb->dump.path)
 			       ? -ENAMETOOLONG
 			       : nsdp_table_dump(sb->table, path);
-	return nsa_dumpreq_ask(&sb->dump, path, timeout_ms, wake, sb);
+	return nsa_dumpreq_ask(&sb->dump, path, timeout_ms, nsa_sb_wake, sb);
 }

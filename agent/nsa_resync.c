@@ -1,0 +1,228 @@
+/*
+ * nsa_resync.c - the subscriber's resyncs: a master's sessions read again
+ * from the store with a loader (nsa_loader.c) while live batches keep
+ * being applied, and the slot map adopted when slots move between the same
+ * masters.
+ *
+ * Invariants: a resync removes only sessions of slots its loader read
+ * whole from their current owner (nsa_loader_slot_read); a resync that met
+ * a slot it could not read is repeated later and does not count towards
+ * synced. Runs on the subscriber thread only.
+ *
+ * Not here: subscriptions and live batches (nsa_standby.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "nsa_log.h"
+#include "nsa_standby_impl.h"
+#include "nsdp_time.h"
+
+static unsigned int resync_apply(void *arg, unsigned int node,
+				 const struct ns_session *s, unsigned int n)
+{
+	struct nsa_standby *sb = arg;
+	const struct sb_node *nd = &sb->nodes[node];
+	unsigned int i, loaded = 0;
+
+	for (i = 0; i < n; i++)
+		nsdp_table_prefetch(sb->table, &s[i]);
+	for (i = 0; i < n; i++)
+		if (nsdp_table_apply_resync(sb->table, &s[i], nd->gen,
+					    nd->mark) == 0)
+			loaded++;
+	SB_STAT_ADD(sb, loaded, loaded);
+	return loaded;
+}
+
+static void resync_bad(void *arg, uint64_t n)
+{
+	struct nsa_standby *sb = arg;
+
+	SB_STAT_ADD(sb, bad_values, n);
+}
+
+void nsa_sb_resync_close(struct nsa_standby *sb, struct sb_node *nd)
+{
+	nsa_loader_close(&nd->ld);
+	if (nd->resyncing)
+		nsdp_table_resync_abort(sb->table);
+	nd->resyncing = 0;
+}
+
+/* The slots where a resync of node may remove what it did not read: the
+ * node's by the map, and read whole by its loader. */
+static void node_scope(const struct nsa_standby *sb, unsigned int node,
+		       uint8_t *scope)
+{
+	unsigned int s;
+
+	for (s = 0; s < NS_SLOTS; s++)
+		scope[s] = sb->topo.slot_covered[s] &&
+			   sb->topo.slot_node[s] == node &&
+			   nsa_loader_slot_read(&sb->nodes[node].ld, s);
+}
+
+static void sync_check(struct nsa_standby *sb)
+{
+	unsigned int i;
+
+	if (sb->st.synced)
+		return;
+	for (i = 0; i < sb->n_nodes; i++)
+		if (!sb->nodes[i].loaded_once)
+			return;
+	__atomic_store_n(&sb->st.synced, 1, __ATOMIC_RELAXED);
+	NSA_INFO("standby: synced, %" PRIu64 " sessions in the table",
+		 __atomic_load_n(&sb->st.loaded, __ATOMIC_RELAXED));
+}
+
+void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node);
+static void topo_refresh(struct nsa_standby *sb);
+
+static void resync_finish(struct nsa_standby *sb, unsigned int node)
+{
+	struct sb_node *nd = &sb->nodes[node];
+	uint32_t moved = nd->ld.slots_moved, unread = nd->ld.slots_unread;
+	uint64_t removed;
+
+	node_scope(sb, node, sb->scope);
+	removed = nsdp_table_resync_finish(sb->table, nd->gen, nd->mark,
+					   sb->scope);
+	nd->resyncing = 0; /* resync_finish ended the table's resync */
+	nsa_sb_resync_close(sb, nd);
+	SB_STAT_ADD(sb, resyncs, 1);
+	NSA_DEBUG("standby: resync of %s:%u done, %" PRIu64 " read, %" PRIu64
+		  " removed, %" PRIu32 " slots migrating",
+		  nd->addr.host, nd->addr.port, nd->ld.loaded, removed,
+		  nd->ld.slots_migrating);
+	if (moved == 0 && unread == 0) {
+		nd->loaded_once = 1;
+		nd->unread_warned = 0;
+		sync_check(sb);
+		return;
+	}
+	/* Slots left as they were: read again later, and at once with a
+	 * fresh map when the node no longer serves some of them. */
+	if (nd->unread_warned != ((uint64_t)moved << 32 | unread))
+		NSA_WARN(
+			"standby: %s:%u no longer serves %" PRIu32
+			" slot(s) of the map and %" PRIu32
+			" migrating slot(s) could not be read on their target; "
+			"their sessions were kept",
+			nd->addr.host, nd->addr.port, moved, unread);
+	nd->unread_warned = (uint64_t)moved << 32 | unread;
+	nd->retry_at = nsdp_mono_ns() + SB_BACKOFF_MAX_MS * 1000000ull / 2;
+	if (moved)
+		topo_refresh(sb);
+}
+
+void nsa_sb_resync_fail(struct nsa_standby *sb, unsigned int node,
+			const char *why)
+{
+	struct sb_node *nd = &sb->nodes[node];
+
+	NSA_WARN("standby: resync of %s:%u failed (%s), retrying",
+		 nd->addr.host, nd->addr.port, why);
+	nsa_sb_resync_close(sb, nd);
+	nd->retry_at = nsdp_mono_ns() + SB_BACKOFF_MAX_MS * 1000000ull / 2;
+}
+
+/* What a loader call returned: finish, fail, or fall back to SCAN. */
+void nsa_sb_resync_step(struct nsa_standby *sb, unsigned int node, int rc);
+
+/* Follow slots that moved between the same masters: the map changes in
+ * place and the masters that gave or took slots are resynced with it;
+ * other masters' resyncs (their slots unchanged) go on. Other masters
+ * reset everything. */
+void nsa_sb_topo_adopt(struct nsa_standby *sb, const struct nsa_topology *t)
+{
+	uint8_t touched[NSA_MAX_NODES] = {0};
+	unsigned int s, i, n = 0;
+
+	if (!nsa_topowatch_same_masters(t, &sb->topo)) {
+		NSA_WARN("standby: the store's masters changed; resubscribing "
+			 "and resyncing");
+		SB_STAT_ADD(sb, topology_changes, 1);
+		sb->reset = 1;
+		return;
+	}
+	for (s = 0; s < NS_SLOTS; s++) {
+		int was = sb->topo.slot_covered[s] ? sb->topo.slot_node[s] : -1;
+		int now = t->slot_covered[s] ? t->slot_node[s] : -1;
+
+		if (was == now)
+			continue;
+		if (was >= 0)
+			touched[was] = 1;
+		if (now >= 0)
+			touched[now] = 1;
+		n++;
+	}
+	memcpy(sb->topo.slot_node, t->slot_node, sizeof(t->slot_node));
+	memcpy(sb->topo.slot_covered, t->slot_covered, sizeof(t->slot_covered));
+	nsa_topowatch_follow(&sb->watch, &sb->topo);
+	if (n)
+		NSA_INFO("standby: %u slot(s) moved between masters; "
+			 "resyncing the masters concerned",
+			 n);
+	for (i = 0; i < sb->n_nodes; i++)
+		if (touched[i])
+			nsa_sb_resync_start(sb, i);
+}
+
+/* Fetch the topology now (blocking: only when a master said the map is
+ * out of date) and adopt it. */
+static void topo_refresh(struct nsa_standby *sb)
+{
+	char err[256] = "";
+
+	if (nsa_topology_fetch(&sb->conf.store, &sb->fresh, err, sizeof(err)) <
+		    0 ||
+	    sb->fresh.n_nodes == 0) {
+		NSA_WARN("standby: cannot refresh the slot map: %s",
+			 err[0] ? err : "no master");
+		return;
+	}
+	nsa_sb_topo_adopt(sb, &sb->fresh);
+}
+
+/* Start (or restart) the resync of one master. */
+void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node)
+{
+	struct sb_node *nd = &sb->nodes[node];
+	const struct nsa_loader_sink sink = {resync_apply, resync_bad, sb};
+	char err[256] = "";
+
+	nsa_sb_resync_close(sb, nd);
+	nd->retry_at = 0;
+	if (nsa_loader_open(&nd->ld, &sb->conf.store, &sb->topo, node, &sink,
+			    err, sizeof(err)) < 0) {
+		nsa_sb_resync_fail(sb, node, err[0] ? err : "connect");
+		return;
+	}
+	nd->gen = nsdp_table_resync_begin(sb->table);
+	nd->mark = ++sb->resync_counter;
+	nd->resyncing = 1;
+	nsa_sb_resync_step(
+		sb, node,
+		nsa_loader_begin(&nd->ld, sb->topo.cluster && !nd->scan_only));
+}
+
+void nsa_sb_resync_step(struct nsa_standby *sb, unsigned int node, int rc)
+{
+	struct sb_node *nd = &sb->nodes[node];
+
+	if (rc == NSA_LOADER_DONE) {
+		resync_finish(sb, node);
+	} else if (rc == NSA_LOADER_SLOTS_REFUSED) {
+		NSA_WARN("standby: %s:%u refuses CLUSTER GETKEYSINSLOT (%s): "
+			 "loading with SCAN",
+			 nd->addr.host, nd->addr.port, nd->ld.why);
+		nd->scan_only = 1;
+		nsa_sb_resync_start(sb, node);
+	} else if (rc < 0) {
+		nsa_sb_resync_fail(sb, node, nd->ld.why);
+	}
+}
