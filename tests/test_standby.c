@@ -627,6 +627,47 @@ Test(standby, seq_gap_triggers_resync_and_table_ends_exact, .init = cluster_up,
 	pair_close(sb, &a);
 }
 
+/* A publisher's seq on a channel starts at 1 (schema/FORMAT.md). Once a
+ * master is loaded, a publisher never seen on its channel that shows up at
+ * seq 500 sent 499 batches the subscription should have carried and did
+ * not: a gap, as for a known publisher. One that starts at 1 is none. */
+Test(standby, unknown_publisher_past_seq_1_after_the_load_is_a_gap,
+     .init = cluster_up, .fini = cluster_down)
+{
+	struct nsdp_table_stats ts;
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+	struct active a;
+	unsigned int i;
+	int exact;
+
+	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000, 100000);
+	/* Batches 1..499 of publisher 77 on every channel: lost, their
+	 * records in the store only. */
+	active_write_range(&a, 0, 1000, NS_EV_CREATE, 0);
+	for (i = 0; i < a.topo.n_nodes; i++)
+		a.seq[i] = 499;
+	active_write_range(&a, 1000, 1000, NS_EV_CREATE, 1);
+	exact = wait_exact(sb, &a, 15);
+	nsa_standby_stats(sb, &st);
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	cr_assert_eq(st.gaps, a.topo.n_nodes,
+		     "gaps %lu, expected %u (%lu live, expected 2000)",
+		     (unsigned long)st.gaps, a.topo.n_nodes,
+		     (unsigned long)ts.live);
+	cr_assert(exact, "table not exact: %lu live, expected 2000",
+		  (unsigned long)ts.live);
+
+	/* A new publisher from seq 1: no gap. */
+	a.publisher_id = 78;
+	memset(a.seq, 0, sizeof(a.seq));
+	active_write_range(&a, 2000, 1000, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(sb, &a, 10));
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.gaps, a.topo.n_nodes);
+	pair_close(sb, &a);
+}
+
 Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
      .fini = cluster_down)
 {
