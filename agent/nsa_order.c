@@ -4,12 +4,16 @@
  * Invariants:
  * - A gateway's epoch only grows here; a batch below it is fenced.
  * - A (publisher, channel) sequence only grows; a batch at or below it is
- *   stale, one past it by more than one is a gap - except the first batch
- *   seen, and the first after a resubscription, which a load covers.
+ *   stale, one past it by more than one is a gap - except the first after
+ *   a resubscription, which a load covers.
+ * - A sequence starts at 1 (schema/FORMAT.md). The first batch seen of a
+ *   (publisher, channel) is a gap when its seq is past 1 and the channel's
+ *   load is done; while a load is running or still to come, it covers
+ *   what came before.
  *
  * Not here: what a gap or a stale batch leads to (nsa_standby.c). The
  * tables are bounded: when full they are forgotten, which can only cost a
- * missed fence or gap check, never a wrong one.
+ * missed fence or stale check, or a needless resync.
  */
 #include "nsa_order.h"
 
@@ -33,7 +37,7 @@ int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h)
 }
 
 enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
-				   const struct ns_batch_hdr *h)
+				   const struct ns_batch_hdr *h, int loaded)
 {
 	struct nsa_pub_seq *p = NULL;
 	enum nsa_seq_verdict v;
@@ -53,11 +57,12 @@ enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
 		*p = (struct nsa_pub_seq){.publisher_id = h->publisher_id,
 					  .channel_slot = channel_slot,
 					  .last = h->seq};
-		/* Not a gap, whatever its seq: the subscription was in place
-		 * before this master's load began, so what the publisher sent
-		 * earlier reached us (and it would be known) or was in the
-		 * store when the load read it. */
-		return NSA_SEQ_NEXT;
+		/* The subscription was in place before this master's load
+		 * began: what the publisher sent before the load was in the
+		 * store when the load read it, what it sent since should have
+		 * reached us. A publisher silent on the channel for the whole
+		 * load and back later costs one needless resync. */
+		return loaded && h->seq > 1 ? NSA_SEQ_GAP : NSA_SEQ_NEXT;
 	}
 	/* Already seen, or older than what was: a master cut off from its
 	 * cluster hands its channel's messages over the cluster bus to the

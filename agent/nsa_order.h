@@ -42,9 +42,11 @@ enum nsa_seq_verdict { NSA_SEQ_NEXT, NSA_SEQ_GAP, NSA_SEQ_STALE };
 int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h);
 
 /* Where a batch received on the channel of channel_slot stands in its
- * sequence (and remember it). */
+ * sequence (and remember it). loaded: the channel's master was loaded
+ * since it was subscribed and no load of it is running, so a publisher's
+ * first batch there must be its seq 1. */
 enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
-				   const struct ns_batch_hdr *h);
+				   const struct ns_batch_hdr *h, int loaded);
 
 /* Every channel was resubscribed (and will be loaded): no gap next. */
 void nsa_order_rebase(struct nsa_order *o);
