@@ -568,7 +568,7 @@ Test(standby, cluster_refusing_getkeysinslot_is_loaded_with_scan,
 	unsigned int i;
 
 	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 6000);
-	active_write_range(&a, 0, 5000, NS_EV_CREATE, 1);
+	active_write_range(&a, 0, 5000, NS_EV_CREATE, 0);
 	for (i = 0; i < a.topo.n_nodes; i++) {
 		redisReply *r = redisCommand(
 			a.c[i], "ACL SETUSER natsync_sb on >secret ~* &* +@all "
@@ -584,6 +584,7 @@ Test(standby, cluster_refusing_getkeysinslot_is_loaded_with_scan,
 	cr_assert(wait_exact(sb, &a, 10));
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.loaded, 5000);
+	cr_assert_eq(st.gaps, 0);
 	cr_assert_eq(st.bad_values, 0);
 	cr_assert_eq(st.resubscribes, 0);
 	pair_close(sb, &a);
@@ -909,7 +910,11 @@ Test(standby, plain_server_works_with_classic_publish, .init = plain_up,
 	cr_assert(wait_exact(sb, &a, 10));
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.records, 2500);
-	cr_assert_eq(st.gaps, 0);
+	/* The publisher was silent for the whole load and came back past
+	 * seq 1: the standby cannot tell that from lost batches, and pays
+	 * one resync. */
+	cr_assert_eq(st.gaps, 1);
+	cr_assert_eq(WAIT_STAT(sb, resyncs, 2, 10), 2);
 	pair_close(sb, &a);
 }
 
