@@ -191,14 +191,14 @@ static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
 	return 0;
 }
 
-static const uint16_t *sort_slots; /* qsort has no context argument */
-
-static int by_slot(const void *a, const void *b)
+/* A key's slot above its index: sorting these sorts by slot, then index,
+ * with no state outside the array (loaders of several standbys run at
+ * once in one process). */
+static int by_slot_then_index(const void *a, const void *b)
 {
-	uint16_t sa = sort_slots[*(const uint32_t *)a];
-	uint16_t sb = sort_slots[*(const uint32_t *)b];
+	uint64_t ka = *(const uint64_t *)a, kb = *(const uint64_t *)b;
 
-	return (sa > sb) - (sa < sb);
+	return (ka > kb) - (ka < kb);
 }
 
 /* A list of keys (owned by reply r): queue MGETs of its session keys, one
@@ -208,7 +208,7 @@ static int on_keys(struct nsa_loader *ld, redisReply *r, redisReply **keys,
 		   size_t n, int one_slot)
 {
 	struct key_batch *b;
-	uint16_t *slots = NULL;
+	uint64_t *sorted = NULL;
 	size_t m = 0, i, first;
 	uint64_t bad = 0;
 	int rc = 0;
@@ -241,26 +241,29 @@ static int on_keys(struct nsa_loader *ld, redisReply *r, redisReply **keys,
 	} else if (one_slot || !ld->topo->cluster) {
 		rc = send_mget(ld, b, 0, (uint32_t)m);
 	} else {
-		slots = malloc(n * sizeof(*slots));
-		if (!slots) {
+		sorted = malloc(m * sizeof(*sorted));
+		if (!sorted) {
 			key_batch_unref(b);
 			return -ENOMEM;
 		}
 		for (i = 0; i < m; i++)
-			slots[b->order[i]] = ns_key_slot(
-				keys[b->order[i]]->str, keys[b->order[i]]->len);
-		sort_slots = slots;
-		qsort(b->order, m, sizeof(uint32_t), by_slot);
+			sorted[i] =
+				(uint64_t)ns_key_slot(keys[b->order[i]]->str,
+						      keys[b->order[i]]->len)
+					<< 32 |
+				b->order[i];
+		qsort(sorted, m, sizeof(*sorted), by_slot_then_index);
+		for (i = 0; i < m; i++)
+			b->order[i] = (uint32_t)sorted[i];
 		for (first = 0; first < m && rc == 0; first = i) {
 			for (i = first + 1;
-			     i < m &&
-			     slots[b->order[i]] == slots[b->order[first]];
+			     i < m && sorted[i] >> 32 == sorted[first] >> 32;
 			     i++)
 				;
 			rc = send_mget(ld, b, (uint32_t)first,
 				       (uint32_t)(i - first));
 		}
-		free(slots);
+		free(sorted);
 	}
 	/* On error the loader is closed, which drops the MGETs' references
 	 * through their expectations. */

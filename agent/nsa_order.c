@@ -4,8 +4,12 @@
  * Invariants:
  * - A gateway's epoch only grows here; a batch below it is fenced.
  * - A (publisher, channel) sequence only grows; a batch at or below it is
- *   stale, one past it by more than one is a gap - except the first batch
- *   seen, and the first after a resubscription, which a load covers.
+ *   stale, one past it by more than one is a gap - except the first after
+ *   a resubscription, which a load covers.
+ * - A sequence starts at 1 (schema/FORMAT.md). The first batch seen of a
+ *   (publisher, channel) is a gap when its seq is past 1 and the channel's
+ *   load is done; while a load is running or still to come, it covers
+ *   what came before.
  * - Replays: a batch (version 2) sent before its subscription began, less
  *   the clock slack, is stale: the standby missed it, and the load read
  *   what it wrote. Sequences are never wiped: when the table is full the
@@ -60,7 +64,7 @@ static struct nsa_pub_seq *pub_slot(struct nsa_order *o)
 
 enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
 				   const struct ns_batch_hdr *h,
-				   uint64_t not_before_ns)
+				   uint64_t not_before_ns, int loaded)
 {
 	const int timed = h->version != NS_BATCH_V1;
 	struct nsa_pub_seq *p = NULL;
@@ -85,11 +89,12 @@ enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
 					  .last = h->seq,
 					  .sent_max = h->sent_ns,
 					  .used = ++o->tick};
-		/* Not a gap, whatever its seq: the subscription was in place
-		 * before this master's load began, so what the publisher sent
-		 * earlier reached us (and it would be known) or was in the
-		 * store when the load read it. */
-		return NSA_SEQ_NEXT;
+		/* The subscription was in place before this master's load
+		 * began: what the publisher sent before the load was in the
+		 * store when the load read it, what it sent since should have
+		 * reached us. A publisher silent on the channel for the whole
+		 * load and back later costs one needless resync. */
+		return loaded && h->seq > 1 ? NSA_SEQ_GAP : NSA_SEQ_NEXT;
 	}
 	/* Already seen, or older than what was: a master cut off from its
 	 * cluster hands its channel's messages over the cluster bus to the

@@ -51,10 +51,12 @@ int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h);
 /* Where a batch received on the channel of channel_slot stands in its
  * sequence (and remember it unless stale). A batch sent (h->sent_ns, a
  * version 2 header) before not_before_ns is stale: the subscription it
- * came by began after it was sent, less the clock slack. */
+ * came by began after it was sent, less the clock slack. loaded: the
+ * channel's master was loaded since it was subscribed and no load of it is
+ * running, so a publisher's first batch there must be its seq 1. */
 enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
 				   const struct ns_batch_hdr *h,
-				   uint64_t not_before_ns);
+				   uint64_t not_before_ns, int loaded);
 
 /* Every channel was resubscribed (and will be loaded): no gap next. */
 void nsa_order_rebase(struct nsa_order *o);

@@ -104,8 +104,9 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 		SB_STAT_ADD(sb, fenced, 1);
 		return;
 	}
-	seq = nsa_order_seq(&sb->order, channel_slot, &h,
-			    sb->nodes[node].not_before_ns);
+	seq = nsa_order_seq(
+		&sb->order, channel_slot, &h, sb->nodes[node].not_before_ns,
+		sb->nodes[node].loaded_once && !sb->nodes[node].resyncing);
 	if (seq == NSA_SEQ_STALE) {
 		SB_STAT_ADD(sb, stale, 1);
 		return;

@@ -97,7 +97,7 @@ found:
 	for (c = home; c != b; c = next_bucket(t, c))
 		__atomic_store_n(&ix[c].passed, ix[c].passed + 1,
 				 __ATOMIC_RELAXED);
-	__atomic_store_n(&ix[b].sig[w], (uint16_t)h, __ATOMIC_RELAXED);
+	sig_store(&ix[b], w, (uint16_t)h);
 	__atomic_store_n(&ix[b].ref[w], pos + 1, __ATOMIC_RELEASE);
 }
 

@@ -67,8 +67,14 @@ struct entry {
 _Static_assert(sizeof(struct packed) == 48, "packed session is 48 bytes");
 _Static_assert(sizeof(struct entry) == 64, "an entry is one cache line");
 
+/* Ways whose 16-bit signatures share one 64-bit word. */
+#define IDX_SIGS_PER_WORD 4
+
 struct idx_bucket {
-	uint16_t sig[IDX_WAYS];
+	/* Way w's signature is bits 16 * (w % 4) of sigs[w / 4]. Each word
+	 * is read and written whole with atomics, so that readers match all
+	 * eight ways with two loads and no data race (see sig_match). */
+	uint64_t sigs[IDX_WAYS / IDX_SIGS_PER_WORD];
 	uint32_t ref[IDX_WAYS]; /* position + 1; 0 = empty way */
 	uint32_t passed;
 	uint32_t pad[3];
@@ -137,27 +143,18 @@ static inline int reply_matches(const struct packed *p,
 	       p->xlat.dport == reply->sport && p->xlat.sport == reply->dport;
 }
 
-/* ThreadSanitizer cannot take sig_match's vector load for what it is; see
- * there. */
-#if defined(__SANITIZE_THREAD__)
-#define NSDP_TABLE_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define NSDP_TABLE_TSAN 1
-#endif
-#endif
-
-/* Ways of bk whose signature is sig, one bit per way. On x86 one 16-byte
- * load reads all eight signatures while the writer stores them one by one
- * with relaxed atomics: each aligned 16-bit lane is read whole, and a lane
- * read stale only costs a miss on a key being inserted or a way whose ref
- * and key are then checked. That plain load is a data race to the C memory
- * model and to ThreadSanitizer, so a TSan build takes the portable loop of
- * relaxed atomic loads instead. */
+/* Ways of bk whose signature is sig, one bit per way. The writer stores a
+ * whole signature word with a relaxed atomic store (sig_store), so each
+ * word read here is one it wrote: a word read stale only costs a miss on
+ * a key being inserted, or a way whose ref and key are then checked. Two
+ * relaxed 64-bit loads are plain moves on x86, and this is the code a
+ * ThreadSanitizer build checks too. */
 static inline uint32_t sig_match(const struct idx_bucket *bk, uint16_t sig)
 {
-#if defined(RTE_ARCH_X86) && !defined(NSDP_TABLE_TSAN)
-	__m128i v = _mm_load_si128((const __m128i *)(const void *)bk->sig);
+	uint64_t lo = __atomic_load_n(&bk->sigs[0], __ATOMIC_RELAXED);
+	uint64_t hi = __atomic_load_n(&bk->sigs[1], __ATOMIC_RELAXED);
+#if defined(RTE_ARCH_X86)
+	__m128i v = _mm_set_epi64x((long long)hi, (long long)lo);
 	__m128i eq = _mm_cmpeq_epi16(v, _mm_set1_epi16((short)sig));
 
 	return (uint32_t)_mm_movemask_epi8(
@@ -166,11 +163,22 @@ static inline uint32_t sig_match(const struct idx_bucket *bk, uint16_t sig)
 	uint32_t m = 0, w;
 
 	for (w = 0; w < IDX_WAYS; w++)
-		m |= (uint32_t)(__atomic_load_n(&bk->sig[w],
-						__ATOMIC_RELAXED) == sig)
+		m |= (uint32_t)((uint16_t)((w < IDX_SIGS_PER_WORD ? lo : hi) >>
+					   16 * (w % IDX_SIGS_PER_WORD)) == sig)
 		     << w;
 	return m;
 #endif
+}
+
+/* Set way w's signature; the writer only. */
+static inline void sig_store(struct idx_bucket *bk, uint32_t w, uint16_t sig)
+{
+	uint64_t *word = &bk->sigs[w / IDX_SIGS_PER_WORD];
+	unsigned int shift = 16 * (w % IDX_SIGS_PER_WORD);
+
+	__atomic_store_n(
+		word, (*word & ~(0xffffull << shift)) | (uint64_t)sig << shift,
+		__ATOMIC_RELAXED);
 }
 
 /* ---- entries ------------------------------------------------------ */

@@ -4,7 +4,9 @@
  * writers log in as natsync-active and the real standby as natsync-standby,
  * with passwords read from 0600 files; replication works end to end, and
  * each user is refused what it must not do: the standby's user cannot write
- * or publish, the active's user cannot read or subscribe.
+ * or publish, the active's user cannot read or subscribe. natsync-gateway
+ * does what natsync-gateway does (writers, subscriber, the promotion
+ * epoch) and no more.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include "ns_record.h"
 #include "ns_slot.h"
 #include "nsa_active.h"
+#include "nsa_cluster.h"
 #include "nsa_config.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
@@ -64,6 +67,7 @@ static void acl_up(void)
 	cr_assert_eq(rc, 0, "cannot start the cluster with ACLs");
 	write_secret("active.pw", "active-pw-1");
 	write_secret("standby.pw", "standby-pw-2");
+	write_secret("gateway.pw", "gateway-pw-3");
 }
 
 static void acl_down(void)
@@ -126,7 +130,10 @@ static struct ns_session session(uint32_t i)
 	return s;
 }
 
-Test(acl, active_and_standby_users_replicate_with_least_privilege)
+/* The real standby logged in as suser, then the real writers as auser:
+ * SESSIONS sessions replicate exactly. */
+static void replicate_as(const char *suser, const char *spw, const char *auser,
+			 const char *apw)
 {
 	static struct nsa_config aconf, sconf;
 	struct nsdp_lane *lane = nsdp_lane_create(0, 8192, SOCKET_ID_ANY);
@@ -139,7 +146,7 @@ Test(acl, active_and_standby_users_replicate_with_least_privilege)
 	uint32_t i;
 
 	cr_assert_not_null(lane);
-	config_as(&sconf, "natsync-standby", "standby.pw");
+	config_as(&sconf, suser, spw);
 	sconf.table_capacity = 10000;
 	sb = nsa_standby_create(&sconf);
 	cr_assert_not_null(sb);
@@ -151,7 +158,7 @@ Test(acl, active_and_standby_users_replicate_with_least_privilege)
 	} while (!st.synced && nsdp_now_s() < until);
 	cr_assert(st.synced, "the standby's user cannot load the table");
 
-	config_as(&aconf, "natsync-active", "active.pw");
+	config_as(&aconf, auser, apw);
 	writer = nsa_active_create(&aconf, &lane, 1);
 	cr_assert_not_null(writer);
 	cr_assert_eq(nsa_active_start(writer), 0);
@@ -171,11 +178,20 @@ Test(acl, active_and_standby_users_replicate_with_least_privilege)
 		nsdp_sleep_ms(10);
 	} while (ts.live < SESSIONS && nsdp_now_s() < until);
 	cr_assert_eq(ts.live, SESSIONS);
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.gaps, 0);
+	cr_assert_eq(st.bad_values, 0);
 
 	nsa_active_stop(writer);
 	nsa_active_free(writer);
 	nsa_standby_free(sb);
 	nsdp_lane_free(lane);
+}
+
+Test(acl, active_and_standby_users_replicate_with_least_privilege)
+{
+	replicate_as("natsync-standby", "standby.pw", "natsync-active",
+		     "active.pw");
 }
 
 /* Commands and whether the user's ACL refuses them (NOPERM). */
@@ -233,4 +249,52 @@ Test(acl, the_active_user_cannot_scan_or_subscribe)
 	assert_acl("natsync-active", "active-pw-1", cases,
 		   sizeof(cases) / sizeof(cases[0]));
 	assert_acl("natsync-active", "active-pw-1", subscribe, 1);
+}
+
+/* A gateway is a standby (subscriber and loads), then an active (writers),
+ * and takes each promotion's epoch with INCRBY natsync:epoch
+ * (gateway/natsync_gateway.c). It may do that, and may not rewind or drop
+ * the epoch counter, nor INCRBY a session key. */
+Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
+{
+	static const struct acl_case cases[] = {
+		{"SET natsync:epoch 0", 1},
+		{"DEL natsync:epoch", 1},
+		{"GET natsync:epoch", 1},
+		{"INCRBY ns:forged 1", 1},
+		{"INCRBY other:key 1", 1},
+		{"SET other:key x", 1},
+		{"KEYS *", 1},
+		{"FLUSHALL", 1},
+		{"CONFIG SET maxmemory 1", 1},
+		/* what it needs stays allowed; as an active it reads back a
+		 * key whose write was refused */
+		{"GET ns:x", 0},
+		{"MGET ns:x", 0},
+		{"SCAN 0 MATCH ns:* COUNT 10", 0},
+		{"CLUSTER SLOTS", 0},
+	};
+	static struct nsa_config conf;
+	redisContext *c;
+	char err[512];
+	size_t i;
+
+	replicate_as("natsync-gateway", "gateway.pw", "natsync-gateway",
+		     "gateway.pw");
+
+	/* Two promotions: the second asks for an epoch above 5. */
+	config_as(&conf, "natsync-gateway", "gateway.pw");
+	cr_assert_eq(nsa_store_incr(&conf.store, "natsync:epoch", 0, err,
+				    sizeof(err)),
+		     1, "%s", err);
+	cr_assert_eq(nsa_store_incr(&conf.store, "natsync:epoch", 5, err,
+				    sizeof(err)),
+		     6, "%s", err);
+
+	c = login("natsync-gateway", "gateway-pw-3");
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		cr_expect_eq(refused(c, cases[i].cmd), cases[i].refused,
+			     "natsync-gateway: %s: %s", cases[i].cmd,
+			     cases[i].refused ? "allowed" : "refused");
+	redisFree(c);
 }

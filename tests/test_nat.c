@@ -1324,8 +1324,9 @@ Test(nat, full_lane_drops_records_and_counts_them)
 	send_udp_flows(&f, 100, 1, 3000);
 	s = stats(&f);
 	cr_assert_eq(s.created, 100, "forwarding goes on");
-	cr_assert_eq(s.recorded + s.record_drops, 100);
-	cr_assert_gt(s.record_drops, 0);
+	/* nobody drains the lane: it takes 64 records, the rest drop */
+	cr_assert_eq(s.recorded, 64);
+	cr_assert_eq(s.record_drops, 36);
 	cr_assert_eq(s.recorded, f.lane->recorded);
 	cr_assert_eq(s.record_drops, f.lane->dropped);
 	fx_close(&f);
