@@ -1254,8 +1254,9 @@ Test(standby, signed_batch_replayed_after_a_restart_changes_nothing,
 	static uint8_t captured[NS_BATCH_MAX_LEN];
 	struct nsa_standby_stats before, st;
 	uint32_t idx[REPLAYED], more[REPLAYED];
+	uint64_t seq_before[NSA_MAX_NODES];
 	struct nsa_standby *sb;
-	unsigned int pending = 0;
+	unsigned int pending = 0, resumed = 0;
 	struct active a;
 	size_t len;
 
@@ -1284,13 +1285,21 @@ Test(standby, signed_batch_replayed_after_a_restart_changes_nothing,
 		     "%u of %u deleted sessions are back",
 		     count_present(sb, &a, idx, REPLAYED), REPLAYED);
 
-	/* The real publisher goes on: applied, no gap. */
+	/* The real publisher goes on. It was silent for the whole reload, so
+	 * its first batch on each channel, past seq 1, is a gap and that
+	 * master is resynced (failure-modes.md): one gap per channel it
+	 * resumes on, and the table ends exact. */
 	for (uint32_t k = 0; k < REPLAYED; k++)
 		more[k] = idx[k] + a.size / 2;
+	memcpy(seq_before, a.seq, sizeof(seq_before));
 	active_write(&a, more, REPLAYED, NS_EV_CREATE, 1);
+	for (unsigned int n = 0; n < a.topo.n_nodes; n++)
+		if (a.seq[n] > seq_before[n] && seq_before[n] > 0)
+			resumed++;
+	cr_assert_gt(resumed, 0);
 	cr_assert(wait_exact(sb, &a, 10));
 	nsa_standby_stats(sb, &st);
-	cr_assert_eq(st.gaps, 0);
+	cr_assert_eq(st.gaps, resumed);
 	pair_close(sb, &a);
 }
 
