@@ -10,7 +10,9 @@
  * clock (real time at the start of the test, moved by hand). The thread
  * calling the fast path is the lcore; while nsdp_nat_activate() or
  * nsdp_nat_deactivate() waits for the lcore, a helper thread plays it
- * (calls housekeep only) and is joined before any packet is sent.
+ * (calls housekeep only) and is joined before any packet is sent; only the
+ * tests of a promotion that times out let that thread forward too (and
+ * stall it, for real, between reading a mode request and acting on it).
  * Each test runs in its own process (Criterion forks).
  */
 #include <errno.h>
@@ -528,24 +530,44 @@ Test(nat, activate_needs_the_lcore_and_deactivate_waits_for_it)
 	fx_open_conf(&f, NULL, 1024, 1024, 1);
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
 
+	/* No lcore: it neither takes the promotion nor confirms the
+	 * withdrawal, so the table stays the fast path's. */
 	t0 = mono_ms();
-	cr_assert_eq(nsdp_nat_activate(f.nat, 7, 30), -ETIMEDOUT);
+	cr_assert_eq(nsdp_nat_activate(f.nat, 7, 30), -EINPROGRESS);
 	cr_assert_lt(mono_ms() - t0, 1000, "bounded wait");
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
-	/* The withdrawn request is not taken later. */
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_FASTPATH);
+	cr_assert_eq(nsdp_table_take(f.table, NSDP_TABLE_SUBSCRIBER), -EBUSY);
+	cr_assert_eq(nsdp_nat_deactivate(f.nat, 0), -ETIMEDOUT);
+	cr_assert_eq(nsdp_nat_activate(f.nat, 7, 0), -EINPROGRESS,
+		     "nothing new before the lcore confirms");
+	/* The withdrawn request is not taken later; the lcore's answer to
+	 * the withdrawal gives the table back. */
 	nsdp_nat_housekeep(f.nat, f.now, &f.tx);
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_FASTPATH);
+	cr_assert_eq(nsdp_nat_deactivate(f.nat, 0), 0);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_NOBODY);
+	/* A subscriber holding the table keeps the fast path out. */
+	cr_assert_eq(nsdp_table_take(f.table, NSDP_TABLE_SUBSCRIBER), 0);
+	cr_assert_eq(nsdp_nat_activate(f.nat, 7, 30), -EBUSY);
+	cr_assert_eq(nsdp_table_give_back(f.table, NSDP_TABLE_FASTPATH),
+		     -EPERM);
+	cr_assert_eq(nsdp_table_give_back(f.table, NSDP_TABLE_SUBSCRIBER), 0);
 
 	cr_assert_eq(with_lcore(&f, 1, 7, NULL), 0);
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_ACTIVE);
 	cr_assert_eq(nsdp_nat_epoch(f.nat), 7);
 	cr_assert_eq(nsdp_nat_activate(f.nat, 8, 10), -EBUSY);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_FASTPATH);
 
 	t0 = mono_ms();
 	cr_assert_eq(nsdp_nat_deactivate(f.nat, 30), -ETIMEDOUT);
 	cr_assert_lt(mono_ms() - t0, 1000);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_FASTPATH);
 	cr_assert_eq(with_lcore(&f, 0, 0, NULL), 0);
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_NOBODY);
 	/* Already a standby: nothing to wait for. */
 	cr_assert_eq(nsdp_nat_deactivate(f.nat, 0), 0);
 	tx_free(&f.tx);
@@ -696,8 +718,13 @@ Test(nat, a_promotion_the_lcore_takes_late_never_leaves_two_table_writers)
 		/* Not confirmed: the table stays the fast path's until the
 		 * lcore confirms that it is a standby. */
 		cr_assert_eq(ac.rc, -EINPROGRESS, "activate: %d", ac.rc);
+		cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_FASTPATH);
+		cr_assert_eq(nsdp_table_take(f.table, NSDP_TABLE_SUBSCRIBER),
+			     -EBUSY, "the subscriber is kept out");
 		__atomic_store_n(&stall.released, 1, __ATOMIC_RELEASE);
 		cr_assert_eq(nsdp_nat_deactivate(f.nat, 2000), 0);
+		cr_assert_eq(nsdp_table_take(f.table, NSDP_TABLE_SUBSCRIBER),
+			     0);
 		__atomic_store_n(&ll.sub_owns, 1, __ATOMIC_RELEASE);
 	}
 	/* The lcore runs on for a while (about 100 loops). */
@@ -714,6 +741,58 @@ Test(nat, a_promotion_the_lcore_takes_late_never_leaves_two_table_writers)
 		     "subscriber",
 		     ll.late_writes, ac.rc);
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+	fx_close(&f);
+}
+
+/* The lcore that wakes up between the withdrawal and its deadline: it
+ * never saw the promotion, confirms the withdrawal, and the table is
+ * nobody's again (-ETIMEDOUT, the subscriber may take it back). */
+struct wake_after_withdrawal {
+	struct fx *f;
+	struct nsdp_nat_tx tx;
+	int stop;
+};
+
+static void *wake_after_withdrawal_run(void *arg)
+{
+	struct wake_after_withdrawal *w = arg;
+	uint64_t end = nsdp_mono_ns() + 10 * SEC;
+
+	/* Requests so far: 0 standby, 1 the promotion, 2 its withdrawal. */
+	while (__atomic_load_n(&w->f->nat->mode_req, __ATOMIC_ACQUIRE) >> 1 <
+		       2 &&
+	       nsdp_mono_ns() < end)
+		nsdp_sleep_us(50);
+	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) &&
+	       nsdp_mono_ns() < end) {
+		nsdp_nat_housekeep(w->f->nat, w->f->now, &w->tx);
+		nsdp_sleep_us(200);
+	}
+	return NULL;
+}
+
+Test(nat, a_promotion_withdrawn_before_the_lcore_reads_it_gives_the_table_back)
+{
+	struct wake_after_withdrawal w;
+	struct fx f;
+	pthread_t th;
+
+	fx_open_conf(&f, NULL, 1024, 1024, 1);
+	memset(&w, 0, sizeof(w));
+	w.f = &f;
+	cr_assert_eq(pthread_create(&th, NULL, wake_after_withdrawal_run, &w),
+		     0);
+	cr_assert_eq(nsdp_nat_activate(f.nat, EPOCH, 50), -ETIMEDOUT);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_NOBODY);
+	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+	cr_assert_eq(nsdp_table_take(f.table, NSDP_TABLE_SUBSCRIBER), 0);
+	nsdp_sleep_ms(10);
+	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY, "stays standby");
+	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	tx_free(&w.tx);
+	cr_assert_eq(stats(&f).created, 0);
+	cr_assert_eq(stats(&f).arp_announcements, 0, "never active");
 	fx_close(&f);
 }
 
