@@ -26,6 +26,7 @@ static unsigned int resync_apply(void *arg, unsigned int node,
 	const struct sb_node *nd = &sb->nodes[node];
 	unsigned int i, loaded = 0;
 
+	NSDP_TABLE_ASSERT_WRITER(sb->table, NSDP_TABLE_SUBSCRIBER);
 	for (i = 0; i < n; i++)
 		nsdp_table_prefetch(sb->table, &s[i]);
 	for (i = 0; i < n; i++)

@@ -12,8 +12,11 @@
  *
  * Invariants:
  * - Only the subscriber thread touches the table, the connections and the
- *   sequence state. Other threads read stats (relaxed atomics) and ask for
- *   dumps through a mutex/condvar handshake.
+ *   sequence state. It holds the table (nsdp_table_take) from
+ *   nsa_standby_start to nsa_standby_stop: a table another writer holds
+ *   (a gateway's fast path not yet confirmed standby) is refused. Other
+ *   threads read stats (relaxed atomics) and ask for dumps through a
+ *   mutex/condvar handshake.
  * - A master's resync is either running (loader connected, table resync
  *   begun) or not; restarting one aborts the running one first.
  * - Any subscription trouble (lost connection, sunsubscribe, MOVED, error,
@@ -111,6 +114,7 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 		SB_STAT_ADD(sb, stale, 1);
 		return;
 	}
+	NSDP_TABLE_ASSERT_WRITER(sb->table, NSDP_TABLE_SUBSCRIBER);
 	ns_batch_iter_init(&it, body, h.body_len);
 	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
 		/* A STORE batch corrects what a refused write told before. */
@@ -434,10 +438,17 @@ int nsa_standby_start(struct nsa_standby *sb)
 
 	if (sb->running)
 		return -EALREADY;
+	if (nsdp_table_take(sb->table, NSDP_TABLE_SUBSCRIBER) != 0) {
+		NSA_ERR("standby: the table has another writer; the "
+			"subscriber does not start");
+		return -EBUSY;
+	}
 	__atomic_store_n(&sb->stop, 0, __ATOMIC_RELEASE);
 	rc = pthread_create(&sb->thread, NULL, sb_main, sb);
-	if (rc != 0)
+	if (rc != 0) {
+		nsdp_table_give_back(sb->table, NSDP_TABLE_SUBSCRIBER);
 		return -rc;
+	}
 	sb->running = 1;
 	if (sb->conf.topology_check_ms > 0) {
 		rc = nsa_topowatch_start(&sb->watch);
@@ -457,6 +468,7 @@ void nsa_standby_stop(struct nsa_standby *sb)
 	nsa_sb_wake(sb);
 	pthread_join(sb->thread, NULL);
 	nsa_topowatch_join(&sb->watch);
+	nsdp_table_give_back(sb->table, NSDP_TABLE_SUBSCRIBER);
 	sb->running = 0;
 }
 

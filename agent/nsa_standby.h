@@ -69,11 +69,12 @@ struct nsa_standby *nsa_standby_create(const struct nsa_config *conf);
 /* A standby that fills table, which the caller owns and frees after
  * nsa_standby_free (natsync-gateway lends its fast path's table). Between
  * nsa_standby_start and nsa_standby_stop the subscriber is the table's only
- * writer. */
+ * writer: it holds it (NSDP_TABLE_SUBSCRIBER). */
 struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
 					  struct nsdp_table *table);
 
-/* Start the subscriber thread (connects with backoff until stopped). */
+/* Start the subscriber thread (connects with backoff until stopped). 0,
+ * -EALREADY, -EBUSY when another writer holds the table, or -errno. */
 int nsa_standby_start(struct nsa_standby *sb);
 void nsa_standby_stop(struct nsa_standby *sb);
 void nsa_standby_free(struct nsa_standby *sb);

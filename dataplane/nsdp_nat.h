@@ -143,18 +143,30 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 			struct nsdp_nat_tx *tx);
 
 /* Control thread. Promote: the caller has stopped every other writer of
- * the table (the standby subscriber). Rebuilds the port maps from the
- * table, restarts every session's idle timer at now, and sets the epoch
- * that new records carry; then the lcore forwards. 0, -EBUSY when already
- * active, -ETIMEDOUT when the lcore did not take the change within
- * timeout_ms (it must be calling nsdp_nat_housekeep). */
+ * the table (the standby subscriber gave it back). Takes the table for the
+ * fast path (NSDP_TABLE_FASTPATH), rebuilds the port maps from it,
+ * restarts every session's idle timer at now, and sets the epoch that new
+ * records carry; then the lcore forwards. Returns
+ * - 0: the lcore is active; the table is the fast path's;
+ * - -EBUSY: already active, or another writer holds the table;
+ * - -ETIMEDOUT: the lcore did not take the change within timeout_ms (it
+ *   must be calling nsdp_nat_housekeep); the request was withdrawn and the
+ *   lcore confirmed that it is a standby (waiting up to timeout_ms more):
+ *   the table is nobody's again and the subscriber may take it back;
+ * - -EINPROGRESS: the lcore did not confirm (or an earlier request is not
+ *   confirmed yet): it may still take the table and write it. The table
+ *   stays the fast path's until nsdp_nat_deactivate() returns 0. */
 int nsdp_nat_activate(struct nsdp_nat *nat, uint32_t epoch, int timeout_ms);
 
 /* Control thread. Demote: the lcore stops forwarding and stops writing the
- * table; returns once it has (0) or -ETIMEDOUT. Afterwards another writer
- * (the standby subscriber) may take the table. */
+ * table; returns once it has confirmed (0: the fast path gave the table
+ * back, another writer such as the standby subscriber may take it) or
+ * -ETIMEDOUT (the table stays the fast path's). Cheap to call again (with
+ * timeout_ms 0 to poll): a standby request not yet confirmed is waited for,
+ * not renewed. */
 int nsdp_nat_deactivate(struct nsdp_nat *nat, int timeout_ms);
 
+/* The mode the lcore last confirmed. */
 enum nsdp_nat_mode nsdp_nat_mode(const struct nsdp_nat *nat);
 uint32_t nsdp_nat_epoch(const struct nsdp_nat *nat);
 

@@ -10,6 +10,15 @@
  *   them on the control thread only while the lcore has acknowledged
  *   STANDBY; the acknowledgement (mode_seen, release) and the request
  *   (mode_req, release) order those writes with the lcore's.
+ * - The fast path holds the table (nsdp_table_take) from the moment
+ *   nsdp_nat_activate() rebuilds from it until the lcore has acknowledged
+ *   a STANDBY request made after the last ACTIVE one: only then can it no
+ *   longer write. A promotion that times out withdraws its request and
+ *   waits for that acknowledgement; without it the table stays the fast
+ *   path's (-EINPROGRESS) until nsdp_nat_deactivate() sees it. The lcore
+ *   reads a request and acknowledges it in two steps, so "the
+ *   acknowledgement still shows STANDBY" proves nothing while an ACTIVE
+ *   request was out: hence a generation in every request.
  * - The announcements after a promotion wait for room on the tx lists
  *   rather than being dropped.
  *
@@ -131,16 +140,21 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 {
 	uint32_t req = __atomic_load_n(&nat->mode_req, __ATOMIC_ACQUIRE);
 
-	if (unlikely(req != (uint32_t)nat->mode)) {
-		nat->mode = (enum nsdp_nat_mode)req;
-		if (req == NSDP_NAT_ACTIVE) {
-			nat->epoch_now =
-				__atomic_load_n(&nat->epoch, __ATOMIC_RELAXED);
-			nat->announce_next = 0;
-			nat->sweep_pos = 0;
-			nat->nexthop_asked_ns = now_ns;
-		} else {
-			nat->announce_next = ANNOUNCE_DONE;
+	if (unlikely(req != nat->req_taken)) {
+		nat->req_taken = req;
+		if (REQ_MODE(req) != nat->mode) {
+			nat->mode = REQ_MODE(req);
+			if (nat->mode == NSDP_NAT_ACTIVE) {
+				NSDP_TABLE_ASSERT_WRITER(nat->table,
+							 NSDP_TABLE_FASTPATH);
+				nat->epoch_now = __atomic_load_n(
+					&nat->epoch, __ATOMIC_RELAXED);
+				nat->announce_next = 0;
+				nat->sweep_pos = 0;
+				nat->nexthop_asked_ns = now_ns;
+			} else {
+				nat->announce_next = ANNOUNCE_DONE;
+			}
 		}
 		__atomic_store_n(&nat->mode_seen, req, __ATOMIC_RELEASE);
 	}
@@ -154,13 +168,13 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 
 /* ---- modes (control thread) --------------------------------------- */
 
-/* Wait until the lcore reports mode, polling every millisecond, until
- * deadline (CLOCK_MONOTONIC). 0 or -ETIMEDOUT. */
-static int mode_wait(const struct nsdp_nat *nat, uint32_t mode,
+/* Wait until the lcore acknowledges request req, polling every
+ * millisecond, until deadline (CLOCK_MONOTONIC). 0 or -ETIMEDOUT. */
+static int mode_wait(const struct nsdp_nat *nat, uint32_t req,
 		     uint64_t deadline)
 {
 	for (;;) {
-		if (__atomic_load_n(&nat->mode_seen, __ATOMIC_ACQUIRE) == mode)
+		if (__atomic_load_n(&nat->mode_seen, __ATOMIC_ACQUIRE) == req)
 			return 0;
 		if (nsdp_mono_ns() >= deadline)
 			return -ETIMEDOUT;
@@ -174,12 +188,29 @@ static uint64_t deadline_after(int timeout_ms)
 	       (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * NAT_NS_PER_MS;
 }
 
+/* The request after req, asking for mode. */
+static uint32_t req_next(uint32_t req, enum nsdp_nat_mode mode)
+{
+	return (((req >> 1) + 1) << 1) | (uint32_t)mode;
+}
+
+/* Ask the lcore for mode (control thread); returns the request. */
+static uint32_t mode_request(struct nsdp_nat *nat, enum nsdp_nat_mode mode)
+{
+	uint32_t req = req_next(
+		__atomic_load_n(&nat->mode_req, __ATOMIC_RELAXED), mode);
+
+	__atomic_store_n(&nat->mode_req, req, __ATOMIC_RELEASE);
+	return req;
+}
+
 /* Port maps and side state from the table as the standby left it. */
 static void rebuild_from_table(struct nsdp_nat *nat, uint64_t now)
 {
 	struct ns_session s;
 	uint32_t pos;
 
+	NSDP_TABLE_ASSERT_WRITER(nat->table, NSDP_TABLE_FASTPATH);
 	nsdp_table_purge_tombstones(nat->table);
 	nsdp_nat_maps_clear(nat);
 	memset(nat->side, 0, (size_t)nat->n_positions * sizeof(*nat->side));
@@ -194,41 +225,56 @@ static void rebuild_from_table(struct nsdp_nat *nat, uint64_t now)
 int nsdp_nat_activate(struct nsdp_nat *nat, uint32_t epoch, int timeout_ms)
 {
 	uint64_t deadline = deadline_after(timeout_ms);
+	uint32_t req = __atomic_load_n(&nat->mode_req, __ATOMIC_ACQUIRE);
 	int rc;
 
-	if (__atomic_load_n(&nat->mode_req, __ATOMIC_ACQUIRE) ==
-	    NSDP_NAT_ACTIVE)
+	if (REQ_MODE(req) == NSDP_NAT_ACTIVE)
 		return -EBUSY;
-	/* A deactivation that timed out may still be on its way. */
-	rc = mode_wait(nat, NSDP_NAT_STANDBY, deadline);
-	if (rc)
-		return rc;
+	/* A deactivation (or a withdrawn promotion) that timed out may
+	 * still be on its way: until the lcore confirms it, it may write. */
+	if (mode_wait(nat, req, deadline) != 0)
+		return -EINPROGRESS;
+	/* The lcore is a standby. The table is the fast path's already when
+	 * that confirmation came after the last nsdp_nat_deactivate() gave
+	 * up; otherwise the caller must have stopped the subscriber. */
+	if (nsdp_table_writer(nat->table) != NSDP_TABLE_FASTPATH &&
+	    nsdp_table_take(nat->table, NSDP_TABLE_FASTPATH) != 0)
+		return -EBUSY;
 	rebuild_from_table(nat, nsdp_realtime_ns());
 	__atomic_store_n(&nat->epoch, epoch, __ATOMIC_RELAXED);
-	__atomic_store_n(&nat->mode_req, NSDP_NAT_ACTIVE, __ATOMIC_RELEASE);
-	rc = mode_wait(nat, NSDP_NAT_ACTIVE, deadline);
-	if (rc) {
-		/* Withdraw the request; should the lcore have taken it
-		 * meanwhile, it returns to standby at its next housekeep
-		 * (nsdp_nat_deactivate() waits for that). */
-		__atomic_store_n(&nat->mode_req, NSDP_NAT_STANDBY,
-				 __ATOMIC_RELEASE);
-	}
-	return rc;
+	req = mode_request(nat, NSDP_NAT_ACTIVE);
+	if (mode_wait(nat, req, deadline) == 0)
+		return 0;
+	/* Withdraw the request. The lcore may have read it and not yet
+	 * acknowledged it (or acknowledged it since we last looked): it is a
+	 * standby again only once it acknowledges the withdrawal. */
+	req = mode_request(nat, NSDP_NAT_STANDBY);
+	rc = mode_wait(nat, req, deadline_after(timeout_ms));
+	if (rc != 0)
+		return -EINPROGRESS;
+	nsdp_table_give_back(nat->table, NSDP_TABLE_FASTPATH);
+	return -ETIMEDOUT;
 }
 
 int nsdp_nat_deactivate(struct nsdp_nat *nat, int timeout_ms)
 {
 	uint64_t deadline = deadline_after(timeout_ms);
+	uint32_t req = __atomic_load_n(&nat->mode_req, __ATOMIC_ACQUIRE);
+	int rc;
 
-	__atomic_store_n(&nat->mode_req, NSDP_NAT_STANDBY, __ATOMIC_RELEASE);
-	return mode_wait(nat, NSDP_NAT_STANDBY, deadline);
+	/* A STANDBY request still unconfirmed is waited for, not renewed,
+	 * so that polling with timeout_ms 0 ends once the lcore answers. */
+	if (REQ_MODE(req) == NSDP_NAT_ACTIVE)
+		req = mode_request(nat, NSDP_NAT_STANDBY);
+	rc = mode_wait(nat, req, deadline);
+	if (rc == 0)
+		nsdp_table_give_back(nat->table, NSDP_TABLE_FASTPATH);
+	return rc;
 }
 
 enum nsdp_nat_mode nsdp_nat_mode(const struct nsdp_nat *nat)
 {
-	return (enum nsdp_nat_mode)__atomic_load_n(&nat->mode_seen,
-						   __ATOMIC_ACQUIRE);
+	return REQ_MODE(__atomic_load_n(&nat->mode_seen, __ATOMIC_ACQUIRE));
 }
 
 uint32_t nsdp_nat_epoch(const struct nsdp_nat *nat)

@@ -119,6 +119,7 @@ struct nsdp_nat {
 
 	/* The lcore's alone. */
 	enum nsdp_nat_mode mode;
+	uint32_t req_taken; /* the last mode_req taken into account */
 	uint32_t epoch_now; /* the epoch records carry, taken at promotion */
 	uint64_t last_stamp_ns; /* of the last record (nsdp_stamp_next) */
 	uint32_t announce_next;
@@ -126,11 +127,17 @@ struct nsdp_nat {
 	uint64_t last_housekeep_ns;
 	uint64_t nexthop_asked_ns;
 
-	/* The handshake with the control thread. */
+	/* The handshake with the control thread: a request is
+	 * (generation << 1 | mode), each one a new generation, and the lcore
+	 * acknowledges the very request it took, so that "the lcore took this
+	 * request" is never confused with "the lcore took an older one". */
 	uint32_t mode_req __rte_cache_aligned;
 	uint32_t mode_seen;
 	uint32_t epoch;
 };
+
+/* The mode a request (mode_req, mode_seen) asks for. */
+#define REQ_MODE(r) ((enum nsdp_nat_mode)((r)&1u))
 
 static inline int in_pool(const struct nsdp_nat *nat, uint32_t addr)
 {

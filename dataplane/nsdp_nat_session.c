@@ -238,6 +238,7 @@ static int session_store(struct nsdp_nat *nat, const struct ns_session *s,
 	struct ns_session check;
 	int attempt;
 
+	NSDP_TABLE_ASSERT_WRITER(nat->table, NSDP_TABLE_FASTPATH);
 	for (attempt = 0; attempt < 2; attempt++) {
 		if (nsdp_table_apply_pos(nat->table, s, pos) != 0)
 			return -ENOSPC;
@@ -295,6 +296,7 @@ void nsdp_nat_session_refresh(struct nsdp_nat *nat, struct side *sd,
 {
 	int32_t pos;
 
+	NSDP_TABLE_ASSERT_WRITER(nat->table, NSDP_TABLE_FASTPATH);
 	s->timeout_ms = sd->timeout_ms;
 	session_stamp(nat, s, NS_EV_REFRESH, now);
 	nsdp_table_apply_pos(nat->table, s, &pos);
@@ -306,6 +308,7 @@ void nsdp_nat_session_refresh(struct nsdp_nat *nat, struct side *sd,
 void nsdp_nat_session_close(struct nsdp_nat *nat, int32_t pos,
 			    struct ns_session *s, uint64_t now)
 {
+	NSDP_TABLE_ASSERT_WRITER(nat->table, NSDP_TABLE_FASTPATH);
 	nsdp_table_remove(nat->table, s->proto, &s->orig);
 	nat->side[pos].live = 0;
 	port_free(nat, s->proto, s->xlat.saddr, s->xlat.sport);

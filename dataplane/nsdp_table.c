@@ -14,7 +14,9 @@
  * the entry it points to. The table costs about 84 bytes per session of
  * capacity (64 for the entry, 2 x 10 for the indexes at 80 % load when
  * full). One thread writes (the standby subscriber, or the forwarding lcore
- * once promoted); any number of fast-path threads read without locks.
+ * once promoted), holding the table (writer, taken and given back with
+ * compare-and-swap, so that two writers cannot both hold it); any number
+ * of fast-path threads read without locks.
  *
  * Invariants
  * - Each entry's session is published through a sequence counter (a
@@ -273,6 +275,34 @@ void nsdp_table_free(struct nsdp_table *t)
 	rte_free(t->flows);
 	rte_free(t->replies);
 	free(t);
+}
+
+int nsdp_table_take(struct nsdp_table *t, enum nsdp_table_writer w)
+{
+	uint32_t nobody = NSDP_TABLE_NOBODY;
+
+	/* Acquire: the new writer sees every write of the one before. */
+	return __atomic_compare_exchange_n(&t->writer, &nobody, (uint32_t)w, 0,
+					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+		       ? 0
+		       : -EBUSY;
+}
+
+int nsdp_table_give_back(struct nsdp_table *t, enum nsdp_table_writer w)
+{
+	uint32_t holder = (uint32_t)w;
+
+	return __atomic_compare_exchange_n(&t->writer, &holder,
+					   NSDP_TABLE_NOBODY, 0,
+					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+		       ? 0
+		       : -EPERM;
+}
+
+enum nsdp_table_writer nsdp_table_writer(const struct nsdp_table *t)
+{
+	return (enum nsdp_table_writer)__atomic_load_n(&t->writer,
+						       __ATOMIC_ACQUIRE);
 }
 
 uint64_t nsdp_table_generation(const struct nsdp_table *t)

@@ -6,7 +6,8 @@
  * A fixed array of compact entries (64 bytes) indexed by the inside
  * five-tuple and by the translated tuple as return traffic carries it,
  * lock-free for readers, written by one thread at a time: the standby
- * subscriber, or the gateway's forwarding lcore once it is active. It costs
+ * subscriber, or the gateway's forwarding lcore once it is active, each
+ * holding the table (nsdp_table_take) while it writes. It costs
  * about 84 bytes per session of capacity. Each entry remembers the
  * generation at which it was last changed, so that a resync that reads the
  * store while live batches are applied never puts back an older record:
@@ -31,6 +32,35 @@ struct nsdp_table_stats {
 
 struct nsdp_table *nsdp_table_create(const char *name, uint32_t capacity);
 void nsdp_table_free(struct nsdp_table *t);
+
+/*
+ * The writer. A table has one writer at a time and the hand-over is
+ * explicit: a writer takes the table before its first write and gives it
+ * back after its last (a gateway's subscriber while it runs, its fast path
+ * from promotion until its lcore has confirmed it is a standby again).
+ * Writers check that they hold it at their entry points with
+ * NSDP_TABLE_ASSERT_WRITER (debug builds). A fresh table is nobody's.
+ */
+enum nsdp_table_writer {
+	NSDP_TABLE_NOBODY = 0,
+	NSDP_TABLE_SUBSCRIBER = 1, /* the standby subscriber */
+	NSDP_TABLE_FASTPATH = 2, /* the NAT fast path (its lcore) */
+};
+
+/* Take the table for w: 0, or -EBUSY when another writer holds it (also
+ * when w holds it already: a hand-over is never implicit). */
+int nsdp_table_take(struct nsdp_table *t, enum nsdp_table_writer w);
+/* Give the table back if w holds it: 0, or -EPERM (nothing changed). */
+int nsdp_table_give_back(struct nsdp_table *t, enum nsdp_table_writer w);
+/* Who holds the table now (any thread). */
+enum nsdp_table_writer nsdp_table_writer(const struct nsdp_table *t);
+
+#ifdef NDEBUG
+#define NSDP_TABLE_ASSERT_WRITER(t, w) ((void)0)
+#else
+#include <assert.h>
+#define NSDP_TABLE_ASSERT_WRITER(t, w) assert(nsdp_table_writer(t) == (w))
+#endif
 
 /* The current generation; a resync notes it before reading the store. */
 uint64_t nsdp_table_generation(const struct nsdp_table *t);

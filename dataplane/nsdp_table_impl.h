@@ -92,6 +92,7 @@ struct nsdp_table {
 	uint32_t free_head, free_tail, free_n;
 	uint64_t gen;
 	uint32_t active_resyncs;
+	uint32_t writer; /* enum nsdp_table_writer, atomic */
 	/* read by other threads with relaxed atomics */
 	uint64_t live, tombstones, applied, stale_ignored, full_drops;
 	uint64_t memory_bytes;

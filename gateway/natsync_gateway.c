@@ -15,10 +15,14 @@
  * epoch from the store (INCR natsync:epoch, so that every promotion in the
  * deployment is later than every earlier one), rebuilds the port maps from
  * the replicated sessions, and starts replicating the gateway's own
- * sessions: with [gateway] agent = threads through writer threads in this
+ * sessions (the table changes hands explicitly, nsdp_table_take: never two
+ * writers): with [gateway] agent = threads through writer threads in this
  * process, with agent = external through a natsync-agent secondary process
  * that drains the same ring by name. Demotion reverses it and resyncs the
- * table from the store.
+ * table from the store. A promotion the forwarding lcore neither takes nor
+ * refuses in time (it did not confirm that it is still a standby) leaves
+ * the gateway stuck: the table stays the fast path's, the subscriber
+ * stays stopped, status says so, until the lcore confirms.
  *
  * Not done here: more than one forwarding lcore (the table has one writer),
  * IP fragments reassembly, ICMP error translation, IPv6.
@@ -80,6 +84,10 @@ struct gw {
 	int listen_fd;
 	struct ngw_fwd fwd; /* the forwarding lcore's */
 	uint64_t promotions, demotions;
+	/* A promotion failed and the lcore has not confirmed that it is a
+	 * standby: it may still write the table, so the subscriber must not
+	 * (gw_unstick). */
+	int stuck;
 };
 
 static void usage(FILE *out)
@@ -183,6 +191,30 @@ static void max_epoch_cb(const struct ns_session *s, void *arg)
 		*max = s->epoch;
 }
 
+/* The subscriber takes the table back (after a failed promotion or a
+ * demotion). */
+static void gw_standby_restart(struct gw *g, const char *why)
+{
+	int rc = nsa_standby_start(g->sb);
+
+	if (rc != 0)
+		NSA_ERR("%s: the subscriber does not restart: %s; the table is "
+			"not kept up to date",
+			why, strerror(-rc));
+}
+
+/* When stuck: has the lcore confirmed that it is a standby since? Then the
+ * fast path has given the table back and the subscriber takes it. */
+static void gw_unstick(struct gw *g)
+{
+	if (!g->stuck || nsdp_nat_deactivate(g->nat, 0) != 0)
+		return;
+	g->stuck = 0;
+	NSA_WARN("the forwarding lcore confirmed that it is a standby: the "
+		 "subscriber takes the table back and resyncs it");
+	gw_standby_restart(g, "unstuck");
+}
+
 static int gw_promote(struct gw *g, char *reply, size_t len)
 {
 	struct nsdp_table *t = g->table;
@@ -192,6 +224,13 @@ static int gw_promote(struct gw *g, char *reply, size_t len)
 	int64_t e;
 	int rc;
 
+	gw_unstick(g);
+	if (g->stuck) {
+		snprintf(reply, len,
+			 "error promote: stuck, the forwarding lcore has not "
+			 "confirmed the last mode change\n");
+		return -EINPROGRESS;
+	}
 	if (nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE) {
 		snprintf(reply, len, "ok already active epoch=%u\n",
 			 nsdp_nat_epoch(g->nat));
@@ -214,10 +253,25 @@ static int gw_promote(struct gw *g, char *reply, size_t len)
 	}
 	epoch = (uint32_t)e;
 	rc = nsdp_nat_activate(g->nat, epoch, GW_MODE_TIMEOUT_MS);
+	if (rc == -EINPROGRESS) {
+		/* The lcore may yet take the promotion and write the table:
+		 * restarting the subscriber would make two writers. */
+		g->stuck = 1;
+		NSA_ERR("promote: the forwarding lcore neither took over nor "
+			"confirmed that it is a standby within %d ms; the "
+			"gateway is stuck: the subscriber stays stopped (the "
+			"table is not kept up to date) until the lcore "
+			"confirms",
+			2 * GW_MODE_TIMEOUT_MS);
+		snprintf(reply, len,
+			 "error promote: stuck, the forwarding lcore did not "
+			 "confirm\n");
+		return rc;
+	}
 	if (rc < 0) {
 		NSA_ERR("promote: the fast path did not take over: %s",
 			strerror(-rc));
-		nsa_standby_start(g->sb);
+		gw_standby_restart(g, "promote");
 		snprintf(reply, len, "error promote: %s\n", strerror(-rc));
 		return rc;
 	}
@@ -244,6 +298,13 @@ static int gw_demote(struct gw *g, char *reply, size_t len)
 {
 	int rc;
 
+	gw_unstick(g);
+	if (g->stuck) {
+		snprintf(reply, len,
+			 "error demote: stuck, the forwarding lcore has not "
+			 "confirmed the last mode change\n");
+		return -EINPROGRESS;
+	}
 	if (nsdp_nat_mode(g->nat) == NSDP_NAT_STANDBY) {
 		snprintf(reply, len, "ok already standby\n");
 		return 0;
@@ -263,7 +324,7 @@ static int gw_demote(struct gw *g, char *reply, size_t len)
 		g->active = NULL;
 	}
 	/* The subscriber takes the table back and resyncs it. */
-	nsa_standby_start(g->sb);
+	gw_standby_restart(g, "demote");
 	g->demotions++;
 	NSA_INFO("demoted: standby, resyncing from the store");
 	snprintf(reply, len, "ok standby\n");
@@ -271,6 +332,13 @@ static int gw_demote(struct gw *g, char *reply, size_t len)
 }
 
 /* ---- control socket ---------------------------------------------------- */
+
+static const char *gw_mode_name(const struct gw *g)
+{
+	if (g->stuck)
+		return "stuck";
+	return nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE ? "active" : "standby";
+}
 
 static int gw_status(struct gw *g, char *reply, size_t len)
 {
@@ -281,12 +349,13 @@ static int gw_status(struct gw *g, char *reply, size_t len)
 	nsdp_table_stats(g->table, &ts);
 	nsa_standby_stats(g->sb, &ss);
 	nsdp_nat_stats(g->nat, &ns);
+	gw_unstick(g);
+	/* Stuck is an error: --ctl status exits 1. */
 	snprintf(reply, len,
-		 "ok mode=%s epoch=%u gateway_id=%u sessions=%" PRIu64
+		 "%s mode=%s epoch=%u gateway_id=%u sessions=%" PRIu64
 		 " synced=%s ports_in_use=%" PRIu64 " created=%" PRIu64
 		 " recorded=%" PRIu64 " record_drops=%" PRIu64 "\n",
-		 nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE ? "active"
-							  : "standby",
+		 g->stuck ? "error" : "ok", gw_mode_name(g),
 		 nsdp_nat_epoch(g->nat), g->conf.agent.gateway_id, ts.live,
 		 ss.synced ? "yes" : "no", nsdp_nat_ports_in_use(g->nat),
 		 ns.created, ns.recorded, ns.record_drops);
@@ -558,10 +627,9 @@ static void gw_progress(struct gw *g, double t)
 		"progress: gateway %.1fs mode %s sessions %" PRIu64
 		" rx %" PRIu64 "/%" PRIu64 " tx %" PRIu64 "/%" PRIu64
 		" created %" PRIu64 " recorded %" PRIu64 " drops %" PRIu64 "\n",
-		t,
-		nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE ? "active" : "standby",
-		ts.live, ns.rx_inside, ns.rx_outside, ns.tx_inside,
-		ns.tx_outside, ns.created, ns.recorded, ns.record_drops);
+		t, gw_mode_name(g), ts.live, ns.rx_inside, ns.rx_outside,
+		ns.tx_inside, ns.tx_outside, ns.created, ns.recorded,
+		ns.record_drops);
 }
 
 static int gw_run(struct gw *g, double duration)
@@ -576,6 +644,7 @@ static int gw_run(struct gw *g, double duration)
 
 		if (poll(&pfd, 1, 50) > 0)
 			control_serve(g);
+		gw_unstick(g);
 		if (want_active) {
 			struct nsa_standby_stats ss;
 

@@ -10,15 +10,20 @@
  * clock (real time at the start of the test, moved by hand). The thread
  * calling the fast path is the lcore; while nsdp_nat_activate() or
  * nsdp_nat_deactivate() waits for the lcore, a helper thread plays it
- * (calls housekeep only) and is joined before any packet is sent.
+ * (calls housekeep only) and is joined before any packet is sent; only the
+ * tests of a promotion that times out let that thread forward too (and
+ * stall it, for real, between reading a mode request and acting on it).
  * Each test runs in its own process (Criterion forks).
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <rte_arp.h>
@@ -33,6 +38,7 @@
 #include "nsb_frame.h"
 #include "nsdp_lane.h"
 #include "nsdp_nat.h"
+#include "nsdp_nat_impl.h"
 #include "nsdp_table.h"
 #include "nsdp_time.h"
 #include "nst_store.h"
@@ -524,27 +530,269 @@ Test(nat, activate_needs_the_lcore_and_deactivate_waits_for_it)
 	fx_open_conf(&f, NULL, 1024, 1024, 1);
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
 
+	/* No lcore: it neither takes the promotion nor confirms the
+	 * withdrawal, so the table stays the fast path's. */
 	t0 = mono_ms();
-	cr_assert_eq(nsdp_nat_activate(f.nat, 7, 30), -ETIMEDOUT);
+	cr_assert_eq(nsdp_nat_activate(f.nat, 7, 30), -EINPROGRESS);
 	cr_assert_lt(mono_ms() - t0, 1000, "bounded wait");
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
-	/* The withdrawn request is not taken later. */
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_FASTPATH);
+	cr_assert_eq(nsdp_table_take(f.table, NSDP_TABLE_SUBSCRIBER), -EBUSY);
+	cr_assert_eq(nsdp_nat_deactivate(f.nat, 0), -ETIMEDOUT);
+	cr_assert_eq(nsdp_nat_activate(f.nat, 7, 0), -EINPROGRESS,
+		     "nothing new before the lcore confirms");
+	/* The withdrawn request is not taken later; the lcore's answer to
+	 * the withdrawal gives the table back. */
 	nsdp_nat_housekeep(f.nat, f.now, &f.tx);
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_FASTPATH);
+	cr_assert_eq(nsdp_nat_deactivate(f.nat, 0), 0);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_NOBODY);
+	/* A subscriber holding the table keeps the fast path out. */
+	cr_assert_eq(nsdp_table_take(f.table, NSDP_TABLE_SUBSCRIBER), 0);
+	cr_assert_eq(nsdp_nat_activate(f.nat, 7, 30), -EBUSY);
+	cr_assert_eq(nsdp_table_give_back(f.table, NSDP_TABLE_FASTPATH),
+		     -EPERM);
+	cr_assert_eq(nsdp_table_give_back(f.table, NSDP_TABLE_SUBSCRIBER), 0);
 
 	cr_assert_eq(with_lcore(&f, 1, 7, NULL), 0);
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_ACTIVE);
 	cr_assert_eq(nsdp_nat_epoch(f.nat), 7);
 	cr_assert_eq(nsdp_nat_activate(f.nat, 8, 10), -EBUSY);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_FASTPATH);
 
 	t0 = mono_ms();
 	cr_assert_eq(nsdp_nat_deactivate(f.nat, 30), -ETIMEDOUT);
 	cr_assert_lt(mono_ms() - t0, 1000);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_FASTPATH);
 	cr_assert_eq(with_lcore(&f, 0, 0, NULL), 0);
 	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_NOBODY);
 	/* Already a standby: nothing to wait for. */
 	cr_assert_eq(nsdp_nat_deactivate(f.nat, 0), 0);
 	tx_free(&f.tx);
+	fx_close(&f);
+}
+
+/* ---- a promotion that times out: one writer of the table at a time ---- */
+
+/* An lcore that stalls in the middle of taking a mode change: it has read
+ * the request and is about to act on it when it loses the CPU (a vCPU
+ * steal, an SMI, a page fault). Played for real: the NAT's lcore-written
+ * fields are made read-only, so that the lcore's first write after it
+ * read the request faults; the fault handler holds the lcore there until
+ * the test lets it go, then makes the fields writable again and the lcore
+ * carries on where it was. A write by any other thread just makes them
+ * writable again. */
+static struct {
+	pthread_t lcore;
+	void *base;
+	size_t len;
+	int stalled, released;
+} stall;
+
+static void stall_on_fault(int sig, siginfo_t *si, void *ctx)
+{
+	uint64_t end = nsdp_mono_ns() + 10 * SEC;
+
+	(void)sig;
+	(void)ctx;
+	if ((char *)si->si_addr < (char *)stall.base ||
+	    (char *)si->si_addr >= (char *)stall.base + stall.len)
+		abort(); /* a real crash */
+	if (pthread_equal(pthread_self(), stall.lcore)) {
+		__atomic_store_n(&stall.stalled, 1, __ATOMIC_RELEASE);
+		while (!__atomic_load_n(&stall.released, __ATOMIC_ACQUIRE) &&
+		       nsdp_mono_ns() < end)
+			nsdp_sleep_us(100);
+	}
+	mprotect(stall.base, stall.len, PROT_READ | PROT_WRITE);
+}
+
+/* The lcore: waits for go, then housekeeps (stalling as above) and, while
+ * it is active, opens a new flow per loop (a table write). A write made
+ * while the table was the subscriber's (sub_owns) is a second writer. */
+struct late_lcore {
+	struct fx *f;
+	struct nsdp_nat_tx tx;
+	int go, stop, sub_owns;
+	uint32_t writes, late_writes;
+};
+
+static void *late_lcore_run(void *arg)
+{
+	struct late_lcore *ll = arg;
+	uint64_t end = nsdp_mono_ns() + 20 * SEC;
+	uint16_t sport = 2000;
+
+	while (!__atomic_load_n(&ll->go, __ATOMIC_ACQUIRE) &&
+	       nsdp_mono_ns() < end)
+		nsdp_sleep_us(100);
+	while (!__atomic_load_n(&ll->stop, __ATOMIC_ACQUIRE) &&
+	       nsdp_mono_ns() < end) {
+		nsdp_nat_housekeep(ll->f->nat, ll->f->now, &ll->tx);
+		if (nsdp_nat_mode(ll->f->nat) == NSDP_NAT_ACTIVE) {
+			struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
+						     sport++, REMOTE, 53);
+			struct rte_mbuf *m = frame_build(ll->f, &fr);
+			int handed_back = __atomic_load_n(&ll->sub_owns,
+							  __ATOMIC_ACQUIRE);
+
+			nsdp_nat_inside(ll->f->nat, &m, 1, ll->f->now, &ll->tx);
+			__atomic_add_fetch(&ll->writes, 1, __ATOMIC_RELEASE);
+			if (handed_back)
+				__atomic_add_fetch(&ll->late_writes, 1,
+						   __ATOMIC_RELEASE);
+		}
+		tx_free(&ll->tx);
+		nsdp_sleep_us(200);
+	}
+	return NULL;
+}
+
+struct activate_call {
+	struct nsdp_nat *nat;
+	int rc;
+};
+
+static void *activate_run(void *arg)
+{
+	struct activate_call *ac = arg;
+
+	ac->rc = nsdp_nat_activate(ac->nat, EPOCH, 200);
+	return NULL;
+}
+
+Test(nat, a_promotion_the_lcore_takes_late_never_leaves_two_table_writers)
+{
+	struct late_lcore ll;
+	struct activate_call ac;
+	struct sigaction sa, old;
+	struct fx f;
+	pthread_t th, ctl;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo, hi;
+	unsigned int i;
+
+	fx_open_conf(&f, NULL, 1024, 1024, 1);
+	memset(&ll, 0, sizeof(ll));
+	ll.f = &f;
+	cr_assert_eq(pthread_create(&th, NULL, late_lcore_run, &ll), 0);
+	stall.lcore = th;
+	/* The lcore's own fields, up to the handshake. */
+	lo = (uintptr_t)&f.nat->mode & ~(page - 1);
+	hi = ((uintptr_t)(&f.nat->epoch + 1) + page - 1) & ~(page - 1);
+	stall.base = (void *)lo;
+	stall.len = hi - lo;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = stall_on_fault;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGSEGV, &sa, &old), 0);
+
+	/* The promotion asks; the lcore reads the request and stalls. */
+	ac.nat = f.nat;
+	ac.rc = 1;
+	cr_assert_eq(pthread_create(&ctl, NULL, activate_run, &ac), 0);
+	for (i = 0;
+	     i < 20000 && (__atomic_load_n(&f.nat->mode_req, __ATOMIC_ACQUIRE) &
+			   1) != NSDP_NAT_ACTIVE;
+	     i++)
+		nsdp_sleep_us(50);
+	cr_assert_eq(mprotect(stall.base, stall.len, PROT_READ), 0);
+	__atomic_store_n(&ll.go, 1, __ATOMIC_RELEASE);
+	for (i = 0;
+	     i < 20000 && !__atomic_load_n(&stall.stalled, __ATOMIC_ACQUIRE);
+	     i++)
+		nsdp_sleep_us(50);
+	cr_assert(stall.stalled, "the lcore did not read the request");
+
+	/* The promotion gives up while the lcore is stalled. */
+	pthread_join(ctl, NULL);
+	cr_log_info("activate: %d (%s)", ac.rc, strerror(-ac.rc));
+	if (ac.rc == -ETIMEDOUT) {
+		/* The lcore did not take the table: the gateway gives it
+		 * back to the subscriber, then the lcore wakes up. */
+		__atomic_store_n(&ll.sub_owns, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&stall.released, 1, __ATOMIC_RELEASE);
+	} else {
+		/* Not confirmed: the table stays the fast path's until the
+		 * lcore confirms that it is a standby. */
+		cr_assert_eq(ac.rc, -EINPROGRESS, "activate: %d", ac.rc);
+		cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_FASTPATH);
+		cr_assert_eq(nsdp_table_take(f.table, NSDP_TABLE_SUBSCRIBER),
+			     -EBUSY, "the subscriber is kept out");
+		__atomic_store_n(&stall.released, 1, __ATOMIC_RELEASE);
+		cr_assert_eq(nsdp_nat_deactivate(f.nat, 2000), 0);
+		cr_assert_eq(nsdp_table_take(f.table, NSDP_TABLE_SUBSCRIBER),
+			     0);
+		__atomic_store_n(&ll.sub_owns, 1, __ATOMIC_RELEASE);
+	}
+	/* The lcore runs on for a while (about 100 loops). */
+	nsdp_sleep_ms(40);
+	__atomic_store_n(&ll.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	sigaction(SIGSEGV, &old, NULL);
+	cr_log_info("the lcore wrote the table %u times, %u of them while "
+		    "the subscriber had it",
+		    ll.writes, ll.late_writes);
+	cr_assert_eq(ll.late_writes, 0,
+		     "two writers: the lcore wrote the table %u times after "
+		     "the failed promotion (activate %d) gave it back to the "
+		     "subscriber",
+		     ll.late_writes, ac.rc);
+	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+	fx_close(&f);
+}
+
+/* The lcore that wakes up between the withdrawal and its deadline: it
+ * never saw the promotion, confirms the withdrawal, and the table is
+ * nobody's again (-ETIMEDOUT, the subscriber may take it back). */
+struct wake_after_withdrawal {
+	struct fx *f;
+	struct nsdp_nat_tx tx;
+	int stop;
+};
+
+static void *wake_after_withdrawal_run(void *arg)
+{
+	struct wake_after_withdrawal *w = arg;
+	uint64_t end = nsdp_mono_ns() + 10 * SEC;
+
+	/* Requests so far: 0 standby, 1 the promotion, 2 its withdrawal. */
+	while (__atomic_load_n(&w->f->nat->mode_req, __ATOMIC_ACQUIRE) >> 1 <
+		       2 &&
+	       nsdp_mono_ns() < end)
+		nsdp_sleep_us(50);
+	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) &&
+	       nsdp_mono_ns() < end) {
+		nsdp_nat_housekeep(w->f->nat, w->f->now, &w->tx);
+		nsdp_sleep_us(200);
+	}
+	return NULL;
+}
+
+Test(nat, a_promotion_withdrawn_before_the_lcore_reads_it_gives_the_table_back)
+{
+	struct wake_after_withdrawal w;
+	struct fx f;
+	pthread_t th;
+
+	fx_open_conf(&f, NULL, 1024, 1024, 1);
+	memset(&w, 0, sizeof(w));
+	w.f = &f;
+	cr_assert_eq(pthread_create(&th, NULL, wake_after_withdrawal_run, &w),
+		     0);
+	cr_assert_eq(nsdp_nat_activate(f.nat, EPOCH, 50), -ETIMEDOUT);
+	cr_assert_eq(nsdp_table_writer(f.table), NSDP_TABLE_NOBODY);
+	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY);
+	cr_assert_eq(nsdp_table_take(f.table, NSDP_TABLE_SUBSCRIBER), 0);
+	nsdp_sleep_ms(10);
+	cr_assert_eq(nsdp_nat_mode(f.nat), NSDP_NAT_STANDBY, "stays standby");
+	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	tx_free(&w.tx);
+	cr_assert_eq(stats(&f).created, 0);
+	cr_assert_eq(stats(&f).arp_announcements, 0, "never active");
 	fx_close(&f);
 }
 
