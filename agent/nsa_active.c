@@ -70,24 +70,18 @@ static int can_take(const struct nsa_writer *w)
 static int append_burst(struct nsa_writer *w, const struct ns_session *s,
 			const uint8_t *flags, unsigned int n)
 {
-	unsigned int i, j, lost = 0;
+	unsigned int i;
 
 	for (i = 0; i < n; i++) {
 		int rc = nsa_append_record(w, &s[i], flags ? flags[i] : 0);
 
 		if (rc != 0) {
 			/* Only allocation fails here; the records are lost. */
-			for (j = i; j < n; j++)
-				if (flags && (flags[j] & NSA_REC_REPLAY))
-					W_STAT_SUB(w, replay_inflight, 1);
-				else if (flags && (flags[j] & NSA_REC_STORE))
-					W_STAT_SUB(w, corrections_due, 1);
-				else
-					lost++;
 			NSA_ERR("writer %u: out of memory, %u record(s) "
 				"dropped",
-				w->idx, lost);
-			W_STAT_ADD(w, dropped, lost);
+				w->idx,
+				nsa_records_lost(w, flags ? flags + i : NULL,
+						 n - i));
 			return rc;
 		}
 	}

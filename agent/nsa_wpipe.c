@@ -179,6 +179,22 @@ static void replay_keep(struct nsa_writer *w, const struct nsa_batch *b)
 	}
 }
 
+unsigned int nsa_records_lost(struct nsa_writer *w, const uint8_t *flags,
+			      unsigned int n)
+{
+	unsigned int i, lost = 0;
+
+	for (i = 0; i < n; i++)
+		if (flags && (flags[i] & NSA_REC_REPLAY))
+			W_STAT_SUB(w, replay_inflight, 1);
+		else if (flags && (flags[i] & NSA_REC_STORE))
+			W_STAT_SUB(w, corrections_due, 1);
+		else
+			lost++;
+	W_STAT_ADD(w, dropped, lost);
+	return lost;
+}
+
 void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 {
 	unsigned int i, dropped = 0, replays = 0, stores = 0;
@@ -187,19 +203,9 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 		w->retry_mode = 1;
 		if (nsa_batch_hold(w, b) == 0)
 			return;
-		for (i = 0; i < b->count; i++)
-			if (b->rflags[i] & NSA_REC_REPLAY)
-				replays++;
-			else if (b->rflags[i] & NSA_REC_STORE)
-				stores++;
-			else
-				dropped++;
 		NSA_ERR("writer %u: out of memory holding a batch for resend; "
 			"%u records dropped",
-			w->idx, dropped);
-		W_STAT_ADD(w, dropped, dropped);
-		W_STAT_SUB(w, replay_inflight, replays);
-		W_STAT_SUB(w, corrections_due, stores);
+			w->idx, nsa_records_lost(w, b->rflags, b->count));
 		nsa_batch_put(w, b);
 		return;
 	}
@@ -280,6 +286,24 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 	b->closed = 1;
 	c->open = NULL;
 	c->inflight_batches++;
+	return 0;
+}
+
+/* Count s, just encoded (len bytes) at the end of c's open batch, into it,
+ * and close the batch once it is full. */
+int nsa_batch_push(struct nsa_writer *w, struct nsa_link *c,
+		   const struct ns_session *s, uint8_t rflag, size_t len)
+{
+	struct nsa_batch *b = c->open;
+
+	b->sess[b->count] = *s;
+	b->rflags[b->count] = rflag;
+	b->body_len += len;
+	b->count++;
+	if (s->epoch > b->epoch)
+		b->epoch = s->epoch;
+	if (b->count >= w->a->conf.batch_size)
+		return nsa_batch_close(w, c);
 	return 0;
 }
 
@@ -378,15 +402,7 @@ int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
 		W_STAT_ADD(w, dels, 1);
 	else
 		W_STAT_ADD(w, sets, 1);
-	b->sess[rec] = *s;
-	b->rflags[rec] = rflag;
-	b->body_len += (size_t)len;
-	b->count++;
-	if (s->epoch > b->epoch)
-		b->epoch = s->epoch;
-	if (b->count >= w->a->conf.batch_size)
-		return nsa_batch_close(w, c);
-	return 0;
+	return nsa_batch_push(w, c, s, rflag, (size_t)len);
 }
 
 /* ---- replies ---------------------------------------------------------- */

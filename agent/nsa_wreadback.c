@@ -145,15 +145,7 @@ int nsa_readback_append(struct nsa_writer *w, const struct ns_session *s)
 		}
 		return 0;
 	}
-	b->sess[b->count] = *s;
-	b->rflags[b->count] = NSA_REC_STORE;
-	b->body_len += (size_t)len;
-	b->count++;
-	if (s->epoch > b->epoch)
-		b->epoch = s->epoch;
-	if (b->count >= w->a->conf.batch_size)
-		return nsa_batch_close(w, c);
-	return 0;
+	return nsa_batch_push(w, c, s, NSA_REC_STORE, (size_t)len);
 }
 
 /* What the store answered to GET for a refused record's key: its value,

@@ -165,7 +165,14 @@ void nsa_batch_put(struct nsa_writer *w, struct nsa_batch *b);
 void nsa_batch_free_all(struct nsa_writer *w);
 int nsa_batch_hold(struct nsa_writer *w, struct nsa_batch *b);
 void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b);
+/* n records given up for want of memory (flags: NSA_REC_* each, or NULL
+ * for records new from a lane): replays and corrections leave their
+ * counts, the rest are counted dropped. Returns how many were dropped. */
+unsigned int nsa_records_lost(struct nsa_writer *w, const uint8_t *flags,
+			      unsigned int n);
 int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c);
+int nsa_batch_push(struct nsa_writer *w, struct nsa_link *c,
+		   const struct ns_session *s, uint8_t rflag, size_t len);
 int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
 		      uint8_t rflag);
 size_t nsa_link_read(struct nsa_writer *w, struct nsa_link *c);

@@ -215,6 +215,20 @@ static void gw_unstick(struct gw *g)
 	gw_standby_restart(g, "unstuck");
 }
 
+/* Whether the gateway is stuck (the lcore has not confirmed its last mode
+ * change: no mode change until it does), with the reply to op saying so. */
+static int gw_stuck(struct gw *g, const char *op, char *reply, size_t len)
+{
+	gw_unstick(g);
+	if (!g->stuck)
+		return 0;
+	snprintf(reply, len,
+		 "error %s: stuck, the forwarding lcore has not confirmed the "
+		 "last mode change\n",
+		 op);
+	return 1;
+}
+
 static int gw_promote(struct gw *g, char *reply, size_t len)
 {
 	struct nsdp_table *t = g->table;
@@ -224,13 +238,8 @@ static int gw_promote(struct gw *g, char *reply, size_t len)
 	int64_t e;
 	int rc;
 
-	gw_unstick(g);
-	if (g->stuck) {
-		snprintf(reply, len,
-			 "error promote: stuck, the forwarding lcore has not "
-			 "confirmed the last mode change\n");
+	if (gw_stuck(g, "promote", reply, len))
 		return -EINPROGRESS;
-	}
 	if (nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE) {
 		snprintf(reply, len, "ok already active epoch=%u\n",
 			 nsdp_nat_epoch(g->nat));
@@ -298,13 +307,8 @@ static int gw_demote(struct gw *g, char *reply, size_t len)
 {
 	int rc;
 
-	gw_unstick(g);
-	if (g->stuck) {
-		snprintf(reply, len,
-			 "error demote: stuck, the forwarding lcore has not "
-			 "confirmed the last mode change\n");
+	if (gw_stuck(g, "demote", reply, len))
 		return -EINPROGRESS;
-	}
 	if (nsdp_nat_mode(g->nat) == NSDP_NAT_STANDBY) {
 		snprintf(reply, len, "ok already standby\n");
 		return 0;
