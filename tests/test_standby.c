@@ -475,7 +475,7 @@ static void table_diff(struct nsdp_table *t, const struct active *a,
 		       uint64_t *missing, uint64_t *extra)
 {
 	struct nsdp_table_stats st;
-	uint64_t live = 0, found = 0;
+	uint64_t found = 0;
 	uint32_t i;
 
 	*missing = 0;
@@ -484,7 +484,6 @@ static void table_diff(struct nsdp_table *t, const struct active *a,
 		int rc = nsdp_table_lookup(t, a->table[i].proto,
 					   &a->table[i].orig, &out);
 
-		live += a->live[i];
 		if (a->live[i] && rc == 0 &&
 		    ns_session_equal_state(&out, &a->table[i]))
 			found++;
