@@ -386,18 +386,18 @@ int main(int argc, char **argv)
 	if (nsa_cli_finish(&cli, conf))
 		return 2;
 	if (source_path && table_read_file(&source, source_path) < 0)
-		return 2;
+		goto refused;
 
 	t0 = nsdp_now_s();
 	for (;;) {
 		int ok = 1;
 
 		if (use_store && table_read_store(&store, &conf->store) < 0)
-			return 2;
+			goto refused;
 		if (pid && request_dump(pid, standby_path) < 0)
-			return 2;
+			goto refused;
 		if (standby_path && table_read_file(&standby, standby_path) < 0)
-			return 2;
+			goto refused;
 		int last = nsdp_now_s() - t0 >= timeout;
 		int quiet = !last;
 
@@ -432,4 +432,10 @@ int main(int argc, char **argv)
 	free(source.s);
 	free(standby.s);
 	return equal ? 0 : 1;
+
+refused: /* no comparison: the reason is printed */
+	free(store.s);
+	free(source.s);
+	free(standby.s);
+	return 2;
 }
