@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 #include "nsdp_lane.h"
 #include "nsdp_stat.h"
 #include "nsdp_table.h"
+#include "nst_agents.h"
 #include "nsdp_time.h"
 #include "nst_session.h"
 #include "nst_store.h"
@@ -735,7 +737,9 @@ Test(active, restarted_server_gets_every_unacknowledged_record, .timeout = 180)
 	struct plan p;
 	pthread_t th;
 	uint64_t acked_before, deadline;
+	char pid_path[3100];
 	uint32_t bad;
+	int server;
 
 	plan_init(&p, 40000);
 	store_up(PORT_RESTART, 0);
@@ -753,6 +757,21 @@ Test(active, restarted_server_gets_every_unacknowledged_record, .timeout = 180)
 	} while (st.acked < 3000 && mono_ms() < deadline);
 	cr_assert_geq(st.acked, 3000, "a first part was acknowledged");
 
+	/* Freeze the server first, so that what the writer sends from then on
+	 * stays unacknowledged, then kill it: the crash always finds records
+	 * in flight, which the writer must resend. */
+	snprintf(pid_path, sizeof(pid_path), "%.3000s/%d/%d/redis.pid",
+		 nst_build("tests/run"), PORT_RESTART, PORT_RESTART);
+	server = nst_read_pid(pid_path);
+	cr_assert_gt(server, 0, "no pid in %s", pid_path);
+	cr_assert_eq(kill(server, SIGSTOP), 0);
+	deadline = mono_ms() + 10000;
+	do {
+		nsdp_sleep_ms(2);
+		nsa_active_stats(a, &st);
+	} while (st.inflight == 0 && mono_ms() < deadline);
+	cr_assert_gt(st.inflight, 0, "records in flight at the freeze");
+	cr_assert_eq(kill(server, SIGKILL), 0);
 	nst_store_stop(PORT_RESTART);
 	nsdp_sleep_ms(200);
 	/* One lane and one connection: acknowledgements come in record
