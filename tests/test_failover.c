@@ -28,6 +28,11 @@
  * Both ways to run the agent: threads inside the gateways, and
  * natsync-agent secondary processes attached to the gateways' rings
  * (hugepages, started with deploy/agent-secondary.sh).
+ *
+ * Split brain: B is promoted while A lives on, cut off from B but not from
+ * the client, the server or the store. The store must keep B's view (a
+ * fresh standby cold-loads it, natsync-verify compares) and A must demote
+ * itself. A promotion the store cannot give an epoch is refused.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -47,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ns_record.h"
 #include "nsa_host.h"
 #include "nsdp_time.h"
 #include "nst_agents.h"
@@ -313,6 +319,70 @@ static void *client_main(void *arg)
 	return NULL;
 }
 
+/* New UDP flows from the client, one more socket (a new source port) every
+ * BURST_EVERY_MS until BURST_FLOWS, each sending a datagram per tick, for
+ * burst.secs once the test sets burst.go: sessions the gateway that
+ * forwards them has to create. */
+#define BURST_FLOWS 30
+#define BURST_EVERY_MS 100
+
+static struct {
+	int go;
+	double secs;
+	uint16_t ports[BURST_FLOWS]; /* the flows' source ports, host order */
+	uint64_t n_ports;
+	uint64_t sent, replies;
+} burst;
+
+static void *burst_main(void *arg)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	int fds[BURST_FLOWS];
+	size_t n = 0;
+	double until;
+
+	(void)arg;
+	enter_netns("nstfo-c");
+	inet_pton(AF_INET, SERVER_ADDR, &to.sin_addr);
+	to.sin_port = htons(UDP_PORT);
+	/* The test starts the burst within its own bound. */
+	for (int i = 0;
+	     i < 1200 && !__atomic_load_n(&burst.go, __ATOMIC_ACQUIRE); i++)
+		nsdp_sleep_ms(50);
+	until = nsdp_now_s() + burst.secs;
+	while (nsdp_now_s() < until && !LOAD(stop)) {
+		char buf[64];
+
+		if (n < BURST_FLOWS) {
+			struct sockaddr_in me;
+			socklen_t len = sizeof(me);
+			int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+
+			if (fd < 0)
+				abort();
+			if (connect(fd, (struct sockaddr *)&to, sizeof(to)) !=
+				    0 ||
+			    getsockname(fd, (struct sockaddr *)&me, &len) != 0)
+				abort();
+			fds[n] = fd;
+			burst.ports[n++] = ntohs(me.sin_port);
+			__atomic_store_n(&burst.n_ports, n, __ATOMIC_RELEASE);
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (send(fds[i], "new", 3, 0) == 3)
+				__atomic_add_fetch(&burst.sent, 1,
+						   __ATOMIC_RELEASE);
+			while (recv(fds[i], buf, sizeof(buf), 0) > 0)
+				__atomic_add_fetch(&burst.replies, 1,
+						   __ATOMIC_RELEASE);
+		}
+		nsdp_sleep_ms(BURST_EVERY_MS);
+	}
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+	return NULL;
+}
+
 /* ---- gateways --------------------------------------------------------------- */
 
 /* Set by each test: 1 when the agents run as DPDK secondary processes. */
@@ -431,7 +501,7 @@ static long status_value(char id, const char *name)
 		ok_;                                               \
 	})
 
-static pid_t gw_a, gw_b, agent_a, agent_b;
+static pid_t gw_a, gw_b, agent_a, agent_b, fresh_standby;
 
 static int alive(pid_t pid)
 {
@@ -485,6 +555,7 @@ static void fixture_fini(void)
 	stop_pid(&gw_b, SIGTERM);
 	stop_pid(&agent_a, SIGTERM);
 	stop_pid(&agent_b, SIGTERM);
+	stop_pid(&fresh_standby, SIGTERM);
 	nst_store_stop(STORE_PORT);
 	net_teardown();
 	/* A gateway killed with SIGKILL leaves its hugepage files behind:
@@ -516,15 +587,13 @@ static int flows_progress(uint64_t more_bytes, uint64_t more_udp, double secs)
 			secs);
 }
 
-static void failover_scenario(const char *name)
+/* The network, the store, A active and B a synced standby, the client's
+ * TCP connection and UDP flow through A, both sessions on B; A's epoch. */
+static long scenario_start(const char *name, pthread_t *server,
+			   pthread_t *client)
 {
-	pthread_t server, client;
 	char reply[4096];
-	struct sockaddr_in udp_before, tcp_peer;
-	uint64_t echoed_before, udp_before_n, tcp_sent_at_kill;
-	long epoch_a, epoch_b;
-	char addr[INET_ADDRSTRLEN];
-	int rc;
+	long epoch_a;
 
 	nst_need_root("needs root for network namespaces");
 	nst_run_dir_make(name);
@@ -552,8 +621,8 @@ static void failover_scenario(const char *name)
 		agent_b = start_agent('B');
 	}
 
-	pthread_create(&server, NULL, server_main, NULL);
-	pthread_create(&client, NULL, client_main, NULL);
+	pthread_create(server, NULL, server_main, NULL);
+	pthread_create(client, NULL, client_main, NULL);
 	cr_assert(WAIT_FOR(LOAD(tcp_echoed) >= 640 && LOAD(udp_replies) >= 20,
 			   20),
 		  "no traffic through gateway A: tcp echoed %lu, udp %lu "
@@ -566,7 +635,20 @@ static void failover_scenario(const char *name)
 	/* B holds both sessions before A dies. */
 	cr_assert(WAIT_FOR(status_value('B', "sessions") >= 2, 10),
 		  "standby B did not receive the sessions");
+	return epoch_a;
+}
 
+static void failover_scenario(const char *name)
+{
+	pthread_t server, client;
+	char reply[4096];
+	struct sockaddr_in udp_before, tcp_peer;
+	uint64_t echoed_before, udp_before_n, tcp_sent_at_kill;
+	long epoch_a, epoch_b;
+	char addr[INET_ADDRSTRLEN];
+	int rc;
+
+	epoch_a = scenario_start(name, &server, &client);
 	udp_before = net.udp_sources[0];
 	cr_assert_eq(LOAD(n_udp_sources), 1);
 	cr_assert_eq(LOAD(accepts), 1);
@@ -669,4 +751,228 @@ Test(failover, flows_survive_with_the_agents_as_secondary_processes)
 {
 	external = 1;
 	failover_scenario("failover-external");
+}
+
+/* ---- split brain ------------------------------------------------------------ */
+
+/* [gateway] fence_check_ms left at its default: how often a gateway reads
+ * natsync:epoch to learn that a newer active took over. */
+#define FENCE_CHECK_MS 200
+
+/* A natsync-agent standby that has seen no batch: the table it cold-loads
+ * is what the store holds. It dumps to standby.tbl. */
+static pid_t fresh_standby_start(void)
+{
+	char text[1024];
+	pid_t pid;
+
+	snprintf(text, sizeof(text),
+		 "[agent]\nrole = standby\ngateway_id = 3\nprogress_ms = 0\n"
+		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
+		 "--no-telemetry -l 0\n"
+		 "[store]\nseeds = 127.0.0.1:%d\n"
+		 "[standby]\ntable_capacity = 4096\ndump = %s\n",
+		 STORE_PORT, nst_run_path("standby.tbl"));
+	nst_write_file(nst_run_path("standby.ini"), text);
+	pid = (pid_t)nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	return pid;
+}
+
+/* natsync-verify, the store against the standby pid's table: whether they
+ * match, with both sizes. The last dump it asked for stays in
+ * standby.tbl. */
+static int verify_store_against_standby(pid_t pid, unsigned long *store,
+					unsigned long *standby)
+{
+	char line[256];
+	int rc, found = 0;
+	FILE *f;
+
+	rc = nst_sh("%s -S 127.0.0.1:%d -b %s -p %d -t 10 >%s 2>&1",
+		    nst_build("tools/natsync-verify"), STORE_PORT,
+		    nst_run_path("standby.tbl"), (int)pid,
+		    nst_run_path("verify.out"));
+	nst_sh("cat %s >&2", nst_run_path("verify.out"));
+	f = fopen(nst_run_path("verify.out"), "r");
+	cr_assert_not_null(f);
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long source;
+
+		found = sscanf(line,
+			       "RESULT verify store=%lu source=%lu standby=%lu",
+			       store, &source, standby) == 3;
+	}
+	fclose(f);
+	cr_assert(found, "natsync-verify printed no RESULT; see %s",
+		  nst_run_path("verify.out"));
+	return rc == 0 && nst_run_file_has("verify.out", "match=yes");
+}
+
+/* How many of the burst's flows the table file at path holds: UDP
+ * sessions from the client whose inside source port is a burst port. */
+static unsigned long burst_flows_in(const char *path)
+{
+	size_t reclen = ns_record_wire_len(NS_FAMILY_IPV4);
+	uint64_t n_ports = __atomic_load_n(&burst.n_ports, __ATOMIC_ACQUIRE);
+	uint8_t buf[NS_RECORD_MAX_LEN];
+	unsigned long found = 0;
+	struct in_addr client;
+	struct ns_session s;
+	FILE *f = fopen(path, "rb");
+
+	cr_assert_not_null(f, "no table file %s", path);
+	inet_pton(AF_INET, "10.1.0.2", &client);
+	while (fread(buf, 1, reclen, f) == reclen) {
+		cr_assert_geq(ns_record_decode(buf, reclen, &s), 0);
+		if (s.proto != IPPROTO_UDP ||
+		    s.orig.saddr != ntohl(client.s_addr))
+			continue;
+		for (uint64_t i = 0; i < n_ports; i++)
+			if (s.orig.sport == burst.ports[i])
+				found++;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Split brain: the VRRP link between the gateways is cut, keepalived
+ * promotes B, and nothing demotes A, which still reaches the store and
+ * keeps forwarding. B's promotion fences the store: A's writers are cut
+ * off and refused, and A, seeing the newer epoch, demotes itself. The
+ * sessions A creates after B took over never reach the store, so a
+ * standby that cold-loads it gets B's view.
+ */
+Test(failover, a_partitioned_active_is_fenced_out_of_the_store)
+{
+	pthread_t server, client, burster;
+	long epoch_a, epoch_b, created_before, created_after, b_sessions,
+		fenced;
+	unsigned long store = 0, standby = 0, in_store;
+	double promoted_at, demoted_after = -1;
+	int match, demoted;
+
+	external = 0;
+	epoch_a = scenario_start("failover-split-brain", &server, &client);
+	burst.secs = 3;
+	pthread_create(&burster, NULL, burst_main, NULL);
+
+	/* The partition: B loses the client and the server, A keeps both, as
+	 * when only the link that carries VRRP between the gateways fails and
+	 * each side's neighbours still resolve the shared addresses to A.
+	 * Cut before the promotion, so that B's announcements of the shared
+	 * addresses reach nobody and every packet still goes to A. */
+	cr_assert_eq(nst_sh("ip -n nstfo-c link set cb down && "
+			    "ip -n nstfo-s link set sb down"),
+		     0);
+	created_before = stat_value('A', "nat.created");
+
+	cr_assert_eq(keepalived_notify('B', "MASTER"), 0,
+		     "promotion through the keepalived hook failed");
+	promoted_at = nsdp_now_s();
+	__atomic_store_n(&burst.go, 1, __ATOMIC_RELEASE);
+	cr_assert(status_has('B', "mode=active"));
+	epoch_b = status_value('B', "epoch");
+	cr_assert_gt(epoch_b, epoch_a, "a promotion must raise the epoch");
+
+	/* Measured now, asserted after the store: on a gateway that does not
+	 * fence both failures show. */
+	demoted = WAIT_FOR(status_has('A', "mode=standby"), 5);
+	if (demoted)
+		demoted_after = nsdp_now_s() - promoted_at;
+	pthread_join(burster, NULL);
+	created_after = stat_value('A', "nat.created");
+	cr_log_info("A created %ld sessions after B's promotion; the burst "
+		    "sent %lu datagrams on %lu flows, %lu answered",
+		    created_after - created_before, (unsigned long)burst.sent,
+		    (unsigned long)burst.n_ports, (unsigned long)burst.replies);
+	cr_assert_eq(burst.n_ports, BURST_FLOWS);
+	/* Whatever A still sends is on the wire in milliseconds (flush_us =
+	 * 200): give it a second before reading the store. */
+	nsdp_sleep_ms(1000);
+
+	b_sessions = status_value('B', "sessions");
+	fresh_standby = fresh_standby_start();
+	match = verify_store_against_standby(fresh_standby, &store, &standby);
+	in_store = burst_flows_in(nst_run_path("standby.tbl"));
+	cr_expect_eq(in_store, 0,
+		     "%lu of the %d flows the client opened through A after "
+		     "B's promotion are in the store (A created %ld sessions "
+		     "after the promotion)",
+		     in_store, BURST_FLOWS, created_after - created_before);
+	cr_expect_eq(store, (unsigned long)b_sessions,
+		     "the store holds %lu sessions, the new active B %ld",
+		     store, b_sessions);
+	cr_expect(match,
+		  "the store (%lu) and the fresh standby (%lu) "
+		  "differ; see %s",
+		  store, standby, nst_run_path("verify.out"));
+	cr_expect_eq(standby, store);
+
+	cr_expect(demoted,
+		  "A is still %s 5 s after B's promotion (A created %ld "
+		  "sessions since)",
+		  status_has('A', "mode=active") ? "active" : "not standby",
+		  created_after - created_before);
+	if (demoted)
+		cr_expect_leq(demoted_after, FENCE_CHECK_MS / 1000.0 + 1.0,
+			      "A demoted itself %.2f s after B's promotion",
+			      demoted_after);
+	fenced = stat_value('A', "gateway.fenced");
+	cr_expect_eq(fenced, 1, "gateway.fenced of A is %ld", fenced);
+	/* The demoted A is a standby like any other: B's view. */
+	cr_expect(WAIT_FOR(status_has('A', "synced=yes") &&
+				   status_value('A', "sessions") == (long)store,
+			   20),
+		  "A did not resync from the store: %ld sessions, the store "
+		  "%lu",
+		  status_value('A', "sessions"), store);
+	stop_pid(&fresh_standby, SIGTERM);
+}
+
+/*
+ * A promotion is only as good as its epoch: without the store's counter a
+ * gateway cannot know that its epoch is above the last active's, and a
+ * local guess could be fenced out or fence the real active. It stays a
+ * standby and forwards nothing.
+ */
+Test(failover, promotion_is_refused_when_the_store_cannot_issue_an_epoch)
+{
+	static const char refusal[] = "error promote: no epoch from the store";
+	pthread_t burster;
+	long tx_before, tx_after;
+	char reply[4096];
+	int rc;
+
+	nst_need_root("needs root for network namespaces");
+	external = 0;
+	nst_run_dir_make("failover-no-epoch");
+	net_setup();
+	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
+	write_gateway_config('B');
+	gw_b = start_gateway('B', "");
+	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
+		  "gateway B never loaded the table; see %s",
+		  nst_run_path("gwB.log"));
+	nst_store_stop(STORE_PORT);
+	tx_before = stat_value('B', "nat.tx_outside");
+
+	rc = ctl('B', "promote", reply, sizeof(reply));
+	cr_expect_neq(rc, 0, "the promotion succeeded: %s", reply);
+	cr_expect(strncmp(reply, refusal, strlen(refusal)) == 0,
+		  "the reply to promote is: %s", reply);
+	cr_expect(status_has('B', "mode=standby"),
+		  "B is not a standby after the refused promotion");
+
+	/* New flows from the client: a standby forwards none of them. */
+	burst.secs = 1;
+	burst.go = 1;
+	pthread_create(&burster, NULL, burst_main, NULL);
+	pthread_join(burster, NULL);
+	tx_after = stat_value('B', "nat.tx_outside");
+	cr_expect_eq(tx_after, tx_before,
+		     "B forwarded %ld packets after the refused promotion",
+		     tx_after - tx_before);
+	cr_expect(status_has('B', "mode=standby"));
 }
