@@ -112,14 +112,20 @@ static void net_setup(void)
 		"  ip netns exec $ns sysctl -qw "
 		"net.ipv6.conf.all.disable_ipv6=1\n"
 		"done\n"
-		"pair() { ip link add $1 type veth peer name $2 netns $3\n"
+		/* DPDK's af_packet names its fanout group (pid ^ ifindex)
+		 * & 0xffff, and a group on another device is refused
+		 * (EINVAL): with A's and B's pids and ifindexes a few apart
+		 * that happened. A's and B's ifindexes differ in bit 15, as
+		 * two pids started together do not. */
+		"pair() { ip link add $1 index $4 type veth peer name $2 "
+		"netns $3\n"
 		"  sysctl -qw net.ipv6.conf.$1.disable_ipv6=1\n"
 		"  ip link set $1 up\n"
 		"  ip -n $3 link set $2 master br0 up; }\n"
-		"pair nstfoAi ca nstfo-c\n"
-		"pair nstfoBi cb nstfo-c\n"
-		"pair nstfoAo sa nstfo-s\n"
-		"pair nstfoBo sb nstfo-s\n"
+		"pair nstfoAi ca nstfo-c 20001\n"
+		"pair nstfoBi cb nstfo-c 52769\n"
+		"pair nstfoAo sa nstfo-s 20002\n"
+		"pair nstfoBo sb nstfo-s 52770\n"
 		"ip -n nstfo-c addr add 10.1.0.2/24 dev br0\n"
 		"ip -n nstfo-c route add default via 10.1.0.1\n"
 		"ip -n nstfo-s addr add " SERVER_ADDR "/24 dev br0\n"
