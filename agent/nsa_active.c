@@ -305,6 +305,7 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 		w->a = a;
 		w->idx = i;
 		w->publisher_id = (rnd & 0xffffffu) << 8 | (i & 0xffu);
+		w->epoch_seen = conf->epoch;
 		w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
 		if (nsa_replay_init(&w->replay, conf->replay_ms > 0
 							? conf->replay_records
@@ -360,6 +361,19 @@ void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s)
 		s->lane_drops += __atomic_load_n(&a->lanes[i]->dropped,
 						 __ATOMIC_RELAXED);
 	s->inflight = s->records - s->acked - s->dropped;
+}
+
+uint32_t nsa_active_fence(const struct nsa_active *a)
+{
+	uint32_t max = 0;
+
+	for (unsigned int i = 0; a && i < a->n_writers; i++) {
+		uint32_t f = __atomic_load_n(&a->w[i]->fence, __ATOMIC_RELAXED);
+
+		if (f > max)
+			max = f;
+	}
+	return max;
 }
 
 static int drained(const struct nsa_active *a)

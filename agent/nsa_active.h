@@ -46,6 +46,9 @@ struct nsa_active_stats {
 	uint64_t topology_refreshes;
 	uint64_t lane_drops; /* sum of the lanes' drop counters */
 	uint64_t dropped; /* records the agent gave up on (counted, logged) */
+	/* Of those, records below the store's epoch: a newer active took
+	 * over (nsa_fence.h), so they are neither written nor published. */
+	uint64_t fenced;
 	/* Records published (NS_BATCH_F_STORE) to tell the standbys what the
 	 * store holds for a key after it refused a write for good, and the
 	 * refusals still being read back or published. */
@@ -74,5 +77,9 @@ void nsa_active_stop(struct nsa_active *a);
 void nsa_active_free(struct nsa_active *a);
 
 void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s);
+
+/* The highest epoch the writers read from the store's counter (0 before
+ * any connection): above the records' epoch, this active is fenced. */
+uint32_t nsa_active_fence(const struct nsa_active *a);
 
 #endif

@@ -34,10 +34,7 @@
  * that a hung server is noticed. */
 #define NSA_COMMAND_TIMEOUT_MS 5000
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+void nsa_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -107,13 +104,13 @@ static int store_auth(const struct nsa_store_conf *conf, redisContext *c,
 	argv[argc++] = conf->password;
 	r = redisCommandArgv(c, argc, argv, NULL);
 	if (!r) {
-		set_err(err, errlen, "%s:%u: AUTH: %s", addr->host, addr->port,
-			c->errstr);
+		nsa_set_err(err, errlen, "%s:%u: AUTH: %s", addr->host,
+			    addr->port, c->errstr);
 		return -EIO;
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
-		set_err(err, errlen, "%s:%u: AUTH failed: %s", addr->host,
-			addr->port, r->str);
+		nsa_set_err(err, errlen, "%s:%u: AUTH failed: %s", addr->host,
+			    addr->port, r->str);
 		rc = -EACCES;
 	}
 	freeReplyObject(r);
@@ -134,28 +131,28 @@ static int store_open(const struct nsa_store_conf *conf,
 	c = redisConnectWithTimeout(addr->host, addr->port,
 				    ms_to_tv(timeout_ms));
 	if (!c) {
-		set_err(err, errlen, "%s:%u: out of memory", addr->host,
-			addr->port);
+		nsa_set_err(err, errlen, "%s:%u: out of memory", addr->host,
+			    addr->port);
 		return -ENOMEM;
 	}
 	if (c->err) {
-		set_err(err, errlen, "%s:%u: %s", addr->host, addr->port,
-			c->errstr);
+		nsa_set_err(err, errlen, "%s:%u: %s", addr->host, addr->port,
+			    c->errstr);
 		rc = -ECONNREFUSED;
 		goto fail;
 	}
 	/* Batches are small and latency matters more than segment count. */
 	if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))) {
 		rc = -errno;
-		set_err(err, errlen, "%s:%u: TCP_NODELAY: %s", addr->host,
-			addr->port, strerror(errno));
+		nsa_set_err(err, errlen, "%s:%u: TCP_NODELAY: %s", addr->host,
+			    addr->port, strerror(errno));
 		goto fail;
 	}
 	/* The connect timeout covers only connect(); without a socket timeout
 	 * a server that accepts and then hangs would block us forever. */
 	if (redisSetTimeout(c, ms_to_tv(NSA_COMMAND_TIMEOUT_MS)) != REDIS_OK) {
-		set_err(err, errlen, "%s:%u: cannot set timeout: %s",
-			addr->host, addr->port, c->errstr);
+		nsa_set_err(err, errlen, "%s:%u: cannot set timeout: %s",
+			    addr->host, addr->port, c->errstr);
 		rc = -EIO;
 		goto fail;
 	}
@@ -190,14 +187,14 @@ static int server_major_version(redisContext *c, char *err, size_t errlen)
 	long major = -1;
 
 	if (!r) {
-		set_err(err, errlen, "INFO: %s", c->errstr);
+		nsa_set_err(err, errlen, "INFO: %s", c->errstr);
 		return -EIO;
 	}
 	if (r->type == REDIS_REPLY_STRING &&
 	    (v = strstr(r->str, "redis_version:")) != NULL)
 		major = strtol(v + strlen("redis_version:"), NULL, 10);
 	if (major < 0) {
-		set_err(err, errlen, "INFO server: no redis_version");
+		nsa_set_err(err, errlen, "INFO server: no redis_version");
 		freeReplyObject(r);
 		return -EPROTO;
 	}
@@ -218,7 +215,8 @@ static int decide_pubsub(const struct nsa_store_conf *conf, redisContext *c,
 	if (major < 0)
 		return major;
 	if (conf->publish == NSA_PUBLISH_SHARDED && major < 7) {
-		set_err(err, errlen,
+		nsa_set_err(
+			err, errlen,
 			"sharded pub/sub needs Redis 7, server is version %d",
 			major);
 		return -ENOTSUP;
@@ -285,8 +283,8 @@ static int slot_range_add(struct nsa_topology *t, const redisReply *e,
 
 	node = node_add(t, &addr);
 	if (node < 0) {
-		set_err(err, errlen, "CLUSTER SLOTS: more than %d masters",
-			NSA_MAX_NODES);
+		nsa_set_err(err, errlen, "CLUSTER SLOTS: more than %d masters",
+			    NSA_MAX_NODES);
 		return node;
 	}
 	if (start < t->nodes[node].channel_slot)
@@ -297,7 +295,7 @@ static int slot_range_add(struct nsa_topology *t, const redisReply *e,
 	}
 	return 0;
 malformed:
-	set_err(err, errlen, "CLUSTER SLOTS: malformed reply");
+	nsa_set_err(err, errlen, "CLUSTER SLOTS: malformed reply");
 	return -EPROTO;
 }
 
@@ -344,7 +342,7 @@ static int topology_from_slots(struct nsa_topology *t, const redisReply *r,
 			return rc;
 	}
 	if (t->n_nodes == 0) {
-		set_err(err, errlen, "cluster has no slots assigned");
+		nsa_set_err(err, errlen, "cluster has no slots assigned");
 		return -EAGAIN;
 	}
 	nodes_sort(t);
@@ -359,7 +357,7 @@ static int topology_from_seed(const struct nsa_store_conf *conf,
 	int rc;
 
 	if (!r) {
-		set_err(err, errlen, "CLUSTER SLOTS: %s", c->errstr);
+		nsa_set_err(err, errlen, "CLUSTER SLOTS: %s", c->errstr);
 		return -EIO;
 	}
 	if (r->type == REDIS_REPLY_ERROR &&
@@ -367,10 +365,10 @@ static int topology_from_seed(const struct nsa_store_conf *conf,
 		topology_plain(t, seed);
 		rc = 0;
 	} else if (r->type == REDIS_REPLY_ERROR) {
-		set_err(err, errlen, "CLUSTER SLOTS: %s", r->str);
+		nsa_set_err(err, errlen, "CLUSTER SLOTS: %s", r->str);
 		rc = -EPROTO;
 	} else if (r->type != REDIS_REPLY_ARRAY) {
-		set_err(err, errlen, "CLUSTER SLOTS: unexpected reply");
+		nsa_set_err(err, errlen, "CLUSTER SLOTS: unexpected reply");
 		rc = -EPROTO;
 	} else {
 		rc = topology_from_slots(t, r, seed, err, errlen);
@@ -407,7 +405,7 @@ int nsa_topology_fetch(const struct nsa_store_conf *conf,
 	int rc = -EINVAL;
 
 	if (conf->n_seeds == 0 || conf->n_seeds > NSA_MAX_SEEDS) {
-		set_err(err, errlen, "no store seeds configured");
+		nsa_set_err(err, errlen, "no store seeds configured");
 		return -EINVAL;
 	}
 	for (unsigned int i = 0; i < conf->n_seeds; i++) {
@@ -444,8 +442,8 @@ int nsa_topology_fetch(const struct nsa_store_conf *conf,
 	}
 	if (rc == 0) /* out of memory for the copy: the last answer */
 		return 0;
-	set_err(err, errlen, "no store topology from seeds %s; last: %s", tried,
-		reason);
+	nsa_set_err(err, errlen, "no store topology from seeds %s; last: %s",
+		    tried, reason);
 	return rc;
 }
 
@@ -470,82 +468,4 @@ int nsa_topology_find(const struct nsa_topology *t, const struct nsa_addr *addr)
 		if (nsa_addr_equal(&t->nodes[i].addr, addr))
 			return (int)i;
 	return -1;
-}
-
-int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
-		       int64_t floor, char *err, size_t errlen)
-{
-	int64_t by = 1;
-	struct nsa_topology *t = malloc(sizeof(*t));
-	struct nsa_addr addr;
-	int64_t rc = -EIO;
-
-	if (!t) {
-		set_err(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	rc = nsa_topology_fetch(conf, t, err, errlen);
-	if (rc < 0)
-		goto out;
-	addr = t->nodes[t->slot_node[ns_key_slot(key, strlen(key))]].addr;
-	/* One redirection at most: the slot may have moved since the map
-	 * was read. */
-	for (int attempt = 0; attempt < 2; attempt++) {
-		redisContext *c = nsa_store_connect(conf, &addr, err, errlen);
-		redisReply *r;
-
-		if (!c) {
-			rc = -ECONNREFUSED;
-			goto out;
-		}
-		r = redisCommand(c, "INCRBY %s %lld", key, (long long)by);
-		if (!r) {
-			set_err(err, errlen, "INCR %s on %s:%u: %s", key,
-				addr.host, addr.port, c->errstr);
-			redisFree(c);
-			rc = -EIO;
-			goto out;
-		}
-		if (r->type == REDIS_REPLY_INTEGER && r->integer <= floor &&
-		    by == 1) {
-			/* Below the floor: one more atomic step over it, so
-			 * that concurrent callers still get distinct values. */
-			by = floor - r->integer + 1;
-			freeReplyObject(r);
-			r = redisCommand(c, "INCRBY %s %lld", key,
-					 (long long)by);
-			if (!r) {
-				set_err(err, errlen, "INCRBY %s on %s:%u: %s",
-					key, addr.host, addr.port, c->errstr);
-				redisFree(c);
-				rc = -EIO;
-				goto out;
-			}
-		}
-		redisFree(c);
-		if (r->type == REDIS_REPLY_INTEGER) {
-			rc = r->integer;
-			freeReplyObject(r);
-			goto out;
-		}
-		if (r->type == REDIS_REPLY_ERROR &&
-		    !strncmp(r->str, "MOVED ", 6) && attempt == 0) {
-			const char *at = strchr(r->str + 6, ' ');
-
-			if (at && nsa_addr_parse(at + 1, &addr) == 0) {
-				freeReplyObject(r);
-				continue;
-			}
-		}
-		set_err(err, errlen, "INCRBY %s on %s:%u: %s", key, addr.host,
-			addr.port,
-			r->type == REDIS_REPLY_ERROR ? r->str
-						     : "unexpected reply");
-		freeReplyObject(r);
-		rc = -EPROTO;
-		goto out;
-	}
-out:
-	free(t);
-	return rc;
 }

@@ -81,13 +81,9 @@ void nsa_topology_channel(const struct nsa_topology *t, unsigned int node,
 int nsa_topology_find(const struct nsa_topology *t,
 		      const struct nsa_addr *addr);
 
-/* Increment key atomically to a value above floor, on the master that owns
- * its slot (following one MOVED), with a fresh connection: for rare,
- * one-off counters such as the gateways' promotion epoch. Every call
- * returns a different value. The new value, or a negative errno with a
- * reason in err. */
-int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
-		       int64_t floor, char *err, size_t errlen);
+/* Format a reason into err (errlen bytes; nothing when err is NULL). */
+void nsa_set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Whether x and y name the same node (same host string and port). */
 int nsa_addr_equal(const struct nsa_addr *x, const struct nsa_addr *y);

@@ -57,6 +57,9 @@ struct nsa_conn *nsa_conn_new(const struct nsa_addr *addr);
  * socket non-blocking. 0, or a negative errno with a reason in err. */
 int nsa_conn_open(struct nsa_conn *c, const struct nsa_store_conf *conf,
 		  char *err, size_t errlen);
+/* The same, the connection named first (CLIENT SETNAME, acknowledged). */
+int nsa_conn_open_named(struct nsa_conn *c, const struct nsa_store_conf *conf,
+			const char *name, char *err, size_t errlen);
 
 /* Close the socket and empty the buffers. The replies still due stay
  * queued: the caller pops them, since only it knows what they meant. */

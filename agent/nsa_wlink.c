@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nsa_fence.h"
 #include "nsa_log.h"
 #include "nsa_writer.h"
 #include "nsdp_time.h"
@@ -81,11 +82,27 @@ size_t nsa_link_send(struct nsa_writer *w, struct nsa_link *c)
 	return (size_t)n;
 }
 
+/* Open c, named as a writer, then read the store's epoch before anything
+ * is written on it (nsa_fence.h): a connection the store cannot tell the
+ * epoch on stays closed. */
 static int link_open(struct nsa_writer *w, struct nsa_link *c, char *err,
 		     size_t errlen)
 {
-	int rc = nsa_conn_open(&c->conn, &w->a->conf.store, err, errlen);
+	const struct nsa_store_conf *store = &w->a->conf.store;
+	uint64_t epoch;
+	int rc = nsa_conn_open_named(&c->conn, store, NSA_WRITER_NAME, err,
+				     errlen);
 
+	if (rc == 0) {
+		rc = nsa_fence_read(store, &w->topo, &epoch, err, errlen);
+		if (rc < 0)
+			nsa_conn_close(&c->conn);
+		else if (epoch > w->fence)
+			__atomic_store_n(&w->fence,
+					 epoch > UINT32_MAX ? UINT32_MAX
+							    : (uint32_t)epoch,
+					 __ATOMIC_RELAXED);
+	}
 	if (rc == 0 && w->connected_once)
 		W_STAT_ADD(w, reconnects, 1);
 	return rc;

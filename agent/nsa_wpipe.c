@@ -333,6 +333,30 @@ unsigned int nsa_writer_route(const struct nsa_writer *w, const uint8_t *key,
 	return node;
 }
 
+/* Whether s is below the store's epoch (nsa_fence.h): a newer active took
+ * over, and s is neither written nor published; counted as fenced. A
+ * read-back correction is fenced with its writer: it tells the standbys
+ * what the store held before the newer active's writes. */
+static int fenced(struct nsa_writer *w, const struct ns_session *s,
+		  uint8_t rflag)
+{
+	uint32_t epoch = rflag & NSA_REC_STORE ? w->epoch_seen : s->epoch;
+
+	if (!(rflag & NSA_REC_STORE) && s->epoch > w->epoch_seen)
+		w->epoch_seen = s->epoch;
+	if (epoch >= w->fence)
+		return 0;
+	if (w->st.fenced == 0)
+		NSA_ERR("writer %u: fenced: the store's epoch is %u, above "
+			"this active's %u: another active was promoted. "
+			"Records of older epochs are dropped (counted as "
+			"fenced), never written or published",
+			w->idx, w->fence, epoch);
+	nsa_records_lost(w, &rflag, 1);
+	W_STAT_ADD(w, fenced, 1);
+	return 1;
+}
+
 /* Append one record: its command to the pipeline, its copy and wire form to
  * its master's open batch. rflag: NSA_REC_REPLAY, NSA_REC_STORE (no
  * command) or 0. */
@@ -346,6 +370,8 @@ int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
 	int asking, len;
 	uint32_t rec;
 
+	if (fenced(w, s, rflag))
+		return 0;
 	if (rflag & NSA_REC_STORE)
 		return nsa_readback_append(w, s);
 	ns_key_build(s->proto, &s->orig, key);

@@ -110,6 +110,12 @@ struct nsa_writer {
 	struct nsa_batch **held; /* finalized but to be resent */
 	size_t n_held, cap_held;
 
+	/* The store's epoch counter as last read (nsa_fence.h), written by
+	 * this writer, read by others; records below it are fenced. */
+	uint32_t fence;
+	/* The highest epoch of the records this writer appended (or its
+	 * configured one): whether its read-back corrections are stale. */
+	uint32_t epoch_seen;
 	int retry_mode;
 	int need_refresh;
 	/* TRYAGAIN, CLUSTERDOWN, LOADING, BUSY, NOREPLICAS, MASTERDOWN or

@@ -13,13 +13,17 @@
  * read, because forwarding matters more than history). Promotion stops the
  * subscriber (the fast path becomes the table's only writer), takes a new
  * epoch from the store (INCR natsync:epoch, so that every promotion in the
- * deployment is later than every earlier one), rebuilds the port maps from
+ * deployment is later than every earlier one; without one it stays a
+ * standby), closes the writer connections of older epochs on every master
+ * (the fence, agent/nsa_fence.h), rebuilds the port maps from
  * the replicated sessions, and starts replicating the gateway's own
  * sessions (the table changes hands explicitly, nsdp_table_take: never two
  * writers): with [gateway] agent = threads through writer threads in this
  * process, with agent = external through a natsync-agent secondary process
  * that drains the same ring by name. Demotion reverses it and resyncs the
- * table from the store. A promotion the forwarding lcore neither takes nor
+ * table from the store; an active that finds a newer epoch in the store
+ * (its writers, or its own read every [gateway] fence_check_ms) demotes
+ * itself. A promotion the forwarding lcore neither takes nor
  * refuses in time (it did not confirm that it is still a standby) leaves
  * the gateway stuck: the table stays the fast path's, the subscriber
  * stays stopped, status says so, until the lcore confirms.
@@ -53,6 +57,7 @@
 #include "nsa_cli.h"
 #include "nsa_cluster.h"
 #include "nsa_config.h"
+#include "nsa_fence.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
@@ -62,12 +67,14 @@
 #include "nsdp_table.h"
 #include "nsdp_time.h"
 
-#define GW_EPOCH_KEY "natsync:epoch"
 /* How long a gateway configured active waits for its cold load. */
 #define GW_START_WAIT_MS 3000
 #define GW_MODE_TIMEOUT_MS 2000
 #define GW_DRAIN_MS 2000
 #define GW_REPLY_MAX 4096
+/* A gateway configured active that cannot promote (no epoch from the
+ * store) tries again this often. So does a fence not raised everywhere. */
+#define GW_RETRY_MS 1000
 
 struct gw {
 	struct ngw_config conf;
@@ -84,6 +91,13 @@ struct gw {
 	int listen_fd;
 	struct ngw_fwd fwd; /* the forwarding lcore's */
 	uint64_t promotions, demotions;
+	/* Demotions because the store's epoch passed ours: another gateway
+	 * was promoted. */
+	uint64_t fenced;
+	struct nsa_fence_watch fence_watch;
+	double next_fence_check, next_fence_raise;
+	int fence_raised; /* every master closed the old writers */
+	int fence_read_failing;
 	/* A promotion failed and the lcore has not confirmed that it is a
 	 * standby: it may still write the table, so the subscriber must not
 	 * (gw_unstick). */
@@ -203,6 +217,29 @@ static void gw_standby_restart(struct gw *g, const char *why)
 			why, strerror(-rc));
 }
 
+/* Close the writers of older epochs on every master (nsa_fence.h). A
+ * master that cannot be reached keeps its old writers until a later try
+ * (gw_run) reaches it. */
+static void gw_fence(struct gw *g)
+{
+	unsigned int killed = 0;
+	char err[512];
+	int rc = nsa_fence_raise(&g->conf.agent.store, &killed, err,
+				 sizeof(err));
+
+	g->fence_raised = rc == 0;
+	g->next_fence_raise = nsdp_now_s() + GW_RETRY_MS / 1000.0;
+	if (rc == 0)
+		NSA_INFO("fence: %u writer connection(s) of older epochs "
+			 "closed on every master",
+			 killed);
+	else
+		NSA_ERR("fence: not raised everywhere (%s); %u writer "
+			"connection(s) closed; trying again every %d ms: "
+			"until then an old active may still write there",
+			err, killed, GW_RETRY_MS);
+}
+
 /* When stuck: has the lcore confirmed that it is a standby since? Then the
  * fast path has given the table back and the subscriber takes it. */
 static void gw_unstick(struct gw *g)
@@ -252,15 +289,24 @@ static int gw_promote(struct gw *g, char *reply, size_t len)
 	floor = table_max;
 	if (g->conf.agent.epoch > 0 && g->conf.agent.epoch - 1 > floor)
 		floor = g->conf.agent.epoch - 1;
-	e = nsa_store_incr(&g->conf.agent.store, GW_EPOCH_KEY, floor, err,
+	e = nsa_store_incr(&g->conf.agent.store, NSA_EPOCH_KEY, floor, err,
 			   sizeof(err));
 	if (e < 0 || e > UINT32_MAX) {
-		NSA_WARN("promote: no epoch from the store (%s); using the "
-			 "table's highest epoch + 1",
-			 e < 0 ? err : "the counter passed 2^32");
-		e = (int64_t)floor + 1;
+		/* An epoch of our own making could be one another gateway
+		 * holds: stay a standby rather than risk two actives the
+		 * store cannot tell apart. */
+		if (e >= 0)
+			snprintf(err, sizeof(err), "the counter passed 2^32");
+		NSA_ERR("promote: refused: no epoch from the store (%s); "
+			"staying a standby",
+			err);
+		gw_standby_restart(g, "promote");
+		snprintf(reply, len,
+			 "error promote: no epoch from the store: %s\n", err);
+		return -EAGAIN;
 	}
 	epoch = (uint32_t)e;
+	gw_fence(g);
 	rc = nsdp_nat_activate(g->nat, epoch, GW_MODE_TIMEOUT_MS);
 	if (rc == -EINPROGRESS) {
 		/* The lcore may yet take the promotion and write the table:
@@ -295,6 +341,8 @@ static int gw_promote(struct gw *g, char *reply, size_t len)
 				"the gateway forwards but does not replicate");
 	}
 	g->promotions++;
+	g->next_fence_check = 0;
+	g->fence_read_failing = 0;
 	nsdp_table_stats(t, &ts);
 	NSA_INFO("promoted: active with epoch %u, %" PRIu64
 		 " replicated sessions, %" PRIu64 " ports in use",
@@ -430,6 +478,8 @@ static int gw_stats(struct gw *g, char *reply, size_t len)
 	STAT_LINE(reply, len, used, "agent.dropped", as.dropped);
 	STAT_LINE(reply, len, used, "gateway.promotions", g->promotions);
 	STAT_LINE(reply, len, used, "gateway.demotions", g->demotions);
+	STAT_LINE(reply, len, used, "gateway.fenced", g->fenced);
+	STAT_LINE(reply, len, used, "agent.fenced", as.fenced);
 	return 0;
 }
 
@@ -636,9 +686,57 @@ static void gw_progress(struct gw *g, double t)
 		ns.record_drops);
 }
 
+/* A newer epoch than ours took over: demote. */
+static void gw_fenced(struct gw *g, uint64_t epoch, const char *how)
+{
+	char reply[GW_REPLY_MAX];
+
+	NSA_ERR("fenced: %s epoch %" PRIu64 ", above ours (%u): another "
+		"gateway was promoted; demoting to standby",
+		how, epoch, nsdp_nat_epoch(g->nat));
+	if (gw_demote(g, reply, sizeof(reply)) == 0)
+		g->fenced++;
+}
+
+/* While active: has another gateway been promoted since? The writers
+ * learn it when the fence closes their connections; the periodic read
+ * learns it whatever the writers do (agent = external). */
+static void gw_check_fence(struct gw *g, double t)
+{
+	uint32_t ours = nsdp_nat_epoch(g->nat);
+	uint64_t epoch = 0;
+	char err[512];
+	int rc;
+
+	if (g->stuck || nsdp_nat_mode(g->nat) != NSDP_NAT_ACTIVE)
+		return;
+	if (g->active && (epoch = nsa_active_fence(g->active)) > ours) {
+		gw_fenced(g, epoch, "the writers read");
+		return;
+	}
+	if (!g->fence_raised && t >= g->next_fence_raise)
+		gw_fence(g);
+	if (t < g->next_fence_check)
+		return;
+	g->next_fence_check = t + g->conf.gw.fence_check_ms / 1000.0;
+	rc = nsa_fence_watch_read(&g->fence_watch, &g->conf.agent.store, &epoch,
+				  err, sizeof(err));
+	if (rc < 0) {
+		if (!g->fence_read_failing)
+			NSA_WARN("fence: cannot read the store's epoch (%s); "
+				 "a newer active goes unnoticed until it can",
+				 err);
+		g->fence_read_failing = 1;
+		return;
+	}
+	g->fence_read_failing = 0;
+	if (epoch > ours)
+		gw_fenced(g, epoch, "the store holds");
+}
+
 static int gw_run(struct gw *g, double duration)
 {
-	double t0 = nsdp_now_s(), last_progress = t0;
+	double t0 = nsdp_now_s(), last_progress = t0, next_promote = 0;
 	int want_active = g->conf.agent.role == NSA_ROLE_ACTIVE;
 	char reply[GW_REPLY_MAX];
 
@@ -649,18 +747,22 @@ static int gw_run(struct gw *g, double duration)
 		if (poll(&pfd, 1, 50) > 0)
 			control_serve(g);
 		gw_unstick(g);
-		if (want_active) {
+		gw_check_fence(g, t);
+		if (want_active && t >= next_promote) {
 			struct nsa_standby_stats ss;
 
 			nsa_standby_stats(g->sb, &ss);
 			if (ss.synced || (t - t0) * 1000 >= GW_START_WAIT_MS) {
-				if (!ss.synced)
+				if (!ss.synced && next_promote == 0)
 					NSA_WARN("start: cold load not done "
 						 "after %d ms; promoting "
 						 "anyway",
 						 GW_START_WAIT_MS);
-				gw_promote(g, reply, sizeof(reply));
-				want_active = 0;
+				/* Without an epoch: again later. */
+				want_active =
+					gw_promote(g, reply, sizeof(reply)) ==
+					-EAGAIN;
+				next_promote = t + GW_RETRY_MS / 1000.0;
 			}
 		}
 		if (duration > 0 && t - t0 >= duration)
@@ -708,6 +810,7 @@ static void gw_teardown(struct gw *g)
 		close(g->listen_fd);
 		unlink(g->conf.gw.control_socket);
 	}
+	nsa_fence_watch_close(&g->fence_watch);
 	nsdp_nat_free(g->nat);
 	nsa_standby_free(g->sb);
 	nsdp_table_free(g->table);

@@ -38,6 +38,9 @@ struct ngw_gateway_conf {
 		idle_sleep_us; /* sleep when a poll finds nothing; 0 = busy */
 	unsigned int rx_descriptors, tx_descriptors;
 	unsigned int mbufs; /* mbuf pool size */
+	/* While active: how often the store's epoch is read (a newer one
+	 * demotes the gateway), ms. */
+	unsigned int fence_check_ms;
 };
 
 struct ngw_config {

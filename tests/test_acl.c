@@ -22,6 +22,7 @@
 #include "ns_slot.h"
 #include "nsa_active.h"
 #include "nsa_cluster.h"
+#include "nsa_fence.h"
 #include "nsa_config.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
@@ -239,8 +240,12 @@ Test(acl, the_active_user_cannot_scan_or_subscribe)
 		{"SET other:key x", 1}, /* keys outside ns:* */
 		{"GET other:key", 1},
 		{"FLUSHALL", 1},
-		/* a key whose write was refused is read back */
+		{"SET natsync:epoch 9", 1}, /* nor rewind the epoch */
+		{"INCRBY natsync:epoch 1", 1},
+		/* a key whose write was refused is read back; the epoch is
+		 * read at every connection (agent/nsa_fence.h) */
 		{"GET ns:x", 0},
+		{"GET natsync:epoch", 0},
 	};
 	static const struct acl_case subscribe[] = {
 		{"SSUBSCRIBE ns:b:{0}", 1},
@@ -252,15 +257,15 @@ Test(acl, the_active_user_cannot_scan_or_subscribe)
 }
 
 /* A gateway is a standby (subscriber and loads), then an active (writers),
- * and takes each promotion's epoch with INCRBY natsync:epoch
- * (gateway/natsync_gateway.c). It may do that, and may not rewind or drop
- * the epoch counter, nor INCRBY a session key. */
+ * takes each promotion's epoch with INCRBY natsync:epoch, reads it, and
+ * closes older writers' connections (agent/nsa_fence.h). It may do that,
+ * and may not rewind or drop the epoch counter, nor INCRBY a session
+ * key. */
 Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
 {
 	static const struct acl_case cases[] = {
 		{"SET natsync:epoch 0", 1},
 		{"DEL natsync:epoch", 1},
-		{"GET natsync:epoch", 1},
 		{"INCRBY ns:forged 1", 1},
 		{"INCRBY other:key 1", 1},
 		{"SET other:key x", 1},
@@ -273,8 +278,12 @@ Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
 		{"MGET ns:x", 0},
 		{"SCAN 0 MATCH ns:* COUNT 10", 0},
 		{"CLUSTER SLOTS", 0},
+		{"GET natsync:epoch", 0},
+		{"CLIENT LIST TYPE normal", 0},
 	};
 	static struct nsa_config conf;
+	unsigned int killed = 0;
+	uint64_t epoch = 0;
 	redisContext *c;
 	char err[512];
 	size_t i;
@@ -290,6 +299,14 @@ Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
 	cr_assert_eq(nsa_store_incr(&conf.store, "natsync:epoch", 5, err,
 				    sizeof(err)),
 		     6, "%s", err);
+	cr_assert_eq(
+		nsa_fence_read(&conf.store, NULL, &epoch, err, sizeof(err)), 0,
+		"%s", err);
+	cr_assert_eq(epoch, 6);
+	/* The fence: the replication above left no writer connected. */
+	cr_assert_eq(nsa_fence_raise(&conf.store, &killed, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(killed, 0);
 
 	c = login("natsync-gateway", "gateway-pw-3");
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)

@@ -27,6 +27,7 @@
 #include "ns_slot.h"
 #include "nsa_active.h"
 #include "nsa_cluster.h"
+#include "nsa_fence.h"
 #include "nsa_config.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
@@ -46,6 +47,7 @@
 #define PORT_NOREPLICAS 7214
 #define PORT_OOM 7215
 #define PORT_ACL_STANDBY 7216
+#define PORT_FENCE 7220 /* 7220-7222 */
 #define PORT_RESHARD 7203
 
 #define TIMEOUT_CREATE_MS 300000u
@@ -1288,4 +1290,76 @@ Test(active, standby_agrees_with_a_store_refusing_deletes_by_acl, .timeout = 60)
 	expect_agreement(&d);
 	writer_down(a, &p);
 	nsa_standby_free(sb);
+}
+
+/* A partitioned old active (issue: split brain): another gateway takes a
+ * newer epoch and raises the fence (agent/nsa_fence.h). The old writers'
+ * connections are closed; they reconnect, read the newer epoch, and write
+ * none of their older records, while records of the new epoch go on. */
+Test(active, a_fenced_writer_writes_nothing_after_the_fence, .timeout = 120)
+{
+	struct nsdp_lane **lanes = lanes_create(1, 65536);
+	struct nsa_active_stats st;
+	struct nsa_config c;
+	struct nsa_active *a;
+	struct store_view v;
+	unsigned int killed = 0;
+	uint64_t deadline;
+	char err[512];
+	uint32_t i;
+
+	store_up(PORT_FENCE, 3);
+	conf_for(&c, PORT_FENCE, 2, NSA_PUBLISH_AUTO);
+	a = writer_up(&c, lanes, 1);
+	for (i = 0; i < 1000; i++) {
+		struct ns_session s = flow_record(i, NS_EV_CREATE, 1000 + i);
+
+		push_wait(lanes[0], &s);
+	}
+	cr_assert_eq(nsa_active_drain(a, 30000), 0);
+	nsa_active_stats(a, &st);
+	cr_assert_eq(st.acked, 1000);
+	cr_assert_eq(nsa_active_fence(a), 0, "no epoch in the store yet");
+
+	/* Another gateway's promotion: epoch 2, then the fence: the one
+	 * writer's (one lane) 3 connections, one per master, are closed. */
+	cr_assert_eq(
+		nsa_store_incr(&c.store, NSA_EPOCH_KEY, 1, err, sizeof(err)), 2,
+		"%s", err);
+	cr_assert_eq(nsa_fence_raise(&c.store, &killed, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(killed, 3);
+
+	for (i = 1000; i < 2000; i++) {
+		struct ns_session s = flow_record(i, NS_EV_CREATE, 1000 + i);
+
+		push_wait(lanes[0], &s);
+	}
+	deadline = mono_ms() + 20000;
+	do {
+		nsdp_sleep_ms(20);
+		nsa_active_stats(a, &st);
+	} while (st.fenced < 1000 && mono_ms() < deadline);
+	cr_assert_eq(st.fenced, 1000, "records of epoch 1 after the fence");
+	cr_assert_eq(st.acked, 1000);
+	cr_assert_eq(st.dropped, 1000);
+	cr_assert_eq(nsa_active_fence(a), 2);
+	store_view_open(&v, PORT_FENCE);
+	cr_assert_eq(store_count_keys(&v), 1000,
+		     "a fenced record reached the store");
+
+	/* Records of the new epoch go through the same writers. */
+	for (i = 2000; i < 2500; i++) {
+		struct ns_session s = flow_record(i, NS_EV_CREATE, 1000 + i);
+
+		s.epoch = 2;
+		push_wait(lanes[0], &s);
+	}
+	cr_assert_eq(nsa_active_drain(a, 30000), 0);
+	nsa_active_stats(a, &st);
+	cr_assert_eq(st.acked, 1500);
+	cr_assert_eq(st.fenced, 1000);
+	cr_assert_eq(store_count_keys(&v), 1500);
+	store_view_close(&v);
+	writer_down(a, NULL);
 }

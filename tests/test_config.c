@@ -1018,8 +1018,8 @@ Test(config, unknown_gateway_key_lists_the_known_ones)
 			 "pool, next_hop, ports, tcp_syn_timeout, "
 			 "tcp_established_timeout, tcp_closing_timeout, "
 			 "udp_timeout, icmp_timeout, control_socket, agent, "
-			 "idle_sleep_us, rx_descriptors, tx_descriptors, "
-			 "mbufs)");
+			 "idle_sleep_us, fence_check_ms, rx_descriptors, "
+			 "tx_descriptors, mbufs)");
 }
 
 Test(config, finish_fills_the_nat_conf_from_other_keys)

@@ -217,12 +217,13 @@ static int run_active(const struct nsa_config *conf, double duration)
 		       " reconnects=%" PRIu64 " clusterdown=%" PRIu64
 		       " errors=%" PRIu64 " drops=%" PRIu64
 		       " lane_drops=%" PRIu64 " agent_drops=%" PRIu64
-		       " store_corrections=%" PRIu64 " drained=%s\n",
+		       " store_corrections=%" PRIu64 " fenced=%" PRIu64
+		       " drained=%s\n",
 		       st.records, st.acked, secs,
 		       secs > 0 ? (double)st.acked / secs : 0.0, st.batches,
 		       st.resent, st.replayed, st.reconnects, st.clusterdown,
 		       st.other_errors, drops, st.lane_drops, st.dropped,
-		       st.store_corrections,
+		       st.store_corrections, st.fenced,
 		       src.synth ? (drained ? "yes" : "no") : "n/a");
 		fflush(stdout);
 		rc = ((src.synth && !drained) || gateway_gone) ? 1 : 0;

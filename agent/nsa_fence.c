@@ -1,0 +1,312 @@
+/*
+ * nsa_fence.c - issuing promotion epochs, reading them, and fencing the
+ * writers of older ones out of the store.
+ *
+ * Why closing connections fences: Redis runs one command at a time. A
+ * promotion first takes its epoch (INCRBY), then lists and closes the
+ * writer connections on each master. A writer connection the listing saw
+ * is closed, and nothing it sends afterwards runs. One it did not see was
+ * named after the listing, hence after the INCRBY; the writer reads the
+ * counter only once the name is acknowledged, so it reads the new epoch
+ * before it writes anything on that connection.
+ *
+ * Everything here is blocking and rare (a promotion, a reconnection, the
+ * gateway's periodic check); nothing runs per record.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nsa_fence.h"
+
+/* A connection to the master that owns key in t (a fresh topology when t
+ * is NULL), or NULL with err. */
+static redisContext *key_connect(const struct nsa_store_conf *conf,
+				 const struct nsa_topology *t, const char *key,
+				 struct nsa_addr *addr, char *err,
+				 size_t errlen)
+{
+	struct nsa_topology *own = NULL;
+	redisContext *c;
+
+	if (t == NULL) {
+		own = malloc(sizeof(*own));
+		if (own == NULL) {
+			nsa_set_err(err, errlen, "out of memory");
+			return NULL;
+		}
+		if (nsa_topology_fetch(conf, own, err, errlen) < 0) {
+			free(own);
+			return NULL;
+		}
+		t = own;
+	}
+	*addr = t->nodes[t->slot_node[ns_key_slot(key, strlen(key))]].addr;
+	free(own);
+	c = nsa_store_connect(conf, addr, err, errlen);
+	return c;
+}
+
+/* The new address when r is a MOVED redirection. */
+static int moved_to(const redisReply *r, struct nsa_addr *addr)
+{
+	const char *at;
+
+	if (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "MOVED ", 6))
+		return 0;
+	at = strchr(r->str + 6, ' ');
+	return at && nsa_addr_parse(at + 1, addr) == 0;
+}
+
+/* Run a command on key's master, following one MOVED. The reply (the
+ * caller frees it and *cp) or NULL with err. */
+static redisReply *key_command(const struct nsa_store_conf *conf,
+			       const struct nsa_topology *t, const char *key,
+			       redisContext **cp, char *err, size_t errlen,
+			       const char *fmt, ...)
+{
+	struct nsa_addr addr;
+	redisContext *c = key_connect(conf, t, key, &addr, err, errlen);
+	redisReply *r = NULL;
+
+	for (int attempt = 0; c != NULL && attempt < 2; attempt++) {
+		va_list ap;
+
+		va_start(ap, fmt);
+		r = redisvCommand(c, fmt, ap);
+		va_end(ap);
+		if (r == NULL) {
+			nsa_set_err(err, errlen, "%s on %s:%u: %s", key,
+				    addr.host, addr.port, c->errstr);
+			break;
+		}
+		if (attempt > 0 || !moved_to(r, &addr)) {
+			*cp = c;
+			return r;
+		}
+		/* The slot moved since the map was read. */
+		freeReplyObject(r);
+		r = NULL;
+		redisFree(c);
+		c = nsa_store_connect(conf, &addr, err, errlen);
+	}
+	if (c != NULL)
+		redisFree(c);
+	return NULL;
+}
+
+int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
+		       int64_t floor, char *err, size_t errlen)
+{
+	redisContext *c = NULL;
+	redisReply *r = key_command(conf, NULL, key, &c, err, errlen,
+				    "INCRBY %s 1", key);
+	int64_t rc = -EIO;
+
+	if (r == NULL)
+		return -EIO;
+	if (r->type == REDIS_REPLY_INTEGER && r->integer <= floor) {
+		/* Below the floor: one more atomic step over it, so that
+		 * concurrent callers still get distinct values. */
+		long long by = floor - r->integer + 1;
+
+		freeReplyObject(r);
+		r = redisCommand(c, "INCRBY %s %lld", key, by);
+		if (r == NULL) {
+			nsa_set_err(err, errlen, "INCRBY %s: %s", key,
+				    c->errstr);
+			redisFree(c);
+			return -EIO;
+		}
+	}
+	if (r->type == REDIS_REPLY_INTEGER) {
+		rc = r->integer;
+	} else {
+		nsa_set_err(err, errlen, "INCRBY %s: %s", key,
+			    r->type == REDIS_REPLY_ERROR ? r->str
+							 : "unexpected reply");
+		rc = -EPROTO;
+	}
+	freeReplyObject(r);
+	redisFree(c);
+	return rc;
+}
+
+/* The counter's value from a GET reply; 0 or -EPROTO with err. */
+static int epoch_from_reply(const redisReply *r, uint64_t *epoch, char *err,
+			    size_t errlen)
+{
+	char *end;
+
+	if (r->type == REDIS_REPLY_NIL) {
+		*epoch = 0;
+		return 0;
+	}
+	if (r->type == REDIS_REPLY_STRING) {
+		errno = 0;
+		*epoch = strtoull(r->str, &end, 10);
+		if (errno == 0 && end != r->str && *end == '\0')
+			return 0;
+	}
+	nsa_set_err(err, errlen, "GET " NSA_EPOCH_KEY ": %s",
+		    r->type == REDIS_REPLY_ERROR ? r->str : "not a number");
+	return -EPROTO;
+}
+
+int nsa_fence_read(const struct nsa_store_conf *conf,
+		   const struct nsa_topology *t, uint64_t *epoch, char *err,
+		   size_t errlen)
+{
+	redisContext *c = NULL;
+	redisReply *r = key_command(conf, t, NSA_EPOCH_KEY, &c, err, errlen,
+				    "GET %s", NSA_EPOCH_KEY);
+	int rc;
+
+	if (r == NULL)
+		return -EIO;
+	rc = epoch_from_reply(r, epoch, err, errlen);
+	freeReplyObject(r);
+	redisFree(c);
+	return rc;
+}
+
+/* Close the writer connections CLIENT LIST shows on c; their number, or a
+ * negative errno with err. */
+static int fence_node(redisContext *c, char *err, size_t errlen)
+{
+	redisReply *r = redisCommand(c, "CLIENT LIST TYPE normal");
+	const char *line;
+	unsigned int sent = 0, killed = 0;
+	int rc = 0;
+
+	if (r == NULL || r->type != REDIS_REPLY_STRING) {
+		nsa_set_err(err, errlen, "CLIENT LIST: %s",
+			    r == NULL ? c->errstr
+			    : r->type == REDIS_REPLY_ERROR
+				    ? r->str
+				    : "unexpected reply");
+		if (r)
+			freeReplyObject(r);
+		return r == NULL ? -EIO : -EPROTO;
+	}
+	for (line = r->str; line && *line; line = strchr(line, '\n')) {
+		const char *name, *eol;
+		unsigned long long id;
+
+		while (*line == '\n')
+			line++;
+		eol = strchr(line, '\n');
+		name = strstr(line, " name=" NSA_WRITER_NAME);
+		if (sscanf(line, "id=%llu ", &id) != 1 || name == NULL ||
+		    (eol && name > eol))
+			continue;
+		if (redisAppendCommand(c, "CLIENT KILL ID %llu", id) ==
+		    REDIS_OK)
+			sent++;
+	}
+	freeReplyObject(r);
+	for (unsigned int i = 0; i < sent; i++) {
+		void *v = NULL;
+
+		if (redisGetReply(c, &v) != REDIS_OK) {
+			nsa_set_err(err, errlen, "CLIENT KILL: %s", c->errstr);
+			return -EIO;
+		}
+		r = v;
+		/* 0: the connection went away by itself meanwhile. */
+		if (r->type == REDIS_REPLY_INTEGER)
+			killed += (unsigned int)r->integer;
+		else if (rc == 0) {
+			nsa_set_err(err, errlen, "CLIENT KILL: %s",
+				    r->type == REDIS_REPLY_ERROR
+					    ? r->str
+					    : "unexpected reply");
+			rc = -EPROTO;
+		}
+		freeReplyObject(r);
+	}
+	return rc < 0 ? rc : (int)killed;
+}
+
+int nsa_fence_raise(const struct nsa_store_conf *conf, unsigned int *killed,
+		    char *err, size_t errlen)
+{
+	struct nsa_topology *t = malloc(sizeof(*t));
+	char why[256] = "";
+	unsigned int failed = 0;
+	int rc;
+
+	*killed = 0;
+	if (t == NULL) {
+		nsa_set_err(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = nsa_topology_fetch(conf, t, err, errlen);
+	if (rc < 0) {
+		free(t);
+		return rc;
+	}
+	for (unsigned int i = 0; i < t->n_nodes; i++) {
+		const struct nsa_addr *a = &t->nodes[i].addr;
+		redisContext *c = nsa_store_connect(conf, a, why, sizeof(why));
+		int n = c ? fence_node(c, why, sizeof(why)) : -ECONNREFUSED;
+
+		if (c)
+			redisFree(c);
+		if (n >= 0) {
+			*killed += (unsigned int)n;
+			continue;
+		}
+		if (failed++ == 0)
+			nsa_set_err(err, errlen, "%s:%u: %s", a->host, a->port,
+				    why);
+		rc = n;
+	}
+	if (failed > 1) {
+		size_t l = strlen(err);
+
+		nsa_set_err(err + l, errlen - l, " (and %u more master(s))",
+			    failed - 1);
+	}
+	free(t);
+	return failed ? rc : 0;
+}
+
+int nsa_fence_watch_read(struct nsa_fence_watch *fw,
+			 const struct nsa_store_conf *conf, uint64_t *epoch,
+			 char *err, size_t errlen)
+{
+	struct nsa_addr addr;
+	redisReply *r;
+	int rc;
+
+	if (fw->ctx == NULL) {
+		fw->ctx = key_connect(conf, NULL, NSA_EPOCH_KEY, &addr, err,
+				      errlen);
+		if (fw->ctx == NULL)
+			return -ECONNREFUSED;
+	}
+	r = redisCommand(fw->ctx, "GET %s", NSA_EPOCH_KEY);
+	if (r == NULL) {
+		nsa_set_err(err, errlen, "GET " NSA_EPOCH_KEY ": %s",
+			    fw->ctx->errstr);
+		nsa_fence_watch_close(fw);
+		return -EIO;
+	}
+	rc = epoch_from_reply(r, epoch, err, errlen);
+	freeReplyObject(r);
+	/* A redirection or a refusal: find the owner again next time. */
+	if (rc < 0)
+		nsa_fence_watch_close(fw);
+	return rc;
+}
+
+void nsa_fence_watch_close(struct nsa_fence_watch *fw)
+{
+	if (fw->ctx)
+		redisFree(fw->ctx);
+	fw->ctx = NULL;
+}

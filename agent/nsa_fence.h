@@ -1,0 +1,61 @@
+/*
+ * nsa_fence.h - the promotion epoch in the store, and the fence that keeps
+ * a stale active out of it.
+ *
+ * One counter, natsync:epoch, issues every promotion's epoch (INCRBY: no
+ * two promotions get the same one). A promoted gateway then raises the
+ * fence: on every master it closes every connection named
+ * NSA_WRITER_NAME. Writers name each connection before they read the
+ * counter, and read it on every (re)connection before they write on it;
+ * a record whose epoch is below the counter is dropped as fenced. So no
+ * connection that was open before the fence writes after it, and none
+ * opened after it writes a record of an older epoch.
+ */
+#ifndef NSA_FENCE_H
+#define NSA_FENCE_H
+
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "nsa_cluster.h"
+
+#define NSA_EPOCH_KEY "natsync:epoch"
+/* CLIENT SETNAME of every writer connection; the fence closes these. */
+#define NSA_WRITER_NAME "natsync-writer"
+
+/* Increment key atomically to a value above floor, on the master that owns
+ * its slot (following one MOVED), with a fresh connection: for rare,
+ * one-off counters such as the gateways' promotion epoch. Every call
+ * returns a different value. The new value, or a negative errno with a
+ * reason in err. */
+int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
+		       int64_t floor, char *err, size_t errlen);
+
+/* The epoch counter's value (0 when absent), read on the master that owns
+ * it in t (a fresh topology when t is NULL), with a fresh connection.
+ * 0 or a negative errno with a reason in err. */
+int nsa_fence_read(const struct nsa_store_conf *conf,
+		   const struct nsa_topology *t, uint64_t *epoch, char *err,
+		   size_t errlen);
+
+/* Close every writer connection (named NSA_WRITER_NAME...) on every
+ * master. *killed counts them. 0 when every master did it, otherwise a
+ * negative errno with the masters that did not in err. */
+int nsa_fence_raise(const struct nsa_store_conf *conf, unsigned int *killed,
+		    char *err, size_t errlen);
+
+/* A kept connection for reading the counter again and again (the
+ * gateway's check that no newer epoch took over). */
+struct nsa_fence_watch {
+	redisContext *ctx;
+};
+
+/* Read the counter over the kept connection, (re)connecting as needed.
+ * 0 or a negative errno with a reason in err. */
+int nsa_fence_watch_read(struct nsa_fence_watch *fw,
+			 const struct nsa_store_conf *conf, uint64_t *epoch,
+			 char *err, size_t errlen);
+void nsa_fence_watch_close(struct nsa_fence_watch *fw);
+
+#endif
