@@ -889,10 +889,12 @@ Test(failover, a_partitioned_active_is_fenced_out_of_the_store)
 		demoted_after = nsdp_now_s() - promoted_at;
 	pthread_join(burster, NULL);
 	created_after = stat_value('A', "nat.created");
-	cr_log_info("A created %ld sessions after B's promotion; the burst "
-		    "sent %lu datagrams on %lu flows, %lu answered",
-		    created_after - created_before, (unsigned long)burst.sent,
-		    (unsigned long)burst.n_ports, (unsigned long)burst.replies);
+	cr_log_info("A created %ld sessions after B's promotion and was a "
+		    "standby %.3f s after it (-1: not); the burst sent %lu "
+		    "datagrams on %lu flows, %lu answered",
+		    created_after - created_before, demoted_after,
+		    (unsigned long)burst.sent, (unsigned long)burst.n_ports,
+		    (unsigned long)burst.replies);
 	cr_assert_eq(burst.n_ports, BURST_FLOWS);
 	/* Whatever A still sends is on the wire in milliseconds (flush_us =
 	 * 200): give it a second before reading the store. */
