@@ -269,6 +269,35 @@ static int sb_setup(struct nsa_standby *sb)
 	return -ECANCELED;
 }
 
+/* Ask for the barrier's PINGs once per request, and say it is done once
+ * every subscription answered them (its batches before were applied). */
+static void barrier_serve(struct nsa_standby *sb)
+{
+	uint64_t req = __atomic_load_n(&sb->barrier_req, __ATOMIC_ACQUIRE);
+	unsigned int i;
+
+	if (req != sb->barrier_sent) {
+		for (i = 0; i < sb->n_nodes; i++) {
+			struct sb_node *nd = &sb->nodes[i];
+
+			if (nsa_sub_ping(&nd->sub) != 0 ||
+			    nsa_conn_send(nd->sub.conn) < 0) {
+				sb->reset = 1;
+				return;
+			}
+			nd->barrier_pings = nd->sub.pings;
+		}
+		sb->barrier_sent = req;
+	}
+	if (sb->barrier_sent ==
+	    __atomic_load_n(&sb->barrier_done, __ATOMIC_RELAXED))
+		return;
+	for (i = 0; i < sb->n_nodes; i++)
+		if (sb->nodes[i].sub.pongs < sb->nodes[i].barrier_pings)
+			return;
+	__atomic_store_n(&sb->barrier_done, sb->barrier_sent, __ATOMIC_RELEASE);
+}
+
 static void sb_run(struct nsa_standby *sb)
 {
 	struct pollfd pfd[1 + 2 * NSA_MAX_NODES];
@@ -280,6 +309,7 @@ static void sb_run(struct nsa_standby *sb)
 		nsa_sb_resync_start(sb, i);
 	for (i = 0; i < sb->n_nodes; i++)
 		sub_drain(sb, i); /* replies read along with the confirmation */
+	sb->barrier_sent = 0; /* new subscriptions: ping again if asked */
 
 	while (!nsa_sb_stopping(sb) && !sb->reset) {
 		uint64_t now = nsdp_mono_ns();
@@ -376,6 +406,8 @@ static void sb_run(struct nsa_standby *sb)
 			resync_check_alive(sb, i, now);
 		}
 		nsa_dumpreq_serve(&sb->dump, sb->table);
+		if (!sb->reset)
+			barrier_serve(sb);
 	}
 }
 
@@ -470,6 +502,23 @@ void nsa_standby_stop(struct nsa_standby *sb)
 	nsa_topowatch_join(&sb->watch);
 	nsdp_table_give_back(sb->table, NSDP_TABLE_SUBSCRIBER);
 	sb->running = 0;
+}
+
+int nsa_standby_barrier(struct nsa_standby *sb, int timeout_ms)
+{
+	uint64_t deadline = nsdp_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t req;
+
+	if (!sb || !sb->running)
+		return -ENOTCONN;
+	req = __atomic_add_fetch(&sb->barrier_req, 1, __ATOMIC_ACQ_REL);
+	nsa_sb_wake(sb);
+	while (__atomic_load_n(&sb->barrier_done, __ATOMIC_ACQUIRE) < req) {
+		if (nsdp_mono_ns() >= deadline)
+			return -ETIMEDOUT;
+		nsdp_sleep_ms(1);
+	}
+	return 0;
 }
 
 void nsa_standby_free(struct nsa_standby *sb)

@@ -77,6 +77,13 @@ struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
  * -EALREADY, -EBUSY when another writer holds the table, or -errno. */
 int nsa_standby_start(struct nsa_standby *sb);
 void nsa_standby_stop(struct nsa_standby *sb);
+
+/* Wait until every batch published on the subscribed channels before this
+ * call has been applied (a PING per subscription, its answer awaited), at
+ * most timeout_ms: what a promotion needs after the fence, so that the
+ * table holds everything the old active published. 0, -ETIMEDOUT, or
+ * -ENOTCONN when the subscriber is not running. */
+int nsa_standby_barrier(struct nsa_standby *sb, int timeout_ms);
 void nsa_standby_free(struct nsa_standby *sb);
 
 struct nsdp_table *nsa_standby_table(struct nsa_standby *sb);

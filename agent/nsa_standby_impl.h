@@ -40,6 +40,7 @@ struct sb_node {
 	 * batch sent before it is old (nsa_order_seq). */
 	uint64_t not_before_ns;
 	uint64_t unread_warned; /* moved << 32 | unread, last logged */
+	uint64_t barrier_pings; /* sub.pings when the barrier was asked */
 };
 
 struct nsa_standby {
@@ -66,6 +67,9 @@ struct nsa_standby {
 
 	struct nsa_standby_stats st;
 	struct nsa_lag_batch lag; /* of the batch being applied */
+	/* nsa_standby_barrier: asked (by the caller), pinged for and done
+	 * (by the thread). */
+	uint64_t barrier_req, barrier_sent, barrier_done;
 };
 
 #define SB_STAT_ADD(sb, f, v) NSDP_STAT_ADD((sb)->st.f, v)

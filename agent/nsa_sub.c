@@ -69,6 +69,7 @@ int nsa_sub_open(struct nsa_sub *s, const struct nsa_store_conf *conf,
 		return -EPROTO;
 	s->quiet_since_ns = nsdp_mono_ns();
 	s->ping_sent_ns = 0;
+	s->pings = s->pongs = 0;
 	return 0;
 }
 
@@ -110,6 +111,10 @@ int nsa_sub_next(struct nsa_sub *s, const uint8_t **msg, size_t *len,
 			    is_str(r->element[0], "unsubscribe"))
 				return NSA_SUB_RESET;
 		}
+		/* A subscribed connection answers PING with ["pong", ""]. */
+		if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+		    is_str(r->element[0], "pong"))
+			s->pongs++;
 		drop_msg(s); /* a PING's answer, or other chatter */
 	}
 }
@@ -121,14 +126,22 @@ int nsa_sub_check_alive(struct nsa_sub *s, uint64_t ping_ns, uint64_t now_ns)
 	if (s->ping_sent_ns && now_ns - s->ping_sent_ns >= 2 * ping_ns)
 		return NSA_SUB_DEAD;
 	if (now_ns - s->quiet_since_ns >= ping_ns && s->ping_sent_ns == 0) {
-		nsa_conn_cmd(s->conn, 1);
-		nsa_conn_arg_str(s->conn, "PING");
-		if (nsa_conn_cmd_end(s->conn, NULL) != 0)
+		if (nsa_sub_ping(s) != 0)
 			return NSA_SUB_RESET;
 		s->ping_sent_ns = now_ns;
 	}
 	/* A few bytes: written at once, or on a later round. */
 	if (nsa_conn_want_write(s->conn) && nsa_conn_send(s->conn) < 0)
 		return NSA_SUB_RESET;
+	return 0;
+}
+
+int nsa_sub_ping(struct nsa_sub *s)
+{
+	nsa_conn_cmd(s->conn, 1);
+	nsa_conn_arg_str(s->conn, "PING");
+	if (nsa_conn_cmd_end(s->conn, NULL) != 0)
+		return NSA_SUB_RESET;
+	s->pings++;
 	return 0;
 }

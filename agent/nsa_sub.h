@@ -22,6 +22,9 @@ struct nsa_sub {
 	 * sign of life went (0: none due). */
 	uint64_t quiet_since_ns;
 	uint64_t ping_sent_ns;
+	/* PINGs sent and answered on this subscription: answers come in
+	 * order, after every message published before the PING. */
+	uint64_t pings, pongs;
 	redisReply *msg; /* the message last returned */
 };
 
@@ -48,5 +51,10 @@ int nsa_sub_next(struct nsa_sub *s, const uint8_t **msg, size_t *len,
  * that was itself paused gets its answer before it judges). 0,
  * NSA_SUB_DEAD, or NSA_SUB_RESET when the PING cannot be sent. */
 int nsa_sub_check_alive(struct nsa_sub *s, uint64_t ping_ns, uint64_t now_ns);
+
+/* Queue a PING: once s->pongs reaches the s->pings it returns, every message
+ * published on the channel before the PING reached the server has been
+ * returned by nsa_sub_next. 0 or NSA_SUB_RESET. */
+int nsa_sub_ping(struct nsa_sub *s);
 
 #endif

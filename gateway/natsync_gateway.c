@@ -75,6 +75,9 @@
 /* A gateway configured active that cannot promote (no epoch from the
  * store) tries again this often. So does a fence not raised everywhere. */
 #define GW_RETRY_MS 1000
+/* How long a promotion waits for the subscriber to apply what the old
+ * active published before the fence. */
+#define GW_BARRIER_MS 1000
 
 struct gw {
 	struct ngw_config conf;
@@ -266,6 +269,23 @@ static int gw_stuck(struct gw *g, const char *op, char *reply, size_t len)
 	return 1;
 }
 
+/* A new epoch above floor from the store, and the fence raised for it; a
+ * negative errno with err when the store gives none. */
+static int64_t gw_take_epoch(struct gw *g, uint32_t floor, char *err,
+			     size_t errlen)
+{
+	int64_t e = nsa_store_incr(&g->conf.agent.store, NSA_EPOCH_KEY, floor,
+				   err, errlen);
+
+	if (e > UINT32_MAX) {
+		snprintf(err, errlen, "the counter passed 2^32");
+		return -ERANGE;
+	}
+	if (e >= 0)
+		gw_fence(g);
+	return e;
+}
+
 static int gw_promote(struct gw *g, char *reply, size_t len)
 {
 	struct nsdp_table *t = g->table;
@@ -282,31 +302,48 @@ static int gw_promote(struct gw *g, char *reply, size_t len)
 			 nsdp_nat_epoch(g->nat));
 		return 0;
 	}
-	/* From here the fast path is the table's only writer. */
-	nsa_standby_stop(g->sb);
-	nsdp_table_walk(t, max_epoch_cb, &table_max);
-	/* Above every epoch the table holds and at least [agent] epoch. */
-	floor = table_max;
-	if (g->conf.agent.epoch > 0 && g->conf.agent.epoch - 1 > floor)
-		floor = g->conf.agent.epoch - 1;
-	e = nsa_store_incr(&g->conf.agent.store, NSA_EPOCH_KEY, floor, err,
-			   sizeof(err));
-	if (e < 0 || e > UINT32_MAX) {
+	/* The epoch and the fence first, the subscriber still running: so
+	 * that it applies every batch the old active published before the
+	 * fence (the barrier), and the table misses none of them. */
+	floor = g->conf.agent.epoch > 0 ? g->conf.agent.epoch - 1 : 0;
+	e = gw_take_epoch(g, floor, err, sizeof(err));
+	if (e < 0) {
 		/* An epoch of our own making could be one another gateway
 		 * holds: stay a standby rather than risk two actives the
 		 * store cannot tell apart. */
-		if (e >= 0)
-			snprintf(err, sizeof(err), "the counter passed 2^32");
 		NSA_ERR("promote: refused: no epoch from the store (%s); "
 			"staying a standby",
 			err);
-		gw_standby_restart(g, "promote");
 		snprintf(reply, len,
 			 "error promote: no epoch from the store: %s\n", err);
 		return -EAGAIN;
 	}
+	if (nsa_standby_barrier(g->sb, GW_BARRIER_MS) != 0)
+		NSA_WARN("promote: the subscriber did not confirm within %d ms "
+			 "that it applied what the old active published "
+			 "before the fence; the table may miss its last "
+			 "sessions",
+			 GW_BARRIER_MS);
+	/* From here the fast path is the table's only writer. */
+	nsa_standby_stop(g->sb);
+	nsdp_table_walk(t, max_epoch_cb, &table_max);
+	if (table_max >= e) {
+		/* The counter is behind the table (a store that lost it):
+		 * above every epoch the table holds, and fence again. */
+		e = gw_take_epoch(g, table_max, err, sizeof(err));
+		if (e < 0) {
+			NSA_ERR("promote: refused: no epoch above the table's "
+				"%u from the store (%s); staying a standby",
+				table_max, err);
+			gw_standby_restart(g, "promote");
+			snprintf(reply, len,
+				 "error promote: no epoch from the store: "
+				 "%s\n",
+				 err);
+			return -EAGAIN;
+		}
+	}
 	epoch = (uint32_t)e;
-	gw_fence(g);
 	rc = nsdp_nat_activate(g->nat, epoch, GW_MODE_TIMEOUT_MS);
 	if (rc == -EINPROGRESS) {
 		/* The lcore may yet take the promotion and write the table:
