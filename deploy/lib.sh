@@ -10,8 +10,9 @@ NS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NATSYNC_PACKAGES=(meson ninja-build pkg-config gcc clang libc6-dev
 	libclang-rt-dev llvm
 	dpdk-dev libdpdk-dev libhiredis-dev libcriterion-dev libinih-dev
-	libssl-dev libbpf-dev redis-server redis-tools gnuplot-nox
-	iproute2 ethtool nftables procps time)
+	libssl-dev libbpf-dev bpftool libmnl-dev libnetfilter-conntrack-dev
+	redis-server redis-tools gnuplot-nox
+	iproute2 ethtool nftables conntrack conntrackd procps time)
 
 ns_say() { echo "==> $*" >&2; }
 
