@@ -25,14 +25,22 @@ static unsigned int resync_apply(void *arg, unsigned int node,
 	struct nsa_standby *sb = arg;
 	const struct sb_node *nd = &sb->nodes[node];
 	unsigned int i, loaded = 0;
+	uint64_t seen = 0;
 
 	NSDP_TABLE_ASSERT_WRITER(sb->table, NSDP_TABLE_SUBSCRIBER);
 	for (i = 0; i < n; i++)
 		nsdp_table_prefetch(sb->table, &s[i]);
-	for (i = 0; i < n; i++)
+	if (sb->ct)
+		seen = nsdp_table_applied(sb->table);
+	for (i = 0; i < n; i++) {
 		if (nsdp_table_apply_resync(sb->table, &s[i], nd->gen,
 					    nd->mark) == 0)
 			loaded++;
+		if (sb->ct)
+			nsa_sb_commit(sb, &s[i], &seen);
+	}
+	if (sb->ct)
+		nsa_sb_commit_flush(sb);
 	SB_STAT_ADD(sb, loaded, loaded);
 	return loaded;
 }

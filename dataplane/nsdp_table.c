@@ -310,6 +310,11 @@ uint64_t nsdp_table_generation(const struct nsdp_table *t)
 	return NSDP_STAT_READ(t->gen);
 }
 
+uint64_t nsdp_table_applied(const struct nsdp_table *t)
+{
+	return NSDP_STAT_READ(t->applied);
+}
+
 uint64_t nsdp_table_resync_begin(struct nsdp_table *t)
 {
 	t->active_resyncs++;

@@ -65,6 +65,11 @@ enum nsdp_table_writer nsdp_table_writer(const struct nsdp_table *t);
 /* The current generation; a resync notes it before reading the store. */
 uint64_t nsdp_table_generation(const struct nsdp_table *t);
 
+/* Records that changed the table so far (nsdp_table_stats' applied): a
+ * writer that compares it before and after an apply knows whether the
+ * record was taken or ignored as older. */
+uint64_t nsdp_table_applied(const struct nsdp_table *t);
+
 /* Begin a resync: returns the current generation and counts the resync as
  * running, so that tombstones are kept until it finishes (resync_finish)
  * or is abandoned (resync_abort). */
