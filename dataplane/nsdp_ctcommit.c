@@ -361,7 +361,24 @@ static void set_state(struct nsdp_ctcommit *c, struct nf_conntrack *ct,
 		nfct_set_attr_u32(ct, ATTR_MARK, c->conf.mark);
 }
 
-/* Build it's message at buf (CT_MSG_MAX bytes of room); its length, or 0
+/* CTA_NAT_SRC of an ICMP echo: libnetfilter_conntrack writes the
+ * translated port of TCP and UDP only, and the kernel takes the ICMP
+ * identifier from the same attribute. */
+static void put_icmp_snat(struct nlmsghdr *nlh, const struct ns_session *s)
+{
+	struct nlattr *nat = mnl_attr_nest_start(nlh, CTA_NAT_SRC);
+	struct nlattr *proto;
+
+	mnl_attr_put_u32(nlh, CTA_NAT_V4_MINIP, htonl(s->xlat.saddr));
+	mnl_attr_put_u32(nlh, CTA_NAT_V4_MAXIP, htonl(s->xlat.saddr));
+	proto = mnl_attr_nest_start(nlh, CTA_NAT_PROTO);
+	mnl_attr_put_u16(nlh, CTA_PROTONAT_PORT_MIN, htons(s->xlat.sport));
+	mnl_attr_put_u16(nlh, CTA_PROTONAT_PORT_MAX, htons(s->xlat.sport));
+	mnl_attr_nest_end(nlh, proto);
+	mnl_attr_nest_end(nlh, nat);
+}
+
+/* Build its message at buf (CT_MSG_MAX bytes of room); its length, or 0
  * when the record has no time left. */
 static size_t build(struct nsdp_ctcommit *c, const struct ct_item *it,
 		    char *buf, uint64_t now_ns)
@@ -394,14 +411,20 @@ static size_t build(struct nsdp_ctcommit *c, const struct ct_item *it,
 	set_tuple(ct, s, pclass);
 	if (it->op == CT_CREATE) {
 		nfct_setobjopt(ct, NFCT_SOPT_SETUP_REPLY);
-		nfct_set_attr_u32(ct, ATTR_SNAT_IPV4, htonl(s->xlat.saddr));
-		nfct_set_attr_u16(ct, ATTR_SNAT_PORT, htons(s->xlat.sport));
+		if (pclass != CT_ICMP) {
+			nfct_set_attr_u32(ct, ATTR_SNAT_IPV4,
+					  htonl(s->xlat.saddr));
+			nfct_set_attr_u16(ct, ATTR_SNAT_PORT,
+					  htons(s->xlat.sport));
+		}
 		nfct_set_attr_u32(ct, ATTR_STATUS,
 				  IPS_SEEN_REPLY | IPS_ASSURED);
 	}
 	if (it->op != CT_DELETE)
 		set_state(c, ct, pclass, timeout_s);
 	nfct_nlmsg_build(nlh, ct);
+	if (it->op == CT_CREATE && pclass == CT_ICMP)
+		put_icmp_snat(nlh, s);
 	return nlh->nlmsg_len;
 }
 

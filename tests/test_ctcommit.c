@@ -1,0 +1,402 @@
+/*
+ * test_ctcommit.c - the kernel conntrack commit: records written into the
+ * conntrack table of a network namespace the test creates (k2ct-*), read
+ * back over ctnetlink and compared field by field; bad input refused and
+ * counted; a natsync-agent standby with [standby] commit = conntrack whose
+ * namespace's table equals its session table. Root only.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libnetfilter_conntrack/libnetfilter_conntrack.h>
+#include <libnetfilter_conntrack/libnetfilter_conntrack_tcp.h>
+
+#include "nsdp_ctcommit.h"
+#include "nsdp_time.h"
+#include "nst_session.h"
+#include "nst_skip.h"
+#include "nst_store.h"
+
+#define NS_COMMIT "k2ct-a"
+#define NS_BAD "k2ct-b"
+#define ALL_STATUS (IPS_SRC_NAT | IPS_SEEN_REPLY | IPS_ASSURED)
+
+/* ---- the namespace and its table ------------------------------------ */
+
+static void netns_fresh(const char *name)
+{
+	nst_sh("ip netns del %s 2>/dev/null", name);
+	cr_assert_eq(nst_sh("ip netns add %s", name), 0);
+}
+
+struct ct_dump {
+	struct nf_conntrack **ct;
+	unsigned int n, cap;
+};
+
+static int dump_cb(enum nf_conntrack_msg_type type, struct nf_conntrack *ct,
+		   void *arg)
+{
+	struct ct_dump *d = arg;
+
+	(void)type;
+	if (d->n == d->cap) {
+		d->cap = d->cap ? 2 * d->cap : 1024;
+		d->ct = realloc(d->ct, d->cap * sizeof(*d->ct));
+		cr_assert(d->ct);
+	}
+	d->ct[d->n++] = nfct_clone(ct);
+	return NFCT_CB_CONTINUE;
+}
+
+/* Every IPv4 entry of namespace name's conntrack table. */
+static struct ct_dump ct_table(const char *name)
+{
+	struct ct_dump d = {0};
+	struct nfct_handle *h;
+	char path[128];
+	uint32_t family = AF_INET;
+	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int target;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	target = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(self >= 0 && target >= 0);
+	cr_assert_eq(setns(target, CLONE_NEWNET), 0);
+	h = nfct_open(CONNTRACK, 0);
+	cr_assert_eq(setns(self, CLONE_NEWNET), 0);
+	close(self);
+	close(target);
+	cr_assert(h, "nfct_open in %s", name);
+	nfct_callback_register(h, NFCT_T_ALL, dump_cb, &d);
+	cr_assert_eq(nfct_query(h, NFCT_Q_DUMP, &family), 0,
+		     "conntrack dump of %s", name);
+	nfct_close(h);
+	return d;
+}
+
+static void ct_dump_free(struct ct_dump *d)
+{
+	for (unsigned int i = 0; i < d->n; i++)
+		nfct_destroy(d->ct[i]);
+	free(d->ct);
+	*d = (struct ct_dump){0};
+}
+
+/* The entry of d whose original tuple is s's, or NULL. */
+static const struct nf_conntrack *ct_find(const struct ct_dump *d,
+					  const struct ns_session *s)
+{
+	for (unsigned int i = 0; i < d->n; i++) {
+		const struct nf_conntrack *ct = d->ct[i];
+
+		if (nfct_get_attr_u8(ct, ATTR_L4PROTO) == s->proto &&
+		    ntohl(nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC)) ==
+			    s->orig.saddr &&
+		    ntohl(nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_DST)) ==
+			    s->orig.daddr &&
+		    ntohs(nfct_get_attr_u16(ct, ATTR_ORIG_PORT_SRC)) ==
+			    s->orig.sport &&
+		    ntohs(nfct_get_attr_u16(ct, ATTR_ORIG_PORT_DST)) ==
+			    s->orig.dport)
+			return ct;
+	}
+	return NULL;
+}
+
+/* The entry of s is in d as a source NAT entry that translates: reply
+ * tuple from the destination to the translated address and port, status
+ * SRC_NAT|SEEN_REPLY|ASSURED, TCP ESTABLISHED, timeout in [lo, hi] s. */
+static void ct_check(const struct ct_dump *d, const struct ns_session *s,
+		     uint32_t lo, uint32_t hi)
+{
+	const struct nf_conntrack *ct = ct_find(d, s);
+	uint32_t status, timeout;
+
+	cr_assert(ct, "no entry for proto %u sport %u", s->proto,
+		  s->orig.sport);
+	cr_assert_eq(ntohl(nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC)),
+		     s->orig.daddr);
+	cr_assert_eq(ntohl(nfct_get_attr_u32(ct, ATTR_REPL_IPV4_DST)),
+		     s->xlat.saddr, "reply goes to the translated address");
+	cr_assert_eq(ntohs(nfct_get_attr_u16(ct, ATTR_REPL_PORT_SRC)),
+		     s->orig.dport);
+	cr_assert_eq(ntohs(nfct_get_attr_u16(ct, ATTR_REPL_PORT_DST)),
+		     s->xlat.sport, "reply goes to the translated port");
+	status = nfct_get_attr_u32(ct, ATTR_STATUS);
+	cr_assert_eq(status & ALL_STATUS, ALL_STATUS, "status %#x", status);
+	cr_assert_eq(status & IPS_DST_NAT, 0);
+	if (s->proto == IPPROTO_TCP)
+		cr_assert_eq(nfct_get_attr_u8(ct, ATTR_TCP_STATE),
+			     TCP_CONNTRACK_ESTABLISHED);
+	timeout = nfct_get_attr_u32(ct, ATTR_TIMEOUT);
+	cr_assert(timeout >= lo && timeout <= hi, "timeout %u not in [%u, %u]",
+		  timeout, lo, hi);
+}
+
+static struct nsdp_ctcommit *committer(const char *netns, uint32_t batch)
+{
+	struct nsdp_ctcommit_conf cc = {.batch_bytes = batch};
+	char err[256] = "";
+	struct nsdp_ctcommit *c;
+
+	snprintf(cc.netns, sizeof(cc.netns), "%s", netns);
+	c = nsdp_ctcommit_open(&cc, err, sizeof(err));
+	cr_assert(c, "nsdp_ctcommit_open: %s", err);
+	return c;
+}
+
+/* Flow i of proto: nst_session_flow's tuples, at now with timeout_s. */
+static struct ns_session flow(uint8_t proto, uint8_t event, uint32_t i,
+			      uint32_t timeout_s, uint64_t now)
+{
+	struct ns_session s =
+		nst_session(proto, event, 1, 1, timeout_s * 1000u, now);
+
+	nst_session_flow(&s, i);
+	return s;
+}
+
+/* ---- the commit path alone ------------------------------------------ */
+
+#define N_PER_PROTO 1000u
+
+TestSuite(ctcommit, .timeout = 120);
+
+Test(ctcommit, commits_updates_and_deletes_snat_sessions_field_by_field)
+{
+	const uint8_t protos[2] = {IPPROTO_UDP, IPPROTO_TCP};
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ct_dump d;
+	uint64_t now = nsdp_realtime_ns();
+	unsigned int i, p;
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_COMMIT);
+	c = committer(NS_COMMIT, NSDP_CTCOMMIT_BATCH_DEFAULT);
+
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_CREATE, i, 120, now);
+
+			cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+		}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 2 * N_PER_PROTO, "committed %" PRIu64,
+		     st.committed);
+	cr_expect_eq(st.updated + st.deleted + st.errors + st.refused, 0,
+		     "last error %d", st.last_error);
+	cr_expect_lt(st.sends, 2 * N_PER_PROTO / 100, "batched: %" PRIu64,
+		     st.sends);
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, 2 * N_PER_PROTO, "%u entries", d.n);
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_CREATE, i, 120, now);
+
+			ct_check(&d, &s, 110, 120);
+		}
+	ct_dump_free(&d);
+
+	/* Refreshes: every entry exists, so each is an update with the new
+	 * timeout. */
+	now = nsdp_realtime_ns();
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_REFRESH, i, 600, now);
+
+			cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+		}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 2 * N_PER_PROTO);
+	cr_expect_eq(st.updated, 2 * N_PER_PROTO, "updated %" PRIu64,
+		     st.updated);
+	cr_expect_eq(st.errors, 0, "last error %d", st.last_error);
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, 2 * N_PER_PROTO);
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_REFRESH, i, 600, now);
+
+			ct_check(&d, &s, 590, 600);
+		}
+	ct_dump_free(&d);
+
+	/* Deletes of the even flows, then of flows that are not there. */
+	now = nsdp_realtime_ns();
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i += 2) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_DELETE, i, 600, now);
+
+			cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+		}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	for (i = 0; i < 10; i++) {
+		struct ns_session s = flow(IPPROTO_UDP, NS_EV_DELETE,
+					   N_PER_PROTO + i, 600, now);
+
+		cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.deleted, N_PER_PROTO + 10, "deleted %" PRIu64,
+		     st.deleted);
+	cr_expect_eq(st.errors + st.refused, 0);
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, N_PER_PROTO, "%u entries", d.n);
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_REFRESH, i, 600, now);
+
+			if (i % 2)
+				ct_check(&d, &s, 590, 600);
+			else
+				cr_assert_null(ct_find(&d, &s));
+		}
+	ct_dump_free(&d);
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_COMMIT);
+}
+
+Test(ctcommit, one_at_a_time_commits_the_same_entries)
+{
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ct_dump d;
+	uint64_t now = nsdp_realtime_ns();
+	unsigned int i;
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_COMMIT);
+	c = committer(NS_COMMIT, 0);
+	for (i = 0; i < 100; i++) {
+		struct ns_session s =
+			flow(IPPROTO_TCP, NS_EV_CREATE, i, 60, now);
+
+		cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 100);
+	cr_expect_eq(st.sends, 100, "one message per sendmsg");
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, 100);
+	for (i = 0; i < 100; i++) {
+		struct ns_session s =
+			flow(IPPROTO_TCP, NS_EV_CREATE, i, 60, now);
+
+		ct_check(&d, &s, 50, 60);
+	}
+	ct_dump_free(&d);
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_COMMIT);
+}
+
+Test(ctcommit, refuses_unknown_protocol_expired_and_duplicate_records)
+{
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ct_dump d;
+	uint64_t now = nsdp_realtime_ns();
+	struct ns_session good = flow(IPPROTO_UDP, NS_EV_CREATE, 1, 60, now);
+	struct ns_session gre = flow(47, NS_EV_CREATE, 2, 60, now);
+	struct ns_session zero = flow(IPPROTO_UDP, NS_EV_CREATE, 3, 0, now);
+	struct ns_session past = flow(IPPROTO_TCP, NS_EV_CREATE, 4, 30,
+				      now - 31ull * 1000000000ull);
+	struct ns_session older = good,
+			  v2 = flow(IPPROTO_UDP, NS_EV_CREATE, 5, 60, now);
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_BAD);
+	c = committer(NS_BAD, NSDP_CTCOMMIT_BATCH_DEFAULT);
+	older.timestamp_ns -= 1000;
+	older.xlat.sport = 9; /* would translate elsewhere if it went in */
+	v2.version = 2;
+
+	cr_assert_eq(nsdp_ctcommit_add(c, &good), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &gre), 1);
+	cr_assert_eq(nsdp_ctcommit_add(c, &zero), 1);
+	cr_assert_eq(nsdp_ctcommit_add(c, &past), 1);
+	cr_assert_eq(nsdp_ctcommit_add(c, &good), 1, "the same record again");
+	cr_assert_eq(nsdp_ctcommit_add(c, &older), 1, "an older one");
+	cr_assert_eq(nsdp_ctcommit_add(c, &v2), 1);
+	cr_assert_eq(nsdp_ctcommit_pending(c), 1);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 1);
+	cr_expect_eq(st.refused, 6);
+	cr_expect_eq(st.refused_proto, 2);
+	cr_expect_eq(st.refused_expired, 2);
+	cr_expect_eq(st.refused_duplicate, 2);
+	cr_expect_eq(st.errors + st.updated + st.deleted, 0);
+
+	/* The same record once more, in a later flush: the entry is
+	 * restated, not doubled. */
+	cr_assert_eq(nsdp_ctcommit_add(c, &good), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.updated, 1);
+
+	d = ct_table(NS_BAD);
+	cr_assert_eq(d.n, 1, "%u entries", d.n);
+	ct_check(&d, &good, 50, 60);
+	ct_dump_free(&d);
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_BAD);
+}
+
+Test(ctcommit, a_missing_namespace_is_an_error_at_open)
+{
+	struct nsdp_ctcommit_conf cc = {.batch_bytes = 65536};
+	char err[256] = "";
+
+	nst_need_root("enters namespaces");
+	snprintf(cc.netns, sizeof(cc.netns), "k2ct-absent");
+	cr_assert_null(nsdp_ctcommit_open(&cc, err, sizeof(err)));
+	cr_assert(strstr(err, "/run/netns/k2ct-absent"), "%s", err);
+}
+
+Test(ctcommit, commits_icmp_echo_with_the_translated_identifier)
+{
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ns_session s = nst_session(IPPROTO_ICMP, NS_EV_CREATE, 1, 1,
+					  30000, nsdp_realtime_ns());
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_COMMIT);
+	c = committer(NS_COMMIT, NSDP_CTCOMMIT_BATCH_DEFAULT);
+	nst_session_snat(&s, 0x0a000001, 40000, 0x5db8d822, 0, 0xc6336407,
+			 1025);
+	cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 1);
+	cr_expect_eq(nst_sh("ip netns exec %s conntrack -L -p icmp 2>/dev/null "
+			    "| grep -q 'src=10.0.0.1 dst=93.184.216.34 type=8 "
+			    "code=0 id=40000 src=93.184.216.34 "
+			    "dst=198.51.100.7 type=0 code=0 id=1025'",
+			    NS_COMMIT),
+		     0, "the reply carries the translated identifier");
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_COMMIT);
+}
