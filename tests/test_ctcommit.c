@@ -23,6 +23,7 @@
 
 #include "nsdp_ctcommit.h"
 #include "nsdp_time.h"
+#include "nst_agents.h"
 #include "nst_session.h"
 #include "nst_skip.h"
 #include "nst_store.h"
@@ -399,4 +400,134 @@ Test(ctcommit, commits_icmp_echo_with_the_translated_identifier)
 		     0, "the reply carries the translated identifier");
 	nsdp_ctcommit_close(c);
 	nst_sh("ip netns del %s", NS_COMMIT);
+}
+
+/* ---- through the standby -------------------------------------------- */
+
+#define SB_PORT 7970
+#define NS_LIVE "k2ct-live"
+#define NS_COLD "k2ct-cold"
+#define SB_FLOWS 2000ul
+
+static void stop_agent(int pid)
+{
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+		nsdp_sleep_ms(100);
+	kill(pid, SIGKILL);
+}
+
+/* A standby configuration name.ini committing into netns, from the one
+ * nst_agents_configure wrote (its last section is [standby]). */
+static void standby_ini(const char *name, const char *netns)
+{
+	char ini[64];
+
+	snprintf(ini, sizeof(ini), "%s.ini", name);
+	cr_assert_eq(nst_sh("sed 's#standby.tbl#%s.tbl#' %s >%s && printf "
+			    "'commit = conntrack\\ncommit_netns = %s\\n' "
+			    ">>%s",
+			    name, nst_run_path("standby.ini"),
+			    nst_run_path(ini), netns, nst_run_path(ini)),
+		     0);
+}
+
+/* Dump standby pid's table (SIGUSR1) to file and wait for it. */
+static void standby_dump_wait(int pid, const char *file)
+{
+	const char *path = nst_run_path(file);
+
+	remove(path);
+	kill(pid, SIGUSR1);
+	for (int i = 0; i < 100 && access(path, R_OK) != 0; i++)
+		nsdp_sleep_ms(100);
+	cr_assert_eq(access(path, R_OK), 0, "no dump %s", path);
+}
+
+/* The conntrack table of netns equals the standby table file, entry by
+ * entry: as many entries, each one the session's translation. Returns
+ * the count. */
+static unsigned int ct_equals_table(const char *netns, const char *file)
+{
+	uint8_t rec[NS_RECORD_V1_IPV4_LEN];
+	struct ct_dump d = ct_table(netns);
+	unsigned int n = 0;
+	FILE *f = fopen(nst_run_path(file), "rb");
+
+	cr_assert_not_null(f);
+	while (fread(rec, 1, sizeof(rec), f) == sizeof(rec)) {
+		struct ns_session s;
+
+		cr_assert_eq(ns_record_decode(rec, sizeof(rec), &s),
+			     (int)sizeof(rec));
+		ct_check(&d, &s, 1, s.timeout_ms / 1000);
+		n++;
+	}
+	fclose(f);
+	cr_assert_eq(d.n, n, "%s holds %u entries, the standby %u", netns, d.n,
+		     n);
+	ct_dump_free(&d);
+	return n;
+}
+
+TestSuite(ctcommit_standby, .timeout = 240);
+
+Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
+{
+	const struct nst_source_plan plan = {
+		.flows = SB_FLOWS, .events = 3 * SB_FLOWS, .rate = 20000};
+	char seeds[64];
+	unsigned int live, cold;
+	int pid, cold_pid, rc;
+
+	nst_need_root("writes namespaces' conntrack tables");
+	netns_fresh(NS_LIVE);
+	netns_fresh(NS_COLD);
+	nst_run_dir_make("ctcommit_standby");
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", SB_PORT);
+	cr_assert_eq(nst_store_start_fresh(SB_PORT, 0, 0), 0);
+	nst_agents_configure(seeds, &plan, 0);
+	standby_ini("live", NS_LIVE);
+	standby_ini("cold", NS_COLD);
+
+	/* Live: the standby is synced (empty) before the active runs. */
+	pid = nst_agent_spawn("live", "");
+	for (int i = 0; i < 300 && !nst_run_file_has("live.log", "synced"); i++)
+		nsdp_sleep_ms(100);
+	cr_assert(nst_run_file_has("live.log", "standby: synced"), "see %s",
+		  nst_run_path("live.log"));
+	rc = nst_sh("%s -c %s >%s 2>%s", nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	/* The store holds the source's table; the standby has it all once
+	 * natsync-verify says so (it dumps the standby, live.tbl). */
+	cr_assert_eq(nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
+			    nst_build("tools/natsync-verify"), seeds,
+			    nst_run_path("source.tbl"),
+			    nst_run_path("live.tbl"), pid,
+			    nst_run_path("verify.out")),
+		     0, "see %s", nst_run_path("verify.out"));
+	live = ct_equals_table(NS_LIVE, "live.tbl");
+	cr_assert_gt(live, SB_FLOWS / 4, "only %u sessions", live);
+
+	/* Cold load: a standby started on the filled store. */
+	cold_pid = nst_spawn(nst_build("tools/natsync-agent"), "cold", "", 0);
+	for (int i = 0; i < 300 && !nst_run_file_has("cold.log", "synced"); i++)
+		nsdp_sleep_ms(100);
+	cr_assert(nst_run_file_has("cold.log", "standby: synced"), "see %s",
+		  nst_run_path("cold.log"));
+	standby_dump_wait(cold_pid, "cold.tbl");
+	cold = ct_equals_table(NS_COLD, "cold.tbl");
+	cr_assert_eq(cold, live);
+
+	stop_agent(pid);
+	stop_agent(cold_pid);
+	nst_sh("cat %s %s >&2", nst_run_path("live.out"),
+	       nst_run_path("cold.out"));
+	cr_assert(nst_run_file_has("live.out", " ct_errors=0 "));
+	cr_assert(nst_run_file_has("cold.out", " ct_errors=0 "));
+	cr_assert(nst_run_file_has("live.out", " ct_refused=0 "));
+	nst_store_stop(SB_PORT);
+	nst_sh("ip netns del %s; ip netns del %s", NS_LIVE, NS_COLD);
 }
