@@ -24,10 +24,12 @@
  *   last asks for an ACK, and the kernel answers every failing message
  *   with its error, so the ACK of the last one means every message
  *   without an error went in.
- * - A create the kernel has already (EEXIST) is sent again as an update,
- *   without NAT (the kernel refuses to change an entry's NAT) and without
- *   status (a confirmed entry's status cannot be restated); an update of
- *   an entry that vanished (ENOENT) becomes a create again. Any other
+ * - A create record is sent as a create, a refresh as an update (the
+ *   entry is most likely there): without NAT (the kernel refuses to change
+ *   an entry's NAT) and without status (a confirmed entry's status cannot
+ *   be restated). A create the kernel has already (EEXIST) is sent again
+ *   as an update, an update of an entry that is not there (ENOENT) as a
+ *   create; two such turns are free, more count as failures. Any other
  *   failure is retried; after NSDP_CTCOMMIT_ATTEMPTS failures the record
  *   is counted in errors.
  *
@@ -75,6 +77,7 @@ struct ct_item {
 	struct ns_session s;
 	uint8_t op;
 	uint8_t fails;
+	uint8_t flips; /* create <-> update turns taken */
 	uint8_t done;
 	int result; /* errno of this round's answer, 0 = went in */
 };
@@ -274,6 +277,13 @@ static void refuse(struct nsdp_ctcommit *c, uint64_t *why)
 	CT_STAT_ADD(c, refused, 1);
 }
 
+static uint8_t first_op(const struct ns_session *s)
+{
+	return s->event == NS_EV_DELETE	   ? CT_DELETE
+	       : s->event == NS_EV_REFRESH ? CT_UPDATE
+					   : CT_CREATE;
+}
+
 int nsdp_ctcommit_add(struct nsdp_ctcommit *c, const struct ns_session *s)
 {
 	uint32_t h;
@@ -306,14 +316,12 @@ int nsdp_ctcommit_add(struct nsdp_ctcommit *c, const struct ns_session *s)
 			return 1;
 		}
 		it->s = *s;
-		it->op = s->event == NS_EV_DELETE ? CT_DELETE : CT_CREATE;
+		it->op = first_op(s);
 		CT_STAT_ADD(c, coalesced, 1);
 		return 0;
 	}
 	it = &c->q[c->n];
-	*it = (struct ct_item){.s = *s,
-			       .op = s->event == NS_EV_DELETE ? CT_DELETE
-							      : CT_CREATE};
+	*it = (struct ct_item){.s = *s, .op = first_op(s)};
 	c->index[h] = (uint16_t)(++c->n);
 	return 0;
 }
@@ -499,14 +507,14 @@ static void settle(struct nsdp_ctcommit *c, struct ct_item *it)
 			CT_STAT_ADD(c, updated, 1);
 		else
 			CT_STAT_ADD(c, deleted, 1);
-	} else if (err == EEXIST && it->op == CT_CREATE) {
-		it->op = CT_UPDATE;
 	} else if (err == ENOENT && it->op == CT_DELETE) {
 		it->done = 1;
 		CT_STAT_ADD(c, deleted, 1);
-	} else if (err == ENOENT && it->op == CT_UPDATE) {
-		it->op = CT_CREATE; /* it expired meanwhile */
-		fail(c, it, err);
+	} else if ((err == EEXIST && it->op == CT_CREATE) ||
+		   (err == ENOENT && it->op == CT_UPDATE)) {
+		it->op = it->op == CT_CREATE ? CT_UPDATE : CT_CREATE;
+		if (++it->flips > 2) /* it comes and goes: a clash */
+			fail(c, it, err);
 	} else {
 		fail(c, it, err);
 	}
@@ -569,13 +577,13 @@ int nsdp_ctcommit_flush(struct nsdp_ctcommit *c)
 	unsigned int round, i;
 	uint64_t errors = c->st.errors;
 
-	/* Each round ends an item or counts a failure of it, except one
-	 * EEXIST per create: the bound is never what stops a round. */
-	for (round = 0; round < 2 * NSDP_CTCOMMIT_ATTEMPTS + 2; round++) {
+	/* Each round ends an item or counts a failure of it, except two
+	 * create <-> update turns: the bound is never what stops a round. */
+	for (round = 0; round < NSDP_CTCOMMIT_ATTEMPTS + 3; round++) {
 		if (round_send(c) == 0)
 			break;
 		if (round >= 2) /* the kernel is short of something */
-			usleep(1000u << (round < 8 ? round - 2 : 6));
+			usleep(1000u << (round - 2));
 	}
 	for (i = 0; i < c->n; i++) {
 		if (!c->q[i].done) {
