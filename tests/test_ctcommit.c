@@ -531,3 +531,126 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 	nst_store_stop(SB_PORT);
 	nst_sh("ip netns del %s; ip netns del %s", NS_LIVE, NS_COLD);
 }
+
+/* ---- a committed entry translates ----------------------------------- */
+
+/*
+ *   k2tr-c 10.99.1.2 --- 10.99.1.1 k2tr-g 10.99.2.1 --- 10.99.2.2 k2tr-s
+ *   client                 gateway, masquerade out         server
+ */
+#define TR_CLIENT 0x0a630102u
+#define TR_GW_OUT 0x0a630201u
+#define TR_SERVER 0x0a630202u
+
+/* A UDP socket bound to addr:port inside namespace ns. */
+static int udp_socket_in(const char *ns, uint32_t addr, uint16_t port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET,
+				  .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(addr)};
+	struct timeval tv = {.tv_sec = 3};
+	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	char path[128];
+	int target, fd;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	target = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(self >= 0 && target >= 0);
+	cr_assert_eq(setns(target, CLONE_NEWNET), 0);
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert_eq(setns(self, CLONE_NEWNET), 0);
+	close(self);
+	close(target);
+	cr_assert(fd >= 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0,
+		     "bind %s:%u", ns, port);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Send from client to the server and answer back; the source port the
+ * server saw (0: nothing came). Asserts the answer reached the client. */
+static uint16_t udp_round_trip(int client, int server)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(7777),
+				 .sin_addr.s_addr = htonl(TR_SERVER)};
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from);
+	char buf[16];
+
+	cr_assert_eq(sendto(client, "ping", 4, 0, (struct sockaddr *)&to,
+			    sizeof(to)),
+		     4);
+	if (recvfrom(server, buf, sizeof(buf), 0, (struct sockaddr *)&from,
+		     &fl) != 4)
+		return 0;
+	cr_assert_eq(ntohl(from.sin_addr.s_addr), TR_GW_OUT,
+		     "masqueraded to the gateway's address");
+	cr_assert_eq(sendto(server, "pong", 4, 0, (struct sockaddr *)&from, fl),
+		     4);
+	fl = sizeof(to);
+	cr_assert_eq(recvfrom(client, buf, sizeof(buf), 0,
+			      (struct sockaddr *)&to, &fl),
+		     4, "the answer came back through the gateway");
+	cr_assert_eq(ntohl(to.sin_addr.s_addr), TR_SERVER);
+	return ntohs(from.sin_port);
+}
+
+static void tr_cleanup(void)
+{
+	nst_sh("ip netns del k2tr-c 2>/dev/null; ip netns del k2tr-g "
+	       "2>/dev/null; ip netns del k2tr-s 2>/dev/null");
+}
+
+Test(ctcommit, a_committed_udp_entry_translates_to_its_committed_port,
+     .fini = tr_cleanup)
+{
+	struct ns_session s = nst_session(IPPROTO_UDP, NS_EV_CREATE, 1, 1,
+					  60000, nsdp_realtime_ns());
+	struct nsdp_ctcommit *c;
+	int client, other, server;
+
+	nst_need_root("builds namespaces with nftables masquerade");
+	tr_cleanup();
+	cr_assert_eq(
+		nst_sh("set -e; for n in c g s; do ip netns add k2tr-$n; done\n"
+		       "ip link add k2tr-c0 netns k2tr-c type veth peer name "
+		       "k2tr-g0 netns k2tr-g\n"
+		       "ip link add k2tr-g1 netns k2tr-g type veth peer name "
+		       "k2tr-s0 netns k2tr-s\n"
+		       "ip -n k2tr-c addr add 10.99.1.2/24 dev k2tr-c0\n"
+		       "ip -n k2tr-g addr add 10.99.1.1/24 dev k2tr-g0\n"
+		       "ip -n k2tr-g addr add 10.99.2.1/24 dev k2tr-g1\n"
+		       "ip -n k2tr-s addr add 10.99.2.2/24 dev k2tr-s0\n"
+		       "for l in c:c0 g:g0 g:g1 s:s0; do ip -n k2tr-${l%%:*} "
+		       "link set k2tr-${l#*:} up; done\n"
+		       "ip -n k2tr-c route add default via 10.99.1.1\n"
+		       "ip netns exec k2tr-g sysctl -qw net.ipv4.ip_forward=1\n"
+		       "ip netns exec k2tr-g nft -f - <<'EOF'\n"
+		       "table ip nat {\n"
+		       " chain post { type nat hook postrouting priority 100; "
+		       "oifname \"k2tr-g1\" masquerade; }\n"
+		       "}\nEOF\n"),
+		0);
+	/* Masquerade keeps a free source port: 40123 can only come from the
+	 * committed entry. */
+	nst_session_snat(&s, TR_CLIENT, 5555, TR_SERVER, 7777, TR_GW_OUT,
+			 40123);
+	c = committer("k2tr-g", NSDP_CTCOMMIT_BATCH_DEFAULT);
+	cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_close(c);
+
+	server = udp_socket_in("k2tr-s", TR_SERVER, 7777);
+	client = udp_socket_in("k2tr-c", TR_CLIENT, 5555);
+	other = udp_socket_in("k2tr-c", TR_CLIENT, 5556);
+	cr_assert_eq(udp_round_trip(client, server), 40123,
+		     "the committed translation is used");
+	cr_assert_eq(udp_round_trip(client, server), 40123);
+	/* The control: a flow nobody committed keeps its own port. */
+	cr_assert_eq(udp_round_trip(other, server), 5556);
+	close(client);
+	close(other);
+	close(server);
+}
