@@ -654,3 +654,24 @@ Test(ctcommit, a_committed_udp_entry_translates_to_its_committed_port,
 	close(other);
 	close(server);
 }
+
+Test(ctcommit_standby, a_missing_commit_namespace_stops_the_agent_with_2)
+{
+	int rc;
+
+	nst_need_root("enters namespaces");
+	nst_run_dir_make("ctcommit_nons");
+	nst_write_file(nst_run_path("standby.ini"),
+		       "[agent]\nrole = standby\n"
+		       "eal_args = --no-huge --no-shconf -m 128 --no-pci "
+		       "--no-telemetry -l 0\n"
+		       "[store]\nseeds = 127.0.0.1:7979\n"
+		       "[standby]\ntable_capacity = 4096\ncommit = conntrack\n"
+		       "commit_netns = k2ct-absent\n");
+	rc = nst_sh("%s -c %s >%s 2>%s", nst_build("tools/natsync-agent"),
+		    nst_run_path("standby.ini"), nst_run_path("standby.out"),
+		    nst_run_path("standby.log"));
+	cr_assert_eq(rc, 2, "exit status %d", rc);
+	cr_assert(nst_run_file_has(
+		"standby.log", "commit = conntrack: /run/netns/k2ct-absent"));
+}
