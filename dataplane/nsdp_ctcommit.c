@@ -29,9 +29,13 @@
  *   an entry's NAT) and without status (a confirmed entry's status cannot
  *   be restated). A create the kernel has already (EEXIST) is sent again
  *   as an update, an update of an entry that is not there (ENOENT) as a
- *   create; two such turns are free, more count as failures. Any other
- *   failure is retried; after NSDP_CTCOMMIT_ATTEMPTS failures the record
- *   is counted in errors.
+ *   create. A create refused again after that is a clash of reply tuples:
+ *   another flow's entry holds the translated address and port, which the
+ *   active has given to this flow since (its delete was missed, or the
+ *   entry outlived it), so that entry is deleted (by its reply tuple,
+ *   evicted) and the create sent again. Three such turns are free, more
+ *   count as failures. Any other failure is retried; after
+ *   NSDP_CTCOMMIT_ATTEMPTS failures the record is counted in errors.
  *
  * Not here: which records to commit (the standby's subscriber decides),
  * IPv6, destination NAT, zones.
@@ -70,14 +74,15 @@
 /* Receive buffer: room for an error for every message of a batch. */
 #define CT_RCVBUF (4u << 20)
 
-enum ct_op { CT_CREATE, CT_UPDATE, CT_DELETE, CT_OPS };
+/* CT_EVICT: delete whatever entry holds the record's reply tuple. */
+enum ct_op { CT_CREATE, CT_UPDATE, CT_DELETE, CT_EVICT, CT_OPS };
 enum ct_pclass { CT_TCP, CT_UDP, CT_ICMP, CT_PCLASSES };
 
 struct ct_item {
 	struct ns_session s;
 	uint8_t op;
 	uint8_t fails;
-	uint8_t flips; /* create <-> update turns taken */
+	uint8_t turns; /* create <-> update <-> evict turns taken */
 	uint8_t done;
 	int result; /* errno of this round's answer, 0 = went in */
 };
@@ -386,6 +391,32 @@ static void put_icmp_snat(struct nlmsghdr *nlh, const struct ns_session *s)
 	mnl_attr_nest_end(nlh, nat);
 }
 
+/* CTA_TUPLE_REPLY of s's entry once translated: from the destination to
+ * the translated address and port (ICMP: the echo reply to the translated
+ * identifier). */
+static void put_reply_tuple(struct nlmsghdr *nlh, const struct ns_session *s,
+			    int pclass)
+{
+	struct nlattr *tuple = mnl_attr_nest_start(nlh, CTA_TUPLE_REPLY);
+	struct nlattr *n = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
+
+	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, htonl(s->orig.daddr));
+	mnl_attr_put_u32(nlh, CTA_IP_V4_DST, htonl(s->xlat.saddr));
+	mnl_attr_nest_end(nlh, n);
+	n = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
+	mnl_attr_put_u8(nlh, CTA_PROTO_NUM, s->proto);
+	if (pclass == CT_ICMP) {
+		mnl_attr_put_u16(nlh, CTA_PROTO_ICMP_ID, htons(s->xlat.sport));
+		mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_TYPE, 0);
+		mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_CODE, 0);
+	} else {
+		mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, htons(s->orig.dport));
+		mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, htons(s->xlat.sport));
+	}
+	mnl_attr_nest_end(nlh, n);
+	mnl_attr_nest_end(nlh, tuple);
+}
+
 /* Build its message at buf (CT_MSG_MAX bytes of room); its length, or 0
  * when the record has no time left. */
 static size_t build(struct nsdp_ctcommit *c, const struct ct_item *it,
@@ -398,15 +429,16 @@ static size_t build(struct nsdp_ctcommit *c, const struct ct_item *it,
 	struct nfgenmsg *nfh;
 	uint32_t timeout_s = 0;
 
-	if (it->op != CT_DELETE) {
+	if (it->op != CT_DELETE && it->op != CT_EVICT) {
 		timeout_s = nsdp_ctcommit_timeout_s(s, now_ns);
 		if (timeout_s == 0)
 			return 0;
 	}
 	nlh = mnl_nlmsg_put_header(buf);
 	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) |
-			  (it->op == CT_DELETE ? IPCTNL_MSG_CT_DELETE
-					       : IPCTNL_MSG_CT_NEW);
+			  (it->op == CT_DELETE || it->op == CT_EVICT
+				   ? IPCTNL_MSG_CT_DELETE
+				   : IPCTNL_MSG_CT_NEW);
 	nlh->nlmsg_flags = NLM_F_REQUEST;
 	if (it->op == CT_CREATE)
 		nlh->nlmsg_flags |= NLM_F_CREATE | NLM_F_EXCL;
@@ -415,6 +447,10 @@ static size_t build(struct nsdp_ctcommit *c, const struct ct_item *it,
 	nfh->nfgen_family = AF_INET;
 	nfh->version = NFNETLINK_V0;
 	nfh->res_id = 0;
+	if (it->op == CT_EVICT) {
+		put_reply_tuple(nlh, s, pclass);
+		return nlh->nlmsg_len;
+	}
 
 	set_tuple(ct, s, pclass);
 	if (it->op == CT_CREATE) {
@@ -499,7 +535,11 @@ static void settle(struct nsdp_ctcommit *c, struct ct_item *it)
 {
 	int err = it->result;
 
-	if (err == 0) {
+	if ((err == 0 || err == ENOENT) && it->op == CT_EVICT) {
+		if (err == 0)
+			CT_STAT_ADD(c, evicted, 1);
+		it->op = CT_CREATE;
+	} else if (err == 0) {
 		it->done = 1;
 		if (it->op == CT_CREATE)
 			CT_STAT_ADD(c, committed, 1);
@@ -512,8 +552,11 @@ static void settle(struct nsdp_ctcommit *c, struct ct_item *it)
 		CT_STAT_ADD(c, deleted, 1);
 	} else if ((err == EEXIST && it->op == CT_CREATE) ||
 		   (err == ENOENT && it->op == CT_UPDATE)) {
-		it->op = it->op == CT_CREATE ? CT_UPDATE : CT_CREATE;
-		if (++it->flips > 2) /* it comes and goes: a clash */
+		/* EEXIST after a refused update: the reply tuple is taken. */
+		it->op = it->op == CT_UPDATE ? CT_CREATE
+			 : it->turns	     ? CT_EVICT
+					     : CT_UPDATE;
+		if (++it->turns > 3)
 			fail(c, it, err);
 	} else {
 		fail(c, it, err);
@@ -577,13 +620,14 @@ int nsdp_ctcommit_flush(struct nsdp_ctcommit *c)
 	unsigned int round, i;
 	uint64_t errors = c->st.errors;
 
-	/* Each round ends an item or counts a failure of it, except two
-	 * create <-> update turns: the bound is never what stops a round. */
-	for (round = 0; round < NSDP_CTCOMMIT_ATTEMPTS + 3; round++) {
+	/* Each round ends an item, counts a failure of it, or turns it
+	 * (create, update, evict; an evict turns back to a create): the
+	 * bound is above what the turns and failures take. */
+	for (round = 0; round < 3 * NSDP_CTCOMMIT_ATTEMPTS + 6; round++) {
 		if (round_send(c) == 0)
 			break;
-		if (round >= 2) /* the kernel is short of something */
-			usleep(1000u << (round - 2));
+		if (round >= 4) /* the kernel is short of something */
+			usleep(1000u << (round < 10 ? round - 4 : 6));
 	}
 	for (i = 0; i < c->n; i++) {
 		if (!c->q[i].done) {
@@ -613,6 +657,7 @@ void nsdp_ctcommit_stats(const struct nsdp_ctcommit *c,
 	LOAD(refused_expired);
 	LOAD(refused_duplicate);
 	LOAD(coalesced);
+	LOAD(evicted);
 	LOAD(messages);
 	LOAD(sends);
 	LOAD(last_error);

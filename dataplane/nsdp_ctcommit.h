@@ -10,7 +10,9 @@
  * (the kernel then sets IPS_SRC_NAT and rewrites the reply tuple), TCP
  * ESTABLISHED with BE_LIBERAL both ways, SEEN_REPLY|ASSURED, and the
  * record's remaining timeout; an entry that exists already is updated
- * (timeout, TCP state); a delete removes the entry (absent is fine). What
+ * (timeout, TCP state); an entry of another flow that holds the
+ * translated address and port is evicted; a delete removes the entry
+ * (absent is fine). What
  * the kernel refuses is retried a bounded number of times, then counted
  * in errors; nothing is dropped without a count. Other threads read the
  * counters.
@@ -54,6 +56,9 @@ struct nsdp_ctcommit_stats {
 	uint64_t refused_duplicate;
 	/* records superseded by a newer one of the flow before a flush */
 	uint64_t coalesced;
+	/* entries of other flows deleted because they held the translated
+	 * address and port a newer record gives to its flow */
+	uint64_t evicted;
 	uint64_t messages; /* ctnetlink messages sent */
 	uint64_t sends; /* sendmsg calls */
 	int last_error; /* errno of the last error counted, 0 = none */

@@ -675,3 +675,45 @@ Test(ctcommit_standby, a_missing_commit_namespace_stops_the_agent_with_2)
 	cr_assert(nst_run_file_has(
 		"standby.log", "commit = conntrack: /run/netns/k2ct-absent"));
 }
+
+Test(ctcommit, a_newer_flow_evicts_the_entry_holding_its_translation)
+{
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ct_dump d;
+	uint64_t now = nsdp_realtime_ns();
+	struct ns_session old = flow(IPPROTO_TCP, NS_EV_CREATE, 1, 60, now);
+	struct ns_session fresh =
+		flow(IPPROTO_TCP, NS_EV_CREATE, 2, 60, now + 1000);
+	struct ns_session refresh =
+		flow(IPPROTO_UDP, NS_EV_REFRESH, 3, 60, now);
+	struct ns_session taker =
+		flow(IPPROTO_UDP, NS_EV_REFRESH, 4, 60, now + 1000);
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_COMMIT);
+	c = committer(NS_COMMIT, NSDP_CTCOMMIT_BATCH_DEFAULT);
+	/* The active gave old's and refresh's translations to other flows
+	 * (their deletes were missed): a create and a refresh take them. */
+	fresh.orig.daddr = old.orig.daddr;
+	fresh.xlat = old.xlat;
+	taker.orig.daddr = refresh.orig.daddr;
+	taker.xlat = refresh.xlat;
+	cr_assert_eq(nsdp_ctcommit_add(c, &old), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &refresh), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &fresh), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &taker), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.evicted, 2, "evicted %" PRIu64, st.evicted);
+	cr_expect_eq(st.committed, 4, "committed %" PRIu64, st.committed);
+	cr_expect_eq(st.errors, 0, "last error %d", st.last_error);
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, 2, "%u entries", d.n);
+	ct_check(&d, &fresh, 50, 60);
+	ct_check(&d, &taker, 50, 60);
+	ct_dump_free(&d);
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_COMMIT);
+}

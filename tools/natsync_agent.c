@@ -267,10 +267,11 @@ static void standby_commit_report(const struct nsa_standby *sb, char *buf,
 		 " ct_deleted=%" PRIu64 " ct_errors=%" PRIu64
 		 " ct_retried=%" PRIu64 " ct_refused=%" PRIu64
 		 " ct_refused_proto=%" PRIu64 " ct_refused_expired=%" PRIu64
-		 " ct_refused_duplicate=%" PRIu64 " ct_messages=%" PRIu64,
+		 " ct_refused_duplicate=%" PRIu64 " ct_evicted=%" PRIu64
+		 " ct_messages=%" PRIu64,
 		 cs.committed, cs.updated, cs.deleted, cs.errors, cs.retried,
 		 cs.refused, cs.refused_proto, cs.refused_expired,
-		 cs.refused_duplicate, cs.messages);
+		 cs.refused_duplicate, cs.evicted, cs.messages);
 }
 
 static int run_standby(const struct nsa_config *conf, double duration)
