@@ -109,6 +109,13 @@ int nsdp_table_apply_resync(struct nsdp_table *t, const struct ns_session *s,
 uint64_t nsdp_table_resync_finish(struct nsdp_table *t, uint64_t gen,
 				  uint32_t mark, const uint8_t *in_scope);
 
+/* The same, handing each session it removes to removed (before it goes),
+ * for a writer that keeps a copy elsewhere (the kernel commit). */
+uint64_t nsdp_table_resync_finish_each(
+	struct nsdp_table *t, uint64_t gen, uint32_t mark,
+	const uint8_t *in_scope,
+	void (*removed)(const struct ns_session *s, void *arg), void *arg);
+
 /* Lookups for the fast path (any thread). 0 and *out filled, or -ENOENT. */
 int nsdp_table_lookup(const struct nsdp_table *t, uint8_t proto,
 		      const struct ns_tuple *orig, struct ns_session *out);

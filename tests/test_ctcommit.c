@@ -444,6 +444,15 @@ static void standby_dump_wait(int pid, const char *file)
 	cr_assert_eq(access(path, R_OK), 0, "no dump %s", path);
 }
 
+static unsigned int ct_count(const char *netns)
+{
+	struct ct_dump d = ct_table(netns);
+	unsigned int n = d.n;
+
+	ct_dump_free(&d);
+	return n;
+}
+
 /* The conntrack table of netns equals the standby table file, entry by
  * entry: as many entries, each one the session's translation. Returns
  * the count. */
@@ -521,12 +530,31 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 	cold = ct_equals_table(NS_COLD, "cold.tbl");
 	cr_assert_eq(cold, live);
 
+	/* The store emptied and the subscriptions cut: both standbys
+	 * resync, find nothing, and their sessions leave conntrack too. */
+	cr_assert_eq(nst_sh("redis-cli -p %d flushall >/dev/null && "
+			    "redis-cli -p %d client kill type pubsub "
+			    ">/dev/null",
+			    SB_PORT, SB_PORT),
+		     0);
+	for (int i = 0; i < 100 && (ct_count(NS_LIVE) || ct_count(NS_COLD));
+	     i++)
+		nsdp_sleep_ms(100);
+	cr_assert_eq(ct_count(NS_LIVE), 0);
+	cr_assert_eq(ct_count(NS_COLD), 0);
+	standby_dump_wait(cold_pid, "cold.tbl");
+	cr_assert_eq(ct_equals_table(NS_COLD, "cold.tbl"), 0);
+
 	stop_agent(pid);
 	stop_agent(cold_pid);
 	nst_sh("cat %s %s >&2", nst_run_path("live.out"),
 	       nst_run_path("cold.out"));
 	cr_assert(nst_run_file_has("live.out", " ct_errors=0 "));
 	cr_assert(nst_run_file_has("cold.out", " ct_errors=0 "));
+	cr_assert_eq(nst_sh("grep -q ' ct_committed=%u ct_updated=0 "
+			    "ct_deleted=%u ' %s",
+			    cold, cold, nst_run_path("cold.out")),
+		     0, "the cold standby committed and then deleted %u", cold);
 	cr_assert(nst_run_file_has("live.out", " ct_refused=0 "));
 	nst_store_stop(SB_PORT);
 	nst_sh("ip netns del %s; ip netns del %s", NS_LIVE, NS_COLD);
