@@ -97,6 +97,10 @@ static void usage(FILE *out)
 		"when\n"
 		"[standby] dump is set); SIGUSR1 makes a standby dump its "
 		"table.\n"
+		"With [standby] commit = conntrack a standby also writes "
+		"every session\n"
+		"into the kernel's conntrack table (root; [standby] "
+		"commit_netns).\n"
 		"Exit status: 0 done, 1 failure, 2 bad configuration or "
 		"options.\n");
 }
