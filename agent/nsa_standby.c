@@ -37,6 +37,11 @@
  *   channel it came by, is not fenced by a newer epoch of its gateway and
  *   is not stale in its sequence nor sent before its subscription began
  *   (less [standby] clock_slack_ms); otherwise it is counted and dropped.
+ * - With [standby] commit = conntrack, what the table takes (live batches,
+ *   loads, resyncs) and what a resync removes is also written into the
+ *   kernel's conntrack table (nsdp_ctcommit.h), on this thread, flushed
+ *   after each drain of a subscription and each chunk a loader read: a
+ *   barrier's batches are in conntrack when it is done.
  *
  * Not here: how a resync runs (nsa_resync.c), replicas as load sources.
  */
