@@ -570,8 +570,9 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 #define TR_GW_OUT 0x0a630201u
 #define TR_SERVER 0x0a630202u
 
-/* A UDP socket bound to addr:port inside namespace ns. */
-static int udp_socket_in(const char *ns, uint32_t addr, uint16_t port)
+/* A socket of type bound to addr:port inside namespace ns, reads timing
+ * out after 3 s. */
+static int socket_in(const char *ns, int type, uint32_t addr, uint16_t port)
 {
 	struct sockaddr_in sin = {.sin_family = AF_INET,
 				  .sin_port = htons(port),
@@ -585,7 +586,7 @@ static int udp_socket_in(const char *ns, uint32_t addr, uint16_t port)
 	target = open(path, O_RDONLY | O_CLOEXEC);
 	cr_assert(self >= 0 && target >= 0);
 	cr_assert_eq(setns(target, CLONE_NEWNET), 0);
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
 	cr_assert_eq(setns(self, CLONE_NEWNET), 0);
 	close(self);
 	close(target);
@@ -594,6 +595,11 @@ static int udp_socket_in(const char *ns, uint32_t addr, uint16_t port)
 		     "bind %s:%u", ns, port);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
+}
+
+static int udp_socket_in(const char *ns, uint32_t addr, uint16_t port)
+{
+	return socket_in(ns, SOCK_DGRAM, addr, port);
 }
 
 /* Send from client to the server and answer back; the source port the
@@ -631,15 +637,9 @@ static void tr_cleanup(void)
 	       "2>/dev/null; ip netns del k2tr-s 2>/dev/null");
 }
 
-Test(ctcommit, a_committed_udp_entry_translates_to_its_committed_port,
-     .fini = tr_cleanup)
+/* The three namespaces, the gateway masquerading out of k2tr-g1. */
+static void tr_rig(void)
 {
-	struct ns_session s = nst_session(IPPROTO_UDP, NS_EV_CREATE, 1, 1,
-					  60000, nsdp_realtime_ns());
-	struct nsdp_ctcommit *c;
-	int client, other, server;
-
-	nst_need_root("builds namespaces with nftables masquerade");
 	tr_cleanup();
 	cr_assert_eq(
 		nst_sh("set -e; for n in c g s; do ip netns add k2tr-$n; done\n"
@@ -661,6 +661,18 @@ Test(ctcommit, a_committed_udp_entry_translates_to_its_committed_port,
 		       "oifname \"k2tr-g1\" masquerade; }\n"
 		       "}\nEOF\n"),
 		0);
+}
+
+Test(ctcommit, a_committed_udp_entry_translates_to_its_committed_port,
+     .fini = tr_cleanup)
+{
+	struct ns_session s = nst_session(IPPROTO_UDP, NS_EV_CREATE, 1, 1,
+					  60000, nsdp_realtime_ns());
+	struct nsdp_ctcommit *c;
+	int client, other, server;
+
+	nst_need_root("builds namespaces with nftables masquerade");
+	tr_rig();
 	/* Masquerade keeps a free source port: 40123 can only come from the
 	 * committed entry. */
 	nst_session_snat(&s, TR_CLIENT, 5555, TR_SERVER, 7777, TR_GW_OUT,
@@ -744,4 +756,82 @@ Test(ctcommit, a_newer_flow_evicts_the_entry_holding_its_translation)
 	ct_dump_free(&d);
 	nsdp_ctcommit_close(c);
 	nst_sh("ip netns del %s", NS_COMMIT);
+}
+
+/* A TCP connection from the client's port to the server through the
+ * gateway; *server_side is the accepted end, *xport the translated port
+ * the server saw. Returns the client's end. */
+static int tcp_connect_through(int listener, uint16_t port, int *server_side,
+			       uint16_t *xport)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(7780),
+				 .sin_addr.s_addr = htonl(TR_SERVER)};
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof(peer);
+	int client = socket_in("k2tr-c", SOCK_STREAM, TR_CLIENT, port);
+
+	cr_assert_eq(connect(client, (struct sockaddr *)&to, sizeof(to)), 0,
+		     "connect from %u", port);
+	*server_side = accept(listener, (struct sockaddr *)&peer, &pl);
+	cr_assert(*server_side >= 0);
+	cr_assert_eq(ntohl(peer.sin_addr.s_addr), TR_GW_OUT);
+	*xport = ntohs(peer.sin_port);
+	return client;
+}
+
+/* The server speaks first: 1 when the client got it, 0 when not. */
+static int tcp_server_first(int server_side, int client)
+{
+	char buf[16];
+
+	if (send(server_side, "hello", 5, MSG_NOSIGNAL) != 5)
+		return 0;
+	return recv(client, buf, sizeof(buf), 0) == 5;
+}
+
+Test(ctcommit, a_committed_tcp_entry_carries_a_connection_the_server_resumes,
+     .fini = tr_cleanup)
+{
+	struct ns_session s = nst_session(IPPROTO_TCP, NS_EV_CREATE, 1, 1,
+					  300000, nsdp_realtime_ns());
+	int listener, kept_c, kept_s, lost_c, lost_s;
+	uint16_t kept_x, lost_x;
+	struct nsdp_ctcommit *c;
+	char buf[16];
+
+	nst_need_root("builds namespaces with nftables masquerade");
+	tr_rig();
+	listener = socket_in("k2tr-s", SOCK_STREAM, TR_SERVER, 7780);
+	cr_assert_eq(listen(listener, 4), 0);
+	kept_c = tcp_connect_through(listener, 5600, &kept_s, &kept_x);
+	lost_c = tcp_connect_through(listener, 5601, &lost_s, &lost_x);
+	cr_assert(tcp_server_first(kept_s, kept_c));
+	cr_assert(tcp_server_first(lost_s, lost_c));
+
+	/* The gateway forgets both (what a takeover by a gateway without
+	 * them looks like), and only the first is committed back. */
+	cr_assert_eq(nst_sh("ip netns exec k2tr-g conntrack -F 2>/dev/null"),
+		     0);
+	nst_session_snat(&s, TR_CLIENT, 5600, TR_SERVER, 7780, TR_GW_OUT,
+			 kept_x);
+	c = committer("k2tr-g", NSDP_CTCOMMIT_BATCH_DEFAULT);
+	cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_close(c);
+
+	cr_assert(tcp_server_first(kept_s, kept_c),
+		  "the server's first segment after the takeover arrives");
+	cr_assert_eq(send(kept_c, "again", 5, MSG_NOSIGNAL), 5);
+	cr_assert_eq(recv(kept_s, buf, sizeof(buf), 0), 5,
+		     "and the client's next one");
+	/* The control: without its entry, the server's segment dies at the
+	 * gateway, so this test can fail. */
+	cr_assert_not(tcp_server_first(lost_s, lost_c),
+		      "an uncommitted connection must not survive");
+	close(kept_c);
+	close(kept_s);
+	close(lost_c);
+	close(lost_s);
+	close(listener);
 }
