@@ -17,6 +17,7 @@
 #include "nsdp_synth.h"
 
 enum nsa_role { NSA_ROLE_ACTIVE, NSA_ROLE_STANDBY };
+enum nsa_commit { NSA_COMMIT_NONE, NSA_COMMIT_CONNTRACK };
 
 struct nsa_key_table;
 
@@ -69,6 +70,14 @@ struct nsa_config {
 	 * standby subscribed to its channel is refused as a replay: the
 	 * hosts' clock difference plus a batch's wait in a writer. */
 	unsigned int clock_slack_ms;
+
+	/* [standby] kernel conntrack commit: every record the subscriber
+	 * applies is also written into this host's conntrack table
+	 * (dataplane/nsdp_ctcommit.h). */
+	int commit; /* enum nsa_commit */
+	char commit_netns[64]; /* a name under /run/netns; empty = ours */
+	unsigned int commit_batch_bytes; /* per sendmsg; 0 = one at a time */
+	unsigned int commit_mark; /* CTA_MARK of committed entries, 0 = none */
 
 	/* [agent] */
 	unsigned int progress_ms; /* progress line period, 0 = none */

@@ -27,6 +27,8 @@ static const char *const nsa_publish_names[] = {"auto", "sharded", "classic",
 static const char *const nsa_level_names[] = {"error", "warn", "info", "debug",
 					      NULL};
 static const char *const nsa_source_names[] = {"none", "synth", NULL};
+static const char *const nsa_commit_names[] = {"none", "conntrack", NULL};
+_Static_assert(NSA_COMMIT_CONNTRACK == 1, "nsa_commit_names follow the enum");
 
 /* Enums are stored through 32-bit integers; the order of the names above
  * must match the enum values. */
@@ -130,6 +132,18 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("standby", "clock_slack_ms", clock_slack_ms, 0, 3600000,
 		"10000",
 		"A batch sent (by its writer's clock) more than this before the standby subscribed to its channel is refused as a replay (`stale`, see security.md): the largest clock difference between the hosts plus the longest a batch waits in a writer, ms."),
+
+	/* The kernel conntrack commit (Linux kernel NAT gateways). */
+	NSA_ENUM(
+		"standby", "commit", commit, nsa_commit_names, "none",
+		"`conntrack`: write every session the standby applies (cold load, resyncs, live batches, deletes) into the kernel's conntrack table over ctnetlink, so that a kernel NAT gateway taking the addresses over translates the flows as the active did (see kernel-gateways.md); `none`: keep the table only."),
+	NSA_STR("standby", "commit_netns", commit_netns, "",
+		"Network namespace (a name under /run/netns) whose conntrack table the commit writes; empty = the agent's own."),
+	NSA_NUM("standby", "commit_batch_bytes", commit_batch_bytes, 0, 1048576,
+		"65536",
+		"Bytes of ctnetlink messages the commit sends per sendmsg; `0` = one message at a time, each awaited (slow, for comparison)."),
+	NSA_NUM("standby", "commit_mark", commit_mark, 0, UINT32_MAX, "0",
+		"Conntrack mark of the entries the commit writes, so that rules and a kernel session source can tell them apart; `0` = no mark set."),
 };
 
 /* Fields that follow from other keys. */

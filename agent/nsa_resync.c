@@ -25,16 +25,35 @@ static unsigned int resync_apply(void *arg, unsigned int node,
 	struct nsa_standby *sb = arg;
 	const struct sb_node *nd = &sb->nodes[node];
 	unsigned int i, loaded = 0;
+	uint64_t seen = 0;
 
 	NSDP_TABLE_ASSERT_WRITER(sb->table, NSDP_TABLE_SUBSCRIBER);
 	for (i = 0; i < n; i++)
 		nsdp_table_prefetch(sb->table, &s[i]);
-	for (i = 0; i < n; i++)
+	if (sb->ct)
+		seen = nsdp_table_applied(sb->table);
+	for (i = 0; i < n; i++) {
 		if (nsdp_table_apply_resync(sb->table, &s[i], nd->gen,
 					    nd->mark) == 0)
 			loaded++;
+		if (sb->ct)
+			nsa_sb_commit(sb, &s[i], &seen);
+	}
+	if (sb->ct)
+		nsa_sb_commit_flush(sb);
 	SB_STAT_ADD(sb, loaded, loaded);
 	return loaded;
+}
+
+/* A session the store no longer holds leaves conntrack with the table. */
+static void resync_uncommit(const struct ns_session *s, void *arg)
+{
+	struct nsa_standby *sb = arg;
+	struct ns_session del = *s;
+
+	del.event = NS_EV_DELETE;
+	del.timestamp_ns++; /* newer than what was committed */
+	nsdp_ctcommit_add(sb->ct, &del);
 }
 
 static void resync_bad(void *arg, uint64_t n)
@@ -89,8 +108,11 @@ static void resync_finish(struct nsa_standby *sb, unsigned int node)
 	uint64_t removed;
 
 	node_scope(sb, node, sb->scope);
-	removed = nsdp_table_resync_finish(sb->table, nd->gen, nd->mark,
-					   sb->scope);
+	removed = nsdp_table_resync_finish_each(
+		sb->table, nd->gen, nd->mark, sb->scope,
+		sb->ct ? resync_uncommit : NULL, sb);
+	if (sb->ct)
+		nsa_sb_commit_flush(sb);
 	nd->resyncing = 0; /* resync_finish ended the table's resync */
 	nsa_sb_resync_close(sb, nd);
 	SB_STAT_ADD(sb, resyncs, 1);

@@ -37,6 +37,11 @@
  *   channel it came by, is not fenced by a newer epoch of its gateway and
  *   is not stale in its sequence nor sent before its subscription began
  *   (less [standby] clock_slack_ms); otherwise it is counted and dropped.
+ * - With [standby] commit = conntrack, what the table takes (live batches,
+ *   loads, resyncs) and what a resync removes is also written into the
+ *   kernel's conntrack table (nsdp_ctcommit.h), on this thread, flushed
+ *   after each drain of a subscription and each chunk a loader read: a
+ *   barrier's batches are in conntrack when it is done.
  *
  * Not here: how a resync runs (nsa_resync.c), replicas as load sources.
  */
@@ -80,7 +85,7 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	struct ns_session s;
 	enum nsa_seq_verdict seq;
 	const uint16_t channel_slot = sb->topo.nodes[node].channel_slot;
-	uint64_t n = 0;
+	uint64_t n = 0, seen = 0;
 	int rc;
 
 	if (ns_batch_decode(buf, len, &h, &body) < 0) {
@@ -116,6 +121,8 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	}
 	NSDP_TABLE_ASSERT_WRITER(sb->table, NSDP_TABLE_SUBSCRIBER);
 	ns_batch_iter_init(&it, body, h.body_len);
+	if (sb->ct)
+		seen = nsdp_table_applied(sb->table);
 	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
 		/* A STORE batch corrects what a refused write told before. */
 		int applied = h.flags & NS_BATCH_F_STORE
@@ -124,6 +131,8 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 
 		if (applied == 0)
 			n++;
+		if (sb->ct)
+			nsa_sb_commit(sb, &s, &seen);
 		nsa_lag_batch_mark(&sb->lag, s.timestamp_ns);
 	}
 	nsa_lag_batch_end(&sb->lag, &sb->st);
@@ -150,16 +159,19 @@ static void sub_drain(struct nsa_standby *sb, unsigned int node)
 	while (!sb->reset) {
 		rc = nsa_sub_next(&nd->sub, &msg, &len, &why);
 		if (rc == NSA_SUB_NONE)
-			return;
+			break;
 		if (rc == NSA_SUB_RESET) {
 			if (why)
 				NSA_WARN("standby: %s:%u: %s", nd->addr.host,
 					 nd->addr.port, why);
 			sb->reset = 1;
-			return;
+			break;
 		}
 		on_batch(sb, node, msg, len);
 	}
+	/* Every batch the connection had is applied: commit them together. */
+	if (sb->ct)
+		nsa_sb_commit_flush(sb);
 }
 
 /* ---- setup and the loop --------------------------------------------- */
@@ -433,6 +445,25 @@ static void *sb_main(void *arg)
 
 /* ---- public interface ----------------------------------------------- */
 
+/* The conntrack committer, its socket opened in [standby] commit_netns. */
+static int standby_commit_open(struct nsa_standby *sb)
+{
+	struct nsdp_ctcommit_conf cc = {.batch_bytes =
+						sb->conf.commit_batch_bytes,
+					.mark = sb->conf.commit_mark};
+	char err[256] = "";
+
+	snprintf(cc.netns, sizeof(cc.netns), "%s", sb->conf.commit_netns);
+	sb->ct = nsdp_ctcommit_open(&cc, err, sizeof(err));
+	if (!sb->ct) {
+		NSA_ERR("standby: [standby] commit = conntrack: %s", err);
+		return -1;
+	}
+	NSA_INFO("standby: committing sessions to conntrack%s%s",
+		 cc.netns[0] ? " in netns " : "", cc.netns);
+	return 0;
+}
+
 struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
 					  struct nsdp_table *table)
 {
@@ -451,6 +482,14 @@ struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
 			conf->table_capacity);
 		if (sb->wake_fd >= 0)
 			close(sb->wake_fd);
+		if (sb->own_table)
+			nsdp_table_free(sb->table);
+		free(sb);
+		return NULL;
+	}
+	if (conf->commit == NSA_COMMIT_CONNTRACK &&
+	    standby_commit_open(sb) != 0) {
+		close(sb->wake_fd);
 		if (sb->own_table)
 			nsdp_table_free(sb->table);
 		free(sb);
@@ -529,6 +568,7 @@ void nsa_standby_free(struct nsa_standby *sb)
 	if (sb->own_table)
 		nsdp_table_free(sb->table);
 	close(sb->wake_fd);
+	nsdp_ctcommit_close(sb->ct);
 	nsa_dumpreq_fini(&sb->dump);
 	nsa_topowatch_fini(&sb->watch);
 	free(sb);
@@ -571,6 +611,15 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	for (i = 0; i < NSA_STANDBY_LAG_BUCKETS; i++)
 		LOAD(lag_hist[i]);
 #undef LOAD
+}
+
+int nsa_standby_commit_stats(const struct nsa_standby *sb,
+			     struct nsdp_ctcommit_stats *s)
+{
+	if (!sb->ct)
+		return -ENOENT;
+	nsdp_ctcommit_stats(sb->ct, s);
+	return 0;
 }
 
 int64_t nsa_standby_dump(struct nsa_standby *sb, const char *path,

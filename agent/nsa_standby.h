@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "nsa_config.h"
+#include "nsdp_ctcommit.h"
 #include "nsdp_table.h"
 
 /*
@@ -89,6 +90,11 @@ void nsa_standby_free(struct nsa_standby *sb);
 struct nsdp_table *nsa_standby_table(struct nsa_standby *sb);
 void nsa_standby_stats(const struct nsa_standby *sb,
 		       struct nsa_standby_stats *s);
+
+/* The kernel conntrack commit's counters ([standby] commit = conntrack):
+ * 0, or -ENOENT when the standby does not commit. */
+int nsa_standby_commit_stats(const struct nsa_standby *sb,
+			     struct nsdp_ctcommit_stats *s);
 
 /* The p-th percentile (0..100, nearest rank) of the lag: the upper end of
  * the histogram bucket that holds it, and never above lag_max_us, so at

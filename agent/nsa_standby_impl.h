@@ -18,7 +18,9 @@
 #include "nsa_standby.h"
 #include "nsa_sub.h"
 #include "nsa_topowatch.h"
+#include "nsdp_ctcommit.h"
 #include "nsdp_stat.h"
+#include "nsdp_table.h"
 
 #define SB_BACKOFF_MIN_MS 100
 #define SB_BACKOFF_MAX_MS 2000
@@ -70,6 +72,9 @@ struct nsa_standby {
 	/* nsa_standby_barrier: asked (by the caller), pinged for and done
 	 * (by the thread). */
 	uint64_t barrier_req, barrier_sent, barrier_done;
+	/* [standby] commit = conntrack: what the table takes is also written
+	 * into the kernel's conntrack table; NULL = commit none. */
+	struct nsdp_ctcommit *ct;
 };
 
 #define SB_STAT_ADD(sb, f, v) NSDP_STAT_ADD((sb)->st.f, v)
@@ -87,6 +92,26 @@ static inline void nsa_sb_wake(void *arg)
 	if (write(sb->wake_fd, &one, sizeof(one)) < 0) {
 		/* the counter saturated: the thread is awake anyway */
 	}
+}
+
+/* Commit s to conntrack when the apply just made took it: the table's
+ * applied count moved past *seen (what it was before). Only with sb->ct. */
+static inline void nsa_sb_commit(struct nsa_standby *sb,
+				 const struct ns_session *s, uint64_t *seen)
+{
+	uint64_t applied = nsdp_table_applied(sb->table);
+
+	if (applied == *seen)
+		return; /* older than the table's: ignored there too */
+	*seen = applied;
+	nsdp_ctcommit_add(sb->ct, s);
+}
+
+/* Write what is queued for conntrack (end of a batch or a load chunk). */
+static inline void nsa_sb_commit_flush(struct nsa_standby *sb)
+{
+	if (nsdp_ctcommit_pending(sb->ct))
+		nsdp_ctcommit_flush(sb->ct);
 }
 
 /* nsa_resync.c */

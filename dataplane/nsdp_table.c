@@ -310,6 +310,11 @@ uint64_t nsdp_table_generation(const struct nsdp_table *t)
 	return NSDP_STAT_READ(t->gen);
 }
 
+uint64_t nsdp_table_applied(const struct nsdp_table *t)
+{
+	return NSDP_STAT_READ(t->applied);
+}
+
 uint64_t nsdp_table_resync_begin(struct nsdp_table *t)
 {
 	t->active_resyncs++;
@@ -529,6 +534,15 @@ uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t)
 uint64_t nsdp_table_resync_finish(struct nsdp_table *t, uint64_t gen,
 				  uint32_t mark, const uint8_t *in_scope)
 {
+	return nsdp_table_resync_finish_each(t, gen, mark, in_scope, NULL,
+					     NULL);
+}
+
+uint64_t nsdp_table_resync_finish_each(
+	struct nsdp_table *t, uint64_t gen, uint32_t mark,
+	const uint8_t *in_scope,
+	void (*removed_fn)(const struct ns_session *s, void *arg), void *arg)
+{
 	uint64_t removed = 0;
 	uint32_t i;
 
@@ -538,6 +552,12 @@ uint64_t nsdp_table_resync_finish(struct nsdp_table *t, uint64_t gen,
 		if (packed_state(&e->u.p) != ENTRY_LIVE || e->mark == mark ||
 		    e->gen > gen || !in_scope[e->u.p.slot])
 			continue;
+		if (removed_fn) {
+			struct ns_session s;
+
+			packed_unpack(&e->u.p, &s);
+			removed_fn(&s, arg);
+		}
 		entry_remove(t, i);
 		removed++;
 	}

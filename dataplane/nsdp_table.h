@@ -65,6 +65,11 @@ enum nsdp_table_writer nsdp_table_writer(const struct nsdp_table *t);
 /* The current generation; a resync notes it before reading the store. */
 uint64_t nsdp_table_generation(const struct nsdp_table *t);
 
+/* Records that changed the table so far (nsdp_table_stats' applied): a
+ * writer that compares it before and after an apply knows whether the
+ * record was taken or ignored as older. */
+uint64_t nsdp_table_applied(const struct nsdp_table *t);
+
 /* Begin a resync: returns the current generation and counts the resync as
  * running, so that tombstones are kept until it finishes (resync_finish)
  * or is abandoned (resync_abort). */
@@ -103,6 +108,13 @@ int nsdp_table_apply_resync(struct nsdp_table *t, const struct ns_session *s,
  * and not seen by the resync. Returns how many were removed. */
 uint64_t nsdp_table_resync_finish(struct nsdp_table *t, uint64_t gen,
 				  uint32_t mark, const uint8_t *in_scope);
+
+/* The same, handing each session it removes to removed (before it goes),
+ * for a writer that keeps a copy elsewhere (the kernel commit). */
+uint64_t nsdp_table_resync_finish_each(
+	struct nsdp_table *t, uint64_t gen, uint32_t mark,
+	const uint8_t *in_scope,
+	void (*removed)(const struct ns_session *s, void *arg), void *arg);
 
 /* Lookups for the fast path (any thread). 0 and *out filled, or -ENOENT. */
 int nsdp_table_lookup(const struct nsdp_table *t, uint8_t proto,

@@ -97,6 +97,10 @@ static void usage(FILE *out)
 		"when\n"
 		"[standby] dump is set); SIGUSR1 makes a standby dump its "
 		"table.\n"
+		"With [standby] commit = conntrack a standby also writes "
+		"every session\n"
+		"into the kernel's conntrack table (root; [standby] "
+		"commit_netns).\n"
 		"Exit status: 0 done, 1 failure, 2 bad configuration or "
 		"options.\n");
 }
@@ -253,6 +257,27 @@ static void standby_dump(struct nsa_standby *sb, const char *path)
 			 path);
 }
 
+/* The conntrack commit's part of the REPORT line ("" without commit). */
+static void standby_commit_report(const struct nsa_standby *sb, char *buf,
+				  size_t len)
+{
+	struct nsdp_ctcommit_stats cs;
+
+	buf[0] = 0;
+	if (nsa_standby_commit_stats(sb, &cs) != 0)
+		return;
+	snprintf(buf, len,
+		 " ct_committed=%" PRIu64 " ct_updated=%" PRIu64
+		 " ct_deleted=%" PRIu64 " ct_errors=%" PRIu64
+		 " ct_retried=%" PRIu64 " ct_refused=%" PRIu64
+		 " ct_refused_proto=%" PRIu64 " ct_refused_expired=%" PRIu64
+		 " ct_refused_duplicate=%" PRIu64 " ct_evicted=%" PRIu64
+		 " ct_messages=%" PRIu64,
+		 cs.committed, cs.updated, cs.deleted, cs.errors, cs.retried,
+		 cs.refused, cs.refused_proto, cs.refused_expired,
+		 cs.refused_duplicate, cs.evicted, cs.messages);
+}
+
 static int run_standby(const struct nsa_config *conf, double duration)
 {
 	struct nsa_standby *sb = nsa_standby_create(conf);
@@ -260,12 +285,15 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	struct nsdp_table_stats ts;
 	double t0 = nsdp_now_s(), last_progress = t0;
 	int was_synced = 0;
+	char commit[320];
 
 	if (!sb || nsa_standby_start(sb) != 0) {
 		NSA_ERR("standby: cannot start");
 		if (sb)
 			nsa_standby_free(sb);
-		return 1;
+		/* The commit's namespace or privileges are missing (said in
+		 * the log): a configuration error. */
+		return !sb && conf->commit == NSA_COMMIT_CONNTRACK ? 2 : 1;
 	}
 	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
@@ -303,19 +331,20 @@ static int run_standby(const struct nsa_config *conf, double duration)
 		standby_dump(sb, conf->table_dump);
 	nsa_standby_stats(sb, &st);
 	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	standby_commit_report(sb, commit, sizeof(commit));
 	printf("REPORT role=standby sessions=%" PRIu64 " batches=%" PRIu64
 	       " records=%" PRIu64 " loaded=%" PRIu64 " gaps=%" PRIu64
 	       " resyncs=%" PRIu64 " resubscribes=%" PRIu64
 	       " topology_changes=%" PRIu64 " stale=%" PRIu64
 	       " dead_subscriptions=%" PRIu64 " bad_messages=%" PRIu64
 	       " table_drops=%" PRIu64 " lag_avg_us=%.0f lag_max_us=%" PRIu64
-	       "\n",
+	       "%s\n",
 	       ts.live, st.batches, st.records, st.loaded, st.gaps, st.resyncs,
 	       st.resubscribes, st.topology_changes, st.stale,
 	       st.dead_subscriptions, st.bad_messages, ts.full_drops,
 	       st.lag_count ? (double)st.lag_sum_us / (double)st.lag_count
 			    : 0.0,
-	       st.lag_max_us);
+	       st.lag_max_us, commit);
 	fflush(stdout);
 	nsa_standby_stop(sb);
 	nsa_standby_free(sb);

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# What the standby's conntrack commit costs a standby that keeps up with an
+# active: a plain Redis on loopback, a natsync-agent standby committing into
+# a network namespace of its own, and a natsync-agent active with the
+# synthetic source, run once with [standby] commit = none and once with
+# commit = conntrack. Prints both standbys' REPORT lines (table lag, commit
+# counters) and the namespace's conntrack count beside the standby's
+# sessions, and ends with
+#   RESULT bench-commit mode=none|conntrack rate=R sessions=S conntrack=C lag_avg_us=A lag_max_us=M
+# per mode. Root only (namespaces); run it alone on the machine.
+#
+#   scripts/bench-commit.sh [--events N] [--flows N] [--rate R] [--port P]
+# Defaults: --events 1000000 --flows 200000 --rate 0 (flat out) --port 7975.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+events=1000000 flows=200000 rate=0 port=7975
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--events) events=$2; shift 2 ;;
+	--flows) flows=$2; shift 2 ;;
+	--rate) rate=$2; shift 2 ;;
+	--port) port=$2; shift 2 ;;
+	-h | --help) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+
+build=$top/build
+ns=natsync-bc-$$
+run=$(mktemp -d /tmp/natsync-bench-commit.XXXXXX)
+sbpid=""
+cleanup() {
+	if [ -n "$sbpid" ]; then kill "$sbpid" 2>/dev/null || true; fi
+	deploy/redis-cluster.sh stop --port "$port" --dir "$run/store" \
+		>/dev/null 2>&1 || true
+	ip netns del "$ns" 2>/dev/null || true
+	rm -rf "$run"
+}
+trap cleanup EXIT
+
+echo "bench-commit: building in $build" >&2
+[ -d "$build" ] || meson setup "$build" >/dev/null
+ninja -C "$build" tools/natsync-agent >/dev/null
+
+one_run() {
+	local mode=$1 sessions conntrack
+	echo "bench-commit: commit = $mode, $events events over $flows flows at rate $rate" >&2
+	rm -rf "$run/store"
+	deploy/redis-cluster.sh start --plain --port "$port" \
+		--dir "$run/store" >/dev/null
+	ip netns del "$ns" 2>/dev/null || true
+	ip netns add "$ns"
+	cat >"$run/standby.ini" <<EOF
+[agent]
+role = standby
+gateway_id = 2
+progress_ms = 0
+eal_args = --no-huge --no-shconf -m 512 --no-pci --no-telemetry -l 0
+[store]
+seeds = 127.0.0.1:$port
+[standby]
+table_capacity = $((flows * 2))
+commit = $mode
+commit_netns = $ns
+EOF
+	cat >"$run/active.ini" <<EOF
+[agent]
+role = active
+gateway_id = 1
+progress_ms = 0
+eal_args = --no-huge --no-shconf -m 256 --no-pci --no-telemetry -l 0-1
+[store]
+seeds = 127.0.0.1:$port
+[rings]
+lanes = 1
+[source]
+type = synth
+flows = $flows
+events = $events
+rate = $rate
+seed = 7
+refresh_pct = 50
+EOF
+	"$build/tools/natsync-agent" -c "$run/standby.ini" >"$run/standby.out" \
+		2>"$run/standby.log" &
+	sbpid=$!
+	for _ in $(seq 100); do
+		grep -q 'standby: synced' "$run/standby.log" && break
+		sleep 0.1
+	done
+	"$build/tools/natsync-agent" -c "$run/active.ini" >"$run/active.out" \
+		2>"$run/active.log"
+	sleep 2 # the standby applies and commits what is still on its way
+	kill -TERM "$sbpid"
+	wait "$sbpid" || true
+	sbpid=""
+	grep REPORT "$run/active.out" "$run/standby.out" | sed 's/^[^:]*://'
+	sessions=$(sed -n 's/.* sessions=\([0-9]*\).*/\1/p' "$run/standby.out")
+	conntrack=$(ip netns exec "$ns" conntrack -C)
+	echo "RESULT bench-commit mode=$mode" \
+		"rate=$(sed -n 's/.* rate=\([0-9]*\).*/\1/p' "$run/active.out")" \
+		"sessions=$sessions conntrack=$conntrack" \
+		"lag_avg_us=$(sed -n 's/.* lag_avg_us=\([0-9]*\).*/\1/p' "$run/standby.out")" \
+		"lag_max_us=$(sed -n 's/.* lag_max_us=\([0-9]*\).*/\1/p' "$run/standby.out")"
+	deploy/redis-cluster.sh stop --port "$port" --dir "$run/store" >/dev/null
+	ip netns del "$ns"
+}
+
+one_run none
+one_run conntrack

@@ -1,0 +1,837 @@
+/*
+ * test_ctcommit.c - the kernel conntrack commit: records written into the
+ * conntrack table of a network namespace the test creates (k2ct-*), read
+ * back over ctnetlink and compared field by field; bad input refused and
+ * counted; a natsync-agent standby with [standby] commit = conntrack whose
+ * namespace's table equals its session table. Root only.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libnetfilter_conntrack/libnetfilter_conntrack.h>
+#include <libnetfilter_conntrack/libnetfilter_conntrack_tcp.h>
+
+#include "nsdp_ctcommit.h"
+#include "nsdp_time.h"
+#include "nst_agents.h"
+#include "nst_session.h"
+#include "nst_skip.h"
+#include "nst_store.h"
+
+#define NS_COMMIT "k2ct-a"
+#define NS_BAD "k2ct-b"
+#define ALL_STATUS (IPS_SRC_NAT | IPS_SEEN_REPLY | IPS_ASSURED)
+
+/* ---- the namespace and its table ------------------------------------ */
+
+static void netns_fresh(const char *name)
+{
+	nst_sh("ip netns del %s 2>/dev/null", name);
+	cr_assert_eq(nst_sh("ip netns add %s", name), 0);
+}
+
+struct ct_dump {
+	struct nf_conntrack **ct;
+	unsigned int n, cap;
+};
+
+static int dump_cb(enum nf_conntrack_msg_type type, struct nf_conntrack *ct,
+		   void *arg)
+{
+	struct ct_dump *d = arg;
+
+	(void)type;
+	if (d->n == d->cap) {
+		d->cap = d->cap ? 2 * d->cap : 1024;
+		d->ct = realloc(d->ct, d->cap * sizeof(*d->ct));
+		cr_assert(d->ct);
+	}
+	d->ct[d->n++] = nfct_clone(ct);
+	return NFCT_CB_CONTINUE;
+}
+
+/* Every IPv4 entry of namespace name's conntrack table. */
+static struct ct_dump ct_table(const char *name)
+{
+	struct ct_dump d = {0};
+	struct nfct_handle *h;
+	char path[128];
+	uint32_t family = AF_INET;
+	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int target;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	target = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(self >= 0 && target >= 0);
+	cr_assert_eq(setns(target, CLONE_NEWNET), 0);
+	h = nfct_open(CONNTRACK, 0);
+	cr_assert_eq(setns(self, CLONE_NEWNET), 0);
+	close(self);
+	close(target);
+	cr_assert(h, "nfct_open in %s", name);
+	nfct_callback_register(h, NFCT_T_ALL, dump_cb, &d);
+	cr_assert_eq(nfct_query(h, NFCT_Q_DUMP, &family), 0,
+		     "conntrack dump of %s", name);
+	nfct_close(h);
+	return d;
+}
+
+static void ct_dump_free(struct ct_dump *d)
+{
+	for (unsigned int i = 0; i < d->n; i++)
+		nfct_destroy(d->ct[i]);
+	free(d->ct);
+	*d = (struct ct_dump){0};
+}
+
+/* The entry of d whose original tuple is s's, or NULL. */
+static const struct nf_conntrack *ct_find(const struct ct_dump *d,
+					  const struct ns_session *s)
+{
+	for (unsigned int i = 0; i < d->n; i++) {
+		const struct nf_conntrack *ct = d->ct[i];
+
+		if (nfct_get_attr_u8(ct, ATTR_L4PROTO) == s->proto &&
+		    ntohl(nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC)) ==
+			    s->orig.saddr &&
+		    ntohl(nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_DST)) ==
+			    s->orig.daddr &&
+		    ntohs(nfct_get_attr_u16(ct, ATTR_ORIG_PORT_SRC)) ==
+			    s->orig.sport &&
+		    ntohs(nfct_get_attr_u16(ct, ATTR_ORIG_PORT_DST)) ==
+			    s->orig.dport)
+			return ct;
+	}
+	return NULL;
+}
+
+/* The entry of s is in d as a source NAT entry that translates: reply
+ * tuple from the destination to the translated address and port, status
+ * SRC_NAT|SEEN_REPLY|ASSURED, TCP ESTABLISHED, timeout in [lo, hi] s. */
+static void ct_check(const struct ct_dump *d, const struct ns_session *s,
+		     uint32_t lo, uint32_t hi)
+{
+	const struct nf_conntrack *ct = ct_find(d, s);
+	uint32_t status, timeout;
+
+	cr_assert(ct, "no entry for proto %u sport %u", s->proto,
+		  s->orig.sport);
+	cr_assert_eq(ntohl(nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC)),
+		     s->orig.daddr);
+	cr_assert_eq(ntohl(nfct_get_attr_u32(ct, ATTR_REPL_IPV4_DST)),
+		     s->xlat.saddr, "reply goes to the translated address");
+	cr_assert_eq(ntohs(nfct_get_attr_u16(ct, ATTR_REPL_PORT_SRC)),
+		     s->orig.dport);
+	cr_assert_eq(ntohs(nfct_get_attr_u16(ct, ATTR_REPL_PORT_DST)),
+		     s->xlat.sport, "reply goes to the translated port");
+	status = nfct_get_attr_u32(ct, ATTR_STATUS);
+	cr_assert_eq(status & ALL_STATUS, ALL_STATUS, "status %#x", status);
+	cr_assert_eq(status & IPS_DST_NAT, 0);
+	if (s->proto == IPPROTO_TCP)
+		cr_assert_eq(nfct_get_attr_u8(ct, ATTR_TCP_STATE),
+			     TCP_CONNTRACK_ESTABLISHED);
+	timeout = nfct_get_attr_u32(ct, ATTR_TIMEOUT);
+	cr_assert(timeout >= lo && timeout <= hi, "timeout %u not in [%u, %u]",
+		  timeout, lo, hi);
+}
+
+static struct nsdp_ctcommit *committer(const char *netns, uint32_t batch)
+{
+	struct nsdp_ctcommit_conf cc = {.batch_bytes = batch};
+	char err[256] = "";
+	struct nsdp_ctcommit *c;
+
+	snprintf(cc.netns, sizeof(cc.netns), "%s", netns);
+	c = nsdp_ctcommit_open(&cc, err, sizeof(err));
+	cr_assert(c, "nsdp_ctcommit_open: %s", err);
+	return c;
+}
+
+/* Flow i of proto: nst_session_flow's tuples, at now with timeout_s. */
+static struct ns_session flow(uint8_t proto, uint8_t event, uint32_t i,
+			      uint32_t timeout_s, uint64_t now)
+{
+	struct ns_session s =
+		nst_session(proto, event, 1, 1, timeout_s * 1000u, now);
+
+	nst_session_flow(&s, i);
+	return s;
+}
+
+/* ---- the commit path alone ------------------------------------------ */
+
+#define N_PER_PROTO 1000u
+
+TestSuite(ctcommit, .timeout = 120);
+
+Test(ctcommit, commits_updates_and_deletes_snat_sessions_field_by_field)
+{
+	const uint8_t protos[2] = {IPPROTO_UDP, IPPROTO_TCP};
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ct_dump d;
+	uint64_t now = nsdp_realtime_ns();
+	unsigned int i, p;
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_COMMIT);
+	c = committer(NS_COMMIT, NSDP_CTCOMMIT_BATCH_DEFAULT);
+
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_CREATE, i, 120, now);
+
+			cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+		}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 2 * N_PER_PROTO, "committed %" PRIu64,
+		     st.committed);
+	cr_expect_eq(st.updated + st.deleted + st.errors + st.refused, 0,
+		     "last error %d", st.last_error);
+	cr_expect_lt(st.sends, 2 * N_PER_PROTO / 100, "batched: %" PRIu64,
+		     st.sends);
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, 2 * N_PER_PROTO, "%u entries", d.n);
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_CREATE, i, 120, now);
+
+			ct_check(&d, &s, 110, 120);
+		}
+	ct_dump_free(&d);
+
+	/* Refreshes: every entry exists, so each is an update with the new
+	 * timeout. */
+	now = nsdp_realtime_ns();
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_REFRESH, i, 600, now);
+
+			cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+		}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 2 * N_PER_PROTO);
+	cr_expect_eq(st.updated, 2 * N_PER_PROTO, "updated %" PRIu64,
+		     st.updated);
+	cr_expect_eq(st.errors, 0, "last error %d", st.last_error);
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, 2 * N_PER_PROTO);
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_REFRESH, i, 600, now);
+
+			ct_check(&d, &s, 590, 600);
+		}
+	ct_dump_free(&d);
+
+	/* Deletes of the even flows, then of flows that are not there. */
+	now = nsdp_realtime_ns();
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i += 2) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_DELETE, i, 600, now);
+
+			cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+		}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	for (i = 0; i < 10; i++) {
+		struct ns_session s = flow(IPPROTO_UDP, NS_EV_DELETE,
+					   N_PER_PROTO + i, 600, now);
+
+		cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.deleted, N_PER_PROTO + 10, "deleted %" PRIu64,
+		     st.deleted);
+	cr_expect_eq(st.errors + st.refused, 0);
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, N_PER_PROTO, "%u entries", d.n);
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], NS_EV_REFRESH, i, 600, now);
+
+			if (i % 2)
+				ct_check(&d, &s, 590, 600);
+			else
+				cr_assert_null(ct_find(&d, &s));
+		}
+	ct_dump_free(&d);
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_COMMIT);
+}
+
+Test(ctcommit, one_at_a_time_commits_the_same_entries)
+{
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ct_dump d;
+	uint64_t now = nsdp_realtime_ns();
+	unsigned int i;
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_COMMIT);
+	c = committer(NS_COMMIT, 0);
+	for (i = 0; i < 100; i++) {
+		struct ns_session s =
+			flow(IPPROTO_TCP, NS_EV_CREATE, i, 60, now);
+
+		cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 100);
+	cr_expect_eq(st.sends, 100, "one message per sendmsg");
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, 100);
+	for (i = 0; i < 100; i++) {
+		struct ns_session s =
+			flow(IPPROTO_TCP, NS_EV_CREATE, i, 60, now);
+
+		ct_check(&d, &s, 50, 60);
+	}
+	ct_dump_free(&d);
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_COMMIT);
+}
+
+Test(ctcommit, refuses_unknown_protocol_expired_and_duplicate_records)
+{
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ct_dump d;
+	uint64_t now = nsdp_realtime_ns();
+	struct ns_session good = flow(IPPROTO_UDP, NS_EV_CREATE, 1, 60, now);
+	struct ns_session gre = flow(47, NS_EV_CREATE, 2, 60, now);
+	struct ns_session zero = flow(IPPROTO_UDP, NS_EV_CREATE, 3, 0, now);
+	struct ns_session past = flow(IPPROTO_TCP, NS_EV_CREATE, 4, 30,
+				      now - 31ull * 1000000000ull);
+	struct ns_session older = good,
+			  v2 = flow(IPPROTO_UDP, NS_EV_CREATE, 5, 60, now);
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_BAD);
+	c = committer(NS_BAD, NSDP_CTCOMMIT_BATCH_DEFAULT);
+	older.timestamp_ns -= 1000;
+	older.xlat.sport = 9; /* would translate elsewhere if it went in */
+	v2.version = 2;
+
+	cr_assert_eq(nsdp_ctcommit_add(c, &good), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &gre), 1);
+	cr_assert_eq(nsdp_ctcommit_add(c, &zero), 1);
+	cr_assert_eq(nsdp_ctcommit_add(c, &past), 1);
+	cr_assert_eq(nsdp_ctcommit_add(c, &good), 1, "the same record again");
+	cr_assert_eq(nsdp_ctcommit_add(c, &older), 1, "an older one");
+	cr_assert_eq(nsdp_ctcommit_add(c, &v2), 1);
+	cr_assert_eq(nsdp_ctcommit_pending(c), 1);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 1);
+	cr_expect_eq(st.refused, 6);
+	cr_expect_eq(st.refused_proto, 2);
+	cr_expect_eq(st.refused_expired, 2);
+	cr_expect_eq(st.refused_duplicate, 2);
+	cr_expect_eq(st.errors + st.updated + st.deleted, 0);
+
+	/* The same record once more, in a later flush: the entry is
+	 * restated, not doubled. */
+	cr_assert_eq(nsdp_ctcommit_add(c, &good), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.updated, 1);
+
+	d = ct_table(NS_BAD);
+	cr_assert_eq(d.n, 1, "%u entries", d.n);
+	ct_check(&d, &good, 50, 60);
+	ct_dump_free(&d);
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_BAD);
+}
+
+Test(ctcommit, a_missing_namespace_is_an_error_at_open)
+{
+	struct nsdp_ctcommit_conf cc = {.batch_bytes = 65536};
+	char err[256] = "";
+
+	nst_need_root("enters namespaces");
+	snprintf(cc.netns, sizeof(cc.netns), "k2ct-absent");
+	cr_assert_null(nsdp_ctcommit_open(&cc, err, sizeof(err)));
+	cr_assert(strstr(err, "/run/netns/k2ct-absent"), "%s", err);
+}
+
+Test(ctcommit, commits_icmp_echo_with_the_translated_identifier)
+{
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ns_session s = nst_session(IPPROTO_ICMP, NS_EV_CREATE, 1, 1,
+					  30000, nsdp_realtime_ns());
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_COMMIT);
+	c = committer(NS_COMMIT, NSDP_CTCOMMIT_BATCH_DEFAULT);
+	nst_session_snat(&s, 0x0a000001, 40000, 0x5db8d822, 0, 0xc6336407,
+			 1025);
+	cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 1);
+	cr_expect_eq(nst_sh("ip netns exec %s conntrack -L -p icmp 2>/dev/null "
+			    "| grep -q 'src=10.0.0.1 dst=93.184.216.34 type=8 "
+			    "code=0 id=40000 src=93.184.216.34 "
+			    "dst=198.51.100.7 type=0 code=0 id=1025'",
+			    NS_COMMIT),
+		     0, "the reply carries the translated identifier");
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_COMMIT);
+}
+
+/* ---- through the standby -------------------------------------------- */
+
+#define SB_PORT 7970
+#define NS_LIVE "k2ct-live"
+#define NS_COLD "k2ct-cold"
+#define SB_FLOWS 2000ul
+
+static void stop_agent(int pid)
+{
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+		nsdp_sleep_ms(100);
+	kill(pid, SIGKILL);
+}
+
+/* A standby configuration name.ini committing into netns, from the one
+ * nst_agents_configure wrote (its last section is [standby]). */
+static void standby_ini(const char *name, const char *netns)
+{
+	char ini[64];
+
+	snprintf(ini, sizeof(ini), "%s.ini", name);
+	cr_assert_eq(nst_sh("sed 's#standby.tbl#%s.tbl#' %s >%s && printf "
+			    "'commit = conntrack\\ncommit_netns = %s\\n' "
+			    ">>%s",
+			    name, nst_run_path("standby.ini"),
+			    nst_run_path(ini), netns, nst_run_path(ini)),
+		     0);
+}
+
+/* Dump standby pid's table (SIGUSR1) to file and wait for it. */
+static void standby_dump_wait(int pid, const char *file)
+{
+	const char *path = nst_run_path(file);
+
+	remove(path);
+	kill(pid, SIGUSR1);
+	for (int i = 0; i < 100 && access(path, R_OK) != 0; i++)
+		nsdp_sleep_ms(100);
+	cr_assert_eq(access(path, R_OK), 0, "no dump %s", path);
+}
+
+static unsigned int ct_count(const char *netns)
+{
+	struct ct_dump d = ct_table(netns);
+	unsigned int n = d.n;
+
+	ct_dump_free(&d);
+	return n;
+}
+
+/* The conntrack table of netns equals the standby table file, entry by
+ * entry: as many entries, each one the session's translation. Returns
+ * the count. */
+static unsigned int ct_equals_table(const char *netns, const char *file)
+{
+	uint8_t rec[NS_RECORD_V1_IPV4_LEN];
+	struct ct_dump d = ct_table(netns);
+	unsigned int n = 0;
+	FILE *f = fopen(nst_run_path(file), "rb");
+
+	cr_assert_not_null(f);
+	while (fread(rec, 1, sizeof(rec), f) == sizeof(rec)) {
+		struct ns_session s;
+
+		cr_assert_eq(ns_record_decode(rec, sizeof(rec), &s),
+			     (int)sizeof(rec));
+		ct_check(&d, &s, 1, s.timeout_ms / 1000);
+		n++;
+	}
+	fclose(f);
+	cr_assert_eq(d.n, n, "%s holds %u entries, the standby %u", netns, d.n,
+		     n);
+	ct_dump_free(&d);
+	return n;
+}
+
+TestSuite(ctcommit_standby, .timeout = 240);
+
+Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
+{
+	const struct nst_source_plan plan = {
+		.flows = SB_FLOWS, .events = 3 * SB_FLOWS, .rate = 20000};
+	char seeds[64];
+	unsigned int live, cold;
+	int pid, cold_pid, rc;
+
+	nst_need_root("writes namespaces' conntrack tables");
+	netns_fresh(NS_LIVE);
+	netns_fresh(NS_COLD);
+	nst_run_dir_make("ctcommit_standby");
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", SB_PORT);
+	cr_assert_eq(nst_store_start_fresh(SB_PORT, 0, 0), 0);
+	nst_agents_configure(seeds, &plan, 0);
+	standby_ini("live", NS_LIVE);
+	standby_ini("cold", NS_COLD);
+
+	/* Live: the standby is synced (empty) before the active runs. */
+	pid = nst_agent_spawn("live", "");
+	for (int i = 0; i < 300 && !nst_run_file_has("live.log", "synced"); i++)
+		nsdp_sleep_ms(100);
+	cr_assert(nst_run_file_has("live.log", "standby: synced"), "see %s",
+		  nst_run_path("live.log"));
+	rc = nst_sh("%s -c %s >%s 2>%s", nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	/* The store holds the source's table; the standby has it all once
+	 * natsync-verify says so (it dumps the standby, live.tbl). */
+	cr_assert_eq(nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
+			    nst_build("tools/natsync-verify"), seeds,
+			    nst_run_path("source.tbl"),
+			    nst_run_path("live.tbl"), pid,
+			    nst_run_path("verify.out")),
+		     0, "see %s", nst_run_path("verify.out"));
+	live = ct_equals_table(NS_LIVE, "live.tbl");
+	cr_assert_gt(live, SB_FLOWS / 4, "only %u sessions", live);
+
+	/* Cold load: a standby started on the filled store. */
+	cold_pid = nst_spawn(nst_build("tools/natsync-agent"), "cold", "", 0);
+	for (int i = 0; i < 300 && !nst_run_file_has("cold.log", "synced"); i++)
+		nsdp_sleep_ms(100);
+	cr_assert(nst_run_file_has("cold.log", "standby: synced"), "see %s",
+		  nst_run_path("cold.log"));
+	standby_dump_wait(cold_pid, "cold.tbl");
+	cold = ct_equals_table(NS_COLD, "cold.tbl");
+	cr_assert_eq(cold, live);
+
+	/* The store emptied and the subscriptions cut: both standbys
+	 * resync, find nothing, and their sessions leave conntrack too. */
+	cr_assert_eq(nst_sh("redis-cli -p %d flushall >/dev/null && "
+			    "redis-cli -p %d client kill type pubsub "
+			    ">/dev/null",
+			    SB_PORT, SB_PORT),
+		     0);
+	for (int i = 0; i < 100 && (ct_count(NS_LIVE) || ct_count(NS_COLD));
+	     i++)
+		nsdp_sleep_ms(100);
+	cr_assert_eq(ct_count(NS_LIVE), 0);
+	cr_assert_eq(ct_count(NS_COLD), 0);
+	standby_dump_wait(cold_pid, "cold.tbl");
+	cr_assert_eq(ct_equals_table(NS_COLD, "cold.tbl"), 0);
+
+	stop_agent(pid);
+	stop_agent(cold_pid);
+	nst_sh("cat %s %s >&2", nst_run_path("live.out"),
+	       nst_run_path("cold.out"));
+	cr_assert(nst_run_file_has("live.out", " ct_errors=0 "));
+	cr_assert(nst_run_file_has("cold.out", " ct_errors=0 "));
+	cr_assert_eq(nst_sh("grep -q ' ct_committed=%u ct_updated=0 "
+			    "ct_deleted=%u ' %s",
+			    cold, cold, nst_run_path("cold.out")),
+		     0, "the cold standby committed and then deleted %u", cold);
+	cr_assert(nst_run_file_has("live.out", " ct_refused=0 "));
+	nst_store_stop(SB_PORT);
+	nst_sh("ip netns del %s; ip netns del %s", NS_LIVE, NS_COLD);
+}
+
+/* ---- a committed entry translates ----------------------------------- */
+
+/*
+ *   k2tr-c 10.99.1.2 --- 10.99.1.1 k2tr-g 10.99.2.1 --- 10.99.2.2 k2tr-s
+ *   client                 gateway, masquerade out         server
+ */
+#define TR_CLIENT 0x0a630102u
+#define TR_GW_OUT 0x0a630201u
+#define TR_SERVER 0x0a630202u
+
+/* A socket of type bound to addr:port inside namespace ns, reads timing
+ * out after 3 s. */
+static int socket_in(const char *ns, int type, uint32_t addr, uint16_t port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET,
+				  .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(addr)};
+	struct timeval tv = {.tv_sec = 3};
+	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	char path[128];
+	int target, fd;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	target = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(self >= 0 && target >= 0);
+	cr_assert_eq(setns(target, CLONE_NEWNET), 0);
+	fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+	cr_assert_eq(setns(self, CLONE_NEWNET), 0);
+	close(self);
+	close(target);
+	cr_assert(fd >= 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0,
+		     "bind %s:%u", ns, port);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static int udp_socket_in(const char *ns, uint32_t addr, uint16_t port)
+{
+	return socket_in(ns, SOCK_DGRAM, addr, port);
+}
+
+/* Send from client to the server and answer back; the source port the
+ * server saw (0: nothing came). Asserts the answer reached the client. */
+static uint16_t udp_round_trip(int client, int server)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(7777),
+				 .sin_addr.s_addr = htonl(TR_SERVER)};
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from);
+	char buf[16];
+
+	cr_assert_eq(sendto(client, "ping", 4, 0, (struct sockaddr *)&to,
+			    sizeof(to)),
+		     4);
+	if (recvfrom(server, buf, sizeof(buf), 0, (struct sockaddr *)&from,
+		     &fl) != 4)
+		return 0;
+	cr_assert_eq(ntohl(from.sin_addr.s_addr), TR_GW_OUT,
+		     "masqueraded to the gateway's address");
+	cr_assert_eq(sendto(server, "pong", 4, 0, (struct sockaddr *)&from, fl),
+		     4);
+	fl = sizeof(to);
+	cr_assert_eq(recvfrom(client, buf, sizeof(buf), 0,
+			      (struct sockaddr *)&to, &fl),
+		     4, "the answer came back through the gateway");
+	cr_assert_eq(ntohl(to.sin_addr.s_addr), TR_SERVER);
+	return ntohs(from.sin_port);
+}
+
+static void tr_cleanup(void)
+{
+	nst_sh("ip netns del k2tr-c 2>/dev/null; ip netns del k2tr-g "
+	       "2>/dev/null; ip netns del k2tr-s 2>/dev/null");
+}
+
+/* The three namespaces, the gateway masquerading out of k2tr-g1. */
+static void tr_rig(void)
+{
+	tr_cleanup();
+	cr_assert_eq(
+		nst_sh("set -e; for n in c g s; do ip netns add k2tr-$n; done\n"
+		       "ip link add k2tr-c0 netns k2tr-c type veth peer name "
+		       "k2tr-g0 netns k2tr-g\n"
+		       "ip link add k2tr-g1 netns k2tr-g type veth peer name "
+		       "k2tr-s0 netns k2tr-s\n"
+		       "ip -n k2tr-c addr add 10.99.1.2/24 dev k2tr-c0\n"
+		       "ip -n k2tr-g addr add 10.99.1.1/24 dev k2tr-g0\n"
+		       "ip -n k2tr-g addr add 10.99.2.1/24 dev k2tr-g1\n"
+		       "ip -n k2tr-s addr add 10.99.2.2/24 dev k2tr-s0\n"
+		       "for l in c:c0 g:g0 g:g1 s:s0; do ip -n k2tr-${l%%:*} "
+		       "link set k2tr-${l#*:} up; done\n"
+		       "ip -n k2tr-c route add default via 10.99.1.1\n"
+		       "ip netns exec k2tr-g sysctl -qw net.ipv4.ip_forward=1\n"
+		       "ip netns exec k2tr-g nft -f - <<'EOF'\n"
+		       "table ip nat {\n"
+		       " chain post { type nat hook postrouting priority 100; "
+		       "oifname \"k2tr-g1\" masquerade; }\n"
+		       "}\nEOF\n"),
+		0);
+}
+
+Test(ctcommit, a_committed_udp_entry_translates_to_its_committed_port,
+     .fini = tr_cleanup)
+{
+	struct ns_session s = nst_session(IPPROTO_UDP, NS_EV_CREATE, 1, 1,
+					  60000, nsdp_realtime_ns());
+	struct nsdp_ctcommit *c;
+	int client, other, server;
+
+	nst_need_root("builds namespaces with nftables masquerade");
+	tr_rig();
+	/* Masquerade keeps a free source port: 40123 can only come from the
+	 * committed entry. */
+	nst_session_snat(&s, TR_CLIENT, 5555, TR_SERVER, 7777, TR_GW_OUT,
+			 40123);
+	c = committer("k2tr-g", NSDP_CTCOMMIT_BATCH_DEFAULT);
+	cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_close(c);
+
+	server = udp_socket_in("k2tr-s", TR_SERVER, 7777);
+	client = udp_socket_in("k2tr-c", TR_CLIENT, 5555);
+	other = udp_socket_in("k2tr-c", TR_CLIENT, 5556);
+	cr_assert_eq(udp_round_trip(client, server), 40123,
+		     "the committed translation is used");
+	cr_assert_eq(udp_round_trip(client, server), 40123);
+	/* The control: a flow nobody committed keeps its own port. */
+	cr_assert_eq(udp_round_trip(other, server), 5556);
+	close(client);
+	close(other);
+	close(server);
+}
+
+Test(ctcommit_standby, a_missing_commit_namespace_stops_the_agent_with_2)
+{
+	int rc;
+
+	nst_need_root("enters namespaces");
+	nst_run_dir_make("ctcommit_nons");
+	nst_write_file(nst_run_path("standby.ini"),
+		       "[agent]\nrole = standby\n"
+		       "eal_args = --no-huge --no-shconf -m 128 --no-pci "
+		       "--no-telemetry -l 0\n"
+		       "[store]\nseeds = 127.0.0.1:7979\n"
+		       "[standby]\ntable_capacity = 4096\ncommit = conntrack\n"
+		       "commit_netns = k2ct-absent\n");
+	rc = nst_sh("%s -c %s >%s 2>%s", nst_build("tools/natsync-agent"),
+		    nst_run_path("standby.ini"), nst_run_path("standby.out"),
+		    nst_run_path("standby.log"));
+	cr_assert_eq(rc, 2, "exit status %d", rc);
+	cr_assert(nst_run_file_has(
+		"standby.log", "commit = conntrack: /run/netns/k2ct-absent"));
+}
+
+Test(ctcommit, a_newer_flow_evicts_the_entry_holding_its_translation)
+{
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ct_dump d;
+	uint64_t now = nsdp_realtime_ns();
+	struct ns_session old = flow(IPPROTO_TCP, NS_EV_CREATE, 1, 60, now);
+	struct ns_session fresh =
+		flow(IPPROTO_TCP, NS_EV_CREATE, 2, 60, now + 1000);
+	struct ns_session refresh =
+		flow(IPPROTO_UDP, NS_EV_REFRESH, 3, 60, now);
+	struct ns_session taker =
+		flow(IPPROTO_UDP, NS_EV_REFRESH, 4, 60, now + 1000);
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_COMMIT);
+	c = committer(NS_COMMIT, NSDP_CTCOMMIT_BATCH_DEFAULT);
+	/* The active gave old's and refresh's translations to other flows
+	 * (their deletes were missed): a create and a refresh take them. */
+	fresh.orig.daddr = old.orig.daddr;
+	fresh.xlat = old.xlat;
+	taker.orig.daddr = refresh.orig.daddr;
+	taker.xlat = refresh.xlat;
+	cr_assert_eq(nsdp_ctcommit_add(c, &old), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &refresh), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &fresh), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &taker), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.evicted, 2, "evicted %" PRIu64, st.evicted);
+	cr_expect_eq(st.committed, 4, "committed %" PRIu64, st.committed);
+	cr_expect_eq(st.errors, 0, "last error %d", st.last_error);
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, 2, "%u entries", d.n);
+	ct_check(&d, &fresh, 50, 60);
+	ct_check(&d, &taker, 50, 60);
+	ct_dump_free(&d);
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_COMMIT);
+}
+
+/* A TCP connection from the client's port to the server through the
+ * gateway; *server_side is the accepted end, *xport the translated port
+ * the server saw. Returns the client's end. */
+static int tcp_connect_through(int listener, uint16_t port, int *server_side,
+			       uint16_t *xport)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(7780),
+				 .sin_addr.s_addr = htonl(TR_SERVER)};
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof(peer);
+	int client = socket_in("k2tr-c", SOCK_STREAM, TR_CLIENT, port);
+
+	cr_assert_eq(connect(client, (struct sockaddr *)&to, sizeof(to)), 0,
+		     "connect from %u", port);
+	*server_side = accept(listener, (struct sockaddr *)&peer, &pl);
+	cr_assert(*server_side >= 0);
+	cr_assert_eq(ntohl(peer.sin_addr.s_addr), TR_GW_OUT);
+	*xport = ntohs(peer.sin_port);
+	return client;
+}
+
+/* The server speaks first: 1 when the client got it, 0 when not. */
+static int tcp_server_first(int server_side, int client)
+{
+	char buf[16];
+
+	if (send(server_side, "hello", 5, MSG_NOSIGNAL) != 5)
+		return 0;
+	return recv(client, buf, sizeof(buf), 0) == 5;
+}
+
+Test(ctcommit, a_committed_tcp_entry_carries_a_connection_the_server_resumes,
+     .fini = tr_cleanup)
+{
+	struct ns_session s = nst_session(IPPROTO_TCP, NS_EV_CREATE, 1, 1,
+					  300000, nsdp_realtime_ns());
+	int listener, kept_c, kept_s, lost_c, lost_s;
+	uint16_t kept_x, lost_x;
+	struct nsdp_ctcommit *c;
+	char buf[16];
+
+	nst_need_root("builds namespaces with nftables masquerade");
+	tr_rig();
+	listener = socket_in("k2tr-s", SOCK_STREAM, TR_SERVER, 7780);
+	cr_assert_eq(listen(listener, 4), 0);
+	kept_c = tcp_connect_through(listener, 5600, &kept_s, &kept_x);
+	lost_c = tcp_connect_through(listener, 5601, &lost_s, &lost_x);
+	cr_assert(tcp_server_first(kept_s, kept_c));
+	cr_assert(tcp_server_first(lost_s, lost_c));
+
+	/* The gateway forgets both (what a takeover by a gateway without
+	 * them looks like), and only the first is committed back. */
+	cr_assert_eq(nst_sh("ip netns exec k2tr-g conntrack -F 2>/dev/null"),
+		     0);
+	nst_session_snat(&s, TR_CLIENT, 5600, TR_SERVER, 7780, TR_GW_OUT,
+			 kept_x);
+	c = committer("k2tr-g", NSDP_CTCOMMIT_BATCH_DEFAULT);
+	cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_close(c);
+
+	cr_assert(tcp_server_first(kept_s, kept_c),
+		  "the server's first segment after the takeover arrives");
+	cr_assert_eq(send(kept_c, "again", 5, MSG_NOSIGNAL), 5);
+	cr_assert_eq(recv(kept_s, buf, sizeof(buf), 0), 5,
+		     "and the client's next one");
+	/* The control: without its entry, the server's segment dies at the
+	 * gateway, so this test can fail. */
+	cr_assert_not(tcp_server_first(lost_s, lost_c),
+		      "an uncommitted connection must not survive");
+	close(kept_c);
+	close(kept_s);
+	close(lost_c);
+	close(lost_s);
+	close(listener);
+}
