@@ -126,8 +126,8 @@ static void emit(struct nsdp_ksrc *k, struct ns_session *s)
 		uint8_t buf[NS_RECORD_MAX_LEN];
 		int n = ns_record_encode(s, buf, sizeof(buf));
 
-		if (n > 0 && fwrite(buf, 1, (size_t)n, k->table_out) ==
-				     (size_t)n)
+		if (n > 0 &&
+		    fwrite(buf, 1, (size_t)n, k->table_out) == (size_t)n)
 			k->table_n++;
 		else
 			k->table_n = -EIO;
@@ -158,9 +158,8 @@ static int ct_to_key(const struct nsdp_ksrc *k, const struct nf_conntrack *ct,
 		key->zone = nfct_get_attr_u16(ct, ATTR_ZONE);
 	if (k->conf.zone_filter && key->zone != k->conf.zone)
 		return 0;
-	if (k->conf.mark_mask &&
-	    (nfct_get_attr_u32(ct, ATTR_MARK) & k->conf.mark_mask) !=
-		    k->conf.mark)
+	if (k->conf.mark_mask && (nfct_get_attr_u32(ct, ATTR_MARK) &
+				  k->conf.mark_mask) != k->conf.mark)
 		return 0;
 	key->netns = k->netns_ino;
 	key->orig.src = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC);
@@ -280,8 +279,7 @@ static void *ksrc_main(void *arg)
 		       errno == ENOBUFS)
 			ST_ADD(k, end_overruns, 1);
 		read_counters(k, &c);
-		__atomic_store_n(&k->st.filtered, c.filtered,
-				 __ATOMIC_RELAXED);
+		__atomic_store_n(&k->st.filtered, c.filtered, __ATOMIC_RELAXED);
 		if (c.ringbuf_drops > k->drops_seen) {
 			/* Some entries' events are gone: take all again. */
 			k->drops_seen = c.ringbuf_drops;
@@ -390,8 +388,8 @@ static int load_bpf(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
 	return 0;
 }
 
-static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why,
-			char *err, size_t errlen)
+static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
+			size_t errlen)
 {
 	int rcvbuf = EVENT_RCVBUF;
 
@@ -463,8 +461,8 @@ struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 	k->netns_ino = (uint32_t)st.st_ino;
 	k->ncpus = libbpf_num_possible_cpus();
 	if (k->ncpus <= 0 || load_bpf(k, why, err, errlen) != 0 ||
-	    open_netlink(k, conf->netns[0] ? netns_fd : -1, why, err,
-			 errlen) != 0)
+	    open_netlink(k, conf->netns[0] ? netns_fd : -1, why, err, errlen) !=
+		    0)
 		goto fail;
 	close(netns_fd);
 	netns_fd = -1;
@@ -472,8 +470,8 @@ struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 	if (k->epfd < 0 ||
 	    epoll_ctl(k->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb),
 		      &ev) != 0 ||
-	    (k->ends_h && epoll_ctl(k->epfd, EPOLL_CTL_ADD,
-				    nfct_fd(k->ends_h), &ev) != 0)) {
+	    (k->ends_h &&
+	     epoll_ctl(k->epfd, EPOLL_CTL_ADD, nfct_fd(k->ends_h), &ev) != 0)) {
 		fail(why, -errno, err, errlen, "kernel source: epoll: %s",
 		     strerror(errno));
 		goto fail;
