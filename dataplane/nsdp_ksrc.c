@@ -64,8 +64,7 @@ struct nsdp_ksrc {
 	int ncpus;
 	uint64_t last_stamp;
 	uint64_t drops_seen; /* ring buffer drops already answered */
-	FILE *table_out; /* nsdp_ksrc_dump_table's file, else NULL */
-	int64_t table_n;
+	int netns_fd; /* the namespace, for nsdp_ksrc_dump_table */
 	pthread_t thread;
 	int running, stop;
 	struct nsdp_ksrc_stats st; /* written by the thread */
@@ -122,17 +121,6 @@ static void emit(struct nsdp_ksrc *k, struct ns_session *s)
 {
 	s->timestamp_ns =
 		nsdp_stamp_next(&k->last_stamp, now_ns(CLOCK_REALTIME));
-	if (k->table_out) {
-		uint8_t buf[NS_RECORD_MAX_LEN];
-		int n = ns_record_encode(s, buf, sizeof(buf));
-
-		if (n > 0 &&
-		    fwrite(buf, 1, (size_t)n, k->table_out) == (size_t)n)
-			k->table_n++;
-		else
-			k->table_n = -EIO;
-		return;
-	}
 	while (rte_ring_free_count(k->lane->ring) == 0 &&
 	       !__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
 		ST_ADD(k, lane_waits, 1);
@@ -188,8 +176,6 @@ static int on_dumped(enum nf_conntrack_msg_type type, struct nf_conntrack *ct,
 	timeout_ms = nfct_get_attr_u32(ct, ATTR_TIMEOUT) * 1000;
 	key_to_session(k, &key, NS_EV_CREATE, timeout_ms, &s);
 	emit(k, &s);
-	if (k->table_out)
-		return NFCT_CB_CONTINUE;
 	ST_ADD(k, dumped, 1);
 	seen.sent_ns = now_ns(CLOCK_MONOTONIC);
 	seen.half_timeout_ns = (uint64_t)timeout_ms * 500000ULL;
@@ -458,14 +444,17 @@ struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 	k->conf = *conf;
 	k->lane = lane;
 	k->epfd = -1;
+	k->netns_fd = -1;
 	k->netns_ino = (uint32_t)st.st_ino;
+	if (conf->netns[0])
+		k->netns_fd = netns_fd;
+	else
+		close(netns_fd);
+	netns_fd = -1;
 	k->ncpus = libbpf_num_possible_cpus();
 	if (k->ncpus <= 0 || load_bpf(k, why, err, errlen) != 0 ||
-	    open_netlink(k, conf->netns[0] ? netns_fd : -1, why, err, errlen) !=
-		    0)
+	    open_netlink(k, k->netns_fd, why, err, errlen) != 0)
 		goto fail;
-	close(netns_fd);
-	netns_fd = -1;
 	k->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (k->epfd < 0 ||
 	    epoll_ctl(k->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb),
@@ -515,23 +504,58 @@ void nsdp_ksrc_stats(const struct nsdp_ksrc *k, struct nsdp_ksrc_stats *st)
 		to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
 }
 
-int64_t nsdp_ksrc_dump_table(struct nsdp_ksrc *k, const char *path)
-{
-	int64_t n;
+struct table_file {
+	const struct nsdp_ksrc *k;
+	FILE *f;
+	int64_t n; /* records written, or a negative errno */
+	uint64_t stamp;
+};
 
-	if (k->running)
-		return -EBUSY;
-	k->table_out = fopen(path, "wb");
-	if (!k->table_out)
+static int on_table_entry(enum nf_conntrack_msg_type type,
+			  struct nf_conntrack *ct, void *arg)
+{
+	struct table_file *t = arg;
+	struct nsdp_kern_key key;
+	uint8_t buf[NS_RECORD_MAX_LEN];
+	struct ns_session s;
+	int n;
+
+	(void)type;
+	if (t->n < 0 || !ct_to_key(t->k, ct, &key))
+		return NFCT_CB_CONTINUE;
+	key_to_session(t->k, &key, NS_EV_CREATE,
+		       nfct_get_attr_u32(ct, ATTR_TIMEOUT) * 1000, &s);
+	s.timestamp_ns = nsdp_stamp_next(&t->stamp, now_ns(CLOCK_REALTIME));
+	n = ns_record_encode(&s, buf, sizeof(buf));
+	if (n > 0 && fwrite(buf, 1, (size_t)n, t->f) == (size_t)n)
+		t->n++;
+	else
+		t->n = -EIO;
+	return NFCT_CB_CONTINUE;
+}
+
+/* A handle of its own: safe beside the thread, which it does not touch. */
+int64_t nsdp_ksrc_dump_table(const struct nsdp_ksrc *k, const char *path)
+{
+	struct table_file t = {.k = k};
+	struct nfct_handle *h = nfct_open_in(k->netns_fd, 0);
+	uint32_t family = AF_INET;
+
+	if (!h)
 		return -errno;
-	k->table_n = 0;
-	if (dump(k) != 0)
-		k->table_n = -errno;
-	if (fclose(k->table_out) != 0 && k->table_n >= 0)
-		k->table_n = -errno;
-	k->table_out = NULL;
-	n = k->table_n;
-	return n;
+	t.f = fopen(path, "wb");
+	if (!t.f) {
+		t.n = -errno;
+		nfct_close(h);
+		return t.n;
+	}
+	nfct_callback_register(h, NFCT_T_ALL, on_table_entry, &t);
+	if (nfct_query(h, NFCT_Q_DUMP, &family) != 0 && t.n >= 0)
+		t.n = -errno;
+	if (fclose(t.f) != 0 && t.n >= 0)
+		t.n = -errno;
+	nfct_close(h);
+	return t.n;
 }
 
 void nsdp_ksrc_free(struct nsdp_ksrc *k)
@@ -541,6 +565,8 @@ void nsdp_ksrc_free(struct nsdp_ksrc *k)
 	nsdp_ksrc_stop(k);
 	if (k->epfd >= 0)
 		close(k->epfd);
+	if (k->netns_fd >= 0)
+		close(k->netns_fd);
 	if (k->ends_h)
 		nfct_close(k->ends_h);
 	if (k->dump_h)

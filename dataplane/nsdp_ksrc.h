@@ -65,10 +65,10 @@ int nsdp_ksrc_start(struct nsdp_ksrc *k);
 void nsdp_ksrc_stop(struct nsdp_ksrc *k);
 void nsdp_ksrc_stats(const struct nsdp_ksrc *k, struct nsdp_ksrc_stats *st);
 
-/* Write the namespace's NAT'd entries, as records, to a table file (the
- * format natsync-verify reads); the count or a negative errno. Not while
- * the thread runs. */
-int64_t nsdp_ksrc_dump_table(struct nsdp_ksrc *k, const char *path);
+/* Write the namespace's NAT'd entries as they are now, as CREATE records,
+ * to a table file (the format natsync-verify reads); the count or a
+ * negative errno. Any time, from any thread. */
+int64_t nsdp_ksrc_dump_table(const struct nsdp_ksrc *k, const char *path);
 
 void nsdp_ksrc_free(struct nsdp_ksrc *k);
 

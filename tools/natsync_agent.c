@@ -15,7 +15,7 @@
  * the next agent.
  * With the kernel source it captures a Linux kernel gateway's NAT'd
  * conntrack entries until stopped, then writes the kernel's table to
- * [source] dump.
+ * [source] dump (and on SIGUSR1).
  * Standby: rebuilds the table from the store and the notifications until
  * stopped; SIGUSR1 dumps the table to [standby] dump.
  *
@@ -104,13 +104,34 @@ static void usage(FILE *out)
 		"them until\n"
 		"stopped; exit status 2 when kernel BTF, privileges or the "
 		"namespace\n"
-		"are missing (see docs/kernel-gateways.md).\n"
+		"are missing (see docs/kernel-gateways.md). SIGUSR1 writes "
+		"the kernel's\n"
+		"NAT'd table to [source] dump.\n"
 		"Signals: SIGINT/SIGTERM stop (a standby dumps its table first "
 		"when\n"
 		"[standby] dump is set); SIGUSR1 makes a standby dump its "
 		"table.\n"
 		"Exit status: 0 done, 1 failure, 2 bad configuration or "
 		"options.\n");
+}
+
+static void kernel_table_dump(const struct nsa_source *src,
+			      const struct nsa_config *conf)
+{
+	int64_t n;
+
+	if (!conf->source_dump[0]) {
+		NSA_WARN("source: no [source] dump path; nothing dumped");
+		return;
+	}
+	n = nsdp_ksrc_dump_table(src->ksrc, conf->source_dump);
+	if (n < 0)
+		NSA_ERR("source: dump to %s: %s", conf->source_dump,
+			strerror((int)-n));
+	else
+		NSA_INFO("source: %" PRId64 " NAT'd conntrack entries written "
+			 "to %s",
+			 n, conf->source_dump);
 }
 
 /* The kernel source stops producing, the writers take what it left in the
@@ -129,17 +150,7 @@ static int stop_kernel_source(struct nsa_source *src, struct nsa_active *a,
 			"acknowledged within %d ms",
 			KERNEL_STOP_DRAIN_MS);
 	nsdp_ksrc_stats(src->ksrc, ks);
-	if (conf->source_dump[0]) {
-		int64_t n = nsdp_ksrc_dump_table(src->ksrc, conf->source_dump);
-
-		if (n < 0)
-			NSA_ERR("source: dump to %s: %s", conf->source_dump,
-				strerror((int)-n));
-		else
-			NSA_INFO("source: %" PRId64 " NAT'd conntrack entries "
-				 "written to %s",
-				 n, conf->source_dump);
-	}
+	kernel_table_dump(src, conf);
 	return drained;
 }
 
@@ -181,6 +192,8 @@ static int run_active(const struct nsa_config *conf, double duration)
 		double t = nsdp_now_s();
 
 		nsdp_sleep_ms(20);
+		if (src.ksrc && nsa_cli_dump_requested())
+			kernel_table_dump(&src, conf);
 		if (src.synth) {
 			nsdp_synth_stats(src.synth, &ss);
 			if (ss.done && !drained) {
