@@ -1,0 +1,395 @@
+/*
+ * test_ksrc.c - the kernel session source, through the real programs: a
+ * Linux kernel NAT gateway in a network namespace, natsync-agent with
+ * [source] type = kernel capturing its conntrack entries with BPF, a
+ * 3-master Redis Cluster and a standby natsync-agent; natsync-verify
+ * compares the gateway's conntrack table (dumped over ctnetlink) with the
+ * store and the standby's table, entry by entry.
+ *
+ *   netns k1ks-c 10.71.0.2 --veth-- 10.71.0.1 netns k1ks-g 198.51.100.1
+ *   --veth-- 198.51.100.2 netns k1ks-s
+ *
+ * k1ks-g forwards and masquerades (nftables) what leaves towards k1ks-s.
+ * The client and server run in threads of this process that entered
+ * their namespaces (setns). Root is needed.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "nsdp_time.h"
+#include "nst_agents.h"
+#include "nst_skip.h"
+#include "nst_store.h"
+
+#define STORE_PORT 7950
+#define SEEDS "127.0.0.1:7950,127.0.0.1:7951,127.0.0.1:7952"
+#define SERVER_ADDR "198.51.100.2"
+#define UDP_PORT 9000
+#define TCP_PORT 9001
+/* Client source ports: flow i uses FIRST_PORT + i, so no two flows share
+ * a tuple (an ephemeral port drawn twice would make one entry of two). */
+#define FIRST_UDP_PORT 20000
+#define FIRST_TCP_PORT 30000
+#define UDP_FLOWS 1000
+#define TCP_FLOWS 1000
+
+static struct {
+	int stop;
+	uint64_t udp_received, tcp_accepted;
+	uint64_t udp_sent, tcp_connected, client_errors;
+} rig;
+
+#define LOAD(f) __atomic_load_n(&rig.f, __ATOMIC_ACQUIRE)
+#define ADD(f, v) __atomic_add_fetch(&rig.f, (v), __ATOMIC_RELEASE)
+
+static void net_teardown(void)
+{
+	nst_sh("for n in k1ks-c k1ks-g k1ks-s; do ip netns del $n "
+	       "2>/dev/null; done; true");
+}
+
+static void net_setup(void)
+{
+	int rc;
+
+	net_teardown();
+	rc = nst_sh(
+		"set -e\n"
+		"for n in k1ks-c k1ks-g k1ks-s; do ip netns add $n; "
+		"ip -n $n link set lo up; done\n"
+		"ip link add k1ksc0 netns k1ks-c type veth peer name k1ksg0 "
+		"netns k1ks-g\n"
+		"ip link add k1ksg1 netns k1ks-g type veth peer name k1kss0 "
+		"netns k1ks-s\n"
+		"ip -n k1ks-c link set k1ksc0 up\n"
+		"ip -n k1ks-g link set k1ksg0 up\n"
+		"ip -n k1ks-g link set k1ksg1 up\n"
+		"ip -n k1ks-s link set k1kss0 up\n"
+		"ip -n k1ks-c addr add 10.71.0.2/24 dev k1ksc0\n"
+		"ip -n k1ks-c route add default via 10.71.0.1\n"
+		"ip -n k1ks-g addr add 10.71.0.1/24 dev k1ksg0\n"
+		"ip -n k1ks-g addr add 198.51.100.1/24 dev k1ksg1\n"
+		"ip -n k1ks-s addr add " SERVER_ADDR "/24 dev k1kss0\n"
+		"ip netns exec k1ks-g sysctl -qw net.ipv4.ip_forward=1\n"
+		"ip netns exec k1ks-g nft add table ip k1nat\n"
+		"ip netns exec k1ks-g nft add chain ip k1nat post "
+		"'{ type nat hook postrouting priority 100 ; }'\n"
+		"ip netns exec k1ks-g nft add rule ip k1nat post oifname "
+		"k1ksg1 masquerade\n"
+		/* Unanswered UDP entries would expire (30 s) while the test
+		 * still compares. */
+		"ip netns exec k1ks-g sysctl -qw "
+		"net.netfilter.nf_conntrack_udp_timeout=600\n");
+	cr_assert_eq(rc, 0, "cannot build the test network");
+}
+
+static void enter_netns(const char *name)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+		fprintf(stderr, "setns %s: %s\n", name, strerror(errno));
+		abort();
+	}
+	close(fd);
+}
+
+static int bound_socket(int type, uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port)};
+	int one = 1, fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Counts datagrams and accepts (and closes) connections until stopped. */
+static void *server_main(void *arg)
+{
+	int lfd, ufd;
+
+	(void)arg;
+	enter_netns("k1ks-s");
+	lfd = bound_socket(SOCK_STREAM, TCP_PORT);
+	ufd = bound_socket(SOCK_DGRAM, UDP_PORT);
+	if (lfd < 0 || ufd < 0 || listen(lfd, 4096) != 0)
+		abort();
+	while (!LOAD(stop)) {
+		struct pollfd p[2] = {{lfd, POLLIN, 0}, {ufd, POLLIN, 0}};
+		char buf[64];
+
+		if (poll(p, 2, 50) <= 0)
+			continue;
+		if (p[0].revents & POLLIN) {
+			int c = accept(lfd, NULL, NULL);
+
+			if (c >= 0) {
+				ADD(tcp_accepted, 1);
+				close(c);
+			}
+		}
+		if ((p[1].revents & POLLIN) &&
+		    recv(ufd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+			ADD(udp_received, 1);
+	}
+	close(lfd);
+	close(ufd);
+	return NULL;
+}
+
+/* One new flow per source port, as fast as one thread makes them. */
+static void *client_main(void *arg)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET};
+
+	(void)arg;
+	enter_netns("k1ks-c");
+	inet_pton(AF_INET, SERVER_ADDR, &to.sin_addr);
+	for (unsigned int i = 0; i < UDP_FLOWS || i < TCP_FLOWS; i++) {
+		int fd;
+
+		if (i < UDP_FLOWS) {
+			to.sin_port = htons(UDP_PORT);
+			fd = bound_socket(SOCK_DGRAM, FIRST_UDP_PORT + i);
+			if (fd >= 0 &&
+			    sendto(fd, "k1", 2, 0, (struct sockaddr *)&to,
+				   sizeof(to)) == 2)
+				ADD(udp_sent, 1);
+			else
+				ADD(client_errors, 1);
+			if (fd >= 0)
+				close(fd);
+		}
+		if (i < TCP_FLOWS) {
+			to.sin_port = htons(TCP_PORT);
+			fd = bound_socket(SOCK_STREAM, FIRST_TCP_PORT + i);
+			if (fd >= 0 && connect(fd, (struct sockaddr *)&to,
+					       sizeof(to)) == 0)
+				ADD(tcp_connected, 1);
+			else
+				ADD(client_errors, 1);
+			if (fd >= 0)
+				close(fd);
+		}
+	}
+	return NULL;
+}
+
+static void write_configs(void)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text),
+		 "[agent]\nrole = standby\ngateway_id = 1\nprogress_ms = 0\n"
+		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
+		 "--no-telemetry -l 0\n"
+		 "[store]\nseeds = " SEEDS "\n"
+		 "[standby]\ntable_capacity = 65536\ndump = %s\n",
+		 nst_run_path("standby.tbl"));
+	nst_write_file(nst_run_path("standby.ini"), text);
+	snprintf(text, sizeof(text),
+		 "[agent]\nrole = active\ngateway_id = 1\nprogress_ms = 200\n"
+		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
+		 "--no-telemetry -l 0\n"
+		 "[store]\nseeds = " SEEDS "\n"
+		 "[rings]\nlanes = 1\n"
+		 "[source]\ntype = kernel\nnetns = k1ks-g\n"
+		 "ringbuf_size = 4194304\ndump = %s\n",
+		 nst_run_path("source.tbl"));
+	nst_write_file(nst_run_path("active.ini"), text);
+}
+
+static void stop_pid(int pid)
+{
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 150 && kill(pid, 0) == 0; i++)
+		nsdp_sleep_ms(100);
+	kill(pid, SIGKILL);
+}
+
+/* The number after "name=" in the active's REPORT line. */
+static unsigned long report_field(const char *name)
+{
+	char line[2048], key[64];
+	unsigned long v = ~0UL;
+	FILE *f = fopen(nst_run_path("active.out"), "r");
+	char *at;
+
+	cr_assert_not_null(f);
+	snprintf(key, sizeof(key), " %s=", name);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "REPORT", 6) && (at = strstr(line, key)))
+			v = strtoul(at + strlen(key), NULL, 10);
+	fclose(f);
+	cr_assert_neq(v, ~0UL, "no %s in the active's REPORT", name);
+	return v;
+}
+
+/* Entries in the gateway's conntrack table. */
+static unsigned long conntrack_count(void)
+{
+	char cmd[256], line[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd),
+		 "ip netns exec k1ks-g conntrack -C 2>/dev/null");
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	if (!fgets(line, sizeof(line), p))
+		line[0] = 0;
+	pclose(p);
+	return strtoul(line, NULL, 10);
+}
+
+/* natsync-verify, identity only: the conntrack dump (source.tbl) against
+ * the store and the standby; asserts equal with expect entries each. */
+static void verify_equal(int standby_pid, unsigned long expect)
+{
+	unsigned long store = 0, source = 0, standby = 0;
+	char line[256];
+	FILE *f;
+	int rc = nst_sh("%s -S " SEEDS " -i -s %s -b %s -p %d -t 30 >%s 2>&1",
+			nst_build("tools/natsync-verify"),
+			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
+			standby_pid, nst_run_path("verify.out"));
+
+	nst_sh("cat %s >&2", nst_run_path("verify.out"));
+	cr_assert_eq(rc, 0, "store or standby differ from conntrack");
+	f = fopen(nst_run_path("verify.out"), "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line,
+			   "RESULT verify store=%lu source=%lu standby=%lu",
+			   &store, &source, &standby) == 3)
+			break;
+	fclose(f);
+	cr_assert_eq(source, expect);
+	cr_assert_eq(store, expect);
+	cr_assert_eq(standby, expect);
+}
+
+/* Ask the running active for a fresh conntrack dump (SIGUSR1); the
+ * dumps so far counted in its log tell when this one is written. */
+static void dump_kernel_table(int active_pid)
+{
+	static int dumps;
+
+	unlink(nst_run_path("source.tbl"));
+	cr_assert_eq(kill(active_pid, SIGUSR1), 0);
+	dumps++;
+	cr_assert_eq(nst_sh("for i in $(seq 100); do [ $(grep -c 'entries "
+			    "written' %s) -ge %d ] && exit 0; sleep 0.1; "
+			    "done; exit 1",
+			    nst_run_path("active.log"), dumps),
+		     0, "the active wrote no dump");
+}
+
+static void wait_for(const char *what, unsigned long (*count)(void),
+		     unsigned long want)
+{
+	unsigned long got = 0;
+
+	for (int i = 0; i < 300 && (got = count()) != want; i++)
+		nsdp_sleep_ms(100);
+	cr_assert_eq(got, want, "%s: %lu, expected %lu", what, got, want);
+}
+
+static unsigned long server_saw(void)
+{
+	return LOAD(udp_received) + LOAD(tcp_accepted);
+}
+
+static void stop_all(void)
+{
+	__atomic_store_n(&rig.stop, 1, __ATOMIC_RELEASE);
+	nst_store_stop(STORE_PORT);
+	net_teardown();
+}
+
+TestSuite(ksrc, .fini = stop_all, .timeout = 300);
+
+Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
+{
+	const unsigned long flows = UDP_FLOWS + TCP_FLOWS;
+	pthread_t server, client;
+	int standby, active;
+	double t0, secs;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	nst_run_dir_make("ksrc");
+	net_setup();
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, 3, 0), 0);
+	write_configs();
+	standby = nst_agent_spawn("standby", "");
+	nst_wait_synced(standby);
+	active = nst_agent_spawn("active", "");
+	cr_assert_eq(nst_sh("for i in $(seq 100); do grep -q 'progress: "
+			    "active' %s && exit 0; sleep 0.1; done; exit 1",
+			    nst_run_path("active.log")),
+		     0, "the active did not start; see %s",
+		     nst_run_path("active.log"));
+
+	pthread_create(&server, NULL, server_main, NULL);
+	t0 = nsdp_now_s();
+	pthread_create(&client, NULL, client_main, NULL);
+	pthread_join(client, NULL);
+	secs = nsdp_now_s() - t0;
+	cr_assert_eq(LOAD(client_errors), 0);
+	cr_assert_eq(LOAD(udp_sent), UDP_FLOWS);
+	cr_assert_eq(LOAD(tcp_connected), TCP_FLOWS);
+	wait_for("datagrams and connections at the server", server_saw, flows);
+	wait_for("conntrack entries", conntrack_count, flows);
+	fprintf(stderr, "ksrc: %lu new flows in %.3f s (%.0f/s)\n", flows, secs,
+		(double)flows / secs);
+
+	/* Every entry as conntrack holds it now, in the store and on the
+	 * standby. */
+	dump_kernel_table(active);
+	verify_equal(standby, flows);
+
+	/* Ends: deleted entries leave the store and the standby. */
+	cr_assert_eq(nst_sh("ip netns exec k1ks-g conntrack -D -p udp "
+			    ">/dev/null 2>&1"),
+		     0);
+	wait_for("conntrack entries after deleting UDP", conntrack_count,
+		 TCP_FLOWS);
+	dump_kernel_table(active);
+	verify_equal(standby, TCP_FLOWS);
+
+	stop_pid(active);
+	cr_assert_eq(nst_wait_report(10), 0);
+	nst_sh("cat %s >&2", nst_run_path("active.out"));
+	cr_assert_eq(report_field("creates"), flows, "one CREATE per new flow");
+	cr_assert_eq(report_field("deletes"), UDP_FLOWS);
+	cr_assert_eq(report_field("dumped"), 0);
+	cr_assert_eq(report_field("ringbuf_drops"), 0);
+	cr_assert_eq(report_field("redumps"), 0);
+	cr_assert_eq(report_field("lane_drops"), 0);
+	cr_assert(nst_run_file_has("active.out", "drained=yes"));
+	stop_pid(standby);
+	cr_assert(nst_run_file_has("standby.out", "bad_messages=0"));
+	__atomic_store_n(&rig.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(server, NULL);
+}
