@@ -36,14 +36,21 @@
 #define STORE_PORT 7950
 #define SEEDS "127.0.0.1:7950,127.0.0.1:7951,127.0.0.1:7952"
 #define SERVER_ADDR "198.51.100.2"
+/* Flow i of a protocol goes from client port FIRST_PORT + i % PORT_SPAN
+ * to server port UDP_PORT (TCP_PORT) + i / PORT_SPAN, so no two flows
+ * share a tuple (an ephemeral port drawn twice would make one entry of
+ * two). */
 #define UDP_PORT 9000
-#define TCP_PORT 9001
-/* Client source ports: flow i uses FIRST_PORT + i, so no two flows share
- * a tuple (an ephemeral port drawn twice would make one entry of two). */
-#define FIRST_UDP_PORT 20000
-#define FIRST_TCP_PORT 30000
-#define UDP_FLOWS 1000
-#define TCP_FLOWS 1000
+#define TCP_PORT 9010
+#define SERVER_PORTS 5
+#define FIRST_PORT 10000
+#define PORT_SPAN 50000
+/* Flows per protocol; NATSYNC_KSRC_FLOWS sets another count for a capture
+ * measurement (docs/kernel-gateways.md). */
+#define DEFAULT_FLOWS 1000
+#define MAX_FLOWS (SERVER_PORTS * PORT_SPAN)
+
+static unsigned int n_flows = DEFAULT_FLOWS;
 
 static struct {
 	int stop;
@@ -128,38 +135,48 @@ static int bound_socket(int type, uint16_t port)
 /* Counts datagrams and accepts (and closes) connections until stopped. */
 static void *server_main(void *arg)
 {
-	int lfd, ufd;
+	struct pollfd p[2 * SERVER_PORTS];
 
 	(void)arg;
 	enter_netns("k1ks-s");
-	lfd = bound_socket(SOCK_STREAM, TCP_PORT);
-	ufd = bound_socket(SOCK_DGRAM, UDP_PORT);
-	if (lfd < 0 || ufd < 0 || listen(lfd, 4096) != 0)
-		abort();
+	for (int i = 0; i < SERVER_PORTS; i++) {
+		int u = bound_socket(SOCK_DGRAM, UDP_PORT + i);
+		int t = bound_socket(SOCK_STREAM, TCP_PORT + i);
+		int rcvbuf = 4 << 20;
+
+		if (u < 0 || t < 0 || listen(t, 4096) != 0)
+			abort();
+		setsockopt(u, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
+			   sizeof(rcvbuf));
+		p[2 * i] = (struct pollfd){u, POLLIN, 0};
+		p[2 * i + 1] = (struct pollfd){t, POLLIN, 0};
+	}
 	while (!LOAD(stop)) {
-		struct pollfd p[2] = {{lfd, POLLIN, 0}, {ufd, POLLIN, 0}};
 		char buf[64];
+		int c;
 
-		if (poll(p, 2, 50) <= 0)
+		if (poll(p, 2 * SERVER_PORTS, 50) <= 0)
 			continue;
-		if (p[0].revents & POLLIN) {
-			int c = accept(lfd, NULL, NULL);
-
-			if (c >= 0) {
+		for (int i = 0; i < 2 * SERVER_PORTS; i++) {
+			if (!(p[i].revents & POLLIN))
+				continue;
+			if (i % 2 == 0) {
+				while (recv(p[i].fd, buf, sizeof(buf),
+					    MSG_DONTWAIT) > 0)
+					ADD(udp_received, 1);
+			} else if ((c = accept(p[i].fd, NULL, NULL)) >= 0) {
 				ADD(tcp_accepted, 1);
 				close(c);
 			}
 		}
-		if ((p[1].revents & POLLIN) &&
-		    recv(ufd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-			ADD(udp_received, 1);
 	}
-	close(lfd);
-	close(ufd);
+	for (int i = 0; i < 2 * SERVER_PORTS; i++)
+		close(p[i].fd);
 	return NULL;
 }
 
-/* One new flow per source port, as fast as one thread makes them. */
+/* A new UDP flow and a new TCP connection (closed at once) per step, as
+ * fast as one thread makes them. */
 static void *client_main(void *arg)
 {
 	struct sockaddr_in to = {.sin_family = AF_INET};
@@ -167,32 +184,30 @@ static void *client_main(void *arg)
 	(void)arg;
 	enter_netns("k1ks-c");
 	inet_pton(AF_INET, SERVER_ADDR, &to.sin_addr);
-	for (unsigned int i = 0; i < UDP_FLOWS || i < TCP_FLOWS; i++) {
+	for (unsigned int i = 0; i < n_flows; i++) {
+		uint16_t sport = (uint16_t)(FIRST_PORT + i % PORT_SPAN);
+		uint16_t dport_off = (uint16_t)(i / PORT_SPAN);
 		int fd;
 
-		if (i < UDP_FLOWS) {
-			to.sin_port = htons(UDP_PORT);
-			fd = bound_socket(SOCK_DGRAM, FIRST_UDP_PORT + i);
-			if (fd >= 0 &&
-			    sendto(fd, "k1", 2, 0, (struct sockaddr *)&to,
-				   sizeof(to)) == 2)
-				ADD(udp_sent, 1);
-			else
-				ADD(client_errors, 1);
-			if (fd >= 0)
-				close(fd);
-		}
-		if (i < TCP_FLOWS) {
-			to.sin_port = htons(TCP_PORT);
-			fd = bound_socket(SOCK_STREAM, FIRST_TCP_PORT + i);
-			if (fd >= 0 && connect(fd, (struct sockaddr *)&to,
-					       sizeof(to)) == 0)
-				ADD(tcp_connected, 1);
-			else
-				ADD(client_errors, 1);
-			if (fd >= 0)
-				close(fd);
-		}
+		to.sin_port = htons(UDP_PORT + dport_off);
+		fd = bound_socket(SOCK_DGRAM, sport);
+		if (fd >= 0 && sendto(fd, "k1", 2, 0, (struct sockaddr *)&to,
+				      sizeof(to)) == 2)
+			ADD(udp_sent, 1);
+		else
+			ADD(client_errors, 1);
+		if (fd >= 0)
+			close(fd);
+
+		to.sin_port = htons(TCP_PORT + dport_off);
+		fd = bound_socket(SOCK_STREAM, sport);
+		if (fd >= 0 &&
+		    connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0)
+			ADD(tcp_connected, 1);
+		else
+			ADD(client_errors, 1);
+		if (fd >= 0)
+			close(fd);
 	}
 	return NULL;
 }
@@ -206,7 +221,8 @@ static void write_configs(void)
 		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
 		 "--no-telemetry -l 0\n"
 		 "[store]\nseeds = " SEEDS "\n"
-		 "[standby]\ntable_capacity = 65536\ndump = %s\n",
+		 "[standby]\ntable_capacity = %u\ndump = %s\n",
+		 4 * n_flows > 65536 ? 4 * n_flows : 65536,
 		 nst_run_path("standby.tbl"));
 	nst_write_file(nst_run_path("standby.ini"), text);
 	snprintf(text, sizeof(text),
@@ -332,12 +348,16 @@ TestSuite(ksrc, .fini = stop_all, .timeout = 300);
 
 Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
 {
-	const unsigned long flows = UDP_FLOWS + TCP_FLOWS;
+	const char *env = getenv("NATSYNC_KSRC_FLOWS");
+	unsigned long flows;
 	pthread_t server, client;
 	int standby, active;
 	double t0, secs;
 
 	nst_need_root("network namespaces, nftables and BPF need root");
+	if (env && atoi(env) > 0 && atoi(env) <= MAX_FLOWS)
+		n_flows = (unsigned int)atoi(env);
+	flows = 2UL * n_flows;
 	nst_run_dir_make("ksrc");
 	net_setup();
 	cr_assert_eq(nst_store_start_fresh(STORE_PORT, 3, 0), 0);
@@ -357,8 +377,8 @@ Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
 	pthread_join(client, NULL);
 	secs = nsdp_now_s() - t0;
 	cr_assert_eq(LOAD(client_errors), 0);
-	cr_assert_eq(LOAD(udp_sent), UDP_FLOWS);
-	cr_assert_eq(LOAD(tcp_connected), TCP_FLOWS);
+	cr_assert_eq(LOAD(udp_sent), n_flows);
+	cr_assert_eq(LOAD(tcp_connected), n_flows);
 	wait_for("datagrams and connections at the server", server_saw, flows);
 	wait_for("conntrack entries", conntrack_count, flows);
 	fprintf(stderr, "ksrc: %lu new flows in %.3f s (%.0f/s)\n", flows, secs,
@@ -374,15 +394,15 @@ Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
 			    ">/dev/null 2>&1"),
 		     0);
 	wait_for("conntrack entries after deleting UDP", conntrack_count,
-		 TCP_FLOWS);
+		 n_flows);
 	dump_kernel_table(active);
-	verify_equal(standby, TCP_FLOWS);
+	verify_equal(standby, n_flows);
 
 	stop_pid(active);
 	cr_assert_eq(nst_wait_report(10), 0);
 	nst_sh("cat %s >&2", nst_run_path("active.out"));
 	cr_assert_eq(report_field("creates"), flows, "one CREATE per new flow");
-	cr_assert_eq(report_field("deletes"), UDP_FLOWS);
+	cr_assert_eq(report_field("deletes"), n_flows);
 	cr_assert_eq(report_field("dumped"), 0);
 	cr_assert_eq(report_field("ringbuf_drops"), 0);
 	cr_assert_eq(report_field("redumps"), 0);
