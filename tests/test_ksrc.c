@@ -413,3 +413,32 @@ Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
 	__atomic_store_n(&rig.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(server, NULL);
 }
+
+/* natsync-agent with the kernel source as cmd_prefix runs it, its stderr
+ * in errors.log; its exit status. */
+static int run_failing_agent(const char *cmd_prefix, const char *set)
+{
+	return nst_sh("%s %s -c %s %s >/dev/null 2>%s", cmd_prefix,
+		      nst_build("tools/natsync-agent"),
+		      nst_run_path("active.ini"), set,
+		      nst_run_path("errors.log"));
+}
+
+Test(ksrc, missing_namespace_or_privileges_exit_2_saying_which)
+{
+	nst_need_root("dropping privileges needs root first");
+	nst_run_dir_make("ksrc-errors");
+	write_configs();
+	nst_sh("chmod 755 %s && chmod 644 %s", nst_run_dir(),
+	       nst_run_path("active.ini"));
+
+	cr_assert_eq(run_failing_agent("", "--set source.netns=k1ks-none"), 2);
+	cr_assert(nst_run_file_has("errors.log",
+				   "network namespace /run/netns/k1ks-none"));
+
+	cr_assert_eq(run_failing_agent("setpriv --reuid=65534 --regid=65534 "
+				       "--clear-groups --inh-caps=-all",
+				       "--set source.netns="),
+		     2);
+	cr_assert(nst_run_file_has("errors.log", "privileges missing"));
+}
