@@ -212,7 +212,7 @@ static void *client_main(void *arg)
 	return NULL;
 }
 
-static void write_configs(void)
+static void write_configs(unsigned int ringbuf_bytes)
 {
 	char text[1024];
 
@@ -232,8 +232,8 @@ static void write_configs(void)
 		 "[store]\nseeds = " SEEDS "\n"
 		 "[rings]\nlanes = 1\n"
 		 "[source]\ntype = kernel\nnetns = k1ks-g\n"
-		 "ringbuf_size = 4194304\ndump = %s\n",
-		 nst_run_path("source.tbl"));
+		 "ringbuf_size = %u\ndump = %s\n",
+		 ringbuf_bytes, nst_run_path("source.tbl"));
 	nst_write_file(nst_run_path("active.ini"), text);
 }
 
@@ -346,33 +346,39 @@ static void stop_all(void)
 
 TestSuite(ksrc, .fini = stop_all, .timeout = 300);
 
-Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
-{
-	const char *env = getenv("NATSYNC_KSRC_FLOWS");
-	unsigned long flows;
-	pthread_t server, client;
+struct run {
 	int standby, active;
-	double t0, secs;
+	pthread_t server;
+};
 
-	nst_need_root("network namespaces, nftables and BPF need root");
-	if (env && atoi(env) > 0 && atoi(env) <= MAX_FLOWS)
-		n_flows = (unsigned int)atoi(env);
-	flows = 2UL * n_flows;
-	nst_run_dir_make("ksrc");
+/* The network, the store, a synced standby, an active with the kernel
+ * source running, and the server. */
+static void run_start(struct run *r, const char *name,
+		      unsigned int ringbuf_bytes)
+{
+	nst_run_dir_make(name);
 	net_setup();
 	cr_assert_eq(nst_store_start_fresh(STORE_PORT, 3, 0), 0);
-	write_configs();
-	standby = nst_agent_spawn("standby", "");
-	nst_wait_synced(standby);
-	active = nst_agent_spawn("active", "");
+	write_configs(ringbuf_bytes);
+	r->standby = nst_agent_spawn("standby", "");
+	nst_wait_synced(r->standby);
+	r->active = nst_agent_spawn("active", "");
 	cr_assert_eq(nst_sh("for i in $(seq 100); do grep -q 'progress: "
 			    "active' %s && exit 0; sleep 0.1; done; exit 1",
 			    nst_run_path("active.log")),
 		     0, "the active did not start; see %s",
 		     nst_run_path("active.log"));
+	pthread_create(&r->server, NULL, server_main, NULL);
+}
 
-	pthread_create(&server, NULL, server_main, NULL);
-	t0 = nsdp_now_s();
+/* n_flows UDP flows and as many TCP connections through the gateway;
+ * returns once conntrack holds them all. */
+static void make_flows(void)
+{
+	unsigned long flows = 2UL * n_flows;
+	pthread_t client;
+	double t0 = nsdp_now_s(), secs;
+
 	pthread_create(&client, NULL, client_main, NULL);
 	pthread_join(client, NULL);
 	secs = nsdp_now_s() - t0;
@@ -383,11 +389,39 @@ Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
 	wait_for("conntrack entries", conntrack_count, flows);
 	fprintf(stderr, "ksrc: %lu new flows in %.3f s (%.0f/s)\n", flows, secs,
 		(double)flows / secs);
+}
+
+/* Stop the active (its REPORT then in active.out) and the standby. */
+static void run_stop(struct run *r)
+{
+	stop_pid(r->active);
+	cr_assert_eq(nst_wait_report(10), 0);
+	nst_sh("cat %s >&2", nst_run_path("active.out"));
+	cr_assert(nst_run_file_has("active.out", "drained=yes"));
+	cr_assert_eq(report_field("lane_drops"), 0);
+	stop_pid(r->standby);
+	cr_assert(nst_run_file_has("standby.out", "bad_messages=0"));
+	__atomic_store_n(&rig.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(r->server, NULL);
+}
+
+Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
+{
+	const char *env = getenv("NATSYNC_KSRC_FLOWS");
+	unsigned long flows;
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	if (env && atoi(env) > 0 && atoi(env) <= MAX_FLOWS)
+		n_flows = (unsigned int)atoi(env);
+	flows = 2UL * n_flows;
+	run_start(&r, "ksrc", 4 << 20);
+	make_flows();
 
 	/* Every entry as conntrack holds it now, in the store and on the
 	 * standby. */
-	dump_kernel_table(active);
-	verify_equal(standby, flows);
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, flows);
 
 	/* Ends: deleted entries leave the store and the standby. */
 	cr_assert_eq(nst_sh("ip netns exec k1ks-g conntrack -D -p udp "
@@ -395,23 +429,40 @@ Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
 		     0);
 	wait_for("conntrack entries after deleting UDP", conntrack_count,
 		 n_flows);
-	dump_kernel_table(active);
-	verify_equal(standby, n_flows);
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
 
-	stop_pid(active);
-	cr_assert_eq(nst_wait_report(10), 0);
-	nst_sh("cat %s >&2", nst_run_path("active.out"));
+	run_stop(&r);
 	cr_assert_eq(report_field("creates"), flows, "one CREATE per new flow");
 	cr_assert_eq(report_field("deletes"), n_flows);
 	cr_assert_eq(report_field("dumped"), 0);
 	cr_assert_eq(report_field("ringbuf_drops"), 0);
 	cr_assert_eq(report_field("redumps"), 0);
-	cr_assert_eq(report_field("lane_drops"), 0);
-	cr_assert(nst_run_file_has("active.out", "drained=yes"));
-	stop_pid(standby);
-	cr_assert(nst_run_file_has("standby.out", "bad_messages=0"));
-	__atomic_store_n(&rig.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(server, NULL);
+}
+
+/* The active is stopped (SIGSTOP) while the flows are made, so the
+ * smallest ring buffer (64 KiB, about 1 170 events) overflows; once it
+ * runs again, the drops it finds make it dump the table, and nothing is
+ * missing. */
+Test(ksrc, a_ring_buffer_overflow_is_counted_and_answered_with_a_dump)
+{
+	unsigned long flows = 2UL * n_flows;
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	run_start(&r, "ksrc-overflow", 65536);
+	cr_assert_eq(kill(r.active, SIGSTOP), 0);
+	make_flows();
+	cr_assert_eq(kill(r.active, SIGCONT), 0);
+
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, flows);
+
+	run_stop(&r);
+	cr_assert_gt(report_field("ringbuf_drops"), 0);
+	cr_assert_geq(report_field("redumps"), 1);
+	cr_assert_lt(report_field("creates"), flows);
+	cr_assert_geq(report_field("dumped"), flows);
 }
 
 /* natsync-agent with the kernel source as cmd_prefix runs it, its stderr
@@ -428,7 +479,7 @@ Test(ksrc, missing_namespace_or_privileges_exit_2_saying_which)
 {
 	nst_need_root("dropping privileges needs root first");
 	nst_run_dir_make("ksrc-errors");
-	write_configs();
+	write_configs(4 << 20);
 	nst_sh("chmod 755 %s && chmod 644 %s", nst_run_dir(),
 	       nst_run_path("active.ini"));
 
