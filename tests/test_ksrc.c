@@ -95,6 +95,11 @@ static void net_setup(void)
 		"'{ type nat hook postrouting priority 100 ; }'\n"
 		"ip netns exec k1ks-g nft add rule ip k1nat post oifname "
 		"k1ksg1 masquerade\n"
+		/* UDP flows carry conntrack mark 7, for the filter test. */
+		"ip netns exec k1ks-g nft add chain ip k1nat markudp "
+		"'{ type filter hook forward priority 0 ; }'\n"
+		"ip netns exec k1ks-g nft add rule ip k1nat markudp udp dport "
+		"9000-9004 ct mark set 7\n"
 		/* Unanswered UDP entries would expire (30 s) while the test
 		 * still compares. */
 		"ip netns exec k1ks-g sysctl -qw "
@@ -354,7 +359,7 @@ struct run {
 /* The network, the store, a synced standby, an active with the kernel
  * source running, and the server. */
 static void run_start(struct run *r, const char *name,
-		      unsigned int ringbuf_bytes)
+		      unsigned int ringbuf_bytes, const char *active_args)
 {
 	nst_run_dir_make(name);
 	net_setup();
@@ -362,7 +367,7 @@ static void run_start(struct run *r, const char *name,
 	write_configs(ringbuf_bytes);
 	r->standby = nst_agent_spawn("standby", "");
 	nst_wait_synced(r->standby);
-	r->active = nst_agent_spawn("active", "");
+	r->active = nst_agent_spawn("active", active_args);
 	cr_assert_eq(nst_sh("for i in $(seq 100); do grep -q 'progress: "
 			    "active' %s && exit 0; sleep 0.1; done; exit 1",
 			    nst_run_path("active.log")),
@@ -415,7 +420,7 @@ Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
 	if (env && atoi(env) > 0 && atoi(env) <= MAX_FLOWS)
 		n_flows = (unsigned int)atoi(env);
 	flows = 2UL * n_flows;
-	run_start(&r, "ksrc", 4 << 20);
+	run_start(&r, "ksrc", 4 << 20, "");
 	make_flows();
 
 	/* Every entry as conntrack holds it now, in the store and on the
@@ -450,7 +455,7 @@ Test(ksrc, a_ring_buffer_overflow_is_counted_and_answered_with_a_dump)
 	struct run r;
 
 	nst_need_root("network namespaces, nftables and BPF need root");
-	run_start(&r, "ksrc-overflow", 65536);
+	run_start(&r, "ksrc-overflow", 65536, "");
 	cr_assert_eq(kill(r.active, SIGSTOP), 0);
 	make_flows();
 	cr_assert_eq(kill(r.active, SIGCONT), 0);
@@ -463,6 +468,23 @@ Test(ksrc, a_ring_buffer_overflow_is_counted_and_answered_with_a_dump)
 	cr_assert_geq(report_field("redumps"), 1);
 	cr_assert_lt(report_field("creates"), flows);
 	cr_assert_geq(report_field("dumped"), flows);
+}
+
+/* [source] mark: only the UDP flows (conntrack mark 7) are replicated. */
+Test(ksrc, the_mark_filter_keeps_only_the_marked_entries)
+{
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	run_start(&r, "ksrc-mark", 4 << 20,
+		  "--set source.mark=7 --set source.mark_mask=255");
+	make_flows();
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), n_flows);
+	cr_assert_geq(report_field("filtered"), n_flows);
+	cr_assert_eq(report_field("ringbuf_drops"), 0);
 }
 
 /* natsync-agent with the kernel source as cmd_prefix runs it, its stderr
