@@ -132,6 +132,9 @@ static const struct nsa_key nsa_agent_keys[] = {
 		"Kernel source: only entries whose conntrack mark, masked with `mark_mask`, equals this."),
 	NSA_NUM("source", "mark_mask", ksrc_conf.mark_mask, 0, UINT32_MAX, "0",
 		"Kernel source: the mask of `mark`; `0` = every mark."),
+	NSA_NUM("source", "ignore_mark", ksrc_conf.ignore_mark, 0, UINT32_MAX,
+		"0",
+		"Kernel source: entries with exactly this conntrack mark are not captured (set it to the standby's `commit_mark`, so that committed entries are not captured again); `0` = none."),
 	NSA_BOOL(
 		"source", "ends", ksrc_conf.ends, "yes",
 		"Kernel source: `yes` turns the kernel's destroy events (ctnetlink) into delete records; `no` leaves ends to the sessions' timeouts."),

@@ -41,6 +41,7 @@ const volatile __u32 filter_netns;
 const volatile __u16 filter_zone;
 const volatile __u32 filter_mark;
 const volatile __u32 filter_mark_mask;
+const volatile __u32 filter_ignore_mark;
 
 /* Sized by the loader ([source] ringbuf_size). */
 struct {
@@ -83,6 +84,9 @@ static __always_inline int passes_filters(struct nf_conn *ct, __u32 netns,
 		return 0;
 	if ((filter_flags & NSDP_KERN_F_MARK) &&
 	    (mark & filter_mark_mask) != filter_mark)
+		return 0;
+	if ((filter_flags & NSDP_KERN_F_IGNORE_MARK) &&
+	    mark == filter_ignore_mark)
 		return 0;
 	return 1;
 }

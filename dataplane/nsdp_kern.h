@@ -60,5 +60,6 @@ struct nsdp_kern_counters {
 #define NSDP_KERN_F_NETNS 1
 #define NSDP_KERN_F_ZONE 2
 #define NSDP_KERN_F_MARK 4
+#define NSDP_KERN_F_IGNORE_MARK 8
 
 #endif

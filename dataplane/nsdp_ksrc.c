@@ -149,6 +149,9 @@ static int ct_to_key(const struct nsdp_ksrc *k, const struct nf_conntrack *ct,
 	if (k->conf.mark_mask && (nfct_get_attr_u32(ct, ATTR_MARK) &
 				  k->conf.mark_mask) != k->conf.mark)
 		return 0;
+	if (k->conf.ignore_mark &&
+	    nfct_get_attr_u32(ct, ATTR_MARK) == k->conf.ignore_mark)
+		return 0;
 	key->netns = k->netns_ino;
 	key->orig.src = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC);
 	key->orig.dst = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_DST);
@@ -346,6 +349,10 @@ static int load_bpf(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
 		skel->rodata->filter_flags |= NSDP_KERN_F_MARK;
 		skel->rodata->filter_mark = k->conf.mark;
 		skel->rodata->filter_mark_mask = k->conf.mark_mask;
+	}
+	if (k->conf.ignore_mark) {
+		skel->rodata->filter_flags |= NSDP_KERN_F_IGNORE_MARK;
+		skel->rodata->filter_ignore_mark = k->conf.ignore_mark;
 	}
 	bpf_map__set_max_entries(skel->maps.events, k->conf.ringbuf_bytes);
 	rc = nsdp_kern__load(skel);

@@ -35,6 +35,9 @@ struct nsdp_ksrc_conf {
 	int zone_filter;
 	uint16_t zone;
 	uint32_t mark, mark_mask;
+	/* Entries with this mark are left out (the mark a standby's
+	 * conntrack commit sets on what it writes); 0: none. */
+	uint32_t ignore_mark;
 	int ends; /* 1: ctnetlink destroy events become DELETE records */
 	uint32_t gateway_id, epoch;
 };

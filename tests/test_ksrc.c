@@ -487,6 +487,22 @@ Test(ksrc, the_mark_filter_keeps_only_the_marked_entries)
 	cr_assert_eq(report_field("ringbuf_drops"), 0);
 }
 
+/* [source] ignore_mark: the marked UDP flows are left out, as entries a
+ * standby committed with [standby] commit_mark would be. */
+Test(ksrc, entries_with_the_ignored_mark_are_not_captured)
+{
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	run_start(&r, "ksrc-ignore", 4 << 20, "--set source.ignore_mark=7");
+	make_flows();
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), n_flows);
+	cr_assert_geq(report_field("filtered"), n_flows);
+}
+
 /* natsync-agent with the kernel source as cmd_prefix runs it, its stderr
  * in errors.log; its exit status. */
 static int run_failing_agent(const char *cmd_prefix, const char *set)
