@@ -342,8 +342,15 @@ static unsigned long server_saw(void)
 	return LOAD(udp_received) + LOAD(tcp_accepted);
 }
 
+/* The agents of a failed test must not write into the next test's
+ * store (same ports). */
+static int agent_pids[2];
+
 static void stop_all(void)
 {
+	for (int i = 0; i < 2; i++)
+		if (agent_pids[i] > 0)
+			kill(agent_pids[i], SIGKILL);
 	__atomic_store_n(&rig.stop, 1, __ATOMIC_RELEASE);
 	nst_store_stop(STORE_PORT);
 	net_teardown();
@@ -366,8 +373,10 @@ static void run_start(struct run *r, const char *name,
 	cr_assert_eq(nst_store_start_fresh(STORE_PORT, 3, 0), 0);
 	write_configs(ringbuf_bytes);
 	r->standby = nst_agent_spawn("standby", "");
+	agent_pids[0] = r->standby;
 	nst_wait_synced(r->standby);
 	r->active = nst_agent_spawn("active", active_args);
+	agent_pids[1] = r->active;
 	cr_assert_eq(nst_sh("for i in $(seq 100); do grep -q 'progress: "
 			    "active' %s && exit 0; sleep 0.1; done; exit 1",
 			    nst_run_path("active.log")),
@@ -400,11 +409,13 @@ static void make_flows(void)
 static void run_stop(struct run *r)
 {
 	stop_pid(r->active);
+	agent_pids[1] = 0;
 	cr_assert_eq(nst_wait_report(10), 0);
 	nst_sh("cat %s >&2", nst_run_path("active.out"));
 	cr_assert(nst_run_file_has("active.out", "drained=yes"));
 	cr_assert_eq(report_field("lane_drops"), 0);
 	stop_pid(r->standby);
+	agent_pids[0] = 0;
 	cr_assert(nst_run_file_has("standby.out", "bad_messages=0"));
 	__atomic_store_n(&rig.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(r->server, NULL);
