@@ -251,10 +251,30 @@ static void read_counters(const struct nsdp_ksrc *k,
 	}
 }
 
+/* Events first, then ends, then the overflow check. */
+static void ksrc_round(struct nsdp_ksrc *k)
+{
+	struct nsdp_kern_counters c;
+
+	ring_buffer__consume(k->rb);
+	while (k->ends_h && nfct_catch(k->ends_h) < 0 && errno == ENOBUFS)
+		ST_ADD(k, end_overruns, 1);
+	read_counters(k, &c);
+	__atomic_store_n(&k->st.filtered, c.filtered, __ATOMIC_RELAXED);
+	if (c.ringbuf_drops > k->drops_seen) {
+		/* Some entries' events are gone: take all again. */
+		k->drops_seen = c.ringbuf_drops;
+		__atomic_store_n(&k->st.ringbuf_drops, c.ringbuf_drops,
+				 __ATOMIC_RELAXED);
+		ring_buffer__consume(k->rb);
+		if (dump(k) == 0)
+			ST_ADD(k, redumps, 1);
+	}
+}
+
 static void *ksrc_main(void *arg)
 {
 	struct nsdp_ksrc *k = arg;
-	struct nsdp_kern_counters c;
 
 	if (dump(k) != 0)
 		fprintf(stderr, "natsync: kernel source: initial dump: %s\n",
@@ -263,23 +283,10 @@ static void *ksrc_main(void *arg)
 		struct epoll_event evs[2];
 
 		epoll_wait(k->epfd, evs, 2, POLL_MS);
-		ring_buffer__consume(k->rb);
-		while (k->ends_h && nfct_catch(k->ends_h) < 0 &&
-		       errno == ENOBUFS)
-			ST_ADD(k, end_overruns, 1);
-		read_counters(k, &c);
-		__atomic_store_n(&k->st.filtered, c.filtered, __ATOMIC_RELAXED);
-		if (c.ringbuf_drops > k->drops_seen) {
-			/* Some entries' events are gone: take all again. */
-			k->drops_seen = c.ringbuf_drops;
-			__atomic_store_n(&k->st.ringbuf_drops, c.ringbuf_drops,
-					 __ATOMIC_RELAXED);
-			ring_buffer__consume(k->rb);
-			if (dump(k) == 0)
-				ST_ADD(k, redumps, 1);
-		}
+		ksrc_round(k);
 	}
-	ring_buffer__consume(k->rb);
+	/* What happened before the stop is still ours to record. */
+	ksrc_round(k);
 	return NULL;
 }
 
