@@ -53,7 +53,7 @@
 static unsigned int n_flows = DEFAULT_FLOWS;
 
 static struct {
-	int stop;
+	int stop, server_ready;
 	uint64_t udp_received, tcp_accepted;
 	uint64_t udp_sent, tcp_connected, client_errors;
 } rig;
@@ -156,6 +156,7 @@ static void *server_main(void *arg)
 		p[2 * i] = (struct pollfd){u, POLLIN, 0};
 		p[2 * i + 1] = (struct pollfd){t, POLLIN, 0};
 	}
+	ADD(server_ready, 1);
 	while (!LOAD(stop)) {
 		char buf[64];
 		int c;
@@ -268,14 +269,16 @@ static unsigned long report_field(const char *name)
 	return v;
 }
 
-/* Entries in the gateway's conntrack table. */
+/* Entries `conntrack -L` shows in the gateway's namespace; the dump also
+ * makes the kernel reap expired entries at once, rather than when its
+ * garbage collector comes by. */
 static unsigned long conntrack_count(void)
 {
 	char cmd[256], line[64] = "";
 	FILE *p;
 
 	snprintf(cmd, sizeof(cmd),
-		 "ip netns exec k1ks-g conntrack -C 2>/dev/null");
+		 "ip netns exec k1ks-g conntrack -L 2>/dev/null | wc -l");
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	if (!fgets(line, sizeof(line), p))
@@ -327,14 +330,20 @@ static void dump_kernel_table(int active_pid)
 		     0, "the active wrote no dump");
 }
 
-static void wait_for(const char *what, unsigned long (*count)(void),
-		     unsigned long want)
+static void wait_for_at_most(int secs, const char *what,
+			     unsigned long (*count)(void), unsigned long want)
 {
 	unsigned long got = 0;
 
-	for (int i = 0; i < 300 && (got = count()) != want; i++)
+	for (int i = 0; i < secs * 10 && (got = count()) != want; i++)
 		nsdp_sleep_ms(100);
 	cr_assert_eq(got, want, "%s: %lu, expected %lu", what, got, want);
+}
+
+static void wait_for(const char *what, unsigned long (*count)(void),
+		     unsigned long want)
+{
+	wait_for_at_most(30, what, count, want);
 }
 
 static unsigned long server_saw(void)
@@ -386,6 +395,9 @@ static void rig_start(struct run *r, const char *name,
 	agent_pids[0] = r->standby;
 	nst_wait_synced(r->standby);
 	pthread_create(&r->server, NULL, server_main, NULL);
+	for (int i = 0; i < 100 && !LOAD(server_ready); i++)
+		nsdp_sleep_ms(50);
+	cr_assert(LOAD(server_ready), "the server did not start");
 }
 
 /* rig_start, then an active with the kernel source running. */
@@ -510,6 +522,37 @@ Test(ksrc, an_agent_started_on_a_running_gateway_replicates_its_entries)
 	run_stop(&r);
 	cr_assert_eq(report_field("dumped"), flows);
 	cr_assert_eq(report_field("redumps"), 0);
+}
+
+/* Ends without conntrack -D: with the gateway's TCP close timers at 1 s,
+ * the closed connections' entries expire, and each is a DELETE. */
+Test(ksrc, closed_tcp_connections_become_delete_records_when_they_expire)
+{
+	pthread_t client;
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	run_start(&r, "ksrc-close", 4 << 20, "");
+	cr_assert_eq(nst_sh("for t in fin_wait close_wait last_ack time_wait "
+			    "close; do ip netns exec k1ks-g sysctl -qw "
+			    "net.netfilter.nf_conntrack_tcp_timeout_$t=1; "
+			    "done"),
+		     0);
+	pthread_create(&client, NULL, client_main, NULL);
+	pthread_join(client, NULL);
+	cr_assert_eq(LOAD(client_errors), 0);
+	wait_for("datagrams and connections at the server", server_saw,
+		 2UL * n_flows);
+	/* Expired entries go (with their destroy events) when they are
+	 * reaped: by the listing in conntrack_count, or by conntrack's garbage
+	 * collector, which comes by at most 60 s apart. */
+	wait_for_at_most(90, "conntrack entries once TCP's have expired",
+			 conntrack_count, n_flows);
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), 2UL * n_flows);
+	cr_assert_eq(report_field("deletes"), n_flows);
 }
 
 /* [source] mark: only the UDP flows (conntrack mark 7) are replicated. */
