@@ -75,8 +75,7 @@ static __always_inline void read_tuple(struct nf_conn *ct, int dir,
 	t->dport = BPF_CORE_READ(tu, dst.u.all);
 }
 
-static __always_inline int passes_filters(struct nf_conn *ct, __u32 netns,
-					  __u16 zone, __u32 mark)
+static __always_inline int passes_filters(__u32 netns, __u16 zone, __u32 mark)
 {
 	if ((filter_flags & NSDP_KERN_F_NETNS) && netns != filter_netns)
 		return 0;
@@ -125,7 +124,7 @@ int BPF_PROG(nsdp_ct_capture, struct sk_buff *skb)
 	cnt = bpf_map_lookup_elem(&counters, &zero);
 	if (!cnt)
 		return 0;
-	if (!passes_filters(ct, ev.key.netns, ev.key.zone, ev.mark)) {
+	if (!passes_filters(ev.key.netns, ev.key.zone, ev.mark)) {
 		cnt->filtered++;
 		return 0;
 	}

@@ -572,6 +572,27 @@ Test(ksrc, the_mark_filter_keeps_only_the_marked_entries)
 	cr_assert_eq(report_field("ringbuf_drops"), 0);
 }
 
+/* [source] zone: only the UDP flows, put in conntrack zone 5 by a rule
+ * before conntrack (they get no reply, so their zone needs none). */
+Test(ksrc, the_zone_filter_keeps_only_the_entries_of_its_zone)
+{
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	run_start(&r, "ksrc-zone", 4 << 20, "--set source.zone=5");
+	cr_assert_eq(nst_sh("ip netns exec k1ks-g nft add chain ip k1nat "
+			    "zoneudp '{ type filter hook prerouting priority "
+			    "-300 ; }' && ip netns exec k1ks-g nft add rule ip "
+			    "k1nat zoneudp udp dport 9000-9004 ct zone set 5"),
+		     0);
+	make_flows();
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), n_flows);
+	cr_assert_geq(report_field("filtered"), n_flows);
+}
+
 /* [source] ignore_mark: the marked UDP flows are left out, as entries a
  * standby committed with [standby] commit_mark would be. */
 Test(ksrc, entries_with_the_ignored_mark_are_not_captured)
