@@ -14,10 +14,18 @@
 #include <stdio.h>
 
 #include "nsa_cluster.h"
+#include "nsdp_ksrc.h"
 #include "nsdp_synth.h"
 
 enum nsa_role { NSA_ROLE_ACTIVE, NSA_ROLE_STANDBY };
 enum nsa_commit { NSA_COMMIT_NONE, NSA_COMMIT_CONNTRACK };
+
+/* [source] type: where an active's records come from. */
+enum nsa_source_type {
+	NSA_SOURCE_NONE, /* a gateway's lanes */
+	NSA_SOURCE_SYNTH, /* the synthetic source on EAL lcores */
+	NSA_SOURCE_KERNEL, /* the Linux kernel's conntrack (nsdp_ksrc.h) */
+};
 
 struct nsa_key_table;
 
@@ -52,9 +60,13 @@ struct nsa_config {
 				   process); 0: create them (in-process) */
 
 	/* [source] */
-	int synth; /* run the synthetic source in this process */
+	enum nsa_source_type source_type;
 	struct nsdp_synth_conf synth_conf;
 	char source_dump[PATH_MAX]; /* write the source's final table here */
+
+	/* [source] type = kernel */
+	struct nsdp_ksrc_conf ksrc_conf;
+	uint32_t ksrc_zone; /* 65536: every zone */
 
 	/* [standby] */
 	unsigned int table_capacity; /* sessions the table holds */

@@ -26,7 +26,7 @@ static const char *const nsa_publish_names[] = {"auto", "sharded", "classic",
 						NULL};
 static const char *const nsa_level_names[] = {"error", "warn", "info", "debug",
 					      NULL};
-static const char *const nsa_source_names[] = {"none", "synth", NULL};
+static const char *const nsa_source_names[] = {"none", "synth", "kernel", NULL};
 static const char *const nsa_commit_names[] = {"none", "conntrack", NULL};
 _Static_assert(NSA_COMMIT_CONNTRACK == 1, "nsa_commit_names follow the enum");
 
@@ -34,6 +34,8 @@ _Static_assert(NSA_COMMIT_CONNTRACK == 1, "nsa_commit_names follow the enum");
  * must match the enum values. */
 _Static_assert(sizeof(enum nsa_role) == sizeof(uint32_t), "enum size");
 _Static_assert(sizeof(enum nsa_publish_mode) == sizeof(uint32_t), "enum size");
+_Static_assert(sizeof(enum nsa_source_type) == sizeof(uint32_t), "enum size");
+_Static_assert(NSA_SOURCE_KERNEL == 2, "nsa_source_names follows the enum");
 _Static_assert(NSA_ROLE_STANDBY == 1 && NSA_PUBLISH_CLASSIC == 2 &&
 		       NSA_LOG_DEBUG == 3,
 	       "name tables follow the enums");
@@ -96,8 +98,8 @@ static const struct nsa_key nsa_agent_keys[] = {
 		"`yes`: find the gateway's rings by name (agent as a DPDK secondary process); `no`: create them in this process."),
 
 	NSA_ENUM(
-		"source", "type", synth, nsa_source_names, "none",
-		"`none`: records come from the gateway; `synth`: run the synthetic session source in this process."),
+		"source", "type", source_type, nsa_source_names, "none",
+		"`none`: records come from the gateway; `synth`: run the synthetic session source in this process; `kernel`: capture the NAT'd conntrack entries of a Linux kernel gateway (BPF, see kernel-gateways.md)."),
 	NSA_NUM("source", "flows", synth_conf.flows, 1, 1000000000, "100000",
 		"Synthetic source: distinct flows."),
 	NSA_NUM("source", "events", synth_conf.events, 0, UINT64_MAX, "1000000",
@@ -119,6 +121,25 @@ static const struct nsa_key nsa_agent_keys[] = {
 		"Synthetic source, for tests: halfway through its events the source's wall clock steps back by this much, ms; `0` = no step."),
 	NSA_STR("source", "dump", source_dump, "",
 		"Write the source's final table here (a table file for natsync-verify); empty = none."),
+
+	/* [source] type = kernel */
+	NSA_STR("source", "netns", ksrc_conf.netns, "",
+		"Kernel source: the gateway's network namespace, a name under /run/netns; empty = the agent's own."),
+	NSA_POW2("source", "ringbuf_size", ksrc_conf.ringbuf_bytes, 65536,
+		 1073741824, "4194304",
+		 "Kernel source: bytes of the BPF ring buffer (56 bytes per event); an overflow is counted and answered with a full dump."),
+	NSA_NUM("source", "zone", ksrc_zone, 0, 65536, "65536",
+		"Kernel source: only entries of this conntrack zone; `65536` = every zone."),
+	NSA_NUM("source", "mark", ksrc_conf.mark, 0, UINT32_MAX, "0",
+		"Kernel source: only entries whose conntrack mark, masked with `mark_mask`, equals this."),
+	NSA_NUM("source", "mark_mask", ksrc_conf.mark_mask, 0, UINT32_MAX, "0",
+		"Kernel source: the mask of `mark`; `0` = every mark."),
+	NSA_NUM("source", "ignore_mark", ksrc_conf.ignore_mark, 0, UINT32_MAX,
+		"0",
+		"Kernel source: entries with exactly this conntrack mark are not captured (set it to the standby's `commit_mark`, so that committed entries are not captured again); `0` = none."),
+	NSA_BOOL(
+		"source", "ends", ksrc_conf.ends, "yes",
+		"Kernel source: `yes` turns the kernel's destroy events (ctnetlink) into delete records; `no` leaves ends to the sessions' timeouts."),
 
 	NSA_NUM("standby", "table_capacity", table_capacity, 1024, 100000000,
 		"2000000", "Sessions the standby table holds."),
@@ -151,6 +172,10 @@ static void nsa_config_derive(struct nsa_config *c)
 {
 	c->synth_conf.gateway_id = c->gateway_id;
 	c->synth_conf.epoch = c->epoch;
+	c->ksrc_conf.gateway_id = c->gateway_id;
+	c->ksrc_conf.epoch = c->epoch;
+	c->ksrc_conf.zone_filter = c->ksrc_zone <= UINT16_MAX;
+	c->ksrc_conf.zone = (uint16_t)c->ksrc_zone;
 }
 
 const struct nsa_key_table nsa_config_keys = {

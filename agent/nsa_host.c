@@ -12,6 +12,9 @@
  * lanes (the gateway's producers would never see them), and the synthetic
  * source does not produce into a gateway's single-producer lanes.
  *
+ * The kernel source (nsdp_ksrc.h) runs on a thread of its own and
+ * produces into lane 0.
+ *
  * Not here: watching the gateway's liveness (natsync_agent.c), the writers
  * themselves (nsa_active.c; nsa_source_replicate only starts them).
  */
@@ -179,10 +182,10 @@ static int check_lane_ownership(const struct nsa_config *conf)
 			"not create lanes)");
 		return -EINVAL;
 	}
-	if (conf->attach && conf->synth) {
-		NSA_ERR("[source] type = synth with [rings] attach = yes: the "
-			"gateway is the only producer of its lanes; set "
-			"[source] type = none");
+	if (conf->attach && conf->source_type != NSA_SOURCE_NONE) {
+		NSA_ERR("[source] type = synth or kernel with [rings] attach "
+			"= yes: the gateway is the only producer of its lanes; "
+			"set [source] type = none");
 		return -EINVAL;
 	}
 	return 0;
@@ -217,6 +220,33 @@ static int attach_lanes(struct nsa_source *src, const struct nsa_config *conf)
 	return 0;
 }
 
+/* The kernel source writes into lane 0 from one thread of its own. A host
+ * that cannot run it (no BTF, no privileges, no such namespace) is a
+ * configuration that does not fit: -EINVAL. */
+static int open_kernel_source(struct nsa_source *src,
+			      const struct nsa_config *conf)
+{
+	char err[512];
+	int why;
+
+	if (conf->lanes != 1) {
+		NSA_ERR("[source] type = kernel produces into one lane; set "
+			"[rings] lanes = 1 (and [active] workers = 1)");
+		return -EINVAL;
+	}
+	src->ksrc = nsdp_ksrc_create(&conf->ksrc_conf, src->lanes[0], &why, err,
+				     sizeof(err));
+	if (!src->ksrc) {
+		NSA_ERR("%s", err);
+		return -EINVAL;
+	}
+	NSA_INFO("kernel source: tp_btf/net_dev_queue attached, ring buffer "
+		 "%u bytes, namespace %s",
+		 conf->ksrc_conf.ringbuf_bytes,
+		 conf->ksrc_conf.netns[0] ? conf->ksrc_conf.netns : "(own)");
+	return 0;
+}
+
 int nsa_source_open(struct nsa_source *src, const struct nsa_config *conf)
 {
 	unsigned int lcore, n_lcores = 0;
@@ -244,7 +274,9 @@ int nsa_source_open(struct nsa_source *src, const struct nsa_config *conf)
 		}
 		src->n_lanes = i + 1;
 	}
-	if (!conf->synth)
+	if (conf->source_type == NSA_SOURCE_KERNEL)
+		return open_kernel_source(src, conf);
+	if (conf->source_type != NSA_SOURCE_SYNTH)
 		return 0;
 	RTE_LCORE_FOREACH_WORKER(lcore)
 	{
@@ -268,6 +300,12 @@ int nsa_source_open(struct nsa_source *src, const struct nsa_config *conf)
 
 void nsa_source_start(struct nsa_source *src)
 {
+	if (src->ksrc) {
+		src->running = nsdp_ksrc_start(src->ksrc) == 0;
+		if (!src->running)
+			NSA_ERR("kernel source: cannot start its thread");
+		return;
+	}
 	if (!src->synth)
 		return;
 	for (unsigned int i = 0; i < src->n_lanes; i++) {
@@ -282,6 +320,11 @@ void nsa_source_stop(struct nsa_source *src)
 {
 	if (!src->running)
 		return;
+	if (src->ksrc) {
+		nsdp_ksrc_stop(src->ksrc);
+		src->running = 0;
+		return;
+	}
 	nsdp_synth_stop(src->synth);
 	rte_eal_mp_wait_lcore();
 	src->running = 0;
@@ -293,6 +336,8 @@ void nsa_source_close(struct nsa_source *src)
 	if (src->synth)
 		nsdp_synth_free(src->synth);
 	src->synth = NULL;
+	nsdp_ksrc_free(src->ksrc);
+	src->ksrc = NULL;
 	if (!src->attached)
 		for (unsigned int i = 0; i < src->n_lanes; i++)
 			if (src->lanes[i])

@@ -1,6 +1,7 @@
 /*
  * nsa_host.h - what a natsync process needs from DPDK: EAL start-up, and the
- * lanes with, optionally, the synthetic session source on EAL worker lcores.
+ * lanes with, optionally, the synthetic session source on EAL worker lcores
+ * or the kernel session source on a thread.
  * Shared by natsync-agent and natsync-bench.
  */
 #ifndef NSA_HOST_H
@@ -9,6 +10,7 @@
 #include <stddef.h>
 
 #include "nsa_config.h"
+#include "nsdp_ksrc.h"
 #include "nsdp_lane.h"
 #include "nsdp_synth.h"
 
@@ -39,6 +41,7 @@ struct nsa_source {
 	unsigned int n_lanes;
 	int attached; /* lanes found by name, not ours to free */
 	struct nsdp_synth *synth; /* NULL without [source] type = synth */
+	struct nsdp_ksrc *ksrc; /* NULL without [source] type = kernel */
 	unsigned int lcores[NSDP_MAX_LANES];
 	struct nsa_source_launch launch[NSDP_MAX_LANES];
 	int running;
@@ -46,7 +49,8 @@ struct nsa_source {
 
 /* Create the lanes (or find them, [rings] attach = yes) and, with a
  * synthetic source configured, the source with one EAL worker lcore per
- * lane. 0 or a negative errno (logged): -EINVAL when the configuration does
+ * lane; with the kernel source, load it (-EINVAL, logged, when this host
+ * cannot run it: no BTF, privileges or namespace). 0 or a negative errno (logged): -EINVAL when the configuration does
  * not fit this process (attach = yes needs a DPDK secondary process, a
  * secondary needs attach = yes, attach = yes excludes the synthetic source,
  * too few lcores), -ENOENT when a lane cannot be created or found. */

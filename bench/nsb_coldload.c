@@ -120,7 +120,7 @@ static int fill_store(const struct nsa_config *conf, const struct nsb_opts *o,
 	int rc = -1;
 
 	fconf = *conf;
-	fconf.synth = 0;
+	fconf.source_type = NSA_SOURCE_NONE;
 	if (o->flush && nsb_store_flush(&conf->store) != 0)
 		return -1;
 	if (nsb_store_probe(&conf->store, before) != 0)

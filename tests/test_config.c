@@ -146,7 +146,7 @@ Test(config, defaults_are_as_documented)
 	cr_assert_eq(c.ring_size, 65536);
 	cr_assert_eq(c.attach, 0);
 
-	cr_assert_eq(c.synth, 0);
+	cr_assert_eq(c.source_type, NSA_SOURCE_NONE);
 	cr_assert_eq(c.synth_conf.flows, 100000);
 	cr_assert_eq(c.synth_conf.events, 1000000);
 	cr_assert_eq(c.synth_conf.rate, 0);
@@ -313,7 +313,7 @@ Test(config, full_file_loads_every_key)
 	cr_assert_eq(c.agent.ring_size, 1024);
 	cr_assert_eq(c.agent.attach, 1);
 
-	cr_assert_eq(c.agent.synth, 1);
+	cr_assert_eq(c.agent.source_type, NSA_SOURCE_SYNTH);
 	cr_assert_eq(c.agent.synth_conf.flows, 5000);
 	cr_assert_eq(c.agent.synth_conf.events, UINT64_MAX);
 	cr_assert_eq(c.agent.synth_conf.rate, 200000);

@@ -13,6 +13,9 @@
  * first waits (at most ATTACHED_STOP_DRAIN_MS) for the lanes to empty and
  * the store to acknowledge; whatever stays in the lanes is left there for
  * the next agent.
+ * With the kernel source it captures a Linux kernel gateway's NAT'd
+ * conntrack entries until stopped, then writes the kernel's table to
+ * [source] dump (and on SIGUSR1).
  * Standby: rebuilds the table from the store and the notifications until
  * stopped; SIGUSR1 dumps the table to [standby] dump.
  *
@@ -49,6 +52,8 @@
  * stop, and when the gateway is gone. */
 #define ATTACHED_STOP_DRAIN_MS 2000
 #define GATEWAY_GONE_DRAIN_MS 5000
+/* The kernel source stopped: how long the writers get for the rest. */
+#define KERNEL_STOP_DRAIN_MS 10000
 
 /* The gateway we attached to died: its shared EAL state is no longer ours
  * to tidy (a new gateway may be rewriting it; rte_eal_cleanup() then
@@ -93,6 +98,15 @@ static void usage(FILE *out)
 		"It exits\n"
 		"with status 1 when the gateway is not running or goes "
 		"away.\n"
+		"With [source] type = kernel (root) it loads a BPF program "
+		"that captures\n"
+		"the NAT'd conntrack entries of [source] netns and replicates "
+		"them until\n"
+		"stopped; exit status 2 when kernel BTF, privileges or the "
+		"namespace\n"
+		"are missing (see docs/kernel-gateways.md). SIGUSR1 writes "
+		"the kernel's\n"
+		"NAT'd table to [source] dump.\n"
 		"Signals: SIGINT/SIGTERM stop (a standby dumps its table first "
 		"when\n"
 		"[standby] dump is set); SIGUSR1 makes a standby dump its "
@@ -105,12 +119,52 @@ static void usage(FILE *out)
 		"options.\n");
 }
 
+static void kernel_table_dump(const struct nsa_source *src,
+			      const struct nsa_config *conf)
+{
+	int64_t n;
+
+	if (!conf->source_dump[0]) {
+		NSA_WARN("source: no [source] dump path; nothing dumped");
+		return;
+	}
+	n = nsdp_ksrc_dump_table(src->ksrc, conf->source_dump);
+	if (n < 0)
+		NSA_ERR("source: dump to %s: %s", conf->source_dump,
+			strerror((int)-n));
+	else
+		NSA_INFO("source: %" PRId64 " NAT'd conntrack entries written "
+			 "to %s",
+			 n, conf->source_dump);
+}
+
+/* The kernel source stops producing, the writers take what it left in the
+ * lane, and the kernel's table is written to [source] dump as it stands
+ * then. 1 when everything was acknowledged. */
+static int stop_kernel_source(struct nsa_source *src, struct nsa_active *a,
+			      const struct nsa_config *conf,
+			      struct nsdp_ksrc_stats *ks)
+{
+	int drained;
+
+	nsa_source_stop(src);
+	drained = nsa_active_drain(a, KERNEL_STOP_DRAIN_MS) == 0;
+	if (!drained)
+		NSA_ERR("active: the kernel source's records were not all "
+			"acknowledged within %d ms",
+			KERNEL_STOP_DRAIN_MS);
+	nsdp_ksrc_stats(src->ksrc, ks);
+	kernel_table_dump(src, conf);
+	return drained;
+}
+
 static int run_active(const struct nsa_config *conf, double duration)
 {
 	struct nsa_source src;
 	struct nsa_active *active = NULL;
 	struct nsa_active_stats st;
 	struct nsdp_synth_stats ss = {0};
+	struct nsdp_ksrc_stats ks = {0};
 	double t0, t_end = 0, last_progress, last_alive_check;
 	uint64_t last_acked = 0;
 	int rc = 1, drained = 0, open_rc;
@@ -127,6 +181,8 @@ static int run_active(const struct nsa_config *conf, double duration)
 	t0 = nsdp_now_s();
 	last_progress = t0;
 	last_alive_check = t0;
+	if (src.ksrc)
+		nsa_source_start(&src);
 	if (src.synth) {
 		nsa_source_start(&src);
 		NSA_INFO("source: %" PRIu64 " events over %" PRIu64
@@ -140,6 +196,8 @@ static int run_active(const struct nsa_config *conf, double duration)
 		double t = nsdp_now_s();
 
 		nsdp_sleep_ms(20);
+		if (src.ksrc && nsa_cli_dump_requested())
+			kernel_table_dump(&src, conf);
 		if (src.synth) {
 			nsdp_synth_stats(src.synth, &ss);
 			if (ss.done && !drained) {
@@ -163,6 +221,11 @@ static int run_active(const struct nsa_config *conf, double duration)
 			break;
 		if (conf->progress_ms &&
 		    (t - last_progress) * 1000.0 >= conf->progress_ms) {
+			if (src.ksrc) {
+				nsdp_ksrc_stats(src.ksrc, &ks);
+				ss.produced = ks.creates + ks.refreshes +
+					      ks.deletes + ks.dumped;
+			}
 			nsa_active_stats(active, &st);
 			fprintf(stderr,
 				"progress: active %.1fs produced %" PRIu64
@@ -190,6 +253,8 @@ static int run_active(const struct nsa_config *conf, double duration)
 		NSA_WARN("active: stopping with records in flight or in the "
 			 "lanes (the lanes keep theirs for the next agent)");
 	}
+	if (src.ksrc)
+		drained = stop_kernel_source(&src, active, conf, &ks);
 	if (t_end == 0)
 		t_end = nsdp_now_s();
 	if (src.synth) {
@@ -222,15 +287,29 @@ static int run_active(const struct nsa_config *conf, double duration)
 		       " errors=%" PRIu64 " drops=%" PRIu64
 		       " lane_drops=%" PRIu64 " agent_drops=%" PRIu64
 		       " store_corrections=%" PRIu64 " fenced=%" PRIu64
-		       " drained=%s\n",
+		       " drained=%s",
 		       st.records, st.acked, secs,
 		       secs > 0 ? (double)st.acked / secs : 0.0, st.batches,
 		       st.resent, st.replayed, st.reconnects, st.clusterdown,
 		       st.other_errors, drops, st.lane_drops, st.dropped,
 		       st.store_corrections, st.fenced,
-		       src.synth ? (drained ? "yes" : "no") : "n/a");
+		       src.synth || src.ksrc ? (drained ? "yes" : "no")
+					     : "n/a");
+		if (src.ksrc)
+			printf(" captured=%" PRIu64 " creates=%" PRIu64
+			       " refreshes=%" PRIu64 " deletes=%" PRIu64
+			       " dumped=%" PRIu64 " redumps=%" PRIu64
+			       " ringbuf_drops=%" PRIu64 " filtered=%" PRIu64
+			       " end_overruns=%" PRIu64,
+			       ks.captured, ks.creates, ks.refreshes,
+			       ks.deletes, ks.dumped, ks.redumps,
+			       ks.ringbuf_drops, ks.filtered, ks.end_overruns);
+		printf("\n");
 		fflush(stdout);
-		rc = ((src.synth && !drained) || gateway_gone) ? 1 : 0;
+		rc = ((src.synth && !drained) || (src.ksrc && !drained) ||
+		      gateway_gone)
+			     ? 1
+			     : 0;
 	}
 out:
 	if (active) {

@@ -195,6 +195,21 @@ static void show_only(const struct table *t, const struct ns_session *s)
 	fprintf(stderr, "  only in %s: %s\n", t->name, js);
 }
 
+/* --identity: a kernel gateway's entries are compared by what makes a
+ * session (protocol, both tuples, gateway), not by their timeouts and
+ * stamps, which a table dumped from the kernel later cannot reproduce. */
+static int identity_only;
+
+static int same_session(const struct ns_session *a, const struct ns_session *b)
+{
+	if (!identity_only)
+		return ns_session_equal_state(a, b);
+	return a->family == b->family && a->proto == b->proto &&
+	       a->gateway_id == b->gateway_id &&
+	       !memcmp(&a->orig, &b->orig, sizeof(a->orig)) &&
+	       !memcmp(&a->xlat, &b->xlat, sizeof(a->xlat));
+}
+
 /* Compare two sorted tables; prints a summary line, returns 1 if equal. */
 static int table_compare(const struct table *a, const struct table *b,
 			 int quiet)
@@ -218,7 +233,7 @@ static int table_compare(const struct table *a, const struct table *b,
 				show_only(b, &b->s[j]);
 			j++;
 		} else {
-			if (!ns_session_equal_state(&a->s[i], &b->s[j])) {
+			if (!same_session(&a->s[i], &b->s[j])) {
 				differ++;
 				if (!quiet && shown++ < 3) {
 					ns_record_to_json(&a->s[i], ja,
@@ -289,6 +304,11 @@ static void usage(FILE *out)
 		"  -t, --timeout SECS      retry until equal for SECS (default "
 		"0)\n"
 		"  -n, --no-store          do not read the store\n"
+		"  -i, --identity          compare protocol, tuples and "
+		"gateway\n"
+		"                          only, not timeouts, stamps, epochs\n"
+		"                          (a kernel gateway's table, dumped\n"
+		"                          from conntrack)\n"
 		"  -h, --help, -V, --version\n"
 		"\n"
 		"Exit status: 0 equal, 1 different, 2 bad options or input\n"
@@ -308,6 +328,7 @@ int main(int argc, char **argv)
 		{"standby-pid", required_argument, NULL, 'p'},
 		{"timeout", required_argument, NULL, 't'},
 		{"no-store", no_argument, NULL, 'n'},
+		{"identity", no_argument, NULL, 'i'},
 		NSA_CLI_HELP_LONGOPTS,
 	};
 	/* A gateway's file, [gateway] included, is accepted as it is. */
@@ -323,7 +344,7 @@ int main(int argc, char **argv)
 	int opt, use_store = 1, equal = 0;
 
 	ngw_config_defaults(&gconf);
-	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:nhV", opts,
+	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:nihV", opts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'c':
@@ -366,6 +387,9 @@ int main(int argc, char **argv)
 			break;
 		case 'n':
 			use_store = 0;
+			break;
+		case 'i':
+			identity_only = 1;
 			break;
 		default:
 			return nsa_cli_help_option(&cli, opt);

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: (BSD-3-Clause OR GPL-2.0)
+/*
+ * nsdp_kern.bpf.c - the kernel session source's BPF side: every packet a
+ * device queues for transmission (tp_btf/net_dev_queue) carries its
+ * conntrack entry in skb->_nfct; a confirmed IPv4 entry with source or
+ * destination NAT is sent to user space through a ring buffer when it is
+ * new to us, and again once half of its timeout has passed since we last
+ * sent it, or its TCP state changed. A NAT'd packet leaves through a device after POSTROUTING, where
+ * the entry is confirmed and its translation set, so every NAT'd flow is
+ * seen with its first packet. (There are no conntrack tracepoints, and
+ * fentry/kprobes are not available everywhere; this hook loads wherever
+ * tp_btf does.)
+ *
+ * Invariant: an event the ring buffer refused is counted and its entry is
+ * not remembered, so the next packet of the flow tries again; user space
+ * re-dumps the table when the count rises.
+ *
+ * Not here: ends of entries (ctnetlink destroy events in nsdp_ksrc.c), the
+ * records (nsdp_ksrc.c).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "nsdp_kern.h"
+
+#define AF_INET 2
+#define IPPROTO_ICMP 1
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define NFCT_PTRMASK (~7UL)
+#define NAT_BITS (IPS_SRC_NAT | IPS_DST_NAT)
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+extern int CONFIG_HZ __kconfig;
+
+const volatile __u32 filter_flags;
+const volatile __u32 filter_netns;
+const volatile __u16 filter_zone;
+const volatile __u32 filter_mark;
+const volatile __u32 filter_mark_mask;
+const volatile __u32 filter_ignore_mark;
+
+/* Sized by the loader ([source] ringbuf_size). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} events SEC(".maps");
+
+/* Entries sent and when; LRU: an entry evicted is sent again as new. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1 << 18);
+	__type(key, struct nsdp_kern_key);
+	__type(value, struct nsdp_kern_seen);
+} seen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nsdp_kern_counters);
+} counters SEC(".maps");
+
+static __always_inline void read_tuple(struct nf_conn *ct, int dir,
+				       struct nsdp_kern_tuple *t)
+{
+	struct nf_conntrack_tuple *tu = &ct->tuplehash[dir].tuple;
+
+	t->src = BPF_CORE_READ(tu, src.u3.ip);
+	t->dst = BPF_CORE_READ(tu, dst.u3.ip);
+	t->sport = BPF_CORE_READ(tu, src.u.all);
+	t->dport = BPF_CORE_READ(tu, dst.u.all);
+}
+
+static __always_inline int passes_filters(__u32 netns, __u16 zone, __u32 mark)
+{
+	if ((filter_flags & NSDP_KERN_F_NETNS) && netns != filter_netns)
+		return 0;
+	if ((filter_flags & NSDP_KERN_F_ZONE) && zone != filter_zone)
+		return 0;
+	if ((filter_flags & NSDP_KERN_F_MARK) &&
+	    (mark & filter_mark_mask) != filter_mark)
+		return 0;
+	if ((filter_flags & NSDP_KERN_F_IGNORE_MARK) &&
+	    mark == filter_ignore_mark)
+		return 0;
+	return 1;
+}
+
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(nsdp_ct_capture, struct sk_buff *skb)
+{
+	struct nsdp_kern_counters *cnt;
+	struct nsdp_kern_event ev = {};
+	struct nsdp_kern_seen *last, now_seen = {};
+	struct nf_conn *ct;
+	unsigned long status;
+	__u32 zero = 0, left;
+	__u64 now;
+	__u8 proto;
+
+	ct = (struct nf_conn *)(BPF_CORE_READ(skb, _nfct) & NFCT_PTRMASK);
+	if (!ct)
+		return 0;
+	status = BPF_CORE_READ(ct, status);
+	if (!(status & IPS_CONFIRMED) || !(status & NAT_BITS))
+		return 0;
+	if (BPF_CORE_READ(ct, tuplehash[0].tuple.src.l3num) != AF_INET)
+		return 0;
+	proto = BPF_CORE_READ(ct, tuplehash[0].tuple.dst.protonum);
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP &&
+	    proto != IPPROTO_ICMP)
+		return 0;
+
+	ev.key.proto = proto;
+	ev.key.netns = BPF_CORE_READ(ct, ct_net.net, ns.inum);
+	if (bpf_core_field_exists(ct->zone))
+		ev.key.zone = BPF_CORE_READ(ct, zone.id);
+	if (bpf_core_field_exists(ct->mark))
+		ev.mark = BPF_CORE_READ(ct, mark);
+	cnt = bpf_map_lookup_elem(&counters, &zero);
+	if (!cnt)
+		return 0;
+	if (!passes_filters(ev.key.netns, ev.key.zone, ev.mark)) {
+		cnt->filtered++;
+		return 0;
+	}
+	read_tuple(ct, 0, &ev.key.orig);
+	read_tuple(ct, 1, &ev.key.reply);
+
+	if (proto == IPPROTO_TCP)
+		ev.tcp_state = BPF_CORE_READ(ct, proto.tcp.state);
+	now = bpf_ktime_get_ns();
+	last = bpf_map_lookup_elem(&seen, &ev.key);
+	if (last && now - last->sent_ns < last->half_timeout_ns &&
+	    last->tcp_state == ev.tcp_state)
+		return 0;
+
+	/* ct->timeout is in jiffies, compared as u32 by the kernel too. */
+	left = BPF_CORE_READ(ct, timeout) - (__u32)bpf_jiffies64();
+	if ((__s32)left < 0)
+		left = 0;
+	ev.timeout_ms = (__u32)((__u64)left * 1000 / CONFIG_HZ);
+	ev.status = (__u32)status;
+	ev.kind = last ? NSDP_KERN_REFRESH : NSDP_KERN_NEW;
+
+	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), 0) != 0) {
+		cnt->ringbuf_drops++;
+		return 0;
+	}
+	cnt->sent++;
+	now_seen.sent_ns = now;
+	now_seen.half_timeout_ns = (__u64)ev.timeout_ms * 500000ULL;
+	now_seen.tcp_state = ev.tcp_state;
+	bpf_map_update_elem(&seen, &ev.key, &now_seen, BPF_ANY);
+	return 0;
+}

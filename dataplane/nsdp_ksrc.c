@@ -1,0 +1,591 @@
+/*
+ * nsdp_ksrc.c - the kernel session source (nsdp_ksrc.h): loads the BPF
+ * program with libbpf, then one thread moves ring buffer events, ctnetlink
+ * dumps and destroy events into the lane.
+ *
+ * Invariants: the thread is the lane's only producer (dumps included), and
+ * it reads the ring buffer before the destroy events of the same round, so
+ * an entry's DELETE never precedes its CREATE. Every ring buffer event the
+ * BPF side could not send is counted there; a rise of that count makes the
+ * thread dump the whole table again. An entry recorded from a dump is
+ * entered in the BPF "seen" map, so its next packet is not a second CREATE;
+ * a destroyed entry leaves it, so a new entry with the same tuples is.
+ *
+ * Ends: a DELETE for every NAT'd entry the kernel destroys (TCP after its
+ * close timers, UDP and ICMP when their timeout expires, conntrack -D, a
+ * flush), because ctnetlink tells us and the standby then frees the
+ * session at once. Destroy events lost to a full socket buffer are counted
+ * (end_overruns); those sessions expire by their timeout in the store and
+ * on the standby.
+ *
+ * Not here: the BPF program (nsdp_kern.bpf.c), the configuration and the
+ * REPORT line (agent/, tools/).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <libnetfilter_conntrack/libnetfilter_conntrack.h>
+#include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/types.h>
+#include <netinet/in.h>
+
+#include "ns_record.h"
+#include "nsdp_kern.h"
+#include "nsdp_kern.skel.h"
+#include "nsdp_ksrc.h"
+
+#define BTF_PATH "/sys/kernel/btf/vmlinux"
+#define POLL_MS 50
+/* Destroy events come in bursts (a flush, a timeout wave). */
+#define EVENT_RCVBUF (8 << 20)
+
+struct nsdp_ksrc {
+	struct nsdp_ksrc_conf conf;
+	struct nsdp_lane *lane;
+	struct nsdp_kern *skel;
+	struct ring_buffer *rb;
+	struct nfct_handle *dump_h; /* queries, in the namespace */
+	struct nfct_handle *ends_h; /* destroy events, in the namespace */
+	uint32_t netns_ino;
+	int epfd;
+	int ncpus;
+	uint64_t last_stamp;
+	uint64_t drops_seen; /* ring buffer drops already answered */
+	int netns_fd; /* the namespace, for nsdp_ksrc_dump_table */
+	pthread_t thread;
+	int running, stop;
+	struct nsdp_ksrc_stats st; /* written by the thread */
+};
+
+#define ST_ADD(k, f, v) __atomic_add_fetch(&(k)->st.f, (v), __ATOMIC_RELAXED)
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int supported_proto(uint8_t proto)
+{
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP ||
+	       proto == IPPROTO_ICMP;
+}
+
+/* The record of an entry: orig as is, xlat the reply tuple inverted. */
+static void key_to_session(const struct nsdp_ksrc *k,
+			   const struct nsdp_kern_key *key, uint8_t event,
+			   uint32_t timeout_ms, struct ns_session *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->version = NS_RECORD_VERSION;
+	s->family = NS_FAMILY_IPV4;
+	s->proto = key->proto;
+	s->event = event;
+	s->gateway_id = k->conf.gateway_id;
+	s->epoch = k->conf.epoch;
+	s->timeout_ms = timeout_ms;
+	s->orig.saddr = ntohl(key->orig.src);
+	s->orig.daddr = ntohl(key->orig.dst);
+	s->xlat.saddr = ntohl(key->reply.dst);
+	s->xlat.daddr = ntohl(key->reply.src);
+	if (key->proto == IPPROTO_ICMP) {
+		/* The echo identifier, as the DPDK gateway keys it. */
+		s->orig.sport = ntohs(key->orig.sport);
+		s->xlat.sport = ntohs(key->reply.sport);
+	} else {
+		s->orig.sport = ntohs(key->orig.sport);
+		s->orig.dport = ntohs(key->orig.dport);
+		s->xlat.sport = ntohs(key->reply.dport);
+		s->xlat.dport = ntohs(key->reply.sport);
+	}
+}
+
+/* Into the lane; a full lane is waited on (the BPF ring buffer holds what
+ * comes meanwhile, and counts what it cannot). */
+static void emit(struct nsdp_ksrc *k, struct ns_session *s)
+{
+	s->timestamp_ns =
+		nsdp_stamp_next(&k->last_stamp, now_ns(CLOCK_REALTIME));
+	while (rte_ring_free_count(k->lane->ring) == 0 &&
+	       !__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
+		ST_ADD(k, lane_waits, 1);
+		usleep(100);
+	}
+	nsdp_record(k->lane, s);
+}
+
+/* An entry as ctnetlink gives it: 1 and its key when it is one we keep. */
+static int ct_to_key(const struct nsdp_ksrc *k, const struct nf_conntrack *ct,
+		     struct nsdp_kern_key *key)
+{
+	uint32_t status = nfct_get_attr_u32(ct, ATTR_STATUS);
+
+	if (nfct_get_attr_u8(ct, ATTR_L3PROTO) != AF_INET ||
+	    !(status & (IPS_SRC_NAT | IPS_DST_NAT)))
+		return 0;
+	memset(key, 0, sizeof(*key));
+	key->proto = nfct_get_attr_u8(ct, ATTR_L4PROTO);
+	if (!supported_proto(key->proto))
+		return 0;
+	if (nfct_attr_is_set(ct, ATTR_ZONE))
+		key->zone = nfct_get_attr_u16(ct, ATTR_ZONE);
+	if (k->conf.zone_filter && key->zone != k->conf.zone)
+		return 0;
+	if (k->conf.mark_mask && (nfct_get_attr_u32(ct, ATTR_MARK) &
+				  k->conf.mark_mask) != k->conf.mark)
+		return 0;
+	if (k->conf.ignore_mark &&
+	    nfct_get_attr_u32(ct, ATTR_MARK) == k->conf.ignore_mark)
+		return 0;
+	key->netns = k->netns_ino;
+	key->orig.src = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC);
+	key->orig.dst = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_DST);
+	key->orig.sport = nfct_get_attr_u16(ct, ATTR_ORIG_PORT_SRC);
+	key->orig.dport = nfct_get_attr_u16(ct, ATTR_ORIG_PORT_DST);
+	key->reply.src = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC);
+	key->reply.dst = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_DST);
+	key->reply.sport = nfct_get_attr_u16(ct, ATTR_REPL_PORT_SRC);
+	key->reply.dport = nfct_get_attr_u16(ct, ATTR_REPL_PORT_DST);
+	return 1;
+}
+
+static int on_dumped(enum nf_conntrack_msg_type type, struct nf_conntrack *ct,
+		     void *arg)
+{
+	struct nsdp_ksrc *k = arg;
+	struct nsdp_kern_key key;
+	struct nsdp_kern_seen seen = {0};
+	struct ns_session s;
+	uint32_t timeout_ms;
+
+	(void)type;
+	if (!ct_to_key(k, ct, &key))
+		return NFCT_CB_CONTINUE;
+	timeout_ms = nfct_get_attr_u32(ct, ATTR_TIMEOUT) * 1000;
+	key_to_session(k, &key, NS_EV_CREATE, timeout_ms, &s);
+	emit(k, &s);
+	ST_ADD(k, dumped, 1);
+	seen.sent_ns = now_ns(CLOCK_MONOTONIC);
+	seen.half_timeout_ns = (uint64_t)timeout_ms * 500000ULL;
+	if (key.proto == IPPROTO_TCP)
+		seen.tcp_state = nfct_get_attr_u8(ct, ATTR_TCP_STATE);
+	bpf_map__update_elem(k->skel->maps.seen, &key, sizeof(key), &seen,
+			     sizeof(seen), BPF_ANY);
+	return NFCT_CB_CONTINUE;
+}
+
+static int on_destroyed(enum nf_conntrack_msg_type type,
+			struct nf_conntrack *ct, void *arg)
+{
+	struct nsdp_ksrc *k = arg;
+	struct nsdp_kern_key key;
+	struct ns_session s;
+
+	(void)type;
+	if (!ct_to_key(k, ct, &key))
+		return NFCT_CB_CONTINUE;
+	bpf_map__delete_elem(k->skel->maps.seen, &key, sizeof(key), 0);
+	key_to_session(k, &key, NS_EV_DELETE, 0, &s);
+	emit(k, &s);
+	ST_ADD(k, deletes, 1);
+	return NFCT_CB_CONTINUE;
+}
+
+static int dump(struct nsdp_ksrc *k)
+{
+	uint32_t family = AF_INET;
+
+	return nfct_query(k->dump_h, NFCT_Q_DUMP, &family);
+}
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	struct nsdp_ksrc *k = ctx;
+	const struct nsdp_kern_event *ev = data;
+	struct ns_session s;
+	int create;
+
+	if (len < sizeof(*ev))
+		return 0;
+	create = ev->kind == NSDP_KERN_NEW;
+	key_to_session(k, &ev->key, create ? NS_EV_CREATE : NS_EV_REFRESH,
+		       ev->timeout_ms, &s);
+	emit(k, &s);
+	ST_ADD(k, captured, 1);
+	if (create)
+		ST_ADD(k, creates, 1);
+	else
+		ST_ADD(k, refreshes, 1);
+	return 0;
+}
+
+static void read_counters(const struct nsdp_ksrc *k,
+			  struct nsdp_kern_counters *sum)
+{
+	struct nsdp_kern_counters per[k->ncpus];
+	uint32_t zero = 0;
+
+	memset(sum, 0, sizeof(*sum));
+	if (bpf_map__lookup_elem(k->skel->maps.counters, &zero, sizeof(zero),
+				 per, sizeof(per), 0) != 0)
+		return;
+	for (int i = 0; i < k->ncpus; i++) {
+		sum->sent += per[i].sent;
+		sum->ringbuf_drops += per[i].ringbuf_drops;
+		sum->filtered += per[i].filtered;
+	}
+}
+
+/* Events first, then ends, then the overflow check. */
+static void ksrc_round(struct nsdp_ksrc *k)
+{
+	struct nsdp_kern_counters c;
+
+	ring_buffer__consume(k->rb);
+	while (k->ends_h && nfct_catch(k->ends_h) < 0 && errno == ENOBUFS)
+		ST_ADD(k, end_overruns, 1);
+	read_counters(k, &c);
+	__atomic_store_n(&k->st.filtered, c.filtered, __ATOMIC_RELAXED);
+	if (c.ringbuf_drops > k->drops_seen) {
+		/* Some entries' events are gone: take all again. */
+		k->drops_seen = c.ringbuf_drops;
+		__atomic_store_n(&k->st.ringbuf_drops, c.ringbuf_drops,
+				 __ATOMIC_RELAXED);
+		ring_buffer__consume(k->rb);
+		if (dump(k) == 0)
+			ST_ADD(k, redumps, 1);
+	}
+}
+
+static void *ksrc_main(void *arg)
+{
+	struct nsdp_ksrc *k = arg;
+
+	if (dump(k) != 0)
+		fprintf(stderr, "natsync: kernel source: initial dump: %s\n",
+			strerror(errno));
+	while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
+		struct epoll_event evs[2];
+
+		epoll_wait(k->epfd, evs, 2, POLL_MS);
+		ksrc_round(k);
+	}
+	/* What happened before the stop is still ours to record. */
+	ksrc_round(k);
+	return NULL;
+}
+
+/* Open a ctnetlink handle in the namespace netns_fd (-1: ours); a socket
+ * stays in the namespace it was made in. */
+static struct nfct_handle *nfct_open_in(int netns_fd, unsigned int groups)
+{
+	struct nfct_handle *h;
+	int own = -1, saved;
+
+	if (netns_fd >= 0) {
+		own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		if (own < 0 || setns(netns_fd, CLONE_NEWNET) != 0) {
+			saved = errno;
+			if (own >= 0)
+				close(own);
+			errno = saved;
+			return NULL;
+		}
+	}
+	h = nfct_open(CONNTRACK, groups);
+	saved = errno;
+	if (own >= 0) {
+		if (setns(own, CLONE_NEWNET) != 0)
+			abort(); /* would run on in the wrong namespace */
+		close(own);
+	}
+	errno = saved;
+	return h;
+}
+
+static int libbpf_quiet(enum libbpf_print_level level, const char *fmt,
+			va_list ap)
+{
+	if (level == LIBBPF_WARN)
+		return vfprintf(stderr, fmt, ap);
+	return 0;
+}
+
+static int fail(int *why, int rc, char *err, size_t errlen, const char *fmt,
+		const char *what)
+{
+	*why = rc;
+	snprintf(err, errlen, fmt, what);
+	return rc;
+}
+
+static int load_bpf(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
+{
+	struct nsdp_kern *skel;
+	int rc;
+
+	libbpf_set_print(libbpf_quiet);
+	skel = nsdp_kern__open();
+	if (!skel)
+		return fail(why, -errno, err, errlen,
+			    "kernel source: cannot open the BPF object: %s",
+			    strerror(errno));
+	k->skel = skel;
+	skel->rodata->filter_flags = NSDP_KERN_F_NETNS;
+	skel->rodata->filter_netns = k->netns_ino;
+	if (k->conf.zone_filter) {
+		skel->rodata->filter_flags |= NSDP_KERN_F_ZONE;
+		skel->rodata->filter_zone = k->conf.zone;
+	}
+	if (k->conf.mark_mask) {
+		skel->rodata->filter_flags |= NSDP_KERN_F_MARK;
+		skel->rodata->filter_mark = k->conf.mark;
+		skel->rodata->filter_mark_mask = k->conf.mark_mask;
+	}
+	if (k->conf.ignore_mark) {
+		skel->rodata->filter_flags |= NSDP_KERN_F_IGNORE_MARK;
+		skel->rodata->filter_ignore_mark = k->conf.ignore_mark;
+	}
+	bpf_map__set_max_entries(skel->maps.events, k->conf.ringbuf_bytes);
+	rc = nsdp_kern__load(skel);
+	if (rc == -EPERM || rc == -EACCES)
+		return fail(why, -EPERM, err, errlen,
+			    "kernel source: loading the BPF program was "
+			    "refused (%s): privileges missing; run as root "
+			    "(CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN)",
+			    strerror(-rc));
+	if (rc != 0)
+		return fail(why, rc, err, errlen,
+			    "kernel source: cannot load the BPF program: %s "
+			    "(libbpf said why above)",
+			    strerror(-rc));
+	rc = nsdp_kern__attach(skel);
+	if (rc != 0)
+		return fail(why, rc == -EPERM ? -EPERM : rc, err, errlen,
+			    "kernel source: cannot attach to "
+			    "tp_btf/net_dev_queue: %s",
+			    strerror(-rc));
+	k->rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, k,
+				 NULL);
+	if (!k->rb)
+		return fail(why, -errno, err, errlen,
+			    "kernel source: ring buffer: %s", strerror(errno));
+	return 0;
+}
+
+static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
+			size_t errlen)
+{
+	int rcvbuf = EVENT_RCVBUF;
+
+	k->dump_h = nfct_open_in(netns_fd, 0);
+	if (!k->dump_h)
+		return fail(why, errno == EPERM ? -EPERM : -errno, err, errlen,
+			    "kernel source: ctnetlink: %s (needs "
+			    "CAP_NET_ADMIN and nf_conntrack_netlink)",
+			    strerror(errno));
+	nfct_callback_register(k->dump_h, NFCT_T_ALL, on_dumped, k);
+	if (!k->conf.ends)
+		return 0;
+	k->ends_h = nfct_open_in(netns_fd, NF_NETLINK_CONNTRACK_DESTROY);
+	if (!k->ends_h)
+		return fail(why, -errno, err, errlen,
+			    "kernel source: ctnetlink destroy events: %s",
+			    strerror(errno));
+	nfct_callback_register(k->ends_h, NFCT_T_DESTROY, on_destroyed, k);
+	fcntl(nfct_fd(k->ends_h), F_SETFL, O_NONBLOCK);
+	if (setsockopt(nfct_fd(k->ends_h), SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
+		       sizeof(rcvbuf)) != 0)
+		setsockopt(nfct_fd(k->ends_h), SOL_SOCKET, SO_RCVBUF, &rcvbuf,
+			   sizeof(rcvbuf));
+	return 0;
+}
+
+struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
+				   struct nsdp_lane *lane, int *why, char *err,
+				   size_t errlen)
+{
+	struct nsdp_ksrc *k;
+	struct epoll_event ev = {.events = EPOLLIN};
+	char path[128];
+	struct stat st;
+	int netns_fd = -1;
+
+	*why = 0;
+	if (access(BTF_PATH, R_OK) != 0) {
+		*why = -ENOENT;
+		snprintf(err, errlen,
+			 "kernel source: no kernel BTF (%s: %s); the kernel "
+			 "needs CONFIG_DEBUG_INFO_BTF=y",
+			 BTF_PATH, strerror(errno));
+		return NULL;
+	}
+	if (conf->netns[0])
+		snprintf(path, sizeof(path), "/run/netns/%s", conf->netns);
+	else
+		snprintf(path, sizeof(path), "/proc/self/ns/net");
+	netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (netns_fd < 0 || fstat(netns_fd, &st) != 0) {
+		*why = -ENOENT;
+		snprintf(err, errlen, "kernel source: network namespace %s: %s",
+			 path, strerror(errno));
+		if (netns_fd >= 0)
+			close(netns_fd);
+		return NULL;
+	}
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		*why = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		close(netns_fd);
+		return NULL;
+	}
+	k->conf = *conf;
+	k->lane = lane;
+	k->epfd = -1;
+	k->netns_fd = -1;
+	k->netns_ino = (uint32_t)st.st_ino;
+	if (conf->netns[0])
+		k->netns_fd = netns_fd;
+	else
+		close(netns_fd);
+	netns_fd = -1;
+	k->ncpus = libbpf_num_possible_cpus();
+	if (k->ncpus <= 0 || load_bpf(k, why, err, errlen) != 0 ||
+	    open_netlink(k, k->netns_fd, why, err, errlen) != 0)
+		goto fail;
+	k->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (k->epfd < 0 ||
+	    epoll_ctl(k->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb),
+		      &ev) != 0 ||
+	    (k->ends_h &&
+	     epoll_ctl(k->epfd, EPOLL_CTL_ADD, nfct_fd(k->ends_h), &ev) != 0)) {
+		fail(why, -errno, err, errlen, "kernel source: epoll: %s",
+		     strerror(errno));
+		goto fail;
+	}
+	return k;
+fail:
+	if (!*why)
+		fail(why, -EINVAL, err, errlen, "kernel source: %s",
+		     "no possible CPUs");
+	if (netns_fd >= 0)
+		close(netns_fd);
+	nsdp_ksrc_free(k);
+	return NULL;
+}
+
+int nsdp_ksrc_start(struct nsdp_ksrc *k)
+{
+	int rc = pthread_create(&k->thread, NULL, ksrc_main, k);
+
+	if (rc != 0)
+		return -rc;
+	k->running = 1;
+	return 0;
+}
+
+void nsdp_ksrc_stop(struct nsdp_ksrc *k)
+{
+	if (!k->running)
+		return;
+	__atomic_store_n(&k->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(k->thread, NULL);
+	k->running = 0;
+}
+
+void nsdp_ksrc_stats(const struct nsdp_ksrc *k, struct nsdp_ksrc_stats *st)
+{
+	const uint64_t *from = (const uint64_t *)&k->st;
+	uint64_t *to = (uint64_t *)st;
+
+	for (size_t i = 0; i < sizeof(*st) / sizeof(uint64_t); i++)
+		to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+}
+
+struct table_file {
+	const struct nsdp_ksrc *k;
+	FILE *f;
+	int64_t n; /* records written, or a negative errno */
+	uint64_t stamp;
+};
+
+static int on_table_entry(enum nf_conntrack_msg_type type,
+			  struct nf_conntrack *ct, void *arg)
+{
+	struct table_file *t = arg;
+	struct nsdp_kern_key key;
+	uint8_t buf[NS_RECORD_MAX_LEN];
+	struct ns_session s;
+	int n;
+
+	(void)type;
+	if (t->n < 0 || !ct_to_key(t->k, ct, &key))
+		return NFCT_CB_CONTINUE;
+	key_to_session(t->k, &key, NS_EV_CREATE,
+		       nfct_get_attr_u32(ct, ATTR_TIMEOUT) * 1000, &s);
+	s.timestamp_ns = nsdp_stamp_next(&t->stamp, now_ns(CLOCK_REALTIME));
+	n = ns_record_encode(&s, buf, sizeof(buf));
+	if (n > 0 && fwrite(buf, 1, (size_t)n, t->f) == (size_t)n)
+		t->n++;
+	else
+		t->n = -EIO;
+	return NFCT_CB_CONTINUE;
+}
+
+/* A handle of its own: safe beside the thread, which it does not touch. */
+int64_t nsdp_ksrc_dump_table(const struct nsdp_ksrc *k, const char *path)
+{
+	struct table_file t = {.k = k};
+	struct nfct_handle *h = nfct_open_in(k->netns_fd, 0);
+	uint32_t family = AF_INET;
+
+	if (!h)
+		return -errno;
+	t.f = fopen(path, "wb");
+	if (!t.f) {
+		t.n = -errno;
+		nfct_close(h);
+		return t.n;
+	}
+	nfct_callback_register(h, NFCT_T_ALL, on_table_entry, &t);
+	if (nfct_query(h, NFCT_Q_DUMP, &family) != 0 && t.n >= 0)
+		t.n = -errno;
+	if (fclose(t.f) != 0 && t.n >= 0)
+		t.n = -errno;
+	nfct_close(h);
+	return t.n;
+}
+
+void nsdp_ksrc_free(struct nsdp_ksrc *k)
+{
+	if (!k)
+		return;
+	nsdp_ksrc_stop(k);
+	if (k->epfd >= 0)
+		close(k->epfd);
+	if (k->netns_fd >= 0)
+		close(k->netns_fd);
+	if (k->ends_h)
+		nfct_close(k->ends_h);
+	if (k->dump_h)
+		nfct_close(k->dump_h);
+	ring_buffer__free(k->rb);
+	nsdp_kern__destroy(k->skel);
+	free(k);
+}

@@ -1,0 +1,78 @@
+/*
+ * nsdp_ksrc.h - the kernel session source: NAT sessions of a Linux kernel
+ * gateway (nftables/iptables NAT over conntrack) as natsync records.
+ *
+ * A BPF program (nsdp_kern.bpf.c) sends every NAT'd conntrack entry of one
+ * network namespace when it is new, when its TCP state changes and when
+ * half of its timeout has passed since it was last sent; one thread turns
+ * these into CREATE and REFRESH records with the kernel's remaining
+ * timeout, and ctnetlink destroy events into DELETE records, all into one
+ * lane, whose only producer it is. At start, and whenever the BPF ring
+ * buffer refused an event, it dumps the namespace's NAT'd entries over
+ * ctnetlink into the lane, so that nothing is lost silently.
+ *
+ * Records: orig is the entry's original tuple (the inside flow as the
+ * gateway received it), xlat the inverse of its reply tuple (for source
+ * NAT: the outside address and port, the same destination), as the DPDK
+ * gateway writes them. IPv4 TCP, UDP and ICMP echo (the identifier in the
+ * source port, destination port 0).
+ */
+#ifndef NSDP_KSRC_H
+#define NSDP_KSRC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nsdp_lane.h"
+
+struct nsdp_ksrc_conf {
+	/* The gateway's network namespace, a name under /run/netns; empty:
+	 * the namespace of the calling process. */
+	char netns[64];
+	uint32_t ringbuf_bytes; /* BPF ring buffer, a power of two */
+	/* Only entries of this conntrack zone (zone_filter set) and with
+	 * (mark & mark_mask) == mark (mark_mask != 0). */
+	int zone_filter;
+	uint16_t zone;
+	uint32_t mark, mark_mask;
+	/* Entries with this mark are left out (the mark a standby's
+	 * conntrack commit sets on what it writes); 0: none. */
+	uint32_t ignore_mark;
+	int ends; /* 1: ctnetlink destroy events become DELETE records */
+	uint32_t gateway_id, epoch;
+};
+
+struct nsdp_ksrc_stats {
+	uint64_t captured; /* ring buffer events read */
+	uint64_t creates, refreshes, deletes; /* records from events */
+	uint64_t dumped; /* records from ctnetlink dumps (CREATE) */
+	uint64_t redumps; /* dumps after ring buffer overflows */
+	uint64_t ringbuf_drops; /* events the full ring buffer refused */
+	uint64_t filtered; /* NAT'd entries left out by zone or mark */
+	uint64_t end_overruns; /* destroy events lost (ENOBUFS) */
+	uint64_t lane_waits; /* times the thread waited on a full lane */
+};
+
+struct nsdp_ksrc;
+
+/* Check the host, load and attach the BPF program and open the ctnetlink
+ * sockets in the namespace. NULL with the reason in err on failure and
+ * *why set: -ENOENT no BTF (/sys/kernel/btf/vmlinux) or no such
+ * namespace, -EPERM privileges missing, other negative errno else. */
+struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
+				   struct nsdp_lane *lane, int *why, char *err,
+				   size_t errlen);
+
+/* Start the thread: the initial dump, then events until stopped. */
+int nsdp_ksrc_start(struct nsdp_ksrc *k);
+void nsdp_ksrc_stop(struct nsdp_ksrc *k);
+void nsdp_ksrc_stats(const struct nsdp_ksrc *k, struct nsdp_ksrc_stats *st);
+
+/* Write the namespace's NAT'd entries as they are now, as CREATE records,
+ * to a table file (the format natsync-verify reads); the count or a
+ * negative errno. Any time, from any thread. */
+int64_t nsdp_ksrc_dump_table(const struct nsdp_ksrc *k, const char *path);
+
+void nsdp_ksrc_free(struct nsdp_ksrc *k);
+
+#endif

@@ -1,0 +1,639 @@
+/*
+ * test_ksrc.c - the kernel session source, through the real programs: a
+ * Linux kernel NAT gateway in a network namespace, natsync-agent with
+ * [source] type = kernel capturing its conntrack entries with BPF, a
+ * 3-master Redis Cluster and a standby natsync-agent; natsync-verify
+ * compares the gateway's conntrack table (dumped over ctnetlink) with the
+ * store and the standby's table, entry by entry.
+ *
+ *   netns k1ks-c 10.71.0.2 --veth-- 10.71.0.1 netns k1ks-g 198.51.100.1
+ *   --veth-- 198.51.100.2 netns k1ks-s
+ *
+ * k1ks-g forwards and masquerades (nftables) what leaves towards k1ks-s.
+ * The client and server run in threads of this process that entered
+ * their namespaces (setns). Root is needed.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "nsdp_time.h"
+#include "nst_agents.h"
+#include "nst_skip.h"
+#include "nst_store.h"
+
+#define STORE_PORT 7950
+#define SEEDS "127.0.0.1:7950,127.0.0.1:7951,127.0.0.1:7952"
+#define SERVER_ADDR "198.51.100.2"
+/* Flow i of a protocol goes from client port FIRST_PORT + i % PORT_SPAN
+ * to server port UDP_PORT (TCP_PORT) + i / PORT_SPAN, so no two flows
+ * share a tuple (an ephemeral port drawn twice would make one entry of
+ * two). */
+#define UDP_PORT 9000
+#define TCP_PORT 9010
+#define SERVER_PORTS 5
+#define FIRST_PORT 10000
+#define PORT_SPAN 50000
+/* Flows per protocol; NATSYNC_KSRC_FLOWS sets another count for a capture
+ * measurement (docs/kernel-gateways.md). */
+#define DEFAULT_FLOWS 1000
+#define MAX_FLOWS (SERVER_PORTS * PORT_SPAN)
+
+static unsigned int n_flows = DEFAULT_FLOWS;
+
+static struct {
+	int stop, server_ready;
+	uint64_t udp_received, tcp_accepted;
+	uint64_t udp_sent, tcp_connected, client_errors;
+} rig;
+
+#define LOAD(f) __atomic_load_n(&rig.f, __ATOMIC_ACQUIRE)
+#define ADD(f, v) __atomic_add_fetch(&rig.f, (v), __ATOMIC_RELEASE)
+
+static void net_teardown(void)
+{
+	nst_sh("for n in k1ks-c k1ks-g k1ks-s; do ip netns del $n "
+	       "2>/dev/null; done; true");
+}
+
+static void net_setup(void)
+{
+	int rc;
+
+	net_teardown();
+	rc = nst_sh(
+		"set -e\n"
+		"for n in k1ks-c k1ks-g k1ks-s; do ip netns add $n; "
+		"ip -n $n link set lo up; done\n"
+		"ip link add k1ksc0 netns k1ks-c type veth peer name k1ksg0 "
+		"netns k1ks-g\n"
+		"ip link add k1ksg1 netns k1ks-g type veth peer name k1kss0 "
+		"netns k1ks-s\n"
+		"ip -n k1ks-c link set k1ksc0 up\n"
+		"ip -n k1ks-g link set k1ksg0 up\n"
+		"ip -n k1ks-g link set k1ksg1 up\n"
+		"ip -n k1ks-s link set k1kss0 up\n"
+		"ip -n k1ks-c addr add 10.71.0.2/24 dev k1ksc0\n"
+		"ip -n k1ks-c route add default via 10.71.0.1\n"
+		"ip -n k1ks-g addr add 10.71.0.1/24 dev k1ksg0\n"
+		"ip -n k1ks-g addr add 198.51.100.1/24 dev k1ksg1\n"
+		"ip -n k1ks-s addr add " SERVER_ADDR "/24 dev k1kss0\n"
+		"ip netns exec k1ks-g sysctl -qw net.ipv4.ip_forward=1\n"
+		"ip netns exec k1ks-g nft add table ip k1nat\n"
+		"ip netns exec k1ks-g nft add chain ip k1nat post "
+		"'{ type nat hook postrouting priority 100 ; }'\n"
+		"ip netns exec k1ks-g nft add rule ip k1nat post oifname "
+		"k1ksg1 masquerade\n"
+		/* UDP flows carry conntrack mark 7, for the filter test. */
+		"ip netns exec k1ks-g nft add chain ip k1nat markudp "
+		"'{ type filter hook forward priority 0 ; }'\n"
+		"ip netns exec k1ks-g nft add rule ip k1nat markudp udp dport "
+		"9000-9004 ct mark set 7\n"
+		/* Unanswered UDP entries would expire (30 s) while the test
+		 * still compares. */
+		"ip netns exec k1ks-g sysctl -qw "
+		"net.netfilter.nf_conntrack_udp_timeout=600\n");
+	cr_assert_eq(rc, 0, "cannot build the test network");
+}
+
+static void enter_netns(const char *name)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+		fprintf(stderr, "setns %s: %s\n", name, strerror(errno));
+		abort();
+	}
+	close(fd);
+}
+
+static int bound_socket(int type, uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port)};
+	int one = 1, fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Counts datagrams and accepts (and closes) connections until stopped. */
+static void *server_main(void *arg)
+{
+	struct pollfd p[2 * SERVER_PORTS];
+
+	(void)arg;
+	enter_netns("k1ks-s");
+	for (int i = 0; i < SERVER_PORTS; i++) {
+		int u = bound_socket(SOCK_DGRAM, UDP_PORT + i);
+		int t = bound_socket(SOCK_STREAM, TCP_PORT + i);
+		int rcvbuf = 4 << 20;
+
+		if (u < 0 || t < 0 || listen(t, 4096) != 0)
+			abort();
+		setsockopt(u, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
+			   sizeof(rcvbuf));
+		p[2 * i] = (struct pollfd){u, POLLIN, 0};
+		p[2 * i + 1] = (struct pollfd){t, POLLIN, 0};
+	}
+	ADD(server_ready, 1);
+	while (!LOAD(stop)) {
+		char buf[64];
+		int c;
+
+		if (poll(p, 2 * SERVER_PORTS, 50) <= 0)
+			continue;
+		for (int i = 0; i < 2 * SERVER_PORTS; i++) {
+			if (!(p[i].revents & POLLIN))
+				continue;
+			if (i % 2 == 0) {
+				while (recv(p[i].fd, buf, sizeof(buf),
+					    MSG_DONTWAIT) > 0)
+					ADD(udp_received, 1);
+			} else if ((c = accept(p[i].fd, NULL, NULL)) >= 0) {
+				ADD(tcp_accepted, 1);
+				close(c);
+			}
+		}
+	}
+	for (int i = 0; i < 2 * SERVER_PORTS; i++)
+		close(p[i].fd);
+	return NULL;
+}
+
+/* A new UDP flow and a new TCP connection (closed at once) per step, as
+ * fast as one thread makes them. */
+static void *client_main(void *arg)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET};
+
+	(void)arg;
+	enter_netns("k1ks-c");
+	inet_pton(AF_INET, SERVER_ADDR, &to.sin_addr);
+	for (unsigned int i = 0; i < n_flows; i++) {
+		uint16_t sport = (uint16_t)(FIRST_PORT + i % PORT_SPAN);
+		uint16_t dport_off = (uint16_t)(i / PORT_SPAN);
+		int fd;
+
+		to.sin_port = htons(UDP_PORT + dport_off);
+		fd = bound_socket(SOCK_DGRAM, sport);
+		if (fd >= 0 && sendto(fd, "k1", 2, 0, (struct sockaddr *)&to,
+				      sizeof(to)) == 2)
+			ADD(udp_sent, 1);
+		else
+			ADD(client_errors, 1);
+		if (fd >= 0)
+			close(fd);
+
+		to.sin_port = htons(TCP_PORT + dport_off);
+		fd = bound_socket(SOCK_STREAM, sport);
+		if (fd >= 0 &&
+		    connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0)
+			ADD(tcp_connected, 1);
+		else
+			ADD(client_errors, 1);
+		if (fd >= 0)
+			close(fd);
+	}
+	return NULL;
+}
+
+static void write_configs(unsigned int ringbuf_bytes)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text),
+		 "[agent]\nrole = standby\ngateway_id = 1\nprogress_ms = 0\n"
+		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
+		 "--no-telemetry -l 0\n"
+		 "[store]\nseeds = " SEEDS "\n"
+		 "[standby]\ntable_capacity = %u\ndump = %s\n",
+		 4 * n_flows > 65536 ? 4 * n_flows : 65536,
+		 nst_run_path("standby.tbl"));
+	nst_write_file(nst_run_path("standby.ini"), text);
+	snprintf(text, sizeof(text),
+		 "[agent]\nrole = active\ngateway_id = 1\nprogress_ms = 200\n"
+		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
+		 "--no-telemetry -l 0\n"
+		 "[store]\nseeds = " SEEDS "\n"
+		 "[rings]\nlanes = 1\n"
+		 "[source]\ntype = kernel\nnetns = k1ks-g\n"
+		 "ringbuf_size = %u\ndump = %s\n",
+		 ringbuf_bytes, nst_run_path("source.tbl"));
+	nst_write_file(nst_run_path("active.ini"), text);
+}
+
+static void stop_pid(int pid)
+{
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 150 && kill(pid, 0) == 0; i++)
+		nsdp_sleep_ms(100);
+	kill(pid, SIGKILL);
+}
+
+/* The number after "name=" in the active's REPORT line. */
+static unsigned long report_field(const char *name)
+{
+	char line[2048], key[64];
+	unsigned long v = ~0UL;
+	FILE *f = fopen(nst_run_path("active.out"), "r");
+	char *at;
+
+	cr_assert_not_null(f);
+	snprintf(key, sizeof(key), " %s=", name);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "REPORT", 6) && (at = strstr(line, key)))
+			v = strtoul(at + strlen(key), NULL, 10);
+	fclose(f);
+	cr_assert_neq(v, ~0UL, "no %s in the active's REPORT", name);
+	return v;
+}
+
+/* Entries `conntrack -L` shows in the gateway's namespace; the dump also
+ * makes the kernel reap expired entries at once, rather than when its
+ * garbage collector comes by. */
+static unsigned long conntrack_count(void)
+{
+	char cmd[256], line[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd),
+		 "ip netns exec k1ks-g conntrack -L 2>/dev/null | wc -l");
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	if (!fgets(line, sizeof(line), p))
+		line[0] = 0;
+	pclose(p);
+	return strtoul(line, NULL, 10);
+}
+
+/* natsync-verify, identity only: the conntrack dump (source.tbl) against
+ * the store and the standby; asserts equal with expect entries each. */
+static void verify_equal(int standby_pid, unsigned long expect)
+{
+	unsigned long store = 0, source = 0, standby = 0;
+	char line[256];
+	FILE *f;
+	int rc = nst_sh("%s -S " SEEDS " -i -s %s -b %s -p %d -t 30 >%s 2>&1",
+			nst_build("tools/natsync-verify"),
+			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
+			standby_pid, nst_run_path("verify.out"));
+
+	nst_sh("cat %s >&2", nst_run_path("verify.out"));
+	cr_assert_eq(rc, 0, "store or standby differ from conntrack");
+	f = fopen(nst_run_path("verify.out"), "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line,
+			   "RESULT verify store=%lu source=%lu standby=%lu",
+			   &store, &source, &standby) == 3)
+			break;
+	fclose(f);
+	cr_assert_eq(source, expect);
+	cr_assert_eq(store, expect);
+	cr_assert_eq(standby, expect);
+}
+
+/* Ask the running active for a fresh conntrack dump (SIGUSR1); the
+ * dumps so far counted in its log tell when this one is written. */
+static void dump_kernel_table(int active_pid)
+{
+	static int dumps;
+
+	unlink(nst_run_path("source.tbl"));
+	cr_assert_eq(kill(active_pid, SIGUSR1), 0);
+	dumps++;
+	cr_assert_eq(nst_sh("for i in $(seq 100); do [ $(grep -c 'entries "
+			    "written' %s) -ge %d ] && exit 0; sleep 0.1; "
+			    "done; exit 1",
+			    nst_run_path("active.log"), dumps),
+		     0, "the active wrote no dump");
+}
+
+static void wait_for_at_most(int secs, const char *what,
+			     unsigned long (*count)(void), unsigned long want)
+{
+	unsigned long got = 0;
+
+	for (int i = 0; i < secs * 10 && (got = count()) != want; i++)
+		nsdp_sleep_ms(100);
+	cr_assert_eq(got, want, "%s: %lu, expected %lu", what, got, want);
+}
+
+static void wait_for(const char *what, unsigned long (*count)(void),
+		     unsigned long want)
+{
+	wait_for_at_most(30, what, count, want);
+}
+
+static unsigned long server_saw(void)
+{
+	return LOAD(udp_received) + LOAD(tcp_accepted);
+}
+
+/* The agents of a failed test must not write into the next test's
+ * store (same ports). */
+static int agent_pids[2];
+
+static void stop_all(void)
+{
+	for (int i = 0; i < 2; i++)
+		if (agent_pids[i] > 0)
+			kill(agent_pids[i], SIGKILL);
+	__atomic_store_n(&rig.stop, 1, __ATOMIC_RELEASE);
+	nst_store_stop(STORE_PORT);
+	net_teardown();
+}
+
+TestSuite(ksrc, .fini = stop_all, .timeout = 300);
+
+struct run {
+	int standby, active;
+	pthread_t server;
+};
+
+static void active_start(struct run *r, const char *active_args)
+{
+	r->active = nst_agent_spawn("active", active_args);
+	agent_pids[1] = r->active;
+	cr_assert_eq(nst_sh("for i in $(seq 100); do grep -q 'progress: "
+			    "active' %s && exit 0; sleep 0.1; done; exit 1",
+			    nst_run_path("active.log")),
+		     0, "the active did not start; see %s",
+		     nst_run_path("active.log"));
+}
+
+/* The network, the store, a synced standby and the server. */
+static void rig_start(struct run *r, const char *name,
+		      unsigned int ringbuf_bytes)
+{
+	nst_run_dir_make(name);
+	net_setup();
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, 3, 0), 0);
+	write_configs(ringbuf_bytes);
+	r->standby = nst_agent_spawn("standby", "");
+	agent_pids[0] = r->standby;
+	nst_wait_synced(r->standby);
+	pthread_create(&r->server, NULL, server_main, NULL);
+	for (int i = 0; i < 100 && !LOAD(server_ready); i++)
+		nsdp_sleep_ms(50);
+	cr_assert(LOAD(server_ready), "the server did not start");
+}
+
+/* rig_start, then an active with the kernel source running. */
+static void run_start(struct run *r, const char *name,
+		      unsigned int ringbuf_bytes, const char *active_args)
+{
+	rig_start(r, name, ringbuf_bytes);
+	active_start(r, active_args);
+}
+
+/* n_flows UDP flows and as many TCP connections through the gateway;
+ * returns once conntrack holds them all. */
+static void make_flows(void)
+{
+	unsigned long flows = 2UL * n_flows;
+	pthread_t client;
+	double t0 = nsdp_now_s(), secs;
+
+	pthread_create(&client, NULL, client_main, NULL);
+	pthread_join(client, NULL);
+	secs = nsdp_now_s() - t0;
+	cr_assert_eq(LOAD(client_errors), 0);
+	cr_assert_eq(LOAD(udp_sent), n_flows);
+	cr_assert_eq(LOAD(tcp_connected), n_flows);
+	wait_for("datagrams and connections at the server", server_saw, flows);
+	wait_for("conntrack entries", conntrack_count, flows);
+	fprintf(stderr, "ksrc: %lu new flows in %.3f s (%.0f/s)\n", flows, secs,
+		(double)flows / secs);
+}
+
+/* Stop the active (its REPORT then in active.out) and the standby. */
+static void run_stop(struct run *r)
+{
+	stop_pid(r->active);
+	agent_pids[1] = 0;
+	cr_assert_eq(nst_wait_report(10), 0);
+	nst_sh("cat %s >&2", nst_run_path("active.out"));
+	cr_assert(nst_run_file_has("active.out", "drained=yes"));
+	cr_assert_eq(report_field("lane_drops"), 0);
+	stop_pid(r->standby);
+	agent_pids[0] = 0;
+	cr_assert(nst_run_file_has("standby.out", "bad_messages=0"));
+	__atomic_store_n(&rig.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(r->server, NULL);
+}
+
+Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
+{
+	const char *env = getenv("NATSYNC_KSRC_FLOWS");
+	unsigned long flows;
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	if (env && atoi(env) > 0 && atoi(env) <= MAX_FLOWS)
+		n_flows = (unsigned int)atoi(env);
+	flows = 2UL * n_flows;
+	run_start(&r, "ksrc", 4 << 20, "");
+	make_flows();
+
+	/* Every entry as conntrack holds it now, in the store and on the
+	 * standby. */
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, flows);
+
+	/* Ends: deleted entries leave the store and the standby. */
+	cr_assert_eq(nst_sh("ip netns exec k1ks-g conntrack -D -p udp "
+			    ">/dev/null 2>&1"),
+		     0);
+	wait_for("conntrack entries after deleting UDP", conntrack_count,
+		 n_flows);
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), flows, "one CREATE per new flow");
+	cr_assert_eq(report_field("deletes"), n_flows);
+	cr_assert_eq(report_field("dumped"), 0);
+	cr_assert_eq(report_field("ringbuf_drops"), 0);
+	cr_assert_eq(report_field("redumps"), 0);
+}
+
+/* The active is stopped (SIGSTOP) while the flows are made, so the
+ * smallest ring buffer (64 KiB, about 1 170 events) overflows; once it
+ * runs again, the drops it finds make it dump the table, and nothing is
+ * missing. */
+Test(ksrc, a_ring_buffer_overflow_is_counted_and_answered_with_a_dump)
+{
+	unsigned long flows = 2UL * n_flows;
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	run_start(&r, "ksrc-overflow", 65536, "");
+	cr_assert_eq(kill(r.active, SIGSTOP), 0);
+	make_flows();
+	cr_assert_eq(kill(r.active, SIGCONT), 0);
+
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, flows);
+
+	run_stop(&r);
+	cr_assert_gt(report_field("ringbuf_drops"), 0);
+	cr_assert_geq(report_field("redumps"), 1);
+	cr_assert_lt(report_field("creates"), flows);
+	cr_assert_geq(report_field("dumped"), flows);
+}
+
+/* An agent started on a running gateway replicates what is already there:
+ * every entry comes from the dump at start. (A closing TCP connection's
+ * last packets may pass between the attach and the dump: such an entry is
+ * also sent by the BPF program, so creates is not asserted.) */
+Test(ksrc, an_agent_started_on_a_running_gateway_replicates_its_entries)
+{
+	unsigned long flows = 2UL * n_flows;
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	rig_start(&r, "ksrc-late", 4 << 20);
+	make_flows();
+	active_start(&r, "");
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, flows);
+	run_stop(&r);
+	cr_assert_eq(report_field("dumped"), flows);
+	cr_assert_eq(report_field("redumps"), 0);
+}
+
+/* Ends without conntrack -D: with the gateway's TCP close timers at 1 s,
+ * the closed connections' entries expire, and each is a DELETE. */
+Test(ksrc, closed_tcp_connections_become_delete_records_when_they_expire)
+{
+	pthread_t client;
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	run_start(&r, "ksrc-close", 4 << 20, "");
+	cr_assert_eq(nst_sh("for t in fin_wait close_wait last_ack time_wait "
+			    "close; do ip netns exec k1ks-g sysctl -qw "
+			    "net.netfilter.nf_conntrack_tcp_timeout_$t=1; "
+			    "done"),
+		     0);
+	pthread_create(&client, NULL, client_main, NULL);
+	pthread_join(client, NULL);
+	cr_assert_eq(LOAD(client_errors), 0);
+	wait_for("datagrams and connections at the server", server_saw,
+		 2UL * n_flows);
+	/* Expired entries go (with their destroy events) when they are
+	 * reaped: by the listing in conntrack_count, or by conntrack's garbage
+	 * collector, which comes by at most 60 s apart. */
+	wait_for_at_most(90, "conntrack entries once TCP's have expired",
+			 conntrack_count, n_flows);
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), 2UL * n_flows);
+	cr_assert_eq(report_field("deletes"), n_flows);
+}
+
+/* [source] mark: only the UDP flows (conntrack mark 7) are replicated. */
+Test(ksrc, the_mark_filter_keeps_only_the_marked_entries)
+{
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	run_start(&r, "ksrc-mark", 4 << 20,
+		  "--set source.mark=7 --set source.mark_mask=255");
+	make_flows();
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), n_flows);
+	cr_assert_geq(report_field("filtered"), n_flows);
+	cr_assert_eq(report_field("ringbuf_drops"), 0);
+}
+
+/* [source] zone: only the UDP flows, put in conntrack zone 5 by a rule
+ * before conntrack (they get no reply, so their zone needs none). */
+Test(ksrc, the_zone_filter_keeps_only_the_entries_of_its_zone)
+{
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	run_start(&r, "ksrc-zone", 4 << 20, "--set source.zone=5");
+	cr_assert_eq(nst_sh("ip netns exec k1ks-g nft add chain ip k1nat "
+			    "zoneudp '{ type filter hook prerouting priority "
+			    "-300 ; }' && ip netns exec k1ks-g nft add rule ip "
+			    "k1nat zoneudp udp dport 9000-9004 ct zone set 5"),
+		     0);
+	make_flows();
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), n_flows);
+	cr_assert_geq(report_field("filtered"), n_flows);
+}
+
+/* [source] ignore_mark: the marked UDP flows are left out, as entries a
+ * standby committed with [standby] commit_mark would be. */
+Test(ksrc, entries_with_the_ignored_mark_are_not_captured)
+{
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	run_start(&r, "ksrc-ignore", 4 << 20, "--set source.ignore_mark=7");
+	make_flows();
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), n_flows);
+	cr_assert_geq(report_field("filtered"), n_flows);
+}
+
+/* natsync-agent with the kernel source as cmd_prefix runs it, its stderr
+ * in errors.log; its exit status. */
+static int run_failing_agent(const char *cmd_prefix, const char *set)
+{
+	return nst_sh("%s %s -c %s %s >/dev/null 2>%s", cmd_prefix,
+		      nst_build("tools/natsync-agent"),
+		      nst_run_path("active.ini"), set,
+		      nst_run_path("errors.log"));
+}
+
+Test(ksrc, missing_namespace_or_privileges_exit_2_saying_which)
+{
+	nst_need_root("dropping privileges needs root first");
+	nst_run_dir_make("ksrc-errors");
+	write_configs(4 << 20);
+	nst_sh("chmod 755 %s && chmod 644 %s", nst_run_dir(),
+	       nst_run_path("active.ini"));
+
+	cr_assert_eq(run_failing_agent("", "--set source.netns=k1ks-none"), 2);
+	cr_assert(nst_run_file_has("errors.log",
+				   "network namespace /run/netns/k1ks-none"));
+
+	cr_assert_eq(run_failing_agent("setpriv --reuid=65534 --regid=65534 "
+				       "--clear-groups --inh-caps=-all",
+				       "--set source.netns="),
+		     2);
+	cr_assert(nst_run_file_has("errors.log", "privileges missing"));
+}
