@@ -24,6 +24,7 @@
 #include "nsdp_ctcommit.h"
 #include "nsdp_time.h"
 #include "nst_agents.h"
+#include "nst_netns.h"
 #include "nst_session.h"
 #include "nst_skip.h"
 #include "nst_store.h"
@@ -570,36 +571,9 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 #define TR_GW_OUT 0x0a630201u
 #define TR_SERVER 0x0a630202u
 
-/* A socket of type bound to addr:port inside namespace ns, reads timing
- * out after 3 s. */
-static int socket_in(const char *ns, int type, uint32_t addr, uint16_t port)
-{
-	struct sockaddr_in sin = {.sin_family = AF_INET,
-				  .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(addr)};
-	struct timeval tv = {.tv_sec = 3};
-	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	char path[128];
-	int target, fd;
-
-	snprintf(path, sizeof(path), "/run/netns/%s", ns);
-	target = open(path, O_RDONLY | O_CLOEXEC);
-	cr_assert(self >= 0 && target >= 0);
-	cr_assert_eq(setns(target, CLONE_NEWNET), 0);
-	fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
-	cr_assert_eq(setns(self, CLONE_NEWNET), 0);
-	close(self);
-	close(target);
-	cr_assert(fd >= 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0,
-		     "bind %s:%u", ns, port);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
 static int udp_socket_in(const char *ns, uint32_t addr, uint16_t port)
 {
-	return socket_in(ns, SOCK_DGRAM, addr, port);
+	return nst_socket_in(ns, SOCK_DGRAM, addr, port);
 }
 
 /* Send from client to the server and answer back; the source port the
@@ -769,7 +743,7 @@ static int tcp_connect_through(int listener, uint16_t port, int *server_side,
 				 .sin_addr.s_addr = htonl(TR_SERVER)};
 	struct sockaddr_in peer;
 	socklen_t pl = sizeof(peer);
-	int client = socket_in("k2tr-c", SOCK_STREAM, TR_CLIENT, port);
+	int client = nst_socket_in("k2tr-c", SOCK_STREAM, TR_CLIENT, port);
 
 	cr_assert_eq(connect(client, (struct sockaddr *)&to, sizeof(to)), 0,
 		     "connect from %u", port);
@@ -802,7 +776,7 @@ Test(ctcommit, a_committed_tcp_entry_carries_a_connection_the_server_resumes,
 
 	nst_need_root("builds namespaces with nftables masquerade");
 	tr_rig();
-	listener = socket_in("k2tr-s", SOCK_STREAM, TR_SERVER, 7780);
+	listener = nst_socket_in("k2tr-s", SOCK_STREAM, TR_SERVER, 7780);
 	cr_assert_eq(listen(listener, 4), 0);
 	kept_c = tcp_connect_through(listener, 5600, &kept_s, &kept_x);
 	lost_c = tcp_connect_through(listener, 5601, &lost_s, &lost_x);

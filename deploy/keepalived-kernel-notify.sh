@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# keepalived notify hook for a pair of Linux kernel NAT gateways (nftables
+# masquerade/SNAT over conntrack): VRRP moves the addresses, this script
+# swaps the natsync-agent this host runs.
+#
+#   vrrp_instance NAT { ... notify "/usr/local/sbin/keepalived-kernel-notify.sh" }
+#
+# keepalived appends: TYPE NAME STATE PRIORITY (e.g. INSTANCE NAT MASTER 100).
+#   MASTER               -> stop the standby agent (its sessions are already
+#                           in this host's conntrack), start the active agent
+#                           ([source] type = kernel), which takes a new epoch
+#   BACKUP, FAULT, STOP  -> stop the active agent, start the standby agent
+#                           ([standby] commit = conntrack)
+# Options (before keepalived's arguments):
+#   -a INI      the active's configuration (default /etc/natsync/kernel-active.ini)
+#   -s INI      the standby's configuration (default /etc/natsync/kernel-standby.ini)
+#   -d DIR      pid files and output: DIR/kernel-{active,standby}.{pid,out,log}
+#               (default /run/natsync)
+#   -g PATH     the natsync-agent binary (default: natsync-agent on PATH)
+#   -x ARGS     more arguments for the agent it starts (e.g. --set agent.epoch=7)
+# Exit status: 0 when the agent of the new state runs, 1 when it exited at
+# once (its reason is in DIR/kernel-ROLE.log), 2 on bad arguments.
+set -euo pipefail
+
+active_ini=/etc/natsync/kernel-active.ini
+standby_ini=/etc/natsync/kernel-standby.ini
+dir=/run/natsync
+agent=natsync-agent
+extra=""
+while getopts "a:s:d:g:x:h" opt; do
+	case $opt in
+	a) active_ini=$OPTARG ;;
+	s) standby_ini=$OPTARG ;;
+	d) dir=$OPTARG ;;
+	g) agent=$OPTARG ;;
+	x) extra=$OPTARG ;;
+	h) sed -n '2,23p' "$0"; exit 0 ;;
+	*) exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+if [ $# -lt 3 ]; then
+	echo "usage: $0 [-a INI] [-s INI] [-d DIR] [-g BINARY] [-x ARGS] TYPE NAME STATE [PRIORITY]" >&2
+	exit 2
+fi
+state=$3
+
+# Stop the agent of role, if it runs: SIGTERM lets an active drain its lane
+# and write its REPORT; after 15 s it is killed.
+stop_role() {
+	local pidf="$dir/kernel-$1.pid" pid i
+	[ -f "$pidf" ] || return 0
+	pid=$(cat "$pidf")
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid"
+		for i in $(seq 150); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	rm -f "$pidf"
+}
+
+# Start the agent of role with ini in the background (its own session, so
+# that keepalived's signals to this script do not reach it); fails when it
+# exits within its first second (a configuration, BPF or namespace error
+# exits with status 2 at start).
+start_role() {
+	local pidf="$dir/kernel-$1.pid" pid i
+	if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
+		echo "keepalived-kernel-notify: the $1 agent runs already" >&2
+		return 0
+	fi
+	# shellcheck disable=SC2086 # extra holds several arguments
+	setsid "$agent" -c "$2" $extra </dev/null \
+		>>"$dir/kernel-$1.out" 2>>"$dir/kernel-$1.log" &
+	pid=$!
+	echo "$pid" >"$pidf"
+	for i in $(seq 10); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "keepalived-kernel-notify: the $1 agent exited; see $dir/kernel-$1.log" >&2
+			rm -f "$pidf"
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+mkdir -p "$dir"
+case $state in
+MASTER) stop=standby start=active ini=$active_ini ;;
+BACKUP | FAULT | STOP) stop=active start=standby ini=$standby_ini ;;
+*)
+	echo "keepalived-kernel-notify: unknown state '$state'" >&2
+	exit 2
+	;;
+esac
+echo "keepalived-kernel-notify: $2 is $state: stop the $stop agent, start the $start agent" >&2
+logger -t natsync "keepalived $2 $state: $start agent" 2>/dev/null || true
+stop_role "$stop"
+start_role "$start" "$ini"

@@ -1,0 +1,16 @@
+/*
+ * nst_netns.h - test support: sockets inside the network namespaces a test
+ * builds (/run/netns/NAME), made from the test's own thread, so that one
+ * thread can play client and server on both sides of a gateway.
+ */
+#ifndef NST_NETNS_H
+#define NST_NETNS_H
+
+#include <stdint.h>
+
+/* A socket of type (SOCK_STREAM, SOCK_DGRAM) bound to addr:port (host
+ * order) inside namespace ns, reads timing out after 3 s; asserts it. The
+ * calling thread returns to its own namespace. */
+int nst_socket_in(const char *ns, int type, uint32_t addr, uint16_t port);
+
+#endif

@@ -1,0 +1,562 @@
+/*
+ * test_kfailover.c - failover of a pair of Linux kernel NAT gateways, through
+ * the real programs: natsync-agent with the kernel source on the active
+ * gateway, natsync-agent with [standby] commit = conntrack on the other, a
+ * 3-master Redis Cluster between them, and the move keepalived makes
+ * (addresses, neighbours) with deploy/keepalived-kernel-notify.sh swapping
+ * the agents. Connections made through gateway 1 must continue through
+ * gateway 2 with the same translated source, byte for byte; a flow made
+ * while natsync was stopped must break, so the test can fail.
+ *
+ *                       +-- k3g1i  k3gw1  k3g1o --+
+ *   k3c 10.73.0.2 k3cbr-+    10.73.0.1 .. 203.0.113.1 +-k3sbr 203.0.113.2 k3s
+ *                       +-- k3g2i  k3gw2  k3g2o --+
+ *
+ * Both gateways masquerade what leaves towards the server; the addresses
+ * 10.73.0.1 and 203.0.113.1 are on gateway 1 until the failover moves them
+ * to gateway 2. Each gateway translates new flows into its own port range
+ * (k3gw1 10000-19999, k3gw2 20000-29999), so that a flow new on the taker
+ * never takes a port its peer's sessions hold, and a flow the taker picks
+ * up without a replicated entry visibly leaves with another port. Client
+ * and server are sockets this thread makes inside their namespaces.
+ * Root is needed.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ns_record.h"
+#include "ns_slot.h"
+#include "nsdp_time.h"
+#include "nst_netns.h"
+#include "nst_skip.h"
+#include "nst_store.h"
+
+#define STORE_PORT 7995
+#define STORE_MASTERS 3
+#define SEEDS "127.0.0.1:7995,127.0.0.1:7996,127.0.0.1:7997"
+
+#define CLIENT 0x0a490002u /* 10.73.0.2 */
+#define SERVER 0xcb007102u /* 203.0.113.2 */
+#define POOL 0xcb007101u /* 203.0.113.1, the outside address that moves */
+#define TCP_PORT 8000
+#define UDP_PORT 8001
+/* Client ports of the flows. */
+#define PORT_A 5001 /* TCP, the client speaks first after the failover */
+#define PORT_B 5002 /* TCP, the server speaks first after the failover */
+#define PORT_U 5003 /* UDP */
+#define PORT_D 5004 /* TCP made while natsync was stopped: must break */
+#define PORT_E 5005 /* UDP made while natsync was stopped: must break */
+#define PORT_F 5006 /* UDP new on gateway 2 after the failover */
+#define GW1_PORTS_LO 10000
+#define GW2_PORTS_LO 20000
+#define GW_PORTS_SPAN 10000
+#define XFER_BYTES 16384
+
+static char run_dir[512];
+
+static void net_teardown(void)
+{
+	nst_sh("for n in k3c k3gw1 k3gw2 k3s; do ip netns del $n "
+	       "2>/dev/null; done; true");
+}
+
+static void net_setup(void)
+{
+	int rc;
+
+	net_teardown();
+	rc = nst_sh("set -e\n"
+		    "for n in k3c k3gw1 k3gw2 k3s; do ip netns add $n; "
+		    "ip -n $n link set lo up; done\n"
+		    "ip -n k3c link add k3cbr type bridge\n"
+		    "ip -n k3s link add k3sbr type bridge\n"
+		    "for g in 1 2; do\n"
+		    " ip link add k3c$g netns k3c type veth peer name k3g${g}i "
+		    "netns k3gw$g\n"
+		    " ip link add k3s$g netns k3s type veth peer name k3g${g}o "
+		    "netns k3gw$g\n"
+		    " ip -n k3c link set k3c$g master k3cbr up\n"
+		    " ip -n k3s link set k3s$g master k3sbr up\n"
+		    " ip -n k3gw$g link set k3g${g}i up\n"
+		    " ip -n k3gw$g link set k3g${g}o up\n"
+		    " ip netns exec k3gw$g sysctl -qw net.ipv4.ip_forward=1\n"
+		    " ip netns exec k3gw$g nft -f - <<EOF\n"
+		    "table ip k3nat {\n"
+		    " chain post { type nat hook postrouting priority 100; "
+		    "oifname \"k3g${g}o\" meta l4proto { tcp, udp } "
+		"masquerade to :${g}0000-${g}9999; "
+		"oifname \"k3g${g}o\" masquerade; }\n"
+		    "}\n"
+		    "EOF\n"
+		    /* Unanswered UDP entries would expire (30 s) meanwhile. */
+		    " ip netns exec k3gw$g sysctl -qw "
+		    "net.netfilter.nf_conntrack_udp_timeout=600\n"
+		    "done\n"
+		    "ip -n k3c link set k3cbr up\n"
+		    "ip -n k3s link set k3sbr up\n"
+		    "ip -n k3c addr add 10.73.0.2/24 dev k3cbr\n"
+		    "ip -n k3c route add default via 10.73.0.1\n"
+		    "ip -n k3s addr add 203.0.113.2/24 dev k3sbr\n"
+		    "ip -n k3gw1 addr add 10.73.0.1/24 dev k3g1i\n"
+		    "ip -n k3gw1 addr add 203.0.113.1/24 dev k3g1o\n");
+	cr_assert_eq(rc, 0, "cannot build the test network");
+}
+
+/* Gateway 1 fails: its links go down, and gateway 2 takes both addresses
+ * and the neighbours learn where they are now (keepalived's gratuitous
+ * ARP; here the entries are flushed). */
+static void move_addresses(void)
+{
+	cr_assert_eq(nst_sh("set -e\n"
+			    "ip -n k3gw1 link set k3g1i down\n"
+			    "ip -n k3gw1 link set k3g1o down\n"
+			    "ip -n k3gw2 addr add 10.73.0.1/24 dev k3g2i\n"
+			    "ip -n k3gw2 addr add 203.0.113.1/24 dev k3g2o\n"
+			    "ip -n k3c neigh flush dev k3cbr\n"
+			    "ip -n k3s neigh flush dev k3sbr\n"),
+		     0, "cannot move the addresses");
+}
+
+/* ---- the agents, through the notify script ------------------------- */
+
+static const char *gw_path(int gw, const char *file)
+{
+	static char buf[4][640];
+	static unsigned int next;
+	char *p = buf[next++ % 4];
+
+	snprintf(p, sizeof(buf[0]), "%s/gw%d/%s", run_dir, gw, file);
+	return p;
+}
+
+static void write_configs(int gw)
+{
+	char text[1024];
+
+	cr_assert_eq(nst_sh("mkdir -p %s/gw%d", run_dir, gw), 0);
+	snprintf(text, sizeof(text),
+		 "[agent]\nrole = active\ngateway_id = %d\nprogress_ms = 200\n"
+		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
+		 "--no-telemetry -l 0\n"
+		 "[store]\nseeds = " SEEDS "\n"
+		 "[rings]\nlanes = 1\n"
+		 "[source]\ntype = kernel\nnetns = k3gw%d\n",
+		 gw, gw);
+	nst_write_file(gw_path(gw, "active.ini"), text);
+	snprintf(text, sizeof(text),
+		 "[agent]\nrole = standby\ngateway_id = %d\nprogress_ms = 0\n"
+		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
+		 "--no-telemetry -l 0\n"
+		 "[store]\nseeds = " SEEDS "\n"
+		 "[standby]\ntable_capacity = 65536\ncommit = conntrack\n"
+		 "commit_netns = k3gw%d\n",
+		 gw, gw);
+	nst_write_file(gw_path(gw, "standby.ini"), text);
+}
+
+/* What keepalived runs on gateway gw when it enters state; extra goes to
+ * the agent it starts. Its exit status. */
+static int notify(int gw, const char *state, const char *extra)
+{
+	return nst_sh("%s -a %s -s %s -d %s/gw%d -g %s -x '%s' INSTANCE NAT "
+		      "%s >>%s 2>&1",
+		      nst_src("deploy/keepalived-kernel-notify.sh"),
+		      gw_path(gw, "active.ini"), gw_path(gw, "standby.ini"),
+		      run_dir, gw, nst_build("tools/natsync-agent"), extra,
+		      state, nst_run_path("notify.out"));
+}
+
+/* The pid the notify script wrote for role on gateway gw, 0 if none. */
+static int role_pid(int gw, const char *role)
+{
+	char file[64], line[32] = "";
+	FILE *f;
+
+	snprintf(file, sizeof(file), "kernel-%s.pid", role);
+	f = fopen(gw_path(gw, file), "r");
+	if (!f)
+		return 0;
+	if (!fgets(line, sizeof(line), f))
+		line[0] = 0;
+	fclose(f);
+	return atoi(line);
+}
+
+/* Wait (secs at most) until a line of gateway gw's file matches pattern;
+ * asserts it did. */
+static void wait_log(int gw, const char *file, const char *pattern, int secs)
+{
+	cr_assert_eq(nst_sh("for i in $(seq %d); do grep -q '%s' %s && exit 0; "
+			    "sleep 0.1; done; exit 1",
+			    secs * 10, pattern, gw_path(gw, file)),
+		     0, "no '%s' in %s", pattern, gw_path(gw, file));
+}
+
+static void stop_pid(int pid)
+{
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 150 && kill(pid, 0) == 0; i++)
+		nsdp_sleep_ms(100);
+	kill(pid, SIGKILL);
+}
+
+/* The number after " name=" in the REPORT line of gateway gw's active. */
+static unsigned long report_field(int gw, const char *name)
+{
+	char line[2048], key[64];
+	unsigned long v = ~0UL;
+	FILE *f = fopen(gw_path(gw, "kernel-active.out"), "r");
+	char *at;
+
+	cr_assert_not_null(f);
+	snprintf(key, sizeof(key), " %s=", name);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "REPORT", 6) && (at = strstr(line, key)))
+			v = strtoul(at + strlen(key), NULL, 10);
+	fclose(f);
+	cr_assert_neq(v, ~0UL, "no %s in gateway %d's REPORT", name, gw);
+	return v;
+}
+
+/* Stop gateway gw's active and wait for its REPORT. */
+static void stop_active(int gw)
+{
+	int pid = role_pid(gw, "active");
+
+	cr_assert_gt(pid, 0);
+	stop_pid(pid);
+	wait_log(gw, "kernel-active.out", "^REPORT", 10);
+	nst_sh("cat %s >&2", gw_path(gw, "kernel-active.out"));
+	cr_assert_eq(report_field(gw, "lane_drops"), 0);
+	cr_assert_eq(report_field(gw, "ringbuf_drops"), 0);
+}
+
+static void stop_all(void)
+{
+	if (run_dir[0])
+		nst_sh("for f in %s/gw*/kernel-*.pid; do [ -f \"$f\" ] && "
+		       "kill -9 $(cat \"$f\") 2>/dev/null; done; true",
+		       run_dir);
+	nst_store_stop(STORE_PORT);
+	net_teardown();
+}
+
+/* ---- the store and the gateways' tables ----------------------------- */
+
+/* The record the store holds for the flow from the client's port to the
+ * server's dport: 1 and *out, or 0 when there is none. Each master is
+ * asked; those that do not own the key's slot answer MOVED. */
+static int store_get(uint8_t proto, uint16_t sport, uint16_t dport,
+		     struct ns_session *out)
+{
+	struct ns_tuple t = {.saddr = CLIENT,
+			     .daddr = SERVER,
+			     .sport = sport,
+			     .dport = dport};
+	uint8_t key[NS_KEY_LEN];
+	int found = 0;
+
+	ns_key_build(proto, &t, key);
+	for (int i = 0; i < STORE_MASTERS && !found; i++) {
+		redisContext *c = redisConnect("127.0.0.1", STORE_PORT + i);
+		redisReply *r;
+
+		cr_assert(c && !c->err, "cannot reach the store on %d",
+			  STORE_PORT + i);
+		r = redisCommand(c, "GET %b", key, (size_t)NS_KEY_LEN);
+		if (r && r->type == REDIS_REPLY_STRING) {
+			cr_assert_eq(ns_record_decode((const uint8_t *)r->str,
+						      r->len, out),
+				     (int)r->len,
+				     "a record that does not decode");
+			found = 1;
+		}
+		freeReplyObject(r);
+		redisFree(c);
+	}
+	return found;
+}
+
+/* Wait (10 s at most) until the store holds the flow's record written by
+ * gateway gw with an epoch of at least min_epoch; returns it. */
+static struct ns_session store_wait(uint8_t proto, uint16_t sport,
+				    uint16_t dport, uint32_t gw,
+				    uint32_t min_epoch)
+{
+	struct ns_session s = {0};
+
+	for (int i = 0; i < 100; i++) {
+		if (store_get(proto, sport, dport, &s) && s.gateway_id == gw &&
+		    s.epoch >= min_epoch)
+			return s;
+		nsdp_sleep_ms(100);
+	}
+	cr_assert_fail("no record of %u from port %u by gateway %u with epoch "
+		       ">= %u in the store (last: gateway %u epoch %u)",
+		       proto, sport, gw, min_epoch, s.gateway_id, s.epoch);
+	return s;
+}
+
+/* Entries `conntrack -L` shows in namespace ns. */
+static unsigned long conntrack_count(const char *ns)
+{
+	char cmd[256], line[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd),
+		 "ip netns exec %s conntrack -L 2>/dev/null | wc -l", ns);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	if (!fgets(line, sizeof(line), p))
+		line[0] = 0;
+	pclose(p);
+	return strtoul(line, NULL, 10);
+}
+
+/* ---- traffic --------------------------------------------------------- */
+
+/* A TCP connection from the client's port to the server; *server_side is
+ * the accepted end, *xport the translated port the server saw. Returns the
+ * client's end. */
+static int tcp_connect(int listener, uint16_t port, int *server_side,
+		       uint16_t *xport)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(TCP_PORT),
+				 .sin_addr.s_addr = htonl(SERVER)};
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof(peer);
+	int client = nst_socket_in("k3c", SOCK_STREAM, CLIENT, port);
+
+	cr_assert_eq(connect(client, (struct sockaddr *)&to, sizeof(to)), 0,
+		     "connect from %u", port);
+	*server_side = accept(listener, (struct sockaddr *)&peer, &pl);
+	cr_assert(*server_side >= 0);
+	cr_assert_eq(ntohl(peer.sin_addr.s_addr), POOL,
+		     "translated to the pool address");
+	*xport = ntohs(peer.sin_port);
+	return client;
+}
+
+/* Send n bytes of a pattern from one end, receive them at the other;
+ * 1 when every byte arrived as sent, 0 when not (a read timed out or the
+ * connection broke). */
+static int tcp_xfer(int from, int to, size_t n, unsigned int seed)
+{
+	static unsigned char out[XFER_BYTES], in[XFER_BYTES];
+	size_t got = 0;
+
+	cr_assert_leq(n, sizeof(out));
+	for (size_t i = 0; i < n; i++)
+		out[i] = (unsigned char)(seed * 131 + i * 7 + (i >> 8));
+	if (send(from, out, n, MSG_NOSIGNAL) != (ssize_t)n)
+		return 0;
+	while (got < n) {
+		ssize_t r = recv(to, in + got, n - got, 0);
+
+		if (r <= 0)
+			return 0;
+		got += (size_t)r;
+	}
+	return memcmp(in, out, n) == 0;
+}
+
+/* A datagram from the client's socket to the server's: the translated port
+ * the server saw it from (0: nothing came). */
+static uint16_t udp_to_server(int client, int server, const char *text)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(UDP_PORT),
+				 .sin_addr.s_addr = htonl(SERVER)};
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from);
+	size_t n = strlen(text);
+	char buf[64];
+
+	cr_assert_eq(
+		sendto(client, text, n, 0, (struct sockaddr *)&to, sizeof(to)),
+		(ssize_t)n);
+	if (recvfrom(server, buf, sizeof(buf), 0, (struct sockaddr *)&from,
+		     &fl) != (ssize_t)n)
+		return 0;
+	cr_assert_eq(memcmp(buf, text, n), 0);
+	cr_assert_eq(ntohl(from.sin_addr.s_addr), POOL);
+	return ntohs(from.sin_port);
+}
+
+/* A datagram from the server to the pool address and port xport: 1 when
+ * the client's socket received it, byte for byte. */
+static int udp_to_client(int server, int client, uint16_t xport,
+			 const char *text)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(xport),
+				 .sin_addr.s_addr = htonl(POOL)};
+	size_t n = strlen(text);
+	char buf[64];
+
+	cr_assert_eq(
+		sendto(server, text, n, 0, (struct sockaddr *)&to, sizeof(to)),
+		(ssize_t)n);
+	return recv(client, buf, sizeof(buf), 0) == (ssize_t)n &&
+	       memcmp(buf, text, n) == 0;
+}
+
+static int in_range(uint16_t port, uint16_t lo)
+{
+	return port >= lo && port < lo + GW_PORTS_SPAN;
+}
+
+TestSuite(failover, .fini = stop_all, .timeout = 300);
+
+Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
+{
+	int listener, udp_server, a_c, a_s, b_c, b_s, d_c, d_s, u_c, e_c, f_c;
+	uint16_t a_x, b_x, d_x, u_x, e_x, e_new, f_x;
+	struct ns_session rec_u, rec;
+	uint32_t epoch1;
+	double t0, t_commit, t_move;
+
+	nst_need_root("network namespaces, nftables, BPF and conntrack need "
+		      "root");
+	snprintf(run_dir, sizeof(run_dir), "%s", nst_run_dir_make("kfailover"));
+	net_setup();
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
+	write_configs(1);
+	write_configs(2);
+
+	/* Gateway 2 is the backup: its standby commits into its conntrack.
+	 * Gateway 1 is the master: its active captures with BPF. */
+	cr_assert_eq(notify(2, "BACKUP", ""), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(2, "kernel-standby.log", "standby: synced", 30);
+	cr_assert_eq(notify(1, "MASTER", ""), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(1, "kernel-active.log", "progress: active", 10);
+
+	listener = nst_socket_in("k3s", SOCK_STREAM, SERVER, TCP_PORT);
+	cr_assert_eq(listen(listener, 8), 0);
+	udp_server = nst_socket_in("k3s", SOCK_DGRAM, SERVER, UDP_PORT);
+
+	/* Three flows through gateway 1, talking both ways. */
+	t0 = nsdp_now_s();
+	a_c = tcp_connect(listener, PORT_A, &a_s, &a_x);
+	b_c = tcp_connect(listener, PORT_B, &b_s, &b_x);
+	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 1));
+	cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, 2));
+	cr_assert(tcp_xfer(b_s, b_c, XFER_BYTES, 3));
+	cr_assert(tcp_xfer(b_c, b_s, XFER_BYTES, 4));
+	u_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_U);
+	u_x = udp_to_server(u_c, udp_server, "u-before");
+	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-before-reply"));
+	cr_assert(in_range(a_x, GW1_PORTS_LO) && in_range(b_x, GW1_PORTS_LO) &&
+			  in_range(u_x, GW1_PORTS_LO),
+		  "gateway 1 translates into its range: %u %u %u", a_x, b_x,
+		  u_x);
+
+	/* Replicated: in the store, and committed into gateway 2's
+	 * conntrack. */
+	rec_u = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, 1, 1);
+	epoch1 = rec_u.epoch;
+	cr_assert_eq(rec_u.xlat.saddr, POOL);
+	cr_assert_eq(rec_u.xlat.sport, u_x);
+	for (int i = 0; i < 100 && conntrack_count("k3gw2") < 3; i++)
+		nsdp_sleep_ms(100);
+	t_commit = nsdp_now_s() - t0;
+	cr_assert_eq(conntrack_count("k3gw2"), 3,
+		     "gateway 2's conntrack holds the three flows");
+
+	/* natsync stops on gateway 1; then the control flows are made. */
+	stop_active(1);
+	cr_assert_geq(report_field(1, "creates"), 3);
+	d_c = tcp_connect(listener, PORT_D, &d_s, &d_x);
+	cr_assert(tcp_xfer(d_c, d_s, 64, 5));
+	cr_assert(tcp_xfer(d_s, d_c, 64, 6));
+	e_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_E);
+	e_x = udp_to_server(e_c, udp_server, "e-before");
+	cr_assert(in_range(e_x, GW1_PORTS_LO));
+	cr_assert(udp_to_client(udp_server, e_c, e_x, "e-before-reply"));
+	nsdp_sleep_ms(500);
+	cr_assert_eq(conntrack_count("k3gw2"), 3,
+		     "nothing replicated the control flows");
+
+	/* Failover: the addresses move, gateway 2's notify swaps its
+	 * agents. */
+	t0 = nsdp_now_s();
+	move_addresses();
+	cr_assert_eq(notify(2, "MASTER", "--set agent.epoch=2"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	t_move = nsdp_now_s() - t0;
+	cr_assert_eq(role_pid(2, "standby"), 0, "the standby was stopped");
+	wait_log(2, "kernel-active.log", "progress: active", 10);
+
+	/* A: the client speaks first; B: the server does; U: both ways, from
+	 * the same translated port. */
+	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 7),
+		  "A: the client's bytes reach the server after the failover");
+	cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, 8));
+	cr_assert(tcp_xfer(b_s, b_c, XFER_BYTES, 9),
+		  "B: the server's bytes reach the client after the failover");
+	cr_assert(tcp_xfer(b_c, b_s, XFER_BYTES, 10));
+	cr_assert_eq(udp_to_server(u_c, udp_server, "u-after"), u_x,
+		     "U leaves gateway 2 with the same translated source");
+	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-after-reply"));
+
+	/* The controls: without a replicated entry, gateway 2 picks the
+	 * flows up as new ones, translated into its own range, so D's
+	 * segment reaches no socket of the server and E's answers to the
+	 * old port reach nobody. */
+	cr_assert_not(tcp_xfer(d_c, d_s, 64, 11),
+		      "D was never replicated: it must break");
+	e_new = udp_to_server(e_c, udp_server, "e-after");
+	cr_assert(in_range(e_new, GW2_PORTS_LO),
+		  "E leaves with a new port of gateway 2's range: %u", e_new);
+	cr_assert_not(udp_to_client(udp_server, e_c, e_x, "e-after-reply"),
+		      "E's answer to its old translation must not arrive");
+
+	/* The new active's records reach the store with a newer epoch: the
+	 * sessions it found in its conntrack, and a flow new on it. */
+	f_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_F);
+	f_x = udp_to_server(f_c, udp_server, "f");
+	cr_assert(in_range(f_x, GW2_PORTS_LO));
+	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT, 2, epoch1 + 1);
+	cr_assert_eq(rec.xlat.sport, f_x);
+	rec = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, 2, epoch1 + 1);
+	cr_assert_eq(rec.xlat.saddr, POOL);
+	cr_assert_eq(rec.xlat.sport, u_x);
+	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, 2, epoch1 + 1);
+	cr_assert_eq(rec.xlat.sport, a_x);
+	rec = store_wait(IPPROTO_TCP, PORT_B, TCP_PORT, 2, epoch1 + 1);
+	cr_assert_eq(rec.xlat.sport, b_x);
+	cr_assert_not(store_get(IPPROTO_TCP, PORT_D, TCP_PORT, &rec) &&
+			      rec.xlat.sport == d_x,
+		      "D was never replicated");
+
+	stop_active(2);
+	cr_assert_geq(report_field(2, "dumped"), 3);
+	fprintf(stderr,
+		"kfailover: committed on gateway 2 %.3f s after the flows "
+		"started; addresses moved and agents swapped in %.3f s; "
+		"epoch %u -> %u\n",
+		t_commit, t_move, epoch1, rec.epoch);
+	close(a_c);
+	close(a_s);
+	close(b_c);
+	close(b_s);
+	close(d_c);
+	close(d_s);
+	close(u_c);
+	close(e_c);
+	close(f_c);
+	close(udp_server);
+	close(listener);
+}
