@@ -136,4 +136,7 @@ void nsa_config_print(const struct nsa_config *c, FILE *out);
  * be NULL): docs/configuration.md below its marker line. */
 void nsa_config_reference(const struct nsa_key_table *extra, FILE *out);
 
+/* Set [agent] epoch and what follows from it (the sources' records). */
+void nsa_config_set_epoch(struct nsa_config *c, uint32_t epoch);
+
 #endif

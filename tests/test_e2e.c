@@ -22,6 +22,7 @@
  * flows with seed 7 (every event accepted: the same on every run). */
 #define E2E_SESSIONS 129809
 #define CLOCK_PORT 7440
+#define EPOCH_PORT 7450
 
 static void stop_standby(int pid)
 {
@@ -69,6 +70,7 @@ static void stop_all(void)
 	nst_store_stop(PLAIN_PORT);
 	nst_store_stop(LATE_PORT);
 	nst_store_stop(CLOCK_PORT);
+	nst_store_stop(EPOCH_PORT);
 }
 
 TestSuite(e2e, .fini = stop_all, .timeout = 240);
@@ -97,6 +99,52 @@ Test(e2e, clock_stepped_back_on_the_active_leaves_standby_equal_to_store)
 	/* 20 000 flows, 200 000 events, seed 7: the final table. */
 	run_end_to_end(CLOCK_PORT, 3, "e2e-clock", &plan,
 		       "--set source.clock_step_back_ms=10000", 13297);
+}
+
+/* [agent] epoch = 0: the active takes a new epoch from the store at start
+ * (above the 41 another active took) and replicates with it; an active
+ * that keeps a fixed older epoch afterwards is fenced: it writes nothing. */
+Test(e2e, an_active_with_epoch_0_takes_one_above_the_stores_and_fences)
+{
+	static const struct nst_source_plan plan = {2000, 5000, 0, 0};
+	char seeds[64];
+	int pid, rc;
+
+	nst_run_dir_make("e2e-epoch");
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", EPOCH_PORT);
+	cr_assert_eq(nst_store_start(EPOCH_PORT, 0, 0), 0);
+	cr_assert_eq(nst_sh("redis-cli -p %d SET natsync:epoch 41 >/dev/null",
+			    EPOCH_PORT),
+		     0);
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	rc = nst_sh("%s -c %s --set agent.epoch=0 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	cr_assert(nst_run_file_has("active.log", "epoch 42 from the store"));
+	cr_assert(nst_run_file_has("active.out", " fenced=0 "));
+	cr_assert_eq(nst_sh("test \"$(redis-cli -p %d GET natsync:epoch)\" = "
+			    "42",
+			    EPOCH_PORT),
+		     0);
+	nst_verify_exact(seeds, pid, 100);
+
+	/* The same active with its fixed epoch 1: every record fenced. */
+	rc = nst_sh("%s -c %s --set source.dump= >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("fenced.out"),
+		    nst_run_path("fenced.log"));
+	nst_sh("cat %s >&2", nst_run_path("fenced.out"));
+	cr_assert(nst_run_file_has("fenced.out",
+				   "records=5000 acked=0 .* fenced=5000 "));
+	cr_assert(nst_run_file_has("fenced.log",
+				   "fenced: the store.s epoch is 42, above "
+				   "this active.s 1"));
+	(void)rc;
+	stop_standby(pid);
 }
 
 Test(e2e, late_standby_converges_while_the_active_keeps_writing)

@@ -41,6 +41,7 @@
 #include "nsa_active.h"
 #include "nsa_cli.h"
 #include "nsa_config.h"
+#include "nsa_fence.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
@@ -430,6 +431,45 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	return 0;
 }
 
+/* [agent] epoch = 0 on an active: a new epoch from the store, above every
+ * earlier one, and the fence (nsa_fence.h), as a gateway's promotion; the
+ * store is retried with backoff until it answers or the agent is stopped.
+ * 0, or 1 when stopped first. */
+static int take_epoch(struct nsa_config *c)
+{
+	unsigned int delay = 100, killed = 0;
+	char err[512], last[512] = "";
+	int64_t e;
+
+	while ((e = nsa_store_incr(&c->store, NSA_EPOCH_KEY, 0, err,
+				   sizeof(err))) < 0 ||
+	       e > UINT32_MAX) {
+		if (e > UINT32_MAX) {
+			NSA_ERR("epoch: the store's counter passed 2^32");
+			return 1;
+		}
+		if (strcmp(err, last) != 0)
+			NSA_WARN("epoch: no epoch from the store yet (%s); "
+				 "retrying with backoff",
+				 err);
+		snprintf(last, sizeof(last), "%s", err);
+		if (nsa_cli_stopping())
+			return 1;
+		nsdp_sleep_ms(delay);
+		delay = delay * 2 > 2000 ? 2000 : delay * 2;
+	}
+	nsa_config_set_epoch(c, (uint32_t)e);
+	if (nsa_fence_raise(&c->store, &killed, err, sizeof(err)) != 0)
+		NSA_ERR("epoch %u: fence not raised everywhere (%s): an older "
+			"active may still write there",
+			c->epoch, err);
+	else
+		NSA_INFO("epoch %u from the store; %u older writer "
+			 "connection(s) closed",
+			 c->epoch, killed);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* With the [gateway] keys: one file may serve a gateway and its
@@ -454,7 +494,9 @@ int main(int argc, char **argv)
 		return rc == -ENOENT ? 1 : 2; /* no gateway yet: retry later */
 
 	if (conf.agent.role == NSA_ROLE_ACTIVE)
-		rc = run_active(&conf.agent, cli.duration);
+		rc = conf.agent.epoch == 0 && take_epoch(&conf.agent)
+			     ? 1
+			     : run_active(&conf.agent, cli.duration);
 	else
 		rc = run_standby(&conf.agent, cli.duration);
 	if (!gateway_gone)
