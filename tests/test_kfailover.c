@@ -93,8 +93,8 @@ static void net_setup(void)
 		    "table ip k3nat {\n"
 		    " chain post { type nat hook postrouting priority 100; "
 		    "oifname \"k3g${g}o\" meta l4proto { tcp, udp } "
-		"masquerade to :${g}0000-${g}9999; "
-		"oifname \"k3g${g}o\" masquerade; }\n"
+		    "masquerade to :${g}0000-${g}9999; "
+		    "oifname \"k3g${g}o\" masquerade; }\n"
 		    "}\n"
 		    "EOF\n"
 		    /* Unanswered UDP entries would expire (30 s) meanwhile. */
@@ -144,7 +144,8 @@ static void write_configs(int gw)
 
 	cr_assert_eq(nst_sh("mkdir -p %s/gw%d", run_dir, gw), 0);
 	snprintf(text, sizeof(text),
-		 "[agent]\nrole = active\ngateway_id = %d\nprogress_ms = 200\n"
+		 "[agent]\nrole = active\ngateway_id = %d\nepoch = 0\n"
+		 "progress_ms = 200\n"
 		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
 		 "--no-telemetry -l 0\n"
 		 "[store]\nseeds = " SEEDS "\n"
@@ -467,6 +468,9 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	 * conntrack. */
 	rec_u = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, 1, 1);
 	epoch1 = rec_u.epoch;
+	/* [agent] epoch = 0: the first epoch the fresh store issued. */
+	cr_assert_eq(epoch1, 1);
+	wait_log(1, "kernel-active.log", "epoch 1 from the store", 1);
 	cr_assert_eq(rec_u.xlat.saddr, POOL);
 	cr_assert_eq(rec_u.xlat.sport, u_x);
 	for (int i = 0; i < 100 && conntrack_count("k3gw2") < 3; i++)
@@ -493,7 +497,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	 * agents. */
 	t0 = nsdp_now_s();
 	move_addresses();
-	cr_assert_eq(notify(2, "MASTER", "--set agent.epoch=2"), 0, "see %s",
+	cr_assert_eq(notify(2, "MASTER", ""), 0, "see %s",
 		     nst_run_path("notify.out"));
 	t_move = nsdp_now_s() - t0;
 	cr_assert_eq(role_pid(2, "standby"), 0, "the standby was stopped");
@@ -537,6 +541,8 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	cr_assert_eq(rec.xlat.sport, a_x);
 	rec = store_wait(IPPROTO_TCP, PORT_B, TCP_PORT, 2, epoch1 + 1);
 	cr_assert_eq(rec.xlat.sport, b_x);
+	cr_assert_eq(rec.epoch, epoch1 + 1, "the next epoch the store issued");
+	wait_log(2, "kernel-active.log", "epoch 2 from the store", 1);
 	cr_assert_not(store_get(IPPROTO_TCP, PORT_D, TCP_PORT, &rec) &&
 			      rec.xlat.sport == d_x,
 		      "D was never replicated");
