@@ -144,23 +144,23 @@ static void write_configs(int gw)
 
 	cr_assert_eq(nst_sh("mkdir -p %s/gw%d", run_dir, gw), 0);
 	snprintf(text, sizeof(text),
-		 "[agent]\nrole = active\ngateway_id = %d\nepoch = 0\n"
+		 "[agent]\nrole = active\ngateway_id = 1\nepoch = 0\n"
 		 "progress_ms = 200\n"
 		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
 		 "--no-telemetry -l 0\n"
 		 "[store]\nseeds = " SEEDS "\n"
 		 "[rings]\nlanes = 1\n"
 		 "[source]\ntype = kernel\nnetns = k3gw%d\n",
-		 gw, gw);
+		 gw);
 	nst_write_file(gw_path(gw, "active.ini"), text);
 	snprintf(text, sizeof(text),
-		 "[agent]\nrole = standby\ngateway_id = %d\nprogress_ms = 0\n"
+		 "[agent]\nrole = standby\ngateway_id = 1\nprogress_ms = 0\n"
 		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
 		 "--no-telemetry -l 0\n"
 		 "[store]\nseeds = " SEEDS "\n"
 		 "[standby]\ntable_capacity = 65536\ncommit = conntrack\n"
 		 "commit_netns = k3gw%d\n",
-		 gw, gw);
+		 gw);
 	nst_write_file(gw_path(gw, "standby.ini"), text);
 }
 
@@ -287,23 +287,23 @@ static int store_get(uint8_t proto, uint16_t sport, uint16_t dport,
 	return found;
 }
 
-/* Wait (10 s at most) until the store holds the flow's record written by
- * gateway gw with an epoch of at least min_epoch; returns it. */
+/* Wait (10 s at most) until the store holds the flow's record with an
+ * epoch of at least min_epoch (both gateways write as the pair's gateway
+ * id 1; the epoch tells which active wrote it); returns it. */
 static struct ns_session store_wait(uint8_t proto, uint16_t sport,
-				    uint16_t dport, uint32_t gw,
-				    uint32_t min_epoch)
+				    uint16_t dport, uint32_t min_epoch)
 {
 	struct ns_session s = {0};
 
 	for (int i = 0; i < 100; i++) {
-		if (store_get(proto, sport, dport, &s) && s.gateway_id == gw &&
+		if (store_get(proto, sport, dport, &s) && s.gateway_id == 1 &&
 		    s.epoch >= min_epoch)
 			return s;
 		nsdp_sleep_ms(100);
 	}
-	cr_assert_fail("no record of %u from port %u by gateway %u with epoch "
-		       ">= %u in the store (last: gateway %u epoch %u)",
-		       proto, sport, gw, min_epoch, s.gateway_id, s.epoch);
+	cr_assert_fail("no record of %u from port %u with epoch >= %u in the "
+		       "store (last: gateway %u epoch %u)",
+		       proto, sport, min_epoch, s.gateway_id, s.epoch);
 	return s;
 }
 
@@ -466,7 +466,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 
 	/* Replicated: in the store, and committed into gateway 2's
 	 * conntrack. */
-	rec_u = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, 1, 1);
+	rec_u = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, 1);
 	epoch1 = rec_u.epoch;
 	/* [agent] epoch = 0: the first epoch the fresh store issued. */
 	cr_assert_eq(epoch1, 1);
@@ -532,14 +532,14 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	f_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_F);
 	f_x = udp_to_server(f_c, udp_server, "f");
 	cr_assert(in_range(f_x, GW2_PORTS_LO));
-	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT, 2, epoch1 + 1);
+	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT, epoch1 + 1);
 	cr_assert_eq(rec.xlat.sport, f_x);
-	rec = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, 2, epoch1 + 1);
+	rec = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, epoch1 + 1);
 	cr_assert_eq(rec.xlat.saddr, POOL);
 	cr_assert_eq(rec.xlat.sport, u_x);
-	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, 2, epoch1 + 1);
+	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, epoch1 + 1);
 	cr_assert_eq(rec.xlat.sport, a_x);
-	rec = store_wait(IPPROTO_TCP, PORT_B, TCP_PORT, 2, epoch1 + 1);
+	rec = store_wait(IPPROTO_TCP, PORT_B, TCP_PORT, epoch1 + 1);
 	cr_assert_eq(rec.xlat.sport, b_x);
 	cr_assert_eq(rec.epoch, epoch1 + 1, "the next epoch the store issued");
 	wait_log(2, "kernel-active.log", "epoch 2 from the store", 1);
