@@ -48,12 +48,12 @@ state=$3
 # Stop the agent of role, if it runs: SIGTERM lets an active drain its lane
 # and write its REPORT; after 15 s it is killed.
 stop_role() {
-	local pidf="$dir/kernel-$1.pid" pid i
+	local pidf="$dir/kernel-$1.pid" pid
 	[ -f "$pidf" ] || return 0
 	pid=$(cat "$pidf")
 	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
 		kill -TERM "$pid"
-		for i in $(seq 150); do
+		for _ in $(seq 150); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.1
 		done
@@ -67,7 +67,7 @@ stop_role() {
 # exits within its first second (a configuration, BPF or namespace error
 # exits with status 2 at start).
 start_role() {
-	local pidf="$dir/kernel-$1.pid" pid i
+	local pidf="$dir/kernel-$1.pid" pid
 	if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
 		echo "keepalived-kernel-notify: the $1 agent runs already" >&2
 		return 0
@@ -77,7 +77,7 @@ start_role() {
 		>>"$dir/kernel-$1.out" 2>>"$dir/kernel-$1.log" &
 	pid=$!
 	echo "$pid" >"$pidf"
-	for i in $(seq 10); do
+	for _ in $(seq 10); do
 		if ! kill -0 "$pid" 2>/dev/null; then
 			echo "keepalived-kernel-notify: the $1 agent exited; see $dir/kernel-$1.log" >&2
 			rm -f "$pidf"
