@@ -1334,3 +1334,35 @@ Test(config, every_key_has_help)
 				  k->section, k->key);
 		}
 }
+
+/* The kernel gateway pair's examples (deploy/kernel-*.example.ini), as
+ * keepalived-kernel-notify.sh starts them: both roles load and pass the
+ * checks, the active takes its epoch from the store and captures from
+ * the kernel into one lane, the standby commits into conntrack, and both
+ * are the same gateway pair. */
+static void nst_load_example(struct nsa_config *c, const char *rel)
+{
+	char err[1024] = "";
+
+	nsa_config_defaults(c);
+	cr_assert_eq(nsa_config_load(c, nst_src(rel), err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(nsa_config_finish(c, err, sizeof(err)), 0, "%s", err);
+}
+
+Test(config, kernel_pair_example_files_load_and_pass_the_checks)
+{
+	static struct nsa_config a, s;
+
+	nst_load_example(&a, "deploy/kernel-active.example.ini");
+	nst_load_example(&s, "deploy/kernel-standby.example.ini");
+	cr_assert_eq(a.role, NSA_ROLE_ACTIVE);
+	cr_assert_eq(a.source_type, NSA_SOURCE_KERNEL);
+	cr_assert_eq(a.epoch, 0, "a new epoch from the store at every start");
+	cr_assert_eq(a.lanes, 1);
+	cr_assert_eq(a.ksrc_conf.ignore_mark, 0,
+		     "committed entries are captured again after a takeover");
+	cr_assert_eq(s.role, NSA_ROLE_STANDBY);
+	cr_assert_eq(s.commit, NSA_COMMIT_CONNTRACK);
+	cr_assert_eq(a.gateway_id, s.gateway_id);
+}
