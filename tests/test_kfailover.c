@@ -310,6 +310,20 @@ static unsigned long conntrack_count(const char *ns)
 	return strtoul(line, NULL, 10);
 }
 
+/* Wait (10 s at most) until namespace ns holds the entry of the flow from
+ * the client's port to dport, translated to port xport; asserts it. */
+static void wait_committed(const char *ns, uint16_t port, uint16_t dport,
+			   uint16_t xport)
+{
+	cr_assert_eq(nst_sh("for i in $(seq 100); do ip netns exec %s "
+			    "conntrack -L 2>/dev/null | grep -q 'sport=%u "
+			    "dport=%u .* dport=%u ' && exit 0; sleep 0.1; "
+			    "done; exit 1",
+			    ns, port, dport, xport),
+		     0, "%s holds no entry from port %u translated to %u", ns,
+		     port, xport);
+}
+
 /* ---- traffic --------------------------------------------------------- */
 
 /* A TCP connection from the client's port to the server; *server_side is
@@ -550,13 +564,59 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 
 	stop_active(2);
 	cr_assert_geq(report_field(2, "dumped"), 3);
+
+	/* Fail-back: gateway 1 returns as the backup, without the addresses;
+	 * its standby loads what gateway 2 replicated into its conntrack.
+	 * Then gateway 2 fails (natsync first, as on gateway 1) and A, B, U
+	 * and F go on through gateway 1, whose new active takes epoch 3. */
+	cr_assert_eq(nst_sh("set -e\n"
+			    "ip -n k3gw1 addr flush dev k3g1i\n"
+			    "ip -n k3gw1 addr flush dev k3g1o\n"
+			    "ip -n k3gw1 link set k3g1i up\n"
+			    "ip -n k3gw1 link set k3g1o up\n"),
+		     0);
+	cr_assert_eq(notify(1, "BACKUP"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(1, "kernel-standby.log", "standby: synced", 30);
+	wait_committed("k3gw1", PORT_A, TCP_PORT, a_x);
+	wait_committed("k3gw1", PORT_B, TCP_PORT, b_x);
+	wait_committed("k3gw1", PORT_U, UDP_PORT, u_x);
+	wait_committed("k3gw1", PORT_F, UDP_PORT, f_x);
+	cr_assert_eq(nst_sh("set -e\n"
+			    "ip -n k3gw2 link set k3g2i down\n"
+			    "ip -n k3gw2 link set k3g2o down\n"
+			    "ip -n k3gw1 addr add 10.73.0.1/24 dev k3g1i\n"
+			    "ip -n k3gw1 addr add 203.0.113.1/24 dev k3g1o\n"
+			    "ip -n k3c neigh flush dev k3cbr\n"
+			    "ip -n k3s neigh flush dev k3sbr\n"),
+		     0, "cannot move the addresses back");
+	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 16),
+		  "A goes on through gateway 1 again");
+	cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, 17));
+	cr_assert(tcp_xfer(b_s, b_c, XFER_BYTES, 18),
+		  "B goes on through gateway 1 again");
+	cr_assert(tcp_xfer(b_c, b_s, XFER_BYTES, 19));
+	cr_assert_eq(udp_to_server(u_c, udp_server, "u-back"), u_x);
+	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-back-reply"));
+	cr_assert_eq(
+		udp_to_server(f_c, udp_server, "f-back"), f_x,
+		"F, new on gateway 2, keeps gateway 2's port on gateway 1");
+	cr_assert(udp_to_client(udp_server, f_c, f_x, "f-back-reply"));
+	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(1, "kernel-active.log", "epoch 3 from the store", 10);
+	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT, epoch1 + 2);
+	cr_assert_eq(rec.xlat.sport, f_x);
+	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, epoch1 + 2);
+	cr_assert_eq(rec.xlat.sport, a_x);
+	stop_active(1);
 	fprintf(stderr,
 		"kfailover: the three flows in gateway 2's conntrack at most "
 		"%.1f ms after the first connect; addresses moved in %.1f ms; "
 		"the three flows across gateway 2 %.1f ms after the move "
-		"began; agents swapped in %.0f ms; epoch %u -> %u\n",
+		"began; agents swapped in %.0f ms; epoch %u -> %u -> %u\n",
 		1e3 * t_commit, 1e3 * t_move, 1e3 * t_flows, 1e3 * t_swap,
-		epoch1, rec.epoch);
+		epoch1, epoch1 + 1, rec.epoch);
 	close(a_c);
 	close(a_s);
 	close(b_c);
