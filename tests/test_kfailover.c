@@ -12,7 +12,9 @@
  *   k3c 10.73.0.2 k3cbr-+    10.73.0.1 .. 203.0.113.1 +-k3sbr 203.0.113.2 k3s
  *                       +-- k3g2i  k3gw2  k3g2o --+
  *
- * Both gateways masquerade what leaves towards the server; the addresses
+ * Both gateways translate what leaves towards the server to 203.0.113.1
+ * (snat: masquerade would flush its entries, and so replicate their ends,
+ * when the link goes down or the address leaves); the addresses
  * 10.73.0.1 and 203.0.113.1 are on gateway 1 until the failover moves them
  * to gateway 2. Each gateway translates new flows into its own port range
  * (k3gw1 10000-19999, k3gw2 20000-29999), so that a flow new on the taker
@@ -93,8 +95,8 @@ static void net_setup(void)
 		    "table ip k3nat {\n"
 		    " chain post { type nat hook postrouting priority 100; "
 		    "oifname \"k3g${g}o\" meta l4proto { tcp, udp } "
-		    "masquerade to :${g}0000-${g}9999; "
-		    "oifname \"k3g${g}o\" masquerade; }\n"
+		    "snat to 203.0.113.1:${g}0000-${g}9999; "
+		    "oifname \"k3g${g}o\" snat to 203.0.113.1; }\n"
 		    "}\n"
 		    "EOF\n"
 		    /* Unanswered UDP entries would expire (30 s) meanwhile. */
@@ -562,13 +564,11 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 			      rec.xlat.sport == d_x,
 		      "D was never replicated");
 
-	stop_active(2);
-	cr_assert_geq(report_field(2, "dumped"), 3);
-
 	/* Fail-back: gateway 1 returns as the backup, without the addresses;
 	 * its standby loads what gateway 2 replicated into its conntrack.
-	 * Then gateway 2 fails (natsync first, as on gateway 1) and A, B, U
-	 * and F go on through gateway 1, whose new active takes epoch 3. */
+	 * Then gateway 2's links fail with its active still running, and A,
+	 * B, U and F go on through gateway 1, whose new active takes epoch 3
+	 * and fences gateway 2's. */
 	cr_assert_eq(nst_sh("set -e\n"
 			    "ip -n k3gw1 addr flush dev k3g1i\n"
 			    "ip -n k3gw1 addr flush dev k3g1o\n"
@@ -609,7 +609,15 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	cr_assert_eq(rec.xlat.sport, f_x);
 	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, epoch1 + 2);
 	cr_assert_eq(rec.xlat.sport, a_x);
+	cr_assert_eq(nst_sh("grep -q '^REPORT role=standby .* ct_errors=0 ' %s",
+			    gw_path(1, "kernel-standby.out")),
+		     0);
 	stop_active(1);
+	stop_active(2);
+	cr_assert_geq(report_field(2, "dumped"), 3);
+	cr_assert_eq(report_field(2, "deletes"), 1,
+		     "only D's reset entry ended on gateway 2; its links going "
+		     "down ended none");
 	fprintf(stderr,
 		"kfailover: the three flows in gateway 2's conntrack at most "
 		"%.1f ms after the first connect; addresses moved in %.1f ms; "
