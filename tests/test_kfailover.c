@@ -604,7 +604,8 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	cr_assert(udp_to_client(udp_server, f_c, f_x, "f-back-reply"));
 	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
 		     nst_run_path("notify.out"));
-	wait_log(1, "kernel-active.log", "epoch 3 from the store", 10);
+	wait_log(1, "kernel-active.log",
+		 "epoch 3 from the store; 3 older writer connection", 10);
 	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT, epoch1 + 2);
 	cr_assert_eq(rec.xlat.sport, f_x);
 	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, epoch1 + 2);
