@@ -85,7 +85,6 @@ table ip k4drop {
 }
 NFT
 ip netns exec k4cap-g sysctl -qw net.netfilter.nf_conntrack_udp_timeout=600
-ip netns exec k4cap-g sysctl -qw net.netfilter.nf_conntrack_max=$((flows * 2 + 65536))
 
 deploy/redis-cluster.sh start --plain --port "$port" --dir "$run/store" >/dev/null
 cat >"$run/active.ini" <<INI
