@@ -17,23 +17,31 @@
 # none expires). Ends with
 #   RESULT kcap method=ksrc|ctnetlink-default|ctnetlink-8m flows=F
 #     rate=R entries=E received=N pct=P lost=L
-# (lost: ringbuf_drops for the source, socket overruns for ctnetlink).
+# received: records from ring buffer events (`creates`) for the source,
+# NEW events for ctnetlink; lost: ring buffer events dropped
+# (`ringbuf_drops`) for the source, socket overruns (ENOBUFS, each one
+# or more events) for ctnetlink. The source's line also carries
+# redumps=R dumped=D (what its re-dump after a drop recovered) and
+# store=K (the sessions the store holds at the end: what natsync
+# replicated, events and re-dumps together).
 # Root only; run it alone on the machine (under the test lock).
 #
 #   scripts/bench-kernel-capture.sh [--flows N] [--threads T] [--rate R]
-#                                   [--port P]
-# Defaults: --flows 200000 --threads 2 --rate 0 (flat out) --port 7930.
+#                                   [--ringbuf BYTES] [--port P]
+# Defaults: --flows 200000 --threads 2 --rate 0 (flat out)
+# --ringbuf 4194304 ([source] ringbuf_size) --port 7930.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
-flows=200000 threads=2 rate=0 port=7930
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+flows=200000 threads=2 rate=0 ringbuf=4194304 port=7930
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--flows) flows=$2; shift 2 ;;
 	--threads) threads=$2; shift 2 ;;
 	--rate) rate=$2; shift 2 ;;
+	--ringbuf) ringbuf=$2; shift 2 ;;
 	--port) port=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
@@ -100,6 +108,7 @@ lanes = 1
 [source]
 type = kernel
 netns = k4cap-g
+ringbuf_size = $ringbuf
 INI
 "$build/tools/natsync-agent" -c "$run/active.ini" >"$run/active.out" \
 	2>"$run/active.log" &
@@ -130,6 +139,7 @@ gen=$(ip netns exec k4cap-c "$kflows" send --dst 198.51.100.2 \
 echo "$gen"
 sleep 3 # events and records still on their way
 entries=$(ip netns exec k4cap-g conntrack -C)
+store=$(redis-cli -p "$port" dbsize)
 kill -TERM "$ev1" "$ev2" "$active"
 wait "$ev1" "$ev2" || true
 wait "$active" || true
@@ -140,13 +150,14 @@ grep REPORT "$run/active.out"
 field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
 sent=$(echo "$gen" | field sent)
 grate=$(echo "$gen" | field rate)
-result() { # method received lost
+result() { # method received lost [more]
 	echo "RESULT kcap method=$1 flows=$sent rate=$grate entries=$entries" \
 		"received=$2 pct=$(awk -v r="$2" -v e="$entries" \
-			'BEGIN { printf "%.2f", e ? 100 * r / e : 0 }') lost=$3"
+			'BEGIN { printf "%.2f", e ? 100 * r / e : 0 }') lost=$3${4:+ $4}"
 }
 result ksrc "$(field creates <"$run/active.out")" \
-	"$(field ringbuf_drops <"$run/active.out")"
+	"$(field ringbuf_drops <"$run/active.out")" \
+	"redumps=$(field redumps <"$run/active.out") dumped=$(field dumped <"$run/active.out") store=$store"
 result ctnetlink-default "$(field events <"$run/ev1.out")" \
 	"$(field overruns <"$run/ev1.out")"
 result ctnetlink-8m "$(field events <"$run/ev2.out")" \
