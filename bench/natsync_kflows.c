@@ -225,7 +225,7 @@ static int run_events(long rcvbuf, const char *ready)
 				 .nl_groups = NF_NETLINK_CONNTRACK_NEW};
 	struct sigaction act = {.sa_handler = on_signal};
 	uint64_t events = 0, overruns = 0;
-	static char buf[1 << 16];
+	static char buf[1 << 16] __attribute__((aligned(8)));
 	int fd, val = 0;
 	socklen_t len = sizeof(val);
 
@@ -259,8 +259,7 @@ static int run_events(long rcvbuf, const char *ready)
 	}
 	while (!stopping) {
 		ssize_t n = recv(fd, buf, sizeof(buf), 0);
-		struct nlmsghdr *h = (struct nlmsghdr *)buf;
-		int left = (int)n;
+		size_t off = 0;
 
 		if (n < 0) {
 			if (errno == ENOBUFS)
@@ -269,10 +268,18 @@ static int run_events(long rcvbuf, const char *ready)
 				break;
 			continue;
 		}
-		for (; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left))
+		while (off + sizeof(struct nlmsghdr) <= (size_t)n) {
+			const struct nlmsghdr *h =
+				(const struct nlmsghdr *)(buf + off);
+
+			if (h->nlmsg_len < sizeof(*h) ||
+			    off + h->nlmsg_len > (size_t)n)
+				break;
 			if (h->nlmsg_type ==
 			    ((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW))
 				events++;
+			off += NLMSG_ALIGN(h->nlmsg_len);
+		}
 	}
 	close(fd);
 	printf("RESULT kevents rcvbuf=%d events=%" PRIu64 " overruns=%" PRIu64

@@ -52,7 +52,7 @@ build=$top/build
 run=$(mktemp -d /tmp/natsync-bench-kcap.XXXXXX)
 pids=()
 netdel() {
-	for n in k4cap-c k4cap-g k4cap-s; do ip netns del $n 2>/dev/null || true; done
+	for n in k4cap-c k4cap-g k4cap-s; do ip netns del "$n" 2>/dev/null || true; done
 }
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -69,7 +69,7 @@ ninja -C "$build" tools/natsync-agent bench/natsync-kflows >/dev/null
 kflows=$build/bench/natsync-kflows
 
 netdel
-for n in k4cap-c k4cap-g k4cap-s; do ip netns add $n; ip -n $n link set lo up; done
+for n in k4cap-c k4cap-g k4cap-s; do ip netns add "$n"; ip -n "$n" link set lo up; done
 ip link add k4capc0 netns k4cap-c type veth peer name k4capg0 netns k4cap-g
 ip link add k4capg1 netns k4cap-g type veth peer name k4caps0 netns k4cap-s
 ip -n k4cap-c link set k4capc0 up

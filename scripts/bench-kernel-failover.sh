@@ -57,7 +57,7 @@ run=$(mktemp -d /tmp/natsync-bench-kfo.XXXXXX)
 pids=()
 nss="k4fo-c k4fo-a k4fo-s k4fo-b"
 netdel() {
-	for n in $nss; do ip netns del $n 2>/dev/null || true; done
+	for n in $nss; do ip netns del "$n" 2>/dev/null || true; done
 }
 ctd_stop() {
 	for g in a b; do
@@ -83,7 +83,7 @@ ninja -C "$build" tools/natsync-agent bench/natsync-kflows >/dev/null
 kflows=$build/bench/natsync-kflows
 
 netdel
-for n in $nss; do ip netns add $n; ip -n $n link set lo up; done
+for n in $nss; do ip netns add "$n"; ip -n "$n" link set lo up; done
 ip link add k4foc0 netns k4fo-c type veth peer name k4foa0 netns k4fo-a
 ip link add k4foa1 netns k4fo-a type veth peer name k4fos0 netns k4fo-s
 ip link add k4foa9 netns k4fo-a type veth peer name k4fob9 netns k4fo-b
