@@ -1,5 +1,5 @@
 /*
- * natsync_kflows.c - the natsync-kflows program: the two ends of the
+ * natsync_kflows.c - the natsync-kflows program: the ends of the
  * kernel gateway benchmarks (scripts/bench-kernel-capture.sh,
  * scripts/bench-kernel-failover.sh), run inside a network namespace with
  * `ip netns exec`.
@@ -25,6 +25,15 @@
  *       RESULT kevents rcvbuf=B events=N overruns=O
  *     overruns being the ENOBUFS the socket reported (events lost).
  *
+ *   natsync-kflows count
+ *     Dumps the conntrack table of its namespace over ctnetlink and
+ *     prints
+ *       RESULT kct entries=N snat=S
+ *     S being the entries whose status has IPS_SRC_NAT: the ones the
+ *     kernel translates. An entry created with the translated reply tuple
+ *     and no NAT attribute looks translated in `conntrack -L` but lacks
+ *     the bit and translates nothing.
+ *
  * Root only (raw sockets, netlink). Exit status: 0 done, 1 runtime
  * failure, 2 bad options.
  */
@@ -33,6 +42,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nf_conntrack_common.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
@@ -288,13 +298,95 @@ static int run_events(long rcvbuf, const char *ready)
 	return 0;
 }
 
+/* The status of one ctnetlink message carrying an entry (0 if absent). */
+static uint32_t entry_status(const struct nlmsghdr *h)
+{
+	size_t off = NLMSG_LENGTH(sizeof(struct nfgenmsg));
+
+	off = NLMSG_ALIGN(off);
+	while (off + sizeof(struct nlattr) <= h->nlmsg_len) {
+		const struct nlattr *a =
+			(const struct nlattr *)((const char *)h + off);
+		uint32_t v;
+
+		if (a->nla_len < sizeof(*a) || off + a->nla_len > h->nlmsg_len)
+			break;
+		if ((a->nla_type & NLA_TYPE_MASK) == CTA_STATUS &&
+		    a->nla_len >= NLA_HDRLEN + sizeof(v)) {
+			memcpy(&v, (const char *)a + NLA_HDRLEN, sizeof(v));
+			return ntohl(v);
+		}
+		off += NLA_ALIGN(a->nla_len);
+	}
+	return 0;
+}
+
+static int run_count(void)
+{
+	struct {
+		struct nlmsghdr h;
+		struct nfgenmsg g;
+	} req = {.h = {.nlmsg_len = sizeof(req),
+		       .nlmsg_type =
+			       (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		       .nlmsg_seq = 1},
+		 .g = {.nfgen_family = AF_INET, .version = NFNETLINK_V0}};
+	struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
+	static char buf[1 << 16] __attribute__((aligned(8)));
+	uint64_t entries = 0, snat = 0;
+	int fd, done = 0;
+
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    send(fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req)) {
+		perror("natsync-kflows: ctnetlink dump");
+		return 1;
+	}
+	while (!done) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		size_t off = 0;
+
+		if (n <= 0) {
+			perror("natsync-kflows: ctnetlink dump");
+			return 1;
+		}
+		while (off + sizeof(struct nlmsghdr) <= (size_t)n) {
+			const struct nlmsghdr *h =
+				(const struct nlmsghdr *)(buf + off);
+
+			if (h->nlmsg_len < sizeof(*h) ||
+			    off + h->nlmsg_len > (size_t)n)
+				break;
+			if (h->nlmsg_type == NLMSG_DONE) {
+				done = 1;
+				break;
+			}
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				fprintf(stderr, "natsync-kflows: ctnetlink "
+						"dump refused\n");
+				return 1;
+			}
+			entries++;
+			if (entry_status(h) & IPS_SRC_NAT)
+				snat++;
+			off += NLMSG_ALIGN(h->nlmsg_len);
+		}
+	}
+	close(fd);
+	printf("RESULT kct entries=%" PRIu64 " snat=%" PRIu64 "\n", entries,
+	       snat);
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fputs("usage: natsync-kflows send --dst ADDR [--src ADDR] "
 	      "[--flows N] [--threads T]\n"
 	      "                             [--rate R] [--first-port P] "
 	      "[--dport D]\n"
-	      "       natsync-kflows events [--rcvbuf BYTES] [--ready FILE]\n",
+	      "       natsync-kflows events [--rcvbuf BYTES] [--ready FILE]\n"
+	      "       natsync-kflows count\n",
 	      f);
 }
 
@@ -374,6 +466,8 @@ int main(int argc, char **argv)
 		return run_send();
 	if (strcmp(mode, "events") == 0)
 		return run_events(rcvbuf, ready);
+	if (strcmp(mode, "count") == 0)
+		return run_count();
 	usage(stderr);
 	return 2;
 }

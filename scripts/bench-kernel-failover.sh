@@ -23,11 +23,11 @@
 # reached the active's (the entries are written as they come: there is no
 # failover step). Ends with
 #   RESULT kfailover method=conntrackd|natsync flows=N entries=E
-#     present=P ms=T [sync_ms=W commit_cmd_ms=C external_cache=X]
-# entries: the active's source NAT entries (`conntrack -L --src-nat`);
-# present: the standby's source NAT entries after failover (entries that
-# carry the translation, so that their packets translate as on the
-# active); ms: as above; sync_ms (conntrackd): from the last flow until
+#     present=P listed=L ms=T [sync_ms=W commit_cmd_ms=C external_cache=X]
+# entries: the active's entries with IPS_SRC_NAT (`natsync-kflows
+# count`); present: the standby's entries with IPS_SRC_NAT after failover
+# (the ones the kernel translates as on the active); listed: the same
+# counted by `conntrack -L --src-nat`, as a cross-check; ms: as above; sync_ms (conntrackd): from the last flow until
 # the external cache held them (polled every 100 ms); commit_cmd_ms: how
 # long `conntrackd -c` took; external_cache: the entries it held.
 # Root only; run it alone on the machine (under the test lock).
@@ -40,7 +40,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 flows=20000 threads=2 rate=0 port=7931
-usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--flows) flows=$2; shift 2 ;;
@@ -117,7 +117,9 @@ NFT
 
 now_ns() { date +%s%N; }
 count() { ip netns exec "$1" conntrack -C; }
-src_nat() { ip netns exec "$1" conntrack -L --src-nat 2>/dev/null | wc -l; }
+# Entries with IPS_SRC_NAT (natsync-kflows count): the ones that translate.
+snat() { ip netns exec "$1" "$kflows" count | field snat; }
+listed() { ip netns exec "$1" conntrack -L --src-nat 2>/dev/null | wc -l; }
 field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
 make_flows() {
 	ip netns exec k4fo-c "$kflows" send --dst 198.51.100.2 \
@@ -193,7 +195,7 @@ echo "bench-kernel-failover: conntrackd, $flows flows, rate $rate" >&2
 gen=$(make_flows)
 echo "$gen"
 end_ns=$(echo "$gen" | field end_ns)
-entries=$(src_nat k4fo-a)
+entries=$(snat k4fo-a)
 ext=0 last=-1 stable=0
 for _ in $(seq 600); do # the external cache, until it stops growing
 	ext=$(ip netns exec k4fo-b conntrackd -C "$run/ctd-b.conf" -e | wc -l)
@@ -216,10 +218,10 @@ ip netns exec k4fo-b conntrackd -C "$run/ctd-b.conf" -c >"$run/commit.out" 2>&1 
 	{ cat "$run/commit.out" >&2; }
 t1=$(now_ns)
 t2=$(wait_count k4fo-b $((base + entries)))
-present=$(src_nat k4fo-b)
+present=$(snat k4fo-b)
 [ "$t2" -ne 0 ] || t2=$(now_ns)
 echo "RESULT kfailover method=conntrackd flows=$flows entries=$entries" \
-	"present=$present" \
+	"present=$present listed=$(listed k4fo-b)" \
 	"ms=$(((t2 - t0) / 1000000)) sync_ms=$(((${synced:-$t} - end_ns) / 1000000))" \
 	"commit_cmd_ms=$(((t1 - t0) / 1000000)) external_cache=$ext"
 ctd_stop
@@ -274,9 +276,9 @@ echo "bench-kernel-failover: natsync, $flows flows, rate $rate" >&2
 gen=$(make_flows)
 echo "$gen"
 end_ns=$(echo "$gen" | field end_ns)
-entries=$(src_nat k4fo-a)
+entries=$(snat k4fo-a)
 t2=$(wait_count k4fo-b "$entries")
-present=$(src_nat k4fo-b)
+present=$(snat k4fo-b)
 [ "$t2" -ne 0 ] || t2=$(now_ns)
 kill -TERM "$active" "$standby"
 wait "$active" || true
@@ -284,5 +286,5 @@ wait "$standby" || true
 pids=()
 grep -h REPORT "$run/active.out" "$run/standby.out"
 echo "RESULT kfailover method=natsync flows=$flows entries=$entries" \
-	"present=$present" \
+	"present=$present listed=$(listed k4fo-b)" \
 	"ms=$(((t2 - end_ns) / 1000000))"
