@@ -27,9 +27,10 @@
 # entries: the active's entries with IPS_SRC_NAT (`natsync-kflows
 # count`); present: the standby's entries with IPS_SRC_NAT after failover
 # (the ones the kernel translates as on the active); listed: the same
-# counted by `conntrack -L --src-nat`, as a cross-check; ms: as above; sync_ms (conntrackd): from the last flow until
-# the external cache held them (polled every 100 ms); commit_cmd_ms: how
-# long `conntrackd -c` took; external_cache: the entries it held.
+# counted by `conntrack -L --src-nat`, as a cross-check; ms: as above;
+# sync_ms (conntrackd): from the last flow until the external cache held
+# them (polled every 100 ms); commit_cmd_ms: how long `conntrackd -c`
+# took; external_cache: the entries it held.
 # Root only; run it alone on the machine (under the test lock).
 #
 #   scripts/bench-kernel-failover.sh [--flows N] [--threads T] [--rate R]
