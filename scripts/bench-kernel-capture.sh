@@ -35,7 +35,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 flows=200000 threads=2 rate=0 ringbuf=4194304 port=7930
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--flows) flows=$2; shift 2 ;;

@@ -41,7 +41,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 flows=20000 threads=2 rate=0 port=7931
-usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--flows) flows=$2; shift 2 ;;
