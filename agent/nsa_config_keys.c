@@ -160,7 +160,7 @@ static const struct nsa_key
 				NSA_POW2(
 					"source", "ringbuf_size",
 					ksrc_conf.ringbuf_bytes, 65536,
-					1073741824, "4194304",
+					1073741824, "16777216",
 					"Kernel source: bytes of the BPF ring buffer (56 bytes per event); an overflow is counted and answered with a full dump."),
 				NSA_NUM("source", "zone", ksrc_zone, 0, 65536,
 					"65536",
