@@ -23,22 +23,7 @@
 #include <unistd.h>
 
 #include "nsdp_ctcommit.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "nsdp_time.h"
 
 /* Session i: distinct both ways for up to a few million sessions. */
 static void session(struct ns_session *s, uint32_t i, uint8_t event,
@@ -74,8 +59,8 @@ static struct phase run_phase(struct nsdp_ctcommit *c, uint32_t n,
 {
 	struct nsdp_ctcommit_stats a, b;
 	struct ns_session s;
-	uint64_t ts = realtime_ns();
-	double t0 = now_s(), t;
+	uint64_t ts = nsdp_realtime_ns();
+	double t0 = nsdp_now_s(), t;
 	uint32_t i;
 
 	nsdp_ctcommit_stats(c, &a);
@@ -84,7 +69,7 @@ static struct phase run_phase(struct nsdp_ctcommit *c, uint32_t n,
 		nsdp_ctcommit_add(c, &s);
 	}
 	nsdp_ctcommit_flush(c);
-	t = now_s() - t0;
+	t = nsdp_now_s() - t0;
 	nsdp_ctcommit_stats(c, &b);
 	return (struct phase){.rate = n / t,
 			      .done = (b.committed - a.committed) +

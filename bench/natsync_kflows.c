@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nsdp_time.h"
+
 #define BURST 64
 #define MAX_THREADS 16
 #define PAYLOAD 8
@@ -74,22 +76,6 @@ struct worker {
 	uint64_t first, count;
 	uint64_t sent, errors;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct pkt {
 	struct iphdr ip;
@@ -114,7 +100,7 @@ static void *send_main(void *arg)
 	struct iovec iov[BURST];
 	struct mmsghdr msgs[BURST];
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = opt.dst};
-	double t0 = now_s(), per_s = opt.rate / opt.threads;
+	double t0 = nsdp_now_s(), per_s = opt.rate / opt.threads;
 	int fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
 
 	if (fd < 0) {
@@ -167,7 +153,7 @@ static void *send_main(void *arg)
 		w->sent += (uint64_t)r;
 		if (per_s > 0) {
 			double due = t0 + (double)w->sent / per_s;
-			double wait = due - now_s();
+			double wait = due - nsdp_now_s();
 
 			if (wait > 0) {
 				struct timespec ts = {
@@ -198,7 +184,7 @@ static int run_send(void)
 				"port ranges\n");
 		return 2;
 	}
-	t0 = now_s();
+	t0 = nsdp_now_s();
 	for (unsigned int t = 0; t < opt.threads; t++) {
 		w[t].first = t * each;
 		w[t].count = t + 1 == opt.threads ? opt.flows - t * each : each;
@@ -212,8 +198,8 @@ static int run_send(void)
 		sent += w[t].sent;
 		errors += w[t].errors;
 	}
-	end_ns = realtime_ns();
-	secs = now_s() - t0;
+	end_ns = nsdp_realtime_ns();
+	secs = nsdp_now_s() - t0;
 	printf("RESULT kflows sent=%" PRIu64 " errors=%" PRIu64
 	       " seconds=%.3f rate=%.0f end_ns=%" PRIu64 "\n",
 	       sent, errors, secs, secs > 0 ? (double)sent / secs : 0.0,

@@ -12,23 +12,15 @@
 #   scripts/bench-commit.sh [--events N] [--flows N] [--rate R] [--port P]
 # Defaults: --events 1000000 --flows 200000 --rate 0 (flat out) --port 7975.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
+# shellcheck source=../deploy/lib.sh
+. "$(dirname "$0")/../deploy/lib.sh"
+cd "$NS_TOP"
+top=$NS_TOP
 
 events=1000000 flows=200000 rate=0 port=7975
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--events) events=$2; shift 2 ;;
-	--flows) flows=$2; shift 2 ;;
-	--rate) rate=$2; shift 2 ;;
-	--port) port=$2; shift 2 ;;
-	-h | --help) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
-	esac
-done
+ns_options bench-commit.sh --events=events --flows=flows --rate=rate --port=port -- "$@"
 
-build=$top/build
+build=$top/${BUILD:-build}
 ns=natsync-bc-$$
 run=$(mktemp -d /tmp/natsync-bench-commit.XXXXXX)
 sbpid=""
@@ -42,8 +34,8 @@ cleanup() {
 trap cleanup EXIT
 
 echo "bench-commit: building in $build" >&2
-[ -d "$build" ] || meson setup "$build" >/dev/null
-ninja -C "$build" tools/natsync-agent >/dev/null
+ns_install_deps
+ns_build "$build" >&2
 
 one_run() {
 	local mode=$1 sessions conntrack

@@ -37,23 +37,15 @@
 #                                    [--port P]
 # Defaults: --flows 20000 --threads 2 --rate 0 --port 7931.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
+# shellcheck source=../deploy/lib.sh
+. "$(dirname "$0")/../deploy/lib.sh"
+cd "$NS_TOP"
+top=$NS_TOP
 
 flows=20000 threads=2 rate=0 port=7931
-usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--flows) flows=$2; shift 2 ;;
-	--threads) threads=$2; shift 2 ;;
-	--rate) rate=$2; shift 2 ;;
-	--port) port=$2; shift 2 ;;
-	-h | --help) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
-	esac
-done
+ns_options bench-kernel-failover.sh --flows=flows --threads=threads --rate=rate --port=port -- "$@"
 
-build=$top/build
+build=$top/${BUILD:-build}
 run=$(mktemp -d /tmp/natsync-bench-kfo.XXXXXX)
 pids=()
 nss="k4fo-c k4fo-a k4fo-s k4fo-b"
@@ -79,8 +71,8 @@ cleanup() {
 trap cleanup EXIT
 
 echo "bench-kernel-failover: building in $build" >&2
-[ -d "$build" ] || meson setup "$build" >/dev/null
-ninja -C "$build" tools/natsync-agent bench/natsync-kflows >/dev/null
+ns_install_deps
+ns_build "$build" >&2
 kflows=$build/bench/natsync-kflows
 
 netdel

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <criterion/criterion.h>
 
@@ -99,16 +100,48 @@ int nst_run_file_has(const char *file, const char *pattern)
 	return nst_sh("grep -q '%s' %s", pattern, nst_run_path(file)) == 0;
 }
 
+unsigned long nst_report_field(const char *path, const char *name)
+{
+	char line[4096], key[64];
+	unsigned long v = ~0UL;
+	FILE *f = fopen(path, "r");
+	char *at;
+
+	cr_assert_not_null(f, "%s", path);
+	snprintf(key, sizeof(key), " %s=", name);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "REPORT", 6) && (at = strstr(line, key)))
+			v = strtoul(at + strlen(key), NULL, 10);
+	fclose(f);
+	cr_assert_neq(v, ~0UL, "no %s in a REPORT line of %s", name, path);
+	return v;
+}
+
+void nst_verify_counts(unsigned long *store, unsigned long *source,
+		       unsigned long *standby)
+{
+	char line[256];
+	int found = 0;
+	FILE *f = fopen(nst_run_path("verify.out"), "r");
+
+	cr_assert_not_null(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line,
+			       "RESULT verify store=%lu source=%lu standby=%lu",
+			       store, source, standby) == 3;
+	fclose(f);
+	cr_assert(found, "natsync-verify printed no RESULT; see %s",
+		  nst_run_path("verify.out"));
+}
+
 void nst_verify_exact(const char *seeds, int standby_pid,
 		      unsigned long min_sessions)
 {
 	unsigned long store = 0, source = 0, standby = 0;
-	char line[256];
 	int rc = nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
 			nst_build("tools/natsync-verify"), seeds,
 			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
 			standby_pid, nst_run_path("verify.out"));
-	FILE *f;
 
 	nst_sh("cat %s >&2", nst_run_path("verify.out"));
 	cr_assert_eq(rc, 0, "store or standby differ from the source; see %s",
@@ -117,14 +150,7 @@ void nst_verify_exact(const char *seeds, int standby_pid,
 	/* Empty tables are equal too: a run that replicated nothing (or a
 	 * source that dumped nothing) must not pass. */
 	cr_assert_gt(min_sessions, 0);
-	f = fopen(nst_run_path("verify.out"), "r");
-	cr_assert_not_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line,
-			   "RESULT verify store=%lu source=%lu standby=%lu",
-			   &store, &source, &standby) == 3)
-			break;
-	fclose(f);
+	nst_verify_counts(&store, &source, &standby);
 	cr_assert_geq(source, min_sessions,
 		      "the source's table holds %lu sessions, fewer than %lu",
 		      source, min_sessions);

@@ -42,6 +42,15 @@ int nst_wait_report(int secs);
 /* 1 when a line of file (in the run directory) matches grep pattern. */
 int nst_run_file_has(const char *file, const char *pattern);
 
+/* The number after " name=" in the last REPORT line of the file at path
+ * that has it; asserts there is one. */
+unsigned long nst_report_field(const char *path, const char *name);
+
+/* The counts of the RESULT line natsync-verify wrote to verify.out (in
+ * the run directory); asserts there is one. */
+void nst_verify_counts(unsigned long *store, unsigned long *source,
+		       unsigned long *standby);
+
 /* Assert that the store and the standby's table equal the source's final
  * table, with natsync-verify, and that it holds at least min_sessions
  * (> 0: equal empty tables prove nothing). */

@@ -13,4 +13,11 @@
  * calling thread returns to its own namespace. */
 int nst_socket_in(const char *ns, int type, uint32_t addr, uint16_t port);
 
+/* Move the calling thread into namespace ns: nst_netns_visit (asserts it)
+ * returns what nst_netns_back takes to come back; nst_enter_netns stays
+ * there and aborts on failure (for threads other than the test's). */
+int nst_netns_visit(const char *ns);
+void nst_netns_back(int self);
+void nst_enter_netns(const char *ns);
+
 #endif

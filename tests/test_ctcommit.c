@@ -66,19 +66,11 @@ static struct ct_dump ct_table(const char *name)
 {
 	struct ct_dump d = {0};
 	struct nfct_handle *h;
-	char path[128];
 	uint32_t family = AF_INET;
-	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	int target;
+	int self = nst_netns_visit(name);
 
-	snprintf(path, sizeof(path), "/run/netns/%s", name);
-	target = open(path, O_RDONLY | O_CLOEXEC);
-	cr_assert(self >= 0 && target >= 0);
-	cr_assert_eq(setns(target, CLONE_NEWNET), 0);
 	h = nfct_open(CONNTRACK, 0);
-	cr_assert_eq(setns(self, CLONE_NEWNET), 0);
-	close(self);
-	close(target);
+	nst_netns_back(self);
 	cr_assert(h, "nfct_open in %s", name);
 	nfct_callback_register(h, NFCT_T_ALL, dump_cb, &d);
 	cr_assert_eq(nfct_query(h, NFCT_Q_DUMP, &family), 0,

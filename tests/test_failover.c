@@ -56,6 +56,7 @@
 #include "nsa_host.h"
 #include "nsdp_time.h"
 #include "nst_agents.h"
+#include "nst_netns.h"
 #include "nst_skip.h"
 #include "nst_store.h"
 
@@ -141,20 +142,6 @@ static void net_setup(void)
 	cr_assert_eq(rc, 0, "cannot build the test network (root needed)");
 }
 
-static void enter_netns(const char *name)
-{
-	char path[128];
-	int fd;
-
-	snprintf(path, sizeof(path), "/run/netns/%s", name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
-		fprintf(stderr, "setns %s: %s\n", name, strerror(errno));
-		abort();
-	}
-	close(fd);
-}
-
 /* ---- server (nstfo-s) ------------------------------------------------------ */
 
 static void note_udp_source(const struct sockaddr_in *from)
@@ -178,7 +165,7 @@ static void *server_main(void *arg)
 	int one = 1, lfd, ufd, cfd = -1;
 
 	(void)arg;
-	enter_netns("nstfo-s");
+	nst_enter_netns("nstfo-s");
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	ufd = socket(AF_INET, SOCK_DGRAM, 0);
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -257,7 +244,7 @@ static void *client_main(void *arg)
 	int tfd = -1, ufd;
 
 	(void)arg;
-	enter_netns("nstfo-c");
+	nst_enter_netns("nstfo-c");
 	inet_pton(AF_INET, SERVER_ADDR, &to.sin_addr);
 	ufd = socket(AF_INET, SOCK_DGRAM, 0);
 
@@ -348,7 +335,7 @@ static void *burst_main(void *arg)
 	double until;
 
 	(void)arg;
-	enter_netns("nstfo-c");
+	nst_enter_netns("nstfo-c");
 	inet_pton(AF_INET, SERVER_ADDR, &to.sin_addr);
 	to.sin_port = htons(UDP_PORT);
 	/* The test starts the burst within its own bound. */
@@ -791,27 +778,15 @@ static pid_t fresh_standby_start(void)
 static int verify_store_against_standby(pid_t pid, unsigned long *store,
 					unsigned long *standby)
 {
-	char line[256];
-	int rc, found = 0;
-	FILE *f;
+	unsigned long source;
+	int rc;
 
 	rc = nst_sh("%s -S 127.0.0.1:%d -b %s -p %d -t 10 >%s 2>&1",
 		    nst_build("tools/natsync-verify"), STORE_PORT,
 		    nst_run_path("standby.tbl"), (int)pid,
 		    nst_run_path("verify.out"));
 	nst_sh("cat %s >&2", nst_run_path("verify.out"));
-	f = fopen(nst_run_path("verify.out"), "r");
-	cr_assert_not_null(f);
-	while (!found && fgets(line, sizeof(line), f)) {
-		unsigned long source;
-
-		found = sscanf(line,
-			       "RESULT verify store=%lu source=%lu standby=%lu",
-			       store, &source, standby) == 3;
-	}
-	fclose(f);
-	cr_assert(found, "natsync-verify printed no RESULT; see %s",
-		  nst_run_path("verify.out"));
+	nst_verify_counts(store, &source, standby);
 	return rc == 0 && nst_run_file_has("verify.out", "match=yes");
 }
 

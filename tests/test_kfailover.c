@@ -38,6 +38,7 @@
 #include "ns_record.h"
 #include "ns_slot.h"
 #include "nsdp_time.h"
+#include "nst_agents.h"
 #include "nst_netns.h"
 #include "nst_skip.h"
 #include "nst_store.h"
@@ -202,19 +203,7 @@ static void stop_pid(int pid)
 /* The number after " name=" in the REPORT line of gateway gw's active. */
 static unsigned long report_field(int gw, const char *name)
 {
-	char line[2048], key[64];
-	unsigned long v = ~0UL;
-	FILE *f = fopen(gw_path(gw, "kernel-active.out"), "r");
-	char *at;
-
-	cr_assert_not_null(f);
-	snprintf(key, sizeof(key), " %s=", name);
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "REPORT", 6) && (at = strstr(line, key)))
-			v = strtoul(at + strlen(key), NULL, 10);
-	fclose(f);
-	cr_assert_neq(v, ~0UL, "no %s in gateway %d's REPORT", name, gw);
-	return v;
+	return nst_report_field(gw_path(gw, "kernel-active.out"), name);
 }
 
 /* Stop gateway gw's active and wait for its REPORT. */

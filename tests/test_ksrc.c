@@ -30,6 +30,7 @@
 
 #include "nsdp_time.h"
 #include "nst_agents.h"
+#include "nst_netns.h"
 #include "nst_skip.h"
 #include "nst_store.h"
 
@@ -107,20 +108,6 @@ static void net_setup(void)
 	cr_assert_eq(rc, 0, "cannot build the test network");
 }
 
-static void enter_netns(const char *name)
-{
-	char path[128];
-	int fd;
-
-	snprintf(path, sizeof(path), "/run/netns/%s", name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
-		fprintf(stderr, "setns %s: %s\n", name, strerror(errno));
-		abort();
-	}
-	close(fd);
-}
-
 static int bound_socket(int type, uint16_t port)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET,
@@ -143,7 +130,7 @@ static void *server_main(void *arg)
 	struct pollfd p[2 * SERVER_PORTS];
 
 	(void)arg;
-	enter_netns("k1ks-s");
+	nst_enter_netns("k1ks-s");
 	for (int i = 0; i < SERVER_PORTS; i++) {
 		int u = bound_socket(SOCK_DGRAM, UDP_PORT + i);
 		int t = bound_socket(SOCK_STREAM, TCP_PORT + i);
@@ -188,7 +175,7 @@ static void *client_main(void *arg)
 	struct sockaddr_in to = {.sin_family = AF_INET};
 
 	(void)arg;
-	enter_netns("k1ks-c");
+	nst_enter_netns("k1ks-c");
 	inet_pton(AF_INET, SERVER_ADDR, &to.sin_addr);
 	for (unsigned int i = 0; i < n_flows; i++) {
 		uint16_t sport = (uint16_t)(FIRST_PORT + i % PORT_SPAN);
@@ -254,19 +241,7 @@ static void stop_pid(int pid)
 /* The number after "name=" in the active's REPORT line. */
 static unsigned long report_field(const char *name)
 {
-	char line[2048], key[64];
-	unsigned long v = ~0UL;
-	FILE *f = fopen(nst_run_path("active.out"), "r");
-	char *at;
-
-	cr_assert_not_null(f);
-	snprintf(key, sizeof(key), " %s=", name);
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "REPORT", 6) && (at = strstr(line, key)))
-			v = strtoul(at + strlen(key), NULL, 10);
-	fclose(f);
-	cr_assert_neq(v, ~0UL, "no %s in the active's REPORT", name);
-	return v;
+	return nst_report_field(nst_run_path("active.out"), name);
 }
 
 /* Entries `conntrack -L` shows in the gateway's namespace; the dump also
@@ -292,8 +267,6 @@ static unsigned long conntrack_count(void)
 static void verify_equal(int standby_pid, unsigned long expect)
 {
 	unsigned long store = 0, source = 0, standby = 0;
-	char line[256];
-	FILE *f;
 	int rc = nst_sh("%s -S " SEEDS " -i -s %s -b %s -p %d -t 30 >%s 2>&1",
 			nst_build("tools/natsync-verify"),
 			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
@@ -301,14 +274,7 @@ static void verify_equal(int standby_pid, unsigned long expect)
 
 	nst_sh("cat %s >&2", nst_run_path("verify.out"));
 	cr_assert_eq(rc, 0, "store or standby differ from conntrack");
-	f = fopen(nst_run_path("verify.out"), "r");
-	cr_assert_not_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line,
-			   "RESULT verify store=%lu source=%lu standby=%lu",
-			   &store, &source, &standby) == 3)
-			break;
-	fclose(f);
+	nst_verify_counts(&store, &source, &standby);
 	cr_assert_eq(source, expect);
 	cr_assert_eq(store, expect);
 	cr_assert_eq(standby, expect);
