@@ -28,6 +28,9 @@
  * the gateway stuck: the table stays the fast path's, the subscriber
  * stays stopped, status says so, until the lcore confirms.
  *
+ * Here: the ports, the control socket, start-up and the main loop; the
+ * promotion, the demotion and the fence are in ngw_promote.c.
+ *
  * Not done here: more than one forwarding lcore (the table has one writer),
  * IP fragments reassembly, ICMP error translation, IPv6.
  */
@@ -53,6 +56,7 @@
 
 #include "ngw_fwd.h"
 #include "ngw_config.h"
+#include "ngw_gw.h"
 #include "nsa_active.h"
 #include "nsa_cli.h"
 #include "nsa_cluster.h"
@@ -66,46 +70,6 @@
 #include "nsdp_stat.h"
 #include "nsdp_table.h"
 #include "nsdp_time.h"
-
-/* How long a gateway configured active waits for its cold load. */
-#define GW_START_WAIT_MS 3000
-#define GW_MODE_TIMEOUT_MS 2000
-#define GW_DRAIN_MS 2000
-#define GW_REPLY_MAX 4096
-/* A gateway configured active that cannot promote (no epoch from the
- * store) tries again this often. So does a fence not raised everywhere. */
-#define GW_RETRY_MS 1000
-/* How long a promotion waits for the subscriber to apply what the old
- * active published before the fence. */
-#define GW_BARRIER_MS 1000
-
-struct gw {
-	struct ngw_config conf;
-	uint16_t port_in, port_out;
-	struct rte_mempool *pool;
-	struct nsdp_lane *lane;
-	/* The fast path's session table: ours, lent to the subscriber while
-	 * standby, written by the fast path alone while active. */
-	struct nsdp_table *table;
-	struct nsa_standby *sb;
-	struct nsa_active *active; /* agent = threads, while active */
-	struct nsdp_nat *nat;
-	unsigned int fwd_lcore;
-	int listen_fd;
-	struct ngw_fwd fwd; /* the forwarding lcore's */
-	uint64_t promotions, demotions;
-	/* Demotions because the store's epoch passed ours: another gateway
-	 * was promoted. */
-	uint64_t fenced;
-	struct nsa_fence_watch fence_watch;
-	double next_fence_check, next_fence_raise;
-	int fence_raised; /* every master closed the old writers */
-	int fence_read_failing;
-	/* A promotion failed and the lcore has not confirmed that it is a
-	 * standby: it may still write the table, so the subscriber must not
-	 * (gw_unstick). */
-	int stuck;
-};
 
 static void usage(FILE *out)
 {
@@ -198,236 +162,7 @@ static int port_open(struct gw *g, const char *name, uint16_t *id,
 	return 0;
 }
 
-/* ---- promotion and demotion ------------------------------------------- */
-
-static void max_epoch_cb(const struct ns_session *s, void *arg)
-{
-	uint32_t *max = arg;
-
-	if (s->epoch > *max)
-		*max = s->epoch;
-}
-
-/* The subscriber takes the table back (after a failed promotion or a
- * demotion). */
-static void gw_standby_restart(struct gw *g, const char *why)
-{
-	int rc = nsa_standby_start(g->sb);
-
-	if (rc != 0)
-		NSA_ERR("%s: the subscriber does not restart: %s; the table is "
-			"not kept up to date",
-			why, strerror(-rc));
-}
-
-/* Close the writers of older epochs on every master (nsa_fence.h). A
- * master that cannot be reached keeps its old writers until a later try
- * (gw_run) reaches it. */
-static void gw_fence(struct gw *g)
-{
-	unsigned int killed = 0;
-	char err[512];
-	int rc = nsa_fence_raise(&g->conf.agent.store, &killed, err,
-				 sizeof(err));
-
-	g->fence_raised = rc == 0;
-	g->next_fence_raise = nsdp_now_s() + GW_RETRY_MS / 1000.0;
-	if (rc == 0)
-		NSA_INFO("fence: %u writer connection(s) of older epochs "
-			 "closed on every master",
-			 killed);
-	else
-		NSA_ERR("fence: not raised everywhere (%s); %u writer "
-			"connection(s) closed; trying again every %d ms: "
-			"until then an old active may still write there",
-			err, killed, GW_RETRY_MS);
-}
-
-/* When stuck: has the lcore confirmed that it is a standby since? Then the
- * fast path has given the table back and the subscriber takes it. */
-static void gw_unstick(struct gw *g)
-{
-	if (!g->stuck || nsdp_nat_deactivate(g->nat, 0) != 0)
-		return;
-	g->stuck = 0;
-	NSA_WARN("the forwarding lcore confirmed that it is a standby: the "
-		 "subscriber takes the table back and resyncs it");
-	gw_standby_restart(g, "unstuck");
-}
-
-/* Whether the gateway is stuck (the lcore has not confirmed its last mode
- * change: no mode change until it does), with the reply to op saying so. */
-static int gw_stuck(struct gw *g, const char *op, char *reply, size_t len)
-{
-	gw_unstick(g);
-	if (!g->stuck)
-		return 0;
-	snprintf(reply, len,
-		 "error %s: stuck, the forwarding lcore has not confirmed the "
-		 "last mode change\n",
-		 op);
-	return 1;
-}
-
-/* A new epoch above floor from the store, and the fence raised for it; a
- * negative errno with err when the store gives none. */
-static int64_t gw_take_epoch(struct gw *g, uint32_t floor, char *err,
-			     size_t errlen)
-{
-	int64_t e = nsa_store_incr(&g->conf.agent.store, NSA_EPOCH_KEY, floor,
-				   err, errlen);
-
-	if (e > UINT32_MAX) {
-		snprintf(err, errlen, "the counter passed 2^32");
-		return -ERANGE;
-	}
-	if (e >= 0)
-		gw_fence(g);
-	return e;
-}
-
-static int gw_promote(struct gw *g, char *reply, size_t len)
-{
-	struct nsdp_table *t = g->table;
-	struct nsdp_table_stats ts;
-	uint32_t table_max = 0, floor, epoch;
-	char err[512];
-	int64_t e;
-	int rc;
-
-	if (gw_stuck(g, "promote", reply, len))
-		return -EINPROGRESS;
-	if (nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE) {
-		snprintf(reply, len, "ok already active epoch=%u\n",
-			 nsdp_nat_epoch(g->nat));
-		return 0;
-	}
-	/* The epoch and the fence first, the subscriber still running: so
-	 * that it applies every batch the old active published before the
-	 * fence (the barrier), and the table misses none of them. */
-	floor = g->conf.agent.epoch > 0 ? g->conf.agent.epoch - 1 : 0;
-	e = gw_take_epoch(g, floor, err, sizeof(err));
-	if (e < 0) {
-		/* An epoch of our own making could be one another gateway
-		 * holds: stay a standby rather than risk two actives the
-		 * store cannot tell apart. */
-		NSA_ERR("promote: refused: no epoch from the store (%s); "
-			"staying a standby",
-			err);
-		snprintf(reply, len,
-			 "error promote: no epoch from the store: %s\n", err);
-		return -EAGAIN;
-	}
-	if (nsa_standby_barrier(g->sb, GW_BARRIER_MS) != 0)
-		NSA_WARN("promote: the subscriber did not confirm within %d ms "
-			 "that it applied what the old active published "
-			 "before the fence; the table may miss its last "
-			 "sessions",
-			 GW_BARRIER_MS);
-	/* From here the fast path is the table's only writer. */
-	nsa_standby_stop(g->sb);
-	nsdp_table_walk(t, max_epoch_cb, &table_max);
-	if (table_max >= e) {
-		/* The counter is behind the table (a store that lost it):
-		 * above every epoch the table holds, and fence again. */
-		e = gw_take_epoch(g, table_max, err, sizeof(err));
-		if (e < 0) {
-			NSA_ERR("promote: refused: no epoch above the table's "
-				"%u from the store (%s); staying a standby",
-				table_max, err);
-			gw_standby_restart(g, "promote");
-			snprintf(reply, len,
-				 "error promote: no epoch from the store: "
-				 "%s\n",
-				 err);
-			return -EAGAIN;
-		}
-	}
-	epoch = (uint32_t)e;
-	rc = nsdp_nat_activate(g->nat, epoch, GW_MODE_TIMEOUT_MS);
-	if (rc == -EINPROGRESS) {
-		/* The lcore may yet take the promotion and write the table:
-		 * restarting the subscriber would make two writers. */
-		g->stuck = 1;
-		NSA_ERR("promote: the forwarding lcore neither took over nor "
-			"confirmed that it is a standby within %d ms; the "
-			"gateway is stuck: the subscriber stays stopped (the "
-			"table is not kept up to date) until the lcore "
-			"confirms",
-			2 * GW_MODE_TIMEOUT_MS);
-		snprintf(reply, len,
-			 "error promote: stuck, the forwarding lcore did not "
-			 "confirm\n");
-		return rc;
-	}
-	if (rc < 0) {
-		NSA_ERR("promote: the fast path did not take over: %s",
-			strerror(-rc));
-		gw_standby_restart(g, "promote");
-		snprintf(reply, len, "error promote: %s\n", strerror(-rc));
-		return rc;
-	}
-	if (g->conf.gw.agent == NGW_AGENT_THREADS) {
-		struct nsa_config c = g->conf.agent;
-
-		c.epoch = epoch;
-		g->active = nsa_active_create(&c, &g->lane, 1);
-		if (!g->active || nsa_active_start(g->active) != 0)
-			NSA_ERR("promote: cannot start the replication "
-				"writers; "
-				"the gateway forwards but does not replicate");
-	}
-	g->promotions++;
-	g->next_fence_check = 0;
-	g->fence_read_failing = 0;
-	nsdp_table_stats(t, &ts);
-	NSA_INFO("promoted: active with epoch %u, %" PRIu64
-		 " replicated sessions, %" PRIu64 " ports in use",
-		 epoch, ts.live, nsdp_nat_ports_in_use(g->nat));
-	snprintf(reply, len, "ok active epoch=%u\n", epoch);
-	return 0;
-}
-
-static int gw_demote(struct gw *g, char *reply, size_t len)
-{
-	int rc;
-
-	if (gw_stuck(g, "demote", reply, len))
-		return -EINPROGRESS;
-	if (nsdp_nat_mode(g->nat) == NSDP_NAT_STANDBY) {
-		snprintf(reply, len, "ok already standby\n");
-		return 0;
-	}
-	rc = nsdp_nat_deactivate(g->nat, GW_MODE_TIMEOUT_MS);
-	if (rc < 0) {
-		snprintf(reply, len, "error demote: %s\n", strerror(-rc));
-		return rc;
-	}
-	if (g->active) {
-		if (nsa_active_drain(g->active, GW_DRAIN_MS) != 0)
-			NSA_WARN("demote: not every record reached the store "
-				 "in %d ms; the resync will read what did",
-				 GW_DRAIN_MS);
-		nsa_active_stop(g->active);
-		nsa_active_free(g->active);
-		g->active = NULL;
-	}
-	/* The subscriber takes the table back and resyncs it. */
-	gw_standby_restart(g, "demote");
-	g->demotions++;
-	NSA_INFO("demoted: standby, resyncing from the store");
-	snprintf(reply, len, "ok standby\n");
-	return 0;
-}
-
 /* ---- control socket ---------------------------------------------------- */
-
-static const char *gw_mode_name(const struct gw *g)
-{
-	if (g->stuck)
-		return "stuck";
-	return nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE ? "active" : "standby";
-}
 
 static int gw_status(struct gw *g, char *reply, size_t len)
 {
@@ -721,54 +456,6 @@ static void gw_progress(struct gw *g, double t)
 		t, gw_mode_name(g), ts.live, ns.rx_inside, ns.rx_outside,
 		ns.tx_inside, ns.tx_outside, ns.created, ns.recorded,
 		ns.record_drops);
-}
-
-/* A newer epoch than ours took over: demote. */
-static void gw_fenced(struct gw *g, uint64_t epoch, const char *how)
-{
-	char reply[GW_REPLY_MAX];
-
-	NSA_ERR("fenced: %s epoch %" PRIu64 ", above ours (%u): another "
-		"gateway was promoted; demoting to standby",
-		how, epoch, nsdp_nat_epoch(g->nat));
-	if (gw_demote(g, reply, sizeof(reply)) == 0)
-		g->fenced++;
-}
-
-/* While active: has another gateway been promoted since? The writers
- * learn it when the fence closes their connections; the periodic read
- * learns it whatever the writers do (agent = external). */
-static void gw_check_fence(struct gw *g, double t)
-{
-	uint32_t ours = nsdp_nat_epoch(g->nat);
-	uint64_t epoch = 0;
-	char err[512];
-	int rc;
-
-	if (g->stuck || nsdp_nat_mode(g->nat) != NSDP_NAT_ACTIVE)
-		return;
-	if (g->active && (epoch = nsa_active_fence(g->active)) > ours) {
-		gw_fenced(g, epoch, "the writers read");
-		return;
-	}
-	if (!g->fence_raised && t >= g->next_fence_raise)
-		gw_fence(g);
-	if (t < g->next_fence_check)
-		return;
-	g->next_fence_check = t + g->conf.gw.fence_check_ms / 1000.0;
-	rc = nsa_fence_watch_read(&g->fence_watch, &g->conf.agent.store, &epoch,
-				  err, sizeof(err));
-	if (rc < 0) {
-		if (!g->fence_read_failing)
-			NSA_WARN("fence: cannot read the store's epoch (%s); "
-				 "a newer active goes unnoticed until it can",
-				 err);
-		g->fence_read_failing = 1;
-		return;
-	}
-	g->fence_read_failing = 0;
-	if (epoch > ours)
-		gw_fenced(g, epoch, "the store holds");
 }
 
 static int gw_run(struct gw *g, double duration)

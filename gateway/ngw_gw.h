@@ -1,0 +1,68 @@
+/*
+ * ngw_gw.h - natsync-gateway's state, shared by its main loop and control
+ * socket (natsync_gateway.c) and its promotion, demotion and fence
+ * (ngw_promote.c). Private to the program.
+ */
+#ifndef NGW_GW_H
+#define NGW_GW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ngw_config.h"
+#include "ngw_fwd.h"
+#include "nsa_fence.h"
+
+/* How long a gateway configured active waits for its cold load. */
+#define GW_START_WAIT_MS 3000
+#define GW_MODE_TIMEOUT_MS 2000
+#define GW_DRAIN_MS 2000
+#define GW_REPLY_MAX 4096
+/* A gateway configured active that cannot promote (no epoch from the
+ * store) tries again this often. So does a fence not raised everywhere. */
+#define GW_RETRY_MS 1000
+/* How long a promotion waits for the subscriber to apply what the old
+ * active published before the fence. */
+#define GW_BARRIER_MS 1000
+
+struct gw {
+	struct ngw_config conf;
+	uint16_t port_in, port_out;
+	struct rte_mempool *pool;
+	struct nsdp_lane *lane;
+	/* The fast path's session table: ours, lent to the subscriber while
+	 * standby, written by the fast path alone while active. */
+	struct nsdp_table *table;
+	struct nsa_standby *sb;
+	struct nsa_active *active; /* agent = threads, while active */
+	struct nsdp_nat *nat;
+	unsigned int fwd_lcore;
+	int listen_fd;
+	struct ngw_fwd fwd; /* the forwarding lcore's */
+	uint64_t promotions, demotions;
+	/* Demotions because the store's epoch passed ours: another gateway
+	 * was promoted. */
+	uint64_t fenced;
+	struct nsa_fence_watch fence_watch;
+	double next_fence_check, next_fence_raise;
+	int fence_raised; /* every master closed the old writers */
+	int fence_read_failing;
+	/* A promotion failed and the lcore has not confirmed that it is a
+	 * standby: it may still write the table, so the subscriber must not
+	 * (gw_unstick). */
+	int stuck;
+};
+
+/* When stuck: take the table back for the subscriber once the lcore has
+ * confirmed that it is a standby. */
+void gw_unstick(struct gw *g);
+/* promote/demote: the reply for the control socket in reply; 0 or a
+ * negative errno (-EAGAIN: no epoch from the store, try again). */
+int gw_promote(struct gw *g, char *reply, size_t len);
+int gw_demote(struct gw *g, char *reply, size_t len);
+const char *gw_mode_name(const struct gw *g);
+/* While active, at every loop: demote when a newer epoch took over, and
+ * retry a fence not raised everywhere. */
+void gw_check_fence(struct gw *g, double t);
+
+#endif
