@@ -12,6 +12,7 @@ NATSYNC_PACKAGES=(meson ninja-build pkg-config gcc clang libc6-dev
 	dpdk-dev libdpdk-dev libhiredis-dev libcriterion-dev libinih-dev
 	libssl-dev libbpf-dev bpftool libmnl-dev libnetfilter-conntrack-dev
 	redis-server redis-tools gnuplot-nox
+	libmicrohttpd-dev scdoc prometheus dpkg-dev man-db
 	iproute2 ethtool nftables conntrack conntrackd procps time)
 
 ns_say() { echo "==> $*" >&2; }
