@@ -497,13 +497,13 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	       " topology_changes=%" PRIu64 " stale=%" PRIu64
 	       " dead_subscriptions=%" PRIu64 " bad_messages=%" PRIu64
 	       " table_drops=%" PRIu64 " lag_avg_us=%.0f lag_max_us=%" PRIu64
-	       "%s\n",
+	       " lag_count=%" PRIu64 "%s\n",
 	       ts.live, st.batches, st.records, st.loaded, st.gaps, st.resyncs,
 	       st.resubscribes, st.topology_changes, st.stale,
 	       st.dead_subscriptions, st.bad_messages, ts.full_drops,
 	       st.lag_count ? (double)st.lag_sum_us / (double)st.lag_count
 			    : 0.0,
-	       st.lag_max_us, commit);
+	       st.lag_max_us, st.lag_count, commit);
 	fflush(stdout);
 	nsa_metrics_stop(mx);
 	nsa_standby_stop(sb);

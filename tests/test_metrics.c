@@ -1,0 +1,324 @@
+/*
+ * test_metrics.c - [metrics]: /metrics, /healthz and /readyz of real
+ * natsync-agent processes (an active with the synthetic source and a
+ * standby) replicating through a real 3-master Redis Cluster. Every scrape
+ * passes `promtool check metrics`; the counters equal the REPORT lines;
+ * /readyz follows the standby's sync and the store's loss. Bad input: a
+ * malformed listen value, a port in use, another path or method.
+ *
+ * Redis on 7600-7602, HTTP on 9600-9609.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nsdp_time.h"
+#include "nst_agents.h"
+#include "nst_store.h"
+
+#define MX_CLUSTER_PORT 7600
+#define MX_SEEDS "127.0.0.1:7600,127.0.0.1:7601,127.0.0.1:7602"
+#define HTTP_STANDBY "127.0.0.1:9600"
+#define HTTP_ACTIVE "127.0.0.1:9601"
+#define HTTP_ACTIVE2 "127.0.0.1:9602"
+#define HTTP_BAD "127.0.0.1:9603"
+
+static void stop_pid(int pid)
+{
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+		nsdp_sleep_ms(100);
+	kill(pid, SIGKILL);
+}
+
+/* The HTTP status of METHOD http://addr/path, its body in file (run
+ * directory); 0 when nothing answered. */
+static int http(const char *method, const char *addr, const char *path,
+		const char *file)
+{
+	char out[64];
+	int rc;
+
+	rc = nst_sh("code=$(curl -s -m 5 -X %s -o %s -w '%%{http_code}' "
+		    "http://%s%s); echo \"$code\" >%s",
+		    method, nst_run_path(file), addr, path,
+		    nst_run_path("code"));
+	(void)rc;
+	FILE *f = fopen(nst_run_path("code"), "r");
+
+	out[0] = 0;
+	if (f) {
+		if (!fgets(out, sizeof(out), f))
+			out[0] = 0;
+		fclose(f);
+	}
+	return atoi(out);
+}
+
+/* The value of the first sample in file whose line starts with name{ and
+ * holds label (may be NULL); asserts there is one. */
+static double metric(const char *file, const char *name, const char *label)
+{
+	char line[1024], want[160];
+	FILE *f = fopen(nst_run_path(file), "r");
+	double v = 0;
+	int found = 0;
+
+	cr_assert_not_null(f, "no scrape %s", file);
+	snprintf(want, sizeof(want), "%s{", name);
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *sp;
+
+		if (strncmp(line, want, strlen(want)) != 0)
+			continue;
+		sp = strrchr(line, '}');
+		if (label && (!strstr(line, label) || strstr(line, label) > sp))
+			continue;
+		v = strtod(sp + 1, NULL);
+		found = 1;
+	}
+	fclose(f);
+	cr_assert(found, "no %s{%s} in %s", name, label ? label : "", file);
+	return v;
+}
+
+/* Scrape addr into file and lint it with promtool. */
+static void scrape_checked(const char *addr, const char *file)
+{
+	cr_assert_eq(http("GET", addr, "/metrics", file), 200,
+		     "GET /metrics of %s", addr);
+	cr_assert_eq(
+		nst_sh("promtool check metrics <%s >&2", nst_run_path(file)), 0,
+		"promtool rejects %s", nst_run_path(file));
+}
+
+/* Wait (at most secs) until addr's /readyz answers want. */
+static int wait_ready(const char *addr, int want, int secs)
+{
+	for (int i = 0; i < secs * 10; i++) {
+		if (http("GET", addr, "/readyz", "readyz") == want)
+			return 1;
+		nsdp_sleep_ms(100);
+	}
+	return 0;
+}
+
+static void expect_equal(const char *file, const char *name, const char *label,
+			 const char *report, const char *field)
+{
+	unsigned long r = nst_report_field(nst_run_path(report), field);
+	double v = metric(file, name, label);
+
+	cr_expect_eq((unsigned long)v, r, "%s{%s} = %.0f, REPORT %s=%lu", name,
+		     label ? label : "", v, field, r);
+}
+
+static void stop_all(void)
+{
+	nst_store_stop(MX_CLUSTER_PORT);
+}
+
+TestSuite(metrics, .fini = stop_all, .timeout = 240);
+
+Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
+{
+	/* 300 000 events at 100 000/s: about 3 s of scrapes. */
+	const struct nst_source_plan plan = {20000, 300000, 100000, 0};
+	int sb, a2, scrapes = 0;
+	double prev_acked = 0;
+	char file[32];
+
+	nst_run_dir_make("metrics-pair");
+	nst_store_stop(MX_CLUSTER_PORT);
+	nst_agents_configure(MX_SEEDS, &plan, 0);
+
+	/* No store yet: alive, not ready. */
+	sb = nst_agent_spawn("standby", "--set metrics.listen=" HTTP_STANDBY);
+	cr_assert(wait_ready(HTTP_STANDBY, 503, 10),
+		  "the standby's /readyz never answered 503 before sync");
+	cr_assert(nst_run_file_has("readyz", "cold load has not finished"));
+	cr_assert_eq(http("GET", HTTP_STANDBY, "/healthz", "healthz"), 200);
+	scrape_checked(HTTP_STANDBY, "standby-cold.prom");
+	cr_assert_eq(metric("standby-cold.prom", "natsync_ready", NULL), 0);
+
+	cr_assert_eq(nst_store_start_fresh(MX_CLUSTER_PORT, 3, 0), 0);
+	nst_wait_synced(sb);
+	cr_assert(wait_ready(HTTP_STANDBY, 200, 10),
+		  "the standby's /readyz never answered 200 once synced");
+
+	nst_spawn(nst_build("tools/natsync-agent"), "active",
+		  "--set metrics.listen=" HTTP_ACTIVE, 0);
+	/* Scrape both while the active replicates (bounded: 60 s). */
+	for (int i = 0; i < 300 && !nst_run_file_has("active.out", "^REPORT");
+	     i++) {
+		snprintf(file, sizeof(file), "active-%d.prom", i);
+		if (http("GET", HTTP_ACTIVE, "/metrics", file) == 200) {
+			double acked;
+
+			cr_assert_eq(nst_sh("promtool check metrics <%s >&2",
+					    nst_run_path(file)),
+				     0, "promtool rejects %s",
+				     nst_run_path(file));
+			acked = metric(file, "natsync_records_acked_total",
+				       "role=\"active\"");
+			cr_assert_geq(acked, prev_acked);
+			prev_acked = acked;
+			scrapes++;
+		}
+		snprintf(file, sizeof(file), "standby-%d.prom", i);
+		scrape_checked(HTTP_STANDBY, file);
+		nsdp_sleep_ms(200);
+	}
+	cr_assert_eq(nst_wait_report(60), 0, "the active did not finish");
+	cr_assert_geq(scrapes, 3, "only %d scrapes of the active", scrapes);
+	cr_assert(nst_run_file_has("active.out", "drained=yes"));
+	/* The active's last scrape came before its end: never above. */
+	cr_assert_leq(prev_acked,
+		      nst_report_field(nst_run_path("active.out"), "acked"));
+
+	/* A second active, slow and long, to see /readyz of an active. */
+	nst_sh("cp %s %s", nst_run_path("active.ini"),
+	       nst_run_path("active2.ini"));
+	a2 = nst_spawn(nst_build("tools/natsync-agent"), "active2",
+		       "--set metrics.listen=" HTTP_ACTIVE2
+		       " --set metrics.ready_retry_ms=300"
+		       " --set source.events=100000000 --set source.rate=2000"
+		       " --set source.seed=8 --set source.dump= -t 60",
+		       0);
+	cr_assert(wait_ready(HTTP_ACTIVE2, 200, 20),
+		  "the active's /readyz never answered 200");
+	scrape_checked(HTTP_ACTIVE2, "active2.prom");
+	cr_assert_eq(metric("active2.prom", "natsync_writer_connected",
+			    "master=\"127.0.0.1:7600\""),
+		     1);
+	cr_assert_eq(metric("active2.prom", "natsync_ready", NULL), 1);
+
+	/* The store goes away: neither is ready. */
+	nst_store_stop(MX_CLUSTER_PORT);
+	cr_assert(wait_ready(HTTP_STANDBY, 503, 15),
+		  "the standby's /readyz stayed 200 without its store");
+	cr_assert(nst_run_file_has("readyz", "not subscribed"));
+	cr_assert(wait_ready(HTTP_ACTIVE2, 503, 15),
+		  "the active's /readyz stayed 200 without its store");
+	cr_assert(nst_run_file_has("readyz", "retrying"));
+	scrape_checked(HTTP_ACTIVE2, "active2-down.prom");
+	cr_assert_eq(
+		metric("active2-down.prom", "natsync_writer_connected", NULL),
+		0);
+	stop_pid(a2);
+
+	/* The standby's counters no longer move: they must equal its
+	 * REPORT line. */
+	nsdp_sleep_ms(500);
+	scrape_checked(HTTP_STANDBY, "standby-final.prom");
+	stop_pid(sb);
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
+	expect_equal("standby-final.prom", "natsync_standby_sessions", NULL,
+		     "standby.out", "sessions");
+	expect_equal("standby-final.prom", "natsync_standby_batches_total",
+		     NULL, "standby.out", "batches");
+	expect_equal("standby-final.prom",
+		     "natsync_standby_records_applied_total", NULL,
+		     "standby.out", "records");
+	expect_equal("standby-final.prom",
+		     "natsync_standby_records_loaded_total", NULL,
+		     "standby.out", "loaded");
+	expect_equal("standby-final.prom", "natsync_standby_gaps_total", NULL,
+		     "standby.out", "gaps");
+	expect_equal("standby-final.prom", "natsync_standby_resyncs_total",
+		     NULL, "standby.out", "resyncs");
+	expect_equal("standby-final.prom", "natsync_standby_resubscribes_total",
+		     NULL, "standby.out", "resubscribes");
+	expect_equal("standby-final.prom",
+		     "natsync_standby_topology_changes_total", NULL,
+		     "standby.out", "topology_changes");
+	expect_equal("standby-final.prom",
+		     "natsync_standby_batches_dropped_total",
+		     "reason=\"stale\"", "standby.out", "stale");
+	expect_equal("standby-final.prom",
+		     "natsync_standby_batches_dropped_total", "reason=\"bad\"",
+		     "standby.out", "bad_messages");
+	expect_equal("standby-final.prom",
+		     "natsync_standby_dead_subscriptions_total", NULL,
+		     "standby.out", "dead_subscriptions");
+	expect_equal("standby-final.prom",
+		     "natsync_standby_table_full_drops_total", NULL,
+		     "standby.out", "table_drops");
+	expect_equal("standby-final.prom",
+		     "natsync_replication_lag_seconds_count", NULL,
+		     "standby.out", "lag_count");
+	cr_expect_gt(metric("standby-final.prom",
+			    "natsync_replication_lag_seconds_count", NULL),
+		     0);
+	cr_expect_eq(metric("standby-final.prom",
+			    "natsync_replication_lag_seconds_bucket",
+			    "le=\"+Inf\""),
+		     metric("standby-final.prom",
+			    "natsync_replication_lag_seconds_count", NULL));
+	cr_expect_eq(
+		metric("standby-final.prom", "natsync_standby_synced", NULL),
+		1);
+	cr_expect_eq(metric("standby-final.prom", "natsync_ready", NULL), 0);
+}
+
+Test(metrics, bad_listen_values_port_in_use_and_bad_requests)
+{
+	static const char *const bad[] = {
+		"127.0.0.1",	  "127.0.0.1:0", "127.0.0.1:65536",
+		"localhost:9604", "[::1]9604",	 "127.0.0.1:96o4",
+	};
+	const struct nst_source_plan plan = {1000, 1000, 0, 0};
+	int sb;
+
+	nst_run_dir_make("metrics-bad");
+	nst_agents_configure("127.0.0.1:7609", &plan, 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(nst_sh("%s -c %s --set 'metrics.listen=%s' -p "
+				    ">/dev/null 2>%s",
+				    nst_build("tools/natsync-agent"),
+				    nst_run_path("standby.ini"), bad[i],
+				    nst_run_path("err")),
+			     2, "listen = %s accepted", bad[i]);
+		cr_assert(nst_run_file_has("err", "\\[metrics\\] listen"),
+			  "no message naming the key for %s", bad[i]);
+	}
+	cr_assert_eq(nst_sh("%s -c %s --set 'metrics.listen=[::1]:9604' -p "
+			    ">/dev/null",
+			    nst_build("tools/natsync-agent"),
+			    nst_run_path("standby.ini")),
+		     0);
+
+	/* A standby without a store serves anyway (not ready). */
+	sb = nst_agent_spawn("standby", "--set metrics.listen=" HTTP_BAD);
+	cr_assert(wait_ready(HTTP_BAD, 503, 10));
+	cr_assert_eq(nst_sh("%s -c %s --set metrics.listen=%s -t 5 "
+			    ">/dev/null 2>%s",
+			    nst_build("tools/natsync-agent"),
+			    nst_run_path("standby.ini"), HTTP_BAD,
+			    nst_run_path("inuse.log")),
+		     1, "a second agent on the same port did not exit 1");
+	cr_assert(nst_run_file_has("inuse.log",
+				   "metrics: cannot listen on " HTTP_BAD
+				   ": Address already in use"));
+
+	cr_assert_eq(http("GET", HTTP_BAD, "/nope", "nope"), 404);
+	cr_assert_eq(http("GET", HTTP_BAD, "/metrics/x", "nope"), 404);
+	cr_assert_eq(http("POST", HTTP_BAD, "/metrics", "post"), 405);
+	cr_assert_eq(nst_sh("curl -s -m 5 -i -X PUT http://%s/readyz | "
+			    "grep -qi '^Allow: GET, HEAD'",
+			    HTTP_BAD),
+		     0, "405 without Allow");
+	cr_assert_eq(nst_sh("curl -s -m 5 -I http://%s/metrics | grep -qi "
+			    "'^Content-Type: text/plain; version=0.0.4'",
+			    HTTP_BAD),
+		     0, "HEAD /metrics: no exposition content type");
+	/* Still serving, and the process is still there. */
+	scrape_checked(HTTP_BAD, "after.prom");
+	cr_assert_eq(metric("after.prom", "natsync_standby_synced", NULL), 0);
+	cr_assert_eq(http("GET", HTTP_BAD, "/healthz", "healthz"), 200);
+	cr_assert_eq(kill(sb, 0), 0);
+	stop_pid(sb);
+}
