@@ -412,34 +412,46 @@ fail:
 	return NULL;
 }
 
-void nsa_metrics_wait(struct nsa_metrics *m, unsigned int ms)
+int nsa_metrics_wait(struct nsa_metrics *m, unsigned int ms, int fd)
 {
 	fd_set rs, ws, es;
 	MHD_socket max = 0;
 	MHD_UNSIGNED_LONG_LONG mhd_ms;
 	struct timeval tv;
+	int mhd = m != NULL, n;
 
-	if (m == NULL) {
-		nsdp_sleep_ms(ms);
-		return;
-	}
 	FD_ZERO(&rs);
 	FD_ZERO(&ws);
 	FD_ZERO(&es);
-	if (MHD_get_fdset(m->d, &rs, &ws, &es, &max) != MHD_YES) {
-		nsdp_sleep_ms(ms);
-		return;
+	if (mhd && MHD_get_fdset(m->d, &rs, &ws, &es, &max) != MHD_YES) {
+		mhd = 0;
+		FD_ZERO(&rs);
+		FD_ZERO(&ws);
+		FD_ZERO(&es);
+		max = 0;
 	}
-	if (MHD_get_timeout(m->d, &mhd_ms) == MHD_YES && mhd_ms < ms)
+	if (mhd && MHD_get_timeout(m->d, &mhd_ms) == MHD_YES && mhd_ms < ms)
 		ms = (unsigned int)mhd_ms;
+	if (fd >= 0) {
+		FD_SET(fd, &rs);
+		if (fd > max)
+			max = fd;
+	}
+	if (!mhd && fd < 0) {
+		nsdp_sleep_ms(ms);
+		return 0;
+	}
 	tv.tv_sec = ms / 1000;
 	tv.tv_usec = (ms % 1000) * 1000;
-	if (select(max + 1, &rs, &ws, &es, &tv) < 0) {
+	n = select(max + 1, &rs, &ws, &es, &tv);
+	if (n < 0) {
 		FD_ZERO(&rs);
 		FD_ZERO(&ws);
 		FD_ZERO(&es);
 	}
-	MHD_run_from_select(m->d, &rs, &ws, &es);
+	if (mhd)
+		MHD_run_from_select(m->d, &rs, &ws, &es);
+	return fd >= 0 && n > 0 && FD_ISSET(fd, &rs);
 }
 
 void nsa_metrics_stop(struct nsa_metrics *m)

@@ -79,9 +79,10 @@ struct nsa_metrics *nsa_metrics_start(const char *addr,
 				      const struct nsa_metrics_hooks *hooks,
 				      char *err, size_t errlen);
 
-/* Serve what is due, waiting at most ms for requests (m NULL: sleep ms).
- * The main loop's wait. */
-void nsa_metrics_wait(struct nsa_metrics *m, unsigned int ms);
+/* Serve what is due, waiting at most ms for requests (m NULL: only
+ * wait). The main loop's wait: fd >= 0 is one more socket of the loop's
+ * (a control socket); 1 when it is readable, else 0. */
+int nsa_metrics_wait(struct nsa_metrics *m, unsigned int ms, int fd);
 
 void nsa_metrics_stop(struct nsa_metrics *m);
 

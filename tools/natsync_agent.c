@@ -265,7 +265,7 @@ static int run_active(const struct nsa_config *conf, double duration)
 	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
 
-		nsa_metrics_wait(mx, 20);
+		nsa_metrics_wait(mx, 20, -1);
 		if (src.ksrc && nsa_cli_dump_requested())
 			kernel_table_dump(&src, conf);
 		if (src.synth) {
@@ -457,7 +457,7 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
 
-		nsa_metrics_wait(mx, 20);
+		nsa_metrics_wait(mx, 20, -1);
 		if (nsa_cli_dump_requested())
 			standby_dump(sb, conf->table_dump);
 		nsa_standby_stats(sb, &st);
