@@ -6,7 +6,10 @@
  * /readyz follows the standby's sync and the store's loss. Bad input: a
  * malformed listen value, a port in use, another path or method.
  *
- * Redis on 7600-7602, HTTP on 9600-9609.
+ * natsync-gateway (net_null ports) with a plain store: its /metrics and
+ * --ctl health as a standby and as an active, with and without the store.
+ *
+ * Redis on 7600-7602 and 7605, HTTP on 9600-9605.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -119,6 +122,7 @@ static void expect_equal(const char *file, const char *name, const char *label,
 static void stop_all(void)
 {
 	nst_store_stop(MX_CLUSTER_PORT);
+	nst_store_stop(7605);
 }
 
 TestSuite(metrics, .fini = stop_all, .timeout = 240);
@@ -321,4 +325,100 @@ Test(metrics, bad_listen_values_port_in_use_and_bad_requests)
 	cr_assert_eq(http("GET", HTTP_BAD, "/healthz", "healthz"), 200);
 	cr_assert_eq(kill(sb, 0), 0);
 	stop_pid(sb);
+}
+
+/* natsync-gateway on two net_null ports (no traffic to route, but its
+ * fast path counts what the null ports give) with a plain store. */
+#define GW_STORE_PORT 7605
+#define HTTP_GATEWAY "127.0.0.1:9605"
+
+static int gw_ctl(const char *cmd, const char *file)
+{
+	return nst_sh("%s --ctl %s -S %s >%s 2>&1",
+		      nst_build("gateway/natsync-gateway"), cmd,
+		      nst_run_path("gw.sock"), nst_run_path(file));
+}
+
+static int wait_gw_health(int want, int secs)
+{
+	for (int i = 0; i < secs * 10; i++) {
+		if (gw_ctl("health", "health") == want)
+			return 1;
+		nsdp_sleep_ms(100);
+	}
+	return 0;
+}
+
+Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
+{
+	char text[2048];
+	int gw;
+
+	nst_run_dir_make("metrics-gateway");
+	nst_store_stop(GW_STORE_PORT);
+	snprintf(text, sizeof(text),
+		 "[agent]\nrole = standby\ngateway_id = 3\nprogress_ms = 0\n"
+		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
+		 "--no-telemetry --file-prefix nstmx --vdev=net_null0 "
+		 "--vdev=net_null1 -l 0,1\n"
+		 "[store]\nseeds = 127.0.0.1:%d\n"
+		 "[rings]\nlanes = 1\nring_size = 4096\n"
+		 "[standby]\ntable_capacity = 4096\n"
+		 "[gateway]\ninside_port = net_null0\n"
+		 "outside_port = net_null1\ninside_address = 10.1.0.1\n"
+		 "pool = 192.0.2.1-192.0.2.2\nports = 20000-29999\n"
+		 "control_socket = %s\nidle_sleep_us = 200\nmbufs = 4095\n"
+		 "[metrics]\nlisten = " HTTP_GATEWAY "\nready_retry_ms = 300\n",
+		 GW_STORE_PORT, nst_run_path("gw.sock"));
+	nst_write_file(nst_run_path("gw.ini"), text);
+	gw = nst_spawn(nst_build("gateway/natsync-gateway"), "gw", "", 0);
+
+	/* No store: a standby that has not loaded is not ready. */
+	cr_assert(wait_gw_health(1, 15), "health never answered");
+	cr_assert(
+		nst_run_file_has("health", "^error not ready: the cold load"));
+	cr_assert_eq(http("GET", HTTP_GATEWAY, "/readyz", "readyz"), 503);
+
+	cr_assert_eq(nst_store_start(GW_STORE_PORT, 0, 0), 0);
+	cr_assert(wait_gw_health(0, 15), "never ready as a synced standby");
+	cr_assert(nst_run_file_has("health", "^ok ready mode=standby"));
+	cr_assert_eq(http("GET", HTTP_GATEWAY, "/readyz", "readyz"), 200);
+	scrape_checked(HTTP_GATEWAY, "standby.prom");
+	cr_assert_eq(metric("standby.prom", "natsync_gateway_mode",
+			    "mode=\"standby\""),
+		     1);
+	cr_assert_eq(metric("standby.prom", "natsync_ready",
+			    "role=\"gateway\",gateway_id=\"3\""),
+		     1);
+	cr_assert_eq(metric("standby.prom", "natsync_standby_synced", NULL), 1);
+	cr_assert_eq(
+		metric("standby.prom", "natsync_records_acked_total", NULL), 0);
+
+	cr_assert_eq(gw_ctl("promote", "promote"), 0);
+	cr_assert(wait_gw_health(0, 15), "not ready once active");
+	cr_assert(nst_run_file_has("health", "^ok ready mode=active"));
+	scrape_checked(HTTP_GATEWAY, "active.prom");
+	cr_assert_eq(metric("active.prom", "natsync_gateway_mode",
+			    "mode=\"active\""),
+		     1);
+	cr_assert_eq(
+		metric("active.prom", "natsync_gateway_promotions_total", NULL),
+		1);
+	cr_assert_eq(metric("active.prom", "natsync_writer_connected",
+			    "master=\"127.0.0.1:7605\""),
+		     1);
+	cr_assert_gt(metric("active.prom", "natsync_gateway_packets_total",
+			    "direction=\"rx\",side=\"inside\""),
+		     0);
+	cr_assert_gt(metric("active.prom", "natsync_epoch", NULL), 0);
+
+	/* The store goes away: the active's writers retry, not ready. */
+	nst_store_stop(GW_STORE_PORT);
+	cr_assert(wait_gw_health(1, 15), "still ready without the store");
+	cr_assert(nst_run_file_has("health", "^error not ready: writer 0"));
+	cr_assert_eq(http("GET", HTTP_GATEWAY, "/readyz", "readyz"), 503);
+	scrape_checked(HTTP_GATEWAY, "down.prom");
+	cr_assert_eq(metric("down.prom", "natsync_ready", NULL), 0);
+	cr_assert_eq(kill(gw, 0), 0);
+	stop_pid(gw);
 }
