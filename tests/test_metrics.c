@@ -152,6 +152,14 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 	nst_wait_synced(sb);
 	cr_assert(wait_ready(HTTP_STANDBY, 200, 10),
 		  "the standby's /readyz never answered 200 once synced");
+	/* keepalived's track script agrees, with curl and with /dev/tcp. */
+	cr_assert_eq(nst_sh("%s -u %s", nst_src("deploy/keepalived-track.sh"),
+			    HTTP_STANDBY),
+		     0);
+	cr_assert_eq(nst_sh("%s -T -u %s",
+			    nst_src("deploy/keepalived-track.sh"),
+			    HTTP_STANDBY),
+		     0);
 
 	nst_spawn(nst_build("tools/natsync-agent"), "active",
 		  "--set metrics.listen=" HTTP_ACTIVE, 0);
@@ -205,6 +213,13 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 	cr_assert(wait_ready(HTTP_STANDBY, 503, 15),
 		  "the standby's /readyz stayed 200 without its store");
 	cr_assert(nst_run_file_has("readyz", "not subscribed"));
+	cr_assert_eq(nst_sh("%s -u %s", nst_src("deploy/keepalived-track.sh"),
+			    HTTP_STANDBY),
+		     1);
+	cr_assert_eq(nst_sh("%s -T -u %s",
+			    nst_src("deploy/keepalived-track.sh"),
+			    HTTP_STANDBY),
+		     1);
 	cr_assert(wait_ready(HTTP_ACTIVE2, 503, 15),
 		  "the active's /readyz stayed 200 without its store");
 	cr_assert(nst_run_file_has("readyz", "retrying"));
@@ -397,6 +412,11 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 	cr_assert_eq(gw_ctl("promote", "promote"), 0);
 	cr_assert(wait_gw_health(0, 15), "not ready once active");
 	cr_assert(nst_run_file_has("health", "^ok ready mode=active"));
+	cr_assert_eq(nst_sh("%s -g %s -S %s",
+			    nst_src("deploy/keepalived-track.sh"),
+			    nst_build("gateway/natsync-gateway"),
+			    nst_run_path("gw.sock")),
+		     0);
 	scrape_checked(HTTP_GATEWAY, "active.prom");
 	cr_assert_eq(metric("active.prom", "natsync_gateway_mode",
 			    "mode=\"active\""),
@@ -416,6 +436,11 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 	nst_store_stop(GW_STORE_PORT);
 	cr_assert(wait_gw_health(1, 15), "still ready without the store");
 	cr_assert(nst_run_file_has("health", "^error not ready: writer 0"));
+	cr_assert_eq(nst_sh("%s -g %s -S %s",
+			    nst_src("deploy/keepalived-track.sh"),
+			    nst_build("gateway/natsync-gateway"),
+			    nst_run_path("gw.sock")),
+		     1);
 	cr_assert_eq(http("GET", HTTP_GATEWAY, "/readyz", "readyz"), 503);
 	scrape_checked(HTTP_GATEWAY, "down.prom");
 	cr_assert_eq(metric("down.prom", "natsync_ready", NULL), 0);
