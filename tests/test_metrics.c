@@ -131,7 +131,7 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 {
 	/* 300 000 events at 100 000/s: about 3 s of scrapes. */
 	const struct nst_source_plan plan = {20000, 300000, 100000, 0};
-	int sb, a2, scrapes = 0;
+	int sb, a2, act, scrapes = 0;
 	double prev_acked = 0;
 	char file[32];
 
@@ -161,11 +161,13 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 			    HTTP_STANDBY),
 		     0);
 
-	nst_spawn(nst_build("tools/natsync-agent"), "active",
-		  "--set metrics.listen=" HTTP_ACTIVE, 0);
-	/* Scrape both while the active replicates (bounded: 60 s). */
-	for (int i = 0; i < 300 && !nst_run_file_has("active.out", "^REPORT");
-	     i++) {
+	/* With -t the active stays, idle, once it has replicated every
+	 * event, until stopped: its final counters can be scraped. */
+	act = nst_spawn(nst_build("tools/natsync-agent"), "active",
+			"--set metrics.listen=" HTTP_ACTIVE " -t 120", 0);
+	/* Scrape both while the active replicates (bounded: 60 s), until
+	 * the active has every event acknowledged. */
+	for (int i = 0; i < 300 && prev_acked < (double)plan.events; i++) {
 		snprintf(file, sizeof(file), "active-%d.prom", i);
 		if (http("GET", HTTP_ACTIVE, "/metrics", file) == 200) {
 			double acked;
@@ -184,12 +186,54 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 		scrape_checked(HTTP_STANDBY, file);
 		nsdp_sleep_ms(200);
 	}
-	cr_assert_eq(nst_wait_report(60), 0, "the active did not finish");
+	cr_assert_eq(prev_acked, (double)plan.events,
+		     "the active never had every event acknowledged");
 	cr_assert_geq(scrapes, 3, "only %d scrapes of the active", scrapes);
+	scrape_checked(HTTP_ACTIVE, "active-final.prom");
+	cr_assert_eq(
+		metric("active-final.prom", "natsync_records_in_flight", NULL),
+		0);
+	cr_assert_eq(http("GET", HTTP_ACTIVE, "/readyz", "readyz"), 200);
+	stop_pid(act);
+	cr_assert_eq(nst_wait_report(10), 0, "the active wrote no REPORT");
+	nst_sh("cat %s >&2", nst_run_path("active.out"));
 	cr_assert(nst_run_file_has("active.out", "drained=yes"));
-	/* The active's last scrape came before its end: never above. */
-	cr_assert_leq(prev_acked,
-		      nst_report_field(nst_run_path("active.out"), "acked"));
+	expect_equal("active-final.prom", "natsync_records_drained_total", NULL,
+		     "active.out", "records");
+	expect_equal("active-final.prom", "natsync_records_acked_total", NULL,
+		     "active.out", "acked");
+	expect_equal("active-final.prom", "natsync_batches_total", NULL,
+		     "active.out", "batches");
+	expect_equal("active-final.prom", "natsync_records_resent_total", NULL,
+		     "active.out", "resent");
+	expect_equal("active-final.prom", "natsync_records_replayed_total",
+		     NULL, "active.out", "replayed");
+	expect_equal("active-final.prom", "natsync_store_reconnects_total",
+		     NULL, "active.out", "reconnects");
+	expect_equal("active-final.prom", "natsync_store_refusals_total",
+		     "kind=\"clusterdown\"", "active.out", "clusterdown");
+	expect_equal("active-final.prom", "natsync_store_refusals_total",
+		     "kind=\"other\"", "active.out", "errors");
+	expect_equal("active-final.prom", "natsync_records_dropped_total",
+		     "reason=\"lane_full\"", "active.out", "lane_drops");
+	expect_equal("active-final.prom", "natsync_records_dropped_total",
+		     "reason=\"fenced\"", "active.out", "fenced");
+	expect_equal("active-final.prom", "natsync_store_corrections_total",
+		     NULL, "active.out", "store_corrections");
+	cr_expect_eq(
+		metric("active-final.prom", "natsync_records_dropped_total",
+		       "reason=\"store_refused\"") +
+			metric("active-final.prom",
+			       "natsync_records_dropped_total",
+			       "reason=\"fenced\""),
+		nst_report_field(nst_run_path("active.out"), "agent_drops"));
+	cr_expect_eq(metric("active-final.prom",
+			    "natsync_writer_records_acked_total",
+			    "writer=\"0\""),
+		     plan.events);
+	cr_expect_eq(metric("active-final.prom", "natsync_writer_connected",
+			    "master=\"127.0.0.1:7601\""),
+		     1);
 
 	/* A second active, slow and long, to see /readyz of an active. */
 	nst_sh("cp %s %s", nst_run_path("active.ini"),

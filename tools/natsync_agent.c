@@ -142,7 +142,8 @@ static void usage(FILE *out)
 		"active\n"
 		"                        with a synthetic source stops when it "
 		"is\n"
-		"                        done; otherwise run until "
+		"                        done, with -t it stays idle until SECS\n"
+		"                        passed; otherwise run until "
 		"SIGINT/SIGTERM)\n"
 		"  -p, --print-config    print the effective configuration and "
 		"exit\n"
@@ -222,6 +223,21 @@ static int stop_kernel_source(struct nsa_source *src, struct nsa_active *a,
 	return drained;
 }
 
+/* nsa_active_drain, answering scrapes meanwhile (a stop signal waits,
+ * as it does for nsa_active_drain). */
+static int drain_serving(struct nsa_active *a, struct nsa_metrics *mx,
+			 int timeout_ms)
+{
+	double end = nsdp_now_s() + timeout_ms / 1000.0;
+
+	while (nsa_active_drain(a, 20) != 0) {
+		if (nsdp_now_s() >= end)
+			return -ETIMEDOUT;
+		nsa_metrics_wait(mx, 0, -1);
+	}
+	return 0;
+}
+
 static int run_active(const struct nsa_config *conf, double duration)
 {
 	struct nsa_source src;
@@ -268,16 +284,20 @@ static int run_active(const struct nsa_config *conf, double duration)
 		nsa_metrics_wait(mx, 20, -1);
 		if (src.ksrc && nsa_cli_dump_requested())
 			kernel_table_dump(&src, conf);
-		if (src.synth) {
+		if (src.synth && !drained) {
 			nsdp_synth_stats(src.synth, &ss);
-			if (ss.done && !drained) {
+			if (ss.done) {
 				/* Every event is in a lane: wait for the store. */
-				drained = nsa_active_drain(active, 600000) == 0;
+				drained =
+					drain_serving(active, mx, 600000) == 0;
 				t_end = nsdp_now_s();
 				if (!drained)
 					NSA_ERR("active: not every record was "
 						"acknowledged in time");
-				break;
+				/* With --duration it stays until that passed,
+				 * its final counters served to scrapes. */
+				if (!drained || duration <= 0)
+					break;
 			}
 		}
 		if (src.attached && t - last_alive_check >= 1.0) {
