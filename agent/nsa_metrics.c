@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,14 +433,24 @@ int nsa_metrics_wait(struct nsa_metrics *m, unsigned int ms, int fd)
 	}
 	if (mhd && MHD_get_timeout(m->d, &mhd_ms) == MHD_YES && mhd_ms < ms)
 		ms = (unsigned int)mhd_ms;
+	if (!mhd || fd >= FD_SETSIZE) {
+		/* No server, or a descriptor select cannot take (above
+		 * FD_SETSIZE): wait for the loop's own socket alone and serve
+		 * what the server has without waiting for it. */
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+		if (m != NULL)
+			MHD_run(m->d);
+		if (fd < 0) {
+			nsdp_sleep_ms(ms);
+			return 0;
+		}
+		return poll(&pfd, 1, (int)ms) > 0;
+	}
 	if (fd >= 0) {
 		FD_SET(fd, &rs);
 		if (fd > max)
 			max = fd;
-	}
-	if (!mhd && fd < 0) {
-		nsdp_sleep_ms(ms);
-		return 0;
 	}
 	tv.tv_sec = ms / 1000;
 	tv.tv_usec = (ms % 1000) * 1000;
