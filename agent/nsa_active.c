@@ -444,9 +444,9 @@ void nsa_active_writer_health(const struct nsa_active *a, unsigned int i,
 		if (__atomic_load_n(&w->health_seq, __ATOMIC_RELAXED) == seq)
 			break;
 	}
+	/* Rewritten all along: the next scrape has them. */
 	if (tries == 8)
-		h->n_masters =
-			0; /* being rewritten: the next scrape has them */
+		h->n_masters = 0;
 	for (m = 0; m < h->n_masters; m++)
 		h->masters[m][NSA_WRITER_MASTER_LEN - 1] = 0;
 }
