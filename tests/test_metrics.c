@@ -453,6 +453,17 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 	cr_assert_eq(
 		metric("standby.prom", "natsync_records_acked_total", NULL), 0);
 
+	/* A second gateway on the same metrics port stops at start. */
+	cr_assert_eq(nst_sh("%s -c %s --set gateway.control_socket=%s -t 5 "
+			    ">/dev/null 2>%s",
+			    nst_build("gateway/natsync-gateway"),
+			    nst_run_path("gw.ini"), nst_run_path("gw2.sock"),
+			    nst_run_path("gw2.log")),
+		     1);
+	cr_assert(nst_run_file_has("gw2.log",
+				   "metrics: cannot listen on " HTTP_GATEWAY
+				   ": Address already in use"));
+
 	cr_assert_eq(gw_ctl("promote", "promote"), 0);
 	cr_assert(wait_gw_health(0, 15), "not ready once active");
 	cr_assert(nst_run_file_has("health", "^ok ready mode=active"));
