@@ -218,6 +218,7 @@ static void *writer_main(void *arg)
 	w->now_ns = nsdp_mono_ns();
 	if (nsa_writer_connect(w) != 0)
 		return NULL;
+	nsa_writer_health_connected(w);
 
 	while (!nsa_writer_stopping(w)) {
 		size_t io = 0;
@@ -229,9 +230,12 @@ static void *writer_main(void *arg)
 			if (w->conns[i]->conn.fd >= 0 &&
 			    w->conns[i]->conn.exp_count > 0)
 				io += nsa_link_read(w, w->conns[i]);
+		if (w->retry_mode)
+			nsa_writer_health_retrying(w);
 		if (w->retry_mode && quiescent(w)) {
 			if (nsa_writer_recover(w) != 0)
 				break;
+			nsa_writer_health_connected(w);
 			w->now_ns = nsdp_mono_ns();
 		}
 		if (!w->retry_mode)
@@ -304,6 +308,8 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 		memset(w, 0, sizeof(*w));
 		w->a = a;
 		w->idx = i;
+		/* Not connected yet: retrying from the start. */
+		w->retry_since_ns = nsdp_mono_ns();
 		w->publisher_id = (rnd & 0xffffffu) << 8 | (i & 0xffu);
 		w->epoch_seen = conf->epoch;
 		w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
@@ -361,6 +367,88 @@ void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s)
 		s->lane_drops += __atomic_load_n(&a->lanes[i]->dropped,
 						 __ATOMIC_RELAXED);
 	s->inflight = s->records - s->acked - s->dropped;
+}
+
+/* ---- health ------------------------------------------------------------ */
+
+void nsa_writer_health_retrying(struct nsa_writer *w)
+{
+	if (__atomic_load_n(&w->retry_since_ns, __ATOMIC_RELAXED) == 0)
+		__atomic_store_n(&w->retry_since_ns, nsdp_mono_ns(),
+				 __ATOMIC_RELAXED);
+}
+
+/* Connected to every master of w->topo: publish them (a seqlock: the
+ * reader retries while health_seq is odd or moved). */
+void nsa_writer_health_connected(struct nsa_writer *w)
+{
+	unsigned int i, k, n = w->topo.n_nodes;
+	uint32_t seq = w->health_seq;
+
+	if (n > NSA_MAX_NODES)
+		n = NSA_MAX_NODES;
+	__atomic_store_n(&w->health_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (i = 0; i < n; i++) {
+		char text[NSA_WRITER_MASTER_LEN] = {0};
+		uint64_t word;
+
+		snprintf(text, sizeof(text), "%s:%u",
+			 w->topo.nodes[i].addr.host,
+			 w->topo.nodes[i].addr.port);
+		for (k = 0; k < NSA_WRITER_MASTER_LEN / 8; k++) {
+			memcpy(&word, text + 8 * k, 8);
+			__atomic_store_n(&w->masters_pub[i][k], word,
+					 __ATOMIC_RELAXED);
+		}
+	}
+	__atomic_store_n(&w->n_masters_pub, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->health_seq, seq + 2, __ATOMIC_RELEASE);
+	__atomic_store_n(&w->retry_since_ns, 0, __ATOMIC_RELAXED);
+}
+
+unsigned int nsa_active_writers(const struct nsa_active *a)
+{
+	return a ? a->n_writers : 0;
+}
+
+void nsa_active_writer_health(const struct nsa_active *a, unsigned int i,
+			      struct nsa_writer_health *h)
+{
+	const struct nsa_writer *w = a->w[i];
+	uint64_t since, now = nsdp_mono_ns();
+	unsigned int tries, m, k;
+
+	memset(h, 0, sizeof(*h));
+	since = __atomic_load_n(&w->retry_since_ns, __ATOMIC_RELAXED);
+	h->connected = since == 0;
+	h->retry_ms = since && now > since ? (now - since) / 1000000 : 0;
+	h->acked = __atomic_load_n(&w->st.acked, __ATOMIC_RELAXED);
+	for (tries = 0; tries < 8; tries++) {
+		uint32_t seq =
+			__atomic_load_n(&w->health_seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1)
+			continue;
+		h->n_masters =
+			__atomic_load_n(&w->n_masters_pub, __ATOMIC_RELAXED);
+		for (m = 0; m < h->n_masters; m++)
+			for (k = 0; k < NSA_WRITER_MASTER_LEN / 8; k++) {
+				uint64_t word =
+					__atomic_load_n(&w->masters_pub[m][k],
+							__ATOMIC_RELAXED);
+
+				memcpy(h->masters[m] + 8 * k, &word, 8);
+			}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&w->health_seq, __ATOMIC_RELAXED) == seq)
+			break;
+	}
+	/* Rewritten all along: the next scrape has them. */
+	if (tries == 8)
+		h->n_masters = 0;
+	for (m = 0; m < h->n_masters; m++)
+		h->masters[m][NSA_WRITER_MASTER_LEN - 1] = 0;
 }
 
 uint32_t nsa_active_fence(const struct nsa_active *a)

@@ -78,6 +78,21 @@ void nsa_active_free(struct nsa_active *a);
 
 void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s);
 
+/* One writer's health, for metrics and readiness (nsa_metrics.h): read
+ * from the writer's relaxed atomics, never a lock. */
+#define NSA_WRITER_MASTER_LEN 72 /* "host:port" */
+struct nsa_writer_health {
+	int connected; /* connected to every master, not retrying */
+	uint64_t retry_ms; /* how long it has been retrying (0: connected) */
+	uint64_t acked; /* this writer's share of nsa_active_stats.acked */
+	unsigned int n_masters; /* as of its last connection */
+	char masters[NSA_MAX_NODES][NSA_WRITER_MASTER_LEN];
+};
+
+unsigned int nsa_active_writers(const struct nsa_active *a);
+void nsa_active_writer_health(const struct nsa_active *a, unsigned int i,
+			      struct nsa_writer_health *h);
+
 /* The highest epoch the writers read from the store's counter (0 before
  * any connection): above the records' epoch, this active is fenced. */
 uint32_t nsa_active_fence(const struct nsa_active *a);

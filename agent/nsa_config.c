@@ -30,6 +30,7 @@
 #include <ini.h>
 
 #include "nsa_config.h"
+#include "nsa_metrics.h"
 #include "nsa_config_key.h"
 #include "nsa_log.h"
 
@@ -416,6 +417,9 @@ int nsa_config_finish(struct nsa_config *c, char *err, size_t errlen)
 	    nsa_read_secret("batch_key_file", c->batch_key_file, c->batch_key,
 			    sizeof(c->batch_key), &c->batch_key_len, err,
 			    errlen) != 0)
+		return -1;
+	if (c->metrics_listen[0] &&
+	    nsa_metrics_parse_listen(c->metrics_listen, NULL, err, errlen) != 0)
 		return -1;
 	nsa_config_derive(c);
 	return 0;

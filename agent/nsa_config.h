@@ -96,6 +96,11 @@ struct nsa_config {
 	char eal_args[1024]; /* EAL arguments, space separated */
 	int verbosity;
 
+	/* [metrics] (agent/nsa_metrics.h) */
+	char metrics_listen[80]; /* ADDR:PORT or [IPv6]:PORT; empty = off */
+	/* An active is not ready while a writer retries longer than this. */
+	unsigned int metrics_ready_retry_ms;
+
 	/* A program's own sections, set by nsa_config_defaults_ext: their
 	 * fields follow this struct in the program's. */
 	const struct nsa_key_table *extra;

@@ -88,11 +88,12 @@ static void sync_check(struct nsa_standby *sb)
 {
 	unsigned int i;
 
-	if (sb->st.synced)
-		return;
 	for (i = 0; i < sb->n_nodes; i++)
 		if (!sb->nodes[i].loaded_once)
 			return;
+	__atomic_store_n(&sb->st.live, 1, __ATOMIC_RELAXED);
+	if (sb->st.synced)
+		return;
 	__atomic_store_n(&sb->st.synced, 1, __ATOMIC_RELAXED);
 	NSA_INFO("standby: synced, %" PRIu64 " sessions in the table",
 		 __atomic_load_n(&sb->st.loaded, __ATOMIC_RELAXED));

@@ -180,6 +180,7 @@ static void sb_teardown(struct nsa_standby *sb)
 {
 	unsigned int i;
 
+	__atomic_store_n(&sb->st.live, 0, __ATOMIC_RELAXED);
 	for (i = 0; i < sb->n_nodes; i++) {
 		nsa_sb_resync_close(sb, &sb->nodes[i]);
 		sb->nodes[i].retry_at = 0;
@@ -602,6 +603,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(stale);
 	LOAD(dead_subscriptions);
 	LOAD(synced);
+	LOAD(live);
 	LOAD(lag_count);
 	LOAD(lag_sum_us);
 	LOAD(lag_max_us);

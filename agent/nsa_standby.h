@@ -51,6 +51,9 @@ struct nsa_standby_stats {
 	/* subscriptions given up: silent, PING unanswered ([standby] ping_ms) */
 	uint64_t dead_subscriptions;
 	int synced; /* cold load finished */
+	/* subscribed to every master, each loaded since: what /readyz says
+	 * (synced stays set when the store goes away; this does not) */
+	int live;
 	uint64_t lag_count, lag_sum_us, lag_max_us;
 	uint64_t fenced; /* batches dropped: epoch older than seen */
 	/* batches dropped: a batch key is configured and their HMAC is

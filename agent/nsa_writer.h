@@ -140,6 +140,15 @@ struct nsa_writer {
 	uint8_t rb_slots[NS_SLOTS / 8]; /* slots of the keys read back */
 	int rb_unreadable_logged;
 
+	/* Health (nsa_active_writer_health), written by this writer, read
+	 * by any thread with relaxed atomics: since when it has been
+	 * retrying (monotonic ns, 0 = connected and not retrying), and its
+	 * masters as "host:port" words, rewritten while health_seq is odd. */
+	uint64_t retry_since_ns;
+	uint32_t health_seq;
+	uint32_t n_masters_pub;
+	uint64_t masters_pub[NSA_MAX_NODES][NSA_WRITER_MASTER_LEN / 8];
+
 	uint64_t now_ns;
 	int in_burst; /* set while drained records are not yet counted */
 	struct nsa_active_stats st; /* written by this writer only */
@@ -196,6 +205,10 @@ void nsa_readback_lost(struct nsa_writer *w, const struct nsa_exp *e);
 void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
 			char type, const char *text, long len);
 int nsa_readback_append(struct nsa_writer *w, const struct ns_session *s);
+
+/* nsa_active.c */
+void nsa_writer_health_retrying(struct nsa_writer *w);
+void nsa_writer_health_connected(struct nsa_writer *w);
 
 /* nsa_wlink.c */
 void nsa_link_kill(struct nsa_writer *w, struct nsa_link *c, const char *why);

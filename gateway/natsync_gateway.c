@@ -4,7 +4,9 @@
  * One DPDK process with an inside and an outside port (any PMD), one
  * forwarding lcore running the NAT fast path (dataplane/nsdp_nat.h) over
  * the gateway's session table, and a control thread (the main thread)
- * serving a unix socket: "promote", "demote", "status", "stats".
+ * serving a unix socket: "promote", "demote", "status", "stats",
+ * "health"; with [metrics] listen it also serves /metrics and /readyz
+ * (ngw_metrics.c).
  *
  * The gateway always starts as a standby: the standby subscriber fills the
  * session table from the store (cold load, then live batches) and the fast
@@ -64,6 +66,7 @@
 #include "nsa_fence.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
+#include "nsa_metrics.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
 #include "nsdp_nat.h"
@@ -103,7 +106,8 @@ static void usage(FILE *out)
 		"control\n"
 		"                        socket, print the reply and exit: "
 		"promote,\n"
-		"                        demote, status, stats\n"
+		"                        demote, status, stats, health (exit 0\n"
+		"                        when ready, 1 otherwise)\n"
 		"  -S, --socket PATH     control socket for --ctl (default: "
 		"[gateway]\n"
 		"                        control_socket of -c FILE)\n"
@@ -255,6 +259,19 @@ static int gw_stats(struct gw *g, char *reply, size_t len)
 	return 0;
 }
 
+/* What /readyz says (ngw_metrics.c), for keepalived's track_script and
+ * the watchdog: --ctl health exits 0 when ready. */
+static void gw_health_reply(struct gw *g, char *reply, size_t len)
+{
+	char why[256] = "";
+
+	if (ngw_health(g, why, sizeof(why)))
+		snprintf(reply, len, "ok ready mode=%s epoch=%u\n",
+			 gw_mode_name(g), nsdp_nat_epoch(g->nat));
+	else
+		snprintf(reply, len, "error not ready: %s\n", why);
+}
+
 static void control_serve(struct gw *g)
 {
 	char line[256], reply[GW_REPLY_MAX];
@@ -282,10 +299,12 @@ static void control_serve(struct gw *g)
 		gw_status(g, reply, sizeof(reply));
 	else if (!strcmp(line, "stats"))
 		gw_stats(g, reply, sizeof(reply));
+	else if (!strcmp(line, "health"))
+		gw_health_reply(g, reply, sizeof(reply));
 	else
 		snprintf(reply, sizeof(reply),
 			 "error unknown command '%.64s' (promote, demote, "
-			 "status, stats)\n",
+			 "status, stats, health)\n",
 			 line);
 	NSA_INFO("control: %s -> %.*s", line, (int)strcspn(reply, "\n"), reply);
 	if (write(fd, reply, strlen(reply)) < 0)
@@ -430,6 +449,8 @@ static int gw_setup(struct gw *g)
 	g->listen_fd = control_listen(g->conf.gw.control_socket);
 	if (g->listen_fd < 0)
 		return g->listen_fd;
+	if (ngw_metrics_start(g) != 0)
+		return -EADDRINUSE;
 	if (nsa_standby_start(g->sb) != 0)
 		return -EIO;
 	ngw_fwd_init(&g->fwd, g->nat, g->port_in, g->port_out);
@@ -465,10 +486,10 @@ static int gw_run(struct gw *g, double duration)
 	char reply[GW_REPLY_MAX];
 
 	while (!nsa_cli_stopping()) {
-		struct pollfd pfd = {.fd = g->listen_fd, .events = POLLIN};
 		double t = nsdp_now_s();
 
-		if (poll(&pfd, 1, 50) > 0)
+		/* Also serves [metrics] (nsa_metrics.h), on this thread. */
+		if (nsa_metrics_wait(g->metrics, 50, g->listen_fd))
 			control_serve(g);
 		gw_unstick(g);
 		gw_check_fence(g, t);
@@ -530,6 +551,7 @@ static void gw_teardown(struct gw *g)
 	       ns.record_drops, as.acked, g->promotions, ns.rx_inside,
 	       ns.rx_outside);
 	fflush(stdout);
+	nsa_metrics_stop(g->metrics);
 	if (g->listen_fd > 0) {
 		close(g->listen_fd);
 		unlink(g->conf.gw.control_socket);

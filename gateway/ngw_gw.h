@@ -51,6 +51,7 @@ struct gw {
 	 * standby: it may still write the table, so the subscriber must not
 	 * (gw_unstick). */
 	int stuck;
+	struct nsa_metrics *metrics; /* [metrics] listen; NULL = off */
 };
 
 /* When stuck: take the table back for the subscriber once the lcore has
@@ -64,5 +65,12 @@ const char *gw_mode_name(const struct gw *g);
 /* While active, at every loop: demote when a newer epoch took over, and
  * retry a fence not raised everywhere. */
 void gw_check_fence(struct gw *g, double t);
+
+/* ngw_metrics.c: [metrics] listen served from the main loop (0, or -1
+ * said), and the health /readyz and the control socket's "health" tell:
+ * 1 ready, or 0 with the reason in why. */
+struct nsa_metrics;
+int ngw_metrics_start(struct gw *g);
+int ngw_health(struct gw *g, char *why, size_t whylen);
 
 #endif

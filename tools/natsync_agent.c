@@ -44,6 +44,7 @@
 #include "nsa_fence.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
+#include "nsa_metrics.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
 #include "nsdp_synth.h"
@@ -60,6 +61,68 @@
  * to tidy (a new gateway may be rewriting it; rte_eal_cleanup() then
  * crashes in the shared heap), so the process exits without it. */
 static int gateway_gone;
+
+/* ---- [metrics]: served from the main loop (nsa_metrics.h) ---------------- */
+
+struct agent_metrics {
+	const struct nsa_config *conf;
+	struct nsa_active *active; /* the role's, NULL for the other */
+	struct nsa_standby *standby;
+};
+
+static int agent_ready(void *arg, char *why, size_t whylen)
+{
+	const struct agent_metrics *am = arg;
+
+	if (am->active)
+		return nsa_metrics_active_ready(
+			am->active, am->conf->metrics_ready_retry_ms, why,
+			whylen);
+	return nsa_metrics_standby_ready(am->standby, why, whylen);
+}
+
+static void agent_render(void *arg, struct nsa_mx *m)
+{
+	struct agent_metrics *am = arg;
+	char why[256];
+
+	nsa_metrics_common(m, am->conf->epoch,
+			   agent_ready(am, why, sizeof(why)));
+	if (am->active)
+		nsa_metrics_active(m, am->active);
+	else
+		nsa_metrics_standby(m, am->standby, am->conf->table_capacity);
+}
+
+/* NULL when [metrics] listen is empty or on failure (*failed set, said). */
+static struct nsa_metrics *agent_metrics_start(struct agent_metrics *am,
+					       int *failed)
+{
+	struct nsa_metrics_hooks hooks = {
+		.render = agent_render,
+		.ready = agent_ready,
+		.arg = am,
+		.role = am->active ? "active" : "standby",
+		.gateway_id = am->conf->gateway_id,
+	};
+	struct nsa_metrics *m;
+	char err[256];
+
+	*failed = 0;
+	if (!am->conf->metrics_listen[0])
+		return NULL;
+	m = nsa_metrics_start(am->conf->metrics_listen, &hooks, err,
+			      sizeof(err));
+	if (m == NULL) {
+		NSA_ERR("%s", err);
+		*failed = 1;
+	} else {
+		NSA_INFO("metrics: serving /metrics, /healthz and /readyz on "
+			 "%s",
+			 am->conf->metrics_listen);
+	}
+	return m;
+}
 
 static void usage(FILE *out)
 {
@@ -79,7 +142,8 @@ static void usage(FILE *out)
 		"active\n"
 		"                        with a synthetic source stops when it "
 		"is\n"
-		"                        done; otherwise run until "
+		"                        done, with -t it stays idle until SECS\n"
+		"                        passed; otherwise run until "
 		"SIGINT/SIGTERM)\n"
 		"  -p, --print-config    print the effective configuration and "
 		"exit\n"
@@ -159,6 +223,21 @@ static int stop_kernel_source(struct nsa_source *src, struct nsa_active *a,
 	return drained;
 }
 
+/* nsa_active_drain, answering scrapes meanwhile (a stop signal waits,
+ * as it does for nsa_active_drain). */
+static int drain_serving(struct nsa_active *a, struct nsa_metrics *mx,
+			 int timeout_ms)
+{
+	double end = nsdp_now_s() + timeout_ms / 1000.0;
+
+	while (nsa_active_drain(a, 20) != 0) {
+		if (nsdp_now_s() >= end)
+			return -ETIMEDOUT;
+		nsa_metrics_wait(mx, 0, -1);
+	}
+	return 0;
+}
+
 static int run_active(const struct nsa_config *conf, double duration)
 {
 	struct nsa_source src;
@@ -168,7 +247,9 @@ static int run_active(const struct nsa_config *conf, double duration)
 	struct nsdp_ksrc_stats ks = {0};
 	double t0, t_end = 0, last_progress, last_alive_check;
 	uint64_t last_acked = 0;
-	int rc = 1, drained = 0, open_rc;
+	int rc = 1, drained = 0, open_rc, mx_failed;
+	struct agent_metrics am = {.conf = conf};
+	struct nsa_metrics *mx = NULL;
 
 	open_rc = nsa_source_open(&src, conf);
 	if (open_rc != 0) {
@@ -178,6 +259,10 @@ static int run_active(const struct nsa_config *conf, double duration)
 	}
 	active = nsa_source_replicate(&src, conf);
 	if (!active)
+		goto out;
+	am.active = active;
+	mx = agent_metrics_start(&am, &mx_failed);
+	if (mx_failed)
 		goto out;
 	t0 = nsdp_now_s();
 	last_progress = t0;
@@ -196,19 +281,23 @@ static int run_active(const struct nsa_config *conf, double duration)
 	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
 
-		nsdp_sleep_ms(20);
+		nsa_metrics_wait(mx, 20, -1);
 		if (src.ksrc && nsa_cli_dump_requested())
 			kernel_table_dump(&src, conf);
-		if (src.synth) {
+		if (src.synth && !drained) {
 			nsdp_synth_stats(src.synth, &ss);
-			if (ss.done && !drained) {
+			if (ss.done) {
 				/* Every event is in a lane: wait for the store. */
-				drained = nsa_active_drain(active, 600000) == 0;
+				drained =
+					drain_serving(active, mx, 600000) == 0;
 				t_end = nsdp_now_s();
 				if (!drained)
 					NSA_ERR("active: not every record was "
 						"acknowledged in time");
-				break;
+				/* With --duration it stays until that passed,
+				 * its final counters served to scrapes. */
+				if (!drained || duration <= 0)
+					break;
 			}
 		}
 		if (src.attached && t - last_alive_check >= 1.0) {
@@ -313,6 +402,7 @@ static int run_active(const struct nsa_config *conf, double duration)
 			     : 0;
 	}
 out:
+	nsa_metrics_stop(mx);
 	if (active) {
 		nsa_active_stop(active);
 		nsa_active_free(active);
@@ -364,11 +454,20 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	struct nsa_standby_stats st;
 	struct nsdp_table_stats ts;
 	double t0 = nsdp_now_s(), last_progress = t0;
-	int was_synced = 0;
+	int was_synced = 0, mx_failed;
 	char commit[320];
+	struct agent_metrics am = {.conf = conf, .standby = sb};
+	struct nsa_metrics *mx = NULL;
 
+	if (sb)
+		mx = agent_metrics_start(&am, &mx_failed);
+	if (sb && mx_failed) {
+		nsa_standby_free(sb);
+		return 1;
+	}
 	if (!sb || nsa_standby_start(sb) != 0) {
 		NSA_ERR("standby: cannot start");
+		nsa_metrics_stop(mx);
 		if (sb)
 			nsa_standby_free(sb);
 		/* The commit's namespace or privileges are missing (said in
@@ -378,7 +477,7 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
 
-		nsdp_sleep_ms(20);
+		nsa_metrics_wait(mx, 20, -1);
 		if (nsa_cli_dump_requested())
 			standby_dump(sb, conf->table_dump);
 		nsa_standby_stats(sb, &st);
@@ -418,14 +517,15 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	       " topology_changes=%" PRIu64 " stale=%" PRIu64
 	       " dead_subscriptions=%" PRIu64 " bad_messages=%" PRIu64
 	       " table_drops=%" PRIu64 " lag_avg_us=%.0f lag_max_us=%" PRIu64
-	       "%s\n",
+	       " lag_count=%" PRIu64 "%s\n",
 	       ts.live, st.batches, st.records, st.loaded, st.gaps, st.resyncs,
 	       st.resubscribes, st.topology_changes, st.stale,
 	       st.dead_subscriptions, st.bad_messages, ts.full_drops,
 	       st.lag_count ? (double)st.lag_sum_us / (double)st.lag_count
 			    : 0.0,
-	       st.lag_max_us, commit);
+	       st.lag_max_us, st.lag_count, commit);
 	fflush(stdout);
+	nsa_metrics_stop(mx);
 	nsa_standby_stop(sb);
 	nsa_standby_free(sb);
 	return 0;

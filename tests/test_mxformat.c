@@ -1,0 +1,105 @@
+/*
+ * test_mxformat.c - the Prometheus text exposition writer and the
+ * [metrics] listen parser (agent/nsa_metrics.h), without a server.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nsa_metrics.h"
+#include "nst_store.h"
+
+Test(mxformat, label_values_are_escaped_and_base_labels_come_first)
+{
+	struct nsa_mx m = {0};
+
+	nsa_mx_reset(&m, "standby", 7);
+	nsa_mx_family(&m, "natsync_x_total", "counter",
+		      "Help with \\ and\nnewline.");
+	nsa_mx_sample(&m, "natsync_x_total", 42, "master", "a\"b\\c\nd", NULL);
+	cr_assert_str_eq(
+		m.buf, "# HELP natsync_x_total Help with \\\\ and\\nnewline.\n"
+		       "# TYPE natsync_x_total counter\n"
+		       "natsync_x_total{role=\"standby\",gateway_id=\"7\","
+		       "master=\"a\\\"b\\\\c\\nd\"} 42\n");
+	nsa_mx_free(&m);
+}
+
+Test(mxformat, histogram_buckets_are_cumulative_and_inf_equals_count)
+{
+	static const double le[] = {0.001, 0.01};
+	static const uint64_t counts[] = {3, 4};
+	struct nsa_mx m = {0};
+
+	nsa_mx_reset(&m, "standby", 1);
+	nsa_mx_histogram(&m, "natsync_lag_seconds", "Lag.", le, counts, 2, 5,
+			 0.5);
+	cr_assert(strstr(m.buf, "natsync_lag_seconds_bucket{role=\"standby\","
+				"gateway_id=\"1\",le=\"0.001\"} 3\n"));
+	cr_assert(strstr(m.buf, ",le=\"0.01\"} 7\n"));
+	cr_assert(strstr(m.buf, ",le=\"+Inf\"} 12\n"));
+	cr_assert(strstr(m.buf, "natsync_lag_seconds_sum{role=\"standby\","
+				"gateway_id=\"1\"} 0.5\n"));
+	cr_assert(strstr(m.buf, "natsync_lag_seconds_count{role=\"standby\","
+				"gateway_id=\"1\"} 12\n"));
+	nsa_mx_free(&m);
+}
+
+Test(mxformat, an_exposition_passes_promtool)
+{
+	static const double le[] = {0.0001, 0.001};
+	static const uint64_t counts[] = {1, 2};
+	struct nsa_mx m = {0};
+	char path[] = "/tmp/nst-mxformat-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f;
+
+	cr_assert_geq(fd, 0);
+	nsa_mx_reset(&m, "active", 1);
+	nsa_metrics_common(&m, 3, 1);
+	nsa_metrics_active(&m, NULL);
+	nsa_mx_histogram(&m, "natsync_replication_lag_seconds", "Lag.", le,
+			 counts, 2, 0, 0.001);
+	f = fdopen(fd, "w");
+	cr_assert_not_null(f);
+	fputs(m.buf, f);
+	fclose(f);
+	cr_assert_eq(nst_sh("promtool check metrics <%s >&2", path), 0);
+	unlink(path);
+	nsa_mx_free(&m);
+}
+
+Test(mxformat, listen_takes_ipv4_and_bracketed_ipv6_with_a_port)
+{
+	static const char *const good[] = {"127.0.0.1:9464", "0.0.0.0:1",
+					   "[::1]:65535", "[::]:9464"};
+	static const char *const bad[] = {
+		"",
+		"127.0.0.1",
+		"127.0.0.1:",
+		"127.0.0.1:0",
+		"1.2.3.4:65536",
+		":9464",
+		"::1:9464",
+		"[::1]9464",
+		"[::1]:",
+		"host:9464",
+		"127.0.0.1:9x",
+		"127.0.0.1:-1",
+	};
+	struct sockaddr_storage ss;
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_assert_eq(nsa_metrics_parse_listen(good[i], &ss, err,
+						      sizeof(err)),
+			     0, "%s refused: %s", good[i], err);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		cr_assert_eq(
+			nsa_metrics_parse_listen(bad[i], &ss, err, sizeof(err)),
+			-1, "'%s' accepted", bad[i]);
+		cr_assert(strstr(err, "[metrics] listen"), "%s", err);
+	}
+}
