@@ -119,8 +119,42 @@ static void expect_equal(const char *file, const char *name, const char *label,
 		     label ? label : "", v, field, r);
 }
 
+/* Every metric deploy/grafana/natsync-dashboard.json queries (but those
+ * matching skip, an extended regex; "^$" skips none) is in one of the
+ * scrapes files (run-folder names, space-separated). */
+static void expect_dashboard_metrics(const char *files, const char *skip)
+{
+	char paths[512] = "";
+	const char *p = files;
+
+	while (*p) {
+		size_t n = strcspn(p, " ");
+		char name[64];
+
+		snprintf(name, sizeof(name), "%.*s", (int)n, p);
+		snprintf(paths + strlen(paths), sizeof(paths) - strlen(paths),
+			 "%s ", nst_run_path(name));
+		p += n + (p[n] == ' ');
+	}
+	cr_assert_eq(
+		nst_sh("missing=; n=0; for m in $(grep -o 'natsync_[a-z0-9_]*' "
+		       "%s | sort -u | grep -v -E '%s'); do n=$((n+1)); "
+		       "cat %s | grep -q -E \"^$m[{ ]\" || "
+		       "missing=\"$missing $m\"; done; "
+		       "echo \"metrics: $n dashboard metrics checked, "
+		       "missing:${missing:- none}\" >&2; "
+		       "[ $n -gt 10 ] && [ -z \"$missing\" ]",
+		       nst_src("deploy/grafana/natsync-dashboard.json"), skip,
+		       paths),
+		0, "a metric the dashboard queries is not in %s", files);
+}
+
 static void stop_all(void)
 {
+	/* A failed assertion leaves the programs it started running: stop
+	 * every one whose configuration is in this suite's run folders. */
+	nst_sh("pkill -TERM -f '/tests/run/metrics-[a-z]*/' && sleep 1; "
+	       "pkill -KILL -f '/tests/run/metrics-[a-z]*/'; true");
 	nst_store_stop(MX_CLUSTER_PORT);
 	nst_store_stop(7605);
 }
@@ -325,6 +359,10 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 		metric("standby-final.prom", "natsync_standby_synced", NULL),
 		1);
 	cr_expect_eq(metric("standby-final.prom", "natsync_ready", NULL), 0);
+	/* The dashboard's metrics but the gateway's are in an agent pair's
+	 * scrapes. */
+	expect_dashboard_metrics("active-final.prom standby-final.prom",
+				 "^natsync_gateway_");
 }
 
 Test(metrics, bad_listen_values_port_in_use_and_bad_requests)
@@ -486,6 +524,8 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 			    "direction=\"rx\",side=\"inside\""),
 		     0);
 	cr_assert_gt(metric("active.prom", "natsync_epoch", NULL), 0);
+	/* Every metric the dashboard queries is in a gateway's scrapes. */
+	expect_dashboard_metrics("standby.prom active.prom", "^$");
 
 	/* The store goes away: the active's writers retry, not ready. */
 	nst_store_stop(GW_STORE_PORT);

@@ -103,3 +103,36 @@ Test(mxformat, listen_takes_ipv4_and_bracketed_ipv6_with_a_port)
 		cr_assert(strstr(err, "[metrics] listen"), "%s", err);
 	}
 }
+
+/* Every query of deploy/grafana/natsync-dashboard.json parses as PromQL:
+ * promtool checks them as recording rules, Grafana's variables replaced.
+ * (That each metric they name exists is checked on real scrapes, in the
+ * metrics suite.) */
+Test(mxformat, the_dashboards_queries_parse)
+{
+	const char *dash = nst_src("deploy/grafana/natsync-dashboard.json");
+	char rules[] = "/tmp/nst-dashrules-XXXXXX";
+	int fd = mkstemp(rules), n_expr, n_rules;
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	n_expr = nst_sh("exit $(grep -c '\"expr\": ' %s)", dash);
+	cr_assert_gt(n_expr, 20, "%d queries in %s", n_expr, dash);
+	cr_assert_eq(
+		nst_sh("{ printf 'groups:\\n- name: dashboard\\n  rules:\\n'; "
+		       "i=0; sed -n 's/^ *\"expr\": \"\\(.*\\)\",\\{0,1\\}$/\\1/p' "
+		       "%s | sed -e 's/\\\\\"/\"/g' "
+		       "-e 's/\\$__rate_interval/1m/g' "
+		       "-e 's/\\$gateway_id/.*/g' | "
+		       "while IFS= read -r e; do i=$((i+1)); "
+		       "printf '  - record: natsync:dashboard_%%d\\n' $i; "
+		       "printf \"    expr: '%%s'\\n\" \"$e\"; done; } >%s",
+		       dash, rules),
+		0);
+	n_rules = nst_sh("exit $(grep -c '^  - record: ' %s)", rules);
+	cr_assert_eq(n_rules, n_expr, "%d of %d queries written as rules",
+		     n_rules, n_expr);
+	cr_assert_eq(nst_sh("promtool check rules %s >&2", rules), 0,
+		     "promtool rejects a query of the dashboard (%s)", rules);
+	unlink(rules);
+}
