@@ -304,6 +304,7 @@ static int segment_write(struct nsa_writer *w, struct nsa_link *c,
 	if (expect(w, cc, b, 0, NSA_EXP_SEGMENT) != 0)
 		return -ENOMEM;
 	W_STAT_ADD(w, sets, 1);
+	W_STAT_ADD(w, log_bytes, b->body_len + mac_len);
 	return 0;
 }
 

@@ -155,6 +155,11 @@ struct nsa_active {
 	unsigned int n_writers;
 	int stop;
 	int running;
+	/* [store] layout = log: the compactor thread and its counters
+	 * (atomic: read by nsa_active_stats). */
+	pthread_t compactor;
+	int compactor_started;
+	uint64_t compactions, compact_bytes;
 	struct nsa_writer *w[];
 };
 
