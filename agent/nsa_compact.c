@@ -4,10 +4,16 @@
  *
  * SCAN lists the master's segment keys (checkpoints too), MGET reads them
  * slot by slot, nsa_logmerge merges them; the live records are written as
- * checkpoint batches of NSA_CHECKPOINT_RECORDS, then every segment read is
- * given PEXPIRE grace LT. A segment written after the listing is untouched:
- * its records are newer than the merge's (a producer's stamps rise), so the
- * tombstones the checkpoint leaves out had no older record left outside it.
+ * checkpoint batches of NSA_CHECKPOINT_RECORDS, then every segment merged
+ * is given PEXPIRE grace LT.
+ *
+ * Only segments sent (header sent_ns) a grace period before the listing
+ * began are merged, and checkpoints: SCAN returns every key that exists
+ * throughout it, so each older segment of their records' sessions is
+ * listed too (or expired, or covered by a listed checkpoint), and the
+ * tombstones the checkpoint leaves out have no older record left outside
+ * it. A younger segment may have been listed while an older one, written
+ * while the SCAN ran, was not: it waits for the next round.
  *
  * Invariants:
  * - Nothing is expired before every checkpoint batch is acknowledged: a
@@ -115,8 +121,19 @@ static int by_slot(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* MGET the listed segments, slot by slot, into m. */
+/* A checkpoint's name: "ns:l:{N}:k:..." */
+static int is_checkpoint(const char *k, size_t len)
+{
+	const char *tag = memchr(k, '}', len);
+
+	return tag && (size_t)(tag - k) + 4 <= len && tag[1] == ':' &&
+	       tag[2] == 'k' && tag[3] == ':';
+}
+
+/* MGET the listed segments, slot by slot, into m: the checkpoints, and the
+ * segments sent before until_ns (merged[i] set for those). */
 static int read_segments(redisContext *c, const struct key_list *l,
+			 uint64_t until_ns, uint8_t *merged,
 			 struct nsa_logmerge *m, struct nsa_compact_result *res,
 			 char *err, size_t errlen)
 {
@@ -155,14 +172,22 @@ static int read_segments(redisContext *c, const struct key_list *l,
 		}
 		for (j = 0; rc == 0 && j < n; j++) {
 			const redisReply *v = r->element[j];
+			size_t k = (uint32_t)order[i + j];
+			int took;
 
 			if (v->type != REDIS_REPLY_STRING)
 				continue; /* expired since listed */
-			if (nsa_logmerge_segment(m, (const uint8_t *)v->str,
-						 v->len) == -ENOMEM) {
+			took = nsa_logmerge_segment_until(
+				m, (const uint8_t *)v->str, v->len,
+				is_checkpoint(l->k[k], l->len[k]) ? UINT64_MAX
+								  : until_ns);
+			if (took == -ENOMEM) {
 				rc = -ENOMEM;
 				break;
 			}
+			if (took <= 0)
+				continue; /* too young, or not a batch */
+			merged[k] = 1;
 			res->segments++;
 			res->bytes_read += v->len;
 		}
@@ -293,9 +318,12 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 		     unsigned int grace_ms, struct nsa_compact_result *res,
 		     char *err, size_t errlen)
 {
+	const uint64_t until_ns =
+		nsdp_realtime_ns() - (uint64_t)grace_ms * 1000000u;
 	struct key_list l = {0};
 	struct nsa_logmerge m;
 	struct checkpoint cp = {0};
+	uint8_t *merged = NULL;
 	redisContext *c;
 	size_t i;
 	int rc;
@@ -309,8 +337,11 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 		return -ENOMEM;
 	}
 	rc = list_segments(c, &l, err, errlen);
+	if (rc == 0 && (merged = calloc(l.n ? l.n : 1, 1)) == NULL)
+		rc = -ENOMEM;
 	if (rc == 0)
-		rc = read_segments(c, &l, &m, res, err, errlen);
+		rc = read_segments(c, &l, until_ns, merged, &m, res, err,
+				   errlen);
 	if (rc == 0) {
 		cp.c = c;
 		cp.slot = topo->nodes[node].channel_slot;
@@ -339,9 +370,12 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 		unsigned int sent = 0;
 
 		for (i = 0; i < l.n; i++) {
-			redisAppendCommand(c, "PEXPIRE %b %u LT", l.k[i],
-					   l.len[i], grace_ms);
-			if (++sent == 1024 || i == l.n - 1) {
+			if (merged[i]) {
+				redisAppendCommand(c, "PEXPIRE %b %u LT",
+						   l.k[i], l.len[i], grace_ms);
+				sent++;
+			}
+			if (sent == 1024 || (i == l.n - 1 && sent > 0)) {
 				if (replies(c, sent, err, errlen) != 0)
 					rc = -EIO;
 				sent = 0;
@@ -349,6 +383,7 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 		}
 	}
 	free(cp.buf);
+	free(merged);
 	keys_free(&l);
 	nsa_logmerge_free(&m);
 	redisFree(c);

@@ -104,7 +104,8 @@ int nsa_logmerge_record(struct nsa_logmerge *m, const struct ns_session *s)
 	return 0;
 }
 
-int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len)
+int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
+			       size_t len, uint64_t until_ns)
 {
 	struct ns_batch_hdr h;
 	struct ns_batch_iter it;
@@ -116,12 +117,21 @@ int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len)
 		return rc;
 	if (h.flags & NS_BATCH_F_STORE)
 		return -EINVAL;
+	if (h.sent_ns >= until_ns)
+		return 0;
 	ns_batch_iter_init(&it, body, h.body_len);
 	while (ns_batch_iter_next(&it, &s) > 0)
 		if (nsa_logmerge_record(m, &s) != 0)
 			return -ENOMEM;
 	m->segments++;
-	return 0;
+	return 1;
+}
+
+int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len)
+{
+	int rc = nsa_logmerge_segment_until(m, v, len, UINT64_MAX);
+
+	return rc < 0 ? rc : 0;
 }
 
 int nsa_logmerge_live(const struct ns_session *s, uint64_t now_ns)

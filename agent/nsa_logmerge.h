@@ -31,6 +31,11 @@ void nsa_logmerge_free(struct nsa_logmerge *m);
  * A batch flagged STORE is not a segment: -EINVAL. */
 int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len);
 
+/* As nsa_logmerge_segment, but only a batch sent (its header's sent_ns)
+ * before until_ns: 1 merged, 0 left out, or a negative errno. */
+int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
+			       size_t len, uint64_t until_ns);
+
 /* Merge one record: 0 or -ENOMEM. */
 int nsa_logmerge_record(struct nsa_logmerge *m, const struct ns_session *s);
 
