@@ -21,6 +21,7 @@
 #include "ns_slot.h"
 #include "nsa_active.h"
 #include "nsa_cluster.h"
+#include "nsa_compact.h"
 #include "nsa_config.h"
 #include "nsa_order.h"
 #include "nsa_standby.h"
@@ -32,6 +33,8 @@
 #define PLAIN_PORT 7310
 /* The log layout's plain server (cold load). */
 #define LOG_PLAIN_PORT 7720
+/* The log layout's compaction under a cold load. */
+#define LOG_COMPACT_PORT 7721
 #define BATCH_RECORDS 256
 
 /* ---- the simulated active --------------------------------------------- */
@@ -1501,6 +1504,76 @@ ParameterizedTest(struct layout_param *p, standby,
 	cr_assert_eq(ts.live, n - n / 10);
 	cr_assert(table_exact(nsa_standby_table(sb), &a));
 	pair_close(sb, &a);
+}
+
+static void log_compact_down(void)
+{
+	nst_store_stop(LOG_COMPACT_PORT);
+}
+
+/* Log layout: a standby cold-loads while the log is compacted under it
+ * (both start together), and another one loads once the segments the
+ * checkpoint covers have expired: both hold the exact table. */
+Test(standby, log_cold_load_during_compaction_gives_the_exact_table,
+     .fini = log_compact_down, .timeout = 120)
+{
+	const uint32_t n = 200000, live = n - n / 10;
+	const unsigned int grace_ms = 3000;
+	struct nsa_compact_result res;
+	struct nsa_store_conf sc;
+	struct nsdp_table_stats ts;
+	struct nsa_standby *sb, *sb2;
+	struct active a;
+	char err[256];
+	double t0, t1;
+	redisReply *r;
+
+	cr_assert_eq(nst_eal_init(1024), 0);
+	store_fresh(LOG_COMPACT_PORT, 0);
+	standby_layout = NSA_LAYOUT_LOG;
+	active_open(&a, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n);
+	a.log = 1;
+	active_write_range(&a, 0, n, NS_EV_CREATE, 0);
+	active_write_range(&a, 0, n, NS_EV_REFRESH, 0);
+	active_write_range(&a, 0, n / 10, NS_EV_DELETE, 0);
+	/* Compaction merges segments sent a grace period before it. */
+	nsdp_sleep_ms(grace_ms + 100);
+
+	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
+	store_conf(&sc, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC);
+	t0 = nsdp_now_s();
+	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0, 0xabcdef00u, 1, NULL, 0,
+				      grace_ms, &res, err, sizeof(err)),
+		     0, "%s", err);
+	t1 = nsdp_now_s();
+	cr_assert(wait_synced(sb, 30), "cold load did not finish");
+	printf("compaction: %llu segments, %llu records, %llu live, %llu "
+	       "bytes written back in %.3f s\n",
+	       (unsigned long long)res.segments,
+	       (unsigned long long)res.records, (unsigned long long)res.live,
+	       (unsigned long long)res.bytes_written, t1 - t0);
+	cr_assert_eq(res.records, 2 * n + n / 10);
+	cr_assert_eq(res.live, live);
+	/* 4 095 records a checkpoint batch, 48 B each, 48 B of header. */
+	cr_assert_eq(res.bytes_written,
+		     (uint64_t)live * 48 + (live + 4094) / 4095 * 48);
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	cr_assert_eq(ts.live, live);
+	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	nsa_standby_free(sb);
+
+	/* The grace passed: only the checkpoint is left. */
+	nsdp_sleep_ms(grace_ms + 500);
+	r = redisCommand(a.c[0], "DBSIZE");
+	cr_assert(r && r->type == REDIS_REPLY_INTEGER);
+	cr_assert_eq(r->integer, (live + 4094) / 4095);
+	freeReplyObject(r);
+	sb2 = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
+	cr_assert(wait_synced(sb2, 30), "second cold load did not finish");
+	nsdp_table_stats(nsa_standby_table(sb2), &ts);
+	cr_assert_eq(ts.live, live);
+	cr_assert(table_exact(nsa_standby_table(sb2), &a));
+	pair_close(sb2, &a);
 }
 
 /* Slots 16000-16383 move from the last master to the first: every master
