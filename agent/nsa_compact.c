@@ -36,8 +36,9 @@
 #include "nsa_logmerge.h"
 #include "nsdp_time.h"
 
-/* 48 + 4095 * 48 = 196 608 bytes: a jemalloc size class, no slack. */
-#define NSA_CHECKPOINT_RECORDS 4095
+/* 48 + 4094 * 48 = 196 560 bytes, with the 10 bytes of Redis's string
+ * header within the 196 608-byte jemalloc size class (4 095 would not be). */
+#define NSA_CHECKPOINT_RECORDS 4094
 #define NSA_COMPACT_MGET 64
 
 struct key_list {
