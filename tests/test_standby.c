@@ -35,6 +35,8 @@
 #define LOG_PLAIN_PORT 7720
 /* The log layout's compaction under a cold load. */
 #define LOG_COMPACT_PORT 7721
+/* The log layout's cluster (resync). */
+#define LOG_CLUSTER_PORT 7760
 #define BATCH_RECORDS 256
 
 /* ---- the simulated active --------------------------------------------- */
@@ -669,6 +671,13 @@ static uint32_t fresh_below(uint32_t first, unsigned int below, uint32_t *idx,
 	return m;
 }
 
+/* A test run in one store layout, on its own store; no pointers (a
+ * parameter is copied into the test's process). */
+struct layout_param {
+	enum nsa_layout layout;
+	int port;
+};
+
 /* ---- fixtures ------------------------------------------------------------ */
 
 static void store_fresh(int port, int masters)
@@ -957,15 +966,41 @@ Test(standby, cold_load_converges_while_batches_keep_coming, .init = cluster_up,
 	pair_close(sb, &a);
 }
 
-Test(standby, seq_gap_triggers_resync_and_table_ends_exact, .init = cluster_up,
-     .fini = cluster_down)
+/* The resync in both store layouts (no pointers: the parameter is copied
+ * into the test's process). */
+static struct layout_param gap_layouts[] = {
+	{NSA_LAYOUT_KEYS, CLUSTER_PORT},
+	{NSA_LAYOUT_LOG, LOG_CLUSTER_PORT},
+};
+
+static void gap_stores_down(void)
+{
+	nst_store_stop(CLUSTER_PORT);
+	nst_store_stop(LOG_CLUSTER_PORT);
+}
+
+ParameterizedTestParameters(standby,
+			    seq_gap_triggers_resync_and_table_ends_exact)
+{
+	return cr_make_param_array(struct layout_param, gap_layouts,
+				   sizeof(gap_layouts) /
+					   sizeof(gap_layouts[0]));
+}
+
+ParameterizedTest(struct layout_param *p, standby,
+		  seq_gap_triggers_resync_and_table_ends_exact,
+		  .fini = gap_stores_down)
 {
 	struct active a;
 	struct nsa_standby *sb;
 	struct nsa_standby_stats st;
 	unsigned int i;
 
-	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000, 100000);
+	cr_assert_eq(nst_eal_init(1024), 0);
+	store_fresh(p->port, 3);
+	standby_layout = p->layout;
+	sb = pair_open(&a, p->port, NSA_PUBLISH_AUTO, 3000, 100000);
+	a.log = p->layout == NSA_LAYOUT_LOG;
 	active_write_range(&a, 0, 1000, NS_EV_CREATE, 1);
 	cr_assert(wait_exact(sb, &a, 10));
 
@@ -1445,12 +1480,7 @@ Test(standby, lag_runs_from_the_record_timestamp_to_its_apply, .init = plain_up,
 	pair_close(sb, &a);
 }
 
-/* The cold load in both store layouts; no pointers in a parameter (it is
- * copied into the test's process). */
-struct layout_param {
-	enum nsa_layout layout;
-	int port;
-};
+/* The cold load in both store layouts. */
 
 static struct layout_param cold_layouts[] = {
 	{NSA_LAYOUT_KEYS, PLAIN_PORT},
