@@ -64,6 +64,7 @@
 #include "nsa_fence.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
+#include "nsa_sdnotify.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
 #include "nsdp_nat.h"
@@ -464,10 +465,12 @@ static int gw_run(struct gw *g, double duration)
 	int want_active = g->conf.agent.role == NSA_ROLE_ACTIVE;
 	char reply[GW_REPLY_MAX];
 
+	nsa_sd_ready("standby until promoted");
 	while (!nsa_cli_stopping()) {
 		struct pollfd pfd = {.fd = g->listen_fd, .events = POLLIN};
 		double t = nsdp_now_s();
 
+		nsa_sd_watchdog();
 		if (poll(&pfd, 1, 50) > 0)
 			control_serve(g);
 		gw_unstick(g);
@@ -602,6 +605,7 @@ int main(int argc, char **argv)
 		return 2;
 
 	rc = gw_setup(&g) == 0 ? gw_run(&g, cli.duration) : 1;
+	nsa_sd_stopping();
 	gw_teardown(&g);
 	rte_eal_cleanup();
 	return rc;
