@@ -88,7 +88,7 @@ Test(sdnotify, ready_sends_ready_and_status_to_a_path_socket,
 	setenv("NOTIFY_SOCKET", sock_path, 1);
 	cr_assert_eq(nsa_sd_open(), 0);
 	cr_assert_eq(nsa_sd_ready("standby"), 1);
-	cr_assert_eq(receive(fd, buf, sizeof(buf), 1000), 23);
+	cr_assert_eq(receive(fd, buf, sizeof(buf), 1000), 22);
 	cr_assert_str_eq(buf, "READY=1\nSTATUS=standby");
 	cr_assert_eq(nsa_sd_ready(NULL), 1);
 	receive(fd, buf, sizeof(buf), 1000);
