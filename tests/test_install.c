@@ -15,8 +15,14 @@
  * the installed programs and Documentation=man: pages to the installed
  * man pages (MANPATH).
  *
- * Suite install, not in the sanitizer runs: it checks files and packaging,
- * not code paths.
+ * The hardening the units state is tried too, without systemd: the
+ * installed agent (kernel source, conntrack standby, in a namespace) and
+ * gateway (af_packet ports) run on the installed examples in the sandbox
+ * tests/nst_unit_sandbox.sh builds from the installed unit files, and
+ * fail, as they should, with an empty capability bounding set.
+ *
+ * Suite install, not in the sanitizer runs: it checks files, packaging
+ * and privileges, not code paths.
  */
 #include <criterion/criterion.h>
 
@@ -473,4 +479,165 @@ Test(install, package_installs_runs_and_purges, .fini = package_purge,
 	free(out);
 	cr_expect(!exists("/usr/bin/natsync-agent"));
 	cr_expect(!exists("/etc/natsync"));
+}
+
+/* ---- the units' sandbox ------------------------------------------------
+ * The hardening the units state, tried without systemd: the installed
+ * programs run on the installed examples under tests/nst_unit_sandbox.sh,
+ * which reads the installed unit (read-only system, its writable
+ * directories, NoNewPrivileges, its capability bounding set). A control
+ * run with an empty bounding set shows that the capabilities are what
+ * lets them run. Root; Redis on 7650-7652, namespaces ninst-*. */
+
+#define SANDBOX_STORE_PORT 7650
+
+/* The command prefix that runs a program of the DESTDIR in the sandbox
+ * of unit (in the DESTDIR's unit directory). */
+static const char *sandbox(const char *unit, int nocaps)
+{
+	static char buf[2][2048];
+	static int i;
+	char *b = buf[i++ & 1];
+
+	snprintf(b, sizeof(buf[0]), "%s %s '%s%s/%s' --",
+		 nst_src("tests/nst_unit_sandbox.sh"),
+		 nocaps ? "--no-caps" : "", in.destdir, in.unitdir, unit);
+	return b;
+}
+
+static void kernel_sandbox_gone(void)
+{
+	nst_store_stop(SANDBOX_STORE_PORT);
+	nst_sh("ip netns del ninst-k 2>/dev/null; rm -f "
+	       "/var/lib/natsync/ninst-kernel.tbl "
+	       "/var/lib/natsync/ninst-standby.tbl");
+}
+
+Test(install, agent_kernel_roles_run_in_the_units_sandbox,
+     .fini = kernel_sandbox_gone, .timeout = 120)
+{
+	char args[2048];
+	int rc;
+	char *out;
+
+	nst_need_root("namespaces, BPF, conntrack");
+	nst_sh("ip netns del ninst-k 2>/dev/null");
+	cr_assert_eq(nst_sh("ip netns add ninst-k"), 0);
+	cr_assert_eq(nst_store_start_fresh(SANDBOX_STORE_PORT, 3, 0), 0);
+	snprintf(args, sizeof(args),
+		 "--set store.seeds=127.0.0.1:%d --duration 2",
+		 SANDBOX_STORE_PORT);
+
+	/* The kernel source in a gateway namespace, its dump in the state
+	 * directory. */
+	out = capture(&rc,
+		      "%s '%s%s/natsync-agent' -c "
+		      "'%s%s/natsync/kernel-active.example.ini' %s "
+		      "--set source.netns=ninst-k --set "
+		      "source.dump=/var/lib/natsync/ninst-kernel.tbl",
+		      sandbox("natsync-agent@.service", 0), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, args);
+	cr_expect_eq(rc, 0, "kernel source: exit %d:\n%s", rc, out);
+	cr_expect(strstr(out, "REPORT role=active ") != NULL, "%s", out);
+	cr_expect(strstr(out, " drained=yes ") != NULL, "%s", out);
+	cr_expect(exists("/var/lib/natsync/ninst-kernel.tbl"));
+	free(out);
+	/* Control: no capabilities, no BPF program. */
+	out = capture(&rc,
+		      "%s '%s%s/natsync-agent' -c "
+		      "'%s%s/natsync/kernel-active.example.ini' %s "
+		      "--set source.dump=",
+		      sandbox("natsync-agent@.service", 1), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, args);
+	cr_expect_eq(rc, 2, "kernel source without capabilities: exit %d:\n%s",
+		     rc, out);
+	cr_expect(strstr(out, "privileges missing") != NULL, "%s", out);
+	free(out);
+
+	/* The standby committing into the namespace's conntrack. */
+	out = capture(&rc,
+		      "%s '%s%s/natsync-agent' -c "
+		      "'%s%s/natsync/kernel-standby.example.ini' %s "
+		      "--set standby.commit_netns=ninst-k --set "
+		      "standby.dump=/var/lib/natsync/ninst-standby.tbl",
+		      sandbox("natsync-agent@.service", 0), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, args);
+	cr_expect_eq(rc, 0, "conntrack standby: exit %d:\n%s", rc, out);
+	cr_expect(strstr(out, "REPORT role=standby ") != NULL, "%s", out);
+	cr_expect(exists("/var/lib/natsync/ninst-standby.tbl"));
+	free(out);
+	/* Control: entering the namespace needs CAP_SYS_ADMIN. */
+	out = capture(&rc,
+		      "%s '%s%s/natsync-agent' -c "
+		      "'%s%s/natsync/kernel-standby.example.ini' %s "
+		      "--set standby.commit_netns=ninst-k --set standby.dump=",
+		      sandbox("natsync-agent@.service", 1), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, args);
+	cr_expect_eq(rc, 2, "conntrack standby without capabilities: exit %d",
+		     rc);
+	cr_expect(strstr(out, "setns /run/netns/ninst-k") != NULL, "%s", out);
+	free(out);
+}
+
+static void gateway_sandbox_gone(void)
+{
+	nst_sh("ip netns exec ninst-gw %s stop --port %d --dir '%s' >&2",
+	       nst_src("deploy/redis-cluster.sh"), SANDBOX_STORE_PORT,
+	       nst_run_path("store-gw"));
+	nst_sh("ip netns del ninst-gw 2>/dev/null");
+}
+
+Test(install, gateway_runs_in_its_units_sandbox, .fini = gateway_sandbox_gone,
+     .timeout = 120)
+{
+	int rc;
+	char *out;
+
+	nst_need_root("namespaces, af_packet ports");
+	nst_sh("ip netns del ninst-gw 2>/dev/null");
+	/* The example's ports: af_packet on in0 and out0. */
+	cr_assert_eq(nst_sh("ip netns add ninst-gw && "
+			    "ip -n ninst-gw link add in0 type veth peer name "
+			    "in0p && "
+			    "ip -n ninst-gw link add out0 type veth peer name "
+			    "out0p && "
+			    "for l in lo in0 in0p out0 out0p; do "
+			    "ip -n ninst-gw link set $l up || exit 1; done"),
+		     0);
+	cr_assert_eq(nst_sh("ip netns exec ninst-gw %s start --masters 3 "
+			    "--port %d --dir '%s' >&2",
+			    nst_src("deploy/redis-cluster.sh"),
+			    SANDBOX_STORE_PORT, nst_run_path("store-gw")),
+		     0);
+	out = capture(&rc,
+		      "ip netns exec ninst-gw %s '%s%s/natsync-gateway' -c "
+		      "'%s%s/natsync/gateway.example.ini' --set "
+		      "store.seeds=127.0.0.1:%d --set "
+		      "gateway.control_socket=/run/natsync/ninst-gw.sock "
+		      "--duration 3",
+		      sandbox("natsync-gateway.service", 0), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, SANDBOX_STORE_PORT);
+	cr_expect_eq(rc, 0, "gateway: exit %d:\n%s", rc, out);
+	/* Up, the control socket in its runtime directory, promoted through
+	 * the store. */
+	cr_expect(strstr(out, "control socket /run/natsync/ninst-gw.sock") !=
+			  NULL,
+		  "%s", out);
+	cr_expect(strstr(out, " promotions=1 ") != NULL, "%s", out);
+	free(out);
+	/* Control: no capabilities, no af_packet port. */
+	out = capture(&rc,
+		      "ip netns exec ninst-gw %s '%s%s/natsync-gateway' -c "
+		      "'%s%s/natsync/gateway.example.ini' --set "
+		      "store.seeds=127.0.0.1:%d --set "
+		      "gateway.control_socket=/run/natsync/ninst-gw.sock "
+		      "--duration 3",
+		      sandbox("natsync-gateway.service", 1), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, SANDBOX_STORE_PORT);
+	cr_expect_eq(rc, 1, "gateway without capabilities: exit %d:\n%s", rc,
+		     out);
+	cr_expect(strstr(out, "port net_af_packet0: no such DPDK device") !=
+			  NULL,
+		  "%s", out);
+	free(out);
 }
