@@ -63,6 +63,8 @@ trap 'rm -rf "$work"' EXIT
 root=$work/root
 ns_say "meson install -C $build --destdir $root"
 meson install -C "$build" --no-rebuild --strip --destdir "$root" >&2
+# Debian ships man pages compressed (man reads either).
+find "$root/usr/share/man" -type f -exec gzip -9n {} +
 
 version=$(meson introspect --projectinfo "$build" | python3 -c \
 	'import json, sys; print(json.load(sys.stdin)["version"])')

@@ -450,7 +450,7 @@ Test(install, package_installs_runs_and_purges, .fini = package_purge,
 
 		snprintf(line, sizeof(line), "\n/usr/bin/%s\n", programs[i]);
 		cr_expect(strstr(out, line) != NULL, "dpkg -L: no %s", line);
-		snprintf(line, sizeof(line), "\n/usr/share/man/man1/%s.1\n",
+		snprintf(line, sizeof(line), "\n/usr/share/man/man1/%s.1.gz\n",
 			 programs[i]);
 		cr_expect(strstr(out, line) != NULL, "dpkg -L: no %s", line);
 	}
