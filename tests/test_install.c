@@ -246,6 +246,34 @@ Test(install, man_pages_render)
 	}
 }
 
+/* natsync.ini(5), generated from configuration.md: every section, and a
+ * key of each as the reference gives it. */
+Test(install, configuration_man_page_renders_every_section)
+{
+	static const char *const want[] = {
+		"\nNAME\n       natsync.ini - ",
+		"\n   [agent]\n",
+		"\n   [store]\n",
+		"\n   [active]\n",
+		"\n   [rings]\n",
+		"\n   [source]\n",
+		"\n   [standby]\n",
+		"\n   [gateway]\n",
+		"\n       role (default: active)\n",
+		"\n       control_socket (default: /run/natsync/gateway.sock)\n",
+	};
+	int rc;
+	char *out =
+		capture(&rc, "MANWIDTH=200 man -l '%s%s/man5/natsync.ini.5'",
+			in.destdir, in.mandir);
+
+	cr_assert_eq(rc, 0, "man -l natsync.ini.5: exit %d:\n%s", rc, out);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_expect(strstr(out, want[i]) != NULL,
+			  "natsync.ini(5) lacks %s", want[i]);
+	free(out);
+}
+
 /* systemd-analyze verify on unit (a file name in the unit directory) in
  * root: exit 0 and not a line of output. */
 static void unit_verifies(const char *root, const char *unit)
@@ -457,6 +485,7 @@ Test(install, package_installs_runs_and_purges, .fini = package_purge,
 	cr_expect(strstr(out, "/systemd/system/natsync-agent@.service\n"));
 	cr_expect(strstr(out, "/systemd/system/natsync-gateway.service\n"));
 	cr_expect(strstr(out, "\n/etc/natsync/gateway.example.ini\n"));
+	cr_expect(strstr(out, "\n/usr/share/man/man5/natsync.ini.5.gz\n"));
 	cr_expect(strstr(out, "\n/usr/libexec/natsync/keepalived-notify.sh\n"));
 	free(out);
 	/* /etc/natsync is the administrator's: conffiles. */
