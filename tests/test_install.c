@@ -528,9 +528,12 @@ static const char *sandbox(const char *unit, int nocaps)
 	static int i;
 	char *b = buf[i++ & 1];
 
-	snprintf(b, sizeof(buf[0]), "%s %s '%s%s/%s' --",
+	/* The DESTDIR stays visible where the build directory is (it may be
+	 * under /tmp or /root, which the units hide). */
+	snprintf(b, sizeof(buf[0]), "%s %s --keep '%s' '%s%s/%s' --",
 		 nst_src("tests/nst_unit_sandbox.sh"),
-		 nocaps ? "--no-caps" : "", in.destdir, in.unitdir, unit);
+		 nocaps ? "--no-caps" : "", in.destdir, in.destdir, in.unitdir,
+		 unit);
 	return b;
 }
 
