@@ -121,6 +121,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: natsync-ctbench [-n RECORDS] [-b BATCH_BYTES]\n"
+		"       natsync-ctbench -h | -V\n"
 		"  -n, --records N      sessions per mode (default 200000; "
 		"the kernel's nf_conntrack_max bounds it)\n"
 		"  -b, --batch-bytes B  ctnetlink bytes per sendmsg in the "
@@ -137,12 +138,14 @@ int main(int argc, char **argv)
 		{"records", required_argument, NULL, 'n'},
 		{"batch-bytes", required_argument, NULL, 'b'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0}};
 	uint32_t n = 200000, batch = NSDP_CTCOMMIT_BATCH_DEFAULT;
 	double batched = 0, sync = 0;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "n:b:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "n:b:hV", longopts, NULL)) !=
+	       -1) {
 		switch (opt) {
 		case 'n':
 			n = (uint32_t)strtoul(optarg, NULL, 10);
@@ -152,6 +155,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			printf("natsync-ctbench %s\n", NATSYNC_VERSION);
 			return 0;
 		default:
 			usage(stderr);

@@ -372,7 +372,8 @@ static void usage(FILE *f)
 	      "                             [--rate R] [--first-port P] "
 	      "[--dport D]\n"
 	      "       natsync-kflows events [--rcvbuf BYTES] [--ready FILE]\n"
-	      "       natsync-kflows count\n",
+	      "       natsync-kflows count\n"
+	      "       natsync-kflows -h | -V\n",
 	      f);
 }
 
@@ -399,6 +400,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	mode = argv[1];
+	if (!strcmp(mode, "-h") || !strcmp(mode, "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(mode, "-V") || !strcmp(mode, "--version")) {
+		printf("natsync-kflows %s\n", NATSYNC_VERSION);
+		return 0;
+	}
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {

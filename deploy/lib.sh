@@ -14,6 +14,9 @@ NATSYNC_PACKAGES=(meson ninja-build pkg-config gcc clang libc6-dev
 	redis-server redis-tools gnuplot-nox
 	libmicrohttpd-dev scdoc prometheus dpkg-dev man-db
 	iproute2 ethtool nftables conntrack conntrackd procps time)
+# systemd: the unit directory (systemd.pc) and systemd-analyze, with which
+# the install test verifies the units.
+NATSYNC_PACKAGES+=(systemd)
 
 ns_say() { echo "==> $*" >&2; }
 

@@ -67,6 +67,7 @@
 #include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_metrics.h"
+#include "nsa_sdnotify.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
 #include "nsdp_nat.h"
@@ -485,9 +486,11 @@ static int gw_run(struct gw *g, double duration)
 	int want_active = g->conf.agent.role == NSA_ROLE_ACTIVE;
 	char reply[GW_REPLY_MAX];
 
+	nsa_sd_ready("standby until promoted");
 	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
 
+		nsa_sd_watchdog();
 		/* Also serves [metrics] (nsa_metrics.h), on this thread. */
 		if (nsa_metrics_wait(g->metrics, 50, g->listen_fd))
 			control_serve(g);
@@ -624,6 +627,7 @@ int main(int argc, char **argv)
 		return 2;
 
 	rc = gw_setup(&g) == 0 ? gw_run(&g, cli.duration) : 1;
+	nsa_sd_stopping();
 	gw_teardown(&g);
 	rte_eal_cleanup();
 	return rc;

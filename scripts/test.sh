@@ -19,7 +19,7 @@ ns_install_deps
 # DPDK processes through hugepages.
 "$NS_TOP/deploy/hugepages.sh" -n 256 ||
 	ns_say "no hugepages: the secondary and failover tests will fail"
-ns_build build-test -Dwerror=true -Dtests=enabled
+ns_build build-test -Dwerror=true -Dtests=enabled --prefix=/usr --sysconfdir=/etc
 ns_say "meson test -C build-test $*"
 meson test -C build-test --print-errorlogs --num-processes 2 "$@"
 # The fuzz targets, for a bounded time each (NATSYNC_FUZZ_SECONDS, default

@@ -45,6 +45,7 @@
 #include "nsa_host.h"
 #include "nsa_log.h"
 #include "nsa_metrics.h"
+#include "nsa_sdnotify.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
 #include "nsdp_synth.h"
@@ -281,6 +282,7 @@ static int run_active(const struct nsa_config *conf, double duration)
 	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
 
+		nsa_sd_watchdog();
 		nsa_metrics_wait(mx, 20, -1);
 		if (src.ksrc && nsa_cli_dump_requested())
 			kernel_table_dump(&src, conf);
@@ -477,6 +479,7 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
 
+		nsa_sd_watchdog();
 		nsa_metrics_wait(mx, 20, -1);
 		if (nsa_cli_dump_requested())
 			standby_dump(sb, conf->table_dump);
@@ -555,6 +558,7 @@ static int take_epoch(struct nsa_config *c)
 		snprintf(last, sizeof(last), "%s", err);
 		if (nsa_cli_stopping())
 			return 1;
+		nsa_sd_watchdog();
 		nsdp_sleep_ms(delay);
 		delay = delay * 2 > 2000 ? 2000 : delay * 2;
 	}
@@ -592,6 +596,7 @@ int main(int argc, char **argv)
 			   NULL, NSA_CLI_CATCH_STOP | NSA_CLI_CATCH_DUMP);
 	if (rc != 0)
 		return rc == -ENOENT ? 1 : 2; /* no gateway yet: retry later */
+	nsa_sd_ready(conf.agent.role == NSA_ROLE_ACTIVE ? "active" : "standby");
 
 	if (conf.agent.role == NSA_ROLE_ACTIVE)
 		rc = conf.agent.epoch == 0 && take_epoch(&conf.agent)
@@ -599,6 +604,7 @@ int main(int argc, char **argv)
 			     : run_active(&conf.agent, cli.duration);
 	else
 		rc = run_standby(&conf.agent, cli.duration);
+	nsa_sd_stopping();
 	if (!gateway_gone)
 		rte_eal_cleanup();
 	return rc;

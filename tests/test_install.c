@@ -1,0 +1,675 @@
+/*
+ * test_install.c - what `meson install` and deploy/build-deb.sh deliver, on
+ * the build under test ($NATSYNC_BUILD_ROOT): installed into a DESTDIR, the
+ * programs answer --version (the project's version) and --help, every man
+ * page renders with man -l, the systemd units pass systemd-analyze verify
+ * without a warning, and the example configuration sits where the units
+ * and scripts look and is valid for the installed programs. Then the
+ * Debian package (root): built, installed with dpkg -i, natsync-agent
+ * --version from /usr/bin, dpkg -L, and purged again even when a check
+ * fails.
+ *
+ * systemd is not PID 1 here (nor on CI): the units are verified with
+ * --root on a copy of the DESTDIR that also holds this machine's system
+ * units (the targets the units name), so that ExecStart= paths resolve to
+ * the installed programs and Documentation=man: pages to the installed
+ * man pages (MANPATH).
+ *
+ * The hardening the units state is tried too, without systemd: the
+ * installed agent (kernel source, conntrack standby, in a namespace) and
+ * gateway (af_packet ports) run on the installed examples in the sandbox
+ * tests/nst_unit_sandbox.sh builds from the installed unit files, and
+ * fail, as they should, with an empty capability bounding set.
+ *
+ * Suite install, not in the sanitizer runs: it checks files, packaging
+ * and privileges, not code paths.
+ */
+#include <criterion/criterion.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nst_skip.h"
+#include "nst_store.h"
+
+static const char *const programs[] = {
+	"natsync-agent", "natsync-gateway", "natsync-verify",
+	"natsync-bench", "natsync-gwbench", "natsync-ctbench",
+};
+#define N_PROGRAMS (sizeof(programs) / sizeof(programs[0]))
+
+/* Where the build under test installs, from meson introspect. */
+static struct {
+	char prefix[256], bindir[256], sysconfdir[256], mandir[256],
+		libexecdir[256], unitdir[300];
+	char destdir[512];
+} in;
+
+/* Run a shell command with stderr into stdout; its output (malloc'd, at
+ * most 64 KiB) and exit status. */
+static char *capture(int *status, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static char *capture(int *status, const char *fmt, ...)
+{
+	char cmd[8192];
+	size_t cap = 65536, n = 0;
+	char *out = malloc(cap);
+	va_list ap;
+	FILE *p;
+	int rc;
+
+	cr_assert_not_null(out);
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd) - 8, fmt, ap);
+	va_end(ap);
+	strcat(cmd, " 2>&1");
+	p = popen(cmd, "r");
+	cr_assert_not_null(p, "popen %s", cmd);
+	while (n < cap - 1) {
+		size_t got = fread(out + n, 1, cap - 1 - n, p);
+
+		if (got == 0)
+			break;
+		n += got;
+	}
+	out[n] = 0;
+	rc = pclose(p);
+	*status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+	return out;
+}
+
+/* A command's first output line, which must exist and exit 0. */
+static void capture_line(char *buf, size_t len, const char *cmd)
+{
+	int rc;
+	char *out = capture(&rc, "%s", cmd);
+
+	cr_assert_eq(rc, 0, "%s: exit %d: %s", cmd, rc, out);
+	out[strcspn(out, "\n")] = 0;
+	cr_assert_gt(strlen(out), 0, "%s printed nothing", cmd);
+	snprintf(buf, len, "%s", out);
+	free(out);
+}
+
+/* Meson directory option name of the build under test, absolute. */
+static void install_dir(char *buf, size_t len, const char *name)
+{
+	char cmd[1024], v[256];
+
+	snprintf(cmd, sizeof(cmd),
+		 "meson introspect --buildoptions '%s' | python3 -c '"
+		 "import json, sys; print(next(o[\"value\"] for o in "
+		 "json.load(sys.stdin) if o[\"name\"] == \"%s\"))'",
+		 nst_build(""), name);
+	capture_line(v, sizeof(v), cmd);
+	if (v[0] == '/')
+		snprintf(buf, len, "%s", v);
+	else
+		cr_assert_lt(snprintf(buf, len, "%s/%s", in.prefix, v),
+			     (int)len);
+}
+
+static int exists(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int exists(const char *fmt, ...)
+{
+	char path[1024];
+	struct stat st;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(path, sizeof(path), fmt, ap);
+	va_end(ap);
+	return stat(path, &st) == 0;
+}
+
+/* Install the build under test into a fresh DESTDIR. */
+static void install_into_destdir(void)
+{
+	int rc;
+	char *out;
+
+	capture_line(in.prefix, sizeof(in.prefix),
+		     "meson introspect --buildoptions \"$NATSYNC_BUILD_ROOT\" "
+		     "| python3 -c 'import json, sys; print(next(o[\"value\"] "
+		     "for o in json.load(sys.stdin) if o[\"name\"] == "
+		     "\"prefix\"))'");
+	install_dir(in.bindir, sizeof(in.bindir), "bindir");
+	install_dir(in.sysconfdir, sizeof(in.sysconfdir), "sysconfdir");
+	install_dir(in.mandir, sizeof(in.mandir), "mandir");
+	install_dir(in.libexecdir, sizeof(in.libexecdir), "libexecdir");
+	/* As deploy/meson.build picks it. */
+	out = capture(&rc, "pkg-config --variable=systemdsystemunitdir "
+			   "systemd");
+	out[strcspn(out, "\n")] = 0;
+	if (rc == 0 && out[0] == '/')
+		snprintf(in.unitdir, sizeof(in.unitdir), "%s", out);
+	else
+		snprintf(in.unitdir, sizeof(in.unitdir),
+			 "%s/lib/systemd/system", in.prefix);
+	free(out);
+	snprintf(in.destdir, sizeof(in.destdir), "%s/destdir",
+		 nst_run_dir_make("install"));
+	out = capture(&rc, "meson install -C '%s' --no-rebuild --destdir '%s'",
+		      nst_build(""), in.destdir);
+	cr_assert_eq(rc, 0, "meson install: exit %d:\n%s", rc, out);
+	free(out);
+}
+
+TestSuite(install, .init = install_into_destdir);
+
+Test(install, destdir_holds_programs_man_pages_units_and_examples)
+{
+	static const char *const examples[] = {
+		"gateway.example.ini",	      "kernel-active.example.ini",
+		"kernel-standby.example.ini", "redis-users.acl.example",
+		"keepalived.conf.example",    "keepalived-kernel.conf.example",
+	};
+	static const char *const scripts[] = {
+		"keepalived-notify.sh",
+		"keepalived-kernel-notify.sh",
+		"hugepages.sh",
+	};
+	const char *d = in.destdir;
+
+	for (size_t i = 0; i < N_PROGRAMS; i++) {
+		cr_expect(exists("%s%s/%s", d, in.bindir, programs[i]),
+			  "%s%s/%s missing", d, in.bindir, programs[i]);
+		cr_expect(exists("%s%s/man1/%s.1", d, in.mandir, programs[i]),
+			  "man page of %s missing", programs[i]);
+	}
+	/* Test traffic for the benchmark scripts: not installed. */
+	cr_expect(!exists("%s%s/natsync-kflows", d, in.bindir));
+	for (size_t i = 0; i < sizeof(examples) / sizeof(examples[0]); i++)
+		cr_expect(exists("%s%s/natsync/%s", d, in.sysconfdir,
+				 examples[i]),
+			  "%s%s/natsync/%s missing", d, in.sysconfdir,
+			  examples[i]);
+	for (size_t i = 0; i < sizeof(scripts) / sizeof(scripts[0]); i++)
+		cr_expect_eq(nst_sh("test -x '%s%s/natsync/%s'", d,
+				    in.libexecdir, scripts[i]),
+			     0, "%s not installed executable", scripts[i]);
+	/* hugepages.sh sources it from its own folder. */
+	cr_expect(exists("%s%s/natsync/lib.sh", d, in.libexecdir));
+	cr_expect(exists("%s%s/natsync-gateway.service", d, in.unitdir));
+	cr_expect(exists("%s%s/natsync-agent@.service", d, in.unitdir));
+	/* The skeleton embeds the BPF object: no .bpf.o to install. */
+	cr_expect_eq(nst_sh("test -z \"$(find '%s' -name '*.bpf.o')\"", d), 0);
+}
+
+Test(install, programs_answer_version_and_help)
+{
+	for (size_t i = 0; i < N_PROGRAMS; i++) {
+		char want[128];
+		int rc;
+		char *out;
+
+		/* natsync's own libraries are static: no LD_LIBRARY_PATH. */
+		out = capture(&rc, "'%s%s/%s' --version", in.destdir, in.bindir,
+			      programs[i]);
+		snprintf(want, sizeof(want), "%s %s\n", programs[i],
+			 NATSYNC_VERSION);
+		cr_expect_eq(rc, 0, "%s --version: exit %d", programs[i], rc);
+		cr_expect_str_eq(out, want);
+		free(out);
+		out = capture(&rc, "'%s%s/%s' --help", in.destdir, in.bindir,
+			      programs[i]);
+		cr_expect_eq(rc, 0, "%s --help: exit %d", programs[i], rc);
+		cr_expect(strstr(out, programs[i]) != NULL,
+			  "%s --help does not name it:\n%s", programs[i], out);
+		free(out);
+	}
+}
+
+Test(install, man_pages_render)
+{
+	for (size_t i = 0; i < N_PROGRAMS; i++) {
+		char name_line[128];
+		int rc;
+		char *out = capture(&rc, "MANWIDTH=80 man -l '%s%s/man1/%s.1'",
+				    in.destdir, in.mandir, programs[i]);
+
+		snprintf(name_line, sizeof(name_line), "\n       %s - ",
+			 programs[i]);
+		cr_expect_eq(rc, 0, "man -l %s.1: exit %d", programs[i], rc);
+		cr_expect(strstr(out, "\nNAME\n") != NULL,
+			  "%s.1 has no NAME section:\n%s", programs[i], out);
+		cr_expect(strstr(out, name_line) != NULL,
+			  "%s.1's NAME is not \"%s - ...\"", programs[i],
+			  programs[i]);
+		cr_expect(strstr(out, "\nSYNOPSIS\n") != NULL);
+		cr_expect(strstr(out, "\nEXIT STATUS\n") != NULL);
+		free(out);
+	}
+}
+
+/* natsync.ini(5), generated from configuration.md: every section, and a
+ * key of each as the reference gives it. */
+Test(install, configuration_man_page_renders_every_section)
+{
+	static const char *const want[] = {
+		"\nNAME\n       natsync.ini - ",
+		"\n   [agent]\n",
+		"\n   [store]\n",
+		"\n   [active]\n",
+		"\n   [rings]\n",
+		"\n   [source]\n",
+		"\n   [standby]\n",
+		"\n   [gateway]\n",
+		"\n       role (default: active)\n",
+		"\n       control_socket (default: /run/natsync/gateway.sock)\n",
+	};
+	int rc;
+	char *out =
+		capture(&rc, "MANWIDTH=200 man -l '%s%s/man5/natsync.ini.5'",
+			in.destdir, in.mandir);
+
+	cr_assert_eq(rc, 0, "man -l natsync.ini.5: exit %d:\n%s", rc, out);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_expect(strstr(out, want[i]) != NULL,
+			  "natsync.ini(5) lacks %s", want[i]);
+	free(out);
+}
+
+/* systemd-analyze verify on unit (a file name in the unit directory) in
+ * root: exit 0 and not a line of output. */
+static void unit_verifies(const char *root, const char *unit)
+{
+	int rc;
+	char *out =
+		capture(&rc,
+			"cd '%s' && MANPATH='%s%s' systemd-analyze verify "
+			"--root='%s' '%s%s/%s'",
+			root, root, in.mandir, root, root, in.unitdir, unit);
+
+	cr_expect_eq(rc, 0, "systemd-analyze verify %s: exit %d", unit, rc);
+	cr_expect_str_empty(out, "systemd-analyze verify %s:\n%s", unit, out);
+	free(out);
+}
+
+Test(install, units_pass_systemd_analyze_verify)
+{
+	char root[600];
+	int rc;
+	char *out;
+
+	/* The DESTDIR with the system's units beside ours. */
+	snprintf(root, sizeof(root), "%s/verify-root", nst_run_dir());
+	cr_assert_eq(nst_sh("rm -rf '%s' && cp -a '%s' '%s' && "
+			    "mkdir -p '%s/usr/lib/systemd' && "
+			    "cp -a /lib/systemd/system '%s/usr/lib/systemd/'",
+			    root, in.destdir, root, root, root),
+		     0);
+	unit_verifies(root, "natsync-gateway.service");
+	unit_verifies(root, "natsync-agent@.service");
+	unit_verifies(root, "natsync-agent@kernel-active.service");
+	/* The check is real: a unit naming a program that is not there. */
+	cr_assert_eq(nst_sh("sed 's|natsync-gateway -c|natsync-nothing -c|' "
+			    "'%s%s/natsync-gateway.service' > "
+			    "'%s%s/natsync-broken.service'",
+			    root, in.unitdir, root, in.unitdir),
+		     0);
+	out = capture(&rc,
+		      "cd '%s' && MANPATH='%s%s' systemd-analyze verify "
+		      "--root='%s' '%s%s/natsync-broken.service'",
+		      root, root, in.mandir, root, root, in.unitdir);
+	cr_expect_neq(rc, 0);
+	cr_expect(strstr(out, "natsync-nothing") != NULL, "%s", out);
+	free(out);
+}
+
+/* The value of key in an installed unit file ("" when absent). */
+static void unit_key(char *buf, size_t len, const char *unit, const char *key)
+{
+	int rc;
+	char *out = capture(&rc, "sed -n 's/^%s=//p' '%s%s/%s'", key,
+			    in.destdir, in.unitdir, unit);
+
+	out[strcspn(out, "\n")] = 0;
+	snprintf(buf, len, "%s", out);
+	free(out);
+}
+
+Test(install, units_run_the_installed_programs_on_the_examples)
+{
+	char v[512], want[512];
+
+	unit_key(v, sizeof(v), "natsync-agent@.service", "ExecStart");
+	cr_assert_lt(snprintf(want, sizeof(want),
+			      "%s/natsync-agent -c %s/natsync/%%i.ini",
+			      in.bindir, in.sysconfdir),
+		     (int)sizeof(want));
+	cr_expect_str_eq(v, want);
+	unit_key(v, sizeof(v), "natsync-gateway.service", "ExecStart");
+	cr_assert_lt(snprintf(want, sizeof(want),
+			      "%s/natsync-gateway -c %s/natsync/gateway.ini",
+			      in.bindir, in.sysconfdir),
+		     (int)sizeof(want));
+	cr_expect_str_eq(v, want);
+	for (int i = 0; i < 2; i++) {
+		const char *unit = i ? "natsync-gateway.service"
+				     : "natsync-agent@.service";
+
+		unit_key(v, sizeof(v), unit, "Type");
+		cr_expect_str_eq(v, "notify", "%s", unit);
+		unit_key(v, sizeof(v), unit, "WatchdogSec");
+		cr_expect_str_eq(v, "30s", "%s", unit);
+		unit_key(v, sizeof(v), unit, "Restart");
+		cr_expect_str_eq(v, "on-failure", "%s", unit);
+		/* The control socket's folder, the gateway's default. */
+		unit_key(v, sizeof(v), unit, "RuntimeDirectory");
+		cr_expect_str_eq(v, "natsync dpdk", "%s", unit);
+	}
+	/* NAME.example.ini becomes NAME.ini, the unit's -c: each example is
+	 * valid for the installed program as it stands. */
+	cr_expect_eq(nst_sh("'%s%s/natsync-gateway' -p -c "
+			    "'%s%s/natsync/gateway.example.ini' >/dev/null",
+			    in.destdir, in.bindir, in.destdir, in.sysconfdir),
+		     0);
+	cr_expect_eq(
+		nst_sh("'%s%s/natsync-gateway' -p -c "
+		       "'%s%s/natsync/gateway.example.ini' | "
+		       "grep -qx 'control_socket = /run/natsync/gateway.sock'",
+		       in.destdir, in.bindir, in.destdir, in.sysconfdir),
+		0);
+	for (int i = 0; i < 2; i++)
+		cr_expect_eq(nst_sh("'%s%s/natsync-agent' -p -c "
+				    "'%s%s/natsync/kernel-%s.example.ini' "
+				    ">/dev/null",
+				    in.destdir, in.bindir, in.destdir,
+				    in.sysconfdir, i ? "standby" : "active"),
+			     0);
+	/* The scripts' defaults: the gateway's socket and the unit's
+	 * configuration names. */
+	cr_expect_eq(nst_sh("grep -qx 'sock=/run/natsync/gateway.sock' "
+			    "'%s%s/natsync/keepalived-notify.sh'",
+			    in.destdir, in.libexecdir),
+		     0);
+	cr_expect_eq(nst_sh("grep -qx 'active_ini=/etc/natsync/"
+			    "kernel-active.ini' "
+			    "'%s%s/natsync/keepalived-kernel-notify.sh'",
+			    in.destdir, in.libexecdir),
+		     0);
+	/* hugepages.sh runs from its installed folder (lib.sh beside it). */
+	cr_expect_eq(nst_sh("'%s%s/natsync/hugepages.sh' --help >/dev/null",
+			    in.destdir, in.libexecdir),
+		     0);
+}
+
+Test(install, build_deb_refuses_a_build_not_for_usr)
+{
+	char dir[600];
+	int rc;
+	char *out;
+
+	snprintf(dir, sizeof(dir), "%s/usrlocal", nst_run_dir());
+	cr_assert_eq(nst_sh("mkdir -p '%s/src' && printf \"project('x', "
+			    "'c')\\n\" > '%s/src/meson.build' && "
+			    "meson setup --prefix=/usr/local '%s/build' "
+			    "'%s/src' >/dev/null",
+			    dir, dir, dir, dir),
+		     0);
+	out = capture(&rc, "'%s' --build '%s/build' --out '%s'",
+		      nst_src("deploy/build-deb.sh"), dir, dir);
+	cr_expect_eq(rc, 2, "exit %d", rc);
+	cr_expect(strstr(out, "configured with prefix /usr/local") != NULL,
+		  "%s", out);
+	cr_expect(strstr(out, "a package needs prefix /usr") != NULL, "%s",
+		  out);
+	cr_expect_eq(nst_sh("test -z \"$(ls '%s'/*.deb 2>/dev/null)\"", dir),
+		     0);
+	free(out);
+}
+
+static void package_purge(void)
+{
+	nst_sh("dpkg-query -W natsync >/dev/null 2>&1 && "
+	       "dpkg --purge natsync >&2");
+}
+
+/* The package of the build under test when it is configured for /usr and
+ * /etc (scripts/test.sh configures it so), else of build-deb.sh's own
+ * build (a whole build: minutes). */
+Test(install, package_installs_runs_and_purges, .fini = package_purge,
+     .timeout = 900)
+{
+	char deb[1024], cmd[2048], want[128];
+	int rc, own = strcmp(in.prefix, "/usr") == 0 &&
+		      strcmp(in.sysconfdir, "/etc") == 0;
+	char *out;
+
+	nst_need_root("dpkg -i");
+	cr_assert_neq(nst_sh("dpkg-query -W -f='${Status}' natsync 2>/dev/null "
+			     "| grep -q 'ok installed'"),
+		      0,
+		      "the package natsync is installed on this machine; "
+		      "the test would replace it");
+	snprintf(cmd, sizeof(cmd), "'%s' %s%s%s --out '%s' 2>&2",
+		 nst_src("deploy/build-deb.sh"), own ? "--build '" : "",
+		 own ? nst_build("") : "", own ? "'" : "", nst_run_dir());
+	{
+		/* build-deb.sh prints the package's path alone on stdout. */
+		FILE *p = popen(cmd, "r");
+
+		cr_assert_not_null(p);
+		if (!fgets(deb, sizeof(deb), p))
+			deb[0] = 0;
+		rc = pclose(p);
+	}
+	deb[strcspn(deb, "\n")] = 0;
+	cr_assert_eq(rc, 0, "build-deb.sh failed");
+	cr_assert(exists("%s", deb), "no package at '%s'", deb);
+	out = capture(&rc, "dpkg -i '%s'", deb);
+	cr_assert_eq(rc, 0, "dpkg -i: exit %d:\n%s", rc, out);
+	free(out);
+
+	out = capture(&rc, "/usr/bin/natsync-agent --version");
+	snprintf(want, sizeof(want), "natsync-agent %s\n", NATSYNC_VERSION);
+	cr_expect_eq(rc, 0);
+	cr_expect_str_eq(out, want);
+	free(out);
+	out = capture(&rc, "dpkg -L natsync");
+	cr_expect_eq(rc, 0);
+	for (size_t i = 0; i < N_PROGRAMS; i++) {
+		char line[128];
+
+		snprintf(line, sizeof(line), "\n/usr/bin/%s\n", programs[i]);
+		cr_expect(strstr(out, line) != NULL, "dpkg -L: no %s", line);
+		snprintf(line, sizeof(line), "\n/usr/share/man/man1/%s.1.gz\n",
+			 programs[i]);
+		cr_expect(strstr(out, line) != NULL, "dpkg -L: no %s", line);
+	}
+	cr_expect(strstr(out, "/systemd/system/natsync-agent@.service\n"));
+	cr_expect(strstr(out, "/systemd/system/natsync-gateway.service\n"));
+	cr_expect(strstr(out, "\n/etc/natsync/gateway.example.ini\n"));
+	cr_expect(strstr(out, "\n/usr/share/man/man5/natsync.ini.5.gz\n"));
+	cr_expect(strstr(out, "\n/usr/libexec/natsync/keepalived-notify.sh\n"));
+	free(out);
+	/* /etc/natsync is the administrator's: conffiles. */
+	out = capture(&rc, "dpkg-query -W -f='${Conffiles}' natsync");
+	cr_expect(strstr(out, " /etc/natsync/gateway.example.ini ") != NULL,
+		  "%s", out);
+	cr_expect(strstr(out, " /etc/natsync/kernel-active.example.ini ") !=
+			  NULL,
+		  "%s", out);
+	free(out);
+	/* Installed for real, the units verify against the system. */
+	out = capture(&rc, "cd / && systemd-analyze verify "
+			   "natsync-gateway.service natsync-agent@x.service");
+	cr_expect_eq(rc, 0, "systemd-analyze verify: exit %d", rc);
+	cr_expect_str_empty(out, "%s", out);
+	free(out);
+
+	out = capture(&rc, "dpkg --purge natsync");
+	cr_expect_eq(rc, 0, "dpkg --purge: exit %d:\n%s", rc, out);
+	free(out);
+	cr_expect(!exists("/usr/bin/natsync-agent"));
+	cr_expect(!exists("/etc/natsync"));
+}
+
+/* ---- the units' sandbox ------------------------------------------------
+ * The hardening the units state, tried without systemd: the installed
+ * programs run on the installed examples under tests/nst_unit_sandbox.sh,
+ * which reads the installed unit (read-only system, its writable
+ * directories, NoNewPrivileges, its capability bounding set). A control
+ * run with an empty bounding set shows that the capabilities are what
+ * lets them run. Root; Redis on 7650-7652, namespaces ninst-*. */
+
+#define SANDBOX_STORE_PORT 7650
+
+/* The command prefix that runs a program of the DESTDIR in the sandbox
+ * of unit (in the DESTDIR's unit directory). */
+static const char *sandbox(const char *unit, int nocaps)
+{
+	static char buf[2][2048];
+	static int i;
+	char *b = buf[i++ & 1];
+
+	/* The DESTDIR stays visible where the build directory is (it may be
+	 * under /tmp or /root, which the units hide). */
+	snprintf(b, sizeof(buf[0]), "%s %s --keep '%s' '%s%s/%s' --",
+		 nst_src("tests/nst_unit_sandbox.sh"),
+		 nocaps ? "--no-caps" : "", in.destdir, in.destdir, in.unitdir,
+		 unit);
+	return b;
+}
+
+static void kernel_sandbox_gone(void)
+{
+	nst_store_stop(SANDBOX_STORE_PORT);
+	nst_sh("ip netns del ninst-k 2>/dev/null; rm -f "
+	       "/var/lib/natsync/ninst-kernel.tbl "
+	       "/var/lib/natsync/ninst-standby.tbl");
+}
+
+Test(install, agent_kernel_roles_run_in_the_units_sandbox,
+     .fini = kernel_sandbox_gone, .timeout = 120)
+{
+	char args[2048];
+	int rc;
+	char *out;
+
+	nst_need_root("namespaces, BPF, conntrack");
+	nst_sh("ip netns del ninst-k 2>/dev/null");
+	cr_assert_eq(nst_sh("ip netns add ninst-k"), 0);
+	cr_assert_eq(nst_store_start_fresh(SANDBOX_STORE_PORT, 3, 0), 0);
+	snprintf(args, sizeof(args),
+		 "--set store.seeds=127.0.0.1:%d --duration 2",
+		 SANDBOX_STORE_PORT);
+
+	/* The kernel source in a gateway namespace, its dump in the state
+	 * directory. */
+	out = capture(&rc,
+		      "%s '%s%s/natsync-agent' -c "
+		      "'%s%s/natsync/kernel-active.example.ini' %s "
+		      "--set source.netns=ninst-k --set "
+		      "source.dump=/var/lib/natsync/ninst-kernel.tbl",
+		      sandbox("natsync-agent@.service", 0), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, args);
+	cr_expect_eq(rc, 0, "kernel source: exit %d:\n%s", rc, out);
+	cr_expect(strstr(out, "REPORT role=active ") != NULL, "%s", out);
+	cr_expect(strstr(out, " drained=yes ") != NULL, "%s", out);
+	cr_expect(exists("/var/lib/natsync/ninst-kernel.tbl"));
+	free(out);
+	/* Control: no capabilities, no BPF program. */
+	out = capture(&rc,
+		      "%s '%s%s/natsync-agent' -c "
+		      "'%s%s/natsync/kernel-active.example.ini' %s "
+		      "--set source.dump=",
+		      sandbox("natsync-agent@.service", 1), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, args);
+	cr_expect_eq(rc, 2, "kernel source without capabilities: exit %d:\n%s",
+		     rc, out);
+	cr_expect(strstr(out, "privileges missing") != NULL, "%s", out);
+	free(out);
+
+	/* The standby committing into the namespace's conntrack. */
+	out = capture(&rc,
+		      "%s '%s%s/natsync-agent' -c "
+		      "'%s%s/natsync/kernel-standby.example.ini' %s "
+		      "--set standby.commit_netns=ninst-k --set "
+		      "standby.dump=/var/lib/natsync/ninst-standby.tbl",
+		      sandbox("natsync-agent@.service", 0), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, args);
+	cr_expect_eq(rc, 0, "conntrack standby: exit %d:\n%s", rc, out);
+	cr_expect(strstr(out, "REPORT role=standby ") != NULL, "%s", out);
+	cr_expect(exists("/var/lib/natsync/ninst-standby.tbl"));
+	free(out);
+	/* Control: entering the namespace needs CAP_SYS_ADMIN. */
+	out = capture(&rc,
+		      "%s '%s%s/natsync-agent' -c "
+		      "'%s%s/natsync/kernel-standby.example.ini' %s "
+		      "--set standby.commit_netns=ninst-k --set standby.dump=",
+		      sandbox("natsync-agent@.service", 1), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, args);
+	cr_expect_eq(rc, 2, "conntrack standby without capabilities: exit %d",
+		     rc);
+	cr_expect(strstr(out, "setns /run/netns/ninst-k") != NULL, "%s", out);
+	free(out);
+}
+
+static void gateway_sandbox_gone(void)
+{
+	nst_sh("ip netns exec ninst-gw %s stop --port %d --dir '%s' >&2",
+	       nst_src("deploy/redis-cluster.sh"), SANDBOX_STORE_PORT,
+	       nst_run_path("store-gw"));
+	nst_sh("ip netns del ninst-gw 2>/dev/null");
+}
+
+Test(install, gateway_runs_in_its_units_sandbox, .fini = gateway_sandbox_gone,
+     .timeout = 120)
+{
+	int rc;
+	char *out;
+
+	nst_need_root("namespaces, af_packet ports");
+	nst_sh("ip netns del ninst-gw 2>/dev/null");
+	/* The example's ports: af_packet on in0 and out0. */
+	cr_assert_eq(nst_sh("ip netns add ninst-gw && "
+			    "ip -n ninst-gw link add in0 type veth peer name "
+			    "in0p && "
+			    "ip -n ninst-gw link add out0 type veth peer name "
+			    "out0p && "
+			    "for l in lo in0 in0p out0 out0p; do "
+			    "ip -n ninst-gw link set $l up || exit 1; done"),
+		     0);
+	cr_assert_eq(nst_sh("ip netns exec ninst-gw %s start --masters 3 "
+			    "--port %d --dir '%s' >&2",
+			    nst_src("deploy/redis-cluster.sh"),
+			    SANDBOX_STORE_PORT, nst_run_path("store-gw")),
+		     0);
+	out = capture(&rc,
+		      "ip netns exec ninst-gw %s '%s%s/natsync-gateway' -c "
+		      "'%s%s/natsync/gateway.example.ini' --set "
+		      "store.seeds=127.0.0.1:%d --set "
+		      "gateway.control_socket=/run/natsync/ninst-gw.sock "
+		      "--duration 3",
+		      sandbox("natsync-gateway.service", 0), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, SANDBOX_STORE_PORT);
+	cr_expect_eq(rc, 0, "gateway: exit %d:\n%s", rc, out);
+	/* Up, the control socket in its runtime directory, promoted through
+	 * the store. */
+	cr_expect(strstr(out, "control socket /run/natsync/ninst-gw.sock") !=
+			  NULL,
+		  "%s", out);
+	cr_expect(strstr(out, " promotions=1 ") != NULL, "%s", out);
+	free(out);
+	/* Control: no capabilities, no af_packet port. */
+	out = capture(&rc,
+		      "ip netns exec ninst-gw %s '%s%s/natsync-gateway' -c "
+		      "'%s%s/natsync/gateway.example.ini' --set "
+		      "store.seeds=127.0.0.1:%d --set "
+		      "gateway.control_socket=/run/natsync/ninst-gw.sock "
+		      "--duration 3",
+		      sandbox("natsync-gateway.service", 1), in.destdir,
+		      in.bindir, in.destdir, in.sysconfdir, SANDBOX_STORE_PORT);
+	cr_expect_eq(rc, 1, "gateway without capabilities: exit %d:\n%s", rc,
+		     out);
+	cr_expect(strstr(out, "port net_af_packet0: no such DPDK device") !=
+			  NULL,
+		  "%s", out);
+	free(out);
+}
