@@ -3,7 +3,7 @@
 # masquerade/SNAT over conntrack): VRRP moves the addresses, this script
 # swaps the natsync-agent this host runs.
 #
-#   vrrp_instance NAT { ... notify "/usr/local/sbin/keepalived-kernel-notify.sh" }
+#   vrrp_instance NAT { ... notify "/usr/libexec/natsync/keepalived-kernel-notify.sh" }
 #
 # keepalived appends: TYPE NAME STATE PRIORITY (e.g. INSTANCE NAT MASTER 100).
 #   MASTER               -> stop the standby agent (its sessions are already

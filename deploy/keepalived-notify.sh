@@ -2,7 +2,7 @@
 # keepalived notify hook for natsync-gateway: VRRP decides which gateway is
 # active, this script tells the gateway.
 #
-#   vrrp_instance NAT { ... notify "/usr/local/sbin/keepalived-notify.sh -S /run/natsync/gateway.sock" }
+#   vrrp_instance NAT { ... notify "/usr/libexec/natsync/keepalived-notify.sh -S /run/natsync/gateway.sock" }
 #
 # keepalived appends: TYPE NAME STATE PRIORITY (e.g. INSTANCE NAT MASTER 100).
 #   MASTER        -> promote: forward with the replicated sessions, new epoch

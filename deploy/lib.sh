@@ -50,7 +50,7 @@ ns_build() {
 	shift
 	if [ ! -f "$dir/build.ninja" ]; then
 		ns_say "meson setup $dir $*"
-		meson setup "$dir" "$@"
+		meson setup "$dir" "$NS_TOP" "$@"
 	elif [ $# -gt 0 ]; then
 		meson configure "$dir" "$@"
 	fi

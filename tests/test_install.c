@@ -45,7 +45,7 @@ static const char *const programs[] = {
 /* Where the build under test installs, from meson introspect. */
 static struct {
 	char prefix[256], bindir[256], sysconfdir[256], mandir[256],
-		libexecdir[256], unitdir[300];
+		libexecdir[256], datadir[256], unitdir[300];
 	char destdir[512];
 } in;
 
@@ -141,6 +141,7 @@ static void install_into_destdir(void)
 	install_dir(in.sysconfdir, sizeof(in.sysconfdir), "sysconfdir");
 	install_dir(in.mandir, sizeof(in.mandir), "mandir");
 	install_dir(in.libexecdir, sizeof(in.libexecdir), "libexecdir");
+	install_dir(in.datadir, sizeof(in.datadir), "datadir");
 	/* As deploy/meson.build picks it. */
 	out = capture(&rc, "pkg-config --variable=systemdsystemunitdir "
 			   "systemd");
@@ -171,6 +172,7 @@ Test(install, destdir_holds_programs_man_pages_units_and_examples)
 	static const char *const scripts[] = {
 		"keepalived-notify.sh",
 		"keepalived-kernel-notify.sh",
+		"keepalived-track.sh",
 		"hugepages.sh",
 	};
 	const char *d = in.destdir;
@@ -194,6 +196,8 @@ Test(install, destdir_holds_programs_man_pages_units_and_examples)
 			     0, "%s not installed executable", scripts[i]);
 	/* hugepages.sh sources it from its own folder. */
 	cr_expect(exists("%s%s/natsync/lib.sh", d, in.libexecdir));
+	cr_expect(exists("%s%s/natsync/grafana/natsync-dashboard.json", d,
+			 in.datadir));
 	cr_expect(exists("%s%s/natsync-gateway.service", d, in.unitdir));
 	cr_expect(exists("%s%s/natsync-agent@.service", d, in.unitdir));
 	/* The skeleton embeds the BPF object: no .bpf.o to install. */
