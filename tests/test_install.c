@@ -549,6 +549,18 @@ static void kernel_sandbox_gone(void)
 	       "/var/lib/natsync/ninst-standby.tbl");
 }
 
+/* The installed natsync-agent on an installed example configuration, in
+ * the sandbox natsync-agent@.service describes (nocaps: without its
+ * capabilities), stderr into stdout; its output (malloc'd) and status. */
+static char *run_installed_agent(int *rc, int nocaps, const char *example,
+				 const char *args, const char *extra)
+{
+	return capture(rc, "%s '%s%s/natsync-agent' -c '%s%s/natsync/%s' %s %s",
+		       sandbox("natsync-agent@.service", nocaps), in.destdir,
+		       in.bindir, in.destdir, in.sysconfdir, example, args,
+		       extra);
+}
+
 Test(install, agent_kernel_roles_run_in_the_units_sandbox,
      .fini = kernel_sandbox_gone, .timeout = 120)
 {
@@ -566,49 +578,36 @@ Test(install, agent_kernel_roles_run_in_the_units_sandbox,
 
 	/* The kernel source in a gateway namespace, its dump in the state
 	 * directory. */
-	out = capture(&rc,
-		      "%s '%s%s/natsync-agent' -c "
-		      "'%s%s/natsync/kernel-active.example.ini' %s "
-		      "--set source.netns=ninst-k --set "
-		      "source.dump=/var/lib/natsync/ninst-kernel.tbl",
-		      sandbox("natsync-agent@.service", 0), in.destdir,
-		      in.bindir, in.destdir, in.sysconfdir, args);
+	out = run_installed_agent(
+		&rc, 0, "kernel-active.example.ini", args,
+		"--set source.netns=ninst-k "
+		"--set source.dump=/var/lib/natsync/ninst-kernel.tbl");
 	cr_expect_eq(rc, 0, "kernel source: exit %d:\n%s", rc, out);
 	cr_expect(strstr(out, "REPORT role=active ") != NULL, "%s", out);
 	cr_expect(strstr(out, " drained=yes ") != NULL, "%s", out);
 	cr_expect(exists("/var/lib/natsync/ninst-kernel.tbl"));
 	free(out);
 	/* Control: no capabilities, no BPF program. */
-	out = capture(&rc,
-		      "%s '%s%s/natsync-agent' -c "
-		      "'%s%s/natsync/kernel-active.example.ini' %s "
-		      "--set source.dump=",
-		      sandbox("natsync-agent@.service", 1), in.destdir,
-		      in.bindir, in.destdir, in.sysconfdir, args);
+	out = run_installed_agent(&rc, 1, "kernel-active.example.ini", args,
+				  "--set source.dump=");
 	cr_expect_eq(rc, 2, "kernel source without capabilities: exit %d:\n%s",
 		     rc, out);
 	cr_expect(strstr(out, "privileges missing") != NULL, "%s", out);
 	free(out);
 
 	/* The standby committing into the namespace's conntrack. */
-	out = capture(&rc,
-		      "%s '%s%s/natsync-agent' -c "
-		      "'%s%s/natsync/kernel-standby.example.ini' %s "
-		      "--set standby.commit_netns=ninst-k --set "
-		      "standby.dump=/var/lib/natsync/ninst-standby.tbl",
-		      sandbox("natsync-agent@.service", 0), in.destdir,
-		      in.bindir, in.destdir, in.sysconfdir, args);
+	out = run_installed_agent(
+		&rc, 0, "kernel-standby.example.ini", args,
+		"--set standby.commit_netns=ninst-k "
+		"--set standby.dump=/var/lib/natsync/ninst-standby.tbl");
 	cr_expect_eq(rc, 0, "conntrack standby: exit %d:\n%s", rc, out);
 	cr_expect(strstr(out, "REPORT role=standby ") != NULL, "%s", out);
 	cr_expect(exists("/var/lib/natsync/ninst-standby.tbl"));
 	free(out);
 	/* Control: entering the namespace needs CAP_SYS_ADMIN. */
-	out = capture(&rc,
-		      "%s '%s%s/natsync-agent' -c "
-		      "'%s%s/natsync/kernel-standby.example.ini' %s "
-		      "--set standby.commit_netns=ninst-k --set standby.dump=",
-		      sandbox("natsync-agent@.service", 1), in.destdir,
-		      in.bindir, in.destdir, in.sysconfdir, args);
+	out = run_installed_agent(
+		&rc, 1, "kernel-standby.example.ini", args,
+		"--set standby.commit_netns=ninst-k --set standby.dump=");
 	cr_expect_eq(rc, 2, "conntrack standby without capabilities: exit %d",
 		     rc);
 	cr_expect(strstr(out, "setns /run/netns/ninst-k") != NULL, "%s", out);
