@@ -213,7 +213,8 @@ static const struct nsa_key
 				NSA_STR("metrics", "listen", metrics_listen, "",
 					"Where the program serves `/metrics` (Prometheus text format), `/healthz` and `/readyz` over HTTP: `ADDR:PORT` (IPv4) or `[ADDR]:PORT` (IPv6), e.g. `127.0.0.1:9464`; empty = off. A port in use stops the program at start (exit status 1)."),
 				NSA_NUM("metrics", "ready_retry_ms",
-					metrics_ready_retry_ms, 0, 3600000, "5000",
+					metrics_ready_retry_ms, 0, 3600000,
+					"5000",
 					"An active (or a gateway while active) is not ready (`/readyz` 503, control socket `health` an error) while a writer has been retrying its connections to the store for longer than this, ms; `0` = not ready as soon as one retries."),
 };
 
