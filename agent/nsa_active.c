@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nsa_compact.h"
 #include "nsa_log.h"
 #include "nsa_writer.h"
 #include "nsdp_time.h"
@@ -326,6 +327,107 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 	return a;
 }
 
+/* ---- the log layout's compactor --------------------------------------- */
+
+#define NSA_COMPACT_POLL_MS 50
+
+/* The highest epoch the writers wrote with: compaction stops once the
+ * store's epoch passed it (a newer active compacts instead). */
+static uint32_t writers_epoch(const struct nsa_active *a)
+{
+	uint32_t max = a->conf.epoch;
+
+	for (unsigned int i = 0; i < a->n_writers; i++) {
+		uint32_t e =
+			__atomic_load_n(&a->w[i]->epoch_seen, __ATOMIC_RELAXED);
+
+		if (e > max)
+			max = e;
+	}
+	return max;
+}
+
+/* One round over every master: the bytes written back, or -1. */
+static int64_t compact_round(struct nsa_active *a, uint32_t id, uint64_t gen)
+{
+	struct nsa_topology *t = malloc(sizeof(*t));
+	uint64_t written = 0;
+	char err[256];
+	int64_t rc = 0;
+
+	if (t == NULL)
+		return -1;
+	if (nsa_topology_fetch(&a->conf.store, t, err, sizeof(err)) != 0) {
+		NSA_WARN("compactor: no topology: %s", err);
+		free(t);
+		return -1;
+	}
+	for (unsigned int i = 0; i < t->n_nodes && rc == 0; i++) {
+		struct nsa_compact_result r;
+
+		if (nsa_compact_node(&a->conf.store, t, i, id, gen,
+				     a->conf.batch_key, a->conf.batch_key_len,
+				     a->conf.log_compact_grace_ms, &r, err,
+				     sizeof(err)) != 0) {
+			NSA_WARN("compactor: %s:%u: %s (retried later)",
+				 t->nodes[i].addr.host, t->nodes[i].addr.port,
+				 err);
+			rc = -1;
+			break;
+		}
+		NSA_DEBUG("compactor: %s:%u: %llu segments, %llu records, "
+			  "%llu live written back (%llu bytes)",
+			  t->nodes[i].addr.host, t->nodes[i].addr.port,
+			  (unsigned long long)r.segments,
+			  (unsigned long long)r.records,
+			  (unsigned long long)r.live,
+			  (unsigned long long)r.bytes_written);
+		written += r.bytes_written;
+	}
+	free(t);
+	return rc < 0 ? rc : (int64_t)written;
+}
+
+/* Compact once the segments written since the last round exceed
+ * log_compact_pct % of what it wrote back (and log_compact_min_kb): the
+ * log stays within (1 + pct/100) x the live table plus one round's
+ * writes, and each byte of records is written back at most 100/pct times
+ * (schema/FORMAT.md, Compaction). */
+static void *compactor_main(void *arg)
+{
+	struct nsa_active *a = arg;
+	const uint64_t floor = (uint64_t)a->conf.log_compact_min_kb * 1024;
+	uint64_t at_last = 0, live_last = 0, gen = 0;
+	uint32_t id = a->w[0]->publisher_id | 0xffu;
+
+	pthread_setname_np(pthread_self(), "nsa-compactor");
+	while (!__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
+		struct nsa_active_stats st;
+		uint64_t due;
+		int64_t written;
+
+		nsdp_sleep_ms(NSA_COMPACT_POLL_MS);
+		nsa_active_stats(a, &st);
+		due = live_last * a->conf.log_compact_pct / 100;
+		if (due < floor)
+			due = floor;
+		if (st.log_bytes - at_last < due ||
+		    nsa_active_fence(a) > writers_epoch(a))
+			continue;
+		written = compact_round(a, id, ++gen);
+		if (written < 0) {
+			nsdp_sleep_ms(1000);
+			continue;
+		}
+		at_last = st.log_bytes;
+		live_last = (uint64_t)written;
+		__atomic_add_fetch(&a->compactions, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&a->compact_bytes, (uint64_t)written,
+				   __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
 int nsa_active_start(struct nsa_active *a)
 {
 	unsigned int i;
@@ -343,6 +445,16 @@ int nsa_active_start(struct nsa_active *a)
 		}
 		a->w[i]->started = 1;
 		a->running = 1;
+	}
+	if (a->conf.store.layout == NSA_LAYOUT_LOG &&
+	    a->conf.log_compact_pct > 0 && a->n_writers > 0) {
+		int rc = pthread_create(&a->compactor, NULL, compactor_main, a);
+
+		if (rc != 0) {
+			nsa_active_stop(a);
+			return -rc;
+		}
+		a->compactor_started = 1;
 	}
 	return 0;
 }
@@ -366,6 +478,8 @@ void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s)
 	for (i = 0; i < a->n_lanes; i++)
 		s->lane_drops += __atomic_load_n(&a->lanes[i]->dropped,
 						 __ATOMIC_RELAXED);
+	s->compactions = __atomic_load_n(&a->compactions, __ATOMIC_RELAXED);
+	s->compact_bytes = __atomic_load_n(&a->compact_bytes, __ATOMIC_RELAXED);
 	s->inflight = s->records - s->acked - s->dropped;
 }
 
@@ -507,6 +621,22 @@ void nsa_active_stop(struct nsa_active *a)
 	if (a == NULL)
 		return;
 	__atomic_store_n(&a->stop, 1, __ATOMIC_SEQ_CST);
+	if (a->compactor_started) {
+		struct nsa_active_stats st;
+
+		pthread_join(a->compactor, NULL);
+		a->compactor_started = 0;
+		nsa_active_stats(a, &st);
+		NSA_INFO("compactor: %llu round(s); segments %llu bytes, "
+			 "checkpoints %llu bytes; write amplification %.2f",
+			 (unsigned long long)st.compactions,
+			 (unsigned long long)st.log_bytes,
+			 (unsigned long long)st.compact_bytes,
+			 st.acked ? (double)(st.log_bytes + st.compact_bytes) /
+					    ((double)st.acked *
+					     NS_RECORD_V1_IPV4_LEN)
+				  : 0.0);
+	}
 	for (i = 0; i < a->n_writers; i++) {
 		struct nsa_writer *w = a->w[i];
 		uint64_t left;

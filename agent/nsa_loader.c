@@ -24,6 +24,11 @@
  *   it decodes whole and its session builds the key it was stored under;
  *   the rest goes to the sink's bad counter.
  *
+ * In the log layout ([store] layout = log) the keys read are the segments
+ * (ns:l:*), each value a batch; they are merged (nsa_logmerge.h) and the
+ * live records go to the sink once the load is done, so the sink sees the
+ * table the keys layout would hold.
+ *
  * Not here: what a load means for a table (the sink decides), retries and
  * liveness (the caller watches last_rx_ns).
  */
@@ -67,6 +72,7 @@ static void key_batch_unref(struct key_batch *b)
 
 void nsa_loader_close(struct nsa_loader *ld)
 {
+	nsa_logmerge_free(&ld->merge);
 	if (ld->importer)
 		redisFree(ld->importer);
 	ld->importer = NULL;
@@ -105,6 +111,7 @@ int nsa_loader_open(struct nsa_loader *ld, const struct nsa_store_conf *conf,
 	ld->topo = topo;
 	ld->node = node;
 	ld->sink = *sink;
+	ld->log = conf->layout == NSA_LAYOUT_LOG;
 	return 0;
 }
 
@@ -116,7 +123,7 @@ static int send_scan(struct nsa_loader *ld, const char *cursor)
 	nsa_conn_arg_str(ld->conn, "SCAN");
 	nsa_conn_arg_str(ld->conn, cursor);
 	nsa_conn_arg_str(ld->conn, "MATCH");
-	nsa_conn_arg_str(ld->conn, "ns:*");
+	nsa_conn_arg_str(ld->conn, ld->log ? NS_SEGMENT_PREFIX "*" : "ns:*");
 	nsa_conn_arg_str(ld->conn, "COUNT");
 	nsa_conn_arg_str(ld->conn, NSA_SCAN_COUNT);
 	return nsa_conn_cmd_end(ld->conn, &e);
@@ -201,6 +208,21 @@ static int by_slot_then_index(const void *a, const void *b)
 	return (ka > kb) - (ka < kb);
 }
 
+/* Whether the loader reads key k: 1, 0 when it is not natsync's (or of the
+ * other layout), -1 when it is under natsync's prefix but not valid. */
+static int key_wanted(const struct nsa_loader *ld, const redisReply *k)
+{
+	if (k->type != REDIS_REPLY_STRING || k->len < NS_KEY_PREFIX_LEN ||
+	    memcmp(k->str, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0)
+		return 0;
+	if (k->len > NS_SEGMENT_PREFIX_LEN &&
+	    memcmp(k->str, NS_SEGMENT_PREFIX, NS_SEGMENT_PREFIX_LEN) == 0)
+		return ld->log;
+	if (ld->log)
+		return 0;
+	return k->len == NS_KEY_LEN && k->str[3] != 0 ? 1 : -1;
+}
+
 /* A list of keys (owned by reply r): queue MGETs of its session keys, one
  * for all of them when they share a slot or the store is one server, else
  * one per slot. Takes r. */
@@ -222,17 +244,11 @@ static int on_keys(struct nsa_loader *ld, redisReply *r, redisReply **keys,
 	b->keys = keys;
 	b->refs = 1; /* ours until the MGETs are queued */
 	for (i = 0; i < n; i++) {
-		const redisReply *k = keys[i];
+		int want = key_wanted(ld, keys[i]);
 
-		if (k->type != REDIS_REPLY_STRING ||
-		    k->len < NS_KEY_PREFIX_LEN ||
-		    memcmp(k->str, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0)
-			continue; /* not natsync's */
-		if (k->len != NS_KEY_LEN || k->str[3] == 0) {
-			bad++;
-			continue;
-		}
-		b->order[m++] = (uint32_t)i;
+		bad += want < 0;
+		if (want > 0)
+			b->order[m++] = (uint32_t)i;
 	}
 	if (bad)
 		ld->sink.bad(ld->sink.arg, bad);
@@ -330,6 +346,47 @@ static int value_session(const redisReply *k, const redisReply *v,
 	return 1;
 }
 
+/* Log layout: merge the segments of values v (nil: expired since listed).
+ * 0, or -ENOMEM. */
+static int merge_values(struct nsa_loader *ld, redisReply *const *v, size_t n)
+{
+	uint64_t bad = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		int rc;
+
+		if (v[i]->type != REDIS_REPLY_STRING)
+			continue;
+		rc = nsa_logmerge_segment(
+			&ld->merge, (const uint8_t *)v[i]->str, v[i]->len);
+		if (rc == -ENOMEM)
+			return rc;
+		bad += rc < 0;
+	}
+	if (bad)
+		ld->sink.bad(ld->sink.arg, bad);
+	return 0;
+}
+
+static unsigned int emit_apply(void *arg, const struct ns_session *s,
+			       unsigned int n)
+{
+	struct nsa_loader *ld = arg;
+
+	return ld->sink.apply(ld->sink.arg, ld->node, s, n);
+}
+
+/* Log layout, every segment read: the live records to the sink. */
+static void log_finish(struct nsa_loader *ld)
+{
+	if (!ld->log)
+		return;
+	ld->loaded += nsa_logmerge_emit(&ld->merge, nsdp_realtime_ns(),
+					emit_apply, ld);
+	nsa_logmerge_free(&ld->merge);
+}
+
 static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 		    const redisReply *r)
 {
@@ -340,6 +397,11 @@ static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
 		return;
+	if (ld->log) {
+		if (merge_values(ld, r->element, n) != 0)
+			ld->merge_failed = 1;
+		return;
+	}
 	while (i < n) {
 		for (m = 0; i < n && m < NSA_APPLY_CHUNK; i++) {
 			int rc = value_session(b->keys[b->order[e->a + i]],
@@ -400,9 +462,8 @@ static int read_importing(struct nsa_loader *ld, uint32_t slot,
 	for (i = 0; i < list->elements; i++) {
 		const redisReply *k = list->element[i];
 
-		if (k->type != REDIS_REPLY_STRING || k->len != NS_KEY_LEN ||
-		    memcmp(k->str, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0)
-			continue; /* not a session key (counted on its owner) */
+		if (key_wanted(ld, k) <= 0)
+			continue; /* not one to read (counted on its owner) */
 		keys[m++] = k;
 		argv[m] = k->str;
 		lens[m] = k->len;
@@ -423,6 +484,10 @@ static int read_importing(struct nsa_loader *ld, uint32_t slot,
 	if (redisGetReply(ld->importer, (void **)&r) != REDIS_OK || !r ||
 	    r->type != REDIS_REPLY_ARRAY || r->elements != m)
 		goto out;
+	if (ld->log) {
+		rc = merge_values(ld, r->element, m);
+		goto out;
+	}
 	for (i = 0; i < m; i++) {
 		int v = value_session(keys[i], r->element[i], &ss[a]);
 
@@ -486,12 +551,18 @@ int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
 	ld->slots_migrating = 0;
 	ld->slots_unread = 0;
 	ld->last_rx_ns = nsdp_mono_ns();
-	if ((by_slot ? send_slots(ld) : send_scan(ld, "0")) < 0) {
+	ld->merge_failed = 0;
+	nsa_logmerge_free(&ld->merge);
+	if ((ld->log && nsa_logmerge_init(&ld->merge) != 0) ||
+	    (by_slot ? send_slots(ld) : send_scan(ld, "0")) < 0) {
 		snprintf(ld->why, sizeof(ld->why), "out of memory");
 		return NSA_LOADER_FAILED;
 	}
-	return ld->keys_done && ld->conn->exp_count == 0 ? NSA_LOADER_DONE
-							 : NSA_LOADER_MORE;
+	if (ld->keys_done && ld->conn->exp_count == 0) {
+		log_finish(ld);
+		return NSA_LOADER_DONE;
+	}
+	return NSA_LOADER_MORE;
 }
 
 int nsa_loader_flush(struct nsa_loader *ld)
@@ -561,8 +632,16 @@ int nsa_loader_on_readable(struct nsa_loader *ld)
 		snprintf(ld->why, sizeof(ld->why), "%s", ld->conn->err);
 		return NSA_LOADER_FAILED;
 	}
-	return ld->keys_done && ld->conn->exp_count == 0 ? NSA_LOADER_DONE
-							 : NSA_LOADER_MORE;
+	if (ld->merge_failed) {
+		snprintf(ld->why, sizeof(ld->why),
+			 "out of memory merging the log");
+		return NSA_LOADER_FAILED;
+	}
+	if (ld->keys_done && ld->conn->exp_count == 0) {
+		log_finish(ld);
+		return NSA_LOADER_DONE;
+	}
+	return NSA_LOADER_MORE;
 }
 
 int nsa_loader_run(const struct nsa_store_conf *conf,

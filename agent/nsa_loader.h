@@ -12,6 +12,7 @@
 #include "ns_record.h"
 #include "nsa_cluster.h"
 #include "nsa_conn.h"
+#include "nsa_logmerge.h"
 
 /* Where the sessions go. */
 struct nsa_loader_sink {
@@ -52,6 +53,11 @@ struct nsa_loader {
 	redisContext *importer; /* the target of a migrating slot */
 	struct nsa_addr importer_addr;
 	struct nsa_loader_sink sink;
+	/* [store] layout = log: the segments read are merged here and the
+	 * live records go to the sink when every one is read. */
+	int log;
+	int merge_failed; /* out of memory: the load fails */
+	struct nsa_logmerge merge;
 	char why[160];
 };
 

@@ -244,6 +244,70 @@ static int expect(struct nsa_writer *w, struct nsa_link *c, struct nsa_batch *b,
 	return 0;
 }
 
+/* The connection a command for slot goes to (an ASK target while the slot
+ * is being migrated), and whether it needs ASKING. */
+static unsigned int route_slot(const struct nsa_writer *w, uint16_t slot,
+			       unsigned int node, int *asking)
+{
+	unsigned int i;
+
+	*asking = 0;
+	for (i = 0; w->topo.cluster && i < w->n_ask; i++) {
+		if (w->ask[i].slot == slot) {
+			*asking = 1;
+			return w->ask[i].conn;
+		}
+	}
+	return node;
+}
+
+/* Log layout: the batch as published, stored as one segment in its
+ * channel's slot (schema/FORMAT.md), before the notification. Its expiry is
+ * the longest timeout among its records; none if one never expires. */
+static int segment_write(struct nsa_writer *w, struct nsa_link *c,
+			 struct nsa_batch *b, uint64_t seq, const uint8_t *mac,
+			 size_t mac_len)
+{
+	char key[NS_SEGMENT_KEY_MAX];
+	unsigned int i, cmd_idx, node;
+	uint32_t px = 0;
+	int forever = 0, asking, len;
+	struct nsa_link *cc;
+
+	for (node = 0; node < w->n_conns && w->conns[node] != c; node++)
+		;
+	for (i = 0; i < b->count; i++) {
+		if (b->sess[i].timeout_ms == 0)
+			forever = 1;
+		else if (b->sess[i].timeout_ms > px)
+			px = b->sess[i].timeout_ms;
+	}
+	len = ns_segment_key(c->channel_slot, w->publisher_id, seq, key);
+	if (len < 0)
+		return len;
+	cmd_idx = route_slot(w, c->channel_slot, node, &asking);
+	cc = cmd_idx < w->n_conns ? w->conns[cmd_idx] : c;
+	if (asking) {
+		nsa_conn_cmd(&cc->conn, 1);
+		nsa_conn_arg_str(&cc->conn, "ASKING");
+		if (expect(w, cc, b, 0, NSA_EXP_ASKING) != 0)
+			return -ENOMEM;
+	}
+	nsa_conn_cmd(&cc->conn, forever ? 3 : 5);
+	nsa_conn_arg_str(&cc->conn, "SET");
+	nsa_conn_arg(&cc->conn, key, (size_t)len);
+	nsa_conn_arg2(&cc->conn, b->body, b->body_len, mac, mac_len);
+	if (!forever) {
+		nsa_conn_arg_str(&cc->conn, "PX");
+		nsa_conn_arg_u32(&cc->conn, px);
+	}
+	if (expect(w, cc, b, 0, NSA_EXP_SEGMENT) != 0)
+		return -ENOMEM;
+	W_STAT_ADD(w, sets, 1);
+	W_STAT_ADD(w, log_bytes, b->body_len + mac_len);
+	return 0;
+}
+
 int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 {
 	const struct nsa_config *conf = &w->a->conf;
@@ -276,6 +340,9 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 			return -EINVAL;
 		mac_len = NS_BATCH_MAC_LEN;
 	}
+	if (conf->store.layout == NSA_LAYOUT_LOG && !b->store &&
+	    segment_write(w, c, b, h.seq, mac, mac_len) != 0)
+		return -ENOMEM;
 	nsa_conn_cmd(&c->conn, 3);
 	nsa_conn_arg_str(&c->conn,
 			 w->topo.sharded_pubsub ? "SPUBLISH" : "PUBLISH");
@@ -402,6 +469,9 @@ int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
 		}
 		return 0;
 	}
+	/* Log layout: the batch is the store's write (segment_write). */
+	if (w->a->conf.store.layout == NSA_LAYOUT_LOG)
+		return nsa_batch_push(w, c, s, rflag, (size_t)len);
 	if (asking) {
 		nsa_conn_cmd(&cc->conn, 1);
 		nsa_conn_arg_str(&cc->conn, "ASKING");
@@ -511,6 +581,13 @@ static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 		} else if (e->kind == NSA_EXP_CMD) {
 			b->rflags[e->a] |= NSA_REC_DROPPED;
 			nsa_readback_queue(w, &b->sess[e->a]);
+		} else if (e->kind == NSA_EXP_SEGMENT) {
+			/* The log cannot be read back by key: the records
+			 * are lost from the store (schema/FORMAT.md). */
+			unsigned int i;
+
+			for (i = 0; i < b->count; i++)
+				b->rflags[i] |= NSA_REC_DROPPED;
 		}
 	}
 	if (e->kind == NSA_EXP_NOTIFY)

@@ -35,7 +35,8 @@ enum nsa_exp_kind {
 	NSA_EXP_ASKING,
 	NSA_EXP_CMD,
 	NSA_EXP_NOTIFY,
-	NSA_EXP_READBACK /* no batch: a = the nsa_readback's index */
+	NSA_EXP_READBACK, /* no batch: a = the nsa_readback's index */
+	NSA_EXP_SEGMENT /* the log layout's SET of the whole batch */
 };
 
 /* The records routed to one master between two notifications. */
@@ -163,6 +164,11 @@ struct nsa_active {
 	unsigned int n_writers;
 	int stop;
 	int running;
+	/* [store] layout = log: the compactor thread and its counters
+	 * (atomic: read by nsa_active_stats). */
+	pthread_t compactor;
+	int compactor_started;
+	uint64_t compactions, compact_bytes;
 	struct nsa_writer *w[];
 };
 

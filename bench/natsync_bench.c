@@ -48,6 +48,7 @@ static void usage(FILE *out)
 		"with the classic SET+PUBLISH per event.\n"
 		"\n"
 		"  --store H:P[,H:P..]   store seeds (default 127.0.0.1:7000)\n"
+		"  --layout keys|log     [store] layout (default keys)\n"
 		"  --mode M              natsync (default): replicate through "
 		"the\n"
 		"                        writers to an in-process standby;\n"
@@ -256,6 +257,7 @@ int main(int argc, char **argv)
 		.repeat = 1,
 	};
 	const char *store = "127.0.0.1:7000";
+	const char *layout = "keys";
 	uint64_t events = 1000000, flows = 200000, rate = 0;
 	uint64_t workers = 0, batch = 0, inflight = 0;
 	int rate_given = 0, sessions_given = 0, record_given = 0;
@@ -282,7 +284,10 @@ int main(int argc, char **argv)
 	const struct {
 		const char *name;
 		const char **dst;
-	} strings[] = {{"store", &store}, {"csv", &o.csv}, {"plot", &o.plot}};
+	} strings[] = {{"store", &store},
+		       {"csv", &o.csv},
+		       {"plot", &o.plot},
+		       {"layout", &layout}};
 	const struct option more[] = {
 		{"standby", no_argument, &o.standby, 1},
 		{"no-standby", no_argument, &o.standby, 0},
@@ -360,6 +365,7 @@ int main(int argc, char **argv)
 
 	nsa_config_defaults(&conf);
 	if (nsb_conf_set(&conf, "store.seeds=%s", store) ||
+	    nsb_conf_set(&conf, "store.layout=%s", layout) ||
 	    nsb_conf_set(&conf, "agent.eal_args=%s -m %u", BENCH_EAL_ARGS,
 			 mem_mb) ||
 	    nsb_conf_set(&conf, "source.type=synth") ||

@@ -5,6 +5,7 @@
  * source's final table against the store and the standby's table.
  */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,10 @@
 #define E2E_SESSIONS 129809
 #define CLOCK_PORT 7440
 #define EPOCH_PORT 7450
+/* The same runs in the log layout. */
+#define LOG_CLUSTER_PORT 7700
+#define LOG_PLAIN_PORT 7710
+#define LOG_COMPACT_PORT 7730
 
 static void stop_standby(int pid)
 {
@@ -71,21 +76,61 @@ static void stop_all(void)
 	nst_store_stop(LATE_PORT);
 	nst_store_stop(CLOCK_PORT);
 	nst_store_stop(EPOCH_PORT);
+	nst_store_stop(LOG_CLUSTER_PORT);
+	nst_store_stop(LOG_PLAIN_PORT);
+	nst_store_stop(LOG_COMPACT_PORT);
 }
 
 TestSuite(e2e, .fini = stop_all, .timeout = 240);
 
 static const struct nst_source_plan e2e_plan = {200000, 500000, 0, 0};
 
-Test(e2e, cluster_standby_table_equals_source_after_200k_flows)
+/* The store layouts ([store] layout): the same run ends with the same
+ * exact table (E2E_SESSIONS, entry by entry) in both. */
+/* No pointers: a parameter is copied into the test's process (re-executed,
+ * its addresses differ). */
+struct e2e_layout {
+	char layout[8];
+	int cluster_port, plain_port;
+};
+
+static struct e2e_layout e2e_layouts[] = {
+	{"keys", CLUSTER_PORT, PLAIN_PORT},
+	{"log", LOG_CLUSTER_PORT, LOG_PLAIN_PORT},
+};
+
+ParameterizedTestParameters(e2e, cluster_standby_table_equals_source)
 {
-	run_end_to_end(CLUSTER_PORT, 3, "e2e-cluster", &e2e_plan, "",
-		       E2E_SESSIONS);
+	return cr_make_param_array(struct e2e_layout, e2e_layouts,
+				   sizeof(e2e_layouts) /
+					   sizeof(e2e_layouts[0]));
 }
 
-Test(e2e, plain_server_standby_table_equals_source)
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  cluster_standby_table_equals_source)
 {
-	run_end_to_end(PLAIN_PORT, 0, "e2e-plain", &e2e_plan, "", E2E_SESSIONS);
+	char name[64];
+
+	snprintf(name, sizeof(name), "e2e-cluster-%s", l->layout);
+	nst_agents_layout(l->layout);
+	run_end_to_end(l->cluster_port, 3, name, &e2e_plan, "", E2E_SESSIONS);
+}
+
+ParameterizedTestParameters(e2e, plain_server_standby_table_equals_source)
+{
+	return cr_make_param_array(struct e2e_layout, e2e_layouts,
+				   sizeof(e2e_layouts) /
+					   sizeof(e2e_layouts[0]));
+}
+
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  plain_server_standby_table_equals_source)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "e2e-plain-%s", l->layout);
+	nst_agents_layout(l->layout);
+	run_end_to_end(l->plain_port, 0, name, &e2e_plan, "", E2E_SESSIONS);
 }
 
 /* The active's wall clock steps back 10 s halfway through (its source
@@ -171,6 +216,74 @@ Test(e2e, late_standby_converges_while_the_active_keeps_writing)
 	cr_assert(nst_run_file_has("active.out", "drained=yes"));
 	/* 200 000 flows, 800 000 events, seed 7: the final table. */
 	nst_verify_exact(seeds, pid, 133030);
+	stop_standby(pid);
+}
+
+/* The number on the first line of a file of the run directory. */
+static unsigned long first_number(const char *file)
+{
+	char line[64] = "";
+	FILE *f = fopen(nst_run_path(file), "r");
+
+	cr_assert_not_null(f, "no %s", nst_run_path(file));
+	cr_assert_not_null(fgets(line, sizeof(line), f), "%s is empty", file);
+	fclose(f);
+	return strtoul(line, NULL, 10);
+}
+
+/* Log layout under churn: 400 000 events over 20 000 flows at 50 000/s,
+ * about 30 times the final table of 13 279 sessions. With log_compact_pct
+ * = 100 the log holds at most the last checkpoint (the live table), what
+ * was written since under the next round's due (the checkpoint's bytes, or
+ * log_compact_min_kb), and the segments too young for the last round (its
+ * grace, 200 ms, plus a poll, 100 ms, of events): 2 x the live records'
+ * bytes + 64 KiB + 0.3 s x 50 000/s x 48 B. Checked once the grace of the
+ * last round's segments passed, with the table read back from it exact. */
+Test(e2e, log_compaction_keeps_the_store_bounded_under_churn)
+{
+	const struct nst_source_plan plan = {20000, 400000, 50000, 0};
+	const unsigned long live = 13279;
+	char seeds[64];
+	unsigned long bytes, bound, rounds;
+	int pid, rc;
+
+	nst_run_dir_make("e2e-log-compaction");
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", LOG_COMPACT_PORT);
+	cr_assert_eq(nst_store_start(LOG_COMPACT_PORT, 0, 0), 0);
+	nst_agents_layout("log");
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	rc = nst_sh("%s -c %s --set store.log_compact_min_kb=64 "
+		    "--set store.log_compact_grace_ms=200 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	nst_sh("cat %s >&2; grep compactor: %s >&2", nst_run_path("active.out"),
+	       nst_run_path("active.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	cr_assert(nst_run_file_has("active.out", "drained=yes"));
+	nsdp_sleep_ms(1500);
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*' | "
+			    "sed 's/^/STRLEN /' | redis-cli -p %d | "
+			    "awk '{s += $1} END {print s + 0}' >%s",
+			    LOG_COMPACT_PORT, LOG_COMPACT_PORT,
+			    nst_run_path("log-bytes")),
+		     0);
+	cr_assert_eq(nst_sh("sed -n 's/.*compactor: \\([0-9]*\\) round.*/\\1/p'"
+			    " %s >%s",
+			    nst_run_path("active.log"), nst_run_path("rounds")),
+		     0);
+	bytes = first_number("log-bytes");
+	rounds = first_number("rounds");
+	bound = 2 * live * 48 + 64 * 1024 + 3 * 50000 / 10 * 48;
+	printf("log compaction: %lu rounds, %lu bytes in the log for %lu live "
+	       "sessions (%.1f B each), bound %lu\n",
+	       rounds, bytes, live, (double)bytes / (double)live, bound);
+	cr_assert_geq(rounds, 5, "compaction ran %lu times", rounds);
+	cr_assert_gt(bytes, live * 48);
+	cr_assert_leq(bytes, bound);
+	nst_verify_exact(seeds, pid, live);
 	stop_standby(pid);
 }
 

@@ -296,6 +296,9 @@ static void usage(FILE *out)
 		"  -S, --store H:P[,H:P]   store seeds (default from "
 		"--config)\n"
 		"  -u, --user USER         ACL user for the store\n"
+		"  -L, --layout keys|log   how the store holds the sessions\n"
+		"                          (default from --config: [store]\n"
+		"                          layout)\n"
 		"  -P, --password-file F   file holding the store password\n"
 		"  -s, --source FILE       table file the source wrote\n"
 		"  -b, --standby FILE      table file the standby dumped\n"
@@ -329,6 +332,7 @@ int main(int argc, char **argv)
 		{"timeout", required_argument, NULL, 't'},
 		{"no-store", no_argument, NULL, 'n'},
 		{"identity", no_argument, NULL, 'i'},
+		{"layout", required_argument, NULL, 'L'},
 		NSA_CLI_HELP_LONGOPTS,
 	};
 	/* A gateway's file, [gateway] included, is accepted as it is. */
@@ -344,7 +348,7 @@ int main(int argc, char **argv)
 	int opt, use_store = 1, equal = 0;
 
 	ngw_config_defaults(&gconf);
-	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:nihV", opts,
+	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:niL:hV", opts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'c':
@@ -358,6 +362,9 @@ int main(int argc, char **argv)
 			goto apply;
 		case 'u':
 			snprintf(set, sizeof(set), "store.user=%s", optarg);
+			goto apply;
+		case 'L':
+			snprintf(set, sizeof(set), "store.layout=%s", optarg);
 			goto apply;
 		case 'P':
 			snprintf(set, sizeof(set), "store.password_file=%s",

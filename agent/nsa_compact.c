@@ -1,0 +1,392 @@
+/*
+ * nsa_compact.c - checkpointing a master's log (schema/FORMAT.md,
+ * Compaction).
+ *
+ * SCAN lists the master's segment keys (checkpoints too), MGET reads them
+ * slot by slot, nsa_logmerge merges them; the live records are written as
+ * checkpoint batches of NSA_CHECKPOINT_RECORDS, then every segment merged
+ * is given PEXPIRE grace LT.
+ *
+ * Only segments sent (header sent_ns) a grace period before the listing
+ * began are merged, and checkpoints: SCAN returns every key that exists
+ * throughout it, so each older segment of their records' sessions is
+ * listed too (or expired, or covered by a listed checkpoint), and the
+ * tombstones the checkpoint leaves out have no older record left outside
+ * it. A younger segment may have been listed while an older one, written
+ * while the SCAN ran, was not: it waits for the next round.
+ *
+ * Invariants:
+ * - Nothing is expired before every checkpoint batch is acknowledged: a
+ *   failure leaves the log as it was, plus checkpoints that repeat it.
+ * - A reader that reads the checkpoint and the segments it covers merges
+ *   the same table as from either alone.
+ *
+ * Not here: when to compact (nsa_active.c's compactor thread).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "ns_batch.h"
+#include "ns_slot.h"
+#include "nsa_compact.h"
+#include "nsa_logmerge.h"
+#include "nsdp_time.h"
+
+/* 48 + 4094 * 48 = 196 560 bytes, with the 10 bytes of Redis's string
+ * header within the 196 608-byte jemalloc size class (4 095 would not be). */
+#define NSA_CHECKPOINT_RECORDS 4094
+#define NSA_COMPACT_MGET 64
+
+struct key_list {
+	char **k;
+	size_t *len;
+	size_t n, cap;
+};
+
+static void keys_free(struct key_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->k[i]);
+	free(l->k);
+	free(l->len);
+}
+
+static int keys_add(struct key_list *l, const char *k, size_t len)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 256;
+		char **nk = realloc(l->k, cap * sizeof(*nk));
+		size_t *nl;
+
+		if (nk == NULL)
+			return -ENOMEM;
+		l->k = nk;
+		nl = realloc(l->len, cap * sizeof(*nl));
+		if (nl == NULL)
+			return -ENOMEM;
+		l->len = nl;
+		l->cap = cap;
+	}
+	l->k[l->n] = malloc(len + 1);
+	if (l->k[l->n] == NULL)
+		return -ENOMEM;
+	memcpy(l->k[l->n], k, len);
+	l->k[l->n][len] = '\0';
+	l->len[l->n++] = len;
+	return 0;
+}
+
+static int list_segments(redisContext *c, struct key_list *l, char *err,
+			 size_t errlen)
+{
+	char cursor[32] = "0";
+
+	do {
+		redisReply *r = redisCommand(c, "SCAN %s MATCH %s* COUNT 1000",
+					     cursor, NS_SEGMENT_PREFIX);
+		size_t i;
+
+		if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
+		    r->elements != 2) {
+			nsa_set_err(err, errlen, "SCAN: %s",
+				    r && r->type == REDIS_REPLY_ERROR
+					    ? r->str
+					    : c->errstr);
+			if (r)
+				freeReplyObject(r);
+			return -EIO;
+		}
+		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+		for (i = 0; i < r->element[1]->elements; i++) {
+			const redisReply *k = r->element[1]->element[i];
+
+			if (k->type == REDIS_REPLY_STRING &&
+			    keys_add(l, k->str, k->len) != 0) {
+				freeReplyObject(r);
+				return -ENOMEM;
+			}
+		}
+		freeReplyObject(r);
+	} while (strcmp(cursor, "0") != 0);
+	return 0;
+}
+
+static int by_slot(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* A checkpoint's name: "ns:l:{N}:k:..." */
+static int is_checkpoint(const char *k, size_t len)
+{
+	const char *tag = memchr(k, '}', len);
+
+	return tag && (size_t)(tag - k) + 4 <= len && tag[1] == ':' &&
+	       tag[2] == 'k' && tag[3] == ':';
+}
+
+/* MGET the listed segments, slot by slot, into m: the checkpoints, and the
+ * segments sent before until_ns (merged[i] set for those). */
+static int read_segments(redisContext *c, const struct key_list *l,
+			 uint64_t until_ns, uint8_t *merged,
+			 struct nsa_logmerge *m, struct nsa_compact_result *res,
+			 char *err, size_t errlen)
+{
+	uint64_t *order = malloc((l->n ? l->n : 1) * sizeof(*order));
+	const char *argv[NSA_COMPACT_MGET + 1];
+	size_t lens[NSA_COMPACT_MGET + 1], i = 0, j;
+	int rc = 0;
+
+	if (order == NULL)
+		return -ENOMEM;
+	for (i = 0; i < l->n; i++)
+		order[i] = (uint64_t)ns_key_slot(l->k[i], l->len[i]) << 32 | i;
+	qsort(order, l->n, sizeof(*order), by_slot);
+	argv[0] = "MGET";
+	lens[0] = 4;
+	for (i = 0; i < l->n && rc == 0;) {
+		redisReply *r;
+		size_t n = 0;
+
+		while (i + n < l->n && n < NSA_COMPACT_MGET &&
+		       order[i + n] >> 32 == order[i] >> 32) {
+			size_t k = (uint32_t)order[i + n];
+
+			argv[n + 1] = l->k[k];
+			lens[n + 1] = l->len[k];
+			n++;
+		}
+		r = redisCommandArgv(c, (int)n + 1, argv, lens);
+		if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
+		    r->elements != n) {
+			nsa_set_err(err, errlen, "MGET: %s",
+				    r && r->type == REDIS_REPLY_ERROR
+					    ? r->str
+					    : c->errstr);
+			rc = -EIO;
+		}
+		for (j = 0; rc == 0 && j < n; j++) {
+			const redisReply *v = r->element[j];
+			size_t k = (uint32_t)order[i + j];
+			int took;
+
+			if (v->type != REDIS_REPLY_STRING)
+				continue; /* expired since listed */
+			took = nsa_logmerge_segment_until(
+				m, (const uint8_t *)v->str, v->len,
+				is_checkpoint(l->k[k], l->len[k]) ? UINT64_MAX
+								  : until_ns);
+			if (took == -ENOMEM) {
+				rc = -ENOMEM;
+				break;
+			}
+			if (took <= 0)
+				continue; /* too young, or not a batch */
+			merged[k] = 1;
+			res->segments++;
+			res->bytes_read += v->len;
+		}
+		if (r)
+			freeReplyObject(r);
+		i += n;
+	}
+	free(order);
+	res->records = m->records;
+	return rc;
+}
+
+/* The checkpoint being written. */
+struct checkpoint {
+	redisContext *c;
+	uint16_t slot;
+	uint32_t id;
+	uint64_t gen, now_ns;
+	const char *key;
+	size_t key_len;
+	uint8_t *buf;
+	size_t len;
+	unsigned int count, pending, index;
+	uint64_t expire_ns; /* the latest expiry among the records */
+	int forever; /* a record of timeout 0 */
+	int failed;
+	struct nsa_compact_result *res;
+	char *err;
+	size_t errlen;
+};
+
+static int checkpoint_flush(struct checkpoint *cp)
+{
+	struct ns_batch_hdr h = {
+		.publisher_id = cp->id,
+		.count = (uint16_t)cp->count,
+		.flags = cp->key_len ? NS_BATCH_F_HMAC : 0,
+		.seq = cp->gen,
+		.body_len = (uint32_t)(cp->len - NS_BATCH_HDR_LEN),
+		.channel_slot = cp->slot,
+		.sent_ns = cp->now_ns,
+	};
+	char name[NS_SEGMENT_KEY_MAX + 32], chan[NS_CHANNEL_MAX];
+	uint64_t px;
+
+	if (cp->count == 0)
+		return 0;
+	ns_batch_hdr_encode(&h, cp->buf);
+	if (cp->key_len) {
+		if (ns_batch_mac((const uint8_t *)cp->key, cp->key_len, cp->buf,
+				 cp->len, cp->buf + cp->len) != 0)
+			return -EINVAL;
+		cp->len += NS_BATCH_MAC_LEN;
+	}
+	/* "ns:l:{N}:k:<id>:<gen>:<i>": 'k' is no hex digit, so no writer's
+	 * segment (publisher id in hex) has this name. */
+	ns_channel_for_slot(cp->slot, chan);
+	snprintf(name, sizeof(name), NS_SEGMENT_PREFIX "%s:k:%08x:%llx:%x",
+		 chan + 5, cp->id, (unsigned long long)cp->gen, cp->index++);
+	px = cp->expire_ns > cp->now_ns ? (cp->expire_ns - cp->now_ns) / 1000000
+					: 0;
+	if (cp->forever)
+		redisAppendCommand(cp->c, "SET %s %b", name, cp->buf, cp->len);
+	else
+		redisAppendCommand(cp->c, "SET %s %b PX %llu", name, cp->buf,
+				   cp->len, (unsigned long long)px + 1);
+	cp->pending++;
+	cp->res->bytes_written += cp->len;
+	cp->len = NS_BATCH_HDR_LEN;
+	cp->count = 0;
+	cp->expire_ns = 0;
+	cp->forever = 0;
+	return 0;
+}
+
+static unsigned int checkpoint_add(void *arg, const struct ns_session *s,
+				   unsigned int n)
+{
+	struct checkpoint *cp = arg;
+	unsigned int i;
+
+	for (i = 0; i < n && !cp->failed; i++) {
+		int len = ns_record_encode(&s[i], cp->buf + cp->len,
+					   NS_RECORD_MAX_LEN);
+		uint64_t exp = s[i].timestamp_ns +
+			       (uint64_t)s[i].timeout_ms * 1000000u;
+
+		if (len < 0)
+			continue;
+		cp->len += (size_t)len;
+		cp->count++;
+		cp->res->live++;
+		if (s[i].timeout_ms == 0)
+			cp->forever = 1;
+		else if (exp > cp->expire_ns)
+			cp->expire_ns = exp;
+		if (cp->count == NSA_CHECKPOINT_RECORDS &&
+		    checkpoint_flush(cp) != 0)
+			cp->failed = 1;
+	}
+	return n;
+}
+
+/* Collect the replies of n pipelined commands; -EIO on any error. */
+static int replies(redisContext *c, unsigned int n, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	while (n-- > 0) {
+		redisReply *r;
+
+		if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+			nsa_set_err(err, errlen, "%s", c->errstr);
+			return -EIO;
+		}
+		if (r->type == REDIS_REPLY_ERROR && rc == 0) {
+			nsa_set_err(err, errlen, "%s", r->str);
+			rc = -EIO;
+		}
+		freeReplyObject(r);
+	}
+	return rc;
+}
+
+int nsa_compact_node(const struct nsa_store_conf *conf,
+		     const struct nsa_topology *topo, unsigned int node,
+		     uint32_t id, uint64_t gen, const char *key, size_t key_len,
+		     unsigned int grace_ms, struct nsa_compact_result *res,
+		     char *err, size_t errlen)
+{
+	const uint64_t until_ns =
+		nsdp_realtime_ns() - (uint64_t)grace_ms * 1000000u;
+	struct key_list l = {0};
+	struct nsa_logmerge m;
+	struct checkpoint cp = {0};
+	uint8_t *merged = NULL;
+	redisContext *c;
+	size_t i;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	c = nsa_store_connect(conf, &topo->nodes[node].addr, err, errlen);
+	if (c == NULL)
+		return -EIO;
+	if (nsa_logmerge_init(&m) != 0) {
+		redisFree(c);
+		return -ENOMEM;
+	}
+	rc = list_segments(c, &l, err, errlen);
+	if (rc == 0 && (merged = calloc(l.n ? l.n : 1, 1)) == NULL)
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = read_segments(c, &l, until_ns, merged, &m, res, err,
+				   errlen);
+	if (rc == 0) {
+		cp.c = c;
+		cp.slot = topo->nodes[node].channel_slot;
+		cp.id = id;
+		cp.gen = gen;
+		cp.now_ns = nsdp_realtime_ns();
+		cp.key = key;
+		cp.key_len = key_len;
+		cp.len = NS_BATCH_HDR_LEN;
+		cp.res = res;
+		cp.err = err;
+		cp.errlen = errlen;
+		cp.buf = malloc(NS_BATCH_MAX_LEN);
+		if (cp.buf == NULL)
+			rc = -ENOMEM;
+	}
+	if (rc == 0) {
+		nsa_logmerge_emit(&m, cp.now_ns, checkpoint_add, &cp);
+		if (cp.failed || checkpoint_flush(&cp) != 0)
+			rc = -EINVAL;
+		/* Every checkpoint acknowledged before anything expires. */
+		if (replies(c, cp.pending, err, errlen) != 0)
+			rc = -EIO;
+	}
+	if (rc == 0) {
+		unsigned int sent = 0;
+
+		for (i = 0; i < l.n; i++) {
+			if (merged[i]) {
+				redisAppendCommand(c, "PEXPIRE %b %u LT",
+						   l.k[i], l.len[i], grace_ms);
+				sent++;
+			}
+			if (sent == 1024 || (i == l.n - 1 && sent > 0)) {
+				if (replies(c, sent, err, errlen) != 0)
+					rc = -EIO;
+				sent = 0;
+			}
+		}
+	}
+	free(cp.buf);
+	free(merged);
+	keys_free(&l);
+	nsa_logmerge_free(&m);
+	redisFree(c);
+	return rc;
+}

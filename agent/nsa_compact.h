@@ -1,0 +1,36 @@
+/*
+ * nsa_compact.h - compaction of the log layout (schema/FORMAT.md,
+ * Compaction): a master's segments are read, merged, and their live
+ * records written back as checkpoint segments; the segments read then
+ * expire after a grace period, so that a load that listed them still reads
+ * them.
+ */
+#ifndef NSA_COMPACT_H
+#define NSA_COMPACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nsa_cluster.h"
+
+struct nsa_compact_result {
+	uint64_t segments; /* segments read (checkpoints included) */
+	uint64_t records; /* records merged */
+	uint64_t live; /* live records written back */
+	uint64_t bytes_read; /* bytes of the segments read */
+	uint64_t bytes_written; /* bytes of the checkpoints written */
+};
+
+/* Compact master node of topo, blocking: the checkpoint goes under
+ * "ns:l:{N}:k:<id>:<gen>:<i>" in the master's channel slot, each with the
+ * longest remaining timeout of its records as PX; the segments read get a
+ * PX of grace_ms unless they expire sooner. key/key_len: the batch key
+ * (HMAC) or NULL/0. 0, or a negative errno with the reason in err (nothing
+ * expired then). */
+int nsa_compact_node(const struct nsa_store_conf *conf,
+		     const struct nsa_topology *topo, unsigned int node,
+		     uint32_t id, uint64_t gen, const char *key, size_t key_len,
+		     unsigned int grace_ms, struct nsa_compact_result *res,
+		     char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * nsa_logmerge.h - reading the log layout (schema/FORMAT.md, Log layout):
+ * the records of every segment read are merged per session, the newest by
+ * (epoch, timestamp_ns) kept, deletes included as tombstones; at the end
+ * the live records (no tombstones, none past its timeout) are what the keys
+ * layout would hold.
+ */
+#ifndef NSA_LOGMERGE_H
+#define NSA_LOGMERGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ns_record.h"
+
+struct nsa_logmerge_entry;
+
+struct nsa_logmerge {
+	struct nsa_logmerge_entry *e; /* open addressing, cap a power of 2 */
+	size_t cap, used;
+	uint64_t records; /* records merged */
+	uint64_t segments; /* segments merged */
+};
+
+/* Empty; 0 or -ENOMEM. */
+int nsa_logmerge_init(struct nsa_logmerge *m);
+void nsa_logmerge_free(struct nsa_logmerge *m);
+
+/* Merge one segment value (a batch as published): 0, -ENOMEM, or the
+ * decoder's negative errno when it is not a valid batch (nothing merged).
+ * A batch flagged STORE is not a segment: -EINVAL. */
+int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len);
+
+/* As nsa_logmerge_segment, but only a batch sent (its header's sent_ns)
+ * before until_ns: 1 merged, 0 left out, or a negative errno. */
+int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
+			       size_t len, uint64_t until_ns);
+
+/* Merge one record: 0 or -ENOMEM. */
+int nsa_logmerge_record(struct nsa_logmerge *m, const struct ns_session *s);
+
+/* Call fn with the live records at realtime now_ns, in chunks of at most
+ * 16; returns the sum of what fn returned. Leaves m as it is. */
+uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
+			   unsigned int (*fn)(void *arg,
+					      const struct ns_session *s,
+					      unsigned int n),
+			   void *arg);
+
+/* Whether s, a record of the log, is live at realtime now_ns. */
+int nsa_logmerge_live(const struct ns_session *s, uint64_t now_ns);
+
+#endif
