@@ -58,6 +58,15 @@ struct nsa_loader {
 	int log;
 	int merge_failed; /* out of memory: the load fails */
 	struct nsa_logmerge merge;
+	/* Log layout on a cluster: a segment holds the records of the slots
+	 * its master served when it was written, so after resharding a
+	 * node's sessions may lie on any master. The load reads node's
+	 * segments, then every other master's (SCAN, one after the other on
+	 * the same connection), and merges only the records of node's slots
+	 * (keep_slots). conn_node is the master the connection is to. */
+	unsigned int conn_node;
+	unsigned int next_other; /* the next master to read after node */
+	uint64_t keep_slots[NS_SLOTS / 64];
 	char why[160];
 };
 

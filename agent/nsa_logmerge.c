@@ -86,9 +86,15 @@ int nsa_logmerge_record(struct nsa_logmerge *m, const struct ns_session *s)
 	struct nsa_logmerge_entry *x;
 	uint8_t key[NS_KEY_LEN];
 
+	ns_key_build(s->proto, &s->orig, key);
+	if (m->keep_slots) {
+		uint16_t slot = ns_key_slot(key, NS_KEY_LEN);
+
+		if (!((m->keep_slots[slot / 64] >> (slot % 64)) & 1))
+			return 0;
+	}
 	if (2 * (m->used + 1) > m->cap && grow(m) != 0)
 		return -ENOMEM;
-	ns_key_build(s->proto, &s->orig, key);
 	x = slot_of(m->e, m->cap, key);
 	m->records++;
 	if (x->key[0] == 0) {

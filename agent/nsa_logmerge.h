@@ -20,6 +20,9 @@ struct nsa_logmerge {
 	size_t cap, used;
 	uint64_t records; /* records merged */
 	uint64_t segments; /* segments merged */
+	/* NULL, or a bitmap of NS_SLOTS bits: only records whose session key
+	 * is in a slot set here are merged (set after nsa_logmerge_init). */
+	const uint64_t *keep_slots;
 };
 
 /* Empty; 0 or -ENOMEM. */
