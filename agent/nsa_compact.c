@@ -337,6 +337,10 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 		redisFree(c);
 		return -ENOMEM;
 	}
+	/* A segment not signed with the key is left to its expiry, never
+	 * signed into a checkpoint. */
+	m.batch_key = key;
+	m.batch_key_len = key ? key_len : 0;
 	rc = list_segments(c, &l, err, errlen);
 	if (rc == 0 && (merged = calloc(l.n ? l.n : 1, 1)) == NULL)
 		rc = -ENOMEM;

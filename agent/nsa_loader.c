@@ -358,7 +358,7 @@ static int value_session(const redisReply *k, const redisReply *v,
  * 0, or -ENOMEM. */
 static int merge_values(struct nsa_loader *ld, redisReply *const *v, size_t n)
 {
-	uint64_t bad = 0;
+	uint64_t bad = 0, unauth = 0;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
@@ -370,8 +370,13 @@ static int merge_values(struct nsa_loader *ld, redisReply *const *v, size_t n)
 			&ld->merge, (const uint8_t *)v[i]->str, v[i]->len);
 		if (rc == -ENOMEM)
 			return rc;
-		bad += rc < 0;
+		unauth += rc == -EACCES;
+		bad += rc < 0 && rc != -EACCES;
 	}
+	if (unauth && ld->sink.unauthenticated)
+		ld->sink.unauthenticated(ld->sink.arg, unauth);
+	else
+		bad += unauth;
 	if (bad)
 		ld->sink.bad(ld->sink.arg, bad);
 	return 0;
@@ -628,6 +633,8 @@ int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
 							     << (slot % 64);
 		ld->merge.keep_slots = ld->keep_slots;
 	}
+	ld->merge.batch_key = ld->sink.batch_key;
+	ld->merge.batch_key_len = ld->sink.batch_key_len;
 	if (ld->keys_done && ld->conn->exp_count == 0)
 		return read_whole(ld);
 	return NSA_LOADER_MORE;

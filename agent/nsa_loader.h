@@ -23,6 +23,12 @@ struct nsa_loader_sink {
 	/* n keys or values under natsync's prefix that are not valid. */
 	void (*bad)(void *arg, uint64_t n);
 	void *arg;
+	/* Log layout: with batch_key_len > 0 only segments signed with
+	 * batch_key count; n refused ones go to unauthenticated (to bad when
+	 * it is NULL). The keys layout's values carry no signature. */
+	const char *batch_key;
+	size_t batch_key_len;
+	void (*unauthenticated)(void *arg, uint64_t n);
 };
 
 /* nsa_loader_on_readable() and nsa_loader_run(): */

@@ -123,6 +123,14 @@ int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
 		return rc;
 	if (h.flags & NS_BATCH_F_STORE)
 		return -EINVAL;
+	/* Whoever may write the store but lacks the key cannot put records
+	 * into a table: a version 1 batch signs nothing, so it is refused
+	 * too. */
+	if (m->batch_key_len &&
+	    (h.version == NS_BATCH_V1 ||
+	     ns_batch_verify(v, len, (const uint8_t *)m->batch_key,
+			     m->batch_key_len) != 0))
+		return -EACCES;
 	if (h.sent_ns >= until_ns)
 		return 0;
 	ns_batch_iter_init(&it, body, h.body_len);

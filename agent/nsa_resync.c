@@ -63,6 +63,13 @@ static void resync_bad(void *arg, uint64_t n)
 	SB_STAT_ADD(sb, bad_values, n);
 }
 
+static void resync_unauthenticated(void *arg, uint64_t n)
+{
+	struct nsa_standby *sb = arg;
+
+	SB_STAT_ADD(sb, unauthenticated, n);
+}
+
 void nsa_sb_resync_close(struct nsa_standby *sb, struct sb_node *nd)
 {
 	nsa_loader_close(&nd->ld);
@@ -216,7 +223,13 @@ static void topo_refresh(struct nsa_standby *sb)
 void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node)
 {
 	struct sb_node *nd = &sb->nodes[node];
-	const struct nsa_loader_sink sink = {resync_apply, resync_bad, sb};
+	const struct nsa_loader_sink sink = {
+		.apply = resync_apply,
+		.bad = resync_bad,
+		.arg = sb,
+		.batch_key = sb->conf.batch_key,
+		.batch_key_len = sb->conf.batch_key_len,
+		.unauthenticated = resync_unauthenticated};
 	char err[256] = "";
 
 	nsa_sb_resync_close(sb, nd);
