@@ -49,10 +49,20 @@ static void log_error_once(struct nsa_writer *w, const char *text, size_t len)
 			return;
 	if (w->n_logged < NSA_MAX_LOGGED_KINDS)
 		memcpy(w->logged[w->n_logged++], kind, k + 1);
-	NSA_ERR("writer %u: store refused a command: %.*s (records counted "
-		"as dropped, their keys read back for the standbys; further "
-		"'%s' errors are counted, not logged)",
-		w->idx, (int)(len > 200 ? 200 : len), text, kind);
+	if (w->a->conf.store.layout == NSA_LAYOUT_LOG)
+		/* A segment cannot be read back by key (schema/FORMAT.md,
+		 * Log layout): the standbys keep what the store lost. */
+		NSA_ERR("writer %u: store refused a command: %.*s (records "
+			"counted as dropped, lost from the store; the "
+			"standbys got them and are not corrected; further "
+			"'%s' errors are counted, not logged)",
+			w->idx, (int)(len > 200 ? 200 : len), text, kind);
+	else
+		NSA_ERR("writer %u: store refused a command: %.*s (records "
+			"counted as dropped, their keys read back for the "
+			"standbys; further '%s' errors are counted, not "
+			"logged)",
+			w->idx, (int)(len > 200 ? 200 : len), text, kind);
 }
 
 /* ---- batches ---------------------------------------------------------- */
