@@ -28,6 +28,7 @@
 #define LOG_CLUSTER_PORT 7700
 #define LOG_PLAIN_PORT 7710
 #define LOG_COMPACT_PORT 7730
+#define LOG_LATE_PORT 7794 /* 3 nodes: 7794-7796 */
 
 static void stop_standby(int pid)
 {
@@ -79,6 +80,7 @@ static void stop_all(void)
 	nst_store_stop(LOG_CLUSTER_PORT);
 	nst_store_stop(LOG_PLAIN_PORT);
 	nst_store_stop(LOG_COMPACT_PORT);
+	nst_store_stop(LOG_LATE_PORT);
 }
 
 TestSuite(e2e, .fini = stop_all, .timeout = 240);
@@ -192,22 +194,47 @@ Test(e2e, an_active_with_epoch_0_takes_one_above_the_stores_and_fences)
 	stop_standby(pid);
 }
 
-Test(e2e, late_standby_converges_while_the_active_keeps_writing)
+ParameterizedTestParameters(
+	e2e, late_standby_converges_while_the_active_keeps_writing)
 {
-	const char *seeds = "127.0.0.1:7420,127.0.0.1:7421,127.0.0.1:7422";
+	static struct e2e_layout late[] = {
+		{"keys", LATE_PORT, 0},
+		{"log", LOG_LATE_PORT, 0},
+	};
+
+	return cr_make_param_array(struct e2e_layout, late,
+				   sizeof(late) / sizeof(late[0]));
+}
+
+/* In the log layout the store holds segments, not one key per session:
+ * the standby starts 1 s after the first segment, about 100 000 records
+ * later. */
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  late_standby_converges_while_the_active_keeps_writing)
+{
 	const struct nst_source_plan plan = {200000, 800000, 100000, 0};
+	const int p = l->cluster_port;
+	const int log = strcmp(l->layout, "log") == 0;
+	char seeds[64], name[32];
 	int pid, rc;
 
-	nst_run_dir_make("e2e-late");
-	cr_assert_eq(nst_store_start(LATE_PORT, 3, 0), 0);
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+		 p, p + 1, p + 2);
+	snprintf(name, sizeof(name), "e2e-late-%s", l->layout);
+	nst_agents_layout(l->layout);
+	nst_run_dir_make(name);
+	cr_assert_eq(nst_store_start(p, 3, 0), 0);
 	/* 100 000 events/s for 8 s: the standby starts once the store holds
 	 * 100 000 sessions, and loads while the active goes on writing. */
 	nst_agents_configure(seeds, &plan, 0);
 	nst_agent_spawn("active", "");
-	rc = nst_sh("for i in $(seq 200); do n=0; for p in 7420 7421 7422; do "
+	rc = nst_sh("for i in $(seq 200); do n=0; for p in %d %d %d; do "
 		    "n=$((n + $(redis-cli -p $p dbsize))); done; "
-		    "[ $n -ge 100000 ] && exit 0; sleep 0.1; done; exit 1");
+		    "[ $n -ge %d ] && exit 0; sleep 0.1; done; exit 1",
+		    p, p + 1, p + 2, log ? 1 : 100000);
 	cr_assert_eq(rc, 0, "the store never held 100 000 sessions");
+	if (log)
+		nsdp_sleep_ms(1000);
 	pid = nst_agent_spawn("standby", "");
 	nst_wait_synced(pid);
 	cr_assert_eq(nst_wait_report(60), 0,
