@@ -2,8 +2,10 @@
  * nsa_compact.c - checkpointing a master's log (schema/FORMAT.md,
  * Compaction).
  *
- * SCAN lists the master's segment keys (checkpoints too), MGET reads them
- * slot by slot, nsa_logmerge merges them; the live records are written as
+ * SCAN lists the master's segment keys (checkpoints too), GETRANGE reads
+ * each segment's header (its send time), MGET reads the checkpoints and
+ * the segments old enough slot by slot, a few hundred KiB per command so
+ * that the store stays free for the writers, nsa_logmerge merges them; the live records are written as
  * checkpoint batches of NSA_CHECKPOINT_RECORDS, then every segment merged
  * is given PEXPIRE grace LT.
  *
@@ -39,7 +41,13 @@
 /* 48 + 4094 * 48 = 196 560 bytes, with the 10 bytes of Redis's string
  * header within the 196 608-byte jemalloc size class (4 095 would not be). */
 #define NSA_CHECKPOINT_RECORDS 4094
+/* An MGET asks for at most 64 segments (12 KiB each at 256 records), or
+ * 4 checkpoints (192 KiB each): under 1 MiB per reply, which the store
+ * builds while every other client waits. */
 #define NSA_COMPACT_MGET 64
+#define NSA_CHECKPOINT_WEIGHT 16
+/* GETRANGE commands pipelined at once. */
+#define NSA_COMPACT_PEEK 1024
 
 struct key_list {
 	char **k;
@@ -131,6 +139,60 @@ static int is_checkpoint(const char *k, size_t len)
 	       tag[2] == 'k' && tag[3] == ':';
 }
 
+/* want[i]: whether listed key i is worth reading: a checkpoint, or a
+ * segment whose header (GETRANGE, pipelined) says it was sent before
+ * until_ns. A young segment (most of the log at a high rate, a grace
+ * period of writes) is not read whole only to be left out. */
+static int peek_segments(redisContext *c, const struct key_list *l,
+			 uint64_t until_ns, uint8_t *want, char *err,
+			 size_t errlen)
+{
+	size_t i = 0;
+
+	while (i < l->n) {
+		size_t sent = 0, j;
+		int rc = 0;
+
+		for (j = i; j < l->n && sent < NSA_COMPACT_PEEK; j++) {
+			const char *argv[4] = {"GETRANGE", l->k[j], "0", "47"};
+			size_t lens[4] = {8, l->len[j], 1, 2};
+
+			want[j] = is_checkpoint(l->k[j], l->len[j]);
+			if (want[j])
+				continue;
+			if (redisAppendCommandArgv(c, 4, argv, lens) !=
+			    REDIS_OK)
+				return -ENOMEM;
+			sent++;
+		}
+		for (; i < j; i++) {
+			redisReply *r;
+			uint64_t t;
+
+			if (want[i])
+				continue;
+			if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+				nsa_set_err(err, errlen, "GETRANGE: %s",
+					    c->errstr);
+				return -EIO;
+			}
+			if (r->type == REDIS_REPLY_ERROR) {
+				nsa_set_err(err, errlen, "GETRANGE: %s",
+					    r->str);
+				rc = -EIO;
+			}
+			want[i] = r->type == REDIS_REPLY_STRING &&
+				  ns_batch_peek_sent((const uint8_t *)r->str,
+						     r->len, &t) == 0 &&
+				  t < until_ns;
+			freeReplyObject(r);
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /* MGET the listed segments, slot by slot, into m: the checkpoints, and the
  * segments sent before until_ns (merged[i] set for those). */
 static int read_segments(redisContext *c, const struct key_list *l,
@@ -140,26 +202,37 @@ static int read_segments(redisContext *c, const struct key_list *l,
 {
 	uint64_t *order = malloc((l->n ? l->n : 1) * sizeof(*order));
 	const char *argv[NSA_COMPACT_MGET + 1];
-	size_t lens[NSA_COMPACT_MGET + 1], i = 0, j;
+	size_t lens[NSA_COMPACT_MGET + 1], i = 0, j, n_want = 0;
 	int rc = 0;
 
 	if (order == NULL)
 		return -ENOMEM;
-	for (i = 0; i < l->n; i++)
-		order[i] = (uint64_t)ns_key_slot(l->k[i], l->len[i]) << 32 | i;
-	qsort(order, l->n, sizeof(*order), by_slot);
+	/* merged[] doubles as the wanted marks until the MGETs set it. */
+	rc = peek_segments(c, l, until_ns, merged, err, errlen);
+	for (i = 0; rc == 0 && i < l->n; i++) {
+		if (merged[i])
+			order[n_want++] =
+				(uint64_t)ns_key_slot(l->k[i], l->len[i])
+					<< 32 |
+				i;
+		merged[i] = 0;
+	}
+	qsort(order, n_want, sizeof(*order), by_slot);
 	argv[0] = "MGET";
 	lens[0] = 4;
-	for (i = 0; i < l->n && rc == 0;) {
+	for (i = 0; i < n_want && rc == 0;) {
 		redisReply *r;
-		size_t n = 0;
+		size_t n = 0, weight = 0;
 
-		while (i + n < l->n && n < NSA_COMPACT_MGET &&
+		while (i + n < n_want && weight < NSA_COMPACT_MGET &&
 		       order[i + n] >> 32 == order[i] >> 32) {
 			size_t k = (uint32_t)order[i + n];
 
 			argv[n + 1] = l->k[k];
 			lens[n + 1] = l->len[k];
+			weight += is_checkpoint(l->k[k], l->len[k])
+					  ? NSA_CHECKPOINT_WEIGHT
+					  : 1;
 			n++;
 		}
 		r = redisCommandArgv(c, (int)n + 1, argv, lens);

@@ -75,6 +75,18 @@ size_t ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf)
 	return NS_BATCH_HDR_LEN;
 }
 
+int ns_batch_peek_sent(const uint8_t *buf, size_t len, uint64_t *sent_ns)
+{
+	if (len < NS_BATCH_HDR_LEN)
+		return -EMSGSIZE;
+	if (get32(buf + OFF_MAGIC) != NS_BATCH_MAGIC)
+		return -EBADMSG;
+	if (buf[OFF_VERSION] != NS_BATCH_VERSION)
+		return -EPROTO;
+	*sent_ns = get64(buf + OFF_SENT);
+	return 0;
+}
+
 int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 		    const uint8_t **body)
 {

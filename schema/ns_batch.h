@@ -75,6 +75,12 @@ size_t ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf);
 int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 		    const uint8_t **body);
 
+/* The send time of a version 2 batch from its first len bytes, at least
+ * its header (a GETRANGE of the header): 0 with *sent_ns set, -EMSGSIZE
+ * when len is shorter than a header, -EBADMSG wrong magic, -EPROTO not
+ * version 2. Nothing else is checked. */
+int ns_batch_peek_sent(const uint8_t *buf, size_t len, uint64_t *sent_ns);
+
 /* HMAC-SHA256 of the first len bytes of buf (header and records) under
  * key, into mac. 0, or -EINVAL for an empty key. */
 int ns_batch_mac(const uint8_t *key, size_t key_len, const uint8_t *buf,
