@@ -102,6 +102,12 @@ static void usage(FILE *out)
 		"                        --sweep all unless given; rows go\n"
 		"                        to FILE.csv unless --csv)\n"
 		"  --sessions N          coldload: sessions (default 1000000)\n"
+		"  --settle              coldload, --layout log: before the\n"
+		"                        load, let the compactor checkpoint\n"
+		"                        the fill and the covered segments\n"
+		"                        expire; adds settled_store_bytes_\n"
+		"                        per_session=X peak_store_bytes_per_\n"
+		"                        session=X settle_seconds=S\n"
 		"  --runs N              record: timed runs, the median is\n"
 		"                        reported (default 51)\n"
 		"  --calls N             record: calls per run (default half "
@@ -293,6 +299,7 @@ int main(int argc, char **argv)
 		{"no-standby", no_argument, &o.standby, 0},
 		{"flush", no_argument, &o.flush, 1},
 		{"half-load", no_argument, &o.half_load, 1},
+		{"settle", no_argument, &o.settle, 1},
 		{"mode", required_argument, NULL, 'm'},
 		{"sweep", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
