@@ -29,6 +29,7 @@
 #define LOG_PLAIN_PORT 7710
 #define LOG_COMPACT_PORT 7730
 #define LOG_LATE_PORT 7794 /* 3 nodes: 7794-7796 */
+#define LOG_PROMOTED_PORT 7798
 
 static void stop_standby(int pid)
 {
@@ -81,6 +82,7 @@ static void stop_all(void)
 	nst_store_stop(LOG_PLAIN_PORT);
 	nst_store_stop(LOG_COMPACT_PORT);
 	nst_store_stop(LOG_LATE_PORT);
+	nst_store_stop(LOG_PROMOTED_PORT);
 }
 
 TestSuite(e2e, .fini = stop_all, .timeout = 240);
@@ -311,6 +313,67 @@ Test(e2e, log_compaction_keeps_the_store_bounded_under_churn)
 	cr_assert_gt(bytes, live * 48);
 	cr_assert_leq(bytes, bound);
 	nst_verify_exact(seeds, pid, live);
+	stop_standby(pid);
+}
+
+/* Log layout: an active that never compacts (log_compact_pct = 0) leaves
+ * its segments; the active promoted after it (a new epoch from the store)
+ * replays the same source (seed 7) at 20 000 events/s and compacts: its
+ * checkpoint takes the predecessor's segments in, which expire, and the
+ * store, the standby and the source still agree exactly. */
+Test(e2e, log_promoted_active_compacts_what_its_predecessor_left)
+{
+	const struct nst_source_plan plan = {20000, 60000, 20000, 0};
+	char seeds[64];
+	int pid, rc;
+
+	nst_run_dir_make("e2e-log-promoted");
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", LOG_PROMOTED_PORT);
+	cr_assert_eq(nst_store_start(LOG_PROMOTED_PORT, 0, 0), 0);
+	nst_agents_layout("log");
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	rc = nst_sh("%s -c %s --set store.log_compact_pct=0 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("first.out"),
+		    nst_run_path("first.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("first.log"));
+	/* The predecessor's publishers (key field 4), and its segments. */
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*' | cut "
+			    "-d: -f4 | sort -u >%s; redis-cli -p %d --scan "
+			    "--pattern 'ns:l:*' | wc -l >%s",
+			    LOG_PROMOTED_PORT, nst_run_path("first-pubs"),
+			    LOG_PROMOTED_PORT, nst_run_path("first-segments")),
+		     0);
+	cr_assert_gt(first_number("first-segments"), 0);
+	cr_assert_eq(nst_sh("redis-cli -p %d SET natsync:epoch 1 >/dev/null",
+			    LOG_PROMOTED_PORT),
+		     0);
+	rc = nst_sh("%s -c %s --set agent.epoch=0 "
+		    "--set store.log_compact_min_kb=64 "
+		    "--set store.log_compact_grace_ms=200 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	nst_sh("cat %s >&2; grep compactor: %s >&2", nst_run_path("active.out"),
+	       nst_run_path("active.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	cr_assert(nst_run_file_has("active.log", "epoch 2 from the store"));
+	cr_assert(nst_run_file_has("active.out", " fenced=0 "));
+	/* The last round's covered segments expire 200 ms after it. */
+	nsdp_sleep_ms(1000);
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*' | cut "
+			    "-d: -f4 | grep -cxFf %s >%s",
+			    LOG_PROMOTED_PORT, nst_run_path("first-pubs"),
+			    nst_run_path("left")),
+		     1, "the predecessor's segments are still there");
+	cr_assert_eq(first_number("left"), 0);
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*:k:*' | "
+			    "grep -q .",
+			    LOG_PROMOTED_PORT),
+		     0, "no checkpoint");
+	nst_verify_exact(seeds, pid, 1000);
 	stop_standby(pid);
 }
 
