@@ -101,6 +101,7 @@ static unsigned int take_records(struct nsa_writer *w)
 	unsigned int taken = 0, k;
 
 	nsa_readback_send(w);
+	nsa_log_resync_send(w);
 	while (rs->pos < rs->len && can_take(w)) {
 		size_t n = rs->len - rs->pos;
 

@@ -34,6 +34,10 @@
  * refused a write for good; a subscriber applies them whatever the
  * timestamps of what it holds. */
 #define NS_BATCH_F_STORE 0x02u
+/* flags: no records; the store refused a segment of this channel for good
+ * (log layout) after its notification went out: a subscriber reads the
+ * sessions of the channel's master again from the store. */
+#define NS_BATCH_F_RESYNC 0x04u
 #define NS_BATCH_MAC_LEN 32
 #define NS_BATCH_MAX_LEN                                               \
 	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_MAX_LEN + \
