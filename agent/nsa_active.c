@@ -353,7 +353,7 @@ static int64_t compact_round(struct nsa_active *a, uint32_t id, uint64_t gen)
 {
 	struct nsa_topology *t = malloc(sizeof(*t));
 	uint64_t written = 0;
-	char err[256];
+	char err[256] = "";
 	int64_t rc = 0;
 
 	if (t == NULL)
@@ -363,27 +363,25 @@ static int64_t compact_round(struct nsa_active *a, uint32_t id, uint64_t gen)
 		free(t);
 		return -1;
 	}
-	for (unsigned int i = 0; i < t->n_nodes && rc == 0; i++) {
+	{
 		struct nsa_compact_result r;
 
-		if (nsa_compact_node(&a->conf.store, t, i, id, gen,
-				     a->conf.batch_key, a->conf.batch_key_len,
-				     a->conf.log_compact_grace_ms, &r, err,
-				     sizeof(err)) != 0) {
-			NSA_WARN("compactor: %s:%u: %s (retried later)",
-				 t->nodes[i].addr.host, t->nodes[i].addr.port,
-				 err);
+		if (nsa_compact_all(&a->conf.store, t, id, gen,
+				    a->conf.batch_key, a->conf.batch_key_len,
+				    a->conf.log_compact_grace_ms, &r, err,
+				    sizeof(err)) != 0) {
+			NSA_WARN("compactor: %s (retried later)", err);
 			rc = -1;
-			break;
+		} else {
+			NSA_DEBUG("compactor: %u master(s): %llu segments, "
+				  "%llu records, %llu live written back "
+				  "(%llu bytes)",
+				  t->n_nodes, (unsigned long long)r.segments,
+				  (unsigned long long)r.records,
+				  (unsigned long long)r.live,
+				  (unsigned long long)r.bytes_written);
+			written = r.bytes_written;
 		}
-		NSA_DEBUG("compactor: %s:%u: %llu segments, %llu records, "
-			  "%llu live written back (%llu bytes)",
-			  t->nodes[i].addr.host, t->nodes[i].addr.port,
-			  (unsigned long long)r.segments,
-			  (unsigned long long)r.records,
-			  (unsigned long long)r.live,
-			  (unsigned long long)r.bytes_written);
-		written += r.bytes_written;
 	}
 	free(t);
 	return rc < 0 ? rc : (int64_t)written;

@@ -467,3 +467,183 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 	redisFree(c);
 	return rc;
 }
+
+/* One master of a compaction over all of them. */
+struct node_round {
+	redisContext *c;
+	struct key_list l;
+	uint8_t *merged;
+	struct checkpoint cp;
+};
+
+/* Where a record goes: the checkpoint of the master that serves its
+ * session key's slot now (the first master for a slot no one serves). */
+struct route {
+	const struct nsa_topology *topo;
+	struct node_round *nr;
+};
+
+static unsigned int route_add(void *arg, const struct ns_session *s,
+			      unsigned int n)
+{
+	struct route *r = arg;
+	uint8_t key[NS_KEY_LEN];
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		uint16_t slot;
+		unsigned int node;
+
+		ns_key_build(s[i].proto, &s[i].orig, key);
+		slot = ns_key_slot(key, NS_KEY_LEN);
+		node = r->topo->slot_covered[slot] ? r->topo->slot_node[slot]
+						   : 0;
+		checkpoint_add(&r->nr[node].cp, &s[i], 1);
+	}
+	return n;
+}
+
+/* Whether the slot map of topo is still the store's, and no slot is
+ * being migrated (CLUSTER NODES shows "[slot->-" or "[slot-<-"): a
+ * segment key that moved between two listings could have been missed. */
+static int slots_still(const struct nsa_store_conf *conf,
+		       const struct nsa_topology *topo, char *err,
+		       size_t errlen)
+{
+	struct nsa_topology *now = malloc(sizeof(*now));
+	unsigned int i;
+	int still;
+
+	if (now == NULL)
+		return 0;
+	still = nsa_topology_fetch(conf, now, err, errlen) == 0 &&
+		memcmp(now->slot_node, topo->slot_node,
+		       sizeof(topo->slot_node)) == 0 &&
+		memcmp(now->slot_covered, topo->slot_covered,
+		       sizeof(topo->slot_covered)) == 0;
+	free(now);
+	for (i = 0; still && i < topo->n_nodes; i++) {
+		redisContext *c = nsa_store_connect(conf, &topo->nodes[i].addr,
+						    err, errlen);
+		redisReply *r;
+
+		if (c == NULL)
+			return 0;
+		r = redisCommand(c, "CLUSTER NODES");
+		if (r && r->type == REDIS_REPLY_ERROR)
+			nsa_set_err(err, errlen, "CLUSTER NODES: %s", r->str);
+		still = r && r->type == REDIS_REPLY_STRING &&
+			strstr(r->str, "->-") == NULL &&
+			strstr(r->str, "-<-") == NULL;
+		if (r)
+			freeReplyObject(r);
+		redisFree(c);
+	}
+	if (!still && err[0] == '\0')
+		nsa_set_err(err, errlen,
+			    "slots moved during the round: retried later");
+	return still;
+}
+
+int nsa_compact_all(const struct nsa_store_conf *conf,
+		    const struct nsa_topology *topo, uint32_t id, uint64_t gen,
+		    const char *key, size_t key_len, unsigned int grace_ms,
+		    struct nsa_compact_result *res, char *err, size_t errlen)
+{
+	const uint64_t until_ns =
+		nsdp_realtime_ns() - (uint64_t)grace_ms * 1000000u;
+	const unsigned int n = topo->n_nodes;
+	struct node_round *nr = calloc(n ? n : 1, sizeof(*nr));
+	struct nsa_logmerge m;
+	struct route route = {topo, nr};
+	unsigned int i;
+	int rc = 0;
+
+	memset(res, 0, sizeof(*res));
+	if (errlen)
+		err[0] = '\0';
+	if (nr == NULL)
+		return -ENOMEM;
+	if (nsa_logmerge_init(&m) != 0) {
+		free(nr);
+		return -ENOMEM;
+	}
+	m.batch_key = key;
+	m.batch_key_len = key ? key_len : 0;
+	for (i = 0; i < n && rc == 0; i++) {
+		nr[i].c = nsa_store_connect(conf, &topo->nodes[i].addr, err,
+					    errlen);
+		if (nr[i].c == NULL) {
+			rc = -EIO;
+			break;
+		}
+		rc = list_segments(nr[i].c, &nr[i].l, err, errlen);
+		if (rc == 0 && (nr[i].merged = calloc(nr[i].l.n ? nr[i].l.n : 1,
+						      1)) == NULL)
+			rc = -ENOMEM;
+		if (rc == 0)
+			rc = read_segments(nr[i].c, &nr[i].l, until_ns,
+					   nr[i].merged, &m, res, err, errlen);
+	}
+	if (rc == 0 && topo->cluster && !slots_still(conf, topo, err, errlen))
+		rc = -EAGAIN;
+	for (i = 0; i < n && rc == 0; i++) {
+		struct checkpoint *cp = &nr[i].cp;
+
+		cp->c = nr[i].c;
+		cp->slot = topo->nodes[i].channel_slot;
+		cp->id = id;
+		cp->gen = gen;
+		cp->now_ns = nsdp_realtime_ns();
+		cp->key = key;
+		cp->key_len = key_len;
+		cp->len = NS_BATCH_HDR_LEN;
+		cp->res = res;
+		cp->err = err;
+		cp->errlen = errlen;
+		cp->buf = malloc(NS_BATCH_MAX_LEN);
+		if (cp->buf == NULL)
+			rc = -ENOMEM;
+	}
+	if (rc == 0) {
+		nsa_logmerge_emit(&m, nsdp_realtime_ns(), route_add, &route);
+		for (i = 0; i < n; i++) {
+			if (nr[i].cp.failed || checkpoint_flush(&nr[i].cp) != 0)
+				rc = -EINVAL;
+			/* Every checkpoint acknowledged before anything
+			 * expires, on every master. */
+			if (replies(nr[i].c, nr[i].cp.pending, err, errlen) !=
+			    0)
+				rc = -EIO;
+		}
+	}
+	for (i = 0; i < n && rc == 0; i++) {
+		const struct key_list *l = &nr[i].l;
+		unsigned int sent = 0;
+		size_t k;
+
+		for (k = 0; k < l->n; k++) {
+			if (nr[i].merged[k]) {
+				redisAppendCommand(nr[i].c, "PEXPIRE %b %u LT",
+						   l->k[k], l->len[k],
+						   grace_ms);
+				sent++;
+			}
+			if (sent == 1024 || (k == l->n - 1 && sent > 0)) {
+				if (replies(nr[i].c, sent, err, errlen) != 0)
+					rc = -EIO;
+				sent = 0;
+			}
+		}
+	}
+	for (i = 0; i < n; i++) {
+		free(nr[i].cp.buf);
+		free(nr[i].merged);
+		keys_free(&nr[i].l);
+		if (nr[i].c)
+			redisFree(nr[i].c);
+	}
+	free(nr);
+	nsa_logmerge_free(&m);
+	return rc;
+}

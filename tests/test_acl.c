@@ -340,6 +340,7 @@ Test(acl, the_active_log_user_replicates_and_compacts_the_log)
 		{"SCAN 0 MATCH ns:l:* COUNT 10", 0},
 		{"PEXPIRE ns:l:{0}:x 5000", 0},
 		{"GETRANGE ns:l:{0}:x 0 47", 0},
+		{"CLUSTER NODES", 0},
 	};
 	static struct nsa_config conf;
 	static struct nsa_topology topo;

@@ -29,7 +29,7 @@
  * final table, entry by entry, and holding the sessions the plan leaves:
  * with seed 7 and every event accepted the synthetic source's final table
  * is the same on every run; the outage test's ring drops events, so it
- * asks for half its flows at least. Ports 7860-7899 (keys), 7761-7793
+ * asks for half its flows at least. Ports 7860-7899 (keys), 7763-7795
  * (log). Every process a test
  * starts is recorded and killed by the suite's fini, even when an assertion
  * fails.
@@ -63,14 +63,14 @@
 #define CUTOFF_PORT 7894 /* 6 nodes: 7894-7899 */
 #define SILENT_PORT 7860 /* 3 nodes, in the test's own network namespace */
 /* The same tests in the log layout ([store] layout = log). */
-#define LOG_FAILOVER_PORT 7761 /* 6 nodes: 7761-7766 */
-#define LOG_LAGGING_PORT 7767 /* 6 nodes: 7767-7772 */
-#define LOG_RESHARD_PORT 7773 /* 3 nodes */
-#define LOG_RESTART_PORT 7776
-#define LOG_SLOW_PORT 7779
-#define LOG_OUTAGE_PORT 7782
-#define LOG_CUTOFF_PORT 7785 /* 6 nodes: 7785-7790 */
-#define LOG_SILENT_PORT 7791 /* 3 nodes */
+#define LOG_FAILOVER_PORT 7763 /* 6 nodes: 7763-7768 */
+#define LOG_LAGGING_PORT 7769 /* 6 nodes: 7769-7774 */
+#define LOG_RESHARD_PORT 7775 /* 3 nodes */
+#define LOG_RESTART_PORT 7778
+#define LOG_SLOW_PORT 7781
+#define LOG_OUTAGE_PORT 7784
+#define LOG_CUTOFF_PORT 7787 /* 6 nodes: 7787-7792 */
+#define LOG_SILENT_PORT 7793 /* 3 nodes: 7793-7795 */
 #define MAX_PIDS 16
 
 static int pids[MAX_PIDS];
