@@ -2,8 +2,10 @@
  * nsa_compact.c - checkpointing a master's log (schema/FORMAT.md,
  * Compaction).
  *
- * SCAN lists the master's segment keys (checkpoints too), MGET reads them
- * slot by slot, nsa_logmerge merges them; the live records are written as
+ * SCAN lists the master's segment keys (checkpoints too), GETRANGE reads
+ * each segment's header (its send time), MGET reads the checkpoints and
+ * the segments old enough slot by slot, a few hundred KiB per command so
+ * that the store stays free for the writers, nsa_logmerge merges them; the live records are written as
  * checkpoint batches of NSA_CHECKPOINT_RECORDS, then every segment merged
  * is given PEXPIRE grace LT.
  *
@@ -39,7 +41,13 @@
 /* 48 + 4094 * 48 = 196 560 bytes, with the 10 bytes of Redis's string
  * header within the 196 608-byte jemalloc size class (4 095 would not be). */
 #define NSA_CHECKPOINT_RECORDS 4094
+/* An MGET asks for at most 64 segments (12 KiB each at 256 records), or
+ * 4 checkpoints (192 KiB each): under 1 MiB per reply, which the store
+ * builds while every other client waits. */
 #define NSA_COMPACT_MGET 64
+#define NSA_CHECKPOINT_WEIGHT 16
+/* GETRANGE commands pipelined at once. */
+#define NSA_COMPACT_PEEK 1024
 
 struct key_list {
 	char **k;
@@ -131,6 +139,60 @@ static int is_checkpoint(const char *k, size_t len)
 	       tag[2] == 'k' && tag[3] == ':';
 }
 
+/* want[i]: whether listed key i is worth reading: a checkpoint, or a
+ * segment whose header (GETRANGE, pipelined) says it was sent before
+ * until_ns. A young segment (most of the log at a high rate, a grace
+ * period of writes) is not read whole only to be left out. */
+static int peek_segments(redisContext *c, const struct key_list *l,
+			 uint64_t until_ns, uint8_t *want, char *err,
+			 size_t errlen)
+{
+	size_t i = 0;
+
+	while (i < l->n) {
+		size_t sent = 0, j;
+		int rc = 0;
+
+		for (j = i; j < l->n && sent < NSA_COMPACT_PEEK; j++) {
+			const char *argv[4] = {"GETRANGE", l->k[j], "0", "47"};
+			size_t lens[4] = {8, l->len[j], 1, 2};
+
+			want[j] = is_checkpoint(l->k[j], l->len[j]);
+			if (want[j])
+				continue;
+			if (redisAppendCommandArgv(c, 4, argv, lens) !=
+			    REDIS_OK)
+				return -ENOMEM;
+			sent++;
+		}
+		for (; i < j; i++) {
+			redisReply *r;
+			uint64_t t;
+
+			if (want[i])
+				continue;
+			if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+				nsa_set_err(err, errlen, "GETRANGE: %s",
+					    c->errstr);
+				return -EIO;
+			}
+			if (r->type == REDIS_REPLY_ERROR) {
+				nsa_set_err(err, errlen, "GETRANGE: %s",
+					    r->str);
+				rc = -EIO;
+			}
+			want[i] = r->type == REDIS_REPLY_STRING &&
+				  ns_batch_peek_sent((const uint8_t *)r->str,
+						     r->len, &t) == 0 &&
+				  t < until_ns;
+			freeReplyObject(r);
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /* MGET the listed segments, slot by slot, into m: the checkpoints, and the
  * segments sent before until_ns (merged[i] set for those). */
 static int read_segments(redisContext *c, const struct key_list *l,
@@ -140,26 +202,37 @@ static int read_segments(redisContext *c, const struct key_list *l,
 {
 	uint64_t *order = malloc((l->n ? l->n : 1) * sizeof(*order));
 	const char *argv[NSA_COMPACT_MGET + 1];
-	size_t lens[NSA_COMPACT_MGET + 1], i = 0, j;
+	size_t lens[NSA_COMPACT_MGET + 1], i = 0, j, n_want = 0;
 	int rc = 0;
 
 	if (order == NULL)
 		return -ENOMEM;
-	for (i = 0; i < l->n; i++)
-		order[i] = (uint64_t)ns_key_slot(l->k[i], l->len[i]) << 32 | i;
-	qsort(order, l->n, sizeof(*order), by_slot);
+	/* merged[] doubles as the wanted marks until the MGETs set it. */
+	rc = peek_segments(c, l, until_ns, merged, err, errlen);
+	for (i = 0; rc == 0 && i < l->n; i++) {
+		if (merged[i])
+			order[n_want++] =
+				(uint64_t)ns_key_slot(l->k[i], l->len[i])
+					<< 32 |
+				i;
+		merged[i] = 0;
+	}
+	qsort(order, n_want, sizeof(*order), by_slot);
 	argv[0] = "MGET";
 	lens[0] = 4;
-	for (i = 0; i < l->n && rc == 0;) {
+	for (i = 0; i < n_want && rc == 0;) {
 		redisReply *r;
-		size_t n = 0;
+		size_t n = 0, weight = 0;
 
-		while (i + n < l->n && n < NSA_COMPACT_MGET &&
+		while (i + n < n_want && weight < NSA_COMPACT_MGET &&
 		       order[i + n] >> 32 == order[i] >> 32) {
 			size_t k = (uint32_t)order[i + n];
 
 			argv[n + 1] = l->k[k];
 			lens[n + 1] = l->len[k];
+			weight += is_checkpoint(l->k[k], l->len[k])
+					  ? NSA_CHECKPOINT_WEIGHT
+					  : 1;
 			n++;
 		}
 		r = redisCommandArgv(c, (int)n + 1, argv, lens);
@@ -337,6 +410,10 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 		redisFree(c);
 		return -ENOMEM;
 	}
+	/* A segment not signed with the key is left to its expiry, never
+	 * signed into a checkpoint. */
+	m.batch_key = key;
+	m.batch_key_len = key ? key_len : 0;
 	rc = list_segments(c, &l, err, errlen);
 	if (rc == 0 && (merged = calloc(l.n ? l.n : 1, 1)) == NULL)
 		rc = -ENOMEM;
@@ -388,5 +465,185 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 	keys_free(&l);
 	nsa_logmerge_free(&m);
 	redisFree(c);
+	return rc;
+}
+
+/* One master of a compaction over all of them. */
+struct node_round {
+	redisContext *c;
+	struct key_list l;
+	uint8_t *merged;
+	struct checkpoint cp;
+};
+
+/* Where a record goes: the checkpoint of the master that serves its
+ * session key's slot now (the first master for a slot no one serves). */
+struct route {
+	const struct nsa_topology *topo;
+	struct node_round *nr;
+};
+
+static unsigned int route_add(void *arg, const struct ns_session *s,
+			      unsigned int n)
+{
+	struct route *r = arg;
+	uint8_t key[NS_KEY_LEN];
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		uint16_t slot;
+		unsigned int node;
+
+		ns_key_build(s[i].proto, &s[i].orig, key);
+		slot = ns_key_slot(key, NS_KEY_LEN);
+		node = r->topo->slot_covered[slot] ? r->topo->slot_node[slot]
+						   : 0;
+		checkpoint_add(&r->nr[node].cp, &s[i], 1);
+	}
+	return n;
+}
+
+/* Whether the slot map of topo is still the store's, and no slot is
+ * being migrated (CLUSTER NODES shows "[slot->-" or "[slot-<-"): a
+ * segment key that moved between two listings could have been missed. */
+static int slots_still(const struct nsa_store_conf *conf,
+		       const struct nsa_topology *topo, char *err,
+		       size_t errlen)
+{
+	struct nsa_topology *now = malloc(sizeof(*now));
+	unsigned int i;
+	int still;
+
+	if (now == NULL)
+		return 0;
+	still = nsa_topology_fetch(conf, now, err, errlen) == 0 &&
+		memcmp(now->slot_node, topo->slot_node,
+		       sizeof(topo->slot_node)) == 0 &&
+		memcmp(now->slot_covered, topo->slot_covered,
+		       sizeof(topo->slot_covered)) == 0;
+	free(now);
+	for (i = 0; still && i < topo->n_nodes; i++) {
+		redisContext *c = nsa_store_connect(conf, &topo->nodes[i].addr,
+						    err, errlen);
+		redisReply *r;
+
+		if (c == NULL)
+			return 0;
+		r = redisCommand(c, "CLUSTER NODES");
+		if (r && r->type == REDIS_REPLY_ERROR)
+			nsa_set_err(err, errlen, "CLUSTER NODES: %s", r->str);
+		still = r && r->type == REDIS_REPLY_STRING &&
+			strstr(r->str, "->-") == NULL &&
+			strstr(r->str, "-<-") == NULL;
+		if (r)
+			freeReplyObject(r);
+		redisFree(c);
+	}
+	if (!still && err[0] == '\0')
+		nsa_set_err(err, errlen,
+			    "slots moved during the round: retried later");
+	return still;
+}
+
+int nsa_compact_all(const struct nsa_store_conf *conf,
+		    const struct nsa_topology *topo, uint32_t id, uint64_t gen,
+		    const char *key, size_t key_len, unsigned int grace_ms,
+		    struct nsa_compact_result *res, char *err, size_t errlen)
+{
+	const uint64_t until_ns =
+		nsdp_realtime_ns() - (uint64_t)grace_ms * 1000000u;
+	const unsigned int n = topo->n_nodes;
+	struct node_round *nr = calloc(n ? n : 1, sizeof(*nr));
+	struct nsa_logmerge m;
+	struct route route = {topo, nr};
+	unsigned int i;
+	int rc = 0;
+
+	memset(res, 0, sizeof(*res));
+	if (errlen)
+		err[0] = '\0';
+	if (nr == NULL)
+		return -ENOMEM;
+	if (nsa_logmerge_init(&m) != 0) {
+		free(nr);
+		return -ENOMEM;
+	}
+	m.batch_key = key;
+	m.batch_key_len = key ? key_len : 0;
+	for (i = 0; i < n && rc == 0; i++) {
+		nr[i].c = nsa_store_connect(conf, &topo->nodes[i].addr, err,
+					    errlen);
+		if (nr[i].c == NULL) {
+			rc = -EIO;
+			break;
+		}
+		rc = list_segments(nr[i].c, &nr[i].l, err, errlen);
+		if (rc == 0 && (nr[i].merged = calloc(nr[i].l.n ? nr[i].l.n : 1,
+						      1)) == NULL)
+			rc = -ENOMEM;
+		if (rc == 0)
+			rc = read_segments(nr[i].c, &nr[i].l, until_ns,
+					   nr[i].merged, &m, res, err, errlen);
+	}
+	if (rc == 0 && topo->cluster && !slots_still(conf, topo, err, errlen))
+		rc = -EAGAIN;
+	for (i = 0; i < n && rc == 0; i++) {
+		struct checkpoint *cp = &nr[i].cp;
+
+		cp->c = nr[i].c;
+		cp->slot = topo->nodes[i].channel_slot;
+		cp->id = id;
+		cp->gen = gen;
+		cp->now_ns = nsdp_realtime_ns();
+		cp->key = key;
+		cp->key_len = key_len;
+		cp->len = NS_BATCH_HDR_LEN;
+		cp->res = res;
+		cp->err = err;
+		cp->errlen = errlen;
+		cp->buf = malloc(NS_BATCH_MAX_LEN);
+		if (cp->buf == NULL)
+			rc = -ENOMEM;
+	}
+	if (rc == 0) {
+		nsa_logmerge_emit(&m, nsdp_realtime_ns(), route_add, &route);
+		for (i = 0; i < n; i++) {
+			if (nr[i].cp.failed || checkpoint_flush(&nr[i].cp) != 0)
+				rc = -EINVAL;
+			/* Every checkpoint acknowledged before anything
+			 * expires, on every master. */
+			if (replies(nr[i].c, nr[i].cp.pending, err, errlen) !=
+			    0)
+				rc = -EIO;
+		}
+	}
+	for (i = 0; i < n && rc == 0; i++) {
+		const struct key_list *l = &nr[i].l;
+		unsigned int sent = 0;
+		size_t k;
+
+		for (k = 0; k < l->n; k++) {
+			if (nr[i].merged[k]) {
+				redisAppendCommand(nr[i].c, "PEXPIRE %b %u LT",
+						   l->k[k], l->len[k],
+						   grace_ms);
+				sent++;
+			}
+			if (sent == 1024 || (k == l->n - 1 && sent > 0)) {
+				if (replies(nr[i].c, sent, err, errlen) != 0)
+					rc = -EIO;
+				sent = 0;
+			}
+		}
+	}
+	for (i = 0; i < n; i++) {
+		free(nr[i].cp.buf);
+		free(nr[i].merged);
+		keys_free(&nr[i].l);
+		if (nr[i].c)
+			redisFree(nr[i].c);
+	}
+	free(nr);
+	nsa_logmerge_free(&m);
 	return rc;
 }

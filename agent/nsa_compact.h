@@ -33,4 +33,19 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 		     unsigned int grace_ms, struct nsa_compact_result *res,
 		     char *err, size_t errlen);
 
+/* Compact every master of topo in one round, blocking: every master's
+ * segments are listed and read into one merge, and each live record goes
+ * to the checkpoint of the master that now serves its session key's slot
+ * (in that master's channel slot): after resharding a session's older
+ * records may lie on its former master, its delete on the new one, and a
+ * tombstone may only be left out once every older record is covered. On
+ * a cluster, nothing expires when the slot map changed or a slot was
+ * being migrated while the round listed (-EAGAIN: a segment key may have
+ * moved past both listings). res sums the masters. 0, or a negative errno
+ * with the reason in err. */
+int nsa_compact_all(const struct nsa_store_conf *conf,
+		    const struct nsa_topology *topo, uint32_t id, uint64_t gen,
+		    const char *key, size_t key_len, unsigned int grace_ms,
+		    struct nsa_compact_result *res, char *err, size_t errlen);
+
 #endif

@@ -27,7 +27,12 @@
  * In the log layout ([store] layout = log) the keys read are the segments
  * (ns:l:*), each value a batch; they are merged (nsa_logmerge.h) and the
  * live records go to the sink once the load is done, so the sink sees the
- * table the keys layout would hold.
+ * table the keys layout would hold. On a cluster a segment stays in the
+ * slot of the channel it was published on, so the records of a slot that
+ * moved since lie on its former master: after its own master the loader
+ * reads every other master's segments (SCAN) and keeps the records of its
+ * master's slots. A load of every master thus reads every segment once per
+ * master, and the merge holds only the master's own sessions.
  *
  * Not here: what a load means for a table (the sink decides), retries and
  * liveness (the caller watches last_rx_ns).
@@ -112,6 +117,7 @@ int nsa_loader_open(struct nsa_loader *ld, const struct nsa_store_conf *conf,
 	ld->node = node;
 	ld->sink = *sink;
 	ld->log = conf->layout == NSA_LAYOUT_LOG;
+	ld->conn_node = node;
 	return 0;
 }
 
@@ -302,7 +308,9 @@ static int on_scan(struct nsa_loader *ld, redisReply *r)
 		uint32_t slot;
 
 		ld->keys_done = 1;
-		for (slot = 0; ld->topo->cluster && slot < NS_SLOTS; slot++)
+		for (slot = 0; ld->topo->cluster && ld->conn_node == ld->node &&
+			       slot < NS_SLOTS;
+		     slot++)
 			if (node_slot(ld, slot) && send_probe(ld, slot) != 0) {
 				freeReplyObject(r);
 				return -ENOMEM;
@@ -350,7 +358,7 @@ static int value_session(const redisReply *k, const redisReply *v,
  * 0, or -ENOMEM. */
 static int merge_values(struct nsa_loader *ld, redisReply *const *v, size_t n)
 {
-	uint64_t bad = 0;
+	uint64_t bad = 0, unauth = 0;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
@@ -362,8 +370,13 @@ static int merge_values(struct nsa_loader *ld, redisReply *const *v, size_t n)
 			&ld->merge, (const uint8_t *)v[i]->str, v[i]->len);
 		if (rc == -ENOMEM)
 			return rc;
-		bad += rc < 0;
+		unauth += rc == -EACCES;
+		bad += rc < 0 && rc != -EACCES;
 	}
+	if (unauth && ld->sink.unauthenticated)
+		ld->sink.unauthenticated(ld->sink.arg, unauth);
+	else
+		bad += unauth;
 	if (bad)
 		ld->sink.bad(ld->sink.arg, bad);
 	return 0;
@@ -385,6 +398,57 @@ static void log_finish(struct nsa_loader *ld)
 	ld->loaded += nsa_logmerge_emit(&ld->merge, nsdp_realtime_ns(),
 					emit_apply, ld);
 	nsa_logmerge_free(&ld->merge);
+}
+
+/* Log layout on a cluster, the connection's master read whole: go on with
+ * the next other master. 1 when its SCAN is queued, 0 when every master
+ * is read, NSA_LOADER_FAILED. */
+static int log_next_master(struct nsa_loader *ld)
+{
+	const struct nsa_topology *t = ld->topo;
+	char err[128] = "";
+	unsigned int i;
+
+	if (!ld->log || !t->cluster)
+		return 0;
+	while (ld->next_other < t->n_nodes && ld->next_other == ld->node)
+		ld->next_other++;
+	if (ld->next_other >= t->n_nodes)
+		return 0;
+	i = ld->next_other++;
+	nsa_conn_free(ld->conn); /* nothing is due on it */
+	ld->conn = nsa_conn_new(&t->nodes[i].addr);
+	if (ld->conn == NULL) {
+		snprintf(ld->why, sizeof(ld->why), "out of memory");
+		return NSA_LOADER_FAILED;
+	}
+	if (nsa_conn_open(ld->conn, ld->conf, err, sizeof(err)) < 0) {
+		snprintf(ld->why, sizeof(ld->why), "%s:%u: %s",
+			 t->nodes[i].addr.host, t->nodes[i].addr.port, err);
+		nsa_conn_free(ld->conn);
+		ld->conn = NULL;
+		return NSA_LOADER_FAILED;
+	}
+	ld->conn_node = i;
+	ld->keys_done = 0;
+	ld->last_rx_ns = nsdp_mono_ns();
+	if (send_scan(ld, "0") < 0) {
+		snprintf(ld->why, sizeof(ld->why), "out of memory");
+		return NSA_LOADER_FAILED;
+	}
+	return 1;
+}
+
+/* Every key listed on the connection is read: DONE (the live records
+ * given to the sink), or MORE (another master to read), or FAILED. */
+static int read_whole(struct nsa_loader *ld)
+{
+	int rc = log_next_master(ld);
+
+	if (rc != 0)
+		return rc > 0 ? NSA_LOADER_MORE : rc;
+	log_finish(ld);
+	return NSA_LOADER_DONE;
 }
 
 static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
@@ -552,16 +616,27 @@ int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
 	ld->slots_unread = 0;
 	ld->last_rx_ns = nsdp_mono_ns();
 	ld->merge_failed = 0;
+	ld->next_other = 0;
 	nsa_logmerge_free(&ld->merge);
 	if ((ld->log && nsa_logmerge_init(&ld->merge) != 0) ||
 	    (by_slot ? send_slots(ld) : send_scan(ld, "0")) < 0) {
 		snprintf(ld->why, sizeof(ld->why), "out of memory");
 		return NSA_LOADER_FAILED;
 	}
-	if (ld->keys_done && ld->conn->exp_count == 0) {
-		log_finish(ld);
-		return NSA_LOADER_DONE;
+	if (ld->log && ld->topo->cluster) {
+		uint32_t slot;
+
+		memset(ld->keep_slots, 0, sizeof(ld->keep_slots));
+		for (slot = 0; slot < NS_SLOTS; slot++)
+			if (node_slot(ld, slot))
+				ld->keep_slots[slot / 64] |= 1ull
+							     << (slot % 64);
+		ld->merge.keep_slots = ld->keep_slots;
 	}
+	ld->merge.batch_key = ld->sink.batch_key;
+	ld->merge.batch_key_len = ld->sink.batch_key_len;
+	if (ld->keys_done && ld->conn->exp_count == 0)
+		return read_whole(ld);
 	return NSA_LOADER_MORE;
 }
 
@@ -637,10 +712,8 @@ int nsa_loader_on_readable(struct nsa_loader *ld)
 			 "out of memory merging the log");
 		return NSA_LOADER_FAILED;
 	}
-	if (ld->keys_done && ld->conn->exp_count == 0) {
-		log_finish(ld);
-		return NSA_LOADER_DONE;
-	}
+	if (ld->keys_done && ld->conn->exp_count == 0)
+		return read_whole(ld);
 	return NSA_LOADER_MORE;
 }
 
@@ -678,8 +751,9 @@ int nsa_loader_run(const struct nsa_store_conf *conf,
 			rc = nsa_loader_on_readable(&ld);
 	}
 	if (rc < 0)
-		snprintf(err, errlen, "%s:%u: %s", topo->nodes[node].addr.host,
-			 topo->nodes[node].addr.port, ld.why);
+		snprintf(err, errlen, "%s:%u: %s",
+			 topo->nodes[ld.conn_node].addr.host,
+			 topo->nodes[ld.conn_node].addr.port, ld.why);
 	nsa_loader_close(&ld);
 	return rc;
 }

@@ -23,6 +23,12 @@ struct nsa_loader_sink {
 	/* n keys or values under natsync's prefix that are not valid. */
 	void (*bad)(void *arg, uint64_t n);
 	void *arg;
+	/* Log layout: with batch_key_len > 0 only segments signed with
+	 * batch_key count; n refused ones go to unauthenticated (to bad when
+	 * it is NULL). The keys layout's values carry no signature. */
+	const char *batch_key;
+	size_t batch_key_len;
+	void (*unauthenticated)(void *arg, uint64_t n);
 };
 
 /* nsa_loader_on_readable() and nsa_loader_run(): */
@@ -58,6 +64,15 @@ struct nsa_loader {
 	int log;
 	int merge_failed; /* out of memory: the load fails */
 	struct nsa_logmerge merge;
+	/* Log layout on a cluster: a segment holds the records of the slots
+	 * its master served when it was written, so after resharding a
+	 * node's sessions may lie on any master. The load reads node's
+	 * segments, then every other master's (SCAN, one after the other on
+	 * the same connection), and merges only the records of node's slots
+	 * (keep_slots). conn_node is the master the connection is to. */
+	unsigned int conn_node;
+	unsigned int next_other; /* the next master to read after node */
+	uint64_t keep_slots[NS_SLOTS / 64];
 	char why[160];
 };
 

@@ -20,6 +20,15 @@ struct nsa_logmerge {
 	size_t cap, used;
 	uint64_t records; /* records merged */
 	uint64_t segments; /* segments merged */
+	/* NULL, or a bitmap of NS_SLOTS bits: only records whose session key
+	 * is in a slot set here are merged (set after nsa_logmerge_init). */
+	const uint64_t *keep_slots;
+	/* batch_key_len > 0: only segments signed with batch_key (a version
+	 * 2 batch whose HMAC trailer matches, as a standby asks of a
+	 * notification) are merged; others are refused with -EACCES. Set
+	 * after nsa_logmerge_init. */
+	const char *batch_key;
+	size_t batch_key_len;
 };
 
 /* Empty; 0 or -ENOMEM. */
@@ -28,7 +37,8 @@ void nsa_logmerge_free(struct nsa_logmerge *m);
 
 /* Merge one segment value (a batch as published): 0, -ENOMEM, or the
  * decoder's negative errno when it is not a valid batch (nothing merged).
- * A batch flagged STORE is not a segment: -EINVAL. */
+ * A batch flagged STORE is not a segment: -EINVAL; one not signed with
+ * the batch key (when m has one): -EACCES. */
 int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len);
 
 /* As nsa_logmerge_segment, but only a batch sent (its header's sent_ns)

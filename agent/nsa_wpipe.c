@@ -49,10 +49,20 @@ static void log_error_once(struct nsa_writer *w, const char *text, size_t len)
 			return;
 	if (w->n_logged < NSA_MAX_LOGGED_KINDS)
 		memcpy(w->logged[w->n_logged++], kind, k + 1);
-	NSA_ERR("writer %u: store refused a command: %.*s (records counted "
-		"as dropped, their keys read back for the standbys; further "
-		"'%s' errors are counted, not logged)",
-		w->idx, (int)(len > 200 ? 200 : len), text, kind);
+	if (w->a->conf.store.layout == NSA_LAYOUT_LOG)
+		/* A segment cannot be read back by key (schema/FORMAT.md,
+		 * Log layout): the standbys read the master again. */
+		NSA_ERR("writer %u: store refused a command: %.*s (records "
+			"counted as dropped, lost from the store; the "
+			"standbys are told to read the master again; further "
+			"'%s' errors are counted, not logged)",
+			w->idx, (int)(len > 200 ? 200 : len), text, kind);
+	else
+		NSA_ERR("writer %u: store refused a command: %.*s (records "
+			"counted as dropped, their keys read back for the "
+			"standbys; further '%s' errors are counted, not "
+			"logged)",
+			w->idx, (int)(len > 200 ? 200 : len), text, kind);
 }
 
 /* ---- batches ---------------------------------------------------------- */
@@ -87,6 +97,7 @@ struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
 	b->closed = 0;
 	b->retry = 0;
 	b->store = 0;
+	b->resync = 0;
 	b->body_len = NS_BATCH_HDR_LEN;
 	b->wseq = w->wseq++;
 	b->open_ns = w->now_ns;
@@ -199,6 +210,17 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 {
 	unsigned int i, dropped = 0, replays = 0, stores = 0;
 
+	if (b->resync) {
+		/* Not held for the resend (it has no records): asked for
+		 * again, and sent once the writer is out of retry mode. */
+		if (b->retry || w->retry_mode)
+			w->log_resync[b->resync_slot / 64] |=
+				1ull << (b->resync_slot % 64);
+		if (b->retry)
+			w->retry_mode = 1;
+		nsa_batch_put(w, b);
+		return;
+	}
 	if (b->retry || w->retry_mode) {
 		w->retry_mode = 1;
 		if (nsa_batch_hold(w, b) == 0)
@@ -318,7 +340,8 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 		.epoch = b->epoch,
 		.count = (uint16_t)b->count,
 		.flags = (uint8_t)((conf->batch_key_len ? NS_BATCH_F_HMAC : 0) |
-				   (b->store ? NS_BATCH_F_STORE : 0)),
+				   (b->store ? NS_BATCH_F_STORE : 0) |
+				   (b->resync ? NS_BATCH_F_RESYNC : 0)),
 		.seq = ++w->seq[c->channel_slot],
 		.body_len = (uint32_t)(b->body_len - NS_BATCH_HDR_LEN),
 		/* Signed with the records: a standby refuses the batch on
@@ -340,7 +363,7 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 			return -EINVAL;
 		mac_len = NS_BATCH_MAC_LEN;
 	}
-	if (conf->store.layout == NSA_LAYOUT_LOG && !b->store &&
+	if (conf->store.layout == NSA_LAYOUT_LOG && !b->store && !b->resync &&
 	    segment_write(w, c, b, h.seq, mac, mac_len) != 0)
 		return -ENOMEM;
 	nsa_conn_cmd(&c->conn, 3);
@@ -354,6 +377,41 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 	c->open = NULL;
 	c->inflight_batches++;
 	return 0;
+}
+
+/* Log layout: tell the standbys of every master that refused a segment
+ * for good to read it again, one NS_BATCH_F_RESYNC batch on its channel
+ * after what it published before (closed first). Not while the writer
+ * resends: the request follows the resent batches. */
+void nsa_log_resync_send(struct nsa_writer *w)
+{
+	unsigned int i;
+
+	if (w->retry_mode)
+		return;
+	for (i = 0; i < w->topo.n_nodes && i < w->n_conns; i++) {
+		struct nsa_link *c = w->conns[i];
+		uint16_t slot = c->channel_slot;
+		struct nsa_batch *b;
+
+		if (!((w->log_resync[slot / 64] >> (slot % 64)) & 1) ||
+		    c->conn.fd < 0)
+			continue;
+		if (c->open != NULL && nsa_batch_close(w, c) != 0)
+			return;
+		if ((b = nsa_batch_get(w)) == NULL)
+			return;
+		b->resync = 1;
+		b->resync_slot = slot;
+		b->epoch = w->epoch_seen;
+		c->open = b;
+		if (nsa_batch_close(w, c) != 0) {
+			c->open = NULL;
+			nsa_batch_put(w, b);
+			return;
+		}
+		w->log_resync[slot / 64] &= ~(1ull << (slot % 64));
+	}
 }
 
 /* Count s, just encoded (len bytes) at the end of c's open batch, into it,
@@ -583,11 +641,14 @@ static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 			nsa_readback_queue(w, &b->sess[e->a]);
 		} else if (e->kind == NSA_EXP_SEGMENT) {
 			/* The log cannot be read back by key: the records
-			 * are lost from the store (schema/FORMAT.md). */
+			 * are lost from the store (schema/FORMAT.md), and the
+			 * standbys that got them read the master again. */
 			unsigned int i;
 
 			for (i = 0; i < b->count; i++)
 				b->rflags[i] |= NSA_REC_DROPPED;
+			w->log_resync[c->channel_slot / 64] |=
+				1ull << (c->channel_slot % 64);
 		}
 	}
 	if (e->kind == NSA_EXP_NOTIFY)

@@ -53,6 +53,9 @@ struct nsa_batch {
 	int closed;
 	int retry;
 	int store; /* NSA_REC_STORE records only (NS_BATCH_F_STORE) */
+	/* No records: NS_BATCH_F_RESYNC on the channel of resync_slot */
+	int resync;
+	uint16_t resync_slot;
 	struct ns_session *sess; /* [batch_size], kept for resending */
 	uint8_t *rflags; /* [batch_size] NSA_REC_* */
 	uint8_t *body; /* ns_batch header + records in wire form */
@@ -140,6 +143,10 @@ struct nsa_writer {
 	size_t n_rb, cap_rb, rb_undone, rb_sent;
 	uint8_t rb_slots[NS_SLOTS / 8]; /* slots of the keys read back */
 	int rb_unreadable_logged;
+	/* Log layout: channel slots whose master refused a segment for good
+	 * and whose standbys are yet to be told to read it again
+	 * (NS_BATCH_F_RESYNC). */
+	uint64_t log_resync[NS_SLOTS / 64];
 
 	/* Health (nsa_active_writer_health), written by this writer, read
 	 * by any thread with relaxed atomics: since when it has been
@@ -211,6 +218,7 @@ void nsa_readback_lost(struct nsa_writer *w, const struct nsa_exp *e);
 void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
 			char type, const char *text, long len);
 int nsa_readback_append(struct nsa_writer *w, const struct ns_session *s);
+void nsa_log_resync_send(struct nsa_writer *w);
 
 /* nsa_active.c */
 void nsa_writer_health_retrying(struct nsa_writer *w);

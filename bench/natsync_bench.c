@@ -101,7 +101,15 @@ static void usage(FILE *out)
 		"                        lag p99 with gnuplot (implies\n"
 		"                        --sweep all unless given; rows go\n"
 		"                        to FILE.csv unless --csv)\n"
+		"  --set SECTION.KEY=VALUE  a configuration key (repeatable);\n"
+		"                        the options above win over it\n"
 		"  --sessions N          coldload: sessions (default 1000000)\n"
+		"  --settle              coldload, --layout log: before the\n"
+		"                        load, let the compactor checkpoint\n"
+		"                        the fill and the covered segments\n"
+		"                        expire; adds settled_store_bytes_\n"
+		"                        per_session=X peak_store_bytes_per_\n"
+		"                        session=X settle_seconds=S\n"
 		"  --runs N              record: timed runs, the median is\n"
 		"                        reported (default 51)\n"
 		"  --calls N             record: calls per run (default half "
@@ -293,6 +301,8 @@ int main(int argc, char **argv)
 		{"no-standby", no_argument, &o.standby, 0},
 		{"flush", no_argument, &o.flush, 1},
 		{"half-load", no_argument, &o.half_load, 1},
+		{"settle", no_argument, &o.settle, 1},
+		{"set", required_argument, NULL, 'S'},
 		{"mode", required_argument, NULL, 'm'},
 		{"sweep", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
@@ -334,6 +344,10 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			if (parse_sweep(optarg, &o.sweep))
+				return 2;
+			break;
+		case 'S': /* a configuration key, as natsync-agent --set */
+			if (nsa_cli_option(&cli, 's', optarg) != NSA_CLI_RUN)
 				return 2;
 			break;
 		case 0: /* a flag, set by getopt_long() */

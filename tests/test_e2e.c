@@ -28,6 +28,9 @@
 #define LOG_CLUSTER_PORT 7700
 #define LOG_PLAIN_PORT 7710
 #define LOG_COMPACT_PORT 7730
+#define LOG_LATE_PORT 7796 /* 3 nodes: 7796-7798 */
+/* Each test's stores stop with it: a later test may reuse the port. */
+#define LOG_PROMOTED_PORT LOG_COMPACT_PORT
 
 static void stop_standby(int pid)
 {
@@ -79,6 +82,7 @@ static void stop_all(void)
 	nst_store_stop(LOG_CLUSTER_PORT);
 	nst_store_stop(LOG_PLAIN_PORT);
 	nst_store_stop(LOG_COMPACT_PORT);
+	nst_store_stop(LOG_LATE_PORT);
 }
 
 TestSuite(e2e, .fini = stop_all, .timeout = 240);
@@ -192,22 +196,47 @@ Test(e2e, an_active_with_epoch_0_takes_one_above_the_stores_and_fences)
 	stop_standby(pid);
 }
 
-Test(e2e, late_standby_converges_while_the_active_keeps_writing)
+ParameterizedTestParameters(
+	e2e, late_standby_converges_while_the_active_keeps_writing)
 {
-	const char *seeds = "127.0.0.1:7420,127.0.0.1:7421,127.0.0.1:7422";
+	static struct e2e_layout late[] = {
+		{"keys", LATE_PORT, 0},
+		{"log", LOG_LATE_PORT, 0},
+	};
+
+	return cr_make_param_array(struct e2e_layout, late,
+				   sizeof(late) / sizeof(late[0]));
+}
+
+/* In the log layout the store holds segments, not one key per session:
+ * the standby starts 1 s after the first segment, about 100 000 records
+ * later. */
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  late_standby_converges_while_the_active_keeps_writing)
+{
 	const struct nst_source_plan plan = {200000, 800000, 100000, 0};
+	const int p = l->cluster_port;
+	const int log = strcmp(l->layout, "log") == 0;
+	char seeds[64], name[32];
 	int pid, rc;
 
-	nst_run_dir_make("e2e-late");
-	cr_assert_eq(nst_store_start(LATE_PORT, 3, 0), 0);
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+		 p, p + 1, p + 2);
+	snprintf(name, sizeof(name), "e2e-late-%s", l->layout);
+	nst_agents_layout(l->layout);
+	nst_run_dir_make(name);
+	cr_assert_eq(nst_store_start(p, 3, 0), 0);
 	/* 100 000 events/s for 8 s: the standby starts once the store holds
 	 * 100 000 sessions, and loads while the active goes on writing. */
 	nst_agents_configure(seeds, &plan, 0);
 	nst_agent_spawn("active", "");
-	rc = nst_sh("for i in $(seq 200); do n=0; for p in 7420 7421 7422; do "
+	rc = nst_sh("for i in $(seq 200); do n=0; for p in %d %d %d; do "
 		    "n=$((n + $(redis-cli -p $p dbsize))); done; "
-		    "[ $n -ge 100000 ] && exit 0; sleep 0.1; done; exit 1");
+		    "[ $n -ge %d ] && exit 0; sleep 0.1; done; exit 1",
+		    p, p + 1, p + 2, log ? 1 : 100000);
 	cr_assert_eq(rc, 0, "the store never held 100 000 sessions");
+	if (log)
+		nsdp_sleep_ms(1000);
 	pid = nst_agent_spawn("standby", "");
 	nst_wait_synced(pid);
 	cr_assert_eq(nst_wait_report(60), 0,
@@ -284,6 +313,67 @@ Test(e2e, log_compaction_keeps_the_store_bounded_under_churn)
 	cr_assert_gt(bytes, live * 48);
 	cr_assert_leq(bytes, bound);
 	nst_verify_exact(seeds, pid, live);
+	stop_standby(pid);
+}
+
+/* Log layout: an active that never compacts (log_compact_pct = 0) leaves
+ * its segments; the active promoted after it (a new epoch from the store)
+ * replays the same source (seed 7) at 20 000 events/s and compacts: its
+ * checkpoint takes the predecessor's segments in, which expire, and the
+ * store, the standby and the source still agree exactly. */
+Test(e2e, log_promoted_active_compacts_what_its_predecessor_left)
+{
+	const struct nst_source_plan plan = {20000, 60000, 20000, 0};
+	char seeds[64];
+	int pid, rc;
+
+	nst_run_dir_make("e2e-log-promoted");
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", LOG_PROMOTED_PORT);
+	cr_assert_eq(nst_store_start(LOG_PROMOTED_PORT, 0, 0), 0);
+	nst_agents_layout("log");
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	rc = nst_sh("%s -c %s --set store.log_compact_pct=0 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("first.out"),
+		    nst_run_path("first.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("first.log"));
+	/* The predecessor's publishers (key field 4), and its segments. */
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*' | cut "
+			    "-d: -f4 | sort -u >%s; redis-cli -p %d --scan "
+			    "--pattern 'ns:l:*' | wc -l >%s",
+			    LOG_PROMOTED_PORT, nst_run_path("first-pubs"),
+			    LOG_PROMOTED_PORT, nst_run_path("first-segments")),
+		     0);
+	cr_assert_gt(first_number("first-segments"), 0);
+	cr_assert_eq(nst_sh("redis-cli -p %d SET natsync:epoch 1 >/dev/null",
+			    LOG_PROMOTED_PORT),
+		     0);
+	rc = nst_sh("%s -c %s --set agent.epoch=0 "
+		    "--set store.log_compact_min_kb=64 "
+		    "--set store.log_compact_grace_ms=200 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	nst_sh("cat %s >&2; grep compactor: %s >&2", nst_run_path("active.out"),
+	       nst_run_path("active.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	cr_assert(nst_run_file_has("active.log", "epoch 2 from the store"));
+	cr_assert(nst_run_file_has("active.out", " fenced=0 "));
+	/* The last round's covered segments expire 200 ms after it. */
+	nsdp_sleep_ms(1000);
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*' | cut "
+			    "-d: -f4 | grep -cxFf %s >%s",
+			    LOG_PROMOTED_PORT, nst_run_path("first-pubs"),
+			    nst_run_path("left")),
+		     1, "the predecessor's segments are still there");
+	cr_assert_eq(first_number("left"), 0);
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*:k:*' | "
+			    "grep -q .",
+			    LOG_PROMOTED_PORT),
+		     0, "no checkpoint");
+	nst_verify_exact(seeds, pid, 1000);
 	stop_standby(pid);
 }
 

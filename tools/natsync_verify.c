@@ -146,11 +146,18 @@ static void store_count_bad(void *arg, uint64_t n)
 	t->bad += n;
 }
 
-/* Every master's sessions, read as the standby loads them (SCAN + MGET). */
-static int table_read_store(struct table *t, const struct nsa_store_conf *sc)
+/* Every master's sessions, read as the standby loads them (SCAN + MGET);
+ * in the log layout only segments signed with conf's batch key, if any. */
+static int table_read_store(struct table *t, const struct nsa_config *conf)
 {
+	const struct nsa_store_conf *sc = &conf->store;
 	struct nsa_topology *topo = calloc(1, sizeof(*topo));
-	const struct nsa_loader_sink sink = {store_take, store_count_bad, t};
+	const struct nsa_loader_sink sink = {.apply = store_take,
+					     .bad = store_count_bad,
+					     .arg = t,
+					     .batch_key = conf->batch_key,
+					     .batch_key_len =
+						     conf->batch_key_len};
 	char err[512];
 	int rc = 0;
 
@@ -423,7 +430,7 @@ int main(int argc, char **argv)
 	for (;;) {
 		int ok = 1;
 
-		if (use_store && table_read_store(&store, &conf->store) < 0)
+		if (use_store && table_read_store(&store, conf) < 0)
 			goto refused;
 		if (pid && request_dump(pid, standby_path) < 0)
 			goto refused;
