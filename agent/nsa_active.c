@@ -312,6 +312,7 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 		w->idx = i;
 		/* Not connected yet: retrying from the start. */
 		w->retry_since_ns = nsdp_mono_ns();
+		w->seg_low_ns = UINT64_MAX;
 		w->publisher_id = (rnd & 0xffffffu) << 8 | (i & 0xffu);
 		w->epoch_seen = conf->epoch;
 		w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
@@ -348,6 +349,30 @@ static uint32_t writers_epoch(const struct nsa_active *a)
 	return max;
 }
 
+/* The newest sent_ns a round may merge: a grace period before now, and
+ * before the oldest segment of ours not yet answered. The time is read
+ * before the writers' low marks (seq_cst both sides, nsa_wpipe.c): every
+ * segment of ours signed at or before it is then either answered, so in
+ * the store before the listing starts, or above the cut. Without that, a
+ * segment slower than the grace period (a loaded machine) was missed by
+ * the listing while the tombstones that beat its records were dropped,
+ * and deleted sessions came back. A foreign writer's segments (another
+ * agent's) still rely on the grace period. */
+static uint64_t compact_until_ns(const struct nsa_active *a)
+{
+	uint64_t until = nsdp_realtime_ns() -
+			 (uint64_t)a->conf.log_compact_grace_ms * 1000000u;
+
+	for (unsigned int i = 0; i < a->n_writers; i++) {
+		uint64_t low =
+			__atomic_load_n(&a->w[i]->seg_low_ns, __ATOMIC_SEQ_CST);
+
+		if (low != UINT64_MAX && low - 1 < until)
+			until = low - 1;
+	}
+	return until;
+}
+
 /* One round over every master: the bytes written back, or -1. */
 static int64_t compact_round(struct nsa_active *a, uint32_t id, uint64_t gen)
 {
@@ -368,6 +393,7 @@ static int64_t compact_round(struct nsa_active *a, uint32_t id, uint64_t gen)
 
 		if (nsa_compact_all(&a->conf.store, t, id, gen,
 				    a->conf.batch_key, a->conf.batch_key_len,
+				    compact_until_ns(a),
 				    a->conf.log_compact_grace_ms, &r, err,
 				    sizeof(err)) != 0) {
 			NSA_WARN("compactor: %s (retried later)", err);

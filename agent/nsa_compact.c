@@ -389,11 +389,9 @@ static int replies(redisContext *c, unsigned int n, char *err, size_t errlen)
 int nsa_compact_node(const struct nsa_store_conf *conf,
 		     const struct nsa_topology *topo, unsigned int node,
 		     uint32_t id, uint64_t gen, const char *key, size_t key_len,
-		     unsigned int grace_ms, struct nsa_compact_result *res,
-		     char *err, size_t errlen)
+		     uint64_t until_ns, unsigned int grace_ms,
+		     struct nsa_compact_result *res, char *err, size_t errlen)
 {
-	const uint64_t until_ns =
-		nsdp_realtime_ns() - (uint64_t)grace_ms * 1000000u;
 	struct key_list l = {0};
 	struct nsa_logmerge m;
 	struct checkpoint cp = {0};
@@ -449,8 +447,18 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 
 		for (i = 0; i < l.n; i++) {
 			if (merged[i]) {
-				redisAppendCommand(c, "PEXPIRE %b %u LT",
-						   l.k[i], l.len[i], grace_ms);
+				/* Segments outlive the old checkpoints by a
+				 * grace period: a reader that still reads an
+				 * old checkpoint's record of a session also
+				 * reads the segment whose delete the new
+				 * checkpoint left out. With both expiring at
+				 * once, a read spanning that moment brought
+				 * the deleted session back. */
+				redisAppendCommand(
+					c, "PEXPIRE %b %u LT", l.k[i], l.len[i],
+					is_checkpoint(l.k[i], l.len[i])
+						? grace_ms
+						: 2 * grace_ms);
 				sent++;
 			}
 			if (sent == 1024 || (i == l.n - 1 && sent > 0)) {
@@ -547,11 +555,10 @@ static int slots_still(const struct nsa_store_conf *conf,
 
 int nsa_compact_all(const struct nsa_store_conf *conf,
 		    const struct nsa_topology *topo, uint32_t id, uint64_t gen,
-		    const char *key, size_t key_len, unsigned int grace_ms,
-		    struct nsa_compact_result *res, char *err, size_t errlen)
+		    const char *key, size_t key_len, uint64_t until_ns,
+		    unsigned int grace_ms, struct nsa_compact_result *res,
+		    char *err, size_t errlen)
 {
-	const uint64_t until_ns =
-		nsdp_realtime_ns() - (uint64_t)grace_ms * 1000000u;
 	const unsigned int n = topo->n_nodes;
 	struct node_round *nr = calloc(n ? n : 1, sizeof(*nr));
 	struct nsa_logmerge m;
@@ -624,9 +631,14 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 
 		for (k = 0; k < l->n; k++) {
 			if (nr[i].merged[k]) {
-				redisAppendCommand(nr[i].c, "PEXPIRE %b %u LT",
-						   l->k[k], l->len[k],
-						   grace_ms);
+				/* Segments outlive the old checkpoints by a
+				 * grace period (nsa_compact_node). */
+				redisAppendCommand(
+					nr[i].c, "PEXPIRE %b %u LT", l->k[k],
+					l->len[k],
+					is_checkpoint(l->k[k], l->len[k])
+						? grace_ms
+						: 2 * grace_ms);
 				sent++;
 			}
 			if (sent == 1024 || (k == l->n - 1 && sent > 0)) {

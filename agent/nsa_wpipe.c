@@ -330,6 +330,54 @@ static int segment_write(struct nsa_writer *w, struct nsa_link *c,
 	return 0;
 }
 
+/* ---- the log layout's segments in flight ------------------------------ */
+
+static void seg_publish_low(struct nsa_writer *w)
+{
+	__atomic_store_n(&w->seg_low_ns,
+			 w->seg_head ? w->seg_head->seg_sent_ns : UINT64_MAX,
+			 __ATOMIC_SEQ_CST);
+}
+
+/* Before b's segment is signed: on the list, and with an empty list the
+ * low mark set to now, before the signing time is read. The compactor
+ * reads the time first and the mark second, so a segment whose signing it
+ * did not see has a sent_ns after its time (nsa_active.c). */
+static void seg_track(struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (b->seg_listed)
+		nsa_seg_untrack(w, b);
+	b->seg_sent_ns = nsdp_realtime_ns();
+	if (w->seg_head == NULL)
+		__atomic_store_n(&w->seg_low_ns, b->seg_sent_ns,
+				 __ATOMIC_SEQ_CST);
+	b->seg_prev = w->seg_tail;
+	b->seg_next = NULL;
+	if (w->seg_tail)
+		w->seg_tail->seg_next = b;
+	else
+		w->seg_head = b;
+	w->seg_tail = b;
+	b->seg_listed = 1;
+}
+
+void nsa_seg_untrack(struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (!b->seg_listed)
+		return;
+	if (b->seg_prev)
+		b->seg_prev->seg_next = b->seg_next;
+	else
+		w->seg_head = b->seg_next;
+	if (b->seg_next)
+		b->seg_next->seg_prev = b->seg_prev;
+	else
+		w->seg_tail = b->seg_prev;
+	b->seg_prev = b->seg_next = NULL;
+	b->seg_listed = 0;
+	seg_publish_low(w);
+}
+
 int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 {
 	const struct nsa_config *conf = &w->a->conf;
@@ -348,11 +396,16 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 		 * another channel, or once it is older than its subscription
 		 * (nsa_order.c). */
 		.channel_slot = c->channel_slot,
-		.sent_ns = nsdp_realtime_ns(),
 	};
+	const int segment =
+		conf->store.layout == NSA_LAYOUT_LOG && !b->store && !b->resync;
 	uint8_t mac[NS_BATCH_MAC_LEN];
 	size_t mac_len = 0;
 
+	if (segment)
+		seg_track(w, b);
+	/* After seg_track's low mark: not before it. */
+	h.sent_ns = nsdp_realtime_ns();
 	ns_batch_hdr_encode(&h, b->body);
 	if (conf->batch_key_len) {
 		/* The trailer goes out after the body; the batch keeps only
@@ -363,9 +416,10 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 			return -EINVAL;
 		mac_len = NS_BATCH_MAC_LEN;
 	}
-	if (conf->store.layout == NSA_LAYOUT_LOG && !b->store && !b->resync &&
-	    segment_write(w, c, b, h.seq, mac, mac_len) != 0)
+	if (segment && segment_write(w, c, b, h.seq, mac, mac_len) != 0) {
+		nsa_seg_untrack(w, b);
 		return -ENOMEM;
+	}
 	nsa_conn_cmd(&c->conn, 3);
 	nsa_conn_arg_str(&c->conn,
 			 w->topo.sharded_pubsub ? "SPUBLISH" : "PUBLISH");
@@ -653,6 +707,8 @@ static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 	}
 	if (e->kind == NSA_EXP_NOTIFY)
 		c->inflight_batches--;
+	if (e->kind == NSA_EXP_SEGMENT)
+		nsa_seg_untrack(w, b);
 	if (--b->pending == 0 && b->closed)
 		nsa_batch_finalize(w, b);
 }

@@ -60,6 +60,12 @@ struct nsa_batch {
 	uint8_t *rflags; /* [batch_size] NSA_REC_* */
 	uint8_t *body; /* ns_batch header + records in wire form */
 	size_t body_len;
+	/* Log layout: while its segment is sent and not yet answered, the
+	 * batch is on its writer's list of such segments, oldest first
+	 * (nsa_seg_track, for the compactor). */
+	struct nsa_batch *seg_prev, *seg_next;
+	uint64_t seg_sent_ns;
+	int seg_listed;
 };
 
 /* A writer's connection to one master (or to an ASK target). */
@@ -157,6 +163,15 @@ struct nsa_writer {
 	uint32_t n_masters_pub;
 	uint64_t masters_pub[NSA_MAX_NODES][NSA_WRITER_MASTER_LEN / 8];
 
+	/* Log layout: the segments sent and not yet answered, in signing
+	 * order, and the oldest one's sent_ns (UINT64_MAX: none, or the
+	 * time a first one is about to be signed), written by this writer
+	 * with seq_cst atomics, read by the compactor: a segment signed
+	 * before the compactor's listing and older than this is in the
+	 * store already (nsa_seg_low_ns). */
+	struct nsa_batch *seg_head, *seg_tail;
+	uint64_t seg_low_ns;
+
 	uint64_t now_ns;
 	int in_burst; /* set while drained records are not yet counted */
 	struct nsa_active_stats st; /* written by this writer only */
@@ -199,6 +214,8 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b);
 unsigned int nsa_records_lost(struct nsa_writer *w, const uint8_t *flags,
 			      unsigned int n);
 int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c);
+/* b's segment was answered, or its connection lost. */
+void nsa_seg_untrack(struct nsa_writer *w, struct nsa_batch *b);
 int nsa_batch_push(struct nsa_writer *w, struct nsa_link *c,
 		   const struct ns_session *s, uint8_t rflag, size_t len);
 int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,

@@ -358,7 +358,8 @@ Test(acl, the_active_log_user_replicates_and_compacts_the_log)
 	cr_assert_eq(topo.n_nodes, 3);
 	for (unsigned int i = 0; i < topo.n_nodes; i++) {
 		cr_assert_eq(nsa_compact_node(&conf.store, &topo, i, 1, 1, NULL,
-					      0, 0, &res, err, sizeof(err)),
+					      0, nsdp_realtime_ns(), 0, &res,
+					      err, sizeof(err)),
 			     0, "compaction as natsync-active-log: %s", err);
 		records += res.records;
 		live += res.live;

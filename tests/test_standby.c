@@ -1573,6 +1573,8 @@ Test(standby, log_cold_load_during_compaction_gives_the_exact_table,
 	store_conf(&sc, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC);
 	t0 = nsdp_now_s();
 	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0, 0xabcdef00u, 1, NULL, 0,
+				      nsdp_realtime_ns() -
+					      (uint64_t)grace_ms * 1000000u,
 				      grace_ms, &res, err, sizeof(err)),
 		     0, "%s", err);
 	t1 = nsdp_now_s();
