@@ -139,12 +139,17 @@ static int is_checkpoint(const char *k, size_t len)
 	       tag[2] == 'k' && tag[3] == ':';
 }
 
-/* want[i]: whether listed key i is worth reading: a checkpoint, or a
- * segment whose header (GETRANGE, pipelined) says it was sent before
- * until_ns. A young segment (most of the log at a high rate, a grace
- * period of writes) is not read whole only to be left out. */
+/* want[i]: whether listed key i is worth reading: the checkpoint of the
+ * round mk marks (any checkpoint without a mark), or a segment whose
+ * header (GETRANGE, pipelined) says it was sent before until_ns and after
+ * the mark's until_ns. A young segment (most of the log at a high rate, a
+ * grace period of writes) is not read whole only to be left out.
+ * stale[i]: a checkpoint of no marked round begun before mk's: one that
+ * no reader merges (replaced, or of a round that failed), expired with
+ * the segments of this round. */
 static int peek_segments(redisContext *c, const struct key_list *l,
-			 uint64_t until_ns, uint8_t *want, char *err,
+			 const struct nsa_logmark *mk, uint64_t until_ns,
+			 uint8_t *want, uint8_t *stale, char *err,
 			 size_t errlen)
 {
 	size_t i = 0;
@@ -156,10 +161,18 @@ static int peek_segments(redisContext *c, const struct key_list *l,
 		for (j = i; j < l->n && sent < NSA_COMPACT_PEEK; j++) {
 			const char *argv[4] = {"GETRANGE", l->k[j], "0", "47"};
 			size_t lens[4] = {8, l->len[j], 1, 2};
+			enum nsa_logkey kind =
+				nsa_logkey_kind(l->k[j], l->len[j]);
 
-			want[j] = is_checkpoint(l->k[j], l->len[j]);
-			if (want[j])
+			stale[j] = 0;
+			want[j] = kind == NSA_LOGKEY_CHECKPOINT &&
+				  nsa_logmark_takes(mk, l->k[j], l->len[j],
+						    NULL, 0);
+			if (want[j] || kind == NSA_LOGKEY_MARK ||
+			    kind == NSA_LOGKEY_OTHER) {
+				want[j] |= 2; /* no GETRANGE */
 				continue;
+			}
 			if (redisAppendCommandArgv(c, 4, argv, lens) !=
 			    REDIS_OK)
 				return -ENOMEM;
@@ -168,9 +181,12 @@ static int peek_segments(redisContext *c, const struct key_list *l,
 		for (; i < j; i++) {
 			redisReply *r;
 			uint64_t t;
+			int peeked;
 
-			if (want[i])
+			if (want[i] & 2) {
+				want[i] &= 1;
 				continue;
+			}
 			if (redisGetReply(c, (void **)&r) != REDIS_OK) {
 				nsa_set_err(err, errlen, "GETRANGE: %s",
 					    c->errstr);
@@ -181,10 +197,15 @@ static int peek_segments(redisContext *c, const struct key_list *l,
 					    r->str);
 				rc = -EIO;
 			}
-			want[i] = r->type == REDIS_REPLY_STRING &&
-				  ns_batch_peek_sent((const uint8_t *)r->str,
-						     r->len, &t) == 0 &&
-				  t < until_ns;
+			peeked = r->type == REDIS_REPLY_STRING &&
+				 ns_batch_peek_sent((const uint8_t *)r->str,
+						    r->len, &t) == 0;
+			if (is_checkpoint(l->k[i], l->len[i]))
+				stale[i] =
+					peeked && mk->set && t < mk->round_ns;
+			else
+				want[i] = peeked && t < until_ns &&
+					  (!mk->set || t > mk->until_ns);
 			freeReplyObject(r);
 		}
 		if (rc)
@@ -196,7 +217,8 @@ static int peek_segments(redisContext *c, const struct key_list *l,
 /* MGET the listed segments, slot by slot, into m: the checkpoints, and the
  * segments sent before until_ns (merged[i] set for those). */
 static int read_segments(redisContext *c, const struct key_list *l,
-			 uint64_t until_ns, uint8_t *merged,
+			 const struct nsa_logmark *mk, uint64_t until_ns,
+			 uint8_t *merged, uint8_t *stale,
 			 struct nsa_logmerge *m, struct nsa_compact_result *res,
 			 char *err, size_t errlen)
 {
@@ -208,7 +230,7 @@ static int read_segments(redisContext *c, const struct key_list *l,
 	if (order == NULL)
 		return -ENOMEM;
 	/* merged[] doubles as the wanted marks until the MGETs set it. */
-	rc = peek_segments(c, l, until_ns, merged, err, errlen);
+	rc = peek_segments(c, l, mk, until_ns, merged, stale, err, errlen);
 	for (i = 0; rc == 0 && i < l->n; i++) {
 		if (merged[i])
 			order[n_want++] =
@@ -386,6 +408,45 @@ static int replies(redisContext *c, unsigned int n, char *err, size_t errlen)
 	return rc;
 }
 
+/* The mark of the master of c (channel slot), read with MGET as every
+ * reader may: 0 (mk->set 0 when there is none), or -EIO. */
+static int mark_read(redisContext *c, uint16_t slot, struct nsa_logmark *mk,
+		     char *err, size_t errlen)
+{
+	char name[NS_SEGMENT_KEY_MAX];
+	redisReply *r;
+	int rc = 0;
+
+	memset(mk, 0, sizeof(*mk));
+	nsa_logmark_key(slot, name, sizeof(name));
+	r = redisCommand(c, "MGET %s", name);
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
+		nsa_set_err(err, errlen, "MGET %s: %s", name,
+			    r && r->type == REDIS_REPLY_ERROR ? r->str
+							      : c->errstr);
+		rc = -EIO;
+	} else if (r->element[0]->type == REDIS_REPLY_STRING) {
+		/* One not of ours: read as no mark (every checkpoint). */
+		(void)nsa_logmark_parse(r->element[0]->str, r->element[0]->len,
+					mk);
+	}
+	if (r)
+		freeReplyObject(r);
+	return rc;
+}
+
+/* Queue the mark on the master of c (no expiry: the next round replaces
+ * it); its reply is the caller's. */
+static void mark_write(redisContext *c, uint16_t slot,
+		       const struct nsa_logmark *mk)
+{
+	char name[NS_SEGMENT_KEY_MAX], v[NSA_LOGMARK_MAX];
+	int len = nsa_logmark_format(mk, v, sizeof(v));
+
+	nsa_logmark_key(slot, name, sizeof(name));
+	redisAppendCommand(c, "SET %s %b", name, v, (size_t)len);
+}
+
 int nsa_compact_node(const struct nsa_store_conf *conf,
 		     const struct nsa_topology *topo, unsigned int node,
 		     uint32_t id, uint64_t gen, const char *key, size_t key_len,
@@ -395,7 +456,8 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 	struct key_list l = {0};
 	struct nsa_logmerge m;
 	struct checkpoint cp = {0};
-	uint8_t *merged = NULL;
+	struct nsa_logmark mk, done = {0};
+	uint8_t *merged = NULL, *stale = NULL;
 	redisContext *c;
 	size_t i;
 	int rc;
@@ -412,12 +474,16 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 	 * signed into a checkpoint. */
 	m.batch_key = key;
 	m.batch_key_len = key ? key_len : 0;
-	rc = list_segments(c, &l, err, errlen);
-	if (rc == 0 && (merged = calloc(l.n ? l.n : 1, 1)) == NULL)
+	done.round_ns = nsdp_realtime_ns();
+	rc = mark_read(c, topo->nodes[node].channel_slot, &mk, err, errlen);
+	if (rc == 0)
+		rc = list_segments(c, &l, err, errlen);
+	if (rc == 0 && ((merged = calloc(l.n ? l.n : 1, 1)) == NULL ||
+			(stale = calloc(l.n ? l.n : 1, 1)) == NULL))
 		rc = -ENOMEM;
 	if (rc == 0)
-		rc = read_segments(c, &l, until_ns, merged, &m, res, err,
-				   errlen);
+		rc = read_segments(c, &l, &mk, until_ns, merged, stale, &m, res,
+				   err, errlen);
 	if (rc == 0) {
 		cp.c = c;
 		cp.slot = topo->nodes[node].channel_slot;
@@ -438,15 +504,27 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 		nsa_logmerge_emit(&m, cp.now_ns, checkpoint_add, &cp);
 		if (cp.failed || checkpoint_flush(&cp) != 0)
 			rc = -EINVAL;
-		/* Every checkpoint acknowledged before anything expires. */
+		/* Every checkpoint acknowledged before the mark names it,
+		 * the mark before anything expires. */
 		if (replies(c, cp.pending, err, errlen) != 0)
+			rc = -EIO;
+	}
+	if (rc == 0) {
+		done.set = 1;
+		done.id = id;
+		done.gen = gen;
+		done.until_ns = mk.set && mk.until_ns > until_ns ? mk.until_ns
+								 : until_ns;
+		done.parts = cp.index;
+		mark_write(c, topo->nodes[node].channel_slot, &done);
+		if (replies(c, 1, err, errlen) != 0)
 			rc = -EIO;
 	}
 	if (rc == 0) {
 		unsigned int sent = 0;
 
 		for (i = 0; i < l.n; i++) {
-			if (merged[i]) {
+			if (merged[i] || stale[i]) {
 				/* Segments outlive the old checkpoints by a
 				 * grace period: a reader that still reads an
 				 * old checkpoint's record of a session also
@@ -470,6 +548,7 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 	}
 	free(cp.buf);
 	free(merged);
+	free(stale);
 	keys_free(&l);
 	nsa_logmerge_free(&m);
 	redisFree(c);
@@ -480,7 +559,7 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 struct node_round {
 	redisContext *c;
 	struct key_list l;
-	uint8_t *merged;
+	uint8_t *merged, *stale;
 	struct checkpoint cp;
 };
 
@@ -563,6 +642,7 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 	struct node_round *nr = calloc(n ? n : 1, sizeof(*nr));
 	struct nsa_logmerge m;
 	struct route route = {topo, nr};
+	struct nsa_logmark mk = {0}, done = {0};
 	unsigned int i;
 	int rc = 0;
 
@@ -584,13 +664,26 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 			rc = -EIO;
 			break;
 		}
-		rc = list_segments(nr[i].c, &nr[i].l, err, errlen);
-		if (rc == 0 && (nr[i].merged = calloc(nr[i].l.n ? nr[i].l.n : 1,
-						      1)) == NULL)
+		/* The round in force: the first master's mark (every master
+		 * has the same one unless a round failed half way, and then
+		 * nothing was expired). */
+		if (i == 0) {
+			done.round_ns = nsdp_realtime_ns();
+			rc = mark_read(nr[i].c, topo->nodes[i].channel_slot,
+				       &mk, err, errlen);
+		}
+		if (rc == 0)
+			rc = list_segments(nr[i].c, &nr[i].l, err, errlen);
+		if (rc == 0 &&
+		    ((nr[i].merged = calloc(nr[i].l.n ? nr[i].l.n : 1, 1)) ==
+			     NULL ||
+		     (nr[i].stale = calloc(nr[i].l.n ? nr[i].l.n : 1, 1)) ==
+			     NULL))
 			rc = -ENOMEM;
 		if (rc == 0)
-			rc = read_segments(nr[i].c, &nr[i].l, until_ns,
-					   nr[i].merged, &m, res, err, errlen);
+			rc = read_segments(nr[i].c, &nr[i].l, &mk, until_ns,
+					   nr[i].merged, nr[i].stale, &m, res,
+					   err, errlen);
 	}
 	if (rc == 0 && topo->cluster && !slots_still(conf, topo, err, errlen))
 		rc = -EAGAIN;
@@ -622,7 +715,23 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 			if (replies(nr[i].c, nr[i].cp.pending, err, errlen) !=
 			    0)
 				rc = -EIO;
+			done.parts += nr[i].cp.index;
 		}
+	}
+	/* Then the mark on every master, before anything expires: from it
+	 * on, readers leave out the checkpoints it replaces and the segments
+	 * it covers, expired or not (schema/FORMAT.md, Compaction). */
+	if (rc == 0) {
+		done.set = 1;
+		done.id = id;
+		done.gen = gen;
+		done.until_ns = mk.set && mk.until_ns > until_ns ? mk.until_ns
+								 : until_ns;
+		for (i = 0; i < n; i++)
+			mark_write(nr[i].c, topo->nodes[i].channel_slot, &done);
+		for (i = 0; i < n; i++)
+			if (replies(nr[i].c, 1, err, errlen) != 0)
+				rc = -EIO;
 	}
 	for (i = 0; i < n && rc == 0; i++) {
 		const struct key_list *l = &nr[i].l;
@@ -630,7 +739,7 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 		size_t k;
 
 		for (k = 0; k < l->n; k++) {
-			if (nr[i].merged[k]) {
+			if (nr[i].merged[k] || nr[i].stale[k]) {
 				/* Segments outlive the old checkpoints by a
 				 * grace period (nsa_compact_node). */
 				redisAppendCommand(
@@ -651,6 +760,7 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 	for (i = 0; i < n; i++) {
 		free(nr[i].cp.buf);
 		free(nr[i].merged);
+		free(nr[i].stale);
 		keys_free(&nr[i].l);
 		if (nr[i].c)
 			redisFree(nr[i].c);

@@ -56,7 +56,7 @@
  * their table buckets. */
 #define NSA_APPLY_CHUNK 16
 
-enum load_op { OP_SCAN, OP_SLOT, OP_MGET, OP_PROBE };
+enum load_op { OP_SCAN, OP_SLOT, OP_MGET, OP_PROBE, OP_MARK };
 
 /* Keys of one SCAN or GETKEYSINSLOT reply, in the order the MGETs asked
  * for them (session keys only). */
@@ -133,6 +133,36 @@ static int send_scan(struct nsa_loader *ld, const char *cursor)
 	nsa_conn_arg_str(ld->conn, "COUNT");
 	nsa_conn_arg_str(ld->conn, NSA_SCAN_COUNT);
 	return nsa_conn_cmd_end(ld->conn, &e);
+}
+
+/* Log layout: ask for compaction's mark on the connection's master
+ * (MGET, as the standby's ACL allows); its reply comes before those of
+ * the key listings queued after it. */
+static int send_mark(struct nsa_loader *ld)
+{
+	const struct nsa_exp e = {.kind = OP_MARK};
+	char key[NS_SEGMENT_KEY_MAX];
+
+	nsa_logmark_key(ld->topo->nodes[ld->conn_node].channel_slot, key,
+			sizeof(key));
+	nsa_conn_cmd(ld->conn, 2);
+	nsa_conn_arg_str(ld->conn, "MGET");
+	nsa_conn_arg_str(ld->conn, key);
+	return nsa_conn_cmd_end(ld->conn, &e);
+}
+
+static void on_mark(struct nsa_loader *ld, const redisReply *r)
+{
+	struct nsa_logmark mk = {0};
+
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+	    r->element[0]->type == REDIS_REPLY_STRING)
+		(void)nsa_logmark_parse(r->element[0]->str, r->element[0]->len,
+					&mk);
+	if (ld->marks_read++ == 0)
+		ld->mark = mk;
+	else if (memcmp(&mk, &ld->mark, sizeof(mk)) != 0)
+		ld->mark_changed = 1;
 }
 
 /* Ask for a key of slot that no one stores: whether the node serves the
@@ -223,7 +253,8 @@ static int key_wanted(const struct nsa_loader *ld, const redisReply *k)
 		return 0;
 	if (k->len > NS_SEGMENT_PREFIX_LEN &&
 	    memcmp(k->str, NS_SEGMENT_PREFIX, NS_SEGMENT_PREFIX_LEN) == 0)
-		return ld->log;
+		return ld->log &&
+		       nsa_logkey_kind(k->str, k->len) != NSA_LOGKEY_MARK;
 	if (ld->log)
 		return 0;
 	return k->len == NS_KEY_LEN && k->str[3] != 0 ? 1 : -1;
@@ -354,9 +385,11 @@ static int value_session(const redisReply *k, const redisReply *v,
 	return 1;
 }
 
-/* Log layout: merge the segments of values v (nil: expired since listed).
- * 0, or -ENOMEM. */
-static int merge_values(struct nsa_loader *ld, redisReply *const *v, size_t n)
+/* Log layout: merge the segments of values v (nil: expired since listed)
+ * under keys k: those the mark leaves in (a checkpoint of the marked
+ * round, a segment sent after it covers). 0, or -ENOMEM. */
+static int merge_values(struct nsa_loader *ld, const redisReply *const *k,
+			redisReply *const *v, size_t n)
 {
 	uint64_t bad = 0, unauth = 0;
 	size_t i;
@@ -364,7 +397,9 @@ static int merge_values(struct nsa_loader *ld, redisReply *const *v, size_t n)
 	for (i = 0; i < n; i++) {
 		int rc;
 
-		if (v[i]->type != REDIS_REPLY_STRING)
+		if (v[i]->type != REDIS_REPLY_STRING ||
+		    !nsa_logmark_takes(&ld->mark, k[i]->str, k[i]->len,
+				       (const uint8_t *)v[i]->str, v[i]->len))
 			continue;
 		rc = nsa_logmerge_segment(
 			&ld->merge, (const uint8_t *)v[i]->str, v[i]->len);
@@ -432,7 +467,7 @@ static int log_next_master(struct nsa_loader *ld)
 	ld->conn_node = i;
 	ld->keys_done = 0;
 	ld->last_rx_ns = nsdp_mono_ns();
-	if (send_scan(ld, "0") < 0) {
+	if (send_mark(ld) < 0 || send_scan(ld, "0") < 0) {
 		snprintf(ld->why, sizeof(ld->why), "out of memory");
 		return NSA_LOADER_FAILED;
 	}
@@ -447,6 +482,23 @@ static int read_whole(struct nsa_loader *ld)
 
 	if (rc != 0)
 		return rc > 0 ? NSA_LOADER_MORE : rc;
+	if (ld->log && !ld->mark_final) {
+		/* Every segment read: the mark once more. A round that
+		 * replaced it meanwhile may have expired part of what was
+		 * read (its checkpoint, the segments after it). */
+		ld->mark_final = 1;
+		if (send_mark(ld) < 0) {
+			snprintf(ld->why, sizeof(ld->why), "out of memory");
+			return NSA_LOADER_FAILED;
+		}
+		return NSA_LOADER_MORE;
+	}
+	if (ld->log && ld->mark_changed) {
+		snprintf(ld->why, sizeof(ld->why),
+			 "the log was compacted during the load");
+		nsa_logmerge_free(&ld->merge);
+		return NSA_LOADER_RACED;
+	}
 	log_finish(ld);
 	return NSA_LOADER_DONE;
 }
@@ -462,8 +514,14 @@ static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
 		return;
 	if (ld->log) {
-		if (merge_values(ld, r->element, n) != 0)
-			ld->merge_failed = 1;
+		const redisReply *keys[512];
+
+		for (i = 0; i < n; i += m) {
+			for (m = 0; m < 512 && i + m < n; m++)
+				keys[m] = b->keys[b->order[e->a + i + m]];
+			if (merge_values(ld, keys, r->element + i, m) != 0)
+				ld->merge_failed = 1;
+		}
 		return;
 	}
 	while (i < n) {
@@ -549,7 +607,7 @@ static int read_importing(struct nsa_loader *ld, uint32_t slot,
 	    r->type != REDIS_REPLY_ARRAY || r->elements != m)
 		goto out;
 	if (ld->log) {
-		rc = merge_values(ld, r->element, m);
+		rc = merge_values(ld, keys, r->element, m);
 		goto out;
 	}
 	for (i = 0; i < m; i++) {
@@ -617,8 +675,13 @@ int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
 	ld->last_rx_ns = nsdp_mono_ns();
 	ld->merge_failed = 0;
 	ld->next_other = 0;
+	memset(&ld->mark, 0, sizeof(ld->mark));
+	ld->marks_read = 0;
+	ld->mark_changed = 0;
+	ld->mark_final = 0;
 	nsa_logmerge_free(&ld->merge);
-	if ((ld->log && nsa_logmerge_init(&ld->merge) != 0) ||
+	if ((ld->log &&
+	     (nsa_logmerge_init(&ld->merge) != 0 || send_mark(ld) < 0)) ||
 	    (by_slot ? send_slots(ld) : send_scan(ld, "0")) < 0) {
 		snprintf(ld->why, sizeof(ld->why), "out of memory");
 		return NSA_LOADER_FAILED;
@@ -695,6 +758,11 @@ int nsa_loader_on_readable(struct nsa_loader *ld)
 			on_mget(ld, &e, r);
 			freeReplyObject(r);
 			key_batch_unref(e.ptr);
+			continue;
+		}
+		if (e.kind == OP_MARK) {
+			on_mark(ld, r);
+			freeReplyObject(r);
 			continue;
 		}
 		rc = e.kind == OP_SCAN ? on_scan(ld, r) : on_slot(ld, r);

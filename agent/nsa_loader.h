@@ -38,6 +38,10 @@ struct nsa_loader_sink {
 /* GETKEYSINSLOT refused for good (ACL, an older or stripped server), not a
  * passing state such as LOADING: load with SCAN. */
 #define NSA_LOADER_SLOTS_REFUSED (-2)
+/* Log layout: a compaction round replaced the checkpoint the load read
+ * while it read (the mark changed): what it read may have expired in
+ * part, so nothing went to the sink; load again. */
+#define NSA_LOADER_RACED (-3)
 
 struct nsa_loader {
 	struct nsa_conn *conn; /* NULL: closed */
@@ -73,6 +77,13 @@ struct nsa_loader {
 	unsigned int conn_node;
 	unsigned int next_other; /* the next master to read after node */
 	uint64_t keep_slots[NS_SLOTS / 64];
+	/* Log layout: compaction's mark (nsa_logmerge.h) as read before the
+	 * first master's keys; read again before each other master's and
+	 * once at the end, where any change fails the load (RACED). */
+	struct nsa_logmark mark;
+	int marks_read; /* mark replies so far */
+	int mark_changed;
+	int mark_final; /* the last one is asked for */
 	char why[160];
 };
 

@@ -10,6 +10,8 @@
  * Not here: finding and reading the segments (nsa_loader.c).
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -269,4 +271,92 @@ uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
 	if (n > 0)
 		taken += fn(arg, ss, n);
 	return taken;
+}
+
+/* ---- compaction's commit mark ----------------------------------------- */
+
+enum nsa_logkey nsa_logkey_kind(const char *k, size_t len)
+{
+	const char *tag = memchr(k, '}', len);
+	size_t rest;
+
+	if (len < NS_SEGMENT_PREFIX_LEN ||
+	    memcmp(k, NS_SEGMENT_PREFIX, NS_SEGMENT_PREFIX_LEN) != 0 ||
+	    tag == NULL)
+		return NSA_LOGKEY_OTHER;
+	rest = len - (size_t)(tag - k);
+	if (rest == 3 && tag[1] == ':' && tag[2] == 'c')
+		return NSA_LOGKEY_MARK;
+	if (rest >= 4 && tag[1] == ':' && tag[2] == 'k' && tag[3] == ':')
+		return NSA_LOGKEY_CHECKPOINT;
+	return NSA_LOGKEY_SEGMENT;
+}
+
+void nsa_logmark_key(uint16_t channel_slot, char *buf, size_t len)
+{
+	char chan[NS_CHANNEL_MAX];
+
+	/* "ns:c:{N}" -> "ns:l:{N}:c": 'c' is no hex digit, so no writer's
+	 * segment has this name. */
+	ns_channel_for_slot(channel_slot, chan);
+	snprintf(buf, len, NS_SEGMENT_PREFIX "%s:c", chan + 5);
+}
+
+int nsa_logmark_format(const struct nsa_logmark *mk, char *buf, size_t len)
+{
+	return snprintf(buf, len,
+			"natsync-mark 1 %08" PRIx32 " %" PRIx64 " %" PRIu64
+			" %" PRIu64 " %" PRIu32,
+			mk->id, mk->gen, mk->until_ns, mk->round_ns, mk->parts);
+}
+
+int nsa_logmark_parse(const char *v, size_t len, struct nsa_logmark *mk)
+{
+	char buf[NSA_LOGMARK_MAX];
+	int n = 0;
+
+	memset(mk, 0, sizeof(*mk));
+	if (len == 0 || len >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	if (sscanf(buf,
+		   "natsync-mark 1 %" SCNx32 " %" SCNx64 " %" SCNu64 " %" SCNu64
+		   " %" SCNu32 "%n",
+		   &mk->id, &mk->gen, &mk->until_ns, &mk->round_ns, &mk->parts,
+		   &n) != 5 ||
+	    (size_t)n != len) {
+		memset(mk, 0, sizeof(*mk));
+		return -EINVAL;
+	}
+	mk->set = 1;
+	return 0;
+}
+
+int nsa_logmark_takes(const struct nsa_logmark *mk, const char *k, size_t klen,
+		      const uint8_t *v, size_t vlen)
+{
+	char name[48];
+	const char *tag;
+	uint64_t sent;
+	int n;
+
+	switch (nsa_logkey_kind(k, klen)) {
+	case NSA_LOGKEY_SEGMENT:
+		if (!mk->set)
+			return 1;
+		/* Unreadable: merged, and refused there as before. */
+		return ns_batch_peek_sent(v, vlen, &sent) != 0 ||
+		       sent > mk->until_ns;
+	case NSA_LOGKEY_CHECKPOINT:
+		if (!mk->set)
+			return 1;
+		tag = memchr(k, '}', klen);
+		n = snprintf(name, sizeof(name),
+			     "}:k:%08" PRIx32 ":%" PRIx64 ":", mk->id, mk->gen);
+		return klen - (size_t)(tag - k) > (size_t)n &&
+		       memcmp(tag, name, (size_t)n) == 0;
+	default:
+		return 0;
+	}
 }

@@ -60,4 +60,44 @@ uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
 /* Whether s, a record of the log, is live at realtime now_ns. */
 int nsa_logmerge_live(const struct ns_session *s, uint64_t now_ns);
 
+/* ---- compaction's commit mark (schema/FORMAT.md, Compaction) ----------
+ * A round's checkpoint is complete once its mark, "ns:l:{N}:c" on every
+ * master, names it: readers merge only the marked round's checkpoint and
+ * the segments sent after its until_ns; a checkpoint not marked (a round
+ * that failed, or one that another round replaced) and a segment the
+ * mark covers are left out whether or not they have expired yet. */
+struct nsa_logmark {
+	int set; /* 0: no mark (every checkpoint and segment is read) */
+	uint32_t id; /* the round's checkpoint names: k:<id>:<gen>: */
+	uint64_t gen;
+	uint64_t until_ns; /* segments sent at or before it are covered */
+	uint64_t round_ns; /* when the round began (before any of its parts) */
+	uint32_t parts; /* checkpoint parts over every master */
+};
+
+#define NSA_LOGMARK_MAX 96
+
+enum nsa_logkey {
+	NSA_LOGKEY_SEGMENT,
+	NSA_LOGKEY_CHECKPOINT,
+	NSA_LOGKEY_MARK,
+	NSA_LOGKEY_OTHER,
+};
+
+/* What a key under "ns:l:" is. */
+enum nsa_logkey nsa_logkey_kind(const char *k, size_t len);
+
+/* The mark's key on the master of channel slot (NS_SEGMENT_KEY_MAX). */
+void nsa_logmark_key(uint16_t channel_slot, char *buf, size_t len);
+
+/* The mark as stored (text, NUL-terminated): its length. */
+int nsa_logmark_format(const struct nsa_logmark *mk, char *buf, size_t len);
+
+/* mk from a stored value: 0, or -EINVAL (mk->set 0). */
+int nsa_logmark_parse(const char *v, size_t len, struct nsa_logmark *mk);
+
+/* Whether a reader under mk merges key k of value v: 1 or 0. */
+int nsa_logmark_takes(const struct nsa_logmark *mk, const char *k, size_t klen,
+		      const uint8_t *v, size_t vlen);
+
 #endif

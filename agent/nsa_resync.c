@@ -275,6 +275,12 @@ void nsa_sb_resync_step(struct nsa_standby *sb, unsigned int node, int rc)
 			 nd->addr.host, nd->addr.port, nd->ld.why);
 		nd->scan_only = 1;
 		nsa_sb_resync_start(sb, node);
+	} else if (rc == NSA_LOADER_RACED) {
+		/* Nothing applied yet (the log's records go to the table at
+		 * the end): read the log again under the new mark. */
+		NSA_INFO("standby: %s:%u: %s: loading again", nd->addr.host,
+			 nd->addr.port, nd->ld.why);
+		nsa_sb_resync_start(sb, node);
 	} else if (rc < 0) {
 		nsa_sb_resync_fail(sb, node, nd->ld.why);
 	}

@@ -2,7 +2,8 @@
  * test_logmerge.c - the log layout's merge (agent/nsa_logmerge.h) on real
  * batches built as writers build them: records of slots a load does not
  * keep stay out (the cross-master merge after resharding), and with a
- * batch key only segments signed with it count.
+ * batch key only segments signed with it count; compaction's mark
+ * leaves out the checkpoints it does not name and the segments it covers.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -121,4 +122,53 @@ Test(logmerge, with_a_batch_key_only_signed_segments_count)
 	cr_assert_eq(m.segments, 1);
 	cr_assert_eq(nsa_logmerge_emit(&m, now, count, NULL), 10);
 	nsa_logmerge_free(&m);
+}
+
+/* The mark as stored reads back whole; a reader under it takes the marked
+ * round's checkpoint parts and the segments sent after its until_ns, and
+ * nothing else; with no mark, every checkpoint and segment. */
+Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_after_it)
+{
+	const struct nsa_logmark mk = {.set = 1,
+				       .id = 0xabcdef00u,
+				       .gen = 0x1f,
+				       .until_ns = 1000000000000ull,
+				       .round_ns = 1000000200000ull,
+				       .parts = 3};
+	const struct nsa_logmark none = {0};
+	struct nsa_logmark back;
+	char v[NSA_LOGMARK_MAX], key[NS_SEGMENT_KEY_MAX];
+	int len = nsa_logmark_format(&mk, v, sizeof(v));
+	size_t old_len, new_len;
+	static uint8_t old_seg[NS_BATCH_MAX_LEN], new_seg[NS_BATCH_MAX_LEN];
+
+	cr_assert_str_eq(v, "natsync-mark 1 abcdef00 1f 1000000000000 "
+			    "1000000200000 3");
+	cr_assert_eq(nsa_logmark_parse(v, (size_t)len, &back), 0);
+	cr_assert_eq(memcmp(&back, &mk, sizeof(mk)), 0);
+	cr_assert_eq(nsa_logmark_parse(v, (size_t)len - 2, &back), -EINVAL);
+	cr_assert_eq(nsa_logmark_parse("natsync-mark 2 1 1 1 1 1", 24, &back),
+		     -EINVAL);
+	cr_assert_eq(back.set, 0);
+
+	nsa_logmark_key(0, key, sizeof(key));
+	cr_assert_eq(nsa_logkey_kind(key, strlen(key)), NSA_LOGKEY_MARK);
+	cr_assert_eq(strncmp(key, "ns:l:{", 6), 0);
+	cr_assert_eq(strcmp(key + strlen(key) - 3, "}:c"), 0);
+
+	old_len = segment(old_seg, 0, 10, mk.until_ns, NULL, 0);
+	new_len = segment(new_seg, 0, 10, mk.until_ns + 1, NULL, 0);
+#define TAKES(m, k, v, vl) nsa_logmark_takes(m, k, strlen(k), v, vl)
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:0000abcd:5", old_seg, old_len), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:0000abcd:5", new_seg, new_len), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:0", NULL, 0), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:2", NULL, 0), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1e:0", NULL, 0), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f0:0", NULL, 0), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:12345678:1f:0", NULL, 0), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:c", NULL, 0), 0);
+	cr_assert_eq(TAKES(&none, "ns:l:{a}:0000abcd:5", old_seg, old_len), 1);
+	cr_assert_eq(TAKES(&none, "ns:l:{a}:k:12345678:1f:0", NULL, 0), 1);
+	cr_assert_eq(TAKES(&none, "ns:l:{a}:c", NULL, 0), 0);
+#undef TAKES
 }
