@@ -513,8 +513,10 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 		done.set = 1;
 		done.id = id;
 		done.gen = gen;
-		done.until_ns = mk.set && mk.until_ns > until_ns ? mk.until_ns
-								 : until_ns;
+		/* Merged: sent before until_ns; covered: at or before. */
+		done.until_ns = mk.set && mk.until_ns > until_ns - 1
+					? mk.until_ns
+					: until_ns - 1;
 		done.parts = cp.index;
 		mark_write(c, topo->nodes[node].channel_slot, &done);
 		if (replies(c, 1, err, errlen) != 0)
@@ -725,8 +727,10 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 		done.set = 1;
 		done.id = id;
 		done.gen = gen;
-		done.until_ns = mk.set && mk.until_ns > until_ns ? mk.until_ns
-								 : until_ns;
+		/* Merged: sent before until_ns; covered: at or before. */
+		done.until_ns = mk.set && mk.until_ns > until_ns - 1
+					? mk.until_ns
+					: until_ns - 1;
 		for (i = 0; i < n; i++)
 			mark_write(nr[i].c, topo->nodes[i].channel_slot, &done);
 		for (i = 0; i < n; i++)
