@@ -6,11 +6,18 @@
  * each segment's header (its send time), MGET reads the checkpoints and
  * the segments old enough slot by slot, a few hundred KiB per command so
  * that the store stays free for the writers, nsa_logmerge merges them; the live records are written as
- * checkpoint batches of NSA_CHECKPOINT_RECORDS, then every segment merged
- * is given PEXPIRE grace LT.
+ * checkpoint batches of NSA_CHECKPOINT_RECORDS, then the round's commit
+ * mark names them on every master, then every checkpoint and segment
+ * merged is given PEXPIRE LT (a grace period, segments two).
+ *
+ * The mark is what makes a checkpoint count: readers (this one included)
+ * merge only the checkpoint of the marked round and the segments sent
+ * after the mark's until_ns, so no read that spans a round's expiries
+ * pairs an old checkpoint's record with a missing delete.
  *
  * Only segments sent (header sent_ns) a grace period before the listing
- * began are merged, and checkpoints: SCAN returns every key that exists
+ * began (and before the caller's until_ns) are merged, and the marked
+ * checkpoint: SCAN returns every key that exists
  * throughout it, so each older segment of their records' sessions is
  * listed too (or expired, or covered by a listed checkpoint), and the
  * tombstones the checkpoint leaves out have no older record left outside
@@ -18,8 +25,9 @@
  * while the SCAN ran, was not: it waits for the next round.
  *
  * Invariants:
- * - Nothing is expired before every checkpoint batch is acknowledged: a
- *   failure leaves the log as it was, plus checkpoints that repeat it.
+ * - Nothing is expired before every checkpoint batch and then every mark
+ *   is acknowledged: a failure leaves the log as it was, plus checkpoints
+ *   that no mark names (no reader merges them).
  * - A reader that reads the checkpoint and the segments it covers merges
  *   the same table as from either alone.
  *

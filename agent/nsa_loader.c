@@ -32,7 +32,11 @@
  * moved since lie on its former master: after its own master the loader
  * reads every other master's segments (SCAN) and keeps the records of its
  * master's slots. A load of every master thus reads every segment once per
- * master, and the merge holds only the master's own sessions.
+ * master, and the merge holds only the master's own sessions. Only what
+ * compaction's mark leaves in is merged (its checkpoint, the segments sent
+ * after it: nsa_logmark_takes); the mark is read before the first keys,
+ * before each other master's, and after the last value, and a load that
+ * saw it change gives nothing and says NSA_LOADER_RACED.
  *
  * Not here: what a load means for a table (the sink decides), retries and
  * liveness (the caller watches last_rx_ns).
