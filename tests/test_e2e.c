@@ -361,7 +361,7 @@ Test(e2e, log_promoted_active_compacts_what_its_predecessor_left)
 	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
 	cr_assert(nst_run_file_has("active.log", "epoch 2 from the store"));
 	cr_assert(nst_run_file_has("active.out", " fenced=0 "));
-	/* The last round's covered segments expire 200 ms after it. */
+	/* The last round's covered segments expire 400 ms after it. */
 	nsdp_sleep_ms(1000);
 	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*' | cut "
 			    "-d: -f4 | grep -cxFf %s >%s",
