@@ -521,6 +521,7 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 		done.set = 1;
 		done.id = id;
 		done.gen = gen;
+		done.grace_ms = grace_ms;
 		/* Merged: sent before until_ns; covered: at or before. */
 		done.until_ns = mk.set && mk.until_ns > until_ns - 1
 					? mk.until_ns
@@ -735,6 +736,7 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 		done.set = 1;
 		done.id = id;
 		done.gen = gen;
+		done.grace_ms = grace_ms;
 		/* Merged: sent before until_ns; covered: at or before. */
 		done.until_ns = mk.set && mk.until_ns > until_ns - 1
 					? mk.until_ns

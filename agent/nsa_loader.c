@@ -165,8 +165,10 @@ static void on_mark(struct nsa_loader *ld, const redisReply *r)
 					&mk);
 	if (ld->marks_read++ == 0)
 		ld->mark = mk;
-	else if (memcmp(&mk, &ld->mark, sizeof(mk)) != 0)
+	else if (!nsa_logmark_same(&mk, &ld->mark))
 		ld->mark_changed = 1;
+	if (mk.set && mk.grace_ms < ld->mark_grace_ms)
+		ld->mark_grace_ms = mk.grace_ms;
 }
 
 /* Ask for a key of slot that no one stores: whether the node serves the
@@ -497,7 +499,12 @@ static int read_whole(struct nsa_loader *ld)
 		}
 		return NSA_LOADER_MORE;
 	}
-	if (ld->log && ld->mark_changed) {
+	/* Every value was read by now; a round whose mark the first read
+	 * missed expires nothing it replaced sooner than its grace after
+	 * that read. */
+	if (ld->log && ld->mark_changed &&
+	    nsdp_mono_ns() - ld->mark_asked_ns >=
+		    (uint64_t)ld->mark_grace_ms * 1000000u) {
 		snprintf(ld->why, sizeof(ld->why),
 			 "the log was compacted during the load");
 		nsa_logmerge_free(&ld->merge);
@@ -682,6 +689,8 @@ int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
 	memset(&ld->mark, 0, sizeof(ld->mark));
 	ld->marks_read = 0;
 	ld->mark_changed = 0;
+	ld->mark_grace_ms = UINT32_MAX;
+	ld->mark_asked_ns = nsdp_mono_ns();
 	ld->mark_final = 0;
 	nsa_logmerge_free(&ld->merge);
 	if ((ld->log &&

@@ -79,10 +79,14 @@ struct nsa_loader {
 	uint64_t keep_slots[NS_SLOTS / 64];
 	/* Log layout: compaction's mark (nsa_logmerge.h) as read before the
 	 * first master's keys; read again before each other master's and
-	 * once at the end, where any change fails the load (RACED). */
+	 * once at the end. A change fails the load (RACED) unless the load
+	 * took less than the marks' grace: what a newer round replaced
+	 * expires that long after its mark, which the first read missed. */
 	struct nsa_logmark mark;
 	int marks_read; /* mark replies so far */
 	int mark_changed;
+	uint32_t mark_grace_ms; /* the least grace of the marks read */
+	uint64_t mark_asked_ns; /* monotonic: the first mark asked for */
 	int mark_final; /* the last one is asked for */
 	char why[160];
 };

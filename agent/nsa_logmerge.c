@@ -322,15 +322,22 @@ int nsa_logmark_parse(const char *v, size_t len, struct nsa_logmark *mk)
 	buf[len] = '\0';
 	if (sscanf(buf,
 		   "natsync-mark 1 %" SCNx32 " %" SCNx64 " %" SCNu64 " %" SCNu64
-		   " %" SCNu32 "%n",
+		   " %" SCNu32 " %" SCNu32 "%n",
 		   &mk->id, &mk->gen, &mk->until_ns, &mk->round_ns, &mk->parts,
-		   &n) != 5 ||
+		   &mk->grace_ms, &n) != 6 ||
 	    (size_t)n != len) {
 		memset(mk, 0, sizeof(*mk));
 		return -EINVAL;
 	}
 	mk->set = 1;
 	return 0;
+}
+
+int nsa_logmark_same(const struct nsa_logmark *a, const struct nsa_logmark *b)
+{
+	return a->set == b->set && a->id == b->id && a->gen == b->gen &&
+	       a->until_ns == b->until_ns && a->round_ns == b->round_ns &&
+	       a->parts == b->parts && a->grace_ms == b->grace_ms;
 }
 
 int nsa_logmark_takes(const struct nsa_logmark *mk, const char *k, size_t klen,

@@ -73,6 +73,9 @@ struct nsa_logmark {
 	uint64_t until_ns; /* segments sent at or before it are covered */
 	uint64_t round_ns; /* when the round began (before any of its parts) */
 	uint32_t parts; /* checkpoint parts over every master */
+	/* What the round replaced expires no sooner than this long after
+	 * the mark was written (its PEXPIREs follow the mark). */
+	uint32_t grace_ms;
 };
 
 #define NSA_LOGMARK_MAX 96
@@ -95,6 +98,9 @@ int nsa_logmark_format(const struct nsa_logmark *mk, char *buf, size_t len);
 
 /* mk from a stored value: 0, or -EINVAL (mk->set 0). */
 int nsa_logmark_parse(const char *v, size_t len, struct nsa_logmark *mk);
+
+/* Whether two marks name the same round. */
+int nsa_logmark_same(const struct nsa_logmark *a, const struct nsa_logmark *b);
 
 /* Whether a reader under mk merges key k of value v: 1 or 0. */
 int nsa_logmark_takes(const struct nsa_logmark *mk, const char *k, size_t klen,

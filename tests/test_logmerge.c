@@ -134,7 +134,8 @@ Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_after_it)
 				       .gen = 0x1f,
 				       .until_ns = 1000000000000ull,
 				       .round_ns = 1000000200000ull,
-				       .parts = 3};
+				       .parts = 3,
+				       .grace_ms = 5000};
 	const struct nsa_logmark none = {0};
 	struct nsa_logmark back;
 	char v[NSA_LOGMARK_MAX], key[NS_SEGMENT_KEY_MAX];
@@ -143,11 +144,13 @@ Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_after_it)
 	static uint8_t old_seg[NS_BATCH_MAX_LEN], new_seg[NS_BATCH_MAX_LEN];
 
 	cr_assert_str_eq(v, "natsync-mark 1 abcdef00 1f 1000000000000 "
-			    "1000000200000 3");
+			    "1000000200000 3 5000");
 	cr_assert_eq(nsa_logmark_parse(v, (size_t)len, &back), 0);
-	cr_assert_eq(memcmp(&back, &mk, sizeof(mk)), 0);
+	cr_assert(nsa_logmark_same(&back, &mk));
+	cr_assert_eq(back.set, 1);
+	cr_assert_eq(back.grace_ms, 5000);
 	cr_assert_eq(nsa_logmark_parse(v, (size_t)len - 2, &back), -EINVAL);
-	cr_assert_eq(nsa_logmark_parse("natsync-mark 2 1 1 1 1 1", 24, &back),
+	cr_assert_eq(nsa_logmark_parse("natsync-mark 2 1 1 1 1 1 1", 26, &back),
 		     -EINVAL);
 	cr_assert_eq(back.set, 0);
 
