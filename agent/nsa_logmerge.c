@@ -306,8 +306,9 @@ int nsa_logmark_format(const struct nsa_logmark *mk, char *buf, size_t len)
 {
 	return snprintf(buf, len,
 			"natsync-mark 1 %08" PRIx32 " %" PRIx64 " %" PRIu64
-			" %" PRIu64 " %" PRIu32,
-			mk->id, mk->gen, mk->until_ns, mk->round_ns, mk->parts);
+			" %" PRIu64 " %" PRIu32 " %" PRIu32,
+			mk->id, mk->gen, mk->until_ns, mk->round_ns, mk->parts,
+			mk->grace_ms);
 }
 
 int nsa_logmark_parse(const char *v, size_t len, struct nsa_logmark *mk)
