@@ -149,7 +149,7 @@ Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_after_it)
 	cr_assert(nsa_logmark_same(&back, &mk));
 	cr_assert_eq(back.set, 1);
 	cr_assert_eq(back.grace_ms, 5000);
-	cr_assert_eq(nsa_logmark_parse(v, (size_t)len - 2, &back), -EINVAL);
+	cr_assert_eq(nsa_logmark_parse(v, (size_t)len - 5, &back), -EINVAL);
 	cr_assert_eq(nsa_logmark_parse("natsync-mark 2 1 1 1 1 1 1", 26, &back),
 		     -EINVAL);
 	cr_assert_eq(back.set, 0);
