@@ -23,6 +23,7 @@
 #include "nsa_cluster.h"
 #include "nsa_compact.h"
 #include "nsa_config.h"
+#include "nsa_logmerge.h"
 #include "nsa_order.h"
 #include "nsa_standby.h"
 #include "nsdp_time.h"
@@ -1594,11 +1595,12 @@ Test(standby, log_cold_load_during_compaction_gives_the_exact_table,
 	cr_assert(table_exact(nsa_standby_table(sb), &a));
 	nsa_standby_free(sb);
 
-	/* The grace passed: only the checkpoint is left. */
-	nsdp_sleep_ms(grace_ms + 500);
+	/* Two grace periods passed: only the checkpoint and its mark are
+	 * left. */
+	nsdp_sleep_ms(2 * grace_ms + 500);
 	r = redisCommand(a.c[0], "DBSIZE");
 	cr_assert(r && r->type == REDIS_REPLY_INTEGER);
-	cr_assert_eq(r->integer, (live + 4093) / 4094);
+	cr_assert_eq(r->integer, (live + 4093) / 4094 + 1);
 	freeReplyObject(r);
 	sb2 = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
 	cr_assert(wait_synced(sb2, 30), "second cold load did not finish");
@@ -1606,6 +1608,129 @@ Test(standby, log_cold_load_during_compaction_gives_the_exact_table,
 	cr_assert_eq(ts.live, live);
 	cr_assert(table_exact(nsa_standby_table(sb2), &a));
 	pair_close(sb2, &a);
+}
+
+/* One hand-made batch of sessions [first, first + n) created at ts, with
+ * header sent_ns sent, SET under name on node 0 (no expiry). */
+static void log_value_set(struct active *a, const char *name, uint32_t id,
+			  uint32_t first, uint32_t n, uint64_t ts,
+			  uint64_t sent)
+{
+	static uint8_t buf[NS_BATCH_MAX_LEN];
+	struct ns_batch_hdr h = {.publisher_id = id, .seq = 1};
+	size_t len = NS_BATCH_HDR_LEN;
+	redisReply *r;
+
+	for (uint32_t i = first; i < first + n; i++) {
+		struct ns_session s = sess(i, NS_EV_CREATE);
+		int l;
+
+		s.timestamp_ns = ts;
+		l = ns_record_encode(&s, buf + len, sizeof(buf) - len);
+		cr_assert_gt(l, 0);
+		len += (size_t)l;
+	}
+	h.count = (uint16_t)n;
+	h.body_len = (uint32_t)(len - NS_BATCH_HDR_LEN);
+	h.channel_slot = a->topo.nodes[0].channel_slot;
+	h.sent_ns = sent;
+	ns_batch_hdr_encode(&h, buf);
+	r = redisCommand(a->c[0], "SET %s %b", name, buf, len);
+	cr_assert(r && r->type == REDIS_REPLY_STATUS, "SET %s", name);
+	freeReplyObject(r);
+}
+
+/* Log layout: readers take only what compaction's mark leaves in. The
+ * store is set up as a read spanning a round's expiries once found it:
+ * the marked checkpoint (sessions 50-99; 0-49 deleted, their tombstones
+ * left out), the delete segments expired, and still there a checkpoint
+ * of no marked round with 0-99 live and a segment the mark covers that
+ * creates 0-9 anew. Both are left out: a standby's cold load and the
+ * next round hold 50-99 and the 20 sessions written after the round,
+ * exactly, not the deleted 0-49. */
+Test(standby, log_readers_leave_out_what_the_mark_does_not_name,
+     .fini = log_compact_down, .timeout = 60)
+{
+	struct nsa_compact_result res;
+	struct nsa_store_conf sc;
+	struct nsdp_table_stats ts;
+	struct nsa_logmark mk;
+	struct nsa_standby *sb;
+	struct active a;
+	char err[256], name[NS_SEGMENT_KEY_MAX + 32], mark[NS_SEGMENT_KEY_MAX];
+	uint64_t t_old;
+	redisReply *r;
+	size_t tag;
+
+	cr_assert_eq(nst_eal_init(1024), 0);
+	store_fresh(LOG_COMPACT_PORT, 0);
+	standby_layout = NSA_LAYOUT_LOG;
+	active_open(&a, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, 200);
+	a.log = 1;
+	t_old = nsdp_realtime_ns();
+	active_write_range(&a, 0, 100, NS_EV_CREATE, 0);
+	active_write_range(&a, 0, 50, NS_EV_DELETE, 0);
+	nsdp_sleep_ms(20);
+	store_conf(&sc, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC);
+	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0, 0x11111111u, 2, NULL, 0,
+				      nsdp_realtime_ns(), 60000, &res, err,
+				      sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(res.live, 50);
+
+	nsa_logmark_key(a.topo.nodes[0].channel_slot, mark, sizeof(mark));
+	r = redisCommand(a.c[0], "GET %s", mark);
+	cr_assert(r && r->type == REDIS_REPLY_STRING, "no mark %s", mark);
+	cr_assert_eq(nsa_logmark_parse(r->str, r->len, &mk), 0);
+	freeReplyObject(r);
+	cr_assert_eq(mk.id, 0x11111111u);
+	cr_assert_eq(mk.gen, 2);
+	cr_assert_eq(mk.parts, 1);
+	cr_assert_eq(mk.grace_ms, 60000);
+
+	/* The segments expired (every one the round merged). */
+	r = redisCommand(a.c[0], "KEYS ns:l:*");
+	cr_assert(r && r->type == REDIS_REPLY_ARRAY);
+	for (size_t i = 0; i < r->elements; i++) {
+		const redisReply *k = r->element[i];
+		redisReply *d;
+
+		if (nsa_logkey_kind(k->str, k->len) != NSA_LOGKEY_SEGMENT)
+			continue;
+		d = redisCommand(a.c[0], "DEL %b", k->str, k->len);
+		cr_assert(d && d->type == REDIS_REPLY_INTEGER);
+		freeReplyObject(d);
+	}
+	freeReplyObject(r);
+	/* "ns:l:{N}:c" -> "ns:l:{N}:": what is left there. */
+	tag = strlen(mark) - 1;
+	snprintf(name, sizeof(name), "%.*sk:22222222:1:0", (int)tag, mark);
+	log_value_set(&a, name, 0x22222222u, 0, 100, nsdp_realtime_ns(),
+		      nsdp_realtime_ns());
+	snprintf(name, sizeof(name), "%.*s00000033:1", (int)tag, mark);
+	log_value_set(&a, name, 0x33u, 0, 10, t_old + 1, mk.until_ns);
+
+	active_write_range(&a, 100, 20, NS_EV_CREATE, 0);
+	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, 1000);
+	cr_assert(wait_synced(sb, 20), "cold load did not finish");
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	cr_assert_eq(ts.live, 70);
+	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	nsa_standby_free(sb);
+
+	/* The next round under the same mark: the same 70. */
+	nsdp_sleep_ms(20);
+	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0, 0x11111111u, 3, NULL, 0,
+				      nsdp_realtime_ns(), 60000, &res, err,
+				      sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(res.live, 70);
+	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, 1000);
+	cr_assert(wait_synced(sb, 20), "second cold load did not finish");
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	cr_assert_eq(ts.live, 70);
+	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	pair_close(sb, &a);
 }
 
 /* Slots 16000-16383 move from the last master to the first: every master
