@@ -1626,6 +1626,7 @@ static void log_value_set(struct active *a, const char *name, uint32_t id,
 		int l;
 
 		s.timestamp_ns = ts;
+		s.epoch = a->epoch;
 		l = ns_record_encode(&s, buf + len, sizeof(buf) - len);
 		cr_assert_gt(l, 0);
 		len += (size_t)l;
