@@ -106,6 +106,8 @@ struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
 
 void nsa_batch_put(struct nsa_writer *w, struct nsa_batch *b)
 {
+	/* Never left on the list of segments in flight when reused. */
+	nsa_seg_untrack(w, b);
 	b->next_free = w->free_batches;
 	w->free_batches = b;
 }
