@@ -293,6 +293,9 @@ static int sb_setup(struct nsa_standby *sb)
 			NSA_WARN("standby: store not ready: %s", err);
 			snprintf(last_err, sizeof(last_err), "%s", err);
 		}
+		/* A dump asked for (SIGUSR1) while the store is away: the
+		 * table as it stands, not the asker's timeout. */
+		nsa_dumpreq_serve(&sb->dump, sb->table);
 		nsdp_sleep_ms_unless(&sb->stop, (unsigned int)backoff);
 		backoff = backoff * 2 > SB_BACKOFF_MAX_MS ? SB_BACKOFF_MAX_MS
 							  : backoff * 2;
