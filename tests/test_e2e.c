@@ -29,6 +29,7 @@
 #define LOG_PLAIN_PORT 7710
 #define LOG_COMPACT_PORT 7730
 #define LOG_LATE_PORT 7796 /* 3 nodes: 7796-7798 */
+#define GONE_PORT 7745
 /* Each test's stores stop with it: a later test may reuse the port. */
 #define LOG_PROMOTED_PORT LOG_COMPACT_PORT
 
@@ -375,6 +376,49 @@ Test(e2e, log_promoted_active_compacts_what_its_predecessor_left)
 		     0, "no checkpoint");
 	nst_verify_exact(seeds, pid, 1000);
 	stop_standby(pid);
+}
+
+static void gone_down(void)
+{
+	nst_store_stop(GONE_PORT);
+}
+
+/* A standby whose store went away retries it; SIGTERM still stops it at
+ * once, with its table dumped and its report written (its last dump was
+ * asked of a subscriber that served none while it retried: 10 s). */
+Test(e2e, a_standby_whose_store_went_away_stops_on_sigterm_within_2_s,
+     .fini = gone_down)
+{
+	const struct nst_source_plan plan = {1000, 1000, 1000, 0};
+	char seeds[64];
+	double t0;
+	int pid, i;
+
+	nst_run_dir_make("e2e-store-gone");
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", GONE_PORT);
+	cr_assert_eq(nst_store_start(GONE_PORT, 0, 0), 0);
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	nst_store_stop(GONE_PORT);
+	/* Lost, and retrying (backoff 100 ms to 2 s). */
+	for (i = 0; i < 50 && nst_sh("grep -q 'store not ready' %s",
+				     nst_run_path("standby.log")) != 0;
+	     i++)
+		nsdp_sleep_ms(100);
+	cr_assert_lt(i, 50, "the standby did not notice; see %s",
+		     nst_run_path("standby.log"));
+	nsdp_sleep_ms(300);
+	t0 = nsdp_now_s();
+	kill(pid, SIGTERM);
+	for (i = 0; i < 40 && kill(pid, 0) == 0; i++)
+		nsdp_sleep_ms(50);
+	printf("standby stopped %.2f s after SIGTERM\n", nsdp_now_s() - t0);
+	if (kill(pid, 0) == 0)
+		kill(pid, SIGKILL);
+	cr_assert_lt(i, 40, "still running 2 s after SIGTERM");
+	cr_assert(nst_run_file_has("standby.out", "REPORT role=standby"));
+	cr_assert(nst_run_file_has("standby.log", "sessions written to"));
 }
 
 Test(cli, bad_configuration_exits_2_with_a_message_naming_it)
