@@ -54,6 +54,11 @@ struct nsa_active_stats {
 	 * refusals still being read back or published. */
 	uint64_t store_corrections;
 	uint64_t corrections_due;
+	/* [store] layout = log: bytes of the segments written (batches as
+	 * published), and the compactor's rounds and the bytes of the
+	 * checkpoints it wrote back (schema/FORMAT.md, Compaction). */
+	uint64_t log_bytes;
+	uint64_t compactions, compact_bytes;
 	uint64_t inflight; /* records sent, not yet acknowledged */
 };
 

@@ -26,6 +26,12 @@ enum nsa_publish_mode {
 	NSA_PUBLISH_CLASSIC, /* PUBLISH / SUBSCRIBE */
 };
 
+/* [store] layout: how the store holds the sessions (schema/FORMAT.md). */
+enum nsa_layout {
+	NSA_LAYOUT_KEYS, /* one key per session, SET or DEL per record */
+	NSA_LAYOUT_LOG, /* one segment key per batch (Log layout) */
+};
+
 struct nsa_addr {
 	char host[NSA_HOST_MAX];
 	uint16_t port;
@@ -38,6 +44,7 @@ struct nsa_store_conf {
 	char password[256]; /* empty: no AUTH */
 	int connect_timeout_ms;
 	enum nsa_publish_mode publish;
+	enum nsa_layout layout;
 };
 
 struct nsa_node {

@@ -100,6 +100,14 @@ struct nsa_config {
 	char metrics_listen[80]; /* ADDR:PORT or [IPv6]:PORT; empty = off */
 	/* An active is not ready while a writer retries longer than this. */
 	unsigned int metrics_ready_retry_ms;
+	/* [store] layout = log: compaction (schema/FORMAT.md). A round starts
+	 * once the segments written since the last one exceed
+	 * log_compact_pct % of the bytes that one wrote back, and at least
+	 * log_compact_min_kb KiB; 0 % = never. The segments read expire
+	 * log_compact_grace_ms after the checkpoint. */
+	unsigned int log_compact_pct;
+	unsigned int log_compact_min_kb;
+	unsigned int log_compact_grace_ms;
 
 	/* A program's own sections, set by nsa_config_defaults_ext: their
 	 * fields follow this struct in the program's. */

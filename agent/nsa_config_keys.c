@@ -30,6 +30,11 @@ static const char *const nsa_source_names[] = {"none", "synth", "kernel", NULL};
 static const char *const nsa_commit_names[] = {"none", "conntrack", NULL};
 _Static_assert(NSA_COMMIT_CONNTRACK == 1, "nsa_commit_names follow the enum");
 
+/* [store] layout */
+static const char *const nsa_layout_names[] = {"keys", "log", NULL};
+_Static_assert(NSA_LAYOUT_LOG == 1, "nsa_layout_names follow the enum");
+_Static_assert(sizeof(enum nsa_layout) == sizeof(uint32_t), "enum size");
+
 /* Enums are stored through 32-bit integers; the order of the names above
  * must match the enum values. */
 _Static_assert(sizeof(enum nsa_role) == sizeof(uint32_t), "enum size");
@@ -90,6 +95,23 @@ static const struct nsa_key
 					"store", "publish", store.publish,
 					nsa_publish_names, "auto",
 					"Notifications: `sharded` (SPUBLISH/SSUBSCRIBE, Redis 7), `classic` (PUBLISH/SUBSCRIBE), `auto` (SPUBLISH where the server has it, else PUBLISH)."),
+
+				/* [store] layout (the log layout) */
+				NSA_ENUM(
+					"store", "layout", store.layout,
+					nsa_layout_names, "keys",
+					"How the store holds the sessions (schema/FORMAT.md): `keys`, one key per session (one `SET` or `DEL` per record); `log`, one segment key per batch holding the batch as published (one `SET` per batch), read back by merging the segments. Every active and standby of a deployment must use the same layout."),
+				NSA_NUM("store", "log_compact_pct",
+					log_compact_pct, 0, 100000, "100",
+					"Log layout: the active compacts a master's log once the segments written since its last checkpoint exceed this % of that checkpoint's bytes (write amplification at most 1 + 100/this); `0` = never (segments then only expire with their records' timeouts)."),
+				NSA_NUM("store", "log_compact_min_kb",
+					log_compact_min_kb, 0, 16777216,
+					"4096",
+					"Log layout: no compaction before this many KiB of segments were written since the last one."),
+				NSA_NUM("store", "log_compact_grace_ms",
+					log_compact_grace_ms, 0, 600000,
+					"5000",
+					"Log layout: the segments a checkpoint covers expire this long after it, ms, so that a load that listed them before still reads them; longer than a load of one master."),
 
 				NSA_NUM("active", "workers", workers, 1,
 					NSDP_MAX_LANES, "1",

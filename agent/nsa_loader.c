@@ -24,6 +24,20 @@
  *   it decodes whole and its session builds the key it was stored under;
  *   the rest goes to the sink's bad counter.
  *
+ * In the log layout ([store] layout = log) the keys read are the segments
+ * (ns:l:*), each value a batch; they are merged (nsa_logmerge.h) and the
+ * live records go to the sink once the load is done, so the sink sees the
+ * table the keys layout would hold. On a cluster a segment stays in the
+ * slot of the channel it was published on, so the records of a slot that
+ * moved since lie on its former master: after its own master the loader
+ * reads every other master's segments (SCAN) and keeps the records of its
+ * master's slots. A load of every master thus reads every segment once per
+ * master, and the merge holds only the master's own sessions. Only what
+ * compaction's mark leaves in is merged (its checkpoint, the segments sent
+ * after it: nsa_logmark_takes); the mark is read before the first keys,
+ * before each other master's, and after the last value, and a load that
+ * saw it change gives nothing and says NSA_LOADER_RACED.
+ *
  * Not here: what a load means for a table (the sink decides), retries and
  * liveness (the caller watches last_rx_ns).
  */
@@ -46,7 +60,7 @@
  * their table buckets. */
 #define NSA_APPLY_CHUNK 16
 
-enum load_op { OP_SCAN, OP_SLOT, OP_MGET, OP_PROBE };
+enum load_op { OP_SCAN, OP_SLOT, OP_MGET, OP_PROBE, OP_MARK };
 
 /* Keys of one SCAN or GETKEYSINSLOT reply, in the order the MGETs asked
  * for them (session keys only). */
@@ -67,6 +81,7 @@ static void key_batch_unref(struct key_batch *b)
 
 void nsa_loader_close(struct nsa_loader *ld)
 {
+	nsa_logmerge_free(&ld->merge);
 	if (ld->importer)
 		redisFree(ld->importer);
 	ld->importer = NULL;
@@ -105,6 +120,8 @@ int nsa_loader_open(struct nsa_loader *ld, const struct nsa_store_conf *conf,
 	ld->topo = topo;
 	ld->node = node;
 	ld->sink = *sink;
+	ld->log = conf->layout == NSA_LAYOUT_LOG;
+	ld->conn_node = node;
 	return 0;
 }
 
@@ -116,10 +133,42 @@ static int send_scan(struct nsa_loader *ld, const char *cursor)
 	nsa_conn_arg_str(ld->conn, "SCAN");
 	nsa_conn_arg_str(ld->conn, cursor);
 	nsa_conn_arg_str(ld->conn, "MATCH");
-	nsa_conn_arg_str(ld->conn, "ns:*");
+	nsa_conn_arg_str(ld->conn, ld->log ? NS_SEGMENT_PREFIX "*" : "ns:*");
 	nsa_conn_arg_str(ld->conn, "COUNT");
 	nsa_conn_arg_str(ld->conn, NSA_SCAN_COUNT);
 	return nsa_conn_cmd_end(ld->conn, &e);
+}
+
+/* Log layout: ask for compaction's mark on the connection's master
+ * (MGET, as the standby's ACL allows); its reply comes before those of
+ * the key listings queued after it. */
+static int send_mark(struct nsa_loader *ld)
+{
+	const struct nsa_exp e = {.kind = OP_MARK};
+	char key[NS_SEGMENT_KEY_MAX];
+
+	nsa_logmark_key(ld->topo->nodes[ld->conn_node].channel_slot, key,
+			sizeof(key));
+	nsa_conn_cmd(ld->conn, 2);
+	nsa_conn_arg_str(ld->conn, "MGET");
+	nsa_conn_arg_str(ld->conn, key);
+	return nsa_conn_cmd_end(ld->conn, &e);
+}
+
+static void on_mark(struct nsa_loader *ld, const redisReply *r)
+{
+	struct nsa_logmark mk = {0};
+
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+	    r->element[0]->type == REDIS_REPLY_STRING)
+		(void)nsa_logmark_parse(r->element[0]->str, r->element[0]->len,
+					&mk);
+	if (ld->marks_read++ == 0)
+		ld->mark = mk;
+	else if (!nsa_logmark_same(&mk, &ld->mark))
+		ld->mark_changed = 1;
+	if (mk.set && mk.grace_ms < ld->mark_grace_ms)
+		ld->mark_grace_ms = mk.grace_ms;
 }
 
 /* Ask for a key of slot that no one stores: whether the node serves the
@@ -201,6 +250,22 @@ static int by_slot_then_index(const void *a, const void *b)
 	return (ka > kb) - (ka < kb);
 }
 
+/* Whether the loader reads key k: 1, 0 when it is not natsync's (or of the
+ * other layout), -1 when it is under natsync's prefix but not valid. */
+static int key_wanted(const struct nsa_loader *ld, const redisReply *k)
+{
+	if (k->type != REDIS_REPLY_STRING || k->len < NS_KEY_PREFIX_LEN ||
+	    memcmp(k->str, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0)
+		return 0;
+	if (k->len > NS_SEGMENT_PREFIX_LEN &&
+	    memcmp(k->str, NS_SEGMENT_PREFIX, NS_SEGMENT_PREFIX_LEN) == 0)
+		return ld->log &&
+		       nsa_logkey_kind(k->str, k->len) != NSA_LOGKEY_MARK;
+	if (ld->log)
+		return 0;
+	return k->len == NS_KEY_LEN && k->str[3] != 0 ? 1 : -1;
+}
+
 /* A list of keys (owned by reply r): queue MGETs of its session keys, one
  * for all of them when they share a slot or the store is one server, else
  * one per slot. Takes r. */
@@ -222,17 +287,11 @@ static int on_keys(struct nsa_loader *ld, redisReply *r, redisReply **keys,
 	b->keys = keys;
 	b->refs = 1; /* ours until the MGETs are queued */
 	for (i = 0; i < n; i++) {
-		const redisReply *k = keys[i];
+		int want = key_wanted(ld, keys[i]);
 
-		if (k->type != REDIS_REPLY_STRING ||
-		    k->len < NS_KEY_PREFIX_LEN ||
-		    memcmp(k->str, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0)
-			continue; /* not natsync's */
-		if (k->len != NS_KEY_LEN || k->str[3] == 0) {
-			bad++;
-			continue;
-		}
-		b->order[m++] = (uint32_t)i;
+		bad += want < 0;
+		if (want > 0)
+			b->order[m++] = (uint32_t)i;
 	}
 	if (bad)
 		ld->sink.bad(ld->sink.arg, bad);
@@ -286,7 +345,9 @@ static int on_scan(struct nsa_loader *ld, redisReply *r)
 		uint32_t slot;
 
 		ld->keys_done = 1;
-		for (slot = 0; ld->topo->cluster && slot < NS_SLOTS; slot++)
+		for (slot = 0; ld->topo->cluster && ld->conn_node == ld->node &&
+			       slot < NS_SLOTS;
+		     slot++)
 			if (node_slot(ld, slot) && send_probe(ld, slot) != 0) {
 				freeReplyObject(r);
 				return -ENOMEM;
@@ -330,6 +391,129 @@ static int value_session(const redisReply *k, const redisReply *v,
 	return 1;
 }
 
+/* Log layout: merge the segments of values v (nil: expired since listed)
+ * under keys k: those the mark leaves in (a checkpoint of the marked
+ * round, a segment sent after it covers). 0, or -ENOMEM. */
+static int merge_values(struct nsa_loader *ld, const redisReply *const *k,
+			redisReply *const *v, size_t n)
+{
+	uint64_t bad = 0, unauth = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		int rc;
+
+		if (v[i]->type != REDIS_REPLY_STRING ||
+		    !nsa_logmark_takes(&ld->mark, k[i]->str, k[i]->len,
+				       (const uint8_t *)v[i]->str, v[i]->len))
+			continue;
+		rc = nsa_logmerge_segment(
+			&ld->merge, (const uint8_t *)v[i]->str, v[i]->len);
+		if (rc == -ENOMEM)
+			return rc;
+		unauth += rc == -EACCES;
+		bad += rc < 0 && rc != -EACCES;
+	}
+	if (unauth && ld->sink.unauthenticated)
+		ld->sink.unauthenticated(ld->sink.arg, unauth);
+	else
+		bad += unauth;
+	if (bad)
+		ld->sink.bad(ld->sink.arg, bad);
+	return 0;
+}
+
+static unsigned int emit_apply(void *arg, const struct ns_session *s,
+			       unsigned int n)
+{
+	struct nsa_loader *ld = arg;
+
+	return ld->sink.apply(ld->sink.arg, ld->node, s, n);
+}
+
+/* Log layout, every segment read: the live records to the sink. */
+static void log_finish(struct nsa_loader *ld)
+{
+	if (!ld->log)
+		return;
+	ld->loaded += nsa_logmerge_emit(&ld->merge, nsdp_realtime_ns(),
+					emit_apply, ld);
+	nsa_logmerge_free(&ld->merge);
+}
+
+/* Log layout on a cluster, the connection's master read whole: go on with
+ * the next other master. 1 when its SCAN is queued, 0 when every master
+ * is read, NSA_LOADER_FAILED. */
+static int log_next_master(struct nsa_loader *ld)
+{
+	const struct nsa_topology *t = ld->topo;
+	char err[128] = "";
+	unsigned int i;
+
+	if (!ld->log || !t->cluster)
+		return 0;
+	while (ld->next_other < t->n_nodes && ld->next_other == ld->node)
+		ld->next_other++;
+	if (ld->next_other >= t->n_nodes)
+		return 0;
+	i = ld->next_other++;
+	nsa_conn_free(ld->conn); /* nothing is due on it */
+	ld->conn = nsa_conn_new(&t->nodes[i].addr);
+	if (ld->conn == NULL) {
+		snprintf(ld->why, sizeof(ld->why), "out of memory");
+		return NSA_LOADER_FAILED;
+	}
+	if (nsa_conn_open(ld->conn, ld->conf, err, sizeof(err)) < 0) {
+		snprintf(ld->why, sizeof(ld->why), "%s:%u: %s",
+			 t->nodes[i].addr.host, t->nodes[i].addr.port, err);
+		nsa_conn_free(ld->conn);
+		ld->conn = NULL;
+		return NSA_LOADER_FAILED;
+	}
+	ld->conn_node = i;
+	ld->keys_done = 0;
+	ld->last_rx_ns = nsdp_mono_ns();
+	if (send_mark(ld) < 0 || send_scan(ld, "0") < 0) {
+		snprintf(ld->why, sizeof(ld->why), "out of memory");
+		return NSA_LOADER_FAILED;
+	}
+	return 1;
+}
+
+/* Every key listed on the connection is read: DONE (the live records
+ * given to the sink), or MORE (another master to read), or FAILED. */
+static int read_whole(struct nsa_loader *ld)
+{
+	int rc = log_next_master(ld);
+
+	if (rc != 0)
+		return rc > 0 ? NSA_LOADER_MORE : rc;
+	if (ld->log && !ld->mark_final) {
+		/* Every segment read: the mark once more. A round that
+		 * replaced it meanwhile may have expired part of what was
+		 * read (its checkpoint, the segments after it). */
+		ld->mark_final = 1;
+		if (send_mark(ld) < 0) {
+			snprintf(ld->why, sizeof(ld->why), "out of memory");
+			return NSA_LOADER_FAILED;
+		}
+		return NSA_LOADER_MORE;
+	}
+	/* Every value was read by now; a round whose mark the first read
+	 * missed expires nothing it replaced sooner than its grace after
+	 * that read. */
+	if (ld->log && ld->mark_changed &&
+	    nsdp_mono_ns() - ld->mark_asked_ns >=
+		    (uint64_t)ld->mark_grace_ms * 1000000u) {
+		snprintf(ld->why, sizeof(ld->why),
+			 "the log was compacted during the load");
+		nsa_logmerge_free(&ld->merge);
+		return NSA_LOADER_RACED;
+	}
+	log_finish(ld);
+	return NSA_LOADER_DONE;
+}
+
 static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 		    const redisReply *r)
 {
@@ -340,6 +524,17 @@ static void on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
 		return;
+	if (ld->log) {
+		const redisReply *keys[512];
+
+		for (i = 0; i < n; i += m) {
+			for (m = 0; m < 512 && i + m < n; m++)
+				keys[m] = b->keys[b->order[e->a + i + m]];
+			if (merge_values(ld, keys, r->element + i, m) != 0)
+				ld->merge_failed = 1;
+		}
+		return;
+	}
 	while (i < n) {
 		for (m = 0; i < n && m < NSA_APPLY_CHUNK; i++) {
 			int rc = value_session(b->keys[b->order[e->a + i]],
@@ -400,9 +595,8 @@ static int read_importing(struct nsa_loader *ld, uint32_t slot,
 	for (i = 0; i < list->elements; i++) {
 		const redisReply *k = list->element[i];
 
-		if (k->type != REDIS_REPLY_STRING || k->len != NS_KEY_LEN ||
-		    memcmp(k->str, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0)
-			continue; /* not a session key (counted on its owner) */
+		if (key_wanted(ld, k) <= 0)
+			continue; /* not one to read (counted on its owner) */
 		keys[m++] = k;
 		argv[m] = k->str;
 		lens[m] = k->len;
@@ -423,6 +617,10 @@ static int read_importing(struct nsa_loader *ld, uint32_t slot,
 	if (redisGetReply(ld->importer, (void **)&r) != REDIS_OK || !r ||
 	    r->type != REDIS_REPLY_ARRAY || r->elements != m)
 		goto out;
+	if (ld->log) {
+		rc = merge_values(ld, keys, r->element, m);
+		goto out;
+	}
 	for (i = 0; i < m; i++) {
 		int v = value_session(keys[i], r->element[i], &ss[a]);
 
@@ -486,12 +684,36 @@ int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
 	ld->slots_migrating = 0;
 	ld->slots_unread = 0;
 	ld->last_rx_ns = nsdp_mono_ns();
-	if ((by_slot ? send_slots(ld) : send_scan(ld, "0")) < 0) {
+	ld->merge_failed = 0;
+	ld->next_other = 0;
+	memset(&ld->mark, 0, sizeof(ld->mark));
+	ld->marks_read = 0;
+	ld->mark_changed = 0;
+	ld->mark_grace_ms = UINT32_MAX;
+	ld->mark_asked_ns = nsdp_mono_ns();
+	ld->mark_final = 0;
+	nsa_logmerge_free(&ld->merge);
+	if ((ld->log &&
+	     (nsa_logmerge_init(&ld->merge) != 0 || send_mark(ld) < 0)) ||
+	    (by_slot ? send_slots(ld) : send_scan(ld, "0")) < 0) {
 		snprintf(ld->why, sizeof(ld->why), "out of memory");
 		return NSA_LOADER_FAILED;
 	}
-	return ld->keys_done && ld->conn->exp_count == 0 ? NSA_LOADER_DONE
-							 : NSA_LOADER_MORE;
+	if (ld->log && ld->topo->cluster) {
+		uint32_t slot;
+
+		memset(ld->keep_slots, 0, sizeof(ld->keep_slots));
+		for (slot = 0; slot < NS_SLOTS; slot++)
+			if (node_slot(ld, slot))
+				ld->keep_slots[slot / 64] |= 1ull
+							     << (slot % 64);
+		ld->merge.keep_slots = ld->keep_slots;
+	}
+	ld->merge.batch_key = ld->sink.batch_key;
+	ld->merge.batch_key_len = ld->sink.batch_key_len;
+	if (ld->keys_done && ld->conn->exp_count == 0)
+		return read_whole(ld);
+	return NSA_LOADER_MORE;
 }
 
 int nsa_loader_flush(struct nsa_loader *ld)
@@ -551,6 +773,11 @@ int nsa_loader_on_readable(struct nsa_loader *ld)
 			key_batch_unref(e.ptr);
 			continue;
 		}
+		if (e.kind == OP_MARK) {
+			on_mark(ld, r);
+			freeReplyObject(r);
+			continue;
+		}
 		rc = e.kind == OP_SCAN ? on_scan(ld, r) : on_slot(ld, r);
 		if (rc < 0) {
 			snprintf(ld->why, sizeof(ld->why), "%s", strerror(-rc));
@@ -561,8 +788,14 @@ int nsa_loader_on_readable(struct nsa_loader *ld)
 		snprintf(ld->why, sizeof(ld->why), "%s", ld->conn->err);
 		return NSA_LOADER_FAILED;
 	}
-	return ld->keys_done && ld->conn->exp_count == 0 ? NSA_LOADER_DONE
-							 : NSA_LOADER_MORE;
+	if (ld->merge_failed) {
+		snprintf(ld->why, sizeof(ld->why),
+			 "out of memory merging the log");
+		return NSA_LOADER_FAILED;
+	}
+	if (ld->keys_done && ld->conn->exp_count == 0)
+		return read_whole(ld);
+	return NSA_LOADER_MORE;
 }
 
 int nsa_loader_run(const struct nsa_store_conf *conf,
@@ -599,8 +832,9 @@ int nsa_loader_run(const struct nsa_store_conf *conf,
 			rc = nsa_loader_on_readable(&ld);
 	}
 	if (rc < 0)
-		snprintf(err, errlen, "%s:%u: %s", topo->nodes[node].addr.host,
-			 topo->nodes[node].addr.port, ld.why);
+		snprintf(err, errlen, "%s:%u: %s",
+			 topo->nodes[ld.conn_node].addr.host,
+			 topo->nodes[ld.conn_node].addr.port, ld.why);
 	nsa_loader_close(&ld);
 	return rc;
 }

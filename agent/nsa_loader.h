@@ -12,6 +12,7 @@
 #include "ns_record.h"
 #include "nsa_cluster.h"
 #include "nsa_conn.h"
+#include "nsa_logmerge.h"
 
 /* Where the sessions go. */
 struct nsa_loader_sink {
@@ -22,6 +23,12 @@ struct nsa_loader_sink {
 	/* n keys or values under natsync's prefix that are not valid. */
 	void (*bad)(void *arg, uint64_t n);
 	void *arg;
+	/* Log layout: with batch_key_len > 0 only segments signed with
+	 * batch_key count; n refused ones go to unauthenticated (to bad when
+	 * it is NULL). The keys layout's values carry no signature. */
+	const char *batch_key;
+	size_t batch_key_len;
+	void (*unauthenticated)(void *arg, uint64_t n);
 };
 
 /* nsa_loader_on_readable() and nsa_loader_run(): */
@@ -31,6 +38,10 @@ struct nsa_loader_sink {
 /* GETKEYSINSLOT refused for good (ACL, an older or stripped server), not a
  * passing state such as LOADING: load with SCAN. */
 #define NSA_LOADER_SLOTS_REFUSED (-2)
+/* Log layout: a compaction round replaced the checkpoint the load read
+ * while it read (the mark changed): what it read may have expired in
+ * part, so nothing went to the sink; load again. */
+#define NSA_LOADER_RACED (-3)
 
 struct nsa_loader {
 	struct nsa_conn *conn; /* NULL: closed */
@@ -52,6 +63,31 @@ struct nsa_loader {
 	redisContext *importer; /* the target of a migrating slot */
 	struct nsa_addr importer_addr;
 	struct nsa_loader_sink sink;
+	/* [store] layout = log: the segments read are merged here and the
+	 * live records go to the sink when every one is read. */
+	int log;
+	int merge_failed; /* out of memory: the load fails */
+	struct nsa_logmerge merge;
+	/* Log layout on a cluster: a segment holds the records of the slots
+	 * its master served when it was written, so after resharding a
+	 * node's sessions may lie on any master. The load reads node's
+	 * segments, then every other master's (SCAN, one after the other on
+	 * the same connection), and merges only the records of node's slots
+	 * (keep_slots). conn_node is the master the connection is to. */
+	unsigned int conn_node;
+	unsigned int next_other; /* the next master to read after node */
+	uint64_t keep_slots[NS_SLOTS / 64];
+	/* Log layout: compaction's mark (nsa_logmerge.h) as read before the
+	 * first master's keys; read again before each other master's and
+	 * once at the end. A change fails the load (RACED) unless the load
+	 * took less than the marks' grace: what a newer round replaced
+	 * expires that long after its mark, which the first read missed. */
+	struct nsa_logmark mark;
+	int marks_read; /* mark replies so far */
+	int mark_changed;
+	uint32_t mark_grace_ms; /* the least grace of the marks read */
+	uint64_t mark_asked_ns; /* monotonic: the first mark asked for */
+	int mark_final; /* the last one is asked for */
 	char why[160];
 };
 

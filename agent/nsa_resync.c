@@ -63,6 +63,13 @@ static void resync_bad(void *arg, uint64_t n)
 	SB_STAT_ADD(sb, bad_values, n);
 }
 
+static void resync_unauthenticated(void *arg, uint64_t n)
+{
+	struct nsa_standby *sb = arg;
+
+	SB_STAT_ADD(sb, unauthenticated, n);
+}
+
 void nsa_sb_resync_close(struct nsa_standby *sb, struct sb_node *nd)
 {
 	nsa_loader_close(&nd->ld);
@@ -102,7 +109,22 @@ static void sync_check(struct nsa_standby *sb)
 void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node);
 static void topo_refresh(struct nsa_standby *sb);
 
+static void resync_finish_one(struct nsa_standby *sb, unsigned int node);
+
+/* A resync done; another at once when one was asked for meanwhile
+ * (NS_BATCH_F_RESYNC). */
 static void resync_finish(struct nsa_standby *sb, unsigned int node)
+{
+	struct sb_node *nd = &sb->nodes[node];
+
+	resync_finish_one(sb, node);
+	if (nd->resync_again && !nd->ld.conn) {
+		nd->resync_again = 0;
+		nsa_sb_resync_start(sb, node);
+	}
+}
+
+static void resync_finish_one(struct nsa_standby *sb, unsigned int node)
 {
 	struct sb_node *nd = &sb->nodes[node];
 	uint32_t moved = nd->ld.slots_moved, unread = nd->ld.slots_unread;
@@ -216,11 +238,18 @@ static void topo_refresh(struct nsa_standby *sb)
 void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node)
 {
 	struct sb_node *nd = &sb->nodes[node];
-	const struct nsa_loader_sink sink = {resync_apply, resync_bad, sb};
+	const struct nsa_loader_sink sink = {
+		.apply = resync_apply,
+		.bad = resync_bad,
+		.arg = sb,
+		.batch_key = sb->conf.batch_key,
+		.batch_key_len = sb->conf.batch_key_len,
+		.unauthenticated = resync_unauthenticated};
 	char err[256] = "";
 
 	nsa_sb_resync_close(sb, nd);
 	nd->retry_at = 0;
+	nd->resync_again = 0; /* this one begins after what asked for it */
 	if (nsa_loader_open(&nd->ld, &sb->conf.store, &sb->topo, node, &sink,
 			    err, sizeof(err)) < 0) {
 		nsa_sb_resync_fail(sb, node, err[0] ? err : "connect");
@@ -245,6 +274,12 @@ void nsa_sb_resync_step(struct nsa_standby *sb, unsigned int node, int rc)
 			 "loading with SCAN",
 			 nd->addr.host, nd->addr.port, nd->ld.why);
 		nd->scan_only = 1;
+		nsa_sb_resync_start(sb, node);
+	} else if (rc == NSA_LOADER_RACED) {
+		/* Nothing applied yet (the log's records go to the table at
+		 * the end): read the log again under the new mark. */
+		NSA_INFO("standby: %s:%u: %s: loading again", nd->addr.host,
+			 nd->addr.port, nd->ld.why);
 		nsa_sb_resync_start(sb, node);
 	} else if (rc < 0) {
 		nsa_sb_resync_fail(sb, node, nd->ld.why);

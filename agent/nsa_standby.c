@@ -138,6 +138,24 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 	nsa_lag_batch_end(&sb->lag, &sb->st);
 	SB_STAT_ADD(sb, batches, 1);
 	SB_STAT_ADD(sb, records, n);
+	if (h.flags & NS_BATCH_F_RESYNC && seq != NSA_SEQ_GAP) {
+		/* The store lost a segment (log layout) whose batch this
+		 * table applied: read the master again. A resync under way
+		 * began before that batch was applied and keeps what it
+		 * changed, so another follows it. */
+		struct sb_node *nd = &sb->nodes[node];
+
+		if (!nd->resync_asked_logged)
+			NSA_WARN("standby: %s:%u lost a batch it was sent "
+				 "(refused for good): resyncing it (further "
+				 "ones are not logged)",
+				 nd->addr.host, nd->addr.port);
+		nd->resync_asked_logged = 1;
+		if (nd->ld.conn)
+			nd->resync_again = 1;
+		else
+			nsa_sb_resync_start(sb, node);
+	}
 	if (seq == NSA_SEQ_GAP) {
 		SB_STAT_ADD(sb, gaps, 1);
 		NSA_WARN("standby: gap on %s from publisher %u (seq %" PRIu64
@@ -275,6 +293,9 @@ static int sb_setup(struct nsa_standby *sb)
 			NSA_WARN("standby: store not ready: %s", err);
 			snprintf(last_err, sizeof(last_err), "%s", err);
 		}
+		/* A dump asked for (SIGUSR1) while the store is away: the
+		 * table as it stands, not the asker's timeout. */
+		nsa_dumpreq_serve(&sb->dump, sb->table);
 		nsdp_sleep_ms_unless(&sb->stop, (unsigned int)backoff);
 		backoff = backoff * 2 > SB_BACKOFF_MAX_MS ? SB_BACKOFF_MAX_MS
 							  : backoff * 2;

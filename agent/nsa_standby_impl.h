@@ -43,6 +43,10 @@ struct sb_node {
 	uint64_t not_before_ns;
 	uint64_t unread_warned; /* moved << 32 | unread, last logged */
 	uint64_t barrier_pings; /* sub.pings when the barrier was asked */
+	/* NS_BATCH_F_RESYNC came while a resync ran (begun before the
+	 * batch the store lost was applied): another one follows it. */
+	int resync_again;
+	int resync_asked_logged;
 };
 
 struct nsa_standby {

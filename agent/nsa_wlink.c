@@ -61,6 +61,8 @@ void nsa_link_kill(struct nsa_writer *w, struct nsa_link *c, const char *why)
 		b->retry = 1;
 		if (e.kind == NSA_EXP_NOTIFY)
 			c->inflight_batches--;
+		if (e.kind == NSA_EXP_SEGMENT)
+			nsa_seg_untrack(w, b);
 		if (--b->pending == 0 && b->closed)
 			nsa_batch_finalize(w, b);
 	}

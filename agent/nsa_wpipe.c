@@ -49,10 +49,20 @@ static void log_error_once(struct nsa_writer *w, const char *text, size_t len)
 			return;
 	if (w->n_logged < NSA_MAX_LOGGED_KINDS)
 		memcpy(w->logged[w->n_logged++], kind, k + 1);
-	NSA_ERR("writer %u: store refused a command: %.*s (records counted "
-		"as dropped, their keys read back for the standbys; further "
-		"'%s' errors are counted, not logged)",
-		w->idx, (int)(len > 200 ? 200 : len), text, kind);
+	if (w->a->conf.store.layout == NSA_LAYOUT_LOG)
+		/* A segment cannot be read back by key (schema/FORMAT.md,
+		 * Log layout): the standbys read the master again. */
+		NSA_ERR("writer %u: store refused a command: %.*s (records "
+			"counted as dropped, lost from the store; the "
+			"standbys are told to read the master again; further "
+			"'%s' errors are counted, not logged)",
+			w->idx, (int)(len > 200 ? 200 : len), text, kind);
+	else
+		NSA_ERR("writer %u: store refused a command: %.*s (records "
+			"counted as dropped, their keys read back for the "
+			"standbys; further '%s' errors are counted, not "
+			"logged)",
+			w->idx, (int)(len > 200 ? 200 : len), text, kind);
 }
 
 /* ---- batches ---------------------------------------------------------- */
@@ -87,6 +97,7 @@ struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
 	b->closed = 0;
 	b->retry = 0;
 	b->store = 0;
+	b->resync = 0;
 	b->body_len = NS_BATCH_HDR_LEN;
 	b->wseq = w->wseq++;
 	b->open_ns = w->now_ns;
@@ -95,6 +106,8 @@ struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
 
 void nsa_batch_put(struct nsa_writer *w, struct nsa_batch *b)
 {
+	/* Never left on the list of segments in flight when reused. */
+	nsa_seg_untrack(w, b);
 	b->next_free = w->free_batches;
 	w->free_batches = b;
 }
@@ -199,6 +212,17 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 {
 	unsigned int i, dropped = 0, replays = 0, stores = 0;
 
+	if (b->resync) {
+		/* Not held for the resend (it has no records): asked for
+		 * again, and sent once the writer is out of retry mode. */
+		if (b->retry || w->retry_mode)
+			w->log_resync[b->resync_slot / 64] |=
+				1ull << (b->resync_slot % 64);
+		if (b->retry)
+			w->retry_mode = 1;
+		nsa_batch_put(w, b);
+		return;
+	}
 	if (b->retry || w->retry_mode) {
 		w->retry_mode = 1;
 		if (nsa_batch_hold(w, b) == 0)
@@ -244,6 +268,118 @@ static int expect(struct nsa_writer *w, struct nsa_link *c, struct nsa_batch *b,
 	return 0;
 }
 
+/* The connection a command for slot goes to (an ASK target while the slot
+ * is being migrated), and whether it needs ASKING. */
+static unsigned int route_slot(const struct nsa_writer *w, uint16_t slot,
+			       unsigned int node, int *asking)
+{
+	unsigned int i;
+
+	*asking = 0;
+	for (i = 0; w->topo.cluster && i < w->n_ask; i++) {
+		if (w->ask[i].slot == slot) {
+			*asking = 1;
+			return w->ask[i].conn;
+		}
+	}
+	return node;
+}
+
+/* Log layout: the batch as published, stored as one segment in its
+ * channel's slot (schema/FORMAT.md), before the notification. Its expiry is
+ * the longest timeout among its records; none if one never expires. */
+static int segment_write(struct nsa_writer *w, struct nsa_link *c,
+			 struct nsa_batch *b, uint64_t seq, const uint8_t *mac,
+			 size_t mac_len)
+{
+	char key[NS_SEGMENT_KEY_MAX];
+	unsigned int i, cmd_idx, node;
+	uint32_t px = 0;
+	int forever = 0, asking, len;
+	struct nsa_link *cc;
+
+	for (node = 0; node < w->n_conns && w->conns[node] != c; node++)
+		;
+	for (i = 0; i < b->count; i++) {
+		if (b->sess[i].timeout_ms == 0)
+			forever = 1;
+		else if (b->sess[i].timeout_ms > px)
+			px = b->sess[i].timeout_ms;
+	}
+	len = ns_segment_key(c->channel_slot, w->publisher_id, seq, key);
+	if (len < 0)
+		return len;
+	cmd_idx = route_slot(w, c->channel_slot, node, &asking);
+	cc = cmd_idx < w->n_conns ? w->conns[cmd_idx] : c;
+	if (asking) {
+		nsa_conn_cmd(&cc->conn, 1);
+		nsa_conn_arg_str(&cc->conn, "ASKING");
+		if (expect(w, cc, b, 0, NSA_EXP_ASKING) != 0)
+			return -ENOMEM;
+	}
+	nsa_conn_cmd(&cc->conn, forever ? 3 : 5);
+	nsa_conn_arg_str(&cc->conn, "SET");
+	nsa_conn_arg(&cc->conn, key, (size_t)len);
+	nsa_conn_arg2(&cc->conn, b->body, b->body_len, mac, mac_len);
+	if (!forever) {
+		nsa_conn_arg_str(&cc->conn, "PX");
+		nsa_conn_arg_u32(&cc->conn, px);
+	}
+	if (expect(w, cc, b, 0, NSA_EXP_SEGMENT) != 0)
+		return -ENOMEM;
+	W_STAT_ADD(w, sets, 1);
+	W_STAT_ADD(w, log_bytes, b->body_len + mac_len);
+	return 0;
+}
+
+/* ---- the log layout's segments in flight ------------------------------ */
+
+static void seg_publish_low(struct nsa_writer *w)
+{
+	__atomic_store_n(&w->seg_low_ns,
+			 w->seg_head ? w->seg_head->seg_sent_ns : UINT64_MAX,
+			 __ATOMIC_SEQ_CST);
+}
+
+/* Before b's segment is signed: on the list, and with an empty list the
+ * low mark set to now, before the signing time is read. The compactor
+ * reads the time first and the mark second, so a segment whose signing it
+ * did not see has a sent_ns after its time (nsa_active.c). */
+static void seg_track(struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (b->seg_listed)
+		nsa_seg_untrack(w, b);
+	b->seg_sent_ns = nsdp_realtime_ns();
+	if (w->seg_head == NULL)
+		__atomic_store_n(&w->seg_low_ns, b->seg_sent_ns,
+				 __ATOMIC_SEQ_CST);
+	b->seg_prev = w->seg_tail;
+	b->seg_next = NULL;
+	if (w->seg_tail)
+		w->seg_tail->seg_next = b;
+	else
+		w->seg_head = b;
+	w->seg_tail = b;
+	b->seg_listed = 1;
+}
+
+void nsa_seg_untrack(struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (!b->seg_listed)
+		return;
+	if (b->seg_prev)
+		b->seg_prev->seg_next = b->seg_next;
+	else
+		w->seg_head = b->seg_next;
+	if (b->seg_next)
+		b->seg_next->seg_prev = b->seg_prev;
+	else
+		w->seg_tail = b->seg_prev;
+	b->seg_prev = b->seg_next = NULL;
+	b->seg_listed = 0;
+	seg_publish_low(w);
+}
+
 int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 {
 	const struct nsa_config *conf = &w->a->conf;
@@ -254,18 +390,24 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 		.epoch = b->epoch,
 		.count = (uint16_t)b->count,
 		.flags = (uint8_t)((conf->batch_key_len ? NS_BATCH_F_HMAC : 0) |
-				   (b->store ? NS_BATCH_F_STORE : 0)),
+				   (b->store ? NS_BATCH_F_STORE : 0) |
+				   (b->resync ? NS_BATCH_F_RESYNC : 0)),
 		.seq = ++w->seq[c->channel_slot],
 		.body_len = (uint32_t)(b->body_len - NS_BATCH_HDR_LEN),
 		/* Signed with the records: a standby refuses the batch on
 		 * another channel, or once it is older than its subscription
 		 * (nsa_order.c). */
 		.channel_slot = c->channel_slot,
-		.sent_ns = nsdp_realtime_ns(),
 	};
+	const int segment =
+		conf->store.layout == NSA_LAYOUT_LOG && !b->store && !b->resync;
 	uint8_t mac[NS_BATCH_MAC_LEN];
 	size_t mac_len = 0;
 
+	if (segment)
+		seg_track(w, b);
+	/* After seg_track's low mark: not before it. */
+	h.sent_ns = nsdp_realtime_ns();
 	ns_batch_hdr_encode(&h, b->body);
 	if (conf->batch_key_len) {
 		/* The trailer goes out after the body; the batch keeps only
@@ -275,6 +417,10 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 				 mac) != 0)
 			return -EINVAL;
 		mac_len = NS_BATCH_MAC_LEN;
+	}
+	if (segment && segment_write(w, c, b, h.seq, mac, mac_len) != 0) {
+		nsa_seg_untrack(w, b);
+		return -ENOMEM;
 	}
 	nsa_conn_cmd(&c->conn, 3);
 	nsa_conn_arg_str(&c->conn,
@@ -287,6 +433,41 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 	c->open = NULL;
 	c->inflight_batches++;
 	return 0;
+}
+
+/* Log layout: tell the standbys of every master that refused a segment
+ * for good to read it again, one NS_BATCH_F_RESYNC batch on its channel
+ * after what it published before (closed first). Not while the writer
+ * resends: the request follows the resent batches. */
+void nsa_log_resync_send(struct nsa_writer *w)
+{
+	unsigned int i;
+
+	if (w->retry_mode)
+		return;
+	for (i = 0; i < w->topo.n_nodes && i < w->n_conns; i++) {
+		struct nsa_link *c = w->conns[i];
+		uint16_t slot = c->channel_slot;
+		struct nsa_batch *b;
+
+		if (!((w->log_resync[slot / 64] >> (slot % 64)) & 1) ||
+		    c->conn.fd < 0)
+			continue;
+		if (c->open != NULL && nsa_batch_close(w, c) != 0)
+			return;
+		if ((b = nsa_batch_get(w)) == NULL)
+			return;
+		b->resync = 1;
+		b->resync_slot = slot;
+		b->epoch = w->epoch_seen;
+		c->open = b;
+		if (nsa_batch_close(w, c) != 0) {
+			c->open = NULL;
+			nsa_batch_put(w, b);
+			return;
+		}
+		w->log_resync[slot / 64] &= ~(1ull << (slot % 64));
+	}
 }
 
 /* Count s, just encoded (len bytes) at the end of c's open batch, into it,
@@ -402,6 +583,9 @@ int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
 		}
 		return 0;
 	}
+	/* Log layout: the batch is the store's write (segment_write). */
+	if (w->a->conf.store.layout == NSA_LAYOUT_LOG)
+		return nsa_batch_push(w, c, s, rflag, (size_t)len);
 	if (asking) {
 		nsa_conn_cmd(&cc->conn, 1);
 		nsa_conn_arg_str(&cc->conn, "ASKING");
@@ -511,10 +695,22 @@ static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 		} else if (e->kind == NSA_EXP_CMD) {
 			b->rflags[e->a] |= NSA_REC_DROPPED;
 			nsa_readback_queue(w, &b->sess[e->a]);
+		} else if (e->kind == NSA_EXP_SEGMENT) {
+			/* The log cannot be read back by key: the records
+			 * are lost from the store (schema/FORMAT.md), and the
+			 * standbys that got them read the master again. */
+			unsigned int i;
+
+			for (i = 0; i < b->count; i++)
+				b->rflags[i] |= NSA_REC_DROPPED;
+			w->log_resync[c->channel_slot / 64] |=
+				1ull << (c->channel_slot % 64);
 		}
 	}
 	if (e->kind == NSA_EXP_NOTIFY)
 		c->inflight_batches--;
+	if (e->kind == NSA_EXP_SEGMENT)
+		nsa_seg_untrack(w, b);
 	if (--b->pending == 0 && b->closed)
 		nsa_batch_finalize(w, b);
 }

@@ -35,7 +35,8 @@ enum nsa_exp_kind {
 	NSA_EXP_ASKING,
 	NSA_EXP_CMD,
 	NSA_EXP_NOTIFY,
-	NSA_EXP_READBACK /* no batch: a = the nsa_readback's index */
+	NSA_EXP_READBACK, /* no batch: a = the nsa_readback's index */
+	NSA_EXP_SEGMENT /* the log layout's SET of the whole batch */
 };
 
 /* The records routed to one master between two notifications. */
@@ -52,10 +53,19 @@ struct nsa_batch {
 	int closed;
 	int retry;
 	int store; /* NSA_REC_STORE records only (NS_BATCH_F_STORE) */
+	/* No records: NS_BATCH_F_RESYNC on the channel of resync_slot */
+	int resync;
+	uint16_t resync_slot;
 	struct ns_session *sess; /* [batch_size], kept for resending */
 	uint8_t *rflags; /* [batch_size] NSA_REC_* */
 	uint8_t *body; /* ns_batch header + records in wire form */
 	size_t body_len;
+	/* Log layout: while its segment is sent and not yet answered, the
+	 * batch is on its writer's list of such segments, oldest first
+	 * (nsa_seg_track, for the compactor). */
+	struct nsa_batch *seg_prev, *seg_next;
+	uint64_t seg_sent_ns;
+	int seg_listed;
 };
 
 /* A writer's connection to one master (or to an ASK target). */
@@ -139,6 +149,10 @@ struct nsa_writer {
 	size_t n_rb, cap_rb, rb_undone, rb_sent;
 	uint8_t rb_slots[NS_SLOTS / 8]; /* slots of the keys read back */
 	int rb_unreadable_logged;
+	/* Log layout: channel slots whose master refused a segment for good
+	 * and whose standbys are yet to be told to read it again
+	 * (NS_BATCH_F_RESYNC). */
+	uint64_t log_resync[NS_SLOTS / 64];
 
 	/* Health (nsa_active_writer_health), written by this writer, read
 	 * by any thread with relaxed atomics: since when it has been
@@ -148,6 +162,15 @@ struct nsa_writer {
 	uint32_t health_seq;
 	uint32_t n_masters_pub;
 	uint64_t masters_pub[NSA_MAX_NODES][NSA_WRITER_MASTER_LEN / 8];
+
+	/* Log layout: the segments sent and not yet answered, in signing
+	 * order, and the oldest one's sent_ns (UINT64_MAX: none, or the
+	 * time a first one is about to be signed), written by this writer
+	 * with seq_cst atomics, read by the compactor: a segment signed
+	 * before the compactor's listing and older than this is in the
+	 * store already (nsa_seg_low_ns). */
+	struct nsa_batch *seg_head, *seg_tail;
+	uint64_t seg_low_ns;
 
 	uint64_t now_ns;
 	int in_burst; /* set while drained records are not yet counted */
@@ -163,6 +186,11 @@ struct nsa_active {
 	unsigned int n_writers;
 	int stop;
 	int running;
+	/* [store] layout = log: the compactor thread and its counters
+	 * (atomic: read by nsa_active_stats). */
+	pthread_t compactor;
+	int compactor_started;
+	uint64_t compactions, compact_bytes;
 	struct nsa_writer *w[];
 };
 
@@ -186,6 +214,8 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b);
 unsigned int nsa_records_lost(struct nsa_writer *w, const uint8_t *flags,
 			      unsigned int n);
 int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c);
+/* b's segment was answered, or its connection lost. */
+void nsa_seg_untrack(struct nsa_writer *w, struct nsa_batch *b);
 int nsa_batch_push(struct nsa_writer *w, struct nsa_link *c,
 		   const struct ns_session *s, uint8_t rflag, size_t len);
 int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
@@ -205,6 +235,7 @@ void nsa_readback_lost(struct nsa_writer *w, const struct nsa_exp *e);
 void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
 			char type, const char *text, long len);
 int nsa_readback_append(struct nsa_writer *w, const struct ns_session *s);
+void nsa_log_resync_send(struct nsa_writer *w);
 
 /* nsa_active.c */
 void nsa_writer_health_retrying(struct nsa_writer *w);

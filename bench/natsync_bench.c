@@ -48,6 +48,7 @@ static void usage(FILE *out)
 		"with the classic SET+PUBLISH per event.\n"
 		"\n"
 		"  --store H:P[,H:P..]   store seeds (default 127.0.0.1:7000)\n"
+		"  --layout keys|log     [store] layout (default keys)\n"
 		"  --mode M              natsync (default): replicate through "
 		"the\n"
 		"                        writers to an in-process standby;\n"
@@ -100,7 +101,15 @@ static void usage(FILE *out)
 		"                        lag p99 with gnuplot (implies\n"
 		"                        --sweep all unless given; rows go\n"
 		"                        to FILE.csv unless --csv)\n"
+		"  --set SECTION.KEY=VALUE  a configuration key (repeatable);\n"
+		"                        the options above win over it\n"
 		"  --sessions N          coldload: sessions (default 1000000)\n"
+		"  --settle              coldload, --layout log: before the\n"
+		"                        load, let the compactor checkpoint\n"
+		"                        the fill and the covered segments\n"
+		"                        expire; adds settled_store_bytes_\n"
+		"                        per_session=X peak_store_bytes_per_\n"
+		"                        session=X settle_seconds=S\n"
 		"  --runs N              record: timed runs, the median is\n"
 		"                        reported (default 51)\n"
 		"  --calls N             record: calls per run (default half "
@@ -256,6 +265,7 @@ int main(int argc, char **argv)
 		.repeat = 1,
 	};
 	const char *store = "127.0.0.1:7000";
+	const char *layout = "keys";
 	uint64_t events = 1000000, flows = 200000, rate = 0;
 	uint64_t workers = 0, batch = 0, inflight = 0;
 	int rate_given = 0, sessions_given = 0, record_given = 0;
@@ -282,12 +292,17 @@ int main(int argc, char **argv)
 	const struct {
 		const char *name;
 		const char **dst;
-	} strings[] = {{"store", &store}, {"csv", &o.csv}, {"plot", &o.plot}};
+	} strings[] = {{"store", &store},
+		       {"csv", &o.csv},
+		       {"plot", &o.plot},
+		       {"layout", &layout}};
 	const struct option more[] = {
 		{"standby", no_argument, &o.standby, 1},
 		{"no-standby", no_argument, &o.standby, 0},
 		{"flush", no_argument, &o.flush, 1},
 		{"half-load", no_argument, &o.half_load, 1},
+		{"settle", no_argument, &o.settle, 1},
+		{"set", required_argument, NULL, 'S'},
 		{"mode", required_argument, NULL, 'm'},
 		{"sweep", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
@@ -331,6 +346,10 @@ int main(int argc, char **argv)
 			if (parse_sweep(optarg, &o.sweep))
 				return 2;
 			break;
+		case 'S': /* a configuration key, as natsync-agent --set */
+			if (nsa_cli_option(&cli, 's', optarg) != NSA_CLI_RUN)
+				return 2;
+			break;
 		case 0: /* a flag, set by getopt_long() */
 			break;
 		default:
@@ -360,6 +379,7 @@ int main(int argc, char **argv)
 
 	nsa_config_defaults(&conf);
 	if (nsb_conf_set(&conf, "store.seeds=%s", store) ||
+	    nsb_conf_set(&conf, "store.layout=%s", layout) ||
 	    nsb_conf_set(&conf, "agent.eal_args=%s -m %u", BENCH_EAL_ARGS,
 			 mem_mb) ||
 	    nsb_conf_set(&conf, "source.type=synth") ||

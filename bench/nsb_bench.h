@@ -44,6 +44,10 @@ struct nsb_opts {
 	uint64_t runs; /* record: timed runs (the median is reported) */
 	uint64_t repeat; /* sweep: measurements per point (median plotted) */
 	uint64_t calls; /* record: calls per run, 0 = half the ring */
+	/* coldload, log layout: after the fill keep the writers' compactor
+	 * running until its checkpoint covers the fill and the segments it
+	 * covered expired; the store's memory then, and its peak meanwhile */
+	int settle;
 };
 
 /* One replication run's figures (natsync, naive and coldload runs). */

@@ -19,6 +19,16 @@
  * over TCP, translated to 203.0.113.(i % 256), port 1024 + i / 256, so
  * every key and every reply tuple is distinct.
  *
+ * In the log layout the store holds segments, not one key per session:
+ * the standby must hold --sessions sessions (the store must be empty
+ * first: --flush), and the bytes per session divide by them. With --settle
+ * the writers stay up after the fill until their compactor has written a
+ * checkpoint covering it (a round that began a grace period after the
+ * fill) and the segments it covered have expired (another grace period,
+ * and until the store's key count stops falling); the store's memory is
+ * sampled every 100 ms meanwhile, its growth over the empty store at the
+ * end and at the peak give settled_ and peak_store_bytes_per_session.
+ *
  * Not here: live traffic during the load (test_standby covers it).
  */
 #include <inttypes.h>
@@ -108,10 +118,68 @@ static int fill(const struct nsa_config *conf, struct nsa_source *src,
 	return 0;
 }
 
-/* Fill the store; the store's memory before and after in *before, *after. */
+/* What --settle measured. */
+struct settle {
+	double seconds;
+	uint64_t used_end, used_peak, keys_end, compactions;
+};
+
+/* Keep active (its compactor) running until the log settles: two grace
+ * periods at least (a round merges only segments a grace period old, and
+ * what it covered expires a grace period after it), then until neither
+ * the compactor's rounds nor the store's key count changed for a grace
+ * period and 2 s (at most COLD_SETTLE_MAX_S in all). The store's memory is
+ * sampled every 100 ms. What the compactor leaves is its own rule's: the
+ * last checkpoint and the segments written since, below
+ * log_compact_pct % of it (schema/FORMAT.md, Compaction). */
+#define COLD_SETTLE_MAX_S 120.0
+static int settle_log(const struct nsa_config *conf, struct nsa_active *active,
+		      struct settle *s)
+{
+	const double grace = conf->log_compact_grace_ms / 1000.0;
+	const double t0 = nsdp_now_s();
+	struct nsa_active_stats st;
+	struct nsb_store_mem m;
+	uint64_t rounds0, rounds = UINT64_MAX, keys = UINT64_MAX;
+	double changed = t0;
+
+	nsa_active_stats(active, &st);
+	rounds0 = st.compactions;
+	memset(s, 0, sizeof(*s));
+	while (nsdp_now_s() - t0 < COLD_SETTLE_MAX_S) {
+		double now;
+
+		nsdp_sleep_ms(100);
+		now = nsdp_now_s();
+		if (nsb_store_probe(&conf->store, &m) != 0)
+			return -1;
+		if (m.used_memory > s->used_peak)
+			s->used_peak = m.used_memory;
+		nsa_active_stats(active, &st);
+		if (st.compactions != rounds || m.keys != keys) {
+			rounds = st.compactions;
+			keys = m.keys;
+			changed = now;
+			continue;
+		}
+		if (now - t0 >= 2 * grace + 1 && now - changed >= grace + 2) {
+			s->seconds = now - t0;
+			s->used_end = m.used_memory;
+			s->keys_end = m.keys;
+			s->compactions = st.compactions - rounds0;
+			return 0;
+		}
+	}
+	NSA_ERR("coldload: the log did not settle in %.0f s",
+		COLD_SETTLE_MAX_S);
+	return -1;
+}
+
+/* Fill the store; the store's memory before and after in *before, *after
+ * (and, with --settle, what settling measured in *s). */
 static int fill_store(const struct nsa_config *conf, const struct nsb_opts *o,
 		      struct nsb_store_mem *before, struct nsb_store_mem *after,
-		      double *seconds)
+		      double *seconds, struct settle *s)
 {
 	static struct nsa_config fconf;
 	struct nsa_source src = {0};
@@ -142,6 +210,8 @@ static int fill_store(const struct nsa_config *conf, const struct nsb_opts *o,
 			st.dropped + st.lane_drops);
 		goto out;
 	}
+	if (o->settle && settle_log(conf, active, s) != 0)
+		goto out;
 	rc = 0;
 out:
 	nsb_writers_stop(active);
@@ -157,6 +227,9 @@ int nsb_coldload(const struct nsa_config *conf, const struct nsb_opts *o)
 {
 	static struct nsa_config sconf;
 	struct nsb_store_mem before, after;
+	const int log = conf->store.layout == NSA_LAYOUT_LOG;
+	struct settle settled = {0};
+	uint64_t want;
 	struct nsb_result r;
 	struct nsa_standby *sb = NULL;
 	struct nsa_standby_stats st = {0};
@@ -171,16 +244,27 @@ int nsb_coldload(const struct nsa_config *conf, const struct nsb_opts *o)
 		NSA_ERR("coldload: at most %llu sessions", COLD_MAX_SESSIONS);
 		return 1;
 	}
-	if (fill_store(conf, o, &before, &after, &fill_s) != 0)
+	if (o->settle && !log) {
+		NSA_ERR("coldload: --settle is for --layout log");
+		return 1;
+	}
+	if (fill_store(conf, o, &before, &after, &fill_s, &settled) != 0)
 		goto print;
+	/* The log layout's keys are segments: per session, not per key. */
+	want = log ? o->sessions : after.keys;
 	r.store_bytes_per_session =
-		nsb_store_bytes_per_session(&before, &after);
+		log ? (after.used_memory > before.used_memory && !before.keys
+			       ? (double)(after.used_memory -
+					  before.used_memory) /
+					 (double)o->sessions
+			       : -1)
+		    : nsb_store_bytes_per_session(&before, &after);
 	fprintf(stderr,
 		"natsync-bench: coldload: %" PRIu64 " sessions written in "
 		"%.3f s; starting a fresh standby\n",
 		o->sessions, fill_s);
 
-	capacity = after.keys + after.keys / 4;
+	capacity = want + want / 4;
 	sconf = *conf;
 	sconf.role = NSA_ROLE_STANDBY;
 	sconf.table_capacity = capacity < 1024 ? 1024 : (unsigned int)capacity;
@@ -204,11 +288,11 @@ int nsb_coldload(const struct nsa_config *conf, const struct nsb_opts *o)
 	if (ts.live)
 		r.table_bytes_per_session =
 			(double)ts.memory_bytes / (double)ts.live;
-	rc = ts.live == after.keys ? 0 : 1;
+	rc = ts.live == want ? 0 : 1;
 	if (rc)
 		NSA_ERR("coldload: the standby holds %" PRIu64
-			" sessions, the store %" PRIu64 " keys",
-			ts.live, after.keys);
+			" sessions, the store %" PRIu64 " %s",
+			ts.live, want, log ? "sessions" : "keys");
 print:
 	if (sb) {
 		nsa_standby_stop(sb);
@@ -233,6 +317,15 @@ print:
 		       r.table_bytes_per_slot, r.table_bytes_per_session);
 	else
 		printf(" table_bytes_per_slot=n/a table_bytes_per_session=n/a");
+	if (o->settle && settled.used_end && !before.keys)
+		printf(" settled_store_bytes_per_session=%.1f "
+		       "peak_store_bytes_per_session=%.1f settle_seconds=%.1f "
+		       "settled_keys=%" PRIu64 " compactions=%" PRIu64,
+		       (double)(settled.used_end - before.used_memory) /
+			       (double)o->sessions,
+		       (double)(settled.used_peak - before.used_memory) /
+			       (double)o->sessions,
+		       settled.seconds, settled.keys_end, settled.compactions);
 	printf("\n");
 	fflush(stdout);
 	if (o->csv)

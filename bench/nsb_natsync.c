@@ -242,6 +242,12 @@ out:
 		if (nsb_store_probe(&conf->store, &after) == 0)
 			r->store_bytes_per_session =
 				nsb_store_bytes_per_session(&before, &after);
+		/* Log layout: the keys are segments; per live session
+		 * instead, compaction as far as it got by the end. */
+		if (conf->store.layout == NSA_LAYOUT_LOG &&
+		    r->store_bytes_per_session >= 0 && r->live > 0)
+			r->store_bytes_per_session *=
+				(double)after.keys / (double)r->live;
 	}
 	return rc;
 }

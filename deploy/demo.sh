@@ -8,7 +8,7 @@
 #
 #   deploy/demo.sh [--events 2000000] [--flows 200000] [--masters 3]
 #                  [--replicas 0] [--port 7000] [--workers 1] [--lanes 1]
-#                  [--batch 256] [--rate 0] [--plain]
+#                  [--batch 256] [--rate 0] [--plain] [--layout keys|log]
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -24,9 +24,11 @@ lanes=1
 batch=256
 rate=0
 plain=0
+# [store] layout of both agents (schema/FORMAT.md).
+layout=keys
 ns_options demo.sh --events=events --flows=flows --masters=masters \
 	--replicas=replicas --port=port --workers=workers --lanes=lanes \
-	--batch=batch --rate=rate --plain=plain=1 -- "$@"
+	--batch=batch --rate=rate --plain=plain=1 --layout=layout -- "$@"
 
 ns_install_deps
 ns_build build-demo
@@ -68,6 +70,7 @@ gateway_id = 2
 eal_args = --no-huge --no-shconf -m 1024 --no-pci --no-telemetry -l 0
 [store]
 seeds = $seeds
+layout = $layout
 [standby]
 table_capacity = $((flows * 2 > 1024 ? flows * 2 : 1024))
 dump = $run/standby.tbl
@@ -79,6 +82,7 @@ gateway_id = 1
 eal_args = --no-huge --no-shconf -m 256 --no-pci --no-telemetry -l 0-$lanes
 [store]
 seeds = $seeds
+layout = $layout
 [active]
 workers = $workers
 batch_size = $batch
@@ -115,7 +119,7 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$report"; }
 
 ns_say "verifying: source table vs store vs standby table"
 match=no
-if build-demo/tools/natsync-verify -S "$seeds" -s "$run/source.tbl" -b "$run/standby.tbl" \
+if build-demo/tools/natsync-verify -S "$seeds" -L "$layout" -s "$run/source.tbl" -b "$run/standby.tbl" \
 	-p "$standby_pid" -t 20 | tee "$run/verify.out"; then
 	match=yes
 fi

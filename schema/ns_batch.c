@@ -9,9 +9,11 @@
  * fill the body exactly. After that, iterating cannot fail on a batch it
  * accepted.
  *
- * Two flags are known. NS_BATCH_F_HMAC: the body is followed by an
+ * Three flags are known. NS_BATCH_F_HMAC: the body is followed by an
  * HMAC-SHA256 trailer (OpenSSL's one-shot HMAC, compared in constant time).
  * NS_BATCH_F_STORE only tells the subscriber how to apply the records.
+ * NS_BATCH_F_RESYNC asks it to read a master again; such a batch has no
+ * records (and is no STORE batch).
  * Unknown flags, non-zero reserved bytes, or bytes after the body (and
  * trailer), are rejected rather than skipped, so that a later format is
  * never half-understood. The MAC covers the whole header, so version 2's
@@ -75,6 +77,18 @@ size_t ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf)
 	return NS_BATCH_HDR_LEN;
 }
 
+int ns_batch_peek_sent(const uint8_t *buf, size_t len, uint64_t *sent_ns)
+{
+	if (len < NS_BATCH_HDR_LEN)
+		return -EMSGSIZE;
+	if (get32(buf + OFF_MAGIC) != NS_BATCH_MAGIC)
+		return -EBADMSG;
+	if (buf[OFF_VERSION] != NS_BATCH_VERSION)
+		return -EPROTO;
+	*sent_ns = get64(buf + OFF_SENT);
+	return 0;
+}
+
 int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 		    const uint8_t **body)
 {
@@ -90,7 +104,8 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 		return -EBADMSG;
 	if ((buf[OFF_VERSION] != NS_BATCH_VERSION &&
 	     buf[OFF_VERSION] != NS_BATCH_V1) ||
-	    (buf[OFF_FLAGS] & ~(NS_BATCH_F_HMAC | NS_BATCH_F_STORE)) != 0)
+	    (buf[OFF_FLAGS] &
+	     ~(NS_BATCH_F_HMAC | NS_BATCH_F_STORE | NS_BATCH_F_RESYNC)) != 0)
 		return -EPROTO;
 	hdr_len = ns_batch_hdr_len(buf[OFF_VERSION]);
 	trailer = buf[OFF_FLAGS] & NS_BATCH_F_HMAC ? NS_BATCH_MAC_LEN : 0;
@@ -116,6 +131,10 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 	hdr.seq = get64(buf + OFF_SEQ);
 	hdr.body_len = get32(buf + OFF_BODY_LEN);
 
+	/* A resync request carries no records. */
+	if (hdr.flags & NS_BATCH_F_RESYNC &&
+	    (hdr.count != 0 || hdr.flags & NS_BATCH_F_STORE))
+		return -EPROTO;
 	if (hdr.count > NS_BATCH_MAX_RECORDS)
 		return -EMSGSIZE;
 	if (hdr.body_len > len - hdr_len - trailer)

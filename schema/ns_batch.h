@@ -34,6 +34,10 @@
  * refused a write for good; a subscriber applies them whatever the
  * timestamps of what it holds. */
 #define NS_BATCH_F_STORE 0x02u
+/* flags: no records; the store refused a segment of this channel for good
+ * (log layout) after its notification went out: a subscriber reads the
+ * sessions of the channel's master again from the store. */
+#define NS_BATCH_F_RESYNC 0x04u
 #define NS_BATCH_MAC_LEN 32
 #define NS_BATCH_MAX_LEN                                               \
 	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_MAX_LEN + \
@@ -74,6 +78,12 @@ size_t ns_batch_hdr_encode(const struct ns_batch_hdr *h, uint8_t *buf);
  * ns_batch_verify(). */
 int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 		    const uint8_t **body);
+
+/* The send time of a version 2 batch from its first len bytes, at least
+ * its header (a GETRANGE of the header): 0 with *sent_ns set, -EMSGSIZE
+ * when len is shorter than a header, -EBADMSG wrong magic, -EPROTO not
+ * version 2. Nothing else is checked. */
+int ns_batch_peek_sent(const uint8_t *buf, size_t len, uint64_t *sent_ns);
 
 /* HMAC-SHA256 of the first len bytes of buf (header and records) under
  * key, into mac. 0, or -EINVAL for an empty key. */

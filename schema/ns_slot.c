@@ -153,3 +153,15 @@ int ns_channel_for_slot(uint16_t slot, char *buf)
 		return -EIO;
 	return snprintf(buf, NS_CHANNEL_MAX, "ns:b:{%u}", channel_n[slot]);
 }
+
+int ns_segment_key(uint16_t slot, uint32_t publisher, uint64_t seq, char *buf)
+{
+	if (slot >= NS_SLOTS)
+		return -EINVAL;
+	pthread_once(&channel_once, channel_table_build);
+	if (!channel_table_ok)
+		return -EIO;
+	return snprintf(buf, NS_SEGMENT_KEY_MAX,
+			NS_SEGMENT_PREFIX "{%u}:%08x:%llx", channel_n[slot],
+			publisher, (unsigned long long)seq);
+}

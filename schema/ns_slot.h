@@ -43,4 +43,15 @@ int ns_key_parse(const void *key, size_t len, uint8_t *proto,
  * NS_CHANNEL_MAX bytes. Thread-safe; the first call builds the table. */
 int ns_channel_for_slot(uint16_t slot, char *buf);
 
+/* Log layout (schema/FORMAT.md): "ns:l:{N}:P:S", in the slot of channel
+ * "ns:b:{N}"; P the publisher id (8 hex digits), S the batch seq (hex). */
+#define NS_SEGMENT_PREFIX "ns:l:"
+#define NS_SEGMENT_PREFIX_LEN 5
+#define NS_SEGMENT_KEY_MAX 48
+
+/* Write the NUL-terminated segment key of the batch publisher published
+ * as seq on the channel of slot; its length, or as ns_channel_for_slot.
+ * buf holds at least NS_SEGMENT_KEY_MAX bytes. */
+int ns_segment_key(uint16_t slot, uint32_t publisher, uint64_t seq, char *buf);
+
 #endif

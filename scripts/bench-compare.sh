@@ -6,9 +6,11 @@
 #      natsync's value size (a v1 IPv4 record),
 #   2. natsync-bench --mode naive: one synchronous SET of a JSON value and
 #      one PUBLISH per event, on one connection,
-#   3. natsync-bench --mode natsync with a standby attached (48-byte values).
+#   3. natsync-bench --mode natsync with a standby attached (48-byte values),
+#   4. the same in the log layout ([store] layout = log: one SET of the
+#      whole batch per batch, schema/FORMAT.md).
 # Prints each rate and ends with
-#   RATIO natsync/redis-benchmark=X natsync/naive=Y
+#   RATIO natsync/redis-benchmark=X natsync-log/redis-benchmark=Y natsync/naive=Z
 #
 #   PORT=7600 scripts/bench-compare.sh [--naive-events 50000]
 #                                     [--events 2000000] [--flows 200000]
@@ -64,18 +66,26 @@ ns_say "natsync-bench --mode natsync --events $events --flows $flows --standby"
 natsync_line=$("$bench" --store "127.0.0.1:$port" --mode natsync \
 	--events "$events" --flows "$flows" --standby | grep '^RESULT ')
 
+flushall
+ns_say "natsync-bench --layout log --mode natsync --events $events --flows $flows --standby"
+log_line=$("$bench" --store "127.0.0.1:$port" --layout log --mode natsync \
+	--events "$events" --flows "$flows" --standby | grep '^RESULT ')
+
 naive_rate=$(field "$naive_line" rate)
 natsync_rate=$(field "$natsync_line" rate)
+log_rate=$(field "$log_line" rate)
 natsync_value=$(field "$natsync_line" value_bytes)
 [ "$natsync_value" = "$value_size" ] ||
 	echo "bench-compare.sh: natsync's values are $natsync_value bytes, redis-benchmark's $value_size" >&2
 
 echo "$naive_line"
 echo "$natsync_line"
+echo "$log_line"
 echo "RATE redis-benchmark=$rb_rate value_bytes=$value_size (SET, -P 64 -c 4)"
 echo "RATE naive=$naive_rate value_bytes=$(field "$naive_line" value_bytes) (JSON SET + PUBLISH, one connection)"
 echo "RATE natsync=$natsync_rate value_bytes=$natsync_value (standby attached, standby_match=$(field "$natsync_line" standby_match))"
-awk -v n="$natsync_rate" -v r="$rb_rate" -v v="$naive_rate" 'BEGIN {
-	printf "RATIO natsync/redis-benchmark=%.2f natsync/naive=%.2f\n",
-		(r > 0 ? n / r : 0), (v > 0 ? n / v : 0)
+echo "RATE natsync-log=$log_rate value_bytes=$(field "$log_line" value_bytes) (log layout, standby attached, standby_match=$(field "$log_line" standby_match))"
+awk -v n="$natsync_rate" -v l="$log_rate" -v r="$rb_rate" -v v="$naive_rate" 'BEGIN {
+	printf "RATIO natsync/redis-benchmark=%.2f natsync-log/redis-benchmark=%.2f natsync/naive=%.2f\n",
+		(r > 0 ? n / r : 0), (r > 0 ? l / r : 0), (v > 0 ? n / v : 0)
 }'

@@ -15,6 +15,14 @@
 #include "nst_agents.h"
 #include "nst_store.h"
 
+/* [store] layout of the agents and natsync-verify (nst_agents_layout). */
+static const char *agents_layout = "keys";
+
+void nst_agents_layout(const char *layout)
+{
+	agents_layout = layout;
+}
+
 void nst_agents_configure(const char *seeds, const struct nst_source_plan *p,
 			  unsigned int progress_ms)
 {
@@ -24,21 +32,23 @@ void nst_agents_configure(const char *seeds, const struct nst_source_plan *p,
 		 "[agent]\nrole = standby\ngateway_id = 2\nprogress_ms = %u\n"
 		 "eal_args = --no-huge --no-shconf -m 512 --no-pci "
 		 "--no-telemetry -l 0\n"
-		 "[store]\nseeds = %s\n"
+		 "[store]\nseeds = %s\nlayout = %s\n"
 		 "[standby]\ntable_capacity = %lu\ndump = %s\n",
-		 progress_ms, seeds, p->flows * 2, nst_run_path("standby.tbl"));
+		 progress_ms, seeds, agents_layout, p->flows * 2,
+		 nst_run_path("standby.tbl"));
 	nst_write_file(nst_run_path("standby.ini"), text);
 	snprintf(text, sizeof(text),
 		 "[agent]\nrole = active\ngateway_id = 1\nprogress_ms = %u\n"
 		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
 		 "--no-telemetry -l 0-1\n"
-		 "[store]\nseeds = %s\n"
+		 "[store]\nseeds = %s\nlayout = %s\n"
 		 "[rings]\nlanes = 1\n"
 		 "[source]\ntype = synth\nflows = %lu\nevents = %lu\n"
 		 "rate = %lu\nseed = 7\nrefresh_pct = 50\n"
 		 "wait_when_full = %s\ndump = %s\n",
-		 progress_ms, seeds, p->flows, p->events, p->rate,
-		 p->drop_when_full ? "no" : "yes", nst_run_path("source.tbl"));
+		 progress_ms, seeds, agents_layout, p->flows, p->events,
+		 p->rate, p->drop_when_full ? "no" : "yes",
+		 nst_run_path("source.tbl"));
 	nst_write_file(nst_run_path("active.ini"), text);
 }
 
@@ -138,8 +148,8 @@ void nst_verify_exact(const char *seeds, int standby_pid,
 		      unsigned long min_sessions)
 {
 	unsigned long store = 0, source = 0, standby = 0;
-	int rc = nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
-			nst_build("tools/natsync-verify"), seeds,
+	int rc = nst_sh("%s -S %s -L %s -s %s -b %s -p %d -t 30 >%s 2>&1",
+			nst_build("tools/natsync-verify"), seeds, agents_layout,
 			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
 			standby_pid, nst_run_path("verify.out"));
 

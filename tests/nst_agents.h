@@ -20,6 +20,11 @@ struct nst_source_plan {
 void nst_agents_configure(const char *seeds, const struct nst_source_plan *p,
 			  unsigned int progress_ms);
 
+/* [store] layout ("keys" or "log") of the files nst_agents_configure()
+ * writes from now on and of nst_verify_exact()'s reading; "keys" until
+ * set. */
+void nst_agents_layout(const char *layout);
+
 /* The pid a background shell wrote to path (asserts it is there). */
 int nst_read_pid(const char *path);
 

@@ -6,7 +6,9 @@
  * each user is refused what it must not do: the standby's user cannot write
  * or publish, the active's user cannot read or subscribe. natsync-gateway
  * does what natsync-gateway does (writers, subscriber, the promotion
- * epoch) and no more.
+ * epoch) and no more. In the log layout the active logs in as
+ * natsync-active-log: it replicates, and compacts the log (SCAN, MGET,
+ * SET of checkpoints, PEXPIRE), and still cannot subscribe.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include "ns_slot.h"
 #include "nsa_active.h"
 #include "nsa_cluster.h"
+#include "nsa_compact.h"
 #include "nsa_fence.h"
 #include "nsa_config.h"
 #include "nsa_standby.h"
@@ -69,6 +72,8 @@ static void acl_up(void)
 	write_secret("active.pw", "active-pw-1");
 	write_secret("standby.pw", "standby-pw-2");
 	write_secret("gateway.pw", "gateway-pw-3");
+	/* CHANGE-ME-ACTIVE-LOG, after the substitution above */
+	write_secret("active-log.pw", "active-pw-1-LOG");
 }
 
 static void acl_down(void)
@@ -79,6 +84,9 @@ static void acl_down(void)
 
 TestSuite(acl, .init = acl_up, .fini = acl_down, .timeout = 120);
 
+/* [store] layout of the configurations config_as makes. */
+static const char *acl_layout = "keys";
+
 /* A finished configuration logging in as user with the password file. */
 static void config_as(struct nsa_config *c, const char *user,
 		      const char *pwfile)
@@ -86,6 +94,8 @@ static void config_as(struct nsa_config *c, const char *user,
 	char err[1024], set[256];
 
 	nsa_config_defaults(c);
+	snprintf(set, sizeof(set), "store.layout=%s", acl_layout);
+	cr_assert_eq(nsa_config_set(c, set, err, sizeof(err)), 0, "%s", err);
 	snprintf(set, sizeof(set), "store.seeds=127.0.0.1:%d", ACL_PORT);
 	cr_assert_eq(nsa_config_set(c, set, err, sizeof(err)), 0, "%s", err);
 	snprintf(set, sizeof(set), "store.user=%s", user);
@@ -314,4 +324,49 @@ Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
 			     "natsync-gateway: %s: %s", cases[i].cmd,
 			     cases[i].refused ? "allowed" : "refused");
 	redisFree(c);
+}
+
+/* The log layout's active user: the writers store segments, the
+ * compactor lists, reads, checkpoints and expires them on every master,
+ * and the user still may not subscribe, read outside ns:* or touch the
+ * epoch. */
+Test(acl, the_active_log_user_replicates_and_compacts_the_log)
+{
+	static const struct acl_case cases[] = {
+		{"SSUBSCRIBE ns:b:{0}", 1},
+		{"GET other:key", 1},
+		{"SET natsync:epoch 9", 1},
+		{"FLUSHALL", 1},
+		{"SCAN 0 MATCH ns:l:* COUNT 10", 0},
+		{"PEXPIRE ns:l:{0}:x 5000", 0},
+		{"GETRANGE ns:l:{0}:x 0 47", 0},
+		{"CLUSTER NODES", 0},
+	};
+	static struct nsa_config conf;
+	static struct nsa_topology topo;
+	struct nsa_compact_result res;
+	uint64_t records = 0, live = 0;
+	char err[512];
+
+	acl_layout = "log";
+	replicate_as("natsync-standby", "standby.pw", "natsync-active-log",
+		     "active-log.pw");
+	config_as(&conf, "natsync-active-log", "active-log.pw");
+	acl_layout = "keys";
+	cr_assert_eq(nsa_topology_fetch(&conf.store, &topo, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(topo.n_nodes, 3);
+	for (unsigned int i = 0; i < topo.n_nodes; i++) {
+		cr_assert_eq(nsa_compact_node(&conf.store, &topo, i, 1, 1, NULL,
+					      0, nsdp_realtime_ns(), 0, &res,
+					      err, sizeof(err)),
+			     0, "compaction as natsync-active-log: %s", err);
+		records += res.records;
+		live += res.live;
+	}
+	/* Every session written once, all alive. */
+	cr_assert_eq(records, SESSIONS);
+	cr_assert_eq(live, SESSIONS);
+	assert_acl("natsync-active-log", "active-pw-1-LOG", cases,
+		   sizeof(cases) / sizeof(cases[0]));
 }

@@ -29,6 +29,7 @@
 #include "nsa_cluster.h"
 #include "nsa_fence.h"
 #include "nsa_config.h"
+#include "nsa_loader.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
@@ -49,6 +50,9 @@
 #define PORT_ACL_STANDBY 7216
 #define PORT_FENCE 7220 /* 7220-7222 */
 #define PORT_RESHARD 7203
+/* Each test's stores stop with it (teardown): the log layout's OOM test
+ * reuses the keys layout's port. */
+#define PORT_LOG_OOM PORT_OOM
 
 #define TIMEOUT_CREATE_MS 300000u
 #define TIMEOUT_REFRESH_MS 600000u
@@ -1068,6 +1072,9 @@ Test(active, passing_refusals_are_waited_out_and_resent, .timeout = 60)
 /* ---- refusals and the standby ----------------------------------------- */
 
 /* A standby on the plain server at port, synced (its cold load done). */
+/* [store] layout of the standbys standby_up starts. */
+static enum nsa_layout standby_layout = NSA_LAYOUT_KEYS;
+
 static struct nsa_standby *standby_up(int port, uint32_t capacity)
 {
 	static struct nsa_config conf; /* the standby keeps it */
@@ -1084,6 +1091,7 @@ static struct nsa_standby *standby_up(int port, uint32_t capacity)
 	conf.store.connect_timeout_ms = 1000;
 	conf.store.publish = NSA_PUBLISH_AUTO;
 	conf.table_capacity = capacity;
+	conf.store.layout = standby_layout;
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
 	cr_assert_eq(nsa_standby_start(sb), 0);
@@ -1246,6 +1254,138 @@ Test(active, standby_agrees_with_a_store_refusing_sets_for_want_of_memory,
 	cr_expect_gt(st.store_corrections, 0);
 	cr_expect_leq(st.store_corrections, st.dropped);
 	cr_expect_eq(st.corrections_due, 0);
+	expect_agreement(&d);
+	writer_down(a, &p);
+	nsa_standby_free(sb);
+}
+
+/* The log layout's store as a loader reads it (every segment merged):
+ * present[f] and held[f] for flows [0, n). */
+struct log_view {
+	uint8_t *present;
+	struct ns_session *held;
+	uint32_t n;
+};
+
+static unsigned int log_view_take(void *arg, unsigned int node,
+				  const struct ns_session *s, unsigned int n)
+{
+	struct log_view *v = arg;
+
+	(void)node;
+	for (unsigned int i = 0; i < n; i++) {
+		uint32_t f = record_flow(&s[i]);
+
+		cr_assert_lt(f, v->n, "a session of no flow of the test");
+		v->present[f] = 1;
+		v->held[f] = s[i];
+	}
+	return n;
+}
+
+static void log_view_bad(void *arg, uint64_t n)
+{
+	(void)arg;
+	cr_assert_eq(n, 0, "%llu segments are not valid",
+		     (unsigned long long)n);
+}
+
+static struct disagreement standby_vs_log(struct nsa_standby *sb, int port,
+					  uint32_t n)
+{
+	static struct nsa_config conf;
+	static struct nsa_topology topo;
+	struct log_view v = {calloc(n, 1), calloc(n, sizeof(*v.held)), n};
+	const struct nsa_loader_sink sink = {
+		.apply = log_view_take, .bad = log_view_bad, .arg = &v};
+	struct disagreement d = {0, 0, 0};
+	char err[256];
+
+	cr_assert(v.present && v.held);
+	conf_for(&conf, port, 1, NSA_PUBLISH_AUTO);
+	conf.store.layout = NSA_LAYOUT_LOG;
+	cr_assert_eq(nsa_topology_fetch(&conf.store, &topo, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(nsa_loader_run(&conf.store, &topo, 0, 0, &sink, 5000, err,
+				    sizeof(err)),
+		     NSA_LOADER_DONE, "%s", err);
+	for (uint32_t f = 0; f < n; f++) {
+		struct ns_session s = flow_record(f, NS_EV_CREATE, 0), got;
+		int in_standby = nsdp_table_lookup(nsa_standby_table(sb),
+						   s.proto, &s.orig, &got) == 0;
+
+		if (in_standby && !v.present[f])
+			d.only_standby++;
+		else if (v.present[f] && !in_standby)
+			d.only_store++;
+		else if (v.present[f] &&
+			 !ns_session_equal_state(&got, &v.held[f]))
+			d.differ++;
+	}
+	free(v.present);
+	free(v.held);
+	return d;
+}
+
+/* The log layout's store out of memory refuses whole segments with OOM
+ * after their notifications went out: the writer publishes a RESYNC batch
+ * on the channel and the standby reads the store again, ending with what
+ * the store's log holds. */
+Test(active, log_standby_agrees_with_a_store_refusing_segments, .timeout = 90)
+{
+	const uint32_t n = 4000;
+	struct nsdp_lane **lanes = lanes_create(1, 8192);
+	struct nsa_active_stats st;
+	struct nsa_standby_stats sst;
+	struct nsa_standby *sb;
+	struct disagreement d;
+	struct nsa_config c;
+	struct nsa_active *a;
+	uint64_t deadline;
+	long long used;
+	char cmd[96];
+	struct plan p;
+
+	store_up(PORT_LOG_OOM, 0);
+	standby_layout = NSA_LAYOUT_LOG;
+	sb = standby_up(PORT_LOG_OOM, 16384);
+	standby_layout = NSA_LAYOUT_KEYS;
+	/* Room for a few segments of 256 records (12 KiB each). */
+	used = info_field(PORT_LOG_OOM, "memory", "used_memory");
+	cr_assert_gt(used, 0);
+	snprintf(cmd, sizeof(cmd), "CONFIG SET maxmemory %lld",
+		 used + 100 * 1024);
+	store_admin(PORT_LOG_OOM, cmd);
+	store_admin(PORT_LOG_OOM, "CONFIG SET maxmemory-policy noeviction");
+
+	plan_init(&p, n);
+	conf_for(&c, PORT_LOG_OOM, 1, NSA_PUBLISH_AUTO);
+	c.store.layout = NSA_LAYOUT_LOG;
+	a = writer_up(&c, lanes, 1);
+	plan_write_all(&p, lanes, 1, NS_EV_CREATE);
+	plan_write_all(&p, lanes, 1, NS_EV_REFRESH);
+	cr_assert_eq(nsa_active_drain(a, 20000), 0, "drained");
+	nsa_active_stats(a, &st);
+	cr_log_info("log OOM: refused %llu, dropped %llu, acked %llu",
+		    (unsigned long long)st.other_errors,
+		    (unsigned long long)st.dropped,
+		    (unsigned long long)st.acked);
+	cr_expect_gt(st.other_errors, 0, "the store took every segment");
+	cr_expect_gt(st.dropped, 0);
+	cr_expect_eq(st.acked + st.dropped, p.n_records);
+	deadline = mono_ms() + 10000;
+	do {
+		nsdp_sleep_ms(100);
+		d = standby_vs_log(sb, PORT_LOG_OOM, n);
+	} while ((d.only_standby | d.only_store | d.differ) != 0 &&
+		 mono_ms() < deadline);
+	nsa_standby_stats(sb, &sst);
+	cr_log_info("log OOM: standby resyncs %llu; standby only %u, store "
+		    "only %u, differ %u",
+		    (unsigned long long)sst.resyncs, d.only_standby,
+		    d.only_store, d.differ);
+	/* The cold load, then at least one asked for. */
+	cr_expect_geq(sst.resyncs, 2);
 	expect_agreement(&d);
 	writer_down(a, &p);
 	nsa_standby_free(sb);

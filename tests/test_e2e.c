@@ -5,6 +5,7 @@
  * source's final table against the store and the standby's table.
  */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,14 @@
 #define E2E_SESSIONS 129809
 #define CLOCK_PORT 7440
 #define EPOCH_PORT 7450
+/* The same runs in the log layout. */
+#define LOG_CLUSTER_PORT 7700
+#define LOG_PLAIN_PORT 7710
+#define LOG_COMPACT_PORT 7730
+#define LOG_LATE_PORT 7796 /* 3 nodes: 7796-7798 */
+#define GONE_PORT 7745
+/* Each test's stores stop with it: a later test may reuse the port. */
+#define LOG_PROMOTED_PORT LOG_COMPACT_PORT
 
 static void stop_standby(int pid)
 {
@@ -71,21 +80,62 @@ static void stop_all(void)
 	nst_store_stop(LATE_PORT);
 	nst_store_stop(CLOCK_PORT);
 	nst_store_stop(EPOCH_PORT);
+	nst_store_stop(LOG_CLUSTER_PORT);
+	nst_store_stop(LOG_PLAIN_PORT);
+	nst_store_stop(LOG_COMPACT_PORT);
+	nst_store_stop(LOG_LATE_PORT);
 }
 
 TestSuite(e2e, .fini = stop_all, .timeout = 240);
 
 static const struct nst_source_plan e2e_plan = {200000, 500000, 0, 0};
 
-Test(e2e, cluster_standby_table_equals_source_after_200k_flows)
+/* The store layouts ([store] layout): the same run ends with the same
+ * exact table (E2E_SESSIONS, entry by entry) in both. */
+/* No pointers: a parameter is copied into the test's process (re-executed,
+ * its addresses differ). */
+struct e2e_layout {
+	char layout[8];
+	int cluster_port, plain_port;
+};
+
+static struct e2e_layout e2e_layouts[] = {
+	{"keys", CLUSTER_PORT, PLAIN_PORT},
+	{"log", LOG_CLUSTER_PORT, LOG_PLAIN_PORT},
+};
+
+ParameterizedTestParameters(e2e, cluster_standby_table_equals_source)
 {
-	run_end_to_end(CLUSTER_PORT, 3, "e2e-cluster", &e2e_plan, "",
-		       E2E_SESSIONS);
+	return cr_make_param_array(struct e2e_layout, e2e_layouts,
+				   sizeof(e2e_layouts) /
+					   sizeof(e2e_layouts[0]));
 }
 
-Test(e2e, plain_server_standby_table_equals_source)
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  cluster_standby_table_equals_source)
 {
-	run_end_to_end(PLAIN_PORT, 0, "e2e-plain", &e2e_plan, "", E2E_SESSIONS);
+	char name[64];
+
+	snprintf(name, sizeof(name), "e2e-cluster-%s", l->layout);
+	nst_agents_layout(l->layout);
+	run_end_to_end(l->cluster_port, 3, name, &e2e_plan, "", E2E_SESSIONS);
+}
+
+ParameterizedTestParameters(e2e, plain_server_standby_table_equals_source)
+{
+	return cr_make_param_array(struct e2e_layout, e2e_layouts,
+				   sizeof(e2e_layouts) /
+					   sizeof(e2e_layouts[0]));
+}
+
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  plain_server_standby_table_equals_source)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "e2e-plain-%s", l->layout);
+	nst_agents_layout(l->layout);
+	run_end_to_end(l->plain_port, 0, name, &e2e_plan, "", E2E_SESSIONS);
 }
 
 /* The active's wall clock steps back 10 s halfway through (its source
@@ -147,22 +197,47 @@ Test(e2e, an_active_with_epoch_0_takes_one_above_the_stores_and_fences)
 	stop_standby(pid);
 }
 
-Test(e2e, late_standby_converges_while_the_active_keeps_writing)
+ParameterizedTestParameters(
+	e2e, late_standby_converges_while_the_active_keeps_writing)
 {
-	const char *seeds = "127.0.0.1:7420,127.0.0.1:7421,127.0.0.1:7422";
+	static struct e2e_layout late[] = {
+		{"keys", LATE_PORT, 0},
+		{"log", LOG_LATE_PORT, 0},
+	};
+
+	return cr_make_param_array(struct e2e_layout, late,
+				   sizeof(late) / sizeof(late[0]));
+}
+
+/* In the log layout the store holds segments, not one key per session:
+ * the standby starts 1 s after the first segment, about 100 000 records
+ * later. */
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  late_standby_converges_while_the_active_keeps_writing)
+{
 	const struct nst_source_plan plan = {200000, 800000, 100000, 0};
+	const int p = l->cluster_port;
+	const int log = strcmp(l->layout, "log") == 0;
+	char seeds[64], name[32];
 	int pid, rc;
 
-	nst_run_dir_make("e2e-late");
-	cr_assert_eq(nst_store_start(LATE_PORT, 3, 0), 0);
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+		 p, p + 1, p + 2);
+	snprintf(name, sizeof(name), "e2e-late-%s", l->layout);
+	nst_agents_layout(l->layout);
+	nst_run_dir_make(name);
+	cr_assert_eq(nst_store_start(p, 3, 0), 0);
 	/* 100 000 events/s for 8 s: the standby starts once the store holds
 	 * 100 000 sessions, and loads while the active goes on writing. */
 	nst_agents_configure(seeds, &plan, 0);
 	nst_agent_spawn("active", "");
-	rc = nst_sh("for i in $(seq 200); do n=0; for p in 7420 7421 7422; do "
+	rc = nst_sh("for i in $(seq 200); do n=0; for p in %d %d %d; do "
 		    "n=$((n + $(redis-cli -p $p dbsize))); done; "
-		    "[ $n -ge 100000 ] && exit 0; sleep 0.1; done; exit 1");
+		    "[ $n -ge %d ] && exit 0; sleep 0.1; done; exit 1",
+		    p, p + 1, p + 2, log ? 1 : 100000);
 	cr_assert_eq(rc, 0, "the store never held 100 000 sessions");
+	if (log)
+		nsdp_sleep_ms(1000);
 	pid = nst_agent_spawn("standby", "");
 	nst_wait_synced(pid);
 	cr_assert_eq(nst_wait_report(60), 0,
@@ -172,6 +247,178 @@ Test(e2e, late_standby_converges_while_the_active_keeps_writing)
 	/* 200 000 flows, 800 000 events, seed 7: the final table. */
 	nst_verify_exact(seeds, pid, 133030);
 	stop_standby(pid);
+}
+
+/* The number on the first line of a file of the run directory. */
+static unsigned long first_number(const char *file)
+{
+	char line[64] = "";
+	FILE *f = fopen(nst_run_path(file), "r");
+
+	cr_assert_not_null(f, "no %s", nst_run_path(file));
+	cr_assert_not_null(fgets(line, sizeof(line), f), "%s is empty", file);
+	fclose(f);
+	return strtoul(line, NULL, 10);
+}
+
+/* Log layout under churn: 400 000 events over 20 000 flows at 50 000/s,
+ * about 30 times the final table of 13 279 sessions. With log_compact_pct
+ * = 100 the log holds at most the last checkpoint (the live table), what
+ * was written since under the next round's due (the checkpoint's bytes, or
+ * log_compact_min_kb), and the segments too young for the last round (its
+ * grace, 200 ms, plus a poll, 100 ms, of events): 2 x the live records'
+ * bytes + 64 KiB + 0.3 s x 50 000/s x 48 B. Checked once the grace of the
+ * last round's segments passed, with the table read back from it exact. */
+Test(e2e, log_compaction_keeps_the_store_bounded_under_churn)
+{
+	const struct nst_source_plan plan = {20000, 400000, 50000, 0};
+	const unsigned long live = 13279;
+	char seeds[64];
+	unsigned long bytes, bound, rounds;
+	int pid, rc;
+
+	nst_run_dir_make("e2e-log-compaction");
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", LOG_COMPACT_PORT);
+	cr_assert_eq(nst_store_start(LOG_COMPACT_PORT, 0, 0), 0);
+	nst_agents_layout("log");
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	rc = nst_sh("%s -c %s --set store.log_compact_min_kb=64 "
+		    "--set store.log_compact_grace_ms=200 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	nst_sh("cat %s >&2; grep compactor: %s >&2", nst_run_path("active.out"),
+	       nst_run_path("active.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	cr_assert(nst_run_file_has("active.out", "drained=yes"));
+	nsdp_sleep_ms(1500);
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*' | "
+			    "sed 's/^/STRLEN /' | redis-cli -p %d | "
+			    "awk '{s += $1} END {print s + 0}' >%s",
+			    LOG_COMPACT_PORT, LOG_COMPACT_PORT,
+			    nst_run_path("log-bytes")),
+		     0);
+	cr_assert_eq(nst_sh("sed -n 's/.*compactor: \\([0-9]*\\) round.*/\\1/p'"
+			    " %s >%s",
+			    nst_run_path("active.log"), nst_run_path("rounds")),
+		     0);
+	bytes = first_number("log-bytes");
+	rounds = first_number("rounds");
+	bound = 2 * live * 48 + 64 * 1024 + 3 * 50000 / 10 * 48;
+	printf("log compaction: %lu rounds, %lu bytes in the log for %lu live "
+	       "sessions (%.1f B each), bound %lu\n",
+	       rounds, bytes, live, (double)bytes / (double)live, bound);
+	cr_assert_geq(rounds, 5, "compaction ran %lu times", rounds);
+	cr_assert_gt(bytes, live * 48);
+	cr_assert_leq(bytes, bound);
+	nst_verify_exact(seeds, pid, live);
+	stop_standby(pid);
+}
+
+/* Log layout: an active that never compacts (log_compact_pct = 0) leaves
+ * its segments; the active promoted after it (a new epoch from the store)
+ * replays the same source (seed 7) at 20 000 events/s and compacts: its
+ * checkpoint takes the predecessor's segments in, which expire, and the
+ * store, the standby and the source still agree exactly. */
+Test(e2e, log_promoted_active_compacts_what_its_predecessor_left)
+{
+	const struct nst_source_plan plan = {20000, 60000, 20000, 0};
+	char seeds[64];
+	int pid, rc;
+
+	nst_run_dir_make("e2e-log-promoted");
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", LOG_PROMOTED_PORT);
+	cr_assert_eq(nst_store_start(LOG_PROMOTED_PORT, 0, 0), 0);
+	nst_agents_layout("log");
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	rc = nst_sh("%s -c %s --set store.log_compact_pct=0 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("first.out"),
+		    nst_run_path("first.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("first.log"));
+	/* The predecessor's publishers (key field 4), and its segments. */
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*' | cut "
+			    "-d: -f4 | sort -u >%s; redis-cli -p %d --scan "
+			    "--pattern 'ns:l:*' | wc -l >%s",
+			    LOG_PROMOTED_PORT, nst_run_path("first-pubs"),
+			    LOG_PROMOTED_PORT, nst_run_path("first-segments")),
+		     0);
+	cr_assert_gt(first_number("first-segments"), 0);
+	cr_assert_eq(nst_sh("redis-cli -p %d SET natsync:epoch 1 >/dev/null",
+			    LOG_PROMOTED_PORT),
+		     0);
+	rc = nst_sh("%s -c %s --set agent.epoch=0 "
+		    "--set store.log_compact_min_kb=64 "
+		    "--set store.log_compact_grace_ms=200 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	nst_sh("cat %s >&2; grep compactor: %s >&2", nst_run_path("active.out"),
+	       nst_run_path("active.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	cr_assert(nst_run_file_has("active.log", "epoch 2 from the store"));
+	cr_assert(nst_run_file_has("active.out", " fenced=0 "));
+	/* The last round's covered segments expire 400 ms after it. */
+	nsdp_sleep_ms(1000);
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*' | cut "
+			    "-d: -f4 | grep -cxFf %s >%s",
+			    LOG_PROMOTED_PORT, nst_run_path("first-pubs"),
+			    nst_run_path("left")),
+		     1, "the predecessor's segments are still there");
+	cr_assert_eq(first_number("left"), 0);
+	cr_assert_eq(nst_sh("redis-cli -p %d --scan --pattern 'ns:l:*:k:*' | "
+			    "grep -q .",
+			    LOG_PROMOTED_PORT),
+		     0, "no checkpoint");
+	nst_verify_exact(seeds, pid, 1000);
+	stop_standby(pid);
+}
+
+static void gone_down(void)
+{
+	nst_store_stop(GONE_PORT);
+}
+
+/* A standby whose store went away retries it; SIGTERM still stops it at
+ * once, with its table dumped and its report written (its last dump was
+ * asked of a subscriber that served none while it retried: 10 s). */
+Test(e2e, a_standby_whose_store_went_away_stops_on_sigterm_within_2_s,
+     .fini = gone_down)
+{
+	const struct nst_source_plan plan = {1000, 1000, 1000, 0};
+	char seeds[64];
+	double t0;
+	int pid, i;
+
+	nst_run_dir_make("e2e-store-gone");
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", GONE_PORT);
+	cr_assert_eq(nst_store_start(GONE_PORT, 0, 0), 0);
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	nst_store_stop(GONE_PORT);
+	/* Lost, and retrying (backoff 100 ms to 2 s). */
+	for (i = 0; i < 50 && nst_sh("grep -q 'store not ready' %s",
+				     nst_run_path("standby.log")) != 0;
+	     i++)
+		nsdp_sleep_ms(100);
+	cr_assert_lt(i, 50, "the standby did not notice; see %s",
+		     nst_run_path("standby.log"));
+	nsdp_sleep_ms(300);
+	t0 = nsdp_now_s();
+	kill(pid, SIGTERM);
+	for (i = 0; i < 40 && kill(pid, 0) == 0; i++)
+		nsdp_sleep_ms(50);
+	printf("standby stopped %.2f s after SIGTERM\n", nsdp_now_s() - t0);
+	if (kill(pid, 0) == 0)
+		kill(pid, SIGKILL);
+	cr_assert_lt(i, 40, "still running 2 s after SIGTERM");
+	cr_assert(nst_run_file_has("standby.out", "REPORT role=standby"));
+	cr_assert(nst_run_file_has("standby.log", "sessions written to"));
 }
 
 Test(cli, bad_configuration_exits_2_with_a_message_naming_it)

@@ -21,11 +21,16 @@
  * - the standby's subscription to one master cut without a sound (packets
  *   dropped, no reset), as a firewall that forgets a connection does.
  *
+ * Every test runs in both store layouts ([store] layout = keys, log), on
+ * ports of its own for each; the log layout's outage lasts 10 s (what the
+ * ring holds is full within 5 s, so the catch-up is the same test).
+ *
  * Each ends with the standby's table (and the store) equal to the source's
  * final table, entry by entry, and holding the sessions the plan leaves:
  * with seed 7 and every event accepted the synthetic source's final table
  * is the same on every run; the outage test's ring drops events, so it
- * asks for half its flows at least. Ports 7870-7899. Every process a test
+ * asks for half its flows at least. Ports 7860-7899 (keys), 7763-7795
+ * (log). Every process a test
  * starts is recorded and killed by the suite's fini, even when an assertion
  * fails.
  * The outage length can be shortened for a quick run with
@@ -36,6 +41,7 @@
  * standby.topology_check_ms=0" to watch the cut-off test fail.
  */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -56,6 +62,15 @@
 #define OUTAGE_PORT 7891
 #define CUTOFF_PORT 7894 /* 6 nodes: 7894-7899 */
 #define SILENT_PORT 7860 /* 3 nodes, in the test's own network namespace */
+/* The same tests in the log layout ([store] layout = log). */
+#define LOG_FAILOVER_PORT 7763 /* 6 nodes: 7763-7768 */
+#define LOG_LAGGING_PORT 7769 /* 6 nodes: 7769-7774 */
+#define LOG_RESHARD_PORT 7775 /* 3 nodes */
+#define LOG_RESTART_PORT 7778
+#define LOG_SLOW_PORT 7781
+#define LOG_OUTAGE_PORT 7784
+#define LOG_CUTOFF_PORT 7787 /* 6 nodes: 7787-7792 */
+#define LOG_SILENT_PORT 7793 /* 3 nodes: 7793-7795 */
 #define MAX_PIDS 16
 
 static int pids[MAX_PIDS];
@@ -174,6 +189,32 @@ static const char *host_of(int p)
 	snprintf(host, sizeof(host), "127.0.0.%d",
 		 run_addr_per_node ? 2 + p - store_port : 1);
 	return host;
+}
+
+/* The store layout a test runs in, and the first port of its store. No
+ * pointers: a parameter is copied into the test's process (re-executed,
+ * its addresses differ). */
+struct fault_layout {
+	char layout[8];
+	int port;
+};
+
+#define FAULTS_IN_BOTH_LAYOUTS(test, keys_port, log_port)              \
+	ParameterizedTestParameters(faults, test)                      \
+	{                                                              \
+		static struct fault_layout p[] = {{"keys", keys_port}, \
+						  {"log", log_port}};  \
+		return cr_make_param_array(struct fault_layout, p, 2); \
+	}
+
+/* Make the agents and natsync-verify use l's layout; the run's name. */
+static const char *in_layout(const struct fault_layout *l, const char *name)
+{
+	static char buf[64];
+
+	nst_agents_layout(l->layout);
+	snprintf(buf, sizeof(buf), "%s-%s", name, l->layout);
+	return buf;
 }
 
 /* A run: its directory, its store (redis-cluster.sh start options in
@@ -310,9 +351,13 @@ static void run_failover(const char *name, int base, unsigned int lag_ms,
 	cr_assert(nst_run_file_has("standby.out", "bad_messages=0"));
 }
 
-Test(faults, master_killed_replica_promoted_standby_equals_source)
+FAULTS_IN_BOTH_LAYOUTS(master_killed_replica_promoted_standby_equals_source,
+		       FAILOVER_PORT, LOG_FAILOVER_PORT)
+
+ParameterizedTest(struct fault_layout *l, faults,
+		  master_killed_replica_promoted_standby_equals_source)
 {
-	run_failover("faults-failover", FAILOVER_PORT, 0, "");
+	run_failover(in_layout(l, "faults-failover"), l->port, 0, "");
 	cr_assert(
 		nst_run_file_has("active.log", "replaying [0-9]* acknowledged"),
 		"the replay window was not replayed");
@@ -323,9 +368,15 @@ Test(faults, master_killed_replica_promoted_standby_equals_source)
  * its replica never got (without the replay window about 1 300 flows end
  * wrong in the store and the standby). The window must cover the lag:
  * 5 s, and room for the 250 000 records acknowledged meanwhile. */
-Test(faults, master_killed_with_lagging_replica_replay_window_restores_writes)
+FAULTS_IN_BOTH_LAYOUTS(
+	master_killed_with_lagging_replica_replay_window_restores_writes,
+	LAGGING_PORT, LOG_LAGGING_PORT)
+
+ParameterizedTest(
+	struct fault_layout *l, faults,
+	master_killed_with_lagging_replica_replay_window_restores_writes)
 {
-	run_failover("faults-lagging", LAGGING_PORT, 3000,
+	run_failover(in_layout(l, "faults-lagging"), l->port, 3000,
 		     "--set active.replay_ms=5000 "
 		     "--set active.replay_records=524288");
 	cr_assert(
@@ -351,8 +402,16 @@ static void node_id(int port, char *id, size_t len)
 	cr_assert_eq(strlen(id), 40, "no node id from %d", port);
 }
 
-Test(faults, resharding_mid_stream_loses_nothing)
+FAULTS_IN_BOTH_LAYOUTS(resharding_mid_stream_loses_nothing, RESHARD_PORT,
+		       LOG_RESHARD_PORT)
+
+/* In the log layout the records of the moved slots stay in the segments
+ * of their former master: the standby's resyncs and natsync-verify merge
+ * every master's segments. */
+ParameterizedTest(struct fault_layout *l, faults,
+		  resharding_mid_stream_loses_nothing)
 {
+	const int base = l->port;
 	/* 25 000 events/s for 20 s; 2 000 slots move from 1 s on. The move
 	 * took 2-8 s on a loaded 2-core machine (over 8 s once, under ASan),
 	 * so the stream outlasts it with room to spare. */
@@ -361,16 +420,16 @@ Test(faults, resharding_mid_stream_loses_nothing)
 	int sb, act, rc;
 	double t0, t_done;
 
-	setup_run("faults-reshard", RESHARD_PORT, 3, 0, "", &plan, seeds);
-	node_id(RESHARD_PORT, from, sizeof(from));
-	node_id(RESHARD_PORT + 1, to, sizeof(to));
+	setup_run(in_layout(l, "faults-reshard"), base, 3, 0, "", &plan, seeds);
+	node_id(base, from, sizeof(from));
+	node_id(base + 1, to, sizeof(to));
 	start_agents("", &sb, &act);
 	nsdp_sleep_ms(1000);
 	t0 = nsdp_now_s();
 	rc = nst_sh("redis-cli --cluster reshard 127.0.0.1:%d --cluster-from "
 		    "%s --cluster-to %s --cluster-slots 2000 --cluster-yes "
 		    "--cluster-pipeline 20 >%s 2>&1",
-		    RESHARD_PORT, from, to, nst_run_path("reshard.log"));
+		    base, from, to, nst_run_path("reshard.log"));
 	t_done = nsdp_now_s();
 	cr_assert_eq(rc, 0, "reshard failed; see %s",
 		     nst_run_path("reshard.log"));
@@ -382,7 +441,7 @@ Test(faults, resharding_mid_stream_loses_nothing)
 	/* Slots 0-1999 are the target's now. */
 	cr_assert_eq(nst_sh("redis-cli -p %d cluster nodes | grep myself | "
 			    "grep -q ' 0-1999'",
-			    RESHARD_PORT + 1),
+			    base + 1),
 		     0, "the slots did not move");
 	wait_active_done(act, 60);
 	cr_assert(nst_run_file_has("active.out", " drops=0 "));
@@ -398,13 +457,19 @@ Test(faults, resharding_mid_stream_loses_nothing)
 
 /* ---- standby restart ------------------------------------------------------- */
 
-Test(faults, standby_killed_and_restarted_converges_to_the_exact_table)
+FAULTS_IN_BOTH_LAYOUTS(
+	standby_killed_and_restarted_converges_to_the_exact_table, RESTART_PORT,
+	LOG_RESTART_PORT)
+
+ParameterizedTest(struct fault_layout *l, faults,
+		  standby_killed_and_restarted_converges_to_the_exact_table)
 {
 	const struct nst_source_plan plan = {30000, 400000, 50000, 0};
 	char seeds[SEEDS_MAX];
 	int sb, act;
 
-	setup_run("faults-restart", RESTART_PORT, 3, 0, "", &plan, seeds);
+	setup_run(in_layout(l, "faults-restart"), l->port, 3, 0, "", &plan,
+		  seeds);
 	start_agents("", &sb, &act);
 	nsdp_sleep_ms(2000);
 	cr_assert_eq(kill(sb, SIGKILL), 0);
@@ -424,9 +489,15 @@ Test(faults, standby_killed_and_restarted_converges_to_the_exact_table)
 
 /* ---- slow subscriber ------------------------------------------------------- */
 
-Test(faults,
-     slow_subscriber_disconnected_by_the_store_resyncs_and_loses_nothing)
+FAULTS_IN_BOTH_LAYOUTS(
+	slow_subscriber_disconnected_by_the_store_resyncs_and_loses_nothing,
+	SLOW_PORT, LOG_SLOW_PORT)
+
+ParameterizedTest(
+	struct fault_layout *l, faults,
+	slow_subscriber_disconnected_by_the_store_resyncs_and_loses_nothing)
 {
+	const int base = l->port;
 	/* 100 000 events/s for 10 s: fast enough to fill the socket
 	 * buffers within a few seconds. */
 	const struct nst_source_plan plan = {30000, 1000000, 100000, 0};
@@ -435,8 +506,8 @@ Test(faults,
 	long long resyncs;
 	double t0;
 
-	setup_run("faults-slow", SLOW_PORT, 3, 0, "", &plan, seeds);
-	for (int p = SLOW_PORT; p < SLOW_PORT + 3; p++)
+	setup_run(in_layout(l, "faults-slow"), base, 3, 0, "", &plan, seeds);
+	for (int p = base; p < base + 3; p++)
 		cr_assert_eq(nst_sh("redis-cli -p %d config set "
 				    "client-output-buffer-limit "
 				    "'pubsub 256kb 64kb 1' | grep -q OK",
@@ -454,7 +525,7 @@ Test(faults,
 		if (nst_sh("n=0; for p in %d %d %d; do n=$((n + $(redis-cli -p "
 			   "$p client list | grep -c 'cmd=ssubscribe'))); "
 			   "done; [ $n -lt 3 ]",
-			   SLOW_PORT, SLOW_PORT + 1, SLOW_PORT + 2) == 0) {
+			   base, base + 1, base + 2) == 0) {
 			closed = 1;
 			break;
 		}
@@ -476,9 +547,8 @@ Test(faults,
 	 * resyncs them again. */
 	resyncs = field_of(nst_run_path("standby.out"), "resyncs");
 	cr_assert_geq(resyncs, 6, "resyncs=%lld", resyncs);
-	cr_assert_eq(
-		nst_sh("redis-cli -p %d info clients >/dev/null", SLOW_PORT),
-		0);
+	cr_assert_eq(nst_sh("redis-cli -p %d info clients >/dev/null", base),
+		     0);
 }
 
 /* ---- store outage ---------------------------------------------------------- */
@@ -516,11 +586,19 @@ static void store_signal(int base, int sig)
 #define OUTAGE_RSS_GROWTH_KB (16 * 1024)
 #define OUTAGE_RSS_MAX_KB (96 * 1024)
 
-Test(faults, store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
-     .timeout = 180)
+FAULTS_IN_BOTH_LAYOUTS(
+	store_outage_of_30s_drops_only_at_the_ring_and_catches_up, OUTAGE_PORT,
+	LOG_OUTAGE_PORT)
+
+ParameterizedTest(struct fault_layout *l, faults,
+		  store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
+		  .timeout = 180)
 {
 	const char *env = getenv("NATSYNC_FAULTS_OUTAGE_S");
-	unsigned int outage_s = env && atoi(env) > 0 ? (unsigned)atoi(env) : 30;
+	const int base = l->port;
+	unsigned int outage_s = env && atoi(env) > 0 ? (unsigned)atoi(env)
+				: strcmp(l->layout, "log") == 0 ? 10
+								: 30;
 	/* 20 000 events/s for outage + 14 s: 6 s before, 8 s after. */
 	const struct nst_source_plan plan = {30000, 20000ul * (outage_s + 14),
 					     20000, 1};
@@ -529,12 +607,12 @@ Test(faults, store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
 	long long drops, refused;
 	int sb, act;
 
-	setup_run("faults-outage", OUTAGE_PORT, 3, 0, "", &plan, seeds);
+	setup_run(in_layout(l, "faults-outage"), base, 3, 0, "", &plan, seeds);
 	start_agents("", &sb, &act);
 	nsdp_sleep_ms(6000);
 	before = rss_kb(act);
 	cr_assert_gt(before, 0);
-	store_signal(OUTAGE_PORT, SIGSTOP);
+	store_signal(base, SIGSTOP);
 	for (unsigned int i = 0; i < outage_s * 10; i++) {
 		nsdp_sleep_ms(100);
 		kb = rss_kb(act);
@@ -542,7 +620,7 @@ Test(faults, store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
 		if (kb > peak)
 			peak = kb;
 	}
-	store_signal(OUTAGE_PORT, SIGCONT);
+	store_signal(base, SIGCONT);
 	fprintf(stderr,
 		"faults: outage %u s: active RSS %ld kB before, peak %ld kB\n",
 		outage_s, before, peak);
@@ -605,15 +683,21 @@ static int cut_off_node0(int on)
  * must equal the source while the master is still cut off, and again once
  * it is back and has become a replica.
  */
-Test(faults, master_cut_off_from_its_cluster_while_answering_loses_nothing)
+FAULTS_IN_BOTH_LAYOUTS(
+	master_cut_off_from_its_cluster_while_answering_loses_nothing,
+	CUTOFF_PORT, LOG_CUTOFF_PORT)
+
+ParameterizedTest(struct fault_layout *l, faults,
+		  master_cut_off_from_its_cluster_while_answering_loses_nothing)
 {
 	const struct nst_source_plan plan = {100000, 400000, 50000, 0};
-	const int base = CUTOFF_PORT;
+	const int base = l->port;
 	char seeds[SEEDS_MAX];
 	int sb, act, rep, rc;
 
 	own_netns();
-	setup_run("faults-cutoff", base, 3, 1, "--addr-per-node", &plan, seeds);
+	setup_run(in_layout(l, "faults-cutoff"), base, 3, 1, "--addr-per-node",
+		  &plan, seeds);
 	rep = replica_of(base, base);
 	start_agents("--set active.replay_ms=8000 "
 		     "--set active.replay_records=1048576",
@@ -661,15 +745,20 @@ Test(faults, master_cut_off_from_its_cluster_while_answering_loses_nothing)
  * stop coming. The active and everything else go on. The standby must see
  * the silence (its PING goes unanswered), reconnect and resync.
  */
-Test(faults, standby_subscription_cut_silently_is_noticed_and_resynced)
+FAULTS_IN_BOTH_LAYOUTS(
+	standby_subscription_cut_silently_is_noticed_and_resynced, SILENT_PORT,
+	LOG_SILENT_PORT)
+
+ParameterizedTest(struct fault_layout *l, faults,
+		  standby_subscription_cut_silently_is_noticed_and_resynced)
 {
 	const struct nst_source_plan plan = {100000, 400000, 50000, 0};
-	const int base = SILENT_PORT;
+	const int base = l->port;
 	char seeds[SEEDS_MAX];
 	int sb, act;
 
 	own_netns();
-	setup_run("faults-silent", base, 3, 0, "", &plan, seeds);
+	setup_run(in_layout(l, "faults-silent"), base, 3, 0, "", &plan, seeds);
 	start_agents("", &sb, &act);
 	nsdp_sleep_ms(2000);
 	/* The standby's connections to master 0: drop both ways. */

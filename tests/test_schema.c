@@ -622,7 +622,10 @@ Test(batch, decode_rejects_wrong_version_and_unknown_flags)
 	batch_buf[4] = 0;
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);
 	batch_buf[4] = NS_BATCH_VERSION;
-	batch_buf[5] = 0x04;
+	batch_buf[5] = 0x08;
+	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);
+	/* RESYNC carries no records. */
+	batch_buf[5] = NS_BATCH_F_RESYNC;
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);
 	/* The HMAC flag without its trailer: the body looks truncated. */
 	batch_buf[5] = NS_BATCH_F_HMAC;

@@ -509,6 +509,10 @@ static int run_standby(const struct nsa_config *conf, double duration)
 			last_progress = t;
 		}
 	}
+	/* Stopped before the last dump, which is then written here: a
+	 * subscriber retrying a store that went away serves no dump request
+	 * until it connects, and SIGTERM waited the dump's timeout. */
+	nsa_standby_stop(sb);
 	if (conf->table_dump[0])
 		standby_dump(sb, conf->table_dump);
 	nsa_standby_stats(sb, &st);

@@ -1,0 +1,54 @@
+/*
+ * nsa_compact.h - compaction of the log layout (schema/FORMAT.md,
+ * Compaction): a master's segments are read, merged, and their live
+ * records written back as checkpoint segments; the segments read then
+ * expire after a grace period, so that a load that listed them still reads
+ * them.
+ */
+#ifndef NSA_COMPACT_H
+#define NSA_COMPACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nsa_cluster.h"
+
+struct nsa_compact_result {
+	uint64_t segments; /* segments read (checkpoints included) */
+	uint64_t records; /* records merged */
+	uint64_t live; /* live records written back */
+	uint64_t bytes_read; /* bytes of the segments read */
+	uint64_t bytes_written; /* bytes of the checkpoints written */
+};
+
+/* Compact master node of topo, blocking: the segments sent at or before
+ * until_ns (header sent_ns) and the checkpoints are merged; the checkpoint
+ * goes under "ns:l:{N}:k:<id>:<gen>:<i>" in the master's channel slot,
+ * each with the longest remaining timeout of its records as PX; the
+ * segments read get a PX of grace_ms unless they expire sooner.
+ * key/key_len: the batch key (HMAC) or NULL/0. 0, or a negative errno with
+ * the reason in err (nothing expired then). */
+int nsa_compact_node(const struct nsa_store_conf *conf,
+		     const struct nsa_topology *topo, unsigned int node,
+		     uint32_t id, uint64_t gen, const char *key, size_t key_len,
+		     uint64_t until_ns, unsigned int grace_ms,
+		     struct nsa_compact_result *res, char *err, size_t errlen);
+
+/* Compact every master of topo in one round, blocking: every master's
+ * segments are listed and read into one merge, and each live record goes
+ * to the checkpoint of the master that now serves its session key's slot
+ * (in that master's channel slot): after resharding a session's older
+ * records may lie on its former master, its delete on the new one, and a
+ * tombstone may only be left out once every older record is covered. On
+ * a cluster, nothing expires when the slot map changed or a slot was
+ * being migrated while the round listed (-EAGAIN: a segment key may have
+ * moved past both listings). Segments sent after until_ns wait for a
+ * later round (nsa_compact_node). res sums the masters. 0, or a negative errno
+ * with the reason in err. */
+int nsa_compact_all(const struct nsa_store_conf *conf,
+		    const struct nsa_topology *topo, uint32_t id, uint64_t gen,
+		    const char *key, size_t key_len, uint64_t until_ns,
+		    unsigned int grace_ms, struct nsa_compact_result *res,
+		    char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,370 @@
+/*
+ * nsa_logmerge.c - merging log segments into the table the keys layout
+ * holds (schema/FORMAT.md, "Reading the log: order and expiry").
+ *
+ * The merge is commutative: a record replaces the one kept for its session
+ * only when it is newer or as new by (epoch, timestamp_ns), so segments may
+ * be read in any order, and twice. Deletes are kept until the end, where
+ * they and the records past their timeout are left out.
+ *
+ * Not here: finding and reading the segments (nsa_loader.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "ns_batch.h"
+#include "ns_slot.h"
+#include "nsa_logmerge.h"
+
+#define MERGE_MIN_CAP 1024
+/* Records of a segment whose buckets are fetched ahead of their merge: a
+ * large merge is a cache (and TLB) miss per record, and overlapping them
+ * is most of its speed. */
+#define MERGE_AHEAD 8
+/* A table this large is asked for in transparent huge pages (fewer TLB
+ * misses on its random accesses). */
+#define MERGE_HUGE_BYTES (4u << 20)
+#define MERGE_HUGE_ALIGN (2u << 20)
+#define EMIT_CHUNK 16
+
+struct nsa_logmerge_entry {
+	uint8_t key[NS_KEY_LEN]; /* key[0] == 0: empty */
+	struct ns_session s;
+};
+
+static uint64_t key_hash(const uint8_t *k)
+{
+	uint64_t a, b;
+
+	memcpy(&a, k, 8);
+	memcpy(&b, k + 8, 8);
+	a ^= b * 0x9e3779b97f4a7c15ull;
+	a ^= a >> 33;
+	a *= 0xff51afd7ed558ccdull;
+	a ^= a >> 33;
+	return a;
+}
+
+/* A zeroed table of cap entries. */
+static struct nsa_logmerge_entry *table_alloc(size_t cap)
+{
+	size_t bytes = cap * sizeof(struct nsa_logmerge_entry);
+	void *p;
+
+	if (bytes < MERGE_HUGE_BYTES)
+		return calloc(cap, sizeof(struct nsa_logmerge_entry));
+	bytes = (bytes + MERGE_HUGE_ALIGN - 1) &
+		~(size_t)(MERGE_HUGE_ALIGN - 1);
+	p = aligned_alloc(MERGE_HUGE_ALIGN, bytes);
+	if (p == NULL)
+		return NULL;
+	(void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: may be refused */
+	memset(p, 0, bytes);
+	return p;
+}
+
+int nsa_logmerge_init(struct nsa_logmerge *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->e = table_alloc(MERGE_MIN_CAP);
+	if (m->e == NULL)
+		return -ENOMEM;
+	m->cap = MERGE_MIN_CAP;
+	return 0;
+}
+
+void nsa_logmerge_free(struct nsa_logmerge *m)
+{
+	free(m->e);
+	m->e = NULL;
+	m->cap = m->used = 0;
+}
+
+static struct nsa_logmerge_entry *slot_of(struct nsa_logmerge_entry *e,
+					  size_t cap, const uint8_t *key,
+					  uint64_t hash)
+{
+	size_t i = hash & (cap - 1);
+
+	while (e[i].key[0] != 0 && memcmp(e[i].key, key, NS_KEY_LEN) != 0)
+		i = (i + 1) & (cap - 1);
+	return &e[i];
+}
+
+static int grow(struct nsa_logmerge *m)
+{
+	size_t cap = m->cap * 2, i;
+	struct nsa_logmerge_entry *e = table_alloc(cap);
+
+	if (e == NULL)
+		return -ENOMEM;
+	for (i = 0; i < m->cap; i++)
+		if (m->e[i].key[0] != 0)
+			*slot_of(e, cap, m->e[i].key, key_hash(m->e[i].key)) =
+				m->e[i];
+	free(m->e);
+	m->e = e;
+	m->cap = cap;
+	return 0;
+}
+
+/* Room for n more sessions: 0 or -ENOMEM. */
+static int reserve(struct nsa_logmerge *m, size_t n)
+{
+	while (2 * (m->used + n) > m->cap)
+		if (grow(m) != 0)
+			return -ENOMEM;
+	return 0;
+}
+
+static int kept(const struct nsa_logmerge *m, const uint8_t *key)
+{
+	uint16_t slot;
+
+	if (m->keep_slots == NULL)
+		return 1;
+	slot = ns_key_slot(key, NS_KEY_LEN);
+	return (m->keep_slots[slot / 64] >> (slot % 64)) & 1;
+}
+
+/* Merge s under key (room reserved). */
+static void merge_one(struct nsa_logmerge *m, const struct ns_session *s,
+		      const uint8_t *key, uint64_t hash)
+{
+	struct nsa_logmerge_entry *x = slot_of(m->e, m->cap, key, hash);
+
+	m->records++;
+	if (x->key[0] == 0) {
+		memcpy(x->key, key, NS_KEY_LEN);
+		x->s = *s;
+		m->used++;
+	} else if (s->epoch > x->s.epoch ||
+		   (s->epoch == x->s.epoch &&
+		    s->timestamp_ns >= x->s.timestamp_ns)) {
+		/* As new counts as newer: the same record read twice. */
+		x->s = *s;
+	}
+}
+
+int nsa_logmerge_record(struct nsa_logmerge *m, const struct ns_session *s)
+{
+	uint8_t key[NS_KEY_LEN];
+
+	ns_key_build(s->proto, &s->orig, key);
+	if (!kept(m, key))
+		return 0;
+	if (reserve(m, 1) != 0)
+		return -ENOMEM;
+	merge_one(m, s, key, key_hash(key));
+	return 0;
+}
+
+/* Up to MERGE_CHUNK records of a segment, decoded, keyed and hashed
+ * before any is merged, so that their buckets can be fetched ahead. */
+#define MERGE_CHUNK 64
+struct chunk {
+	struct ns_session s[MERGE_CHUNK];
+	uint8_t key[MERGE_CHUNK][NS_KEY_LEN];
+	uint64_t hash[MERGE_CHUNK];
+	unsigned int n;
+};
+
+static int merge_chunk(struct nsa_logmerge *m, struct chunk *c)
+{
+	unsigned int i;
+
+	if (c->n == 0)
+		return 0;
+	if (reserve(m, c->n) != 0)
+		return -ENOMEM;
+	for (i = 0; i < c->n && i < MERGE_AHEAD; i++)
+		__builtin_prefetch(&m->e[c->hash[i] & (m->cap - 1)]);
+	for (i = 0; i < c->n; i++) {
+		if (i + MERGE_AHEAD < c->n)
+			__builtin_prefetch(
+				&m->e[c->hash[i + MERGE_AHEAD] & (m->cap - 1)]);
+		merge_one(m, &c->s[i], c->key[i], c->hash[i]);
+	}
+	c->n = 0;
+	return 0;
+}
+
+int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
+			       size_t len, uint64_t until_ns)
+{
+	struct ns_batch_hdr h;
+	struct ns_batch_iter it;
+	struct chunk c;
+	const uint8_t *body;
+	int rc = ns_batch_decode(v, len, &h, &body);
+
+	if (rc < 0)
+		return rc;
+	if (h.flags & NS_BATCH_F_STORE)
+		return -EINVAL;
+	/* Whoever may write the store but lacks the key cannot put records
+	 * into a table: a version 1 batch signs nothing, so it is refused
+	 * too. */
+	if (m->batch_key_len &&
+	    (h.version == NS_BATCH_V1 ||
+	     ns_batch_verify(v, len, (const uint8_t *)m->batch_key,
+			     m->batch_key_len) != 0))
+		return -EACCES;
+	if (h.sent_ns >= until_ns)
+		return 0;
+	ns_batch_iter_init(&it, body, h.body_len);
+	c.n = 0;
+	while (ns_batch_iter_next(&it, &c.s[c.n]) > 0) {
+		ns_key_build(c.s[c.n].proto, &c.s[c.n].orig, c.key[c.n]);
+		if (!kept(m, c.key[c.n]))
+			continue;
+		c.hash[c.n] = key_hash(c.key[c.n]);
+		if (++c.n == MERGE_CHUNK && merge_chunk(m, &c) != 0)
+			return -ENOMEM;
+	}
+	if (merge_chunk(m, &c) != 0)
+		return -ENOMEM;
+	m->segments++;
+	return 1;
+}
+
+int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len)
+{
+	int rc = nsa_logmerge_segment_until(m, v, len, UINT64_MAX);
+
+	return rc < 0 ? rc : 0;
+}
+
+int nsa_logmerge_live(const struct ns_session *s, uint64_t now_ns)
+{
+	if (s->event == NS_EV_DELETE)
+		return 0;
+	return s->timeout_ms == 0 ||
+	       s->timestamp_ns + (uint64_t)s->timeout_ms * 1000000u > now_ns;
+}
+
+uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
+			   unsigned int (*fn)(void *arg,
+					      const struct ns_session *s,
+					      unsigned int n),
+			   void *arg)
+{
+	struct ns_session ss[EMIT_CHUNK];
+	unsigned int n = 0;
+	uint64_t taken = 0;
+	size_t i;
+
+	for (i = 0; i < m->cap; i++) {
+		if (m->e[i].key[0] == 0 ||
+		    !nsa_logmerge_live(&m->e[i].s, now_ns))
+			continue;
+		ss[n++] = m->e[i].s;
+		if (n == EMIT_CHUNK) {
+			taken += fn(arg, ss, n);
+			n = 0;
+		}
+	}
+	if (n > 0)
+		taken += fn(arg, ss, n);
+	return taken;
+}
+
+/* ---- compaction's commit mark ----------------------------------------- */
+
+enum nsa_logkey nsa_logkey_kind(const char *k, size_t len)
+{
+	const char *tag = memchr(k, '}', len);
+	size_t rest;
+
+	if (len < NS_SEGMENT_PREFIX_LEN ||
+	    memcmp(k, NS_SEGMENT_PREFIX, NS_SEGMENT_PREFIX_LEN) != 0 ||
+	    tag == NULL)
+		return NSA_LOGKEY_OTHER;
+	rest = len - (size_t)(tag - k);
+	if (rest == 3 && tag[1] == ':' && tag[2] == 'c')
+		return NSA_LOGKEY_MARK;
+	if (rest >= 4 && tag[1] == ':' && tag[2] == 'k' && tag[3] == ':')
+		return NSA_LOGKEY_CHECKPOINT;
+	return NSA_LOGKEY_SEGMENT;
+}
+
+void nsa_logmark_key(uint16_t channel_slot, char *buf, size_t len)
+{
+	char chan[NS_CHANNEL_MAX];
+
+	/* "ns:c:{N}" -> "ns:l:{N}:c": 'c' is no hex digit, so no writer's
+	 * segment has this name. */
+	ns_channel_for_slot(channel_slot, chan);
+	snprintf(buf, len, NS_SEGMENT_PREFIX "%s:c", chan + 5);
+}
+
+int nsa_logmark_format(const struct nsa_logmark *mk, char *buf, size_t len)
+{
+	return snprintf(buf, len,
+			"natsync-mark 1 %08" PRIx32 " %" PRIx64 " %" PRIu64
+			" %" PRIu64 " %" PRIu32 " %" PRIu32,
+			mk->id, mk->gen, mk->until_ns, mk->round_ns, mk->parts,
+			mk->grace_ms);
+}
+
+int nsa_logmark_parse(const char *v, size_t len, struct nsa_logmark *mk)
+{
+	char buf[NSA_LOGMARK_MAX];
+	int n = 0;
+
+	memset(mk, 0, sizeof(*mk));
+	if (len == 0 || len >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	if (sscanf(buf,
+		   "natsync-mark 1 %" SCNx32 " %" SCNx64 " %" SCNu64 " %" SCNu64
+		   " %" SCNu32 " %" SCNu32 "%n",
+		   &mk->id, &mk->gen, &mk->until_ns, &mk->round_ns, &mk->parts,
+		   &mk->grace_ms, &n) != 6 ||
+	    (size_t)n != len) {
+		memset(mk, 0, sizeof(*mk));
+		return -EINVAL;
+	}
+	mk->set = 1;
+	return 0;
+}
+
+int nsa_logmark_same(const struct nsa_logmark *a, const struct nsa_logmark *b)
+{
+	return a->set == b->set && a->id == b->id && a->gen == b->gen &&
+	       a->until_ns == b->until_ns && a->round_ns == b->round_ns &&
+	       a->parts == b->parts && a->grace_ms == b->grace_ms;
+}
+
+int nsa_logmark_takes(const struct nsa_logmark *mk, const char *k, size_t klen,
+		      const uint8_t *v, size_t vlen)
+{
+	char name[48];
+	const char *tag;
+	uint64_t sent;
+	int n;
+
+	switch (nsa_logkey_kind(k, klen)) {
+	case NSA_LOGKEY_SEGMENT:
+		if (!mk->set)
+			return 1;
+		/* Unreadable: merged, and refused there as before. */
+		return ns_batch_peek_sent(v, vlen, &sent) != 0 ||
+		       sent > mk->until_ns;
+	case NSA_LOGKEY_CHECKPOINT:
+		if (!mk->set)
+			return 1;
+		tag = memchr(k, '}', klen);
+		n = snprintf(name, sizeof(name),
+			     "}:k:%08" PRIx32 ":%" PRIx64 ":", mk->id, mk->gen);
+		return klen - (size_t)(tag - k) > (size_t)n &&
+		       memcmp(tag, name, (size_t)n) == 0;
+	default:
+		return 0;
+	}
+}

@@ -1,0 +1,177 @@
+/*
+ * test_logmerge.c - the log layout's merge (agent/nsa_logmerge.h) on real
+ * batches built as writers build them: records of slots a load does not
+ * keep stay out (the cross-master merge after resharding), and with a
+ * batch key only segments signed with it count; compaction's mark
+ * leaves out the checkpoints it does not name and the segments it covers.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include "ns_batch.h"
+#include "ns_slot.h"
+#include "nsa_logmerge.h"
+#include "nsdp_time.h"
+#include "nst_session.h"
+
+#define FLOWS 1000
+#define KEY "0123456789abcdef0123456789abcdef"
+
+/* Flows [first, first + n) as one segment (version 2, signed with key when
+ * key is not NULL); its length. */
+static size_t segment(uint8_t *buf, uint32_t first, uint32_t n, uint64_t now_ns,
+		      const char *key, uint8_t version)
+{
+	struct ns_batch_hdr h = {.publisher_id = 7,
+				 .count = (uint16_t)n,
+				 .flags = key ? NS_BATCH_F_HMAC : 0,
+				 .version = version,
+				 .seq = 1,
+				 .sent_ns = now_ns};
+	size_t len = ns_batch_hdr_len(version);
+
+	for (uint32_t i = first; i < first + n; i++) {
+		struct ns_session s =
+			nst_session(6, NS_EV_CREATE, 1, 1, 60000, now_ns + i);
+		int w;
+
+		nst_session_flow(&s, i);
+		w = ns_record_encode(&s, buf + len, NS_BATCH_MAX_LEN - len);
+		cr_assert_gt(w, 0);
+		len += (size_t)w;
+	}
+	h.body_len = (uint32_t)(len - ns_batch_hdr_len(version));
+	ns_batch_hdr_encode(&h, buf);
+	if (key) {
+		cr_assert_eq(ns_batch_mac((const uint8_t *)key, strlen(key),
+					  buf, len, buf + len),
+			     0);
+		len += NS_BATCH_MAC_LEN;
+	}
+	return len;
+}
+
+static unsigned int count(void *arg, const struct ns_session *s, unsigned int n)
+{
+	(void)arg;
+	(void)s;
+	return n;
+}
+
+static uint8_t buf[NS_BATCH_MAX_LEN];
+
+Test(logmerge, only_the_kept_slots_are_merged)
+{
+	static uint64_t keep[NS_SLOTS / 64];
+	const uint64_t now = nsdp_realtime_ns();
+	struct nsa_logmerge m;
+	unsigned int want = 0;
+	size_t len = segment(buf, 0, FLOWS, now, NULL, 0);
+
+	/* The first half of the slots, as a master that serves 0-8191. */
+	for (uint32_t s = 0; s < NS_SLOTS / 2; s++)
+		keep[s / 64] |= 1ull << (s % 64);
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct ns_session s =
+			nst_session(6, NS_EV_CREATE, 1, 1, 60000, now + i);
+		uint8_t k[NS_KEY_LEN];
+
+		nst_session_flow(&s, i);
+		ns_key_build(s.proto, &s.orig, k);
+		want += ns_key_slot(k, NS_KEY_LEN) < NS_SLOTS / 2;
+	}
+	cr_assert(want > 0 && want < FLOWS, "want %u", want);
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	m.keep_slots = keep;
+	cr_assert_eq(nsa_logmerge_segment(&m, buf, len), 0);
+	cr_assert_eq(m.records, want);
+	cr_assert_eq(nsa_logmerge_emit(&m, now, count, NULL), want);
+	nsa_logmerge_free(&m);
+
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	cr_assert_eq(nsa_logmerge_segment(&m, buf, len), 0);
+	cr_assert_eq(nsa_logmerge_emit(&m, now, count, NULL), FLOWS);
+	nsa_logmerge_free(&m);
+}
+
+Test(logmerge, with_a_batch_key_only_signed_segments_count)
+{
+	const uint64_t now = nsdp_realtime_ns();
+	struct nsa_logmerge m;
+	size_t len;
+
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	m.batch_key = KEY;
+	m.batch_key_len = strlen(KEY);
+	/* Unsigned, signed with another key, version 1: refused. */
+	len = segment(buf, 0, 10, now, NULL, 0);
+	cr_assert_eq(nsa_logmerge_segment(&m, buf, len), -EACCES);
+	len = segment(buf, 0, 10, now, "another key", 0);
+	cr_assert_eq(nsa_logmerge_segment(&m, buf, len), -EACCES);
+	len = segment(buf, 0, 10, now, NULL, NS_BATCH_V1);
+	cr_assert_eq(nsa_logmerge_segment(&m, buf, len), -EACCES);
+	/* A signed segment with one byte of a record changed. */
+	len = segment(buf, 0, 10, now, KEY, 0);
+	buf[NS_BATCH_HDR_LEN + 20] ^= 1;
+	cr_assert_eq(nsa_logmerge_segment(&m, buf, len), -EACCES);
+	cr_assert_eq(m.records, 0);
+	/* Signed: merged. */
+	len = segment(buf, 0, 10, now, KEY, 0);
+	cr_assert_eq(nsa_logmerge_segment(&m, buf, len), 0);
+	cr_assert_eq(m.segments, 1);
+	cr_assert_eq(nsa_logmerge_emit(&m, now, count, NULL), 10);
+	nsa_logmerge_free(&m);
+}
+
+/* The mark as stored reads back whole; a reader under it takes the marked
+ * round's checkpoint parts and the segments sent after its until_ns, and
+ * nothing else; with no mark, every checkpoint and segment. */
+Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_after_it)
+{
+	const struct nsa_logmark mk = {.set = 1,
+				       .id = 0xabcdef00u,
+				       .gen = 0x1f,
+				       .until_ns = 1000000000000ull,
+				       .round_ns = 1000000200000ull,
+				       .parts = 3,
+				       .grace_ms = 5000};
+	const struct nsa_logmark none = {0};
+	struct nsa_logmark back;
+	char v[NSA_LOGMARK_MAX], key[NS_SEGMENT_KEY_MAX];
+	int len = nsa_logmark_format(&mk, v, sizeof(v));
+	size_t old_len, new_len;
+	static uint8_t old_seg[NS_BATCH_MAX_LEN], new_seg[NS_BATCH_MAX_LEN];
+
+	cr_assert_str_eq(v, "natsync-mark 1 abcdef00 1f 1000000000000 "
+			    "1000000200000 3 5000");
+	cr_assert_eq(nsa_logmark_parse(v, (size_t)len, &back), 0);
+	cr_assert(nsa_logmark_same(&back, &mk));
+	cr_assert_eq(back.set, 1);
+	cr_assert_eq(back.grace_ms, 5000);
+	cr_assert_eq(nsa_logmark_parse(v, (size_t)len - 5, &back), -EINVAL);
+	cr_assert_eq(nsa_logmark_parse("natsync-mark 2 1 1 1 1 1 1", 26, &back),
+		     -EINVAL);
+	cr_assert_eq(back.set, 0);
+
+	nsa_logmark_key(0, key, sizeof(key));
+	cr_assert_eq(nsa_logkey_kind(key, strlen(key)), NSA_LOGKEY_MARK);
+	cr_assert_eq(strncmp(key, "ns:l:{", 6), 0);
+	cr_assert_eq(strcmp(key + strlen(key) - 3, "}:c"), 0);
+
+	old_len = segment(old_seg, 0, 10, mk.until_ns, NULL, 0);
+	new_len = segment(new_seg, 0, 10, mk.until_ns + 1, NULL, 0);
+#define TAKES(m, k, v, vl) nsa_logmark_takes(m, k, strlen(k), v, vl)
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:0000abcd:5", old_seg, old_len), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:0000abcd:5", new_seg, new_len), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:0", NULL, 0), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:2", NULL, 0), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1e:0", NULL, 0), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f0:0", NULL, 0), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:12345678:1f:0", NULL, 0), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:c", NULL, 0), 0);
+	cr_assert_eq(TAKES(&none, "ns:l:{a}:0000abcd:5", old_seg, old_len), 1);
+	cr_assert_eq(TAKES(&none, "ns:l:{a}:k:12345678:1f:0", NULL, 0), 1);
+	cr_assert_eq(TAKES(&none, "ns:l:{a}:c", NULL, 0), 0);
+#undef TAKES
+}
