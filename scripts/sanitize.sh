@@ -133,7 +133,7 @@ if [ "$asan" = 1 ]; then
 	start=$(date +%s)
 	ns_say "meson test -C build-asan ${selection[*]}"
 	rc=0
-	meson test -C build-asan --print-errorlogs --num-processes 1 \
+	meson test -C build-asan --print-errorlogs --num-processes 2 \
 		--timeout-multiplier 3 "${selection[@]}" || rc=$?
 	ns_say "AddressSanitizer + UndefinedBehaviorSanitizer: exit $rc in $(($(date +%s) - start))s"
 	stop_stores build-asan
