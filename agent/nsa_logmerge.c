@@ -14,27 +14,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "ns_batch.h"
 #include "ns_slot.h"
 #include "nsa_logmerge.h"
 
 #define MERGE_MIN_CAP 1024
-/* Records of a segment whose buckets are fetched ahead of their merge: a
- * large merge is a cache (and TLB) miss per record, and overlapping them
+/* Records of a segment whose index slots are fetched MERGE_AHEAD ahead of
+ * their merge, and whose entries (when the slot's tag matches) half as far:
+ * a large merge is a cache (and TLB) miss per record, and overlapping them
  * is most of its speed. */
-#define MERGE_AHEAD 8
-/* A table this large is asked for in transparent huge pages (fewer TLB
- * misses on its random accesses). */
-#define MERGE_HUGE_BYTES (4u << 20)
-#define MERGE_HUGE_ALIGN (2u << 20)
+#define MERGE_AHEAD 16
 #define EMIT_CHUNK 16
 
+/* The sessions merged, dense, in the order they were first seen; the index
+ * maps a key to its entry. */
 struct nsa_logmerge_entry {
-	uint8_t key[NS_KEY_LEN]; /* key[0] == 0: empty */
+	uint8_t key[NS_KEY_LEN];
 	struct ns_session s;
 };
+
+/* An index slot: 0 empty, else the entry's position + 1 (low 32 bits) and
+ * the key hash's high 32 bits (a tag: most probes that would miss compare
+ * no key). The index is 8 B a slot at most half full, the entries 80 B a
+ * session: a merge of n sessions zeroes and touches about 96 n bytes
+ * rather than 160 n to 320 n with the entries in the index. */
+#define SLOT_POS(v) ((uint32_t)(v))
+#define SLOT_TAG(v) ((uint32_t)((v) >> 32))
+#define HASH_TAG(h) ((uint32_t)((h) >> 32))
 
 static uint64_t key_hash(const uint8_t *k)
 {
@@ -49,66 +56,67 @@ static uint64_t key_hash(const uint8_t *k)
 	return a;
 }
 
-/* A zeroed table of cap entries. */
-static struct nsa_logmerge_entry *table_alloc(size_t cap)
-{
-	size_t bytes = cap * sizeof(struct nsa_logmerge_entry);
-	void *p;
-
-	if (bytes < MERGE_HUGE_BYTES)
-		return calloc(cap, sizeof(struct nsa_logmerge_entry));
-	bytes = (bytes + MERGE_HUGE_ALIGN - 1) &
-		~(size_t)(MERGE_HUGE_ALIGN - 1);
-	p = aligned_alloc(MERGE_HUGE_ALIGN, bytes);
-	if (p == NULL)
-		return NULL;
-	(void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: may be refused */
-	memset(p, 0, bytes);
-	return p;
-}
-
 int nsa_logmerge_init(struct nsa_logmerge *m)
 {
 	memset(m, 0, sizeof(*m));
-	m->e = table_alloc(MERGE_MIN_CAP);
-	if (m->e == NULL)
+	m->idx = calloc(MERGE_MIN_CAP, sizeof(*m->idx));
+	m->e = malloc((MERGE_MIN_CAP / 2) * sizeof(*m->e));
+	if (m->idx == NULL || m->e == NULL) {
+		nsa_logmerge_free(m);
 		return -ENOMEM;
+	}
 	m->cap = MERGE_MIN_CAP;
 	return 0;
 }
 
 void nsa_logmerge_free(struct nsa_logmerge *m)
 {
+	free(m->idx);
 	free(m->e);
+	m->idx = NULL;
 	m->e = NULL;
 	m->cap = m->used = 0;
 }
 
-static struct nsa_logmerge_entry *slot_of(struct nsa_logmerge_entry *e,
-					  size_t cap, const uint8_t *key,
-					  uint64_t hash)
+/* The slot of key (hash), or the empty one where it goes. */
+static uint64_t *slot_of(const struct nsa_logmerge *m, const uint8_t *key,
+			 uint64_t hash)
 {
-	size_t i = hash & (cap - 1);
+	const uint32_t tag = HASH_TAG(hash);
+	size_t i = hash & (m->cap - 1);
 
-	while (e[i].key[0] != 0 && memcmp(e[i].key, key, NS_KEY_LEN) != 0)
-		i = (i + 1) & (cap - 1);
-	return &e[i];
+	while (m->idx[i] != 0 && (SLOT_TAG(m->idx[i]) != tag ||
+				  memcmp(m->e[SLOT_POS(m->idx[i]) - 1].key, key,
+					 NS_KEY_LEN) != 0))
+		i = (i + 1) & (m->cap - 1);
+	return &m->idx[i];
 }
 
+/* Twice the index (rebuilt from the entries) and room for as many entries
+ * as it may index. */
 static int grow(struct nsa_logmerge *m)
 {
 	size_t cap = m->cap * 2, i;
-	struct nsa_logmerge_entry *e = table_alloc(cap);
+	uint64_t *idx = calloc(cap, sizeof(*idx));
+	struct nsa_logmerge_entry *e =
+		idx ? realloc(m->e, (cap / 2) * sizeof(*e)) : NULL;
 
-	if (e == NULL)
+	if (e == NULL) {
+		free(idx);
 		return -ENOMEM;
-	for (i = 0; i < m->cap; i++)
-		if (m->e[i].key[0] != 0)
-			*slot_of(e, cap, m->e[i].key, key_hash(m->e[i].key)) =
-				m->e[i];
-	free(m->e);
+	}
+	free(m->idx);
+	m->idx = idx;
 	m->e = e;
 	m->cap = cap;
+	for (i = 0; i < m->used; i++) {
+		uint64_t h = key_hash(e[i].key);
+		size_t j = h & (cap - 1);
+
+		while (idx[j] != 0)
+			j = (j + 1) & (cap - 1);
+		idx[j] = (uint64_t)HASH_TAG(h) << 32 | (uint32_t)(i + 1);
+	}
 	return 0;
 }
 
@@ -116,7 +124,7 @@ static int grow(struct nsa_logmerge *m)
 static int reserve(struct nsa_logmerge *m, size_t n)
 {
 	while (2 * (m->used + n) > m->cap)
-		if (grow(m) != 0)
+		if (m->cap >= ((size_t)1 << 32) || grow(m) != 0)
 			return -ENOMEM;
 	return 0;
 }
@@ -135,19 +143,21 @@ static int kept(const struct nsa_logmerge *m, const uint8_t *key)
 static void merge_one(struct nsa_logmerge *m, const struct ns_session *s,
 		      const uint8_t *key, uint64_t hash)
 {
-	struct nsa_logmerge_entry *x = slot_of(m->e, m->cap, key, hash);
+	uint64_t *slot = slot_of(m, key, hash);
+	struct nsa_logmerge_entry *x;
 
 	m->records++;
-	if (x->key[0] == 0) {
+	if (*slot == 0) {
+		x = &m->e[m->used++];
 		memcpy(x->key, key, NS_KEY_LEN);
 		x->s = *s;
-		m->used++;
-	} else if (s->epoch > x->s.epoch ||
-		   (s->epoch == x->s.epoch &&
-		    s->timestamp_ns >= x->s.timestamp_ns)) {
-		/* As new counts as newer: the same record read twice. */
-		x->s = *s;
+		*slot = (uint64_t)HASH_TAG(hash) << 32 | (uint32_t)m->used;
+		return;
 	}
+	x = &m->e[SLOT_POS(*slot) - 1];
+	if (s->epoch > x->s.epoch ||
+	    (s->epoch == x->s.epoch && s->timestamp_ns >= x->s.timestamp_ns))
+		x->s = *s; /* as new counts as newer: the same record twice */
 }
 
 int nsa_logmerge_record(struct nsa_logmerge *m, const struct ns_session *s)
@@ -173,8 +183,18 @@ struct chunk {
 	unsigned int n;
 };
 
+/* A hint: the entry slot h points at now, when its tag matches. */
+static void prefetch_entry(const struct nsa_logmerge *m, uint64_t h)
+{
+	uint64_t v = m->idx[h & (m->cap - 1)];
+
+	if (v != 0 && SLOT_TAG(v) == HASH_TAG(h))
+		__builtin_prefetch(&m->e[SLOT_POS(v) - 1]);
+}
+
 static int merge_chunk(struct nsa_logmerge *m, struct chunk *c)
 {
+	const unsigned int half = MERGE_AHEAD / 2;
 	unsigned int i;
 
 	if (c->n == 0)
@@ -182,11 +202,15 @@ static int merge_chunk(struct nsa_logmerge *m, struct chunk *c)
 	if (reserve(m, c->n) != 0)
 		return -ENOMEM;
 	for (i = 0; i < c->n && i < MERGE_AHEAD; i++)
-		__builtin_prefetch(&m->e[c->hash[i] & (m->cap - 1)]);
+		__builtin_prefetch(&m->idx[c->hash[i] & (m->cap - 1)]);
+	for (i = 0; i < c->n && i < half; i++)
+		prefetch_entry(m, c->hash[i]);
 	for (i = 0; i < c->n; i++) {
 		if (i + MERGE_AHEAD < c->n)
-			__builtin_prefetch(
-				&m->e[c->hash[i + MERGE_AHEAD] & (m->cap - 1)]);
+			__builtin_prefetch(&m->idx[c->hash[i + MERGE_AHEAD] &
+						   (m->cap - 1)]);
+		if (i + half < c->n)
+			prefetch_entry(m, c->hash[i + half]);
 		merge_one(m, &c->s[i], c->key[i], c->hash[i]);
 	}
 	c->n = 0;
@@ -258,9 +282,8 @@ uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
 	uint64_t taken = 0;
 	size_t i;
 
-	for (i = 0; i < m->cap; i++) {
-		if (m->e[i].key[0] == 0 ||
-		    !nsa_logmerge_live(&m->e[i].s, now_ns))
+	for (i = 0; i < m->used; i++) {
+		if (!nsa_logmerge_live(&m->e[i].s, now_ns))
 			continue;
 		ss[n++] = m->e[i].s;
 		if (n == EMIT_CHUNK) {

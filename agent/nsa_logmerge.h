@@ -16,7 +16,8 @@
 struct nsa_logmerge_entry;
 
 struct nsa_logmerge {
-	struct nsa_logmerge_entry *e; /* open addressing, cap a power of 2 */
+	struct nsa_logmerge_entry *e; /* the sessions, dense: used of them */
+	uint64_t *idx; /* open addressing into e, cap a power of 2 */
 	size_t cap, used;
 	uint64_t records; /* records merged */
 	uint64_t segments; /* segments merged */

@@ -175,3 +175,86 @@ Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_after_it)
 	cr_assert_eq(TAKES(&none, "ns:l:{a}:c", NULL, 0), 0);
 #undef TAKES
 }
+
+/* The newest record per session wins by (epoch, timestamp_ns), whatever the
+ * order the records come in, across many growths of the merge's table;
+ * deletes and expired records are left out at the end. Checked against a
+ * plain array indexed by flow. */
+#define MANY_FLOWS 200000
+#define MANY_RECORDS 1000000
+
+struct newest {
+	struct ns_session s;
+	int seen;
+};
+
+static unsigned int check_emitted(void *arg, const struct ns_session *s,
+				  unsigned int n)
+{
+	struct newest *ref = arg;
+
+	for (unsigned int i = 0; i < n; i++) {
+		uint32_t flow = s[i].timeout_ms - 1000; /* see below */
+
+		cr_assert_lt(flow, MANY_FLOWS);
+		cr_assert_eq(ref[flow].seen, 1,
+			     "flow %u emitted twice or "
+			     "should not be",
+			     flow);
+		cr_assert_eq(memcmp(&ref[flow].s, &s[i], sizeof(s[i])), 0,
+			     "flow %u: not the newest record", flow);
+		ref[flow].seen = 2;
+	}
+	return n;
+}
+
+Test(logmerge, the_newest_record_per_session_wins_in_any_order)
+{
+	static struct newest ref[MANY_FLOWS];
+	const uint64_t now = nsdp_realtime_ns();
+	struct nsa_logmerge m;
+	uint64_t x = 88172645463325252ull, want = 0;
+
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	for (uint32_t i = 0; i < MANY_RECORDS; i++) {
+		struct ns_session s;
+		uint32_t flow;
+		int newer;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		flow = (uint32_t)(x % MANY_FLOWS);
+		/* Events out of order: timestamps and epochs drawn, not
+		 * rising; a tenth are deletes, some already expired. The
+		 * timeout names the flow (the emitted records carry it). */
+		s = nst_session(
+			6, (x >> 20) % 10 == 0 ? NS_EV_DELETE : NS_EV_REFRESH,
+			1, (uint32_t)((x >> 24) % 3) + 1, 1000 + flow,
+			(x >> 28) % 50 == 0 ? now - 10000000000ull
+					    : now + ((x >> 32) % 1000000));
+		nst_session_flow(&s, flow);
+		newer = !ref[flow].seen || s.epoch > ref[flow].s.epoch ||
+			(s.epoch == ref[flow].s.epoch &&
+			 s.timestamp_ns >= ref[flow].s.timestamp_ns);
+		if (newer) {
+			ref[flow].s = s;
+			ref[flow].seen = 1;
+		}
+		cr_assert_eq(nsa_logmerge_record(&m, &s), 0);
+	}
+	cr_assert_eq(m.records, MANY_RECORDS);
+	for (uint32_t f = 0; f < MANY_FLOWS; f++) {
+		if (ref[f].seen && !nsa_logmerge_live(&ref[f].s, now)) {
+			ref[f].seen = 3; /* must not be emitted */
+			continue;
+		}
+		want += ref[f].seen == 1;
+	}
+	cr_assert_gt(want, MANY_FLOWS / 2);
+	cr_assert_eq(nsa_logmerge_emit(&m, now, check_emitted, ref), want);
+	for (uint32_t f = 0; f < MANY_FLOWS; f++)
+		cr_assert_neq(ref[f].seen, 1, "flow %u live but not emitted",
+			      f);
+	nsa_logmerge_free(&m);
+}
