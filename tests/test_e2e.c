@@ -24,6 +24,8 @@
 #define E2E_SESSIONS 129809
 #define CLOCK_PORT 7440
 #define EPOCH_PORT 7450
+#define LOG_CLOCK_PORT 7443 /* 3 nodes: 7443-7445 */
+#define LOG_EPOCH_PORT 7446
 /* The same runs in the log layout. */
 #define LOG_CLUSTER_PORT 7700
 #define LOG_PLAIN_PORT 7710
@@ -80,6 +82,8 @@ static void stop_all(void)
 	nst_store_stop(LATE_PORT);
 	nst_store_stop(CLOCK_PORT);
 	nst_store_stop(EPOCH_PORT);
+	nst_store_stop(LOG_CLOCK_PORT);
+	nst_store_stop(LOG_EPOCH_PORT);
 	nst_store_stop(LOG_CLUSTER_PORT);
 	nst_store_stop(LOG_PLAIN_PORT);
 	nst_store_stop(LOG_COMPACT_PORT);
@@ -142,30 +146,63 @@ ParameterizedTest(struct e2e_layout *l, e2e,
  * reads the clock 10 s late from then on, as after an NTP step): the
  * refreshes and deletes that follow are still the newest of their
  * sessions, for the standby as for the store. */
-Test(e2e, clock_stepped_back_on_the_active_leaves_standby_equal_to_store)
+ParameterizedTestParameters(
+	e2e, clock_stepped_back_on_the_active_leaves_standby_equal_to_store)
+{
+	static struct e2e_layout clock[] = {
+		{"keys", CLOCK_PORT, 0},
+		{"log", LOG_CLOCK_PORT, 0},
+	};
+
+	return cr_make_param_array(struct e2e_layout, clock,
+				   sizeof(clock) / sizeof(clock[0]));
+}
+
+ParameterizedTest(
+	struct e2e_layout *l, e2e,
+	clock_stepped_back_on_the_active_leaves_standby_equal_to_store)
 {
 	const struct nst_source_plan plan = {20000, 200000, 0, 0};
+	char name[32];
 
+	snprintf(name, sizeof(name), "e2e-clock-%s", l->layout);
+	nst_agents_layout(l->layout);
 	/* 20 000 flows, 200 000 events, seed 7: the final table. */
-	run_end_to_end(CLOCK_PORT, 3, "e2e-clock", &plan,
+	run_end_to_end(l->cluster_port, 3, name, &plan,
 		       "--set source.clock_step_back_ms=10000", 13297);
 }
 
 /* [agent] epoch = 0: the active takes a new epoch from the store at start
  * (above the 41 another active took) and replicates with it; an active
  * that keeps a fixed older epoch afterwards is fenced: it writes nothing. */
-Test(e2e, an_active_with_epoch_0_takes_one_above_the_stores_and_fences)
+ParameterizedTestParameters(
+	e2e, an_active_with_epoch_0_takes_one_above_the_stores_and_fences)
+{
+	static struct e2e_layout epoch[] = {
+		{"keys", 0, EPOCH_PORT},
+		{"log", 0, LOG_EPOCH_PORT},
+	};
+
+	return cr_make_param_array(struct e2e_layout, epoch,
+				   sizeof(epoch) / sizeof(epoch[0]));
+}
+
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  an_active_with_epoch_0_takes_one_above_the_stores_and_fences)
 {
 	static const struct nst_source_plan plan = {2000, 5000, 0, 0};
-	char seeds[64];
+	const int port = l->plain_port;
+	char seeds[64], name[32];
 	int pid, rc;
 
-	nst_run_dir_make("e2e-epoch");
-	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", EPOCH_PORT);
-	cr_assert_eq(nst_store_start(EPOCH_PORT, 0, 0), 0);
-	cr_assert_eq(nst_sh("redis-cli -p %d SET natsync:epoch 41 >/dev/null",
-			    EPOCH_PORT),
-		     0);
+	snprintf(name, sizeof(name), "e2e-epoch-%s", l->layout);
+	nst_agents_layout(l->layout);
+	nst_run_dir_make(name);
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", port);
+	cr_assert_eq(nst_store_start(port, 0, 0), 0);
+	cr_assert_eq(
+		nst_sh("redis-cli -p %d SET natsync:epoch 41 >/dev/null", port),
+		0);
 	nst_agents_configure(seeds, &plan, 0);
 	pid = nst_agent_spawn("standby", "");
 	nst_wait_synced(pid);
@@ -178,7 +215,7 @@ Test(e2e, an_active_with_epoch_0_takes_one_above_the_stores_and_fences)
 	cr_assert(nst_run_file_has("active.out", " fenced=0 "));
 	cr_assert_eq(nst_sh("test \"$(redis-cli -p %d GET natsync:epoch)\" = "
 			    "42",
-			    EPOCH_PORT),
+			    port),
 		     0);
 	nst_verify_exact(seeds, pid, 100);
 

@@ -679,6 +679,22 @@ struct layout_param {
 	int port;
 };
 
+/* The tests on a 3-master cluster that run in both store layouts, each on
+ * its own store (no pointers: the parameter is copied into the test's
+ * process). */
+static struct layout_param cluster_layouts[] = {
+	{NSA_LAYOUT_KEYS, CLUSTER_PORT},
+	{NSA_LAYOUT_LOG, LOG_CLUSTER_PORT},
+};
+
+#define IN_BOTH_LAYOUTS(test)                                                  \
+	ParameterizedTestParameters(standby, test)                             \
+	{                                                                      \
+		return cr_make_param_array(                                    \
+			struct layout_param, cluster_layouts,                  \
+			sizeof(cluster_layouts) / sizeof(cluster_layouts[0])); \
+	}
+
 /* ---- fixtures ------------------------------------------------------------ */
 
 static void store_fresh(int port, int masters)
@@ -695,6 +711,21 @@ static void cluster_up(void)
 static void cluster_down(void)
 {
 	nst_store_stop(CLUSTER_PORT);
+}
+
+/* A fresh 3-master cluster in p's layout, that of the standbys the test
+ * starts; the test's active is told once open (a.log). */
+static void layout_cluster_up(const struct layout_param *p)
+{
+	cr_assert_eq(nst_eal_init(1024), 0);
+	store_fresh(p->port, 3);
+	standby_layout = p->layout;
+}
+
+static void layout_stores_down(void)
+{
+	nst_store_stop(CLUSTER_PORT);
+	nst_store_stop(LOG_CLUSTER_PORT);
 }
 
 static void plain_up(void)
@@ -808,16 +839,20 @@ Test(standby, sequence_memory_forgets_only_the_least_recent_pair)
 	free(o);
 }
 
-Test(standby, live_batches_reach_the_table, .init = cluster_up,
-     .fini = cluster_down)
+IN_BOTH_LAYOUTS(live_batches_reach_the_table)
+
+ParameterizedTest(struct layout_param *p, standby, live_batches_reach_the_table,
+		  .fini = layout_stores_down)
 {
 	struct active a;
 	struct nsa_standby *sb;
 	struct nsa_standby_stats st;
 
-	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 5000);
+	layout_cluster_up(p);
+	active_open(&a, p->port, NSA_PUBLISH_AUTO, 5000);
+	a.log = p->layout == NSA_LAYOUT_LOG;
 	cr_assert_eq(a.topo.n_nodes, 3);
-	sb = standby_synced(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
+	sb = standby_synced(p->port, NSA_PUBLISH_AUTO, 100000);
 
 	active_write_range(&a, 0, 5000, NS_EV_CREATE, 1);
 	cr_assert(wait_exact(sb, &a, 10));
@@ -937,17 +972,22 @@ Test(standby, two_standbys_loading_with_scan_at_once_do_not_interfere,
 	active_close(&a);
 }
 
-Test(standby, cold_load_converges_while_batches_keep_coming, .init = cluster_up,
-     .fini = cluster_down)
+IN_BOTH_LAYOUTS(cold_load_converges_while_batches_keep_coming)
+
+ParameterizedTest(struct layout_param *p, standby,
+		  cold_load_converges_while_batches_keep_coming,
+		  .fini = layout_stores_down)
 {
 	struct active a;
 	struct nsa_standby *sb;
 	struct nsa_standby_stats st;
 	uint32_t k;
 
-	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 120000);
+	layout_cluster_up(p);
+	active_open(&a, p->port, NSA_PUBLISH_AUTO, 120000);
+	a.log = p->layout == NSA_LAYOUT_LOG;
 	active_write_range(&a, 0, 100000, NS_EV_CREATE, 1);
-	sb = standby_start(CLUSTER_PORT, NSA_PUBLISH_AUTO, 200000);
+	sb = standby_start(p->port, NSA_PUBLISH_AUTO, 200000);
 	/* Keep the active busy while the standby loads. */
 	for (k = 0; k < 20; k++) {
 		active_write_range(&a, 100000 + k * 1000, 1000, NS_EV_CREATE,
@@ -967,39 +1007,18 @@ Test(standby, cold_load_converges_while_batches_keep_coming, .init = cluster_up,
 	pair_close(sb, &a);
 }
 
-/* The resync in both store layouts (no pointers: the parameter is copied
- * into the test's process). */
-static struct layout_param gap_layouts[] = {
-	{NSA_LAYOUT_KEYS, CLUSTER_PORT},
-	{NSA_LAYOUT_LOG, LOG_CLUSTER_PORT},
-};
-
-static void gap_stores_down(void)
-{
-	nst_store_stop(CLUSTER_PORT);
-	nst_store_stop(LOG_CLUSTER_PORT);
-}
-
-ParameterizedTestParameters(standby,
-			    seq_gap_triggers_resync_and_table_ends_exact)
-{
-	return cr_make_param_array(struct layout_param, gap_layouts,
-				   sizeof(gap_layouts) /
-					   sizeof(gap_layouts[0]));
-}
+IN_BOTH_LAYOUTS(seq_gap_triggers_resync_and_table_ends_exact)
 
 ParameterizedTest(struct layout_param *p, standby,
 		  seq_gap_triggers_resync_and_table_ends_exact,
-		  .fini = gap_stores_down)
+		  .fini = layout_stores_down)
 {
 	struct active a;
 	struct nsa_standby *sb;
 	struct nsa_standby_stats st;
 	unsigned int i;
 
-	cr_assert_eq(nst_eal_init(1024), 0);
-	store_fresh(p->port, 3);
-	standby_layout = p->layout;
+	layout_cluster_up(p);
 	sb = pair_open(&a, p->port, NSA_PUBLISH_AUTO, 3000, 100000);
 	a.log = p->layout == NSA_LAYOUT_LOG;
 	active_write_range(&a, 0, 1000, NS_EV_CREATE, 1);
@@ -1123,14 +1142,19 @@ Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
 	pair_close(sb, &a);
 }
 
-Test(standby, batches_of_an_older_epoch_are_fenced, .init = cluster_up,
-     .fini = cluster_down)
+IN_BOTH_LAYOUTS(batches_of_an_older_epoch_are_fenced)
+
+ParameterizedTest(struct layout_param *p, standby,
+		  batches_of_an_older_epoch_are_fenced,
+		  .fini = layout_stores_down)
 {
 	struct active a;
 	struct nsa_standby *sb;
 	struct nsa_standby_stats st;
 
-	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 2000, 100000);
+	layout_cluster_up(p);
+	sb = pair_open(&a, p->port, NSA_PUBLISH_AUTO, 2000, 100000);
+	a.log = p->layout == NSA_LAYOUT_LOG;
 	a.epoch = 5;
 	active_write_range(&a, 0, 1000, NS_EV_CREATE, 1);
 	cr_assert(wait_exact(sb, &a, 10));
@@ -1371,7 +1395,10 @@ Test(standby, signed_batch_replayed_after_a_restart_changes_nothing,
 	pair_close(sb, &a);
 }
 
-Test(standby, dump_writes_the_table, .init = cluster_up, .fini = cluster_down)
+IN_BOTH_LAYOUTS(dump_writes_the_table)
+
+ParameterizedTest(struct layout_param *p, standby, dump_writes_the_table,
+		  .fini = layout_stores_down)
 {
 	const char *path = nst_build("tests/run/standby_dump.bin");
 	struct active a;
@@ -1379,9 +1406,11 @@ Test(standby, dump_writes_the_table, .init = cluster_up, .fini = cluster_down)
 	FILE *f;
 	long size;
 
-	active_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, 3000);
+	layout_cluster_up(p);
+	active_open(&a, p->port, NSA_PUBLISH_AUTO, 3000);
+	a.log = p->layout == NSA_LAYOUT_LOG;
 	active_write_range(&a, 0, 3000, NS_EV_CREATE, 1);
-	sb = standby_synced(CLUSTER_PORT, NSA_PUBLISH_AUTO, 100000);
+	sb = standby_synced(p->port, NSA_PUBLISH_AUTO, 100000);
 	cr_assert(wait_exact(sb, &a, 10));
 	cr_assert_eq(nsa_standby_dump(sb, path, 5000), 3000);
 	f = fopen(path, "rb");
