@@ -76,8 +76,7 @@ static void no_op(const struct ns_session *s, void *arg)
 	(void)arg;
 }
 
-int nsb_naive(const struct nsa_config *conf,
-		    const struct nsb_opts *o)
+int nsb_naive(const struct nsa_config *conf, const struct nsb_opts *o)
 {
 	struct nsb_result res;
 	struct nsa_source src = {0};

@@ -204,8 +204,7 @@ static int measure(struct record_job *j, unsigned int lcore, int encode,
 	return 0;
 }
 
-int nsb_record(const struct nsa_config *conf,
-		     const struct nsb_opts *o)
+int nsb_record(const struct nsa_config *conf, const struct nsb_opts *o)
 {
 	static struct ns_session set[RECORD_SET];
 	struct record_job *j;

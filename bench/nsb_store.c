@@ -105,8 +105,7 @@ static int probe_master(redisContext *c, const struct nsa_addr *addr, void *arg)
 	return 0;
 }
 
-int nsb_store_probe(const struct nsa_store_conf *store,
-			  struct nsb_store_mem *m)
+int nsb_store_probe(const struct nsa_store_conf *store, struct nsb_store_mem *m)
 {
 	memset(m, 0, sizeof(*m));
 	return for_each_master(store, probe_master, m);
@@ -130,7 +129,7 @@ int nsb_store_flush(const struct nsa_store_conf *store)
 }
 
 double nsb_store_bytes_per_session(const struct nsb_store_mem *a,
-					 const struct nsb_store_mem *b)
+				   const struct nsb_store_mem *b)
 {
 	if (a->keys != 0 || b->keys == 0 || b->used_memory < a->used_memory)
 		return -1;
