@@ -380,6 +380,8 @@ static void *burst_main(void *arg)
 
 /* Set by each test: 1 when the agents run as DPDK secondary processes. */
 static int external;
+/* The gateways' [store] layout (schema/FORMAT.md). */
+static const char *layout = "keys";
 
 static void write_gateway_config(char id)
 {
@@ -401,7 +403,7 @@ static void write_gateway_config(char id)
 		 "progress_ms = 0\n"
 		 "log_level = info\n"
 		 "eal_args = %s\n"
-		 "[store]\nseeds = 127.0.0.1:%d\n"
+		 "[store]\nseeds = 127.0.0.1:%d\nlayout = %s\n"
 		 "[active]\nflush_us = 200\n"
 		 "[rings]\nlanes = 1\nring_size = 4096\n"
 		 "[standby]\ntable_capacity = 4096\n"
@@ -416,7 +418,8 @@ static void write_gateway_config(char id)
 		 "mbufs = 4095\n"
 		 "agent = %s\n",
 		 id == 'A' ? "active" : "standby", id == 'A' ? 1 : 2, eal,
-		 STORE_PORT, nst_run_path(id == 'A' ? "a.sock" : "b.sock"),
+		 STORE_PORT, layout,
+		 nst_run_path(id == 'A' ? "a.sock" : "b.sock"),
 		 external ? "external" : "threads");
 	snprintf(name, sizeof(name), "gw%c.ini", id);
 	nst_write_file(nst_run_path(name), text);
@@ -513,10 +516,10 @@ static pid_t start_agent(char id)
 	snprintf(log, sizeof(log), "agent%c.log", id);
 	snprintf(text, sizeof(text),
 		 "[agent]\ngateway_id = %d\nprogress_ms = 0\n"
-		 "[store]\nseeds = 127.0.0.1:%d\n"
+		 "[store]\nseeds = 127.0.0.1:%d\nlayout = %s\n"
 		 "[active]\nflush_us = 200\n"
 		 "[rings]\nlanes = 1\n",
-		 id == 'A' ? 1 : 2, STORE_PORT);
+		 id == 'A' ? 1 : 2, STORE_PORT, layout);
 	nst_write_file(nst_run_path(ini), text);
 	nst_sh("%s -c %s --prefix nstfo%c --pages 256 --agent %s "
 	       ">>%s 2>&1 & echo $! >%s",
@@ -744,6 +747,15 @@ Test(failover, flows_survive_with_the_agents_as_secondary_processes)
 {
 	external = 1;
 	failover_scenario("failover-external");
+}
+
+/* The same in the log layout: B's cold load merges the segments A wrote,
+ * and B, promoted, writes segments of its own (and compacts A's). */
+Test(failover, tcp_and_udp_flows_survive_in_the_log_layout)
+{
+	external = 0;
+	layout = "log";
+	failover_scenario("failover-log");
 }
 
 /* ---- split brain ------------------------------------------------------------ */
