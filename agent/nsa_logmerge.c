@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ns_batch.h"
 #include "ns_slot.h"
@@ -56,23 +57,94 @@ static uint64_t key_hash(const uint8_t *k)
 	return a;
 }
 
+/* Blocks of MERGE_HUGE_BYTES or more are mapped on their own and asked for
+ * in transparent huge pages (a hint the kernel may refuse): the merge's
+ * random accesses into them then miss the TLB far less. */
+#define MERGE_HUGE_BYTES (4u << 20)
+#define HUGE_PAGE (2u << 20)
+
+static size_t block_len(size_t bytes)
+{
+	return (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+}
+
+/* A zeroed block of bytes, or NULL. */
+static void *block_alloc(size_t bytes)
+{
+	const size_t len = block_len(bytes);
+	size_t head;
+	uint8_t *p;
+
+	if (bytes < MERGE_HUGE_BYTES)
+		return calloc(1, bytes);
+	p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	head = (HUGE_PAGE - (uintptr_t)p % HUGE_PAGE) % HUGE_PAGE;
+	if (head)
+		munmap(p, head);
+	if (head != HUGE_PAGE)
+		munmap(p + head + len, HUGE_PAGE - head);
+	p += head;
+	(void)madvise(p, len, MADV_HUGEPAGE);
+	return p;
+}
+
+static void block_free(void *p, size_t bytes)
+{
+	if (p == NULL)
+		return;
+	if (bytes < MERGE_HUGE_BYTES)
+		free(p);
+	else
+		munmap(p, block_len(bytes));
+}
+
+/* p, a block of old bytes, grown to bytes with its contents; NULL (p
+ * left as it was) when out of memory. */
+static void *block_grow(void *p, size_t old, size_t bytes)
+{
+	void *q;
+
+	if (bytes < MERGE_HUGE_BYTES)
+		return realloc(p, bytes);
+	if (old >= MERGE_HUGE_BYTES) {
+		/* The pages move, none is copied. */
+		q = mremap(p, block_len(old), block_len(bytes), MREMAP_MAYMOVE);
+		if (q == MAP_FAILED)
+			return NULL;
+		(void)madvise(q, block_len(bytes), MADV_HUGEPAGE);
+		return q;
+	}
+	q = block_alloc(bytes);
+	if (q == NULL)
+		return NULL;
+	memcpy(q, p, old);
+	free(p);
+	return q;
+}
+
+#define IDX_BYTES(cap) ((cap) * sizeof(uint64_t))
+#define ENTRIES_BYTES(cap) ((cap) / 2 * sizeof(struct nsa_logmerge_entry))
+
 int nsa_logmerge_init(struct nsa_logmerge *m)
 {
 	memset(m, 0, sizeof(*m));
-	m->idx = calloc(MERGE_MIN_CAP, sizeof(*m->idx));
-	m->e = malloc((MERGE_MIN_CAP / 2) * sizeof(*m->e));
+	m->idx = block_alloc(IDX_BYTES(MERGE_MIN_CAP));
+	m->e = block_alloc(ENTRIES_BYTES(MERGE_MIN_CAP));
+	m->cap = MERGE_MIN_CAP;
 	if (m->idx == NULL || m->e == NULL) {
 		nsa_logmerge_free(m);
 		return -ENOMEM;
 	}
-	m->cap = MERGE_MIN_CAP;
 	return 0;
 }
 
 void nsa_logmerge_free(struct nsa_logmerge *m)
 {
-	free(m->idx);
-	free(m->e);
+	block_free(m->idx, IDX_BYTES(m->cap));
+	block_free(m->e, ENTRIES_BYTES(m->cap));
 	m->idx = NULL;
 	m->e = NULL;
 	m->cap = m->used = 0;
@@ -97,15 +169,17 @@ static uint64_t *slot_of(const struct nsa_logmerge *m, const uint8_t *key,
 static int grow(struct nsa_logmerge *m)
 {
 	size_t cap = m->cap * 2, i;
-	uint64_t *idx = calloc(cap, sizeof(*idx));
+	uint64_t *idx = block_alloc(IDX_BYTES(cap));
 	struct nsa_logmerge_entry *e =
-		idx ? realloc(m->e, (cap / 2) * sizeof(*e)) : NULL;
+		idx ? block_grow(m->e, ENTRIES_BYTES(m->cap),
+				 ENTRIES_BYTES(cap))
+		    : NULL;
 
 	if (e == NULL) {
-		free(idx);
+		block_free(idx, IDX_BYTES(cap));
 		return -ENOMEM;
 	}
-	free(m->idx);
+	block_free(m->idx, IDX_BYTES(m->cap));
 	m->idx = idx;
 	m->e = e;
 	m->cap = cap;

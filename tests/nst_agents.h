@@ -37,6 +37,11 @@ int nst_spawn(const char *program, const char *name, const char *args,
 /* nst_spawn() of natsync-agent, its output files written anew. */
 int nst_agent_spawn(const char *name, const char *args);
 
+/* Whether pid is still running: a spawned program is no child of the test
+ * (the shell that started it is gone), so once it exits it is a zombie
+ * until init reaps it, which kill(pid, 0) does not tell apart. */
+int nst_running(int pid);
+
 /* Wait (30 s at most) until the standby logs that it is synced; asserts
  * it did and did not die meanwhile. */
 void nst_wait_synced(int standby_pid);

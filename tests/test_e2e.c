@@ -95,108 +95,87 @@ TestSuite(e2e, .fini = stop_all, .timeout = 240);
 static const struct nst_source_plan e2e_plan = {200000, 500000, 0, 0};
 
 /* The store layouts ([store] layout): the same run ends with the same
- * exact table (E2E_SESSIONS, entry by entry) in both. */
-/* No pointers: a parameter is copied into the test's process (re-executed,
- * its addresses differ). */
+ * exact table (E2E_SESSIONS, entry by entry) in both. No pointers in a
+ * parameter: it is copied into the test's process (re-executed, its
+ * addresses differ). */
 struct e2e_layout {
 	char layout[8];
-	int cluster_port, plain_port;
+	int port; /* the test's store, a port of its own per layout */
 };
 
-static struct e2e_layout e2e_layouts[] = {
-	{"keys", CLUSTER_PORT, PLAIN_PORT},
-	{"log", LOG_CLUSTER_PORT, LOG_PLAIN_PORT},
-};
+#define E2E_IN_BOTH_LAYOUTS(test, keys_port, log_port)               \
+	ParameterizedTestParameters(e2e, test)                       \
+	{                                                            \
+		static struct e2e_layout p[] = {{"keys", keys_port}, \
+						{"log", log_port}};  \
+		return cr_make_param_array(struct e2e_layout, p, 2); \
+	}
 
-ParameterizedTestParameters(e2e, cluster_standby_table_equals_source)
+/* Make the agents use l's layout; the run's name, prefix-layout. */
+static const char *in_layout(const struct e2e_layout *l, const char *prefix)
 {
-	return cr_make_param_array(struct e2e_layout, e2e_layouts,
-				   sizeof(e2e_layouts) /
-					   sizeof(e2e_layouts[0]));
+	static char name[64];
+
+	nst_agents_layout(l->layout);
+	snprintf(name, sizeof(name), "%s-%s", prefix, l->layout);
+	return name;
 }
+
+E2E_IN_BOTH_LAYOUTS(cluster_standby_table_equals_source, CLUSTER_PORT,
+		    LOG_CLUSTER_PORT)
 
 ParameterizedTest(struct e2e_layout *l, e2e,
 		  cluster_standby_table_equals_source)
 {
-	char name[64];
-
-	snprintf(name, sizeof(name), "e2e-cluster-%s", l->layout);
-	nst_agents_layout(l->layout);
-	run_end_to_end(l->cluster_port, 3, name, &e2e_plan, "", E2E_SESSIONS);
+	run_end_to_end(l->port, 3, in_layout(l, "e2e-cluster"), &e2e_plan, "",
+		       E2E_SESSIONS);
 }
 
-ParameterizedTestParameters(e2e, plain_server_standby_table_equals_source)
-{
-	return cr_make_param_array(struct e2e_layout, e2e_layouts,
-				   sizeof(e2e_layouts) /
-					   sizeof(e2e_layouts[0]));
-}
+E2E_IN_BOTH_LAYOUTS(plain_server_standby_table_equals_source, PLAIN_PORT,
+		    LOG_PLAIN_PORT)
 
 ParameterizedTest(struct e2e_layout *l, e2e,
 		  plain_server_standby_table_equals_source)
 {
-	char name[64];
-
-	snprintf(name, sizeof(name), "e2e-plain-%s", l->layout);
-	nst_agents_layout(l->layout);
-	run_end_to_end(l->plain_port, 0, name, &e2e_plan, "", E2E_SESSIONS);
+	run_end_to_end(l->port, 0, in_layout(l, "e2e-plain"), &e2e_plan, "",
+		       E2E_SESSIONS);
 }
 
 /* The active's wall clock steps back 10 s halfway through (its source
  * reads the clock 10 s late from then on, as after an NTP step): the
  * refreshes and deletes that follow are still the newest of their
  * sessions, for the standby as for the store. */
-ParameterizedTestParameters(
-	e2e, clock_stepped_back_on_the_active_leaves_standby_equal_to_store)
-{
-	static struct e2e_layout clock[] = {
-		{"keys", CLOCK_PORT, 0},
-		{"log", LOG_CLOCK_PORT, 0},
-	};
-
-	return cr_make_param_array(struct e2e_layout, clock,
-				   sizeof(clock) / sizeof(clock[0]));
-}
+E2E_IN_BOTH_LAYOUTS(
+	clock_stepped_back_on_the_active_leaves_standby_equal_to_store,
+	CLOCK_PORT, LOG_CLOCK_PORT)
 
 ParameterizedTest(
 	struct e2e_layout *l, e2e,
 	clock_stepped_back_on_the_active_leaves_standby_equal_to_store)
 {
 	const struct nst_source_plan plan = {20000, 200000, 0, 0};
-	char name[32];
 
-	snprintf(name, sizeof(name), "e2e-clock-%s", l->layout);
-	nst_agents_layout(l->layout);
 	/* 20 000 flows, 200 000 events, seed 7: the final table. */
-	run_end_to_end(l->cluster_port, 3, name, &plan,
+	run_end_to_end(l->port, 3, in_layout(l, "e2e-clock"), &plan,
 		       "--set source.clock_step_back_ms=10000", 13297);
 }
 
 /* [agent] epoch = 0: the active takes a new epoch from the store at start
  * (above the 41 another active took) and replicates with it; an active
  * that keeps a fixed older epoch afterwards is fenced: it writes nothing. */
-ParameterizedTestParameters(
-	e2e, an_active_with_epoch_0_takes_one_above_the_stores_and_fences)
-{
-	static struct e2e_layout epoch[] = {
-		{"keys", 0, EPOCH_PORT},
-		{"log", 0, LOG_EPOCH_PORT},
-	};
-
-	return cr_make_param_array(struct e2e_layout, epoch,
-				   sizeof(epoch) / sizeof(epoch[0]));
-}
+E2E_IN_BOTH_LAYOUTS(
+	an_active_with_epoch_0_takes_one_above_the_stores_and_fences,
+	EPOCH_PORT, LOG_EPOCH_PORT)
 
 ParameterizedTest(struct e2e_layout *l, e2e,
 		  an_active_with_epoch_0_takes_one_above_the_stores_and_fences)
 {
 	static const struct nst_source_plan plan = {2000, 5000, 0, 0};
-	const int port = l->plain_port;
-	char seeds[64], name[32];
+	const int port = l->port;
+	const char *name = in_layout(l, "e2e-epoch");
+	char seeds[64];
 	int pid, rc;
 
-	snprintf(name, sizeof(name), "e2e-epoch-%s", l->layout);
-	nst_agents_layout(l->layout);
 	nst_run_dir_make(name);
 	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", port);
 	cr_assert_eq(nst_store_start(port, 0, 0), 0);
@@ -234,17 +213,8 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 	stop_standby(pid);
 }
 
-ParameterizedTestParameters(
-	e2e, late_standby_converges_while_the_active_keeps_writing)
-{
-	static struct e2e_layout late[] = {
-		{"keys", LATE_PORT, 0},
-		{"log", LOG_LATE_PORT, 0},
-	};
-
-	return cr_make_param_array(struct e2e_layout, late,
-				   sizeof(late) / sizeof(late[0]));
-}
+E2E_IN_BOTH_LAYOUTS(late_standby_converges_while_the_active_keeps_writing,
+		    LATE_PORT, LOG_LATE_PORT)
 
 /* In the log layout the store holds segments, not one key per session:
  * the standby starts 1 s after the first segment, about 100 000 records
@@ -253,16 +223,14 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 		  late_standby_converges_while_the_active_keeps_writing)
 {
 	const struct nst_source_plan plan = {200000, 800000, 100000, 0};
-	const int p = l->cluster_port;
+	const int p = l->port;
 	const int log = strcmp(l->layout, "log") == 0;
-	char seeds[64], name[32];
+	char seeds[64];
 	int pid, rc;
 
 	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
 		 p, p + 1, p + 2);
-	snprintf(name, sizeof(name), "e2e-late-%s", l->layout);
-	nst_agents_layout(l->layout);
-	nst_run_dir_make(name);
+	nst_run_dir_make(in_layout(l, "e2e-late"));
 	cr_assert_eq(nst_store_start(p, 3, 0), 0);
 	/* 100 000 events/s for 8 s: the standby starts once the store holds
 	 * 100 000 sessions, and loads while the active goes on writing. */
@@ -448,10 +416,10 @@ Test(e2e, a_standby_whose_store_went_away_stops_on_sigterm_within_2_s,
 	nsdp_sleep_ms(300);
 	t0 = nsdp_now_s();
 	kill(pid, SIGTERM);
-	for (i = 0; i < 40 && kill(pid, 0) == 0; i++)
+	for (i = 0; i < 40 && nst_running(pid); i++)
 		nsdp_sleep_ms(50);
 	printf("standby stopped %.2f s after SIGTERM\n", nsdp_now_s() - t0);
-	if (kill(pid, 0) == 0)
+	if (nst_running(pid))
 		kill(pid, SIGKILL);
 	cr_assert_lt(i, 40, "still running 2 s after SIGTERM");
 	cr_assert(nst_run_file_has("standby.out", "REPORT role=standby"));

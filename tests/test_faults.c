@@ -22,8 +22,7 @@
  *   dropped, no reset), as a firewall that forgets a connection does.
  *
  * Every test runs in both store layouts ([store] layout = keys, log), on
- * ports of its own for each; the log layout's outage lasts 10 s (what the
- * ring holds is full within 5 s, so the catch-up is the same test).
+ * ports of its own for each.
  *
  * Each ends with the standby's table (and the store) equal to the source's
  * final table, entry by entry, and holding the sessions the plan leaves:
@@ -615,9 +614,7 @@ ParameterizedTest(struct fault_layout *l, faults,
 {
 	const char *env = getenv("NATSYNC_FAULTS_OUTAGE_S");
 	const int base = l->port;
-	unsigned int outage_s = env && atoi(env) > 0 ? (unsigned)atoi(env)
-				: strcmp(l->layout, "log") == 0 ? 10
-								: 30;
+	unsigned int outage_s = env && atoi(env) > 0 ? (unsigned)atoi(env) : 30;
 	/* 20 000 events/s for outage + 14 s: 6 s before, 8 s after. */
 	const struct nst_source_plan plan = {30000, 20000ul * (outage_s + 14),
 					     20000, 1};
