@@ -289,20 +289,39 @@ static void wait_active_done(int pid, int secs)
 		  "not every record was acknowledged");
 }
 
-/* A number from "key=N" in file, or -1. */
-static long long field_of(const char *file, const char *key)
+/* The number the shell command cmd prints, or -1. */
+static long long sh_number(const char *cmd)
 {
-	char cmd[4600], line[64] = "";
-	FILE *p;
+	char line[64] = "";
+	FILE *p = popen(cmd, "r");
 
-	snprintf(cmd, sizeof(cmd),
-		 "grep -o ' %s=[0-9]*' %s | tail -1 | cut -d= -f2", key, file);
-	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	if (!fgets(line, sizeof(line), p))
 		line[0] = '\0';
 	pclose(p);
 	return line[0] ? atoll(line) : -1;
+}
+
+/* A number from "key=N" in file, or -1. */
+static long long field_of(const char *file, const char *key)
+{
+	char cmd[4600];
+
+	snprintf(cmd, sizeof(cmd),
+		 "grep -o ' %s=[0-9]*' %s | tail -1 | cut -d= -f2", key, file);
+	return sh_number(cmd);
+}
+
+/* The resyncs of the standby's last progress line in file, or -1. */
+static long long progress_resyncs(const char *file)
+{
+	char cmd[4600];
+
+	snprintf(cmd, sizeof(cmd),
+		 "grep '^progress: standby' %s | tail -1 | "
+		 "sed -n 's/.* resyncs \\([0-9]*\\) .*/\\1/p'",
+		 file);
+	return sh_number(cmd);
 }
 
 /* ---- master failover ------------------------------------------------------ */
@@ -557,6 +576,21 @@ ParameterizedTest(
 	cr_assert_eq(kill(act, 0), 0, "the active finished too early");
 	wait_active_done(act, 60);
 	nst_verify_exact(seeds, sb, 20145);
+	/* The resubscribe's resyncs may still run once the table is exact
+	 * (the sessions the lost notifications carried were written again
+	 * since): in the log layout a load that a compaction round overtook
+	 * after longer than the grace period is read again, and under the
+	 * sanitizers, beside the other layout's suite, one master's load
+	 * took over 5 s while the active wrote. The active has stopped: no
+	 * round overtakes them now. */
+	t0 = nsdp_now_s();
+	for (int i = 0;
+	     i < 600 && progress_resyncs(nst_run_path("standby.log")) < 6; i++)
+		nsdp_sleep_ms(100);
+	fprintf(stderr,
+		"faults: the standby's resyncs done %.1f s after the "
+		"active\n",
+		nsdp_now_s() - t0);
 	stop_agent(sb);
 	nst_sh("cat %s >&2", nst_run_path("standby.out"));
 	cr_assert(nst_run_file_has("standby.log", "lost subscription"),
