@@ -443,6 +443,21 @@ static int mark_read(redisContext *c, uint16_t slot, struct nsa_logmark *mk,
 	return rc;
 }
 
+/* The mark of round (id, gen) that merged the segments sent before
+ * until_ns, over the mark in force mk. Covered: sent at or before its
+ * until_ns, never less than mk's. */
+static void mark_of_round(struct nsa_logmark *done, uint32_t id, uint64_t gen,
+			  uint32_t grace_ms, const struct nsa_logmark *mk,
+			  uint64_t until_ns)
+{
+	done->set = 1;
+	done->id = id;
+	done->gen = gen;
+	done->grace_ms = grace_ms;
+	done->until_ns = mk->set && mk->until_ns > until_ns - 1 ? mk->until_ns
+								: until_ns - 1;
+}
+
 /* Queue the mark on the master of c (no expiry: the next round replaces
  * it); its reply is the caller's. */
 static void mark_write(redisContext *c, uint16_t slot,
@@ -518,14 +533,7 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 			rc = -EIO;
 	}
 	if (rc == 0) {
-		done.set = 1;
-		done.id = id;
-		done.gen = gen;
-		done.grace_ms = grace_ms;
-		/* Merged: sent before until_ns; covered: at or before. */
-		done.until_ns = mk.set && mk.until_ns > until_ns - 1
-					? mk.until_ns
-					: until_ns - 1;
+		mark_of_round(&done, id, gen, grace_ms, &mk, until_ns);
 		done.parts = cp.index;
 		mark_write(c, topo->nodes[node].channel_slot, &done);
 		if (replies(c, 1, err, errlen) != 0)
@@ -733,14 +741,7 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 	 * on, readers leave out the checkpoints it replaces and the segments
 	 * it covers, expired or not (schema/FORMAT.md, Compaction). */
 	if (rc == 0) {
-		done.set = 1;
-		done.id = id;
-		done.gen = gen;
-		done.grace_ms = grace_ms;
-		/* Merged: sent before until_ns; covered: at or before. */
-		done.until_ns = mk.set && mk.until_ns > until_ns - 1
-					? mk.until_ns
-					: until_ns - 1;
+		mark_of_round(&done, id, gen, grace_ms, &mk, until_ns);
 		for (i = 0; i < n; i++)
 			mark_write(nr[i].c, topo->nodes[i].channel_slot, &done);
 		for (i = 0; i < n; i++)
