@@ -326,6 +326,44 @@ static long long progress_resyncs(const char *file)
 
 /* ---- master failover ------------------------------------------------------ */
 
+/* The progress lines of the active so far, and the acknowledgement rate of
+ * the last one (-1 without one). */
+static void active_progress(long long *lines, long long *rate)
+{
+	const char *log = nst_run_path("active.log");
+	char cmd[4600];
+
+	snprintf(cmd, sizeof(cmd), "grep -c '^progress: active' %s", log);
+	*lines = sh_number(cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "grep '^progress: active' %s | tail -1 | "
+		 "sed -n 's/.* acked [0-9]* (\\([0-9]*\\)\\/s).*/\\1/p'",
+		 log);
+	*rate = sh_number(cmd);
+}
+
+/* Wait, at most secs, for a new progress line of the active that shows
+ * acknowledgements: the records it counts were acknowledged in the last
+ * progress period, so they are in the replay window when a master dies
+ * right after. The source is paced, but a loaded machine can hold its lcore
+ * for seconds, and a master killed after such a pause leaves the window
+ * empty, as it should be. */
+static void wait_acking(int secs)
+{
+	long long seen, lines, rate;
+
+	active_progress(&seen, &rate);
+	for (int i = 0; i < secs * 20; i++) {
+		nsdp_sleep_ms(50);
+		active_progress(&lines, &rate);
+		if (lines > seen && rate > 0)
+			return;
+		seen = lines;
+	}
+	cr_assert_fail("the active acknowledged nothing for %d s; see %s", secs,
+		       nst_run_path("active.log"));
+}
+
 /* The port of the node (of the 6 from base) that replicates master port m. */
 static int replica_of(int base, int m)
 {
@@ -364,6 +402,7 @@ static void run_failover(const char *name, int base, unsigned int lag_ms,
 	rep = replica_of(base, master);
 	start_agents(active_args, &sb, &act);
 	nsdp_sleep_ms(4500 - lag_ms);
+	wait_acking(30);
 	if (lag_ms) {
 		cr_assert_eq(kill(redis_pid(base, rep), SIGSTOP), 0);
 		nsdp_sleep_ms(lag_ms);
