@@ -391,10 +391,16 @@ static int64_t compact_round(struct nsa_active *a, uint32_t id, uint64_t gen)
 	{
 		struct nsa_compact_result r;
 
-		if (nsa_compact_all(&a->conf.store, t, id, gen,
-				    a->conf.batch_key, a->conf.batch_key_len,
-				    compact_until_ns(a),
-				    a->conf.log_compact_grace_ms, &r, err,
+		const struct nsa_compact_round rd = {
+			.id = id,
+			.gen = gen,
+			.epoch = writers_epoch(a),
+			.key = a->conf.batch_key,
+			.key_len = a->conf.batch_key_len,
+			.until_ns = compact_until_ns(a),
+			.grace_ms = a->conf.log_compact_grace_ms};
+
+		if (nsa_compact_all(&a->conf.store, t, &rd, &r, err,
 				    sizeof(err)) != 0) {
 			NSA_WARN("compactor: %s (retried later)", err);
 			rc = -1;

@@ -179,6 +179,33 @@ redisContext *nsa_store_connect(const struct nsa_store_conf *conf,
 	return c;
 }
 
+redisContext *nsa_store_connect_named(const struct nsa_store_conf *conf,
+				      const struct nsa_addr *addr,
+				      const char *name, int *rc, char *err,
+				      size_t errlen)
+{
+	redisContext *c = nsa_store_connect(conf, addr, err, errlen);
+	redisReply *r;
+
+	if (rc)
+		*rc = -ECONNREFUSED;
+	if (c == NULL)
+		return NULL;
+	r = redisCommand(c, "CLIENT SETNAME %s", name);
+	if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+		nsa_set_err(err, errlen, "%s:%u: CLIENT SETNAME: %s",
+			    addr->host, addr->port, r ? r->str : c->errstr);
+		if (rc)
+			*rc = r ? -EACCES : -EIO;
+		if (r)
+			freeReplyObject(r);
+		redisFree(c);
+		return NULL;
+	}
+	freeReplyObject(r);
+	return c;
+}
+
 /* Major version from INFO server, or a negative errno. */
 static int server_major_version(redisContext *c, char *err, size_t errlen)
 {

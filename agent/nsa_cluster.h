@@ -70,6 +70,15 @@ redisContext *nsa_store_connect(const struct nsa_store_conf *conf,
 				const struct nsa_addr *addr, char *err,
 				size_t errlen);
 
+/* nsa_store_connect, then CLIENT SETNAME name, acknowledged before it
+ * returns: a caller may rely on the server knowing the name (the fence,
+ * nsa_fence.h). NULL with a reason in err; *rc (when not NULL) is -EACCES
+ * for a refused name, otherwise -ECONNREFUSED or -EIO. */
+redisContext *nsa_store_connect_named(const struct nsa_store_conf *conf,
+				      const struct nsa_addr *addr,
+				      const char *name, int *rc, char *err,
+				      size_t errlen);
+
 /* Ask the seeds, in order, for the topology: CLUSTER SLOTS on a cluster, a
  * single node covering every slot on a plain server. The first seed whose
  * node reports cluster_state:ok wins (a master cut off from its cluster

@@ -30,6 +30,9 @@
  *   that no mark names (no reader merges them).
  * - A reader that reads the checkpoint and the segments it covers merges
  *   the same table as from either alone.
+ * - A round of a fenced active writes nothing: its connections are named
+ *   as writers (a newer active's fence closes them) and it reads the
+ *   store's epoch once they are, before its first write (nsa_fence.h).
  *
  * Not here: when to compact (nsa_active.c's compactor thread).
  */
@@ -43,6 +46,7 @@
 #include "ns_batch.h"
 #include "ns_slot.h"
 #include "nsa_compact.h"
+#include "nsa_fence.h"
 #include "nsa_logmerge.h"
 #include "nsdp_time.h"
 
@@ -472,8 +476,7 @@ static void mark_write(redisContext *c, uint16_t slot,
 
 int nsa_compact_node(const struct nsa_store_conf *conf,
 		     const struct nsa_topology *topo, unsigned int node,
-		     uint32_t id, uint64_t gen, const char *key, size_t key_len,
-		     uint64_t until_ns, unsigned int grace_ms,
+		     const struct nsa_compact_round *rd,
 		     struct nsa_compact_result *res, char *err, size_t errlen)
 {
 	struct key_list l = {0};
@@ -486,7 +489,8 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 	int rc;
 
 	memset(res, 0, sizeof(*res));
-	c = nsa_store_connect(conf, &topo->nodes[node].addr, err, errlen);
+	c = nsa_store_connect_named(conf, &topo->nodes[node].addr,
+				    NSA_WRITER_NAME, NULL, err, errlen);
 	if (c == NULL)
 		return -EIO;
 	if (nsa_logmerge_init(&m) != 0) {
@@ -495,8 +499,8 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 	}
 	/* A segment not signed with the key is left to its expiry, never
 	 * signed into a checkpoint. */
-	m.batch_key = key;
-	m.batch_key_len = key ? key_len : 0;
+	m.batch_key = rd->key;
+	m.batch_key_len = rd->key ? rd->key_len : 0;
 	done.round_ns = nsdp_realtime_ns();
 	rc = mark_read(c, topo->nodes[node].channel_slot, &mk, err, errlen);
 	if (rc == 0)
@@ -505,16 +509,18 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 			(stale = calloc(l.n ? l.n : 1, 1)) == NULL))
 		rc = -ENOMEM;
 	if (rc == 0)
-		rc = read_segments(c, &l, &mk, until_ns, merged, stale, &m, res,
-				   err, errlen);
+		rc = read_segments(c, &l, &mk, rd->until_ns, merged, stale, &m,
+				   res, err, errlen);
+	if (rc == 0)
+		rc = nsa_fence_check(conf, topo, rd->epoch, err, errlen);
 	if (rc == 0) {
 		cp.c = c;
 		cp.slot = topo->nodes[node].channel_slot;
-		cp.id = id;
-		cp.gen = gen;
+		cp.id = rd->id;
+		cp.gen = rd->gen;
 		cp.now_ns = nsdp_realtime_ns();
-		cp.key = key;
-		cp.key_len = key_len;
+		cp.key = rd->key;
+		cp.key_len = rd->key_len;
 		cp.len = NS_BATCH_HDR_LEN;
 		cp.res = res;
 		cp.err = err;
@@ -533,7 +539,8 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 			rc = -EIO;
 	}
 	if (rc == 0) {
-		mark_of_round(&done, id, gen, grace_ms, &mk, until_ns);
+		mark_of_round(&done, rd->id, rd->gen, rd->grace_ms, &mk,
+			      rd->until_ns);
 		done.parts = cp.index;
 		mark_write(c, topo->nodes[node].channel_slot, &done);
 		if (replies(c, 1, err, errlen) != 0)
@@ -554,8 +561,8 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
 				redisAppendCommand(
 					c, "PEXPIRE %b %u LT", l.k[i], l.len[i],
 					is_checkpoint(l.k[i], l.len[i])
-						? grace_ms
-						: 2 * grace_ms);
+						? rd->grace_ms
+						: 2 * rd->grace_ms);
 				sent++;
 			}
 			if (sent == 1024 || (i == l.n - 1 && sent > 0)) {
@@ -652,10 +659,9 @@ static int slots_still(const struct nsa_store_conf *conf,
 }
 
 int nsa_compact_all(const struct nsa_store_conf *conf,
-		    const struct nsa_topology *topo, uint32_t id, uint64_t gen,
-		    const char *key, size_t key_len, uint64_t until_ns,
-		    unsigned int grace_ms, struct nsa_compact_result *res,
-		    char *err, size_t errlen)
+		    const struct nsa_topology *topo,
+		    const struct nsa_compact_round *rd,
+		    struct nsa_compact_result *res, char *err, size_t errlen)
 {
 	const unsigned int n = topo->n_nodes;
 	struct node_round *nr = calloc(n ? n : 1, sizeof(*nr));
@@ -674,11 +680,12 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 		free(nr);
 		return -ENOMEM;
 	}
-	m.batch_key = key;
-	m.batch_key_len = key ? key_len : 0;
+	m.batch_key = rd->key;
+	m.batch_key_len = rd->key ? rd->key_len : 0;
 	for (i = 0; i < n && rc == 0; i++) {
-		nr[i].c = nsa_store_connect(conf, &topo->nodes[i].addr, err,
-					    errlen);
+		nr[i].c = nsa_store_connect_named(conf, &topo->nodes[i].addr,
+						  NSA_WRITER_NAME, NULL, err,
+						  errlen);
 		if (nr[i].c == NULL) {
 			rc = -EIO;
 			break;
@@ -700,22 +707,24 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 			     NULL))
 			rc = -ENOMEM;
 		if (rc == 0)
-			rc = read_segments(nr[i].c, &nr[i].l, &mk, until_ns,
+			rc = read_segments(nr[i].c, &nr[i].l, &mk, rd->until_ns,
 					   nr[i].merged, nr[i].stale, &m, res,
 					   err, errlen);
 	}
 	if (rc == 0 && topo->cluster && !slots_still(conf, topo, err, errlen))
 		rc = -EAGAIN;
+	if (rc == 0)
+		rc = nsa_fence_check(conf, topo, rd->epoch, err, errlen);
 	for (i = 0; i < n && rc == 0; i++) {
 		struct checkpoint *cp = &nr[i].cp;
 
 		cp->c = nr[i].c;
 		cp->slot = topo->nodes[i].channel_slot;
-		cp->id = id;
-		cp->gen = gen;
+		cp->id = rd->id;
+		cp->gen = rd->gen;
 		cp->now_ns = nsdp_realtime_ns();
-		cp->key = key;
-		cp->key_len = key_len;
+		cp->key = rd->key;
+		cp->key_len = rd->key_len;
 		cp->len = NS_BATCH_HDR_LEN;
 		cp->res = res;
 		cp->err = err;
@@ -741,7 +750,8 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 	 * on, readers leave out the checkpoints it replaces and the segments
 	 * it covers, expired or not (schema/FORMAT.md, Compaction). */
 	if (rc == 0) {
-		mark_of_round(&done, id, gen, grace_ms, &mk, until_ns);
+		mark_of_round(&done, rd->id, rd->gen, rd->grace_ms, &mk,
+			      rd->until_ns);
 		for (i = 0; i < n; i++)
 			mark_write(nr[i].c, topo->nodes[i].channel_slot, &done);
 		for (i = 0; i < n; i++)
@@ -761,8 +771,8 @@ int nsa_compact_all(const struct nsa_store_conf *conf,
 					nr[i].c, "PEXPIRE %b %u LT", l->k[k],
 					l->len[k],
 					is_checkpoint(l->k[k], l->len[k])
-						? grace_ms
-						: 2 * grace_ms);
+						? rd->grace_ms
+						: 2 * rd->grace_ms);
 				sent++;
 			}
 			if (sent == 1024 || (k == l->n - 1 && sent > 0)) {

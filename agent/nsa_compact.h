@@ -21,17 +21,30 @@ struct nsa_compact_result {
 	uint64_t bytes_written; /* bytes of the checkpoints written */
 };
 
+/* One round: who compacts, under which epoch, and what it may merge. */
+struct nsa_compact_round {
+	uint32_t id; /* the checkpoints' names: k:<id>:<gen>: */
+	uint64_t gen;
+	/* The compacting active's epoch: a round finds the store's epoch
+	 * (natsync:epoch) above it, or is closed by a newer active's fence
+	 * (its connections are named as writers), and writes nothing. */
+	uint32_t epoch;
+	const char *key; /* the batch key (HMAC), or NULL */
+	size_t key_len;
+	uint64_t until_ns; /* segments sent after it wait for a later round */
+	unsigned int grace_ms;
+};
+
 /* Compact master node of topo, blocking: the segments sent at or before
- * until_ns (header sent_ns) and the checkpoints are merged; the checkpoint
- * goes under "ns:l:{N}:k:<id>:<gen>:<i>" in the master's channel slot,
- * each with the longest remaining timeout of its records as PX; the
- * segments read get a PX of grace_ms unless they expire sooner.
- * key/key_len: the batch key (HMAC) or NULL/0. 0, or a negative errno with
- * the reason in err (nothing expired then). */
+ * rd->until_ns (header sent_ns) and the checkpoints are merged; the
+ * checkpoint goes under "ns:l:{N}:k:<id>:<gen>:<i>" in the master's channel
+ * slot, each with the longest remaining timeout of its records as PX; the
+ * segments read get a PX of grace_ms unless they expire sooner. 0, or a
+ * negative errno with the reason in err (nothing expired then; -ESTALE:
+ * fenced, nothing written). */
 int nsa_compact_node(const struct nsa_store_conf *conf,
 		     const struct nsa_topology *topo, unsigned int node,
-		     uint32_t id, uint64_t gen, const char *key, size_t key_len,
-		     uint64_t until_ns, unsigned int grace_ms,
+		     const struct nsa_compact_round *rd,
 		     struct nsa_compact_result *res, char *err, size_t errlen);
 
 /* Compact every master of topo in one round, blocking: every master's
@@ -42,13 +55,12 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
  * tombstone may only be left out once every older record is covered. On
  * a cluster, nothing expires when the slot map changed or a slot was
  * being migrated while the round listed (-EAGAIN: a segment key may have
- * moved past both listings). Segments sent after until_ns wait for a
- * later round (nsa_compact_node). res sums the masters. 0, or a negative errno
+ * moved past both listings). Segments sent after rd->until_ns wait for a
+ * later round; fencing as nsa_compact_node. res sums the masters. 0, or a negative errno
  * with the reason in err. */
 int nsa_compact_all(const struct nsa_store_conf *conf,
-		    const struct nsa_topology *topo, uint32_t id, uint64_t gen,
-		    const char *key, size_t key_len, uint64_t until_ns,
-		    unsigned int grace_ms, struct nsa_compact_result *res,
-		    char *err, size_t errlen);
+		    const struct nsa_topology *topo,
+		    const struct nsa_compact_round *rd,
+		    struct nsa_compact_result *res, char *err, size_t errlen);
 
 #endif

@@ -51,36 +51,18 @@ int nsa_conn_open(struct nsa_conn *c, const struct nsa_store_conf *conf,
 	return nsa_conn_open_named(c, conf, NULL, err, errlen);
 }
 
-/* The name is acknowledged before the socket turns non-blocking: a caller
- * may rely on the server knowing it (nsa_fence.h). */
-static int conn_setname(redisContext *ctx, const struct nsa_addr *a,
-			const char *name, char *err, size_t errlen)
-{
-	redisReply *r = redisCommand(ctx, "CLIENT SETNAME %s", name);
-	int rc = 0;
-
-	if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-		snprintf(err, errlen, "%s:%u: CLIENT SETNAME: %s", a->host,
-			 a->port, r ? r->str : ctx->errstr);
-		rc = r ? -EACCES : -EIO;
-	}
-	if (r)
-		freeReplyObject(r);
-	return rc;
-}
-
 int nsa_conn_open_named(struct nsa_conn *c, const struct nsa_store_conf *conf,
 			const char *name, char *err, size_t errlen)
 {
-	redisContext *ctx = nsa_store_connect(conf, &c->addr, err, errlen);
-	int fl, rc;
+	int fl, rc = -ECONNREFUSED;
+	/* The name is acknowledged before the socket turns non-blocking. */
+	redisContext *ctx =
+		name ? nsa_store_connect_named(conf, &c->addr, name, &rc, err,
+					       errlen)
+		     : nsa_store_connect(conf, &c->addr, err, errlen);
 
 	if (ctx == NULL)
-		return -ECONNREFUSED;
-	if (name && (rc = conn_setname(ctx, &c->addr, name, err, errlen))) {
-		redisFree(ctx);
 		return rc;
-	}
 	fl = fcntl(ctx->fd, F_GETFL);
 	if (fl < 0 || fcntl(ctx->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		rc = -errno;

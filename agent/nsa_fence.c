@@ -173,6 +173,25 @@ int nsa_fence_read(const struct nsa_store_conf *conf,
 	return rc;
 }
 
+int nsa_fence_check(const struct nsa_store_conf *conf,
+		    const struct nsa_topology *t, uint32_t epoch, char *err,
+		    size_t errlen)
+{
+	uint64_t e;
+	int rc = nsa_fence_read(conf, t, &e, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	if (e > epoch) {
+		nsa_set_err(err, errlen,
+			    "fenced: the store's epoch is %llu, above this "
+			    "active's %u",
+			    (unsigned long long)e, epoch);
+		return -ESTALE;
+	}
+	return 0;
+}
+
 /* Close the writer connections CLIENT LIST shows on c; their number, or a
  * negative errno with err. */
 static int fence_node(redisContext *c, char *err, size_t errlen)

@@ -39,6 +39,15 @@ int nsa_fence_read(const struct nsa_store_conf *conf,
 		   const struct nsa_topology *t, uint64_t *epoch, char *err,
 		   size_t errlen);
 
+/* Read once every connection of a writer is named, before it writes:
+ * -ESTALE (and why in err) when the store's epoch is above epoch, 0 when
+ * not, or a negative errno. A fence raised before a name was given did not
+ * close that connection, but its epoch was issued before, so this read
+ * sees it. */
+int nsa_fence_check(const struct nsa_store_conf *conf,
+		    const struct nsa_topology *t, uint32_t epoch, char *err,
+		    size_t errlen);
+
 /* Close every writer connection (named NSA_WRITER_NAME...) on every
  * master. *killed counts them. 0 when every master did it, otherwise a
  * negative errno with the masters that did not in err. */

@@ -345,7 +345,7 @@ Test(acl, the_active_log_user_replicates_and_compacts_the_log)
 	static struct nsa_config conf;
 	static struct nsa_topology topo;
 	struct nsa_compact_result res;
-	uint64_t records = 0, live = 0;
+	uint64_t records = 0, live = 0, epoch;
 	char err[512];
 
 	acl_layout = "log";
@@ -356,9 +356,18 @@ Test(acl, the_active_log_user_replicates_and_compacts_the_log)
 	cr_assert_eq(nsa_topology_fetch(&conf.store, &topo, err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(topo.n_nodes, 3);
+	/* The round compacts as an active of the store's epoch. */
+	cr_assert_eq(
+		nsa_fence_read(&conf.store, &topo, &epoch, err, sizeof(err)), 0,
+		"%s", err);
 	for (unsigned int i = 0; i < topo.n_nodes; i++) {
-		cr_assert_eq(nsa_compact_node(&conf.store, &topo, i, 1, 1, NULL,
-					      0, nsdp_realtime_ns(), 0, &res,
+		const struct nsa_compact_round rd = {
+			.id = 1,
+			.gen = 1,
+			.epoch = (uint32_t)epoch,
+			.until_ns = nsdp_realtime_ns()};
+
+		cr_assert_eq(nsa_compact_node(&conf.store, &topo, i, &rd, &res,
 					      err, sizeof(err)),
 			     0, "compaction as natsync-active-log: %s", err);
 		records += res.records;

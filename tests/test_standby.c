@@ -5,6 +5,7 @@
  * checks that the standby's table ends equal to what it wrote.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "nsa_cluster.h"
 #include "nsa_compact.h"
 #include "nsa_config.h"
+#include "nsa_fence.h"
 #include "nsa_logmerge.h"
 #include "nsa_order.h"
 #include "nsa_standby.h"
@@ -1602,10 +1604,16 @@ Test(standby, log_cold_load_during_compaction_gives_the_exact_table,
 	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
 	store_conf(&sc, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC);
 	t0 = nsdp_now_s();
-	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0, 0xabcdef00u, 1, NULL, 0,
-				      nsdp_realtime_ns() -
-					      (uint64_t)grace_ms * 1000000u,
-				      grace_ms, &res, err, sizeof(err)),
+	cr_assert_eq(nsa_compact_node(
+			     &sc, &a.topo, 0,
+			     &(struct nsa_compact_round){
+				     .id = 0xabcdef00u,
+				     .gen = 1,
+				     .epoch = 1,
+				     .until_ns = nsdp_realtime_ns() -
+						 (uint64_t)grace_ms * 1000000u,
+				     .grace_ms = grace_ms},
+			     &res, err, sizeof(err)),
 		     0, "%s", err);
 	t1 = nsdp_now_s();
 	cr_assert(wait_synced(sb, 30), "cold load did not finish");
@@ -1702,9 +1710,14 @@ Test(standby, log_readers_leave_out_what_the_mark_does_not_name,
 	active_write_range(&a, 0, 50, NS_EV_DELETE, 0);
 	nsdp_sleep_ms(20);
 	store_conf(&sc, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC);
-	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0, 0x11111111u, 2, NULL, 0,
-				      nsdp_realtime_ns(), 60000, &res, err,
-				      sizeof(err)),
+	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0,
+				      &(struct nsa_compact_round){
+					      .id = 0x11111111u,
+					      .gen = 2,
+					      .epoch = 1,
+					      .until_ns = nsdp_realtime_ns(),
+					      .grace_ms = 60000},
+				      &res, err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(res.live, 50);
 
@@ -1750,15 +1763,126 @@ Test(standby, log_readers_leave_out_what_the_mark_does_not_name,
 
 	/* The next round under the same mark: the same 70. */
 	nsdp_sleep_ms(20);
-	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0, 0x11111111u, 3, NULL, 0,
-				      nsdp_realtime_ns(), 60000, &res, err,
-				      sizeof(err)),
+	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0,
+				      &(struct nsa_compact_round){
+					      .id = 0x11111111u,
+					      .gen = 3,
+					      .epoch = 1,
+					      .until_ns = nsdp_realtime_ns(),
+					      .grace_ms = 60000},
+				      &res, err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(res.live, 70);
 	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, 1000);
 	cr_assert(wait_synced(sb, 20), "second cold load did not finish");
 	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	cr_assert_eq(ts.live, 70);
+	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	pair_close(sb, &a);
+}
+
+/* A compaction round of the old active in a split brain. */
+struct fenced_round {
+	const struct nsa_store_conf *sc;
+	const struct nsa_topology *topo;
+	struct nsa_compact_result res;
+	char err[256];
+	int rc;
+};
+
+static void *fenced_round_main(void *arg)
+{
+	struct fenced_round *f = arg;
+
+	f->rc = nsa_compact_node(
+		f->sc, f->topo, 0,
+		&(struct nsa_compact_round){.id = 0xaaaaaa00u,
+					    .gen = 1,
+					    .epoch = 1,
+					    .until_ns = nsdp_realtime_ns(),
+					    .grace_ms = 500},
+		&f->res, f->err, sizeof(f->err));
+	return NULL;
+}
+
+/* Split brain, log layout: the old active (epoch 1) is compacting when the
+ * new one takes epoch 2 and raises the fence. The round's connections are
+ * named as writers, so the fence closes them, and it reads the epoch once
+ * they are named: it fails, writes no mark and expires nothing, and a
+ * round of epoch 1 started afterwards is refused before it writes. The
+ * new active's round then holds every session. (Before, the old round
+ * ran to its end and wrote its mark, which could land after the new
+ * active's and name a checkpoint the new round had let expire.) */
+Test(standby, log_compaction_round_of_a_fenced_active_writes_nothing,
+     .fini = log_compact_down, .timeout = 120)
+{
+	const uint32_t n = 400000;
+	struct fenced_round f = {0};
+	struct nsa_compact_result res;
+	struct nsa_store_conf sc;
+	struct nsdp_table_stats ts;
+	struct nsa_standby *sb;
+	struct active a;
+	char err[256], mark[NS_SEGMENT_KEY_MAX];
+	unsigned int killed = 0;
+	pthread_t th;
+	redisReply *r;
+
+	cr_assert_eq(nst_eal_init(1024), 0);
+	store_fresh(LOG_COMPACT_PORT, 0);
+	standby_layout = NSA_LAYOUT_LOG;
+	active_open(&a, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n);
+	a.log = 1;
+	active_write_range(&a, 0, n, NS_EV_CREATE, 0);
+	store_conf(&sc, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC);
+	nsdp_sleep_ms(20);
+
+	f.sc = &sc;
+	f.topo = &a.topo;
+	cr_assert_eq(pthread_create(&th, NULL, fenced_round_main, &f), 0);
+	nsdp_sleep_ms(10);
+	cr_assert_eq(nsa_store_incr(&sc, NSA_EPOCH_KEY, 1, err, sizeof(err)), 2,
+		     "%s", err);
+	cr_assert_eq(nsa_fence_raise(&sc, &killed, err, sizeof(err)), 0, "%s",
+		     err);
+	pthread_join(th, NULL);
+	printf("fenced round: rc %d (%s), %u connection(s) closed by the "
+	       "fence, %llu records read\n",
+	       f.rc, f.err, killed, (unsigned long long)f.res.records);
+	cr_assert_neq(f.rc, 0, "the fenced round completed (%llu live written)",
+		      (unsigned long long)f.res.live);
+	nsa_logmark_key(a.topo.nodes[0].channel_slot, mark, sizeof(mark));
+	r = redisCommand(a.c[0], "EXISTS %s", mark);
+	cr_assert(r && r->type == REDIS_REPLY_INTEGER);
+	cr_assert_eq(r->integer, 0, "the fenced round wrote its mark");
+	freeReplyObject(r);
+
+	/* A round of the old epoch started now is refused before it writes. */
+	memset(&f, 0, sizeof(f));
+	f.sc = &sc;
+	f.topo = &a.topo;
+	fenced_round_main(&f);
+	cr_assert_eq(f.rc, -ESTALE, "rc %d: %s", f.rc, f.err);
+	cr_assert(strstr(f.err, "fenced: the store's epoch is 2") != NULL, "%s",
+		  f.err);
+
+	/* Nothing expired: past two of its grace periods, the new active's
+	 * round and a cold load hold every session. */
+	nsdp_sleep_ms(1200);
+	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0,
+				      &(struct nsa_compact_round){
+					      .id = 0xbbbbbb00u,
+					      .gen = 1,
+					      .epoch = 2,
+					      .until_ns = nsdp_realtime_ns(),
+					      .grace_ms = 60000},
+				      &res, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(res.live, n);
+	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
+	cr_assert(wait_synced(sb, 30), "cold load did not finish");
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	cr_assert_eq(ts.live, n);
 	cr_assert(table_exact(nsa_standby_table(sb), &a));
 	pair_close(sb, &a);
 }
