@@ -1568,6 +1568,23 @@ ParameterizedTest(struct layout_param *p, standby,
 	pair_close(sb, &a);
 }
 
+/* nsa_compact_node() on master 0 of topo: one round of active id (and
+ * epoch), merging what was sent by until_ns. err holds 256 bytes. */
+static int compact_node0(const struct nsa_store_conf *sc,
+			 const struct nsa_topology *topo, uint32_t id,
+			 uint64_t gen, uint32_t epoch, uint64_t until_ns,
+			 unsigned int grace_ms, struct nsa_compact_result *res,
+			 char *err)
+{
+	const struct nsa_compact_round rd = {.id = id,
+					     .gen = gen,
+					     .epoch = epoch,
+					     .until_ns = until_ns,
+					     .grace_ms = grace_ms};
+
+	return nsa_compact_node(sc, topo, 0, &rd, res, err, 256);
+}
+
 static void log_compact_down(void)
 {
 	nst_store_stop(LOG_COMPACT_PORT);
@@ -1604,16 +1621,10 @@ Test(standby, log_cold_load_during_compaction_gives_the_exact_table,
 	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
 	store_conf(&sc, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC);
 	t0 = nsdp_now_s();
-	cr_assert_eq(nsa_compact_node(
-			     &sc, &a.topo, 0,
-			     &(struct nsa_compact_round){
-				     .id = 0xabcdef00u,
-				     .gen = 1,
-				     .epoch = 1,
-				     .until_ns = nsdp_realtime_ns() -
-						 (uint64_t)grace_ms * 1000000u,
-				     .grace_ms = grace_ms},
-			     &res, err, sizeof(err)),
+	cr_assert_eq(compact_node0(&sc, &a.topo, 0xabcdef00u, 1, 1,
+				   nsdp_realtime_ns() -
+					   (uint64_t)grace_ms * 1000000u,
+				   grace_ms, &res, err),
 		     0, "%s", err);
 	t1 = nsdp_now_s();
 	cr_assert(wait_synced(sb, 30), "cold load did not finish");
@@ -1710,14 +1721,8 @@ Test(standby, log_readers_leave_out_what_the_mark_does_not_name,
 	active_write_range(&a, 0, 50, NS_EV_DELETE, 0);
 	nsdp_sleep_ms(20);
 	store_conf(&sc, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC);
-	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0,
-				      &(struct nsa_compact_round){
-					      .id = 0x11111111u,
-					      .gen = 2,
-					      .epoch = 1,
-					      .until_ns = nsdp_realtime_ns(),
-					      .grace_ms = 60000},
-				      &res, err, sizeof(err)),
+	cr_assert_eq(compact_node0(&sc, &a.topo, 0x11111111u, 2, 1,
+				   nsdp_realtime_ns(), 60000, &res, err),
 		     0, "%s", err);
 	cr_assert_eq(res.live, 50);
 
@@ -1763,14 +1768,8 @@ Test(standby, log_readers_leave_out_what_the_mark_does_not_name,
 
 	/* The next round under the same mark: the same 70. */
 	nsdp_sleep_ms(20);
-	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0,
-				      &(struct nsa_compact_round){
-					      .id = 0x11111111u,
-					      .gen = 3,
-					      .epoch = 1,
-					      .until_ns = nsdp_realtime_ns(),
-					      .grace_ms = 60000},
-				      &res, err, sizeof(err)),
+	cr_assert_eq(compact_node0(&sc, &a.topo, 0x11111111u, 3, 1,
+				   nsdp_realtime_ns(), 60000, &res, err),
 		     0, "%s", err);
 	cr_assert_eq(res.live, 70);
 	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, 1000);
@@ -1794,14 +1793,8 @@ static void *fenced_round_main(void *arg)
 {
 	struct fenced_round *f = arg;
 
-	f->rc = nsa_compact_node(
-		f->sc, f->topo, 0,
-		&(struct nsa_compact_round){.id = 0xaaaaaa00u,
-					    .gen = 1,
-					    .epoch = 1,
-					    .until_ns = nsdp_realtime_ns(),
-					    .grace_ms = 500},
-		&f->res, f->err, sizeof(f->err));
+	f->rc = compact_node0(f->sc, f->topo, 0xaaaaaa00u, 1, 1,
+			      nsdp_realtime_ns(), 500, &f->res, f->err);
 	return NULL;
 }
 
@@ -1869,14 +1862,8 @@ Test(standby, log_compaction_round_of_a_fenced_active_writes_nothing,
 	/* Nothing expired: past two of its grace periods, the new active's
 	 * round and a cold load hold every session. */
 	nsdp_sleep_ms(1200);
-	cr_assert_eq(nsa_compact_node(&sc, &a.topo, 0,
-				      &(struct nsa_compact_round){
-					      .id = 0xbbbbbb00u,
-					      .gen = 1,
-					      .epoch = 2,
-					      .until_ns = nsdp_realtime_ns(),
-					      .grace_ms = 60000},
-				      &res, err, sizeof(err)),
+	cr_assert_eq(compact_node0(&sc, &a.topo, 0xbbbbbb00u, 1, 2,
+				   nsdp_realtime_ns(), 60000, &res, err),
 		     0, "%s", err);
 	cr_assert_eq(res.live, n);
 	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
