@@ -25,9 +25,9 @@ struct nsa_compact_result {
 struct nsa_compact_round {
 	uint32_t id; /* the checkpoints' names: k:<id>:<gen>: */
 	uint64_t gen;
-	/* The compacting active's epoch: a round finds the store's epoch
-	 * (natsync:epoch) above it, or is closed by a newer active's fence
-	 * (its connections are named as writers), and writes nothing. */
+	/* The compacting active's epoch: a round that finds the store's
+	 * epoch (natsync:epoch) above it, or whose connections (named as
+	 * writers) a newer active's fence closes, writes nothing more. */
 	uint32_t epoch;
 	const char *key; /* the batch key (HMAC), or NULL */
 	size_t key_len;
@@ -56,8 +56,8 @@ int nsa_compact_node(const struct nsa_store_conf *conf,
  * a cluster, nothing expires when the slot map changed or a slot was
  * being migrated while the round listed (-EAGAIN: a segment key may have
  * moved past both listings). Segments sent after rd->until_ns wait for a
- * later round; fencing as nsa_compact_node. res sums the masters. 0, or a negative errno
- * with the reason in err. */
+ * later round; fenced as nsa_compact_node. res sums the masters. 0, or a
+ * negative errno with the reason in err. */
 int nsa_compact_all(const struct nsa_store_conf *conf,
 		    const struct nsa_topology *topo,
 		    const struct nsa_compact_round *rd,
