@@ -85,14 +85,32 @@ static void table_write(const char *file, const struct ns_session *s, size_t n,
 	cr_assert_eq(fclose(f), 0);
 }
 
-/* SET every key at the master that owns its slot; value_len 0: the
- * session's record, else the raw value given. */
+/* Read the replies queued[] counts on c[0..n), each an OK. */
+static void store_replies(redisContext **c, unsigned int *queued,
+			  unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		for (; queued[i] > 0; queued[i]--) {
+			redisReply *r = NULL;
+
+			cr_assert_eq(redisGetReply(c[i], (void **)&r),
+				     REDIS_OK);
+			cr_assert(r && r->type == REDIS_REPLY_STATUS, "SET: %s",
+				  r ? r->str : "no reply");
+			freeReplyObject(r);
+		}
+	}
+}
+
+/* SET every key at the master that owns its slot, pipelined in chunks;
+ * value_len 0: the session's record, else the raw value given. */
 static void store_put(const struct ns_session *s, size_t n, const void *value,
 		      size_t value_len)
 {
 	struct nsa_store_conf sc = {.n_seeds = 1, .connect_timeout_ms = 1000};
 	struct nsa_topology *topo = calloc(1, sizeof(*topo));
 	redisContext *c[NSA_MAX_NODES] = {0};
+	unsigned int queued[NSA_MAX_NODES] = {0}, node;
 	char err[256];
 
 	cr_assert_not_null(topo);
@@ -109,7 +127,6 @@ static void store_put(const struct ns_session *s, size_t n, const void *value,
 		uint8_t key[NS_KEY_LEN], buf[NS_RECORD_MAX_LEN];
 		const void *v = value;
 		size_t len = value_len;
-		redisReply *r;
 
 		ns_key_build(s[i].proto, &s[i].orig, key);
 		if (!len) {
@@ -119,12 +136,12 @@ static void store_put(const struct ns_session *s, size_t n, const void *value,
 			v = buf;
 			len = (size_t)l;
 		}
-		r = redisCommand(
-			c[topo->slot_node[ns_key_slot(key, NS_KEY_LEN)]],
-			"SET %b %b", key, (size_t)NS_KEY_LEN, v, len);
-		cr_assert(r && r->type == REDIS_REPLY_STATUS, "SET: %s",
-			  r ? r->str : "no reply");
-		freeReplyObject(r);
+		node = topo->slot_node[ns_key_slot(key, NS_KEY_LEN)];
+		redisAppendCommand(c[node], "SET %b %b", key,
+				   (size_t)NS_KEY_LEN, v, len);
+		queued[node]++;
+		if (i % 1024 == 1023 || i == n - 1)
+			store_replies(c, queued, topo->n_nodes);
 	}
 	for (unsigned int i = 0; i < topo->n_nodes; i++)
 		redisFree(c[i]);
@@ -521,4 +538,28 @@ Test(verify, table_larger_than_its_memory_is_refused, .timeout = 300)
 				   nst_run_path("big.tbl")),
 		       "out of memory");
 	unlink(nst_run_path("big.tbl"));
+}
+
+/* The store side of the same limit: a store larger than the memory
+ * natsync-verify may use is refused, never compared in part. */
+Test(verify, store_larger_than_its_memory_is_refused, .timeout = 300)
+{
+	const uint32_t big = 2000000;
+	struct ns_session *s = malloc(big * sizeof(*s));
+
+	cr_assert_not_null(s);
+	fresh("verify-store-oom");
+	all_equal();
+	cr_assert_eq(verify_with(MEMORY_LIMIT, nst_run_path("source.tbl"),
+				 nst_run_path("standby.tbl")),
+		     0, "natsync-verify does not run within the limit");
+	for (uint32_t i = 0; i < big; i++)
+		s[i] = session_of(SESSIONS + i);
+	store_put(s, big, NULL, 0);
+	free(s);
+	assert_refused(verify_with(MEMORY_LIMIT, nst_run_path("source.tbl"),
+				   nst_run_path("standby.tbl")),
+		       "store: out of memory");
+	for (int p = STORE_PORT; p < STORE_PORT + 3; p++)
+		nst_sh("redis-cli -p %d flushall >/dev/null", p);
 }
