@@ -1585,6 +1585,33 @@ static int compact_node0(const struct nsa_store_conf *sc,
 	return nsa_compact_node(sc, topo, 0, &rd, res, err, 256);
 }
 
+/* A fresh plain store on LOG_COMPACT_PORT and an active writing it in the
+ * log layout (room for n sessions); standbys started after load it so. */
+static void log_active_open(struct active *a, uint32_t n)
+{
+	cr_assert_eq(nst_eal_init(1024), 0);
+	store_fresh(LOG_COMPACT_PORT, 0);
+	standby_layout = NSA_LAYOUT_LOG;
+	active_open(a, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n);
+	a->log = 1;
+}
+
+/* A standby (room for room sessions) cold-loads the log of a: it must
+ * sync within 30 s and hold live sessions, exactly a's. */
+static struct nsa_standby *log_cold_load(const struct active *a, uint32_t room,
+					 uint64_t live)
+{
+	struct nsa_standby *sb =
+		standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, room);
+	struct nsdp_table_stats ts;
+
+	cr_assert(wait_synced(sb, 30), "cold load did not finish");
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	cr_assert_eq(ts.live, live);
+	cr_assert(table_exact(nsa_standby_table(sb), a));
+	return sb;
+}
+
 static void log_compact_down(void)
 {
 	nst_store_stop(LOG_COMPACT_PORT);
@@ -1607,11 +1634,7 @@ Test(standby, log_cold_load_during_compaction_gives_the_exact_table,
 	double t0, t1;
 	redisReply *r;
 
-	cr_assert_eq(nst_eal_init(1024), 0);
-	store_fresh(LOG_COMPACT_PORT, 0);
-	standby_layout = NSA_LAYOUT_LOG;
-	active_open(&a, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n);
-	a.log = 1;
+	log_active_open(&a, n);
 	active_write_range(&a, 0, n, NS_EV_CREATE, 0);
 	active_write_range(&a, 0, n, NS_EV_REFRESH, 0);
 	active_write_range(&a, 0, n / 10, NS_EV_DELETE, 0);
@@ -1650,11 +1673,7 @@ Test(standby, log_cold_load_during_compaction_gives_the_exact_table,
 	cr_assert(r && r->type == REDIS_REPLY_INTEGER);
 	cr_assert_eq(r->integer, (live + 4093) / 4094 + 1);
 	freeReplyObject(r);
-	sb2 = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
-	cr_assert(wait_synced(sb2, 30), "second cold load did not finish");
-	nsdp_table_stats(nsa_standby_table(sb2), &ts);
-	cr_assert_eq(ts.live, live);
-	cr_assert(table_exact(nsa_standby_table(sb2), &a));
+	sb2 = log_cold_load(&a, n + n / 4, live);
 	pair_close(sb2, &a);
 }
 
@@ -1702,7 +1721,6 @@ Test(standby, log_readers_leave_out_what_the_mark_does_not_name,
 {
 	struct nsa_compact_result res;
 	struct nsa_store_conf sc;
-	struct nsdp_table_stats ts;
 	struct nsa_logmark mk;
 	struct nsa_standby *sb;
 	struct active a;
@@ -1711,11 +1729,7 @@ Test(standby, log_readers_leave_out_what_the_mark_does_not_name,
 	redisReply *r;
 	size_t tag;
 
-	cr_assert_eq(nst_eal_init(1024), 0);
-	store_fresh(LOG_COMPACT_PORT, 0);
-	standby_layout = NSA_LAYOUT_LOG;
-	active_open(&a, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, 200);
-	a.log = 1;
+	log_active_open(&a, 200);
 	t_old = nsdp_realtime_ns();
 	active_write_range(&a, 0, 100, NS_EV_CREATE, 0);
 	active_write_range(&a, 0, 50, NS_EV_DELETE, 0);
@@ -1759,11 +1773,7 @@ Test(standby, log_readers_leave_out_what_the_mark_does_not_name,
 	log_value_set(&a, name, 0x33u, 0, 10, t_old + 1, mk.until_ns);
 
 	active_write_range(&a, 100, 20, NS_EV_CREATE, 0);
-	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, 1000);
-	cr_assert(wait_synced(sb, 20), "cold load did not finish");
-	nsdp_table_stats(nsa_standby_table(sb), &ts);
-	cr_assert_eq(ts.live, 70);
-	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	sb = log_cold_load(&a, 1000, 70);
 	nsa_standby_free(sb);
 
 	/* The next round under the same mark: the same 70. */
@@ -1772,11 +1782,7 @@ Test(standby, log_readers_leave_out_what_the_mark_does_not_name,
 				   nsdp_realtime_ns(), 60000, &res, err),
 		     0, "%s", err);
 	cr_assert_eq(res.live, 70);
-	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, 1000);
-	cr_assert(wait_synced(sb, 20), "second cold load did not finish");
-	nsdp_table_stats(nsa_standby_table(sb), &ts);
-	cr_assert_eq(ts.live, 70);
-	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	sb = log_cold_load(&a, 1000, 70);
 	pair_close(sb, &a);
 }
 
@@ -1813,7 +1819,6 @@ Test(standby, log_compaction_round_of_a_fenced_active_writes_nothing,
 	struct fenced_round f = {0};
 	struct nsa_compact_result res;
 	struct nsa_store_conf sc;
-	struct nsdp_table_stats ts;
 	struct nsa_standby *sb;
 	struct active a;
 	char err[256], mark[NS_SEGMENT_KEY_MAX];
@@ -1821,11 +1826,7 @@ Test(standby, log_compaction_round_of_a_fenced_active_writes_nothing,
 	pthread_t th;
 	redisReply *r;
 
-	cr_assert_eq(nst_eal_init(1024), 0);
-	store_fresh(LOG_COMPACT_PORT, 0);
-	standby_layout = NSA_LAYOUT_LOG;
-	active_open(&a, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n);
-	a.log = 1;
+	log_active_open(&a, n);
 	active_write_range(&a, 0, n, NS_EV_CREATE, 0);
 	store_conf(&sc, LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC);
 	nsdp_sleep_ms(20);
@@ -1866,11 +1867,7 @@ Test(standby, log_compaction_round_of_a_fenced_active_writes_nothing,
 				   nsdp_realtime_ns(), 60000, &res, err),
 		     0, "%s", err);
 	cr_assert_eq(res.live, n);
-	sb = standby_start(LOG_COMPACT_PORT, NSA_PUBLISH_CLASSIC, n + n / 4);
-	cr_assert(wait_synced(sb, 30), "cold load did not finish");
-	nsdp_table_stats(nsa_standby_table(sb), &ts);
-	cr_assert_eq(ts.live, n);
-	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	sb = log_cold_load(&a, n + n / 4, n);
 	pair_close(sb, &a);
 }
 
