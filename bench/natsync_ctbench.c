@@ -1,6 +1,6 @@
 /*
  * natsync_ctbench.c - the natsync-ctbench program: how fast the standby's
- * conntrack commit (dataplane/nsdp_ctcommit.h) writes sessions into a
+ * conntrack commit (dataplane/kernel/nsdp_ctcommit.h) writes sessions into a
  * kernel's conntrack table, batched ctnetlink beside one synchronous
  * create at a time (what conntrackd's commit does), in one run.
  *

@@ -2,7 +2,7 @@
  * natsync_gateway.c - natsync-gateway, the reference NAT44 gateway.
  *
  * One DPDK process with an inside and an outside port (any PMD), one
- * forwarding lcore running the NAT fast path (dataplane/nsdp_nat.h) over
+ * forwarding lcore running the NAT fast path (dataplane/nat/nsdp_nat.h) over
  * the gateway's session table, and a control thread (the main thread)
  * serving a unix socket: "promote", "demote", "status", "stats",
  * "health"; with [metrics] listen it also serves /metrics and /readyz
@@ -17,7 +17,7 @@
  * epoch from the store (INCR natsync:epoch, so that every promotion in the
  * deployment is later than every earlier one; without one it stays a
  * standby), closes the writer connections of older epochs on every master
- * (the fence, agent/nsa_fence.h), rebuilds the port maps from
+ * (the fence, agent/fence/nsa_fence.h), rebuilds the port maps from
  * the replicated sessions, and starts replicating the gateway's own
  * sessions (the table changes hands explicitly, nsdp_table_take: never two
  * writers): with [gateway] agent = threads through writer threads in this

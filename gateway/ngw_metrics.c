@@ -1,6 +1,6 @@
 /*
  * ngw_metrics.c - natsync-gateway's metrics and health: /metrics and
- * /readyz ([metrics] listen, agent/nsa_metrics.h) and the control socket's
+ * /readyz ([metrics] listen, agent/ops/nsa_metrics.h) and the control socket's
  * "health" command, one logic for both.
  *
  * All of it runs on the main loop, the thread that promotes and demotes,
@@ -14,7 +14,7 @@
 #include "ngw_gw.h"
 #include "nsa_active.h"
 #include "nsa_log.h"
-#include "nsa_metrics.h"
+#include "nsa_metrics_roles.h"
 #include "nsa_standby.h"
 #include "nsdp_nat.h"
 #include "nsdp_stat.h"

@@ -1,6 +1,6 @@
 /*
  * ngw_promote.c - natsync-gateway's promotion and demotion, and the fence
- * that keeps an old active out of the store (agent/nsa_fence.h).
+ * that keeps an old active out of the store (agent/fence/nsa_fence.h).
  *
  * A promotion takes its epoch from the store (never one of its own making),
  * closes older writers' connections on every master, lets the subscriber

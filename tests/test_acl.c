@@ -253,7 +253,7 @@ Test(acl, the_active_user_cannot_scan_or_subscribe)
 		{"SET natsync:epoch 9", 1}, /* nor rewind the epoch */
 		{"INCRBY natsync:epoch 1", 1},
 		/* a key whose write was refused is read back; the epoch is
-		 * read at every connection (agent/nsa_fence.h) */
+		 * read at every connection (agent/fence/nsa_fence.h) */
 		{"GET ns:x", 0},
 		{"GET natsync:epoch", 0},
 	};
@@ -268,7 +268,7 @@ Test(acl, the_active_user_cannot_scan_or_subscribe)
 
 /* A gateway is a standby (subscriber and loads), then an active (writers),
  * takes each promotion's epoch with INCRBY natsync:epoch, reads it, and
- * closes older writers' connections (agent/nsa_fence.h). It may do that,
+ * closes older writers' connections (agent/fence/nsa_fence.h). It may do that,
  * and may not rewind or drop the epoch counter, nor INCRBY a session
  * key. */
 Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)

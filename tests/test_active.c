@@ -1433,7 +1433,7 @@ Test(active, standby_agrees_with_a_store_refusing_deletes_by_acl, .timeout = 60)
 }
 
 /* A partitioned old active (issue: split brain): another gateway takes a
- * newer epoch and raises the fence (agent/nsa_fence.h). The old writers'
+ * newer epoch and raises the fence (agent/fence/nsa_fence.h). The old writers'
  * connections are closed; they reconnect, read the newer epoch, and write
  * none of their older records, while records of the new epoch go on. */
 Test(active, a_fenced_writer_writes_nothing_after_the_fence, .timeout = 120)

@@ -1,5 +1,5 @@
 /*
- * test_logmerge.c - the log layout's merge (agent/nsa_logmerge.h) on real
+ * test_logmerge.c - the log layout's merge (agent/log/nsa_logmerge.h) on real
  * batches built as writers build them: records of slots a load does not
  * keep stay out (the cross-master merge after resharding), and with a
  * batch key only segments signed with it count; compaction's mark

@@ -1,13 +1,13 @@
 /*
  * test_mxformat.c - the Prometheus text exposition writer and the
- * [metrics] listen parser (agent/nsa_metrics.h), without a server.
+ * [metrics] listen parser (agent/ops/nsa_metrics.h), without a server.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "nsa_metrics.h"
+#include "nsa_metrics_roles.h"
 #include "nst_store.h"
 
 Test(mxformat, label_values_are_escaped_and_base_labels_come_first)

@@ -44,7 +44,7 @@
 #include "nsa_fence.h"
 #include "nsa_host.h"
 #include "nsa_log.h"
-#include "nsa_metrics.h"
+#include "nsa_metrics_roles.h"
 #include "nsa_sdnotify.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"

@@ -22,7 +22,7 @@
 
 #include <ini.h>
 
-#include "nsa_cluster.h"
+#include "nsa_store_conf.h"
 #include "nsa_config_key.h"
 
 static void nsa_store_u(void *field, size_t size, uint64_t v)
@@ -230,6 +230,44 @@ static int nsa_parse_ipv4(const char *v, uint32_t *out, char *why,
 		return -1;
 	}
 	*out = ntohl(a.s_addr);
+	return 0;
+}
+
+static int host_char_ok(char ch)
+{
+	return isalnum((unsigned char)ch) || ch == '.' || ch == '-' ||
+	       ch == '_';
+}
+
+int nsa_addr_parse(const char *s, struct nsa_addr *addr)
+{
+	const char *colon;
+	size_t host_len;
+	unsigned long port;
+	char *end;
+
+	if (!s || !addr)
+		return -EINVAL;
+	colon = strchr(s, ':');
+	/* One colon only: IPv6 literals are not supported. */
+	if (!colon || strchr(colon + 1, ':'))
+		return -EINVAL;
+	host_len = (size_t)(colon - s);
+	if (host_len == 0 || host_len >= NSA_HOST_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < host_len; i++)
+		if (!host_char_ok(s[i]))
+			return -EINVAL;
+	/* strtoul accepts signs and blanks; a port is digits only. */
+	if (!isdigit((unsigned char)colon[1]))
+		return -EINVAL;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || port == 0 || port > 65535)
+		return -EINVAL;
+	memcpy(addr->host, s, host_len);
+	addr->host[host_len] = '\0';
+	addr->port = (uint16_t)port;
 	return 0;
 }
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "nsa_active.h"
-#include "nsa_metrics.h"
+#include "nsa_metrics_roles.h"
 #include "nsa_standby.h"
 
 void nsa_metrics_common(struct nsa_mx *m, uint32_t epoch, int ready)

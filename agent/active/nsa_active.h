@@ -27,6 +27,7 @@
 
 #include <stdint.h>
 
+#include "nsa_cluster.h"
 #include "nsa_config.h"
 #include "nsdp_lane.h"
 

@@ -15,37 +15,9 @@
 #include <hiredis/hiredis.h>
 
 #include "ns_slot.h"
+#include "nsa_store_conf.h"
 
 #define NSA_MAX_NODES 64
-#define NSA_MAX_SEEDS 16
-#define NSA_HOST_MAX 64
-
-enum nsa_publish_mode {
-	NSA_PUBLISH_AUTO, /* SPUBLISH where the server has it, else PUBLISH */
-	NSA_PUBLISH_SHARDED, /* SPUBLISH / SSUBSCRIBE (Redis 7) */
-	NSA_PUBLISH_CLASSIC, /* PUBLISH / SUBSCRIBE */
-};
-
-/* [store] layout: how the store holds the sessions (schema/FORMAT.md). */
-enum nsa_layout {
-	NSA_LAYOUT_KEYS, /* one key per session, SET or DEL per record */
-	NSA_LAYOUT_LOG, /* one segment key per batch (Log layout) */
-};
-
-struct nsa_addr {
-	char host[NSA_HOST_MAX];
-	uint16_t port;
-};
-
-struct nsa_store_conf {
-	struct nsa_addr seeds[NSA_MAX_SEEDS];
-	unsigned int n_seeds;
-	char user[64]; /* empty: AUTH with the password alone */
-	char password[256]; /* empty: no AUTH */
-	int connect_timeout_ms;
-	enum nsa_publish_mode publish;
-	enum nsa_layout layout;
-};
 
 struct nsa_node {
 	struct nsa_addr addr;
@@ -103,8 +75,5 @@ void nsa_set_err(char *err, size_t errlen, const char *fmt, ...)
 
 /* Whether x and y name the same node (same host string and port). */
 int nsa_addr_equal(const struct nsa_addr *x, const struct nsa_addr *y);
-
-/* Parse "host:port" into addr; 0 or -EINVAL. */
-int nsa_addr_parse(const char *s, struct nsa_addr *addr);
 
 #endif

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "nsa_cluster.h"
+#include "nsa_store_conf.h"
 #include "nsdp_ksrc.h"
 #include "nsdp_synth.h"
 
@@ -85,7 +85,7 @@ struct nsa_config {
 
 	/* [standby] kernel conntrack commit: every record the subscriber
 	 * applies is also written into this host's conntrack table
-	 * (dataplane/nsdp_ctcommit.h). */
+	 * (dataplane/kernel/nsdp_ctcommit.h). */
 	int commit; /* enum nsa_commit */
 	char commit_netns[64]; /* a name under /run/netns; empty = ours */
 	unsigned int commit_batch_bytes; /* per sendmsg; 0 = one at a time */
@@ -96,7 +96,7 @@ struct nsa_config {
 	char eal_args[1024]; /* EAL arguments, space separated */
 	int verbosity;
 
-	/* [metrics] (agent/nsa_metrics.h) */
+	/* [metrics] (agent/ops/nsa_metrics.h) */
 	char metrics_listen[80]; /* ADDR:PORT or [IPv6]:PORT; empty = off */
 	/* An active is not ready while a writer retries longer than this. */
 	unsigned int metrics_ready_retry_ms;

@@ -1,0 +1,44 @@
+/*
+ * nsa_store_conf.h - the values of [store]: the seeds' addresses, the
+ * credentials, the publish mode and the layout. Plain types and the
+ * address parser: connecting is store/'s (nsa_cluster.h).
+ */
+#ifndef NSA_STORE_CONF_H
+#define NSA_STORE_CONF_H
+
+#include <stdint.h>
+
+#define NSA_MAX_SEEDS 16
+#define NSA_HOST_MAX 64
+
+enum nsa_publish_mode {
+	NSA_PUBLISH_AUTO, /* SPUBLISH where the server has it, else PUBLISH */
+	NSA_PUBLISH_SHARDED, /* SPUBLISH / SSUBSCRIBE (Redis 7) */
+	NSA_PUBLISH_CLASSIC, /* PUBLISH / SUBSCRIBE */
+};
+
+/* [store] layout: how the store holds the sessions (schema/FORMAT.md). */
+enum nsa_layout {
+	NSA_LAYOUT_KEYS, /* one key per session, SET or DEL per record */
+	NSA_LAYOUT_LOG, /* one segment key per batch (Log layout) */
+};
+
+struct nsa_addr {
+	char host[NSA_HOST_MAX];
+	uint16_t port;
+};
+
+struct nsa_store_conf {
+	struct nsa_addr seeds[NSA_MAX_SEEDS];
+	unsigned int n_seeds;
+	char user[64]; /* empty: AUTH with the password alone */
+	char password[256]; /* empty: no AUTH */
+	int connect_timeout_ms;
+	enum nsa_publish_mode publish;
+	enum nsa_layout layout;
+};
+
+/* Parse "host:port" into addr; 0 or -EINVAL. */
+int nsa_addr_parse(const char *s, struct nsa_addr *addr);
+
+#endif
