@@ -145,7 +145,7 @@ static int32_t flow_find_writer(const struct nsdp_table *t, uint32_t h,
 			if (ref == 0)
 				continue;
 			p = &t->entries[ref - 1].u.p;
-			if (p->proto == proto && tuple_equal(&p->orig, orig))
+			if (p->proto == proto && ns_tuple_equal(&p->orig, orig))
 				return (int32_t)(ref - 1);
 		}
 		if (bk->passed == 0)
@@ -375,7 +375,7 @@ static void entry_update(struct nsdp_table *t, uint32_t pos,
 	uint8_t old_state = packed_state(&e->u.p);
 	uint8_t state = s->event == NS_EV_DELETE ? ENTRY_TOMB : ENTRY_LIVE;
 	int relink = !(old_state == ENTRY_LIVE && state == ENTRY_LIVE &&
-		       tuple_equal(&e->u.p.xlat, &s->xlat));
+		       ns_tuple_equal(&e->u.p.xlat, &s->xlat));
 	union packed_words u;
 
 	if (old_state == ENTRY_LIVE && relink)

@@ -119,13 +119,6 @@ static inline uint32_t next_bucket(const struct nsdp_table *t, uint32_t b)
 	return b + 1 == t->n_buckets ? 0 : b + 1;
 }
 
-static inline int tuple_equal(const struct ns_tuple *a,
-			      const struct ns_tuple *b)
-{
-	return a->saddr == b->saddr && a->daddr == b->daddr &&
-	       a->sport == b->sport && a->dport == b->dport;
-}
-
 /* The reply tuple of a translated direction: from the remote to the
  * outside address. */
 static inline struct ns_tuple reply_tuple(const struct ns_tuple *xlat)

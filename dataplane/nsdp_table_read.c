@@ -47,7 +47,7 @@ static __rte_always_inline int32_t idx_find(const struct nsdp_table *t,
 			if (packed_state(&u.p) == ENTRY_LIVE &&
 			    u.p.proto == proto &&
 			    (by_reply ? reply_matches(&u.p, key)
-				      : tuple_equal(&u.p.orig, key))) {
+				      : ns_tuple_equal(&u.p.orig, key))) {
 				packed_unpack(&u.p, out);
 				return (int32_t)(ref - 1);
 			}

@@ -175,16 +175,9 @@ int ns_record_to_json(const struct ns_session *s, char *buf, size_t cap)
 	return n;
 }
 
-static inline int tuple_equal(const struct ns_tuple *a,
-			      const struct ns_tuple *b)
-{
-	return a->saddr == b->saddr && a->daddr == b->daddr &&
-	       a->sport == b->sport && a->dport == b->dport;
-}
-
 int ns_session_same_flow(const struct ns_session *a, const struct ns_session *b)
 {
-	return a->proto == b->proto && tuple_equal(&a->orig, &b->orig);
+	return a->proto == b->proto && ns_tuple_equal(&a->orig, &b->orig);
 }
 
 int ns_session_equal_state(const struct ns_session *a,
@@ -194,6 +187,6 @@ int ns_session_equal_state(const struct ns_session *a,
 	       a->proto == b->proto && a->gateway_id == b->gateway_id &&
 	       a->epoch == b->epoch && a->timeout_ms == b->timeout_ms &&
 	       a->timestamp_ns == b->timestamp_ns &&
-	       tuple_equal(&a->orig, &b->orig) &&
-	       tuple_equal(&a->xlat, &b->xlat);
+	       ns_tuple_equal(&a->orig, &b->orig) &&
+	       ns_tuple_equal(&a->xlat, &b->xlat);
 }

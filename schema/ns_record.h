@@ -35,6 +35,13 @@ struct ns_tuple {
 	uint16_t dport;
 };
 
+static inline int ns_tuple_equal(const struct ns_tuple *a,
+				 const struct ns_tuple *b)
+{
+	return a->saddr == b->saddr && a->daddr == b->daddr &&
+	       a->sport == b->sport && a->dport == b->dport;
+}
+
 /*
  * A session event, 64 bytes so that it is one cache line in a ring.
  * orig is the inside five-tuple as the gateway received it; xlat is the
