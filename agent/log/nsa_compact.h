@@ -9,37 +9,16 @@
 #define NSA_COMPACT_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #include "nsa_cluster.h"
-
-struct nsa_compact_result {
-	uint64_t segments; /* segments read (checkpoints included) */
-	uint64_t records; /* records merged */
-	uint64_t live; /* live records written back */
-	uint64_t bytes_read; /* bytes of the segments read */
-	uint64_t bytes_written; /* bytes of the checkpoints written */
-};
-
-/* One round: who compacts, under which epoch, and what it may merge. */
-struct nsa_compact_round {
-	uint32_t id; /* the checkpoints' names: k:<id>:<gen>: */
-	uint64_t gen;
-	/* The compacting active's epoch: a round that finds the store's
-	 * epoch (natsync:epoch) above it, or whose connections (named as
-	 * writers) a newer active's fence closes, writes nothing more. */
-	uint32_t epoch;
-	const char *key; /* the batch key (HMAC), or NULL */
-	size_t key_len;
-	uint64_t until_ns; /* segments sent after it wait for a later round */
-	unsigned int grace_ms;
-};
+#include "nsa_compact_round.h"
 
 /* Compact master node of topo, blocking: the segments sent at or before
  * rd->until_ns (header sent_ns) and the checkpoints are merged; the
  * checkpoint goes under "ns:l:{N}:k:<id>:<gen>:<i>" in the master's channel
  * slot, each with the longest remaining timeout of its records as PX; the
- * segments read get a PX of grace_ms unless they expire sooner. 0, or a
+ * checkpoints it replaced get a PX of grace_ms and the segments read twice
+ * that, unless they expire sooner. 0, or a
  * negative errno with the reason in err (nothing expired then; -ESTALE:
  * fenced, nothing written). */
 int nsa_compact_node(const struct nsa_store_conf *conf,
