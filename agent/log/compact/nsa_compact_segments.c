@@ -199,73 +199,57 @@ static size_t order_by_slot(const struct nsa_compact_keys *l, uint8_t *want,
 	return n;
 }
 
-/* One master's read of the segments wanted: where they go, what it
- * counts. */
-struct seg_read {
-	redisContext *c;
-	const struct nsa_compact_keys *l;
-	uint64_t until_ns; /* segments sent after it wait */
-	uint8_t *merged; /* set for the keys merged */
-	struct nsa_logmerge *m;
-	struct nsa_compact_result *res;
-	char *err;
-	size_t errlen;
-};
-
-/* MGET the keys of order from i on (one slot, NSA_COMPACT_MGET segments'
- * weight at most) and merge them: how many were asked for, or -ENOMEM or
- * -EIO. */
-static long read_one_mget(const struct seg_read *sr, const uint64_t *order,
-			  size_t n_want, size_t i)
+/* The keys of the next MGET, from order's first on: one slot's, up to
+ * NSA_COMPACT_MGET segments' weight. Their number (at least one). */
+static size_t mget_keys(const struct nsa_compact_keys *l, const uint64_t *order,
+			size_t n_left, const char **argv, size_t *lens)
 {
-	const struct nsa_compact_keys *l = sr->l;
-	const char *argv[NSA_COMPACT_MGET + 1] = {"MGET"};
-	size_t lens[NSA_COMPACT_MGET + 1] = {4}, n = 0, weight = 0, j;
-	redisReply *r;
-	long rc;
+	size_t n = 0, weight = 0;
 
-	while (i + n < n_want && weight < NSA_COMPACT_MGET &&
-	       order[i + n] >> 32 == order[i] >> 32) {
-		size_t k = (uint32_t)order[i + n];
+	while (n < n_left && weight < NSA_COMPACT_MGET &&
+	       order[n] >> 32 == order[0] >> 32) {
+		size_t k = (uint32_t)order[n];
 
-		argv[n + 1] = l->k[k];
-		lens[n + 1] = l->len[k];
+		argv[n] = l->k[k];
+		lens[n] = l->len[k];
 		weight += nsa_compact_is_checkpoint(l, k)
 				  ? NSA_CHECKPOINT_WEIGHT
 				  : 1;
 		n++;
 	}
-	r = redisCommandArgv(sr->c, (int)n + 1, argv, lens);
-	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != n) {
-		nsa_set_err(sr->err, sr->errlen, "MGET: %s",
-			    r && r->type == REDIS_REPLY_ERROR ? r->str
-							      : sr->c->errstr);
-		rc = -EIO;
-	} else {
-		rc = (long)n;
-	}
-	for (j = 0; rc > 0 && j < n; j++) {
+	return n;
+}
+
+/* Merge the values of MGET reply r, of the n keys of order: a checkpoint
+ * whole, a segment if it was sent before until_ns (merged[] set for those
+ * merged). 0 or -ENOMEM. */
+static int merge_reply(const struct nsa_compact_keys *l, const uint64_t *order,
+		       size_t n, const redisReply *r, uint64_t until_ns,
+		       uint8_t *merged, struct nsa_logmerge *m,
+		       struct nsa_compact_result *res)
+{
+	size_t j;
+
+	for (j = 0; j < n; j++) {
 		const redisReply *v = r->element[j];
-		size_t k = (uint32_t)order[i + j];
+		size_t k = (uint32_t)order[j];
 		int took;
 
 		if (v->type != REDIS_REPLY_STRING)
 			continue; /* expired since listed */
 		took = nsa_logmerge_segment_until(
-			sr->m, (const uint8_t *)v->str, v->len,
+			m, (const uint8_t *)v->str, v->len,
 			nsa_compact_is_checkpoint(l, k) ? UINT64_MAX
-							: sr->until_ns);
+							: until_ns);
 		if (took == -ENOMEM)
-			rc = -ENOMEM;
+			return -ENOMEM;
 		if (took <= 0)
 			continue; /* too young, or not a batch */
-		sr->merged[k] = 1;
-		sr->res->segments++;
-		sr->res->bytes_read += v->len;
+		merged[k] = 1;
+		res->segments++;
+		res->bytes_read += v->len;
 	}
-	if (r)
-		freeReplyObject(r);
-	return rc;
+	return 0;
 }
 
 int nsa_compact_read(redisContext *c, const struct nsa_compact_keys *l,
@@ -273,17 +257,10 @@ int nsa_compact_read(redisContext *c, const struct nsa_compact_keys *l,
 		     uint8_t *merged, uint8_t *stale, struct nsa_logmerge *m,
 		     struct nsa_compact_result *res, char *err, size_t errlen)
 {
-	const struct seg_read sr = {.c = c,
-				    .l = l,
-				    .until_ns = until_ns,
-				    .merged = merged,
-				    .m = m,
-				    .res = res,
-				    .err = err,
-				    .errlen = errlen};
 	uint64_t *order = malloc((l->n ? l->n : 1) * sizeof(*order));
-	size_t i = 0, n_want = 0;
-	long rc;
+	const char *argv[NSA_COMPACT_MGET + 1] = {"MGET"};
+	size_t lens[NSA_COMPACT_MGET + 1] = {4}, i, n, n_want = 0;
+	int rc;
 
 	if (order == NULL)
 		return -ENOMEM;
@@ -291,12 +268,26 @@ int nsa_compact_read(redisContext *c, const struct nsa_compact_keys *l,
 	rc = peek_segments(c, l, mk, until_ns, merged, stale, err, errlen);
 	if (rc == 0)
 		n_want = order_by_slot(l, merged, order);
-	while (rc >= 0 && i < n_want) {
-		rc = read_one_mget(&sr, order, n_want, i);
-		if (rc > 0)
-			i += (size_t)rc;
+	for (i = 0; i < n_want && rc == 0; i += n) {
+		redisReply *r;
+
+		n = mget_keys(l, order + i, n_want - i, argv + 1, lens + 1);
+		r = redisCommandArgv(c, (int)n + 1, argv, lens);
+		if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
+		    r->elements != n) {
+			nsa_set_err(err, errlen, "MGET: %s",
+				    r && r->type == REDIS_REPLY_ERROR
+					    ? r->str
+					    : c->errstr);
+			rc = -EIO;
+		} else {
+			rc = merge_reply(l, order + i, n, r, until_ns, merged,
+					 m, res);
+		}
+		if (r)
+			freeReplyObject(r);
 	}
 	free(order);
 	res->records = m->records;
-	return rc < 0 ? (int)rc : 0;
+	return rc;
 }
