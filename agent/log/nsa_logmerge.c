@@ -7,7 +7,8 @@
  * be read in any order, and twice. Deletes are kept until the end, where
  * they and the records past their timeout are left out.
  *
- * Not here: finding and reading the segments (nsa_loader.c).
+ * Not here: finding and reading the segments (loader/nsa_loader_log.c,
+ * compact/nsa_compact_segments.c).
  */
 #include <errno.h>
 #include <inttypes.h>
