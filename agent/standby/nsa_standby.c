@@ -230,10 +230,109 @@ static void barrier_serve(struct nsa_standby *sb)
 	__atomic_store_n(&sb->barrier_done, sb->barrier_sent, __ATOMIC_RELEASE);
 }
 
+/* The masters changed under working subscriptions (reset), or slots
+ * moved between the same masters (the map adopted). */
+static void sb_follow_topology(struct nsa_standby *sb)
+{
+	if (nsa_topowatch_changed(&sb->watch)) {
+		NSA_WARN("standby: the store's masters changed under "
+			 "working subscriptions; resubscribing and "
+			 "resyncing");
+		SB_STAT_ADD(sb, topology_changes, 1);
+		sb->reset = 1;
+		return;
+	}
+	if (nsa_topowatch_slots_moved(&sb->watch, &sb->fresh))
+		nsa_sb_topo_adopt(sb, &sb->fresh);
+}
+
+/* One round's poll set: the wake fd, every subscription and every running
+ * loader. who[k] names what pfd[k] is: -1 the wake fd, 2 * node a
+ * subscription, 2 * node + 1 its loader. */
+struct sb_pollset {
+	struct pollfd pfd[1 + 2 * NSA_MAX_NODES];
+	int who[1 + 2 * NSA_MAX_NODES];
+	int n;
+	int timeout_ms;
+};
+
+/* Build the round's poll set; resyncs whose retry is due start, and each
+ * running loader sends what it queued, first. */
+static void sb_pollset_build(struct nsa_standby *sb, struct sb_pollset *ps,
+			     uint64_t now)
+{
+	unsigned int i;
+
+	ps->n = 0;
+	ps->timeout_ms = 100;
+	ps->pfd[ps->n] = (struct pollfd){.fd = sb->wake_fd, .events = POLLIN};
+	ps->who[ps->n++] = -1;
+	for (i = 0; i < sb->n_nodes; i++) {
+		struct sb_node *nd = &sb->nodes[i];
+		struct nsa_loader *ld = &nd->ld;
+
+		ps->pfd[ps->n] = (struct pollfd){.fd = nd->sub.conn->fd,
+						 .events = POLLIN};
+		ps->who[ps->n++] = (int)(2 * i);
+		if (!ld->conn && nd->retry_at && now >= nd->retry_at)
+			nsa_sb_resync_start(sb, i);
+		if (ld->conn && nsa_loader_flush(ld) < 0)
+			nsa_sb_resync_fail(sb, i, ld->why);
+		if (ld->conn) {
+			short out = nsa_conn_want_write(ld->conn) ? POLLOUT : 0;
+
+			ps->pfd[ps->n] = (struct pollfd){
+				.fd = ld->conn->fd,
+				.events = (short)(POLLIN | out)};
+			ps->who[ps->n++] = (int)(2 * i + 1);
+		} else if (nd->retry_at) {
+			ps->timeout_ms = 20;
+		}
+	}
+}
+
+/* Read what poll found: the wake fd drained, a loader stepped, a
+ * subscription's batches applied; a lost subscription resets. */
+static void sb_dispatch(struct nsa_standby *sb, const struct sb_pollset *ps)
+{
+	uint64_t v;
+	int k;
+
+	for (k = 0; k < ps->n && !sb->reset; k++) {
+		unsigned int node;
+		struct sb_node *nd;
+
+		if (!ps->pfd[k].revents)
+			continue;
+		if (ps->who[k] < 0) {
+			if (read(sb->wake_fd, &v, sizeof(v)) < 0) {
+				/* already drained */
+			}
+			continue;
+		}
+		node = (unsigned int)ps->who[k] / 2;
+		nd = &sb->nodes[node];
+		if (ps->who[k] & 1) {
+			if (nd->ld.conn)
+				nsa_sb_resync_step(
+					sb, node,
+					nsa_loader_on_readable(&nd->ld));
+			continue;
+		}
+		if (nsa_sub_recv(&nd->sub, nsdp_mono_ns()) < 0) {
+			NSA_WARN("standby: lost subscription to %s:%u: %s",
+				 nd->addr.host, nd->addr.port,
+				 nd->sub.conn->err);
+			sb->reset = 1;
+			break;
+		}
+		nsa_sb_live_drain(sb, node);
+	}
+}
+
 static void sb_run(struct nsa_standby *sb)
 {
-	struct pollfd pfd[1 + 2 * NSA_MAX_NODES];
-	int who[1 + 2 * NSA_MAX_NODES]; /* node*2 (+1 for the loader) */
+	struct sb_pollset ps;
 	uint64_t next_purge = nsdp_mono_ns() + SB_PURGE_PERIOD_NS;
 	unsigned int i;
 
@@ -246,92 +345,23 @@ static void sb_run(struct nsa_standby *sb)
 
 	while (!sb_stopping(sb) && !sb->reset) {
 		uint64_t now = nsdp_mono_ns();
-		int n = 0, k, timeout = 100;
-		uint64_t v;
 
-		if (nsa_topowatch_changed(&sb->watch)) {
-			NSA_WARN("standby: the store's masters changed under "
-				 "working subscriptions; resubscribing and "
-				 "resyncing");
-			SB_STAT_ADD(sb, topology_changes, 1);
-			sb->reset = 1;
+		sb_follow_topology(sb);
+		if (sb->reset)
 			break;
-		}
-		if (nsa_topowatch_slots_moved(&sb->watch, &sb->fresh)) {
-			nsa_sb_topo_adopt(sb, &sb->fresh);
-			if (sb->reset)
-				break;
-		}
-
 		if (now >= next_purge) {
 			nsdp_table_purge_tombstones(sb->table);
 			next_purge = now + SB_PURGE_PERIOD_NS;
 		}
-		pfd[n] = (struct pollfd){.fd = sb->wake_fd, .events = POLLIN};
-		who[n++] = -1;
-		for (i = 0; i < sb->n_nodes; i++) {
-			struct sb_node *nd = &sb->nodes[i];
-			struct nsa_loader *ld = &nd->ld;
-
-			pfd[n] = (struct pollfd){.fd = nd->sub.conn->fd,
-						 .events = POLLIN};
-			who[n++] = (int)(2 * i);
-			if (!ld->conn && nd->retry_at && now >= nd->retry_at)
-				nsa_sb_resync_start(sb, i);
-			if (ld->conn && nsa_loader_flush(ld) < 0)
-				nsa_sb_resync_fail(sb, i, ld->why);
-			if (ld->conn) {
-				pfd[n] = (struct pollfd){
-					.fd = ld->conn->fd,
-					.events = (short)(POLLIN |
-							  (nsa_conn_want_write(
-								   ld->conn)
-								   ? POLLOUT
-								   : 0))};
-				who[n++] = (int)(2 * i + 1);
-			} else if (nd->retry_at) {
-				timeout = 20;
-			}
-		}
-		if (poll(pfd, (nfds_t)n, timeout) < 0) {
+		sb_pollset_build(sb, &ps, now);
+		if (poll(ps.pfd, (nfds_t)ps.n, ps.timeout_ms) < 0) {
 			if (errno == EINTR)
 				continue;
 			NSA_ERR("standby: poll: %s", strerror(errno));
 			sb->reset = 1;
 			break;
 		}
-		for (k = 0; k < n && !sb->reset; k++) {
-			unsigned int node;
-
-			if (!pfd[k].revents)
-				continue;
-			if (who[k] < 0) {
-				if (read(sb->wake_fd, &v, sizeof(v)) < 0) {
-					/* already drained */
-				}
-				continue;
-			}
-			node = (unsigned int)who[k] / 2;
-			if (who[k] & 1) {
-				if (sb->nodes[node].ld.conn)
-					nsa_sb_resync_step(
-						sb, node,
-						nsa_loader_on_readable(
-							&sb->nodes[node].ld));
-				continue;
-			}
-			if (nsa_sub_recv(&sb->nodes[node].sub, nsdp_mono_ns()) <
-			    0) {
-				NSA_WARN("standby: lost subscription to "
-					 "%s:%u: %s",
-					 sb->nodes[node].addr.host,
-					 sb->nodes[node].addr.port,
-					 sb->nodes[node].sub.conn->err);
-				sb->reset = 1;
-				break;
-			}
-			nsa_sb_live_drain(sb, node);
-		}
+		sb_dispatch(sb, &ps);
 		now = nsdp_mono_ns();
 		for (i = 0; i < sb->n_nodes && !sb->reset; i++) {
 			if (sub_check_alive(sb, i, now) < 0)
