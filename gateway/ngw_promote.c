@@ -110,22 +110,16 @@ static int64_t gw_take_epoch(struct gw *g, uint32_t floor, char *err,
 	return e;
 }
 
-int gw_promote(struct gw *g, char *reply, size_t len)
+/* The promotion's epoch, taken with the subscriber still running, and the
+ * subscriber stopped once it applied what the old active published before
+ * the fence. The epoch, or -EAGAIN with the reply when the store gives
+ * none (the subscriber then runs). */
+static int64_t gw_promote_epoch(struct gw *g, char *reply, size_t len)
 {
-	struct nsdp_table *t = g->table;
-	struct nsdp_table_stats ts;
-	uint32_t table_max = 0, floor, epoch;
+	uint32_t table_max = 0, floor;
 	char err[512];
 	int64_t e;
-	int rc;
 
-	if (gw_stuck(g, "promote", reply, len))
-		return -EINPROGRESS;
-	if (nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE) {
-		snprintf(reply, len, "ok already active epoch=%u\n",
-			 nsdp_nat_epoch(g->nat));
-		return 0;
-	}
 	/* The epoch and the fence first, the subscriber still running: so
 	 * that it applies every batch the old active published before the
 	 * fence (the barrier), and the table misses none of them. */
@@ -150,25 +144,30 @@ int gw_promote(struct gw *g, char *reply, size_t len)
 			 GW_BARRIER_MS);
 	/* From here the fast path is the table's only writer. */
 	nsa_standby_stop(g->sb);
-	nsdp_table_walk(t, max_epoch_cb, &table_max);
-	if (table_max >= e) {
-		/* The counter is behind the table (a store that lost it):
-		 * above every epoch the table holds, and fence again. */
-		e = gw_take_epoch(g, table_max, err, sizeof(err));
-		if (e < 0) {
-			NSA_ERR("promote: refused: no epoch above the table's "
-				"%u from the store (%s); staying a standby",
-				table_max, err);
-			gw_standby_restart(g, "promote");
-			snprintf(reply, len,
-				 "error promote: no epoch from the store: "
-				 "%s\n",
-				 err);
-			return -EAGAIN;
-		}
+	nsdp_table_walk(g->table, max_epoch_cb, &table_max);
+	if (table_max < e)
+		return e;
+	/* The counter is behind the table (a store that lost it): above
+	 * every epoch the table holds, and fence again. */
+	e = gw_take_epoch(g, table_max, err, sizeof(err));
+	if (e < 0) {
+		NSA_ERR("promote: refused: no epoch above the table's %u from "
+			"the store (%s); staying a standby",
+			table_max, err);
+		gw_standby_restart(g, "promote");
+		snprintf(reply, len,
+			 "error promote: no epoch from the store: %s\n", err);
+		return -EAGAIN;
 	}
-	epoch = (uint32_t)e;
-	rc = nsdp_nat_activate(g->nat, epoch, GW_MODE_TIMEOUT_MS);
+	return e;
+}
+
+/* The fast path takes the table over with epoch: 0, or a negative errno
+ * with the reply (-EINPROGRESS: the gateway is stuck). */
+static int gw_take_over(struct gw *g, uint32_t epoch, char *reply, size_t len)
+{
+	int rc = nsdp_nat_activate(g->nat, epoch, GW_MODE_TIMEOUT_MS);
+
 	if (rc == -EINPROGRESS) {
 		/* The lcore may yet take the promotion and write the table:
 		 * restarting the subscriber would make two writers. */
@@ -191,20 +190,48 @@ int gw_promote(struct gw *g, char *reply, size_t len)
 		snprintf(reply, len, "error promote: %s\n", strerror(-rc));
 		return rc;
 	}
-	if (g->conf.gw.agent == NGW_AGENT_THREADS) {
-		struct nsa_config c = g->conf.agent;
+	return 0;
+}
 
-		c.epoch = epoch;
-		g->active = nsa_active_create(&c, &g->lane, 1);
-		if (!g->active || nsa_active_start(g->active) != 0)
-			NSA_ERR("promote: cannot start the replication "
-				"writers; "
-				"the gateway forwards but does not replicate");
+/* [gateway] agent = threads: the replication writers of the new epoch. */
+static void gw_writers_start(struct gw *g, uint32_t epoch)
+{
+	struct nsa_config c = g->conf.agent;
+
+	c.epoch = epoch;
+	g->active = nsa_active_create(&c, &g->lane, 1);
+	if (!g->active || nsa_active_start(g->active) != 0)
+		NSA_ERR("promote: cannot start the replication writers; "
+			"the gateway forwards but does not replicate");
+}
+
+int gw_promote(struct gw *g, char *reply, size_t len)
+{
+	struct nsdp_table_stats ts;
+	uint32_t epoch;
+	int64_t e;
+	int rc;
+
+	if (gw_stuck(g, "promote", reply, len))
+		return -EINPROGRESS;
+	if (nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE) {
+		snprintf(reply, len, "ok already active epoch=%u\n",
+			 nsdp_nat_epoch(g->nat));
+		return 0;
 	}
+	e = gw_promote_epoch(g, reply, len);
+	if (e < 0)
+		return (int)e;
+	epoch = (uint32_t)e;
+	rc = gw_take_over(g, epoch, reply, len);
+	if (rc < 0)
+		return rc;
+	if (g->conf.gw.agent == NGW_AGENT_THREADS)
+		gw_writers_start(g, epoch);
 	g->promotions++;
 	g->next_fence_check = 0;
 	g->fence_read_failing = 0;
-	nsdp_table_stats(t, &ts);
+	nsdp_table_stats(g->table, &ts);
 	NSA_INFO("promoted: active with epoch %u, %" PRIu64
 		 " replicated sessions, %" PRIu64 " ports in use",
 		 epoch, ts.live, nsdp_nat_ports_in_use(g->nat));

@@ -38,7 +38,7 @@
 #include "nsb_frame.h"
 #include "nsdp_lane.h"
 #include "nsdp_nat.h"
-#include "nsdp_nat_impl.h"
+#include "nsdp_nat_state.h"
 #include "nsdp_table.h"
 #include "nsdp_time.h"
 #include "nst_store.h"

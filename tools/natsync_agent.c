@@ -239,122 +239,153 @@ static int drain_serving(struct nsa_active *a, struct nsa_metrics *mx,
 	return 0;
 }
 
-static int run_active(const struct nsa_config *conf, double duration)
-{
+/* An active run: its session source, its writers, and what its progress
+ * and REPORT lines say. */
+struct active_run {
+	const struct nsa_config *conf;
 	struct nsa_source src;
-	struct nsa_active *active = NULL;
-	struct nsa_active_stats st;
-	struct nsdp_synth_stats ss = {0};
-	struct nsdp_ksrc_stats ks = {0};
-	double t0, t_end = 0, last_progress, last_alive_check;
-	uint64_t last_acked = 0;
-	int rc = 1, drained = 0, open_rc, mx_failed;
-	struct agent_metrics am = {.conf = conf};
-	struct nsa_metrics *mx = NULL;
+	struct nsa_active *active;
+	struct agent_metrics am;
+	struct nsa_metrics *mx;
+	struct nsdp_synth_stats ss;
+	struct nsdp_ksrc_stats ks;
+	double t0, t_end; /* t_end: 0 until the records are all in */
+	double last_progress, last_alive_check;
+	uint64_t last_acked;
+	int drained;
+};
 
-	open_rc = nsa_source_open(&src, conf);
-	if (open_rc != 0) {
-		rc = open_rc == -EINVAL ? 2
-					: 1; /* 2: does not fit the process */
-		goto out;
-	}
-	active = nsa_source_replicate(&src, conf);
-	if (!active)
-		goto out;
-	am.active = active;
-	mx = agent_metrics_start(&am, &mx_failed);
+/* Open the source and its writers, serve the metrics and start the
+ * source: 0, or the exit status (2: the source does not fit the
+ * process). */
+static int active_open(struct active_run *r)
+{
+	const struct nsa_config *conf = r->conf;
+	int open_rc = nsa_source_open(&r->src, conf), mx_failed;
+
+	if (open_rc != 0)
+		return open_rc == -EINVAL ? 2 : 1;
+	r->active = nsa_source_replicate(&r->src, conf);
+	if (!r->active)
+		return 1;
+	r->am.active = r->active;
+	r->mx = agent_metrics_start(&r->am, &mx_failed);
 	if (mx_failed)
-		goto out;
-	t0 = nsdp_now_s();
-	last_progress = t0;
-	last_alive_check = t0;
-	if (src.ksrc)
-		nsa_source_start(&src);
-	if (src.synth) {
-		nsa_source_start(&src);
+		return 1;
+	r->t0 = nsdp_now_s();
+	r->last_progress = r->t0;
+	r->last_alive_check = r->t0;
+	if (r->src.ksrc)
+		nsa_source_start(&r->src);
+	if (r->src.synth) {
+		nsa_source_start(&r->src);
 		NSA_INFO("source: %" PRIu64 " events over %" PRIu64
 			 " flows on %u lcore(s), rate %s",
 			 conf->synth_conf.events, conf->synth_conf.flows,
 			 conf->lanes,
 			 conf->synth_conf.rate ? "fixed" : "flat out");
 	}
+	return 0;
+}
+
+/* The synthetic source produced every event: wait for the store. 1 when
+ * the run ends here (not drained, or no --duration to wait out). */
+static int active_synth_done(struct active_run *r, double duration)
+{
+	nsdp_synth_stats(r->src.synth, &r->ss);
+	if (!r->ss.done)
+		return 0;
+	r->drained = drain_serving(r->active, r->mx, 600000) == 0;
+	r->t_end = nsdp_now_s();
+	if (!r->drained)
+		NSA_ERR("active: not every record was acknowledged in time");
+	/* With --duration it stays until that passed, its final counters
+	 * served to scrapes. */
+	return !r->drained || duration <= 0;
+}
+
+static void active_progress(struct active_run *r, double t)
+{
+	struct nsa_active_stats st;
+
+	if (r->src.ksrc) {
+		nsdp_ksrc_stats(r->src.ksrc, &r->ks);
+		r->ss.produced = r->ks.creates + r->ks.refreshes +
+				 r->ks.deletes + r->ks.dumped;
+	}
+	nsa_active_stats(r->active, &st);
+	fprintf(stderr,
+		"progress: active %.1fs produced %" PRIu64 " acked %" PRIu64
+		" (%.0f/s) inflight %" PRIu64 " batches %" PRIu64
+		" resent %" PRIu64 " drops %" PRIu64 " errors %" PRIu64 "\n",
+		t - r->t0, r->ss.produced, st.acked,
+		(double)(st.acked - r->last_acked) / (t - r->last_progress),
+		st.inflight, st.batches, st.resent, st.lane_drops + st.dropped,
+		st.other_errors);
+	r->last_acked = st.acked;
+	r->last_progress = t;
+}
+
+/* Until stopped, the synthetic source is done, --duration passed or the
+ * gateway we attached to is gone (gateway_gone). */
+static void active_loop(struct active_run *r, double duration)
+{
+	const struct nsa_config *conf = r->conf;
 
 	while (!nsa_cli_stopping()) {
 		double t = nsdp_now_s();
 
 		nsa_sd_watchdog();
-		nsa_metrics_wait(mx, 20, -1);
-		if (src.ksrc && nsa_cli_dump_requested())
-			kernel_table_dump(&src, conf);
-		if (src.synth && !drained) {
-			nsdp_synth_stats(src.synth, &ss);
-			if (ss.done) {
-				/* Every event is in a lane: wait for the store. */
-				drained =
-					drain_serving(active, mx, 600000) == 0;
-				t_end = nsdp_now_s();
-				if (!drained)
-					NSA_ERR("active: not every record was "
-						"acknowledged in time");
-				/* With --duration it stays until that passed,
-				 * its final counters served to scrapes. */
-				if (!drained || duration <= 0)
-					break;
-			}
-		}
-		if (src.attached && t - last_alive_check >= 1.0) {
-			last_alive_check = t;
+		nsa_metrics_wait(r->mx, 20, -1);
+		if (r->src.ksrc && nsa_cli_dump_requested())
+			kernel_table_dump(&r->src, conf);
+		if (r->src.synth && !r->drained &&
+		    active_synth_done(r, duration))
+			break;
+		if (r->src.attached && t - r->last_alive_check >= 1.0) {
+			r->last_alive_check = t;
 			if (!rte_eal_primary_proc_alive(NULL)) {
 				gateway_gone = 1;
 				break;
 			}
 		}
-		if (duration > 0 && t - t0 >= duration)
+		if (duration > 0 && t - r->t0 >= duration)
 			break;
 		if (conf->progress_ms &&
-		    (t - last_progress) * 1000.0 >= conf->progress_ms) {
-			if (src.ksrc) {
-				nsdp_ksrc_stats(src.ksrc, &ks);
-				ss.produced = ks.creates + ks.refreshes +
-					      ks.deletes + ks.dumped;
-			}
-			nsa_active_stats(active, &st);
-			fprintf(stderr,
-				"progress: active %.1fs produced %" PRIu64
-				" acked %" PRIu64 " (%.0f/s) inflight %" PRIu64
-				" batches %" PRIu64 " resent %" PRIu64
-				" drops %" PRIu64 " errors %" PRIu64 "\n",
-				t - t0, ss.produced, st.acked,
-				(double)(st.acked - last_acked) /
-					(t - last_progress),
-				st.inflight, st.batches, st.resent,
-				st.lane_drops + st.dropped, st.other_errors);
-			last_acked = st.acked;
-			last_progress = t;
-		}
+		    (t - r->last_progress) * 1000.0 >= conf->progress_ms)
+			active_progress(r, t);
 	}
+}
+
+/* Replicate what is left (as long as the way the run ended allows), stop
+ * the source and write its table to [source] dump. */
+static void active_stop(struct active_run *r)
+{
+	const struct nsa_config *conf = r->conf;
+
 	if (gateway_gone) {
 		NSA_ERR("the gateway (DPDK primary process) is gone; "
 			"replicating what is left in its lanes, then stopping");
-		if (nsa_active_drain(active, GATEWAY_GONE_DRAIN_MS) != 0)
+		if (nsa_active_drain(r->active, GATEWAY_GONE_DRAIN_MS) != 0)
 			NSA_ERR("active: the lanes were not replicated within "
 				"%d ms",
 				GATEWAY_GONE_DRAIN_MS);
-	} else if (src.attached &&
-		   nsa_active_drain(active, ATTACHED_STOP_DRAIN_MS) != 0) {
+	} else if (r->src.attached &&
+		   nsa_active_drain(r->active, ATTACHED_STOP_DRAIN_MS) != 0) {
 		NSA_WARN("active: stopping with records in flight or in the "
 			 "lanes (the lanes keep theirs for the next agent)");
 	}
-	if (src.ksrc)
-		drained = stop_kernel_source(&src, active, conf, &ks);
-	if (t_end == 0)
-		t_end = nsdp_now_s();
-	if (src.synth) {
-		nsa_source_stop(&src);
-		nsdp_synth_stats(src.synth, &ss);
+	if (r->src.ksrc)
+		r->drained =
+			stop_kernel_source(&r->src, r->active, conf, &r->ks);
+	if (r->t_end == 0)
+		r->t_end = nsdp_now_s();
+	if (r->src.synth) {
+		nsa_source_stop(&r->src);
+		nsdp_synth_stats(r->src.synth, &r->ss);
 		if (conf->source_dump[0]) {
-			int64_t n =
-				nsdp_synth_dump(src.synth, conf->source_dump);
+			int64_t n = nsdp_synth_dump(r->src.synth,
+						    conf->source_dump);
 
 			if (n < 0)
 				NSA_ERR("source: dump to %s: %s",
@@ -365,51 +396,62 @@ static int run_active(const struct nsa_config *conf, double duration)
 					 n, conf->source_dump);
 		}
 	}
-	nsa_active_stats(active, &st);
-	{
-		double secs = t_end - t0;
-		/* A source that drops counts in its lane too: lane_drops
-		 * holds every record a full ring refused. */
-		uint64_t drops = st.lane_drops + st.dropped;
+}
 
-		printf("REPORT role=active records=%" PRIu64 " acked=%" PRIu64
-		       " seconds=%.3f rate=%.0f batches=%" PRIu64
-		       " resent=%" PRIu64 " replayed=%" PRIu64
-		       " reconnects=%" PRIu64 " clusterdown=%" PRIu64
-		       " errors=%" PRIu64 " drops=%" PRIu64
-		       " lane_drops=%" PRIu64 " agent_drops=%" PRIu64
-		       " store_corrections=%" PRIu64 " fenced=%" PRIu64
-		       " drained=%s",
-		       st.records, st.acked, secs,
-		       secs > 0 ? (double)st.acked / secs : 0.0, st.batches,
-		       st.resent, st.replayed, st.reconnects, st.clusterdown,
-		       st.other_errors, drops, st.lane_drops, st.dropped,
-		       st.store_corrections, st.fenced,
-		       src.synth || src.ksrc ? (drained ? "yes" : "no")
-					     : "n/a");
-		if (src.ksrc)
-			printf(" captured=%" PRIu64 " creates=%" PRIu64
-			       " refreshes=%" PRIu64 " deletes=%" PRIu64
-			       " dumped=%" PRIu64 " redumps=%" PRIu64
-			       " ringbuf_drops=%" PRIu64 " filtered=%" PRIu64
-			       " end_overruns=%" PRIu64,
-			       ks.captured, ks.creates, ks.refreshes,
-			       ks.deletes, ks.dumped, ks.redumps,
-			       ks.ringbuf_drops, ks.filtered, ks.end_overruns);
-		printf("\n");
-		fflush(stdout);
-		rc = ((src.synth && !drained) || (src.ksrc && !drained) ||
-		      gateway_gone)
-			     ? 1
-			     : 0;
+/* The REPORT line; the exit status (1: a source's records were not all
+ * acknowledged, or the gateway is gone). */
+static int active_report(const struct active_run *r)
+{
+	const struct nsdp_ksrc_stats *ks = &r->ks;
+	int sourced = r->src.synth || r->src.ksrc;
+	struct nsa_active_stats st;
+	double secs = r->t_end - r->t0;
+
+	nsa_active_stats(r->active, &st);
+	/* A source that drops counts in its lane too: lane_drops holds every
+	 * record a full ring refused. */
+	printf("REPORT role=active records=%" PRIu64 " acked=%" PRIu64
+	       " seconds=%.3f rate=%.0f batches=%" PRIu64 " resent=%" PRIu64
+	       " replayed=%" PRIu64 " reconnects=%" PRIu64
+	       " clusterdown=%" PRIu64 " errors=%" PRIu64 " drops=%" PRIu64
+	       " lane_drops=%" PRIu64 " agent_drops=%" PRIu64
+	       " store_corrections=%" PRIu64 " fenced=%" PRIu64 " drained=%s",
+	       st.records, st.acked, secs,
+	       secs > 0 ? (double)st.acked / secs : 0.0, st.batches, st.resent,
+	       st.replayed, st.reconnects, st.clusterdown, st.other_errors,
+	       st.lane_drops + st.dropped, st.lane_drops, st.dropped,
+	       st.store_corrections, st.fenced,
+	       sourced ? (r->drained ? "yes" : "no") : "n/a");
+	if (r->src.ksrc)
+		printf(" captured=%" PRIu64 " creates=%" PRIu64
+		       " refreshes=%" PRIu64 " deletes=%" PRIu64
+		       " dumped=%" PRIu64 " redumps=%" PRIu64
+		       " ringbuf_drops=%" PRIu64 " filtered=%" PRIu64
+		       " end_overruns=%" PRIu64,
+		       ks->captured, ks->creates, ks->refreshes, ks->deletes,
+		       ks->dumped, ks->redumps, ks->ringbuf_drops, ks->filtered,
+		       ks->end_overruns);
+	printf("\n");
+	fflush(stdout);
+	return (sourced && !r->drained) || gateway_gone ? 1 : 0;
+}
+
+static int run_active(const struct nsa_config *conf, double duration)
+{
+	struct active_run r = {.conf = conf, .am = {.conf = conf}};
+	int rc = active_open(&r);
+
+	if (rc == 0) {
+		active_loop(&r, duration);
+		active_stop(&r);
+		rc = active_report(&r);
 	}
-out:
-	nsa_metrics_stop(mx);
-	if (active) {
-		nsa_active_stop(active);
-		nsa_active_free(active);
+	nsa_metrics_stop(r.mx);
+	if (r.active) {
+		nsa_active_stop(r.active);
+		nsa_active_free(r.active);
 	}
-	nsa_source_close(&src);
+	nsa_source_close(&r.src);
 	return rc;
 }
 
@@ -450,14 +492,57 @@ static void standby_commit_report(const struct nsa_standby *sb, char *buf,
 		 cs.refused_duplicate, cs.evicted, cs.messages);
 }
 
+/* The mean lag of the records applied, in us. */
+static double standby_lag_avg_us(const struct nsa_standby_stats *st)
+{
+	return st->lag_count ? (double)st->lag_sum_us / (double)st->lag_count
+			     : 0.0;
+}
+
+static void standby_progress(struct nsa_standby *sb,
+			     const struct nsa_standby_stats *st, double secs)
+{
+	struct nsdp_table_stats ts;
+
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	fprintf(stderr,
+		"progress: standby %.1fs table %" PRIu64 " batches %" PRIu64
+		" records %" PRIu64 " loaded %" PRIu64 " gaps %" PRIu64
+		" resyncs %" PRIu64 " bad %" PRIu64 " lag_avg_us %.0f\n",
+		secs, ts.live, st->batches, st->records, st->loaded, st->gaps,
+		st->resyncs, st->bad_messages, standby_lag_avg_us(st));
+}
+
+/* The REPORT line of a stopped standby. */
+static void standby_report(struct nsa_standby *sb)
+{
+	struct nsa_standby_stats st;
+	struct nsdp_table_stats ts;
+	char commit[320];
+
+	nsa_standby_stats(sb, &st);
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	standby_commit_report(sb, commit, sizeof(commit));
+	printf("REPORT role=standby sessions=%" PRIu64 " batches=%" PRIu64
+	       " records=%" PRIu64 " loaded=%" PRIu64 " gaps=%" PRIu64
+	       " resyncs=%" PRIu64 " resubscribes=%" PRIu64
+	       " topology_changes=%" PRIu64 " stale=%" PRIu64
+	       " dead_subscriptions=%" PRIu64 " bad_messages=%" PRIu64
+	       " table_drops=%" PRIu64 " lag_avg_us=%.0f lag_max_us=%" PRIu64
+	       " lag_count=%" PRIu64 "%s\n",
+	       ts.live, st.batches, st.records, st.loaded, st.gaps, st.resyncs,
+	       st.resubscribes, st.topology_changes, st.stale,
+	       st.dead_subscriptions, st.bad_messages, ts.full_drops,
+	       standby_lag_avg_us(&st), st.lag_max_us, st.lag_count, commit);
+	fflush(stdout);
+}
+
 static int run_standby(const struct nsa_config *conf, double duration)
 {
 	struct nsa_standby *sb = nsa_standby_create(conf);
 	struct nsa_standby_stats st;
-	struct nsdp_table_stats ts;
 	double t0 = nsdp_now_s(), last_progress = t0;
 	int was_synced = 0, mx_failed;
-	char commit[320];
 	struct agent_metrics am = {.conf = conf, .standby = sb};
 	struct nsa_metrics *mx = NULL;
 
@@ -494,18 +579,7 @@ static int run_standby(const struct nsa_config *conf, double duration)
 			break;
 		if (conf->progress_ms &&
 		    (t - last_progress) * 1000.0 >= conf->progress_ms) {
-			nsdp_table_stats(nsa_standby_table(sb), &ts);
-			fprintf(stderr,
-				"progress: standby %.1fs table %" PRIu64
-				" batches %" PRIu64 " records %" PRIu64
-				" loaded %" PRIu64 " gaps %" PRIu64
-				" resyncs %" PRIu64 " bad %" PRIu64
-				" lag_avg_us %.0f\n",
-				t - t0, ts.live, st.batches, st.records,
-				st.loaded, st.gaps, st.resyncs, st.bad_messages,
-				st.lag_count ? (double)st.lag_sum_us /
-						       (double)st.lag_count
-					     : 0.0);
+			standby_progress(sb, &st, t - t0);
 			last_progress = t;
 		}
 	}
@@ -515,23 +589,7 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	nsa_standby_stop(sb);
 	if (conf->table_dump[0])
 		standby_dump(sb, conf->table_dump);
-	nsa_standby_stats(sb, &st);
-	nsdp_table_stats(nsa_standby_table(sb), &ts);
-	standby_commit_report(sb, commit, sizeof(commit));
-	printf("REPORT role=standby sessions=%" PRIu64 " batches=%" PRIu64
-	       " records=%" PRIu64 " loaded=%" PRIu64 " gaps=%" PRIu64
-	       " resyncs=%" PRIu64 " resubscribes=%" PRIu64
-	       " topology_changes=%" PRIu64 " stale=%" PRIu64
-	       " dead_subscriptions=%" PRIu64 " bad_messages=%" PRIu64
-	       " table_drops=%" PRIu64 " lag_avg_us=%.0f lag_max_us=%" PRIu64
-	       " lag_count=%" PRIu64 "%s\n",
-	       ts.live, st.batches, st.records, st.loaded, st.gaps, st.resyncs,
-	       st.resubscribes, st.topology_changes, st.stale,
-	       st.dead_subscriptions, st.bad_messages, ts.full_drops,
-	       st.lag_count ? (double)st.lag_sum_us / (double)st.lag_count
-			    : 0.0,
-	       st.lag_max_us, st.lag_count, commit);
-	fflush(stdout);
+	standby_report(sb);
 	nsa_metrics_stop(mx);
 	nsa_standby_stop(sb);
 	nsa_standby_free(sb);

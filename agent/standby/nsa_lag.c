@@ -1,17 +1,18 @@
 /*
  * nsa_lag.c - the standby's lag: from a record's timestamp (the active's
  * CLOCK_REALTIME) to when it was in the table, in a log-linear histogram
- * (NSA_STANDBY_LAG_BUCKETS in nsa_standby.h), and its percentiles.
+ * (NSA_STANDBY_LAG_BUCKETS in nsa_lag.h), and its percentiles.
  *
  * Counters are single-writer (the subscriber thread); readers take a copy
  * with nsa_standby_stats() and compute percentiles on the copy. The lag is
  * only as good as the two hosts' clocks agree.
+ *
+ * Not here: the counters, which are the standby's stats (nsa_standby.h).
  */
 #include "nsa_lag.h"
-#include "nsdp_stat.h"
 #include "nsdp_time.h"
 
-static unsigned int lag_bucket(uint64_t us)
+unsigned int nsa_lag_bucket(uint64_t us)
 {
 	unsigned int e;
 
@@ -41,38 +42,29 @@ static uint64_t lag_bucket_top(unsigned int b)
 	       1;
 }
 
-void nsa_standby_lag_record(struct nsa_standby_stats *s, uint64_t lag_us)
-{
-	NSDP_STAT_INC(s->lag_count);
-	NSDP_STAT_ADD(s->lag_sum_us, lag_us);
-	NSDP_STAT_INC(s->lag_hist[lag_bucket(lag_us)]);
-	if (lag_us > s->lag_max_us)
-		__atomic_store_n(&s->lag_max_us, lag_us, __ATOMIC_RELAXED);
-}
-
-uint64_t nsa_standby_lag_percentile_us(const struct nsa_standby_stats *s,
-				       double p)
+uint64_t nsa_lag_percentile_us(const uint64_t hist[NSA_STANDBY_LAG_BUCKETS],
+			       uint64_t count, uint64_t max_us, double p)
 {
 	uint64_t want, seen = 0, top;
 	double rank;
 	unsigned int b;
 
-	if (s->lag_count == 0)
+	if (count == 0)
 		return 0;
-	rank = p / 100.0 * (double)s->lag_count;
+	rank = p / 100.0 * (double)count;
 	want = (uint64_t)rank;
 	if ((double)want < rank)
 		want++;
 	if (want == 0)
 		want = 1;
 	for (b = 0; b + 1 < NSA_STANDBY_LAG_BUCKETS; b++) {
-		seen += s->lag_hist[b];
+		seen += hist[b];
 		if (seen >= want) {
 			top = lag_bucket_top(b);
-			return top < s->lag_max_us ? top : s->lag_max_us;
+			return top < max_us ? top : max_us;
 		}
 	}
-	return s->lag_max_us;
+	return max_us;
 }
 
 void nsa_lag_batch_init(struct nsa_lag_batch *lb)
@@ -83,7 +75,8 @@ void nsa_lag_batch_init(struct nsa_lag_batch *lb)
 
 /* The wall clock is read once per batch; each record's time is that minus
  * the TSC cycles between its apply and now. */
-void nsa_lag_batch_end(struct nsa_lag_batch *lb, struct nsa_standby_stats *s)
+void nsa_lag_batch_end(struct nsa_lag_batch *lb,
+		       void (*record)(void *arg, uint64_t lag_us), void *arg)
 {
 	uint64_t now = nsdp_realtime_ns(), tsc_now = rte_rdtsc();
 	uint32_t i;
@@ -92,8 +85,7 @@ void nsa_lag_batch_end(struct nsa_lag_batch *lb, struct nsa_standby_stats *s)
 		uint64_t at = now - (uint64_t)((double)(tsc_now - lb->tsc[i]) *
 					       lb->ns_per_tsc);
 
-		nsa_standby_lag_record(
-			s, at > lb->ts[i] ? (at - lb->ts[i]) / 1000 : 0);
+		record(arg, at > lb->ts[i] ? (at - lb->ts[i]) / 1000 : 0);
 	}
 	lb->n = 0;
 }

@@ -1,6 +1,8 @@
 /*
- * nsa_lag.h - timing the records of one batch as the subscriber applies
- * them, for the lag histogram (nsa_standby_lag_record()).
+ * nsa_lag.h - the standby's lag histogram: its buckets, its percentiles,
+ * and the timing of the records of one batch as the subscriber applies
+ * them. The counters themselves are the standby's
+ * (struct nsa_standby_stats, which nsa_standby_lag_record() fills).
  */
 #ifndef NSA_LAG_H
 #define NSA_LAG_H
@@ -10,7 +12,31 @@
 #include <rte_cycles.h>
 
 #include "ns_batch.h"
-#include "nsa_standby.h"
+
+/*
+ * Lag histogram, log-linear: lags below NSA_STANDBY_LAG_SUB us have one
+ * bucket each; above, every power of two [2^e, 2^(e+1)) is cut into
+ * NSA_STANDBY_LAG_SUB equal buckets, up to 2^NSA_STANDBY_LAG_TOP_EXP us
+ * (67 s); the last bucket holds everything larger. A bucket is at most
+ * 1/NSA_STANDBY_LAG_SUB (3.1 %) of the values it holds wide.
+ */
+#define NSA_STANDBY_LAG_SUB_EXP 5
+#define NSA_STANDBY_LAG_SUB (1u << NSA_STANDBY_LAG_SUB_EXP)
+#define NSA_STANDBY_LAG_TOP_EXP 26
+#define NSA_STANDBY_LAG_BUCKETS                                \
+	(NSA_STANDBY_LAG_SUB +                                 \
+	 (NSA_STANDBY_LAG_TOP_EXP - NSA_STANDBY_LAG_SUB_EXP) * \
+		 NSA_STANDBY_LAG_SUB +                         \
+	 1)
+
+/* The bucket that counts a lag of us microseconds. */
+unsigned int nsa_lag_bucket(uint64_t us);
+
+/* The p-th percentile (0..100, nearest rank) of the count lags in hist,
+ * the largest of them max_us: the upper end of the bucket that holds it,
+ * never above max_us. 0 without data. */
+uint64_t nsa_lag_percentile_us(const uint64_t hist[NSA_STANDBY_LAG_BUCKETS],
+			       uint64_t count, uint64_t max_us, double p);
 
 /* Each record's timestamp and the TSC when it was in the table. */
 struct nsa_lag_batch {
@@ -31,7 +57,9 @@ static inline void nsa_lag_batch_mark(struct nsa_lag_batch *lb, uint64_t ts_ns)
 	}
 }
 
-/* Record the lags of the batch's records in s, and start over. */
-void nsa_lag_batch_end(struct nsa_lag_batch *lb, struct nsa_standby_stats *s);
+/* Hand the lag of each of the batch's records (us) to record(arg, lag),
+ * and start over. */
+void nsa_lag_batch_end(struct nsa_lag_batch *lb,
+		       void (*record)(void *arg, uint64_t lag_us), void *arg);
 
 #endif

@@ -9,14 +9,16 @@
  * a slot it could not read is repeated later and does not count towards
  * synced. Runs on the subscriber thread only.
  *
- * Not here: subscriptions and live batches (nsa_standby.c).
+ * Not here: subscriptions and live batches (nsa_standby.c); the conntrack
+ * commit itself (nsa_commit.c).
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
+#include "nsa_commit.h"
 #include "nsa_log.h"
-#include "nsa_standby_impl.h"
+#include "nsa_resync.h"
 #include "nsdp_time.h"
 
 static unsigned int resync_apply(void *arg, unsigned int node,
@@ -37,23 +39,12 @@ static unsigned int resync_apply(void *arg, unsigned int node,
 					    nd->mark) == 0)
 			loaded++;
 		if (sb->ct)
-			nsa_sb_commit(sb, &s[i], &seen);
+			nsa_commit_take(sb->ct, sb->table, &s[i], &seen);
 	}
 	if (sb->ct)
-		nsa_sb_commit_flush(sb);
+		nsa_commit_flush(sb->ct);
 	SB_STAT_ADD(sb, loaded, loaded);
 	return loaded;
-}
-
-/* A session the store no longer holds leaves conntrack with the table. */
-static void resync_uncommit(const struct ns_session *s, void *arg)
-{
-	struct nsa_standby *sb = arg;
-	struct ns_session del = *s;
-
-	del.event = NS_EV_DELETE;
-	del.timestamp_ns++; /* newer than what was committed */
-	nsdp_ctcommit_add(sb->ct, &del);
 }
 
 static void resync_bad(void *arg, uint64_t n)
@@ -106,9 +97,7 @@ static void sync_check(struct nsa_standby *sb)
 		 __atomic_load_n(&sb->st.loaded, __ATOMIC_RELAXED));
 }
 
-void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node);
 static void topo_refresh(struct nsa_standby *sb);
-
 static void resync_finish_one(struct nsa_standby *sb, unsigned int node);
 
 /* A resync done; another at once when one was asked for meanwhile
@@ -131,11 +120,13 @@ static void resync_finish_one(struct nsa_standby *sb, unsigned int node)
 	uint64_t removed;
 
 	node_scope(sb, node, sb->scope);
+	/* A session the store no longer holds leaves conntrack with the
+	 * table. */
 	removed = nsdp_table_resync_finish_each(
 		sb->table, nd->gen, nd->mark, sb->scope,
-		sb->ct ? resync_uncommit : NULL, sb);
+		sb->ct ? nsa_commit_remove : NULL, sb->ct);
 	if (sb->ct)
-		nsa_sb_commit_flush(sb);
+		nsa_commit_flush(sb->ct);
 	nd->resyncing = 0; /* resync_finish ended the table's resync */
 	nsa_sb_resync_close(sb, nd);
 	SB_STAT_ADD(sb, resyncs, 1);
@@ -175,13 +166,6 @@ void nsa_sb_resync_fail(struct nsa_standby *sb, unsigned int node,
 	nd->retry_at = nsdp_mono_ns() + SB_BACKOFF_MAX_MS * 1000000ull / 2;
 }
 
-/* What a loader call returned: finish, fail, or fall back to SCAN. */
-void nsa_sb_resync_step(struct nsa_standby *sb, unsigned int node, int rc);
-
-/* Follow slots that moved between the same masters: the map changes in
- * place and the masters that gave or took slots are resynced with it;
- * other masters' resyncs (their slots unchanged) go on. Other masters
- * reset everything. */
 void nsa_sb_topo_adopt(struct nsa_standby *sb, const struct nsa_topology *t)
 {
 	uint8_t touched[NSA_MAX_NODES] = {0};
@@ -234,7 +218,6 @@ static void topo_refresh(struct nsa_standby *sb)
 	nsa_sb_topo_adopt(sb, &sb->fresh);
 }
 
-/* Start (or restart) the resync of one master. */
 void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node)
 {
 	struct sb_node *nd = &sb->nodes[node];

@@ -32,18 +32,17 @@
  *   connection): one silent for [standby] ping_ms gets a PING; unanswered
  *   for twice that, it is declared dead and everything resets. A resync
  *   waiting three times ping_ms for a reply is abandoned and retried.
- * - A batch is applied only when it decodes, carries a valid HMAC when
- *   [store] batch_key_file is set (and so a version 2 header), names the
- *   channel it came by, is not fenced by a newer epoch of its gateway and
- *   is not stale in its sequence nor sent before its subscription began
- *   (less [standby] clock_slack_ms); otherwise it is counted and dropped.
+ * - A batch is applied only when it passes every check of nsa_live.c;
+ *   otherwise it is counted and dropped.
  * - With [standby] commit = conntrack, what the table takes (live batches,
  *   loads, resyncs) and what a resync removes is also written into the
  *   kernel's conntrack table (nsdp_ctcommit.h), on this thread, flushed
  *   after each drain of a subscription and each chunk a loader read: a
  *   barrier's batches are in conntrack when it is done.
  *
- * Not here: how a resync runs (nsa_resync.c), replicas as load sources.
+ * Not here: what a live batch does to the table (nsa_live.c), how a
+ * resync runs (nsa_resync.c), the conntrack commit (nsa_commit.c),
+ * replicas as load sources.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -56,140 +55,39 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ns_batch.h"
-#include "ns_record.h"
 #include "ns_slot.h"
 #include "nsa_cluster.h"
+#include "nsa_commit.h"
+#include "nsa_live.h"
 #include "nsa_conn.h"
-#include "nsa_loader.h"
 #include "nsa_dumpreq.h"
-#include "nsa_lag.h"
+#include "nsa_loader.h"
 #include "nsa_log.h"
 #include "nsa_order.h"
+#include "nsa_resync.h"
 #include "nsa_standby.h"
+#include "nsa_standby_state.h"
 #include "nsa_sub.h"
 #include "nsa_topowatch.h"
 #include "nsdp_stat.h"
 #include "nsdp_time.h"
 
-#include "nsa_standby_impl.h"
+#define SB_SUBSCRIBE_TIMEOUT_MS 2000
+#define SB_PURGE_PERIOD_NS (1000ull * 1000 * 1000)
 
-/* ---- live batches ------------------------------------------------- */
-
-static void on_batch(struct nsa_standby *sb, unsigned int node,
-		     const uint8_t *buf, size_t len)
+static inline int sb_stopping(const struct nsa_standby *sb)
 {
-	struct ns_batch_iter it;
-	struct ns_batch_hdr h;
-	const uint8_t *body;
-	struct ns_session s;
-	enum nsa_seq_verdict seq;
-	const uint16_t channel_slot = sb->topo.nodes[node].channel_slot;
-	uint64_t n = 0, seen = 0;
-	int rc;
-
-	if (ns_batch_decode(buf, len, &h, &body) < 0) {
-		SB_STAT_ADD(sb, bad_messages, 1);
-		return;
-	}
-	/* With a batch key, only batches signed with it count: a writer
-	 * without the key (or a forger on the channel) changes nothing. A
-	 * version 1 batch signs neither its channel nor its time, so it
-	 * could be replayed anywhere, at any time: not accepted either. And
-	 * a batch signed for another channel is a copy. */
-	if (sb->conf.batch_key_len &&
-	    (h.version == NS_BATCH_V1 ||
-	     ns_batch_verify(buf, len, (const uint8_t *)sb->conf.batch_key,
-			     sb->conf.batch_key_len) != 0)) {
-		SB_STAT_ADD(sb, unauthenticated, 1);
-		return;
-	}
-	if (h.version != NS_BATCH_V1 && h.channel_slot != channel_slot) {
-		SB_STAT_ADD(sb, unauthenticated, 1);
-		return;
-	}
-	if (nsa_order_epoch(&sb->order, &h) < 0) {
-		SB_STAT_ADD(sb, fenced, 1);
-		return;
-	}
-	seq = nsa_order_seq(
-		&sb->order, channel_slot, &h, sb->nodes[node].not_before_ns,
-		sb->nodes[node].loaded_once && !sb->nodes[node].resyncing);
-	if (seq == NSA_SEQ_STALE) {
-		SB_STAT_ADD(sb, stale, 1);
-		return;
-	}
-	NSDP_TABLE_ASSERT_WRITER(sb->table, NSDP_TABLE_SUBSCRIBER);
-	ns_batch_iter_init(&it, body, h.body_len);
-	if (sb->ct)
-		seen = nsdp_table_applied(sb->table);
-	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
-		/* A STORE batch corrects what a refused write told before. */
-		int applied = h.flags & NS_BATCH_F_STORE
-				      ? nsdp_table_apply_store(sb->table, &s)
-				      : nsdp_table_apply(sb->table, &s);
-
-		if (applied == 0)
-			n++;
-		if (sb->ct)
-			nsa_sb_commit(sb, &s, &seen);
-		nsa_lag_batch_mark(&sb->lag, s.timestamp_ns);
-	}
-	nsa_lag_batch_end(&sb->lag, &sb->st);
-	SB_STAT_ADD(sb, batches, 1);
-	SB_STAT_ADD(sb, records, n);
-	if (h.flags & NS_BATCH_F_RESYNC && seq != NSA_SEQ_GAP) {
-		/* The store lost a segment (log layout) whose batch this
-		 * table applied: read the master again. A resync under way
-		 * began before that batch was applied and keeps what it
-		 * changed, so another follows it. */
-		struct sb_node *nd = &sb->nodes[node];
-
-		if (!nd->resync_asked_logged)
-			NSA_WARN("standby: %s:%u lost a batch it was sent "
-				 "(refused for good): resyncing it (further "
-				 "ones are not logged)",
-				 nd->addr.host, nd->addr.port);
-		nd->resync_asked_logged = 1;
-		if (nd->ld.conn)
-			nd->resync_again = 1;
-		else
-			nsa_sb_resync_start(sb, node);
-	}
-	if (seq == NSA_SEQ_GAP) {
-		SB_STAT_ADD(sb, gaps, 1);
-		NSA_WARN("standby: gap on %s from publisher %u (seq %" PRIu64
-			 "), resyncing %s:%u",
-			 sb->nodes[node].channel, h.publisher_id, h.seq,
-			 sb->nodes[node].addr.host, sb->nodes[node].addr.port);
-		nsa_sb_resync_start(sb, node);
-	}
+	return __atomic_load_n(&sb->stop, __ATOMIC_ACQUIRE);
 }
 
-static void sub_drain(struct nsa_standby *sb, unsigned int node)
+static void sb_wake(void *arg)
 {
-	struct sb_node *nd = &sb->nodes[node];
-	const uint8_t *msg;
-	const char *why;
-	size_t len;
-	int rc;
+	struct nsa_standby *sb = arg;
+	uint64_t one = 1;
 
-	while (!sb->reset) {
-		rc = nsa_sub_next(&nd->sub, &msg, &len, &why);
-		if (rc == NSA_SUB_NONE)
-			break;
-		if (rc == NSA_SUB_RESET) {
-			if (why)
-				NSA_WARN("standby: %s:%u: %s", nd->addr.host,
-					 nd->addr.port, why);
-			sb->reset = 1;
-			break;
-		}
-		on_batch(sb, node, msg, len);
+	if (write(sb->wake_fd, &one, sizeof(one)) < 0) {
+		/* the counter saturated: the thread is awake anyway */
 	}
-	/* Every batch the connection had is applied: commit them together. */
-	if (sb->ct)
-		nsa_sb_commit_flush(sb);
 }
 
 /* ---- setup and the loop --------------------------------------------- */
@@ -249,7 +147,7 @@ static int sb_setup(struct nsa_standby *sb)
 	int backoff = SB_BACKOFF_MIN_MS;
 	unsigned int i;
 
-	while (!nsa_sb_stopping(sb)) {
+	while (!sb_stopping(sb)) {
 		int rc;
 
 		err[0] = 0;
@@ -332,107 +230,138 @@ static void barrier_serve(struct nsa_standby *sb)
 	__atomic_store_n(&sb->barrier_done, sb->barrier_sent, __ATOMIC_RELEASE);
 }
 
+/* The masters changed under working subscriptions (reset), or slots
+ * moved between the same masters (the map adopted). */
+static void sb_follow_topology(struct nsa_standby *sb)
+{
+	if (nsa_topowatch_changed(&sb->watch)) {
+		NSA_WARN("standby: the store's masters changed under "
+			 "working subscriptions; resubscribing and "
+			 "resyncing");
+		SB_STAT_ADD(sb, topology_changes, 1);
+		sb->reset = 1;
+		return;
+	}
+	if (nsa_topowatch_slots_moved(&sb->watch, &sb->fresh))
+		nsa_sb_topo_adopt(sb, &sb->fresh);
+}
+
+/* One round's poll set: the wake fd, every subscription and every running
+ * loader. who[k] names what pfd[k] is: -1 the wake fd, 2 * node a
+ * subscription, 2 * node + 1 its loader. */
+struct sb_pollset {
+	struct pollfd pfd[1 + 2 * NSA_MAX_NODES];
+	int who[1 + 2 * NSA_MAX_NODES];
+	int n;
+	int timeout_ms;
+};
+
+/* Build the round's poll set; resyncs whose retry is due start, and each
+ * running loader sends what it queued, first. */
+static void sb_pollset_build(struct nsa_standby *sb, struct sb_pollset *ps,
+			     uint64_t now)
+{
+	unsigned int i;
+
+	ps->n = 0;
+	ps->timeout_ms = 100;
+	ps->pfd[ps->n] = (struct pollfd){.fd = sb->wake_fd, .events = POLLIN};
+	ps->who[ps->n++] = -1;
+	for (i = 0; i < sb->n_nodes; i++) {
+		struct sb_node *nd = &sb->nodes[i];
+		struct nsa_loader *ld = &nd->ld;
+
+		ps->pfd[ps->n] = (struct pollfd){.fd = nd->sub.conn->fd,
+						 .events = POLLIN};
+		ps->who[ps->n++] = (int)(2 * i);
+		if (!ld->conn && nd->retry_at && now >= nd->retry_at)
+			nsa_sb_resync_start(sb, i);
+		if (ld->conn && nsa_loader_flush(ld) < 0)
+			nsa_sb_resync_fail(sb, i, ld->why);
+		if (ld->conn) {
+			short out = nsa_conn_want_write(ld->conn) ? POLLOUT : 0;
+
+			ps->pfd[ps->n] = (struct pollfd){
+				.fd = ld->conn->fd,
+				.events = (short)(POLLIN | out)};
+			ps->who[ps->n++] = (int)(2 * i + 1);
+		} else if (nd->retry_at) {
+			ps->timeout_ms = 20;
+		}
+	}
+}
+
+/* Read what poll found: the wake fd drained, a loader stepped, a
+ * subscription's batches applied; a lost subscription resets. */
+static void sb_dispatch(struct nsa_standby *sb, const struct sb_pollset *ps)
+{
+	uint64_t v;
+	int k;
+
+	for (k = 0; k < ps->n && !sb->reset; k++) {
+		unsigned int node;
+		struct sb_node *nd;
+
+		if (!ps->pfd[k].revents)
+			continue;
+		if (ps->who[k] < 0) {
+			if (read(sb->wake_fd, &v, sizeof(v)) < 0) {
+				/* already drained */
+			}
+			continue;
+		}
+		node = (unsigned int)ps->who[k] / 2;
+		nd = &sb->nodes[node];
+		if (ps->who[k] & 1) {
+			if (nd->ld.conn)
+				nsa_sb_resync_step(
+					sb, node,
+					nsa_loader_on_readable(&nd->ld));
+			continue;
+		}
+		if (nsa_sub_recv(&nd->sub, nsdp_mono_ns()) < 0) {
+			NSA_WARN("standby: lost subscription to %s:%u: %s",
+				 nd->addr.host, nd->addr.port,
+				 nd->sub.conn->err);
+			sb->reset = 1;
+			break;
+		}
+		nsa_sb_live_drain(sb, node);
+	}
+}
+
 static void sb_run(struct nsa_standby *sb)
 {
-	struct pollfd pfd[1 + 2 * NSA_MAX_NODES];
-	int who[1 + 2 * NSA_MAX_NODES]; /* node*2 (+1 for the loader) */
+	struct sb_pollset ps;
 	uint64_t next_purge = nsdp_mono_ns() + SB_PURGE_PERIOD_NS;
 	unsigned int i;
 
 	for (i = 0; i < sb->n_nodes; i++)
 		nsa_sb_resync_start(sb, i);
 	for (i = 0; i < sb->n_nodes; i++)
-		sub_drain(sb, i); /* replies read along with the confirmation */
+		nsa_sb_live_drain(
+			sb, i); /* replies read along with the confirmation */
 	sb->barrier_sent = 0; /* new subscriptions: ping again if asked */
 
-	while (!nsa_sb_stopping(sb) && !sb->reset) {
+	while (!sb_stopping(sb) && !sb->reset) {
 		uint64_t now = nsdp_mono_ns();
-		int n = 0, k, timeout = 100;
-		uint64_t v;
 
-		if (nsa_topowatch_changed(&sb->watch)) {
-			NSA_WARN("standby: the store's masters changed under "
-				 "working subscriptions; resubscribing and "
-				 "resyncing");
-			SB_STAT_ADD(sb, topology_changes, 1);
-			sb->reset = 1;
+		sb_follow_topology(sb);
+		if (sb->reset)
 			break;
-		}
-		if (nsa_topowatch_slots_moved(&sb->watch, &sb->fresh)) {
-			nsa_sb_topo_adopt(sb, &sb->fresh);
-			if (sb->reset)
-				break;
-		}
-
 		if (now >= next_purge) {
 			nsdp_table_purge_tombstones(sb->table);
 			next_purge = now + SB_PURGE_PERIOD_NS;
 		}
-		pfd[n] = (struct pollfd){.fd = sb->wake_fd, .events = POLLIN};
-		who[n++] = -1;
-		for (i = 0; i < sb->n_nodes; i++) {
-			struct sb_node *nd = &sb->nodes[i];
-			struct nsa_loader *ld = &nd->ld;
-
-			pfd[n] = (struct pollfd){.fd = nd->sub.conn->fd,
-						 .events = POLLIN};
-			who[n++] = (int)(2 * i);
-			if (!ld->conn && nd->retry_at && now >= nd->retry_at)
-				nsa_sb_resync_start(sb, i);
-			if (ld->conn && nsa_loader_flush(ld) < 0)
-				nsa_sb_resync_fail(sb, i, ld->why);
-			if (ld->conn) {
-				pfd[n] = (struct pollfd){
-					.fd = ld->conn->fd,
-					.events = (short)(POLLIN |
-							  (nsa_conn_want_write(
-								   ld->conn)
-								   ? POLLOUT
-								   : 0))};
-				who[n++] = (int)(2 * i + 1);
-			} else if (nd->retry_at) {
-				timeout = 20;
-			}
-		}
-		if (poll(pfd, (nfds_t)n, timeout) < 0) {
+		sb_pollset_build(sb, &ps, now);
+		if (poll(ps.pfd, (nfds_t)ps.n, ps.timeout_ms) < 0) {
 			if (errno == EINTR)
 				continue;
 			NSA_ERR("standby: poll: %s", strerror(errno));
 			sb->reset = 1;
 			break;
 		}
-		for (k = 0; k < n && !sb->reset; k++) {
-			unsigned int node;
-
-			if (!pfd[k].revents)
-				continue;
-			if (who[k] < 0) {
-				if (read(sb->wake_fd, &v, sizeof(v)) < 0) {
-					/* already drained */
-				}
-				continue;
-			}
-			node = (unsigned int)who[k] / 2;
-			if (who[k] & 1) {
-				if (sb->nodes[node].ld.conn)
-					nsa_sb_resync_step(
-						sb, node,
-						nsa_loader_on_readable(
-							&sb->nodes[node].ld));
-				continue;
-			}
-			if (nsa_sub_recv(&sb->nodes[node].sub, nsdp_mono_ns()) <
-			    0) {
-				NSA_WARN("standby: lost subscription to "
-					 "%s:%u: %s",
-					 sb->nodes[node].addr.host,
-					 sb->nodes[node].addr.port,
-					 sb->nodes[node].sub.conn->err);
-				sb->reset = 1;
-				break;
-			}
-			sub_drain(sb, node);
-		}
+		sb_dispatch(sb, &ps);
 		now = nsdp_mono_ns();
 		for (i = 0; i < sb->n_nodes && !sb->reset; i++) {
 			if (sub_check_alive(sb, i, now) < 0)
@@ -449,13 +378,13 @@ static void *sb_main(void *arg)
 {
 	struct nsa_standby *sb = arg;
 
-	while (!nsa_sb_stopping(sb)) {
+	while (!sb_stopping(sb)) {
 		if (sb_setup(sb) < 0)
 			break;
 		sb->reset = 0;
 		sb_run(sb);
 		sb_teardown(sb);
-		if (sb->reset && !nsa_sb_stopping(sb)) {
+		if (sb->reset && !sb_stopping(sb)) {
 			SB_STAT_ADD(sb, resubscribes, 1);
 			nsdp_sleep_ms_unless(&sb->stop, SB_BACKOFF_MIN_MS);
 		}
@@ -466,25 +395,6 @@ static void *sb_main(void *arg)
 }
 
 /* ---- public interface ----------------------------------------------- */
-
-/* The conntrack committer, its socket opened in [standby] commit_netns. */
-static int standby_commit_open(struct nsa_standby *sb)
-{
-	struct nsdp_ctcommit_conf cc = {.batch_bytes =
-						sb->conf.commit_batch_bytes,
-					.mark = sb->conf.commit_mark};
-	char err[256] = "";
-
-	snprintf(cc.netns, sizeof(cc.netns), "%s", sb->conf.commit_netns);
-	sb->ct = nsdp_ctcommit_open(&cc, err, sizeof(err));
-	if (!sb->ct) {
-		NSA_ERR("standby: [standby] commit = conntrack: %s", err);
-		return -1;
-	}
-	NSA_INFO("standby: committing sessions to conntrack%s%s",
-		 cc.netns[0] ? " in netns " : "", cc.netns);
-	return 0;
-}
 
 struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
 					  struct nsdp_table *table)
@@ -509,8 +419,9 @@ struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
 		free(sb);
 		return NULL;
 	}
+	/* The committer's socket is opened in [standby] commit_netns. */
 	if (conf->commit == NSA_COMMIT_CONNTRACK &&
-	    standby_commit_open(sb) != 0) {
+	    !(sb->ct = nsa_commit_open(&sb->conf))) {
 		close(sb->wake_fd);
 		if (sb->own_table)
 			nsdp_table_free(sb->table);
@@ -519,8 +430,7 @@ struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
 	}
 	nsa_dumpreq_init(&sb->dump);
 	nsa_topowatch_init(&sb->watch, &sb->conf.store,
-			   sb->conf.topology_check_ms, &sb->stop, nsa_sb_wake,
-			   sb);
+			   sb->conf.topology_check_ms, &sb->stop, sb_wake, sb);
 	nsa_lag_batch_init(&sb->lag);
 	return sb;
 }
@@ -558,7 +468,7 @@ void nsa_standby_stop(struct nsa_standby *sb)
 	if (!sb || !sb->running)
 		return;
 	__atomic_store_n(&sb->stop, 1, __ATOMIC_RELEASE);
-	nsa_sb_wake(sb);
+	sb_wake(sb);
 	pthread_join(sb->thread, NULL);
 	nsa_topowatch_join(&sb->watch);
 	nsdp_table_give_back(sb->table, NSDP_TABLE_SUBSCRIBER);
@@ -573,7 +483,7 @@ int nsa_standby_barrier(struct nsa_standby *sb, int timeout_ms)
 	if (!sb || !sb->running)
 		return -ENOTCONN;
 	req = __atomic_add_fetch(&sb->barrier_req, 1, __ATOMIC_ACQ_REL);
-	nsa_sb_wake(sb);
+	sb_wake(sb);
 	while (__atomic_load_n(&sb->barrier_done, __ATOMIC_ACQUIRE) < req) {
 		if (nsdp_mono_ns() >= deadline)
 			return -ETIMEDOUT;
@@ -652,5 +562,5 @@ int64_t nsa_standby_dump(struct nsa_standby *sb, const char *path,
 		return strlen(path) >= sizeof(sb->dump.path)
 			       ? -ENAMETOOLONG
 			       : nsdp_table_dump(sb->table, path);
-	return nsa_dumpreq_ask(&sb->dump, path, timeout_ms, nsa_sb_wake, sb);
+	return nsa_dumpreq_ask(&sb->dump, path, timeout_ms, sb_wake, sb);
 }

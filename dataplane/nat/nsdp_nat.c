@@ -41,7 +41,9 @@
 #include <rte_prefetch.h>
 #include <rte_udp.h>
 
-#include "nsdp_nat_impl.h"
+#include "nsdp_nat_arp.h"
+#include "nsdp_nat_session.h"
+#include "nsdp_nat_state.h"
 
 /* ---- parsing ------------------------------------------------------ */
 

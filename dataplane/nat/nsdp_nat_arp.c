@@ -20,7 +20,7 @@
  *   them (IP frames are dropped before they are parsed).
  *
  * Not here: the per-packet lookup and the common case of learning, which
- * are inline in nsdp_nat_impl.h.
+ * are inline in nsdp_nat_arp.h.
  */
 #include <errno.h>
 #include <string.h>
@@ -30,7 +30,8 @@
 #include <rte_ether.h>
 #include <rte_mbuf.h>
 
-#include "nsdp_nat_impl.h"
+#include "nsdp_nat_arp.h"
+#include "nsdp_nat_state.h"
 
 /* An ARP request for one address at most this often. */
 #define ARP_RETRY_NS (100 * NAT_NS_PER_MS)

@@ -36,7 +36,9 @@
 #include <rte_arp.h>
 #include <rte_malloc.h>
 
-#include "nsdp_nat_impl.h"
+#include "nsdp_nat_arp.h"
+#include "nsdp_nat_session.h"
+#include "nsdp_nat_state.h"
 #include "nsdp_time.h"
 
 /* The housekeeper asks for an unresolved next hop at most this often. */

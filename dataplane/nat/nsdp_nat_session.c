@@ -29,7 +29,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "nsdp_nat_impl.h"
+#include "nsdp_nat_session.h"
+#include "nsdp_nat_state.h"
 
 static inline int map_proto(uint8_t proto)
 {

@@ -1,31 +1,33 @@
 /*
- * nsa_standby_impl.h - the subscriber's state, shared by its loop
- * (nsa_standby.c) and its resyncs (nsa_resync.c). Private to those two.
+ * nsa_standby_state.h - the subscriber's state, shared by its loop
+ * (nsa_standby.c), its live batches (nsa_live.c) and its resyncs
+ * (nsa_resync.c). Private to the standby; state only: each file's
+ * functions are in its own header.
  */
-#ifndef NSA_STANDBY_IMPL_H
-#define NSA_STANDBY_IMPL_H
+#ifndef NSA_STANDBY_STATE_H
+#define NSA_STANDBY_STATE_H
 
 #include <pthread.h>
 #include <stdint.h>
-#include <unistd.h>
 
 #include "ns_slot.h"
 #include "nsa_cluster.h"
+#include "nsa_config.h"
 #include "nsa_dumpreq.h"
 #include "nsa_lag.h"
 #include "nsa_loader.h"
 #include "nsa_order.h"
-#include "nsa_standby.h"
+#include "nsa_standby_stats.h"
 #include "nsa_sub.h"
 #include "nsa_topowatch.h"
 #include "nsdp_ctcommit.h"
 #include "nsdp_stat.h"
 #include "nsdp_table.h"
 
+/* The store's backoff while setting up; a failed resync is retried after
+ * half the longest. */
 #define SB_BACKOFF_MIN_MS 100
 #define SB_BACKOFF_MAX_MS 2000
-#define SB_SUBSCRIBE_TIMEOUT_MS 2000
-#define SB_PURGE_PERIOD_NS (1000ull * 1000 * 1000)
 
 struct sb_node {
 	struct nsa_addr addr;
@@ -82,48 +84,5 @@ struct nsa_standby {
 };
 
 #define SB_STAT_ADD(sb, f, v) NSDP_STAT_ADD((sb)->st.f, v)
-
-static inline int nsa_sb_stopping(const struct nsa_standby *sb)
-{
-	return __atomic_load_n(&sb->stop, __ATOMIC_ACQUIRE);
-}
-
-static inline void nsa_sb_wake(void *arg)
-{
-	struct nsa_standby *sb = arg;
-	uint64_t one = 1;
-
-	if (write(sb->wake_fd, &one, sizeof(one)) < 0) {
-		/* the counter saturated: the thread is awake anyway */
-	}
-}
-
-/* Commit s to conntrack when the apply just made took it: the table's
- * applied count moved past *seen (what it was before). Only with sb->ct. */
-static inline void nsa_sb_commit(struct nsa_standby *sb,
-				 const struct ns_session *s, uint64_t *seen)
-{
-	uint64_t applied = nsdp_table_applied(sb->table);
-
-	if (applied == *seen)
-		return; /* older than the table's: ignored there too */
-	*seen = applied;
-	nsdp_ctcommit_add(sb->ct, s);
-}
-
-/* Write what is queued for conntrack (end of a batch or a load chunk). */
-static inline void nsa_sb_commit_flush(struct nsa_standby *sb)
-{
-	if (nsdp_ctcommit_pending(sb->ct))
-		nsdp_ctcommit_flush(sb->ct);
-}
-
-/* nsa_resync.c */
-void nsa_sb_resync_close(struct nsa_standby *sb, struct sb_node *nd);
-void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node);
-void nsa_sb_resync_fail(struct nsa_standby *sb, unsigned int node,
-			const char *why);
-void nsa_sb_resync_step(struct nsa_standby *sb, unsigned int node, int rc);
-void nsa_sb_topo_adopt(struct nsa_standby *sb, const struct nsa_topology *t);
 
 #endif

@@ -1,17 +1,18 @@
 /*
- * nsdp_nat_impl.h - what the files of the NAT44 fast path share: the
- * context, the lcore's per-position view of the sessions, the port maps,
- * the neighbour caches, and the small inline helpers the per-packet path
- * calls. Private to dataplane/nsdp_nat*.c; everybody else includes
- * nsdp_nat.h.
+ * nsdp_nat_state.h - the state the files of the NAT44 fast path share:
+ * the context, the lcore's per-position view of the sessions, the port
+ * maps, the neighbour caches, and the small inline helpers on them that
+ * every stage calls (drop, pool check, tx lists, timeouts). State only:
+ * each file's functions are in its own header. Private to dataplane/nat/;
+ * everybody else includes nsdp_nat.h.
  *
- *   nsdp_nat.c          the per-packet path: a burst in stages
+ *   nsdp_nat.c          the per-packet path, a burst in stages (on top)
+ *   nsdp_nat_ctl.c      create/free, housekeeping, promotion and demotion
  *   nsdp_nat_arp.c      ARP frames, ARP input, neighbour caches
  *   nsdp_nat_session.c  port maps and session life (create, refresh, close)
- *   nsdp_nat_ctl.c      create/free, housekeeping, promotion and demotion
  */
-#ifndef NSDP_NAT_IMPL_H
-#define NSDP_NAT_IMPL_H
+#ifndef NSDP_NAT_STATE_H
+#define NSDP_NAT_STATE_H
 
 #include <netinet/in.h>
 #include <stdint.h>
@@ -179,71 +180,7 @@ static inline int tx_put(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
 	return 0;
 }
 
-/* ---- neighbours (nsdp_nat_arp.c) ---------------------------------- */
-
-static inline struct neigh *neigh_set(struct nsdp_nat *nat, enum nat_port port,
-				      uint32_t ip)
-{
-	uint32_t h = (ip * 0x9e3779b1u) >> (32 - NEIGH_SET_BITS);
-
-	return &nat->neigh[port][h * NEIGH_WAYS];
-}
-
-static inline const struct neigh *neigh_lookup(struct nsdp_nat *nat,
-					       enum nat_port port, uint32_t ip)
-{
-	struct neigh *set = neigh_set(nat, port, ip);
-	unsigned int i;
-
-	for (i = 0; i < NEIGH_WAYS; i++)
-		if (set[i].ip == ip && set[i].state == NEIGH_RESOLVED)
-			return &set[i];
-	return NULL;
-}
-
-void nsdp_nat_neigh_store(struct nsdp_nat *nat, enum nat_port port, uint32_t ip,
-			  const struct rte_ether_addr *mac, uint64_t now);
-
-/* Learn ip at mac on port. Inline for the common case of every packet of
- * a host: the entry is there already and only its time moves. */
-static inline void neigh_learn(struct nsdp_nat *nat, enum nat_port port,
-			       uint32_t ip, const struct rte_ether_addr *mac,
-			       uint64_t now)
-{
-	struct neigh *set = neigh_set(nat, port, ip);
-	unsigned int i;
-
-	if (ip == 0 || !rte_is_valid_assigned_ether_addr(mac))
-		return;
-	for (i = 0; i < NEIGH_WAYS; i++) {
-		struct neigh *e = &set[i];
-
-		if (e->ip == ip && e->state == NEIGH_RESOLVED &&
-		    rte_is_same_ether_addr(&e->mac, mac)) {
-			e->updated_ns = now;
-			return;
-		}
-	}
-	nsdp_nat_neigh_store(nat, port, ip, mac, now);
-}
-
-/* Ask for ip on port unless it was asked for in the last 100 ms. */
-void nsdp_nat_neigh_ask(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
-			enum nat_port port, uint32_t ip, uint64_t now);
-
-/* Build and queue one ARP frame on port: eth_dst NULL means broadcast,
- * tha NULL means all zeroes. 0 or a negative errno (counted). */
-int nsdp_nat_arp_send(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
-		      enum nat_port port, uint16_t op,
-		      const struct rte_ether_addr *eth_dst, uint32_t sip,
-		      const struct rte_ether_addr *tha, uint32_t tip);
-
-/* An ARP frame received on port: learn, answer, free m. */
-void nsdp_nat_arp_input(struct nsdp_nat *nat, enum nat_port port,
-			struct rte_mbuf *m, uint64_t now,
-			struct nsdp_nat_tx *tx);
-
-/* ---- ports and sessions (nsdp_nat_session.c) ---------------------- */
+/* ---- timeouts and side state -------------------------------------- */
 
 static inline uint32_t timeout_for(const struct nsdp_nat *nat, uint8_t proto,
 				   uint8_t tcp)
@@ -270,31 +207,5 @@ static inline int side_owns(const struct side *sd, const struct ns_session *s)
 	       sd->orig.sport == s->orig.sport &&
 	       sd->orig.dport == s->orig.dport;
 }
-
-/* Every port free again (and the unusable tail bits set). */
-void nsdp_nat_maps_clear(struct nsdp_nat *nat);
-
-/* Mark the port a replicated session holds. */
-void nsdp_nat_port_mark(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
-			uint16_t port);
-
-/* Side state for a session this lcore did not create (replicated, or a
- * position it finds reused): its idle timer restarts at now. */
-void nsdp_nat_side_adopt(const struct nsdp_nat *nat, struct side *sd,
-			 const struct ns_session *s, uint64_t now);
-
-/* Create the session of p's outbound flow into *s; its position, or -1
- * with *why the counter of the reason. */
-int32_t nsdp_nat_session_create(struct nsdp_nat *nat, const struct pkt *p,
-				uint64_t now, struct ns_session *s,
-				uint64_t **why);
-
-/* Store s again with sd's timeout and now, and record it. */
-void nsdp_nat_session_refresh(struct nsdp_nat *nat, struct side *sd,
-			      struct ns_session *s, uint64_t now);
-
-/* Remove the session s at pos, free its port and record its end. */
-void nsdp_nat_session_close(struct nsdp_nat *nat, int32_t pos,
-			    struct ns_session *s, uint64_t now);
 
 #endif

@@ -1,0 +1,178 @@
+/*
+ * nsa_live.c - the standby's live batches: each one a subscription
+ * delivers is checked, applied to the table, queued for conntrack and
+ * timed for the lag histogram; a gap in its sequence, or a batch the store
+ * lost (NS_BATCH_F_RESYNC), resyncs its master.
+ *
+ * Invariants:
+ * - A batch is applied only when it decodes, carries a valid HMAC when
+ *   [store] batch_key_file is set (and so a version 2 header), names the
+ *   channel it came by, is not fenced by a newer epoch of its gateway and
+ *   is not stale in its sequence nor sent before its subscription began
+ *   (less [standby] clock_slack_ms); otherwise it is counted and dropped.
+ * - What a drain applied is written to conntrack at its end, together.
+ * - On the subscriber thread only.
+ *
+ * Not here: the subscriptions and the loop (nsa_standby.c), resyncs
+ * (nsa_resync.c), where a batch stands in its sequence (nsa_order.c).
+ */
+#include <inttypes.h>
+
+#include "ns_batch.h"
+#include "ns_record.h"
+#include "nsa_commit.h"
+#include "nsa_lag.h"
+#include "nsa_live.h"
+#include "nsa_log.h"
+#include "nsa_order.h"
+#include "nsa_resync.h"
+#include "nsa_standby_stats.h"
+#include "nsa_sub.h"
+
+static void lag_record(void *arg, uint64_t lag_us)
+{
+	nsa_standby_lag_record(arg, lag_us);
+}
+
+/* Whether the batch in buf is one to apply: it decodes (into h and body),
+ * carries the HMAC the batch key asks for, names the channel it came by
+ * and is neither fenced nor stale. 0 with its sequence verdict in *seq,
+ * or -1 when dropped (counted). */
+static int batch_admit(struct nsa_standby *sb, unsigned int node,
+		       const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
+		       const uint8_t **body, enum nsa_seq_verdict *seq)
+{
+	const uint16_t channel_slot = sb->topo.nodes[node].channel_slot;
+	const struct sb_node *nd = &sb->nodes[node];
+
+	if (ns_batch_decode(buf, len, h, body) < 0) {
+		SB_STAT_ADD(sb, bad_messages, 1);
+		return -1;
+	}
+	/* With a batch key, only batches signed with it count: a writer
+	 * without the key (or a forger on the channel) changes nothing. A
+	 * version 1 batch signs neither its channel nor its time, so it
+	 * could be replayed anywhere, at any time: not accepted either. And
+	 * a batch signed for another channel is a copy. */
+	if (sb->conf.batch_key_len &&
+	    (h->version == NS_BATCH_V1 ||
+	     ns_batch_verify(buf, len, (const uint8_t *)sb->conf.batch_key,
+			     sb->conf.batch_key_len) != 0)) {
+		SB_STAT_ADD(sb, unauthenticated, 1);
+		return -1;
+	}
+	if (h->version != NS_BATCH_V1 && h->channel_slot != channel_slot) {
+		SB_STAT_ADD(sb, unauthenticated, 1);
+		return -1;
+	}
+	if (nsa_order_epoch(&sb->order, h) < 0) {
+		SB_STAT_ADD(sb, fenced, 1);
+		return -1;
+	}
+	*seq = nsa_order_seq(&sb->order, channel_slot, h, nd->not_before_ns,
+			     nd->loaded_once && !nd->resyncing);
+	if (*seq == NSA_SEQ_STALE) {
+		SB_STAT_ADD(sb, stale, 1);
+		return -1;
+	}
+	return 0;
+}
+
+/* Apply every record of an admitted batch, queue what the table took for
+ * conntrack, and time the records for the lag histogram. */
+static void batch_apply(struct nsa_standby *sb, const struct ns_batch_hdr *h,
+			const uint8_t *body)
+{
+	struct ns_batch_iter it;
+	struct ns_session s;
+	uint64_t n = 0, seen = 0;
+	int rc;
+
+	NSDP_TABLE_ASSERT_WRITER(sb->table, NSDP_TABLE_SUBSCRIBER);
+	ns_batch_iter_init(&it, body, h->body_len);
+	if (sb->ct)
+		seen = nsdp_table_applied(sb->table);
+	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
+		/* A STORE batch corrects what a refused write told before. */
+		int applied = h->flags & NS_BATCH_F_STORE
+				      ? nsdp_table_apply_store(sb->table, &s)
+				      : nsdp_table_apply(sb->table, &s);
+
+		if (applied == 0)
+			n++;
+		if (sb->ct)
+			nsa_commit_take(sb->ct, sb->table, &s, &seen);
+		nsa_lag_batch_mark(&sb->lag, s.timestamp_ns);
+	}
+	nsa_lag_batch_end(&sb->lag, lag_record, &sb->st);
+	SB_STAT_ADD(sb, batches, 1);
+	SB_STAT_ADD(sb, records, n);
+}
+
+/* The store lost a segment (log layout) whose batch this table applied
+ * (NS_BATCH_F_RESYNC): read the master again. A resync under way began
+ * before that batch was applied and keeps what it changed, so another
+ * follows it. */
+static void batch_resync_asked(struct nsa_standby *sb, unsigned int node)
+{
+	struct sb_node *nd = &sb->nodes[node];
+
+	if (!nd->resync_asked_logged)
+		NSA_WARN("standby: %s:%u lost a batch it was sent "
+			 "(refused for good): resyncing it (further "
+			 "ones are not logged)",
+			 nd->addr.host, nd->addr.port);
+	nd->resync_asked_logged = 1;
+	if (nd->ld.conn)
+		nd->resync_again = 1;
+	else
+		nsa_sb_resync_start(sb, node);
+}
+
+static void on_batch(struct nsa_standby *sb, unsigned int node,
+		     const uint8_t *buf, size_t len)
+{
+	struct ns_batch_hdr h;
+	const uint8_t *body;
+	enum nsa_seq_verdict seq;
+
+	if (batch_admit(sb, node, buf, len, &h, &body, &seq) < 0)
+		return;
+	batch_apply(sb, &h, body);
+	if (h.flags & NS_BATCH_F_RESYNC && seq != NSA_SEQ_GAP)
+		batch_resync_asked(sb, node);
+	if (seq == NSA_SEQ_GAP) {
+		SB_STAT_ADD(sb, gaps, 1);
+		NSA_WARN("standby: gap on %s from publisher %u (seq %" PRIu64
+			 "), resyncing %s:%u",
+			 sb->nodes[node].channel, h.publisher_id, h.seq,
+			 sb->nodes[node].addr.host, sb->nodes[node].addr.port);
+		nsa_sb_resync_start(sb, node);
+	}
+}
+
+void nsa_sb_live_drain(struct nsa_standby *sb, unsigned int node)
+{
+	struct sb_node *nd = &sb->nodes[node];
+	const uint8_t *msg;
+	const char *why;
+	size_t len;
+	int rc;
+
+	while (!sb->reset) {
+		rc = nsa_sub_next(&nd->sub, &msg, &len, &why);
+		if (rc == NSA_SUB_NONE)
+			break;
+		if (rc == NSA_SUB_RESET) {
+			if (why)
+				NSA_WARN("standby: %s:%u: %s", nd->addr.host,
+					 nd->addr.port, why);
+			sb->reset = 1;
+			break;
+		}
+		on_batch(sb, node, msg, len);
+	}
+	/* Every batch the connection had is applied: commit them together. */
+	if (sb->ct)
+		nsa_commit_flush(sb->ct);
+}

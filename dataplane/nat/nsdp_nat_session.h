@@ -1,0 +1,39 @@
+/*
+ * nsdp_nat_session.h - the NAT44's outside ports and the life of its
+ * sessions (nsdp_nat_session.c): create, refresh, close, each stored in
+ * the table and recorded into the lane. Private to dataplane/nat/.
+ */
+#ifndef NSDP_NAT_SESSION_H
+#define NSDP_NAT_SESSION_H
+
+#include <stdint.h>
+
+#include "nsdp_nat_state.h"
+
+/* Every port free again (and the unusable tail bits set). */
+void nsdp_nat_maps_clear(struct nsdp_nat *nat);
+
+/* Mark the port a replicated session holds. */
+void nsdp_nat_port_mark(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
+			uint16_t port);
+
+/* Side state for a session this lcore did not create (replicated, or a
+ * position it finds reused): its idle timer restarts at now. */
+void nsdp_nat_side_adopt(const struct nsdp_nat *nat, struct side *sd,
+			 const struct ns_session *s, uint64_t now);
+
+/* Create the session of p's outbound flow into *s; its position, or -1
+ * with *why the counter of the reason. */
+int32_t nsdp_nat_session_create(struct nsdp_nat *nat, const struct pkt *p,
+				uint64_t now, struct ns_session *s,
+				uint64_t **why);
+
+/* Store s again with sd's timeout and now, and record it. */
+void nsdp_nat_session_refresh(struct nsdp_nat *nat, struct side *sd,
+			      struct ns_session *s, uint64_t now);
+
+/* Remove the session s at pos, free its port and record its end. */
+void nsdp_nat_session_close(struct nsdp_nat *nat, int32_t pos,
+			    struct ns_session *s, uint64_t now);
+
+#endif
