@@ -63,6 +63,18 @@ else
 	ns_build "$build" --prefix=/usr --sysconfdir=/etc -Dtests=disabled >&2
 fi
 build=$(cd "$build" && pwd)
+version=$(meson introspect --projectinfo "$build" | python3 -c \
+	'import json, sys; print(json.load(sys.stdin)["version"])')
+arch=$(dpkg --print-architecture)
+# The changelog's latest entry names the version the package is.
+logged=$(dpkg-parsechangelog -l "$debian/changelog" -S Version)
+[ "$logged" = "$version" ] || {
+	echo "build-deb.sh: deploy/debian/changelog's latest entry is $logged," \
+		"the project is $version: add an entry for $version" >&2
+	exit 1
+}
+maintainer=${NATSYNC_MAINTAINER:-$(dpkg-parsechangelog -l "$debian/changelog" -S Maintainer)}
+
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
@@ -74,16 +86,6 @@ meson install -C "$build" --no-rebuild --destdir "$root" >&2
 # Debian ships man pages and the changelog compressed (man reads either).
 find "$root/usr/share/man" -type f -exec gzip -9n {} +
 
-version=$(meson introspect --projectinfo "$build" | python3 -c \
-	'import json, sys; print(json.load(sys.stdin)["version"])')
-arch=$(dpkg --print-architecture)
-logged=$(dpkg-parsechangelog -l "$debian/changelog" -S Version)
-[ "$logged" = "$version" ] || {
-	echo "build-deb.sh: deploy/debian/changelog's latest entry is $logged," \
-		"the project is $version: add an entry for $version" >&2
-	exit 1
-}
-maintainer=${NATSYNC_MAINTAINER:-$(dpkg-parsechangelog -l "$debian/changelog" -S Maintainer)}
 doc=$root/usr/share/doc/natsync
 install -d "$doc" "$root/usr/share/lintian/overrides"
 install -m 0644 "$debian/copyright" "$doc/copyright"
