@@ -338,22 +338,25 @@ static void unit_key(char *buf, size_t len, const char *unit, const char *key)
 	free(out);
 }
 
-Test(install, units_run_the_installed_programs_on_the_examples)
+/* unit's ExecStart= runs the installed program on SYSCONFDIR/natsync/ini. */
+static void unit_starts(const char *unit, const char *program, const char *ini)
 {
 	char v[512], want[512];
 
-	unit_key(v, sizeof(v), "natsync-agent@.service", "ExecStart");
-	cr_assert_lt(snprintf(want, sizeof(want),
-			      "%s/natsync-agent -c %s/natsync/%%i.ini",
-			      in.bindir, in.sysconfdir),
+	unit_key(v, sizeof(v), unit, "ExecStart");
+	cr_assert_lt(snprintf(want, sizeof(want), "%s/%s -c %s/natsync/%s",
+			      in.bindir, program, in.sysconfdir, ini),
 		     (int)sizeof(want));
 	cr_expect_str_eq(v, want);
-	unit_key(v, sizeof(v), "natsync-gateway.service", "ExecStart");
-	cr_assert_lt(snprintf(want, sizeof(want),
-			      "%s/natsync-gateway -c %s/natsync/gateway.ini",
-			      in.bindir, in.sysconfdir),
-		     (int)sizeof(want));
-	cr_expect_str_eq(v, want);
+}
+
+Test(install, units_run_the_installed_programs_on_the_examples)
+{
+	char v[512];
+
+	unit_starts("natsync-agent@.service", "natsync-agent", "%i.ini");
+	unit_starts("natsync-gateway.service", "natsync-gateway",
+		    "gateway.ini");
 	for (int i = 0; i < 2; i++) {
 		const char *unit = i ? "natsync-gateway.service"
 				     : "natsync-agent@.service";
@@ -670,6 +673,27 @@ static char *run_installed_agent(int *rc, int nocaps, const char *example,
 		       extra);
 }
 
+/* The installed natsync-agent in its unit's sandbox, with its
+ * capabilities, on example with args and extra, its dump (dump_key) at
+ * dump: exit 0, the REPORT line of role, the dump written. Its output
+ * (malloc'd) for the caller's own checks. */
+static char *installed_agent_reports(const char *example, const char *args,
+				     const char *extra, const char *dump_key,
+				     const char *dump, const char *role)
+{
+	char more[1024], report[64];
+	int rc;
+	char *out;
+
+	snprintf(more, sizeof(more), "%s --set %s=%s", extra, dump_key, dump);
+	snprintf(report, sizeof(report), "REPORT role=%s ", role);
+	out = run_installed_agent(&rc, 0, example, args, more);
+	cr_expect_eq(rc, 0, "%s: exit %d:\n%s", example, rc, out);
+	cr_expect(strstr(out, report) != NULL, "%s", out);
+	cr_expect(exists("%s", dump), "no %s", dump);
+	return out;
+}
+
 Test(install, agent_kernel_roles_run_in_the_units_sandbox,
      .fini = kernel_sandbox_gone, .timeout = 120)
 {
@@ -687,14 +711,10 @@ Test(install, agent_kernel_roles_run_in_the_units_sandbox,
 
 	/* The kernel source in a gateway namespace, its dump in the state
 	 * directory. */
-	out = run_installed_agent(
-		&rc, 0, "kernel-active.example.ini", args,
-		"--set source.netns=ninst-k "
-		"--set source.dump=/var/lib/natsync/ninst-kernel.tbl");
-	cr_expect_eq(rc, 0, "kernel source: exit %d:\n%s", rc, out);
-	cr_expect(strstr(out, "REPORT role=active ") != NULL, "%s", out);
+	out = installed_agent_reports(
+		"kernel-active.example.ini", args, "--set source.netns=ninst-k",
+		"source.dump", "/var/lib/natsync/ninst-kernel.tbl", "active");
 	cr_expect(strstr(out, " drained=yes ") != NULL, "%s", out);
-	cr_expect(exists("/var/lib/natsync/ninst-kernel.tbl"));
 	free(out);
 	/* Control: no capabilities, no BPF program. */
 	out = run_installed_agent(&rc, 1, "kernel-active.example.ini", args,
@@ -705,14 +725,10 @@ Test(install, agent_kernel_roles_run_in_the_units_sandbox,
 	free(out);
 
 	/* The standby committing into the namespace's conntrack. */
-	out = run_installed_agent(
-		&rc, 0, "kernel-standby.example.ini", args,
-		"--set standby.commit_netns=ninst-k "
-		"--set standby.dump=/var/lib/natsync/ninst-standby.tbl");
-	cr_expect_eq(rc, 0, "conntrack standby: exit %d:\n%s", rc, out);
-	cr_expect(strstr(out, "REPORT role=standby ") != NULL, "%s", out);
-	cr_expect(exists("/var/lib/natsync/ninst-standby.tbl"));
-	free(out);
+	free(installed_agent_reports(
+		"kernel-standby.example.ini", args,
+		"--set standby.commit_netns=ninst-k", "standby.dump",
+		"/var/lib/natsync/ninst-standby.tbl", "standby"));
 	/* Control: entering the namespace needs CAP_SYS_ADMIN. */
 	out = run_installed_agent(
 		&rc, 1, "kernel-standby.example.ini", args,
