@@ -17,6 +17,8 @@ NATSYNC_PACKAGES=(meson ninja-build pkg-config gcc clang libc6-dev
 # systemd: the unit directory (systemd.pc) and systemd-analyze, with which
 # the install test verifies the units.
 NATSYNC_PACKAGES+=(systemd)
+# lintian: the install test checks the Debian package build-deb.sh makes.
+NATSYNC_PACKAGES+=(lintian)
 
 ns_say() { echo "==> $*" >&2; }
 

@@ -5,9 +5,10 @@
  * page renders with man -l, the systemd units pass systemd-analyze verify
  * without a warning, and the example configuration sits where the units
  * and scripts look and is valid for the installed programs. Then the
- * Debian package (root): built, installed with dpkg -i, natsync-agent
- * --version from /usr/bin, dpkg -L, and purged again even when a check
- * fails.
+ * Debian package (root): built, without a lintian error or a program
+ * lacking a hardening flag, installed with dpkg -i, natsync-agent
+ * --version from /usr/bin, dpkg -L, and purged again (even when a check
+ * fails), leaving none of the paths it added.
  *
  * systemd is not PID 1 here (nor on CI): the units are verified with
  * --root on a copy of the DESTDIR that also holds this machine's system
@@ -337,22 +338,25 @@ static void unit_key(char *buf, size_t len, const char *unit, const char *key)
 	free(out);
 }
 
-Test(install, units_run_the_installed_programs_on_the_examples)
+/* unit's ExecStart= runs the installed program on SYSCONFDIR/natsync/ini. */
+static void unit_starts(const char *unit, const char *program, const char *ini)
 {
 	char v[512], want[512];
 
-	unit_key(v, sizeof(v), "natsync-agent@.service", "ExecStart");
-	cr_assert_lt(snprintf(want, sizeof(want),
-			      "%s/natsync-agent -c %s/natsync/%%i.ini",
-			      in.bindir, in.sysconfdir),
+	unit_key(v, sizeof(v), unit, "ExecStart");
+	cr_assert_lt(snprintf(want, sizeof(want), "%s/%s -c %s/natsync/%s",
+			      in.bindir, program, in.sysconfdir, ini),
 		     (int)sizeof(want));
 	cr_expect_str_eq(v, want);
-	unit_key(v, sizeof(v), "natsync-gateway.service", "ExecStart");
-	cr_assert_lt(snprintf(want, sizeof(want),
-			      "%s/natsync-gateway -c %s/natsync/gateway.ini",
-			      in.bindir, in.sysconfdir),
-		     (int)sizeof(want));
-	cr_expect_str_eq(v, want);
+}
+
+Test(install, units_run_the_installed_programs_on_the_examples)
+{
+	char v[512];
+
+	unit_starts("natsync-agent@.service", "natsync-agent", "%i.ini");
+	unit_starts("natsync-gateway.service", "natsync-gateway",
+		    "gateway.ini");
 	for (int i = 0; i < 2; i++) {
 		const char *unit = i ? "natsync-gateway.service"
 				     : "natsync-agent@.service";
@@ -403,6 +407,32 @@ Test(install, units_run_the_installed_programs_on_the_examples)
 		     0);
 }
 
+/* A meson project of no program, version version, configured with
+ * prefix in dir/build: a build directory build-deb.sh checks before it
+ * packages. */
+static void empty_project(const char *dir, const char *version,
+			  const char *prefix)
+{
+	cr_assert_eq(nst_sh("mkdir -p '%s/src' && printf \"project('x', "
+			    "'c', version : '%s')\\n\" > '%s/src/meson.build' "
+			    "&& meson setup --prefix=%s --sysconfdir=/etc "
+			    "'%s/build' '%s/src' >/dev/null",
+			    dir, version, dir, prefix, dir, dir),
+		     0);
+}
+
+/* deploy/build-deb.sh on dir/build, the package into dir: its exit
+ * status, and its output (malloc'd) to search; no package made. */
+static char *build_deb_refused(int *rc, const char *dir)
+{
+	char *out = capture(rc, "'%s' --build '%s/build' --out '%s'",
+			    nst_src("deploy/build-deb.sh"), dir, dir);
+
+	cr_expect_eq(nst_sh("test -z \"$(ls '%s'/*.deb 2>/dev/null)\"", dir), 0,
+		     "a package was made:\n%s", out);
+	return out;
+}
+
 Test(install, build_deb_refuses_a_build_not_for_usr)
 {
 	char dir[600];
@@ -410,21 +440,30 @@ Test(install, build_deb_refuses_a_build_not_for_usr)
 	char *out;
 
 	snprintf(dir, sizeof(dir), "%s/usrlocal", nst_run_dir());
-	cr_assert_eq(nst_sh("mkdir -p '%s/src' && printf \"project('x', "
-			    "'c')\\n\" > '%s/src/meson.build' && "
-			    "meson setup --prefix=/usr/local '%s/build' "
-			    "'%s/src' >/dev/null",
-			    dir, dir, dir, dir),
-		     0);
-	out = capture(&rc, "'%s' --build '%s/build' --out '%s'",
-		      nst_src("deploy/build-deb.sh"), dir, dir);
+	empty_project(dir, NATSYNC_VERSION, "/usr/local");
+	out = build_deb_refused(&rc, dir);
 	cr_expect_eq(rc, 2, "exit %d", rc);
 	cr_expect(strstr(out, "configured with prefix /usr/local") != NULL,
 		  "%s", out);
 	cr_expect(strstr(out, "a package needs prefix /usr") != NULL, "%s",
 		  out);
-	cr_expect_eq(nst_sh("test -z \"$(ls '%s'/*.deb 2>/dev/null)\"", dir),
-		     0);
+	free(out);
+}
+
+/* deploy/debian/changelog names the version the package is: a project
+ * version it has no entry for is refused. */
+Test(install, build_deb_refuses_a_version_the_changelog_lacks)
+{
+	char dir[600];
+	int rc;
+	char *out;
+
+	snprintf(dir, sizeof(dir), "%s/unlogged", nst_run_dir());
+	empty_project(dir, "99.0.0", "/usr");
+	out = build_deb_refused(&rc, dir);
+	cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+	cr_expect(strstr(out, "the project is 99.0.0: add an entry") != NULL,
+		  "%s", out);
 	free(out);
 }
 
@@ -436,41 +475,74 @@ static void package_purge(void)
 
 /* The package of the build under test when it is configured for /usr and
  * /etc (scripts/test.sh configures it so), else of build-deb.sh's own
- * build (a whole build: minutes). */
-Test(install, package_installs_runs_and_purges, .fini = package_purge,
-     .timeout = 900)
+ * build (a whole build: minutes), into the run directory; its path into
+ * deb. */
+static void build_package(char *deb, size_t len)
 {
-	char deb[1024], cmd[2048], want[128];
+	char cmd[2048];
 	int rc, own = strcmp(in.prefix, "/usr") == 0 &&
 		      strcmp(in.sysconfdir, "/etc") == 0;
-	char *out;
+	FILE *p;
 
-	nst_need_root("dpkg -i");
-	cr_assert_neq(nst_sh("dpkg-query -W -f='${Status}' natsync 2>/dev/null "
-			     "| grep -q 'ok installed'"),
-		      0,
-		      "the package natsync is installed on this machine; "
-		      "the test would replace it");
 	snprintf(cmd, sizeof(cmd), "'%s' %s%s%s --out '%s' 2>&2",
 		 nst_src("deploy/build-deb.sh"), own ? "--build '" : "",
 		 own ? nst_build("") : "", own ? "'" : "", nst_run_dir());
-	{
-		/* build-deb.sh prints the package's path alone on stdout. */
-		FILE *p = popen(cmd, "r");
-
-		cr_assert_not_null(p);
-		if (!fgets(deb, sizeof(deb), p))
-			deb[0] = 0;
-		rc = pclose(p);
-	}
+	/* build-deb.sh prints the package's path alone on stdout. */
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	if (!fgets(deb, (int)len, p))
+		deb[0] = 0;
+	rc = pclose(p);
 	deb[strcspn(deb, "\n")] = 0;
 	cr_assert_eq(rc, 0, "build-deb.sh failed");
 	cr_assert(exists("%s", deb), "no package at '%s'", deb);
-	out = capture(&rc, "dpkg -i '%s'", deb);
-	cr_assert_eq(rc, 0, "dpkg -i: exit %d:\n%s", rc, out);
-	free(out);
+}
 
-	out = capture(&rc, "/usr/bin/natsync-agent --version");
+/* lintian, with its informational tags, on the package: no error, and
+ * every program with the hardening flags lintian asks for (PIE, relro,
+ * bindnow, FORTIFY). Its whole output goes to the test's log. */
+static void package_passes_lintian(const char *deb)
+{
+	int rc;
+	char *out = capture(&rc, "lintian -I '%s'", deb);
+
+	fprintf(stderr, "lintian -I %s: exit %d\n%s", deb, rc, out);
+	cr_assert_neq(rc, 127,
+		      "no lintian (deploy/lib.sh's NATSYNC_PACKAGES):\n%s",
+		      out);
+	cr_expect(strncmp(out, "E: ", 3) != 0 && !strstr(out, "\nE: "),
+		  "lintian reports errors:\n%s", out);
+	cr_expect_eq(rc, 0, "lintian: exit %d:\n%s", rc, out);
+	cr_expect(strstr(out, ": hardening-no-") == NULL,
+		  "a program lacks a hardening flag:\n%s", out);
+	free(out);
+}
+
+/* The paths of the package that do not exist yet, one a line into list:
+ * what dpkg -i adds and dpkg --purge must take away. */
+static void paths_the_package_adds(const char *deb, const char *list)
+{
+	cr_assert_eq(
+		nst_sh("dpkg-deb --fsys-tarfile '%s' | tar -t | "
+		       "sed -e 's|^\\./|/|' -e 's|/$||' | "
+		       "while IFS= read -r p; do "
+		       "[ -z \"$p\" ] || [ -e \"$p\" ] || [ -L \"$p\" ] || "
+		       "echo \"$p\"; done > '%s'",
+		       deb, list),
+		0);
+	cr_assert_eq(nst_sh("grep -qx /usr/bin/natsync-agent '%s'", list), 0,
+		     "/usr/bin/natsync-agent is on this machine already");
+}
+
+/* Installed: the programs, man pages, units, scripts and examples where
+ * dpkg -L says, the examples as conffiles, the units verified against
+ * the system. */
+static void installed_package_holds_its_files(void)
+{
+	char want[128];
+	int rc;
+	char *out = capture(&rc, "/usr/bin/natsync-agent --version");
+
 	snprintf(want, sizeof(want), "natsync-agent %s\n", NATSYNC_VERSION);
 	cr_expect_eq(rc, 0);
 	cr_expect_str_eq(out, want);
@@ -491,6 +563,8 @@ Test(install, package_installs_runs_and_purges, .fini = package_purge,
 	cr_expect(strstr(out, "\n/etc/natsync/gateway.example.ini\n"));
 	cr_expect(strstr(out, "\n/usr/share/man/man5/natsync.ini.5.gz\n"));
 	cr_expect(strstr(out, "\n/usr/libexec/natsync/keepalived-notify.sh\n"));
+	cr_expect(strstr(out, "\n/usr/share/doc/natsync/copyright\n"));
+	cr_expect(strstr(out, "\n/usr/share/doc/natsync/changelog.gz\n"));
 	free(out);
 	/* /etc/natsync is the administrator's: conffiles. */
 	out = capture(&rc, "dpkg-query -W -f='${Conffiles}' natsync");
@@ -500,18 +574,56 @@ Test(install, package_installs_runs_and_purges, .fini = package_purge,
 			  NULL,
 		  "%s", out);
 	free(out);
+	/* dpkg --verify: every file as the package's md5sums has it. */
+	out = capture(&rc, "dpkg --verify natsync");
+	cr_expect_eq(rc, 0, "dpkg --verify: exit %d", rc);
+	cr_expect_str_empty(out, "dpkg --verify:\n%s", out);
+	free(out);
 	/* Installed for real, the units verify against the system. */
 	out = capture(&rc, "cd / && systemd-analyze verify "
 			   "natsync-gateway.service natsync-agent@x.service");
 	cr_expect_eq(rc, 0, "systemd-analyze verify: exit %d", rc);
 	cr_expect_str_empty(out, "%s", out);
 	free(out);
+}
+
+Test(install, package_passes_lintian_installs_runs_and_purges,
+     .fini = package_purge, .timeout = 900)
+{
+	char deb[1024];
+	const char *added = nst_run_path("package-adds");
+	int rc;
+	char *out;
+
+	nst_need_root("dpkg -i");
+	cr_assert_neq(nst_sh("dpkg-query -W -f='${Status}' natsync 2>/dev/null "
+			     "| grep -q 'ok installed'"),
+		      0,
+		      "the package natsync is installed on this machine; "
+		      "the test would replace it");
+	build_package(deb, sizeof(deb));
+	package_passes_lintian(deb);
+	paths_the_package_adds(deb, added);
+	out = capture(&rc, "dpkg -i '%s'", deb);
+	cr_assert_eq(rc, 0, "dpkg -i: exit %d:\n%s", rc, out);
+	free(out);
+	installed_package_holds_its_files();
 
 	out = capture(&rc, "dpkg --purge natsync");
 	cr_expect_eq(rc, 0, "dpkg --purge: exit %d:\n%s", rc, out);
 	free(out);
-	cr_expect(!exists("/usr/bin/natsync-agent"));
-	cr_expect(!exists("/etc/natsync"));
+	/* Nothing the package added is left, not even in dpkg's records. */
+	out = capture(&rc,
+		      "while IFS= read -r p; do "
+		      "if [ -e \"$p\" ] || [ -L \"$p\" ]; then echo \"$p\"; "
+		      "fi; done < '%s'; find /var/lib/dpkg/info -maxdepth 1 "
+		      "-name 'natsync[.:]*'",
+		      added);
+	cr_expect_str_empty(out, "left after dpkg --purge:\n%s", out);
+	free(out);
+	cr_expect_neq(nst_sh("dpkg-query -W -f='${Status}' natsync 2>/dev/null "
+			     "| grep -q ' installed'"),
+		      0);
 }
 
 /* ---- the units' sandbox ------------------------------------------------
@@ -561,6 +673,27 @@ static char *run_installed_agent(int *rc, int nocaps, const char *example,
 		       extra);
 }
 
+/* The installed natsync-agent in its unit's sandbox, with its
+ * capabilities, on example with args and extra, its dump (dump_key) at
+ * dump: exit 0, the REPORT line of role, the dump written. Its output
+ * (malloc'd) for the caller's own checks. */
+static char *installed_agent_reports(const char *example, const char *args,
+				     const char *extra, const char *dump_key,
+				     const char *dump, const char *role)
+{
+	char more[1024], report[64];
+	int rc;
+	char *out;
+
+	snprintf(more, sizeof(more), "%s --set %s=%s", extra, dump_key, dump);
+	snprintf(report, sizeof(report), "REPORT role=%s ", role);
+	out = run_installed_agent(&rc, 0, example, args, more);
+	cr_expect_eq(rc, 0, "%s: exit %d:\n%s", example, rc, out);
+	cr_expect(strstr(out, report) != NULL, "%s", out);
+	cr_expect(exists("%s", dump), "no %s", dump);
+	return out;
+}
+
 Test(install, agent_kernel_roles_run_in_the_units_sandbox,
      .fini = kernel_sandbox_gone, .timeout = 120)
 {
@@ -578,14 +711,10 @@ Test(install, agent_kernel_roles_run_in_the_units_sandbox,
 
 	/* The kernel source in a gateway namespace, its dump in the state
 	 * directory. */
-	out = run_installed_agent(
-		&rc, 0, "kernel-active.example.ini", args,
-		"--set source.netns=ninst-k "
-		"--set source.dump=/var/lib/natsync/ninst-kernel.tbl");
-	cr_expect_eq(rc, 0, "kernel source: exit %d:\n%s", rc, out);
-	cr_expect(strstr(out, "REPORT role=active ") != NULL, "%s", out);
+	out = installed_agent_reports(
+		"kernel-active.example.ini", args, "--set source.netns=ninst-k",
+		"source.dump", "/var/lib/natsync/ninst-kernel.tbl", "active");
 	cr_expect(strstr(out, " drained=yes ") != NULL, "%s", out);
-	cr_expect(exists("/var/lib/natsync/ninst-kernel.tbl"));
 	free(out);
 	/* Control: no capabilities, no BPF program. */
 	out = run_installed_agent(&rc, 1, "kernel-active.example.ini", args,
@@ -596,14 +725,10 @@ Test(install, agent_kernel_roles_run_in_the_units_sandbox,
 	free(out);
 
 	/* The standby committing into the namespace's conntrack. */
-	out = run_installed_agent(
-		&rc, 0, "kernel-standby.example.ini", args,
-		"--set standby.commit_netns=ninst-k "
-		"--set standby.dump=/var/lib/natsync/ninst-standby.tbl");
-	cr_expect_eq(rc, 0, "conntrack standby: exit %d:\n%s", rc, out);
-	cr_expect(strstr(out, "REPORT role=standby ") != NULL, "%s", out);
-	cr_expect(exists("/var/lib/natsync/ninst-standby.tbl"));
-	free(out);
+	free(installed_agent_reports(
+		"kernel-standby.example.ini", args,
+		"--set standby.commit_netns=ninst-k", "standby.dump",
+		"/var/lib/natsync/ninst-standby.tbl", "standby"));
 	/* Control: entering the namespace needs CAP_SYS_ADMIN. */
 	out = run_installed_agent(
 		&rc, 1, "kernel-standby.example.ini", args,
@@ -620,6 +745,23 @@ static void gateway_sandbox_gone(void)
 	       nst_src("deploy/redis-cluster.sh"), SANDBOX_STORE_PORT,
 	       nst_run_path("store-gw"));
 	nst_sh("ip netns del ninst-gw 2>/dev/null");
+}
+
+/* The installed natsync-gateway on gateway.example.ini in ninst-gw for
+ * 3 s, in the sandbox natsync-gateway.service describes (nocaps: without
+ * its capabilities), stderr into stdout; its output (malloc'd) and
+ * status. */
+static char *run_installed_gateway(int *rc, int nocaps)
+{
+	return capture(rc,
+		       "ip netns exec ninst-gw %s '%s%s/natsync-gateway' -c "
+		       "'%s%s/natsync/gateway.example.ini' --set "
+		       "store.seeds=127.0.0.1:%d --set "
+		       "gateway.control_socket=/run/natsync/ninst-gw.sock "
+		       "--duration 3",
+		       sandbox("natsync-gateway.service", nocaps), in.destdir,
+		       in.bindir, in.destdir, in.sysconfdir,
+		       SANDBOX_STORE_PORT);
 }
 
 Test(install, gateway_runs_in_its_units_sandbox, .fini = gateway_sandbox_gone,
@@ -644,14 +786,7 @@ Test(install, gateway_runs_in_its_units_sandbox, .fini = gateway_sandbox_gone,
 			    nst_src("deploy/redis-cluster.sh"),
 			    SANDBOX_STORE_PORT, nst_run_path("store-gw")),
 		     0);
-	out = capture(&rc,
-		      "ip netns exec ninst-gw %s '%s%s/natsync-gateway' -c "
-		      "'%s%s/natsync/gateway.example.ini' --set "
-		      "store.seeds=127.0.0.1:%d --set "
-		      "gateway.control_socket=/run/natsync/ninst-gw.sock "
-		      "--duration 3",
-		      sandbox("natsync-gateway.service", 0), in.destdir,
-		      in.bindir, in.destdir, in.sysconfdir, SANDBOX_STORE_PORT);
+	out = run_installed_gateway(&rc, 0);
 	cr_expect_eq(rc, 0, "gateway: exit %d:\n%s", rc, out);
 	/* Up, the control socket in its runtime directory, promoted through
 	 * the store. */
@@ -661,14 +796,7 @@ Test(install, gateway_runs_in_its_units_sandbox, .fini = gateway_sandbox_gone,
 	cr_expect(strstr(out, " promotions=1 ") != NULL, "%s", out);
 	free(out);
 	/* Control: no capabilities, no af_packet port. */
-	out = capture(&rc,
-		      "ip netns exec ninst-gw %s '%s%s/natsync-gateway' -c "
-		      "'%s%s/natsync/gateway.example.ini' --set "
-		      "store.seeds=127.0.0.1:%d --set "
-		      "gateway.control_socket=/run/natsync/ninst-gw.sock "
-		      "--duration 3",
-		      sandbox("natsync-gateway.service", 1), in.destdir,
-		      in.bindir, in.destdir, in.sysconfdir, SANDBOX_STORE_PORT);
+	out = run_installed_gateway(&rc, 1);
 	cr_expect_eq(rc, 1, "gateway without capabilities: exit %d:\n%s", rc,
 		     out);
 	cr_expect(strstr(out, "port net_af_packet0: no such DPDK device") !=
