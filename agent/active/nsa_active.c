@@ -19,8 +19,9 @@
  *   what a full lane does).
  *
  * Not here: the pipeline (nsa_wpipe.c), connections and the resend
- * (nsa_wlink.c), the replay window (nsa_replay.c), the wire formats
- * (schema/).
+ * (nsa_wlink.c), the counters and health other threads read
+ * (nsa_active_health.c), the replay window (nsa_replay.c), the wire
+ * formats (schema/).
  */
 #include <errno.h>
 #include <poll.h>
@@ -32,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nsa_active.h"
 #include "nsa_compact.h"
 #include "nsa_log.h"
 #include "nsa_writer.h"
@@ -520,125 +522,6 @@ int nsa_active_start(struct nsa_active *a)
 		a->compactor_started = 1;
 	}
 	return 0;
-}
-
-void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s)
-{
-	const size_t nf = sizeof(*s) / sizeof(uint64_t);
-	unsigned int i;
-	size_t f;
-
-	memset(s, 0, sizeof(*s));
-	if (a == NULL)
-		return;
-	for (i = 0; i < a->n_writers; i++) {
-		const uint64_t *src = (const uint64_t *)&a->w[i]->st;
-		uint64_t *dst = (uint64_t *)s;
-
-		for (f = 0; f < nf; f++)
-			dst[f] += __atomic_load_n(&src[f], __ATOMIC_RELAXED);
-	}
-	for (i = 0; i < a->n_lanes; i++)
-		s->lane_drops += __atomic_load_n(&a->lanes[i]->dropped,
-						 __ATOMIC_RELAXED);
-	s->compactions = __atomic_load_n(&a->compactions, __ATOMIC_RELAXED);
-	s->compact_bytes = __atomic_load_n(&a->compact_bytes, __ATOMIC_RELAXED);
-	s->inflight = s->records - s->acked - s->dropped;
-}
-
-/* ---- health ------------------------------------------------------------ */
-
-void nsa_writer_health_retrying(struct nsa_writer *w)
-{
-	if (__atomic_load_n(&w->retry_since_ns, __ATOMIC_RELAXED) == 0)
-		__atomic_store_n(&w->retry_since_ns, nsdp_mono_ns(),
-				 __ATOMIC_RELAXED);
-}
-
-/* Connected to every master of w->topo: publish them (a seqlock: the
- * reader retries while health_seq is odd or moved). */
-void nsa_writer_health_connected(struct nsa_writer *w)
-{
-	unsigned int i, k, n = w->topo.n_nodes;
-	uint32_t seq = w->health_seq;
-
-	if (n > NSA_MAX_NODES)
-		n = NSA_MAX_NODES;
-	__atomic_store_n(&w->health_seq, seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	for (i = 0; i < n; i++) {
-		char text[NSA_WRITER_MASTER_LEN] = {0};
-		uint64_t word;
-
-		snprintf(text, sizeof(text), "%s:%u",
-			 w->topo.nodes[i].addr.host,
-			 w->topo.nodes[i].addr.port);
-		for (k = 0; k < NSA_WRITER_MASTER_LEN / 8; k++) {
-			memcpy(&word, text + 8 * k, 8);
-			__atomic_store_n(&w->masters_pub[i][k], word,
-					 __ATOMIC_RELAXED);
-		}
-	}
-	__atomic_store_n(&w->n_masters_pub, n, __ATOMIC_RELAXED);
-	__atomic_store_n(&w->health_seq, seq + 2, __ATOMIC_RELEASE);
-	__atomic_store_n(&w->retry_since_ns, 0, __ATOMIC_RELAXED);
-}
-
-unsigned int nsa_active_writers(const struct nsa_active *a)
-{
-	return a ? a->n_writers : 0;
-}
-
-void nsa_active_writer_health(const struct nsa_active *a, unsigned int i,
-			      struct nsa_writer_health *h)
-{
-	const struct nsa_writer *w = a->w[i];
-	uint64_t since, now = nsdp_mono_ns();
-	unsigned int tries, m, k;
-
-	memset(h, 0, sizeof(*h));
-	since = __atomic_load_n(&w->retry_since_ns, __ATOMIC_RELAXED);
-	h->connected = since == 0;
-	h->retry_ms = since && now > since ? (now - since) / 1000000 : 0;
-	h->acked = __atomic_load_n(&w->st.acked, __ATOMIC_RELAXED);
-	for (tries = 0; tries < 8; tries++) {
-		uint32_t seq =
-			__atomic_load_n(&w->health_seq, __ATOMIC_ACQUIRE);
-
-		if (seq & 1)
-			continue;
-		h->n_masters =
-			__atomic_load_n(&w->n_masters_pub, __ATOMIC_RELAXED);
-		for (m = 0; m < h->n_masters; m++)
-			for (k = 0; k < NSA_WRITER_MASTER_LEN / 8; k++) {
-				uint64_t word =
-					__atomic_load_n(&w->masters_pub[m][k],
-							__ATOMIC_RELAXED);
-
-				memcpy(h->masters[m] + 8 * k, &word, 8);
-			}
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&w->health_seq, __ATOMIC_RELAXED) == seq)
-			break;
-	}
-	/* Rewritten all along: the next scrape has them. */
-	if (tries == 8)
-		h->n_masters = 0;
-	for (m = 0; m < h->n_masters; m++)
-		h->masters[m][NSA_WRITER_MASTER_LEN - 1] = 0;
-}
-
-uint32_t nsa_active_fence(const struct nsa_active *a)
-{
-	uint32_t max = 0;
-
-	for (unsigned int i = 0; a && i < a->n_writers; i++) {
-		uint32_t f = __atomic_load_n(&a->w[i]->fence, __ATOMIC_RELAXED);
-
-		if (f > max)
-			max = f;
-	}
-	return max;
 }
 
 static int drained(const struct nsa_active *a)

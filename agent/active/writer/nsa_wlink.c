@@ -1,7 +1,8 @@
 /*
  * nsa_wlink.c - a writer's links to the masters: connecting them after
- * the topology, following ASK redirections, losing a connection, and the
- * recovery that ends retry mode with a resend.
+ * the topology, following ASK redirections, losing a connection, the
+ * recovery that ends retry mode with a resend, and the health the writer
+ * publishes: connected to its masters, or retrying.
  *
  * Invariants:
  * - Once any batch needs a resend the writer is in retry mode: it sends
@@ -14,6 +15,8 @@
  * - A lost connection or a master gone from the map (its replica was
  *   promoted) makes the resend replay the window too (nsa_replay.c).
  * - The connections follow a new topology only when no reply is due.
+ * - The masters published for health are rewritten under a seqlock:
+ *   health_seq is odd while they are (nsa_active_health.c reads them).
  *
  * Not here: what goes into the pipeline (nsa_wpipe.c), the topology itself
  * (nsa_cluster.c).
@@ -347,4 +350,42 @@ int nsa_writer_recover(struct nsa_writer *w)
 		return -ENOMEM;
 	w->retry_mode = 0;
 	return 0;
+}
+
+/* ---- health, as nsa_active_writer_health reads it ---------------------- */
+
+void nsa_writer_health_retrying(struct nsa_writer *w)
+{
+	if (__atomic_load_n(&w->retry_since_ns, __ATOMIC_RELAXED) == 0)
+		__atomic_store_n(&w->retry_since_ns, nsdp_mono_ns(),
+				 __ATOMIC_RELAXED);
+}
+
+/* Connected to every master of w->topo: publish them (a seqlock: the
+ * reader retries while health_seq is odd or moved). */
+void nsa_writer_health_connected(struct nsa_writer *w)
+{
+	unsigned int i, k, n = w->topo.n_nodes;
+	uint32_t seq = w->health_seq;
+
+	if (n > NSA_MAX_NODES)
+		n = NSA_MAX_NODES;
+	__atomic_store_n(&w->health_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (i = 0; i < n; i++) {
+		char text[NSA_WRITER_MASTER_LEN] = {0};
+		uint64_t word;
+
+		snprintf(text, sizeof(text), "%s:%u",
+			 w->topo.nodes[i].addr.host,
+			 w->topo.nodes[i].addr.port);
+		for (k = 0; k < NSA_WRITER_MASTER_LEN / 8; k++) {
+			memcpy(&word, text + 8 * k, 8);
+			__atomic_store_n(&w->masters_pub[i][k], word,
+					 __ATOMIC_RELAXED);
+		}
+	}
+	__atomic_store_n(&w->n_masters_pub, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->health_seq, seq + 2, __ATOMIC_RELEASE);
+	__atomic_store_n(&w->retry_since_ns, 0, __ATOMIC_RELAXED);
 }

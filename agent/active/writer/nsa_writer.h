@@ -12,9 +12,12 @@
 
 #include "ns_batch.h"
 #include "ns_slot.h"
-#include "nsa_active.h"
+#include "nsa_active_stats.h"
+#include "nsa_cluster.h"
+#include "nsa_config.h"
 #include "nsa_conn.h"
 #include "nsa_replay.h"
+#include "nsdp_lane.h"
 #include "nsdp_stat.h"
 
 #define NSA_BURST 256
@@ -237,15 +240,13 @@ void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
 int nsa_readback_append(struct nsa_writer *w, const struct ns_session *s);
 void nsa_log_resync_send(struct nsa_writer *w);
 
-/* nsa_active.c */
-void nsa_writer_health_retrying(struct nsa_writer *w);
-void nsa_writer_health_connected(struct nsa_writer *w);
-
 /* nsa_wlink.c */
 void nsa_link_kill(struct nsa_writer *w, struct nsa_link *c, const char *why);
 size_t nsa_link_send(struct nsa_writer *w, struct nsa_link *c);
 void nsa_link_free(struct nsa_link *c);
 int nsa_writer_connect(struct nsa_writer *w);
 int nsa_writer_recover(struct nsa_writer *w);
+void nsa_writer_health_retrying(struct nsa_writer *w);
+void nsa_writer_health_connected(struct nsa_writer *w);
 
 #endif
