@@ -344,7 +344,7 @@ static void seg_publish_low(struct nsa_writer *w)
 /* Before b's segment is signed: on the list, and with an empty list the
  * low mark set to now, before the signing time is read. The compactor
  * reads the time first and the mark second, so a segment whose signing it
- * did not see has a sent_ns after its time (nsa_active.c). */
+ * did not see has a sent_ns after its time (nsa_compactor.c). */
 static void seg_track(struct nsa_writer *w, struct nsa_batch *b)
 {
 	if (b->seg_listed)

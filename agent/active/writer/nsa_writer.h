@@ -171,7 +171,7 @@ struct nsa_writer {
 	 * time a first one is about to be signed), written by this writer
 	 * with seq_cst atomics, read by the compactor: a segment signed
 	 * before the compactor's listing and older than this is in the
-	 * store already (nsa_seg_low_ns). */
+	 * store already (compact_until_ns, nsa_compactor.c). */
 	struct nsa_batch *seg_head, *seg_tail;
 	uint64_t seg_low_ns;
 
