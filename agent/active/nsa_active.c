@@ -1,6 +1,8 @@
 /*
  * nsa_active.c - the active role's writers: lanes in, pipelined SETs/DELs
- * and batch notifications out, replies accounted, errors retried in order.
+ * and batch notifications out, replies accounted, errors retried in order;
+ * the writer threads' loop and the role's life (create, start, drain,
+ * stop, free).
  *
  * Each writer thread owns the lanes l with l % W == w and one non-blocking
  * connection per master. Its loop: read the replies due, recover when in
@@ -18,8 +20,9 @@
  *   a connection is full the writer stops draining lanes (nsdp_lane.h says
  *   what a full lane does).
  *
- * Not here: the pipeline (nsa_wpipe.c), connections and the resend
- * (nsa_wlink.c), the counters and health other threads read
+ * Not here: the writer's machinery below its loop (writer/: batches,
+ * pipeline, read-back, replies, links and the resend; nsa_writer.h lists
+ * its files), the counters and health other threads read
  * (nsa_active_health.c), the log layout's compactor (nsa_compactor.c), the
  * replay window (nsa_replay.c), the wire formats (schema/).
  */
@@ -36,7 +39,11 @@
 #include "nsa_active.h"
 #include "nsa_compactor.h"
 #include "nsa_log.h"
-#include "nsa_writer.h"
+#include "nsa_wbatch.h"
+#include "nsa_wlink.h"
+#include "nsa_wpipe.h"
+#include "nsa_wreadback.h"
+#include "nsa_wreply.h"
 #include "nsdp_time.h"
 
 /* A connection with replies due and silent for this long is dead. */

@@ -16,7 +16,7 @@
  *   own counters (compactions, compact_bytes).
  *
  * Not here: a round over the masters (nsa_compact.c), the segments in
- * flight and their low mark (nsa_wpipe.c), the counters read
+ * flight and their low mark (nsa_wbatch.c), the counters read
  * (nsa_active_health.c).
  */
 #include <pthread.h>
@@ -49,7 +49,7 @@ static uint32_t writers_epoch(const struct nsa_active *a)
 
 /* The newest sent_ns a round may merge: a grace period before now, and
  * before the oldest segment of ours not yet answered. The time is read
- * before the writers' low marks (seq_cst both sides, nsa_wpipe.c): every
+ * before the writers' low marks (seq_cst both sides, nsa_wbatch.c): every
  * segment of ours signed at or before it is then either answered, so in
  * the store before the listing starts, or above the cut. Without that, a
  * segment slower than the grace period (a loaded machine) would be missed
