@@ -1,6 +1,8 @@
 /*
  * nsa_active.c - the active role's writers: lanes in, pipelined SETs/DELs
- * and batch notifications out, replies accounted, errors retried in order.
+ * and batch notifications out, replies accounted, errors retried in order;
+ * the writer threads' loop and the role's life (create, start, drain,
+ * stop, free).
  *
  * Each writer thread owns the lanes l with l % W == w and one non-blocking
  * connection per master. Its loop: read the replies due, recover when in
@@ -18,9 +20,11 @@
  *   a connection is full the writer stops draining lanes (nsdp_lane.h says
  *   what a full lane does).
  *
- * Not here: the pipeline (nsa_wpipe.c), connections and the resend
- * (nsa_wlink.c), the replay window (nsa_replay.c), the wire formats
- * (schema/).
+ * Not here: the writer's machinery below its loop (writer/: batches,
+ * pipeline, read-back, replies, links and the resend; nsa_writer.h lists
+ * its files), the counters and health other threads read
+ * (nsa_active_health.c), the log layout's compactor (nsa_compactor.c), the
+ * replay window (nsa_replay.c), the wire formats (schema/).
  */
 #include <errno.h>
 #include <poll.h>
@@ -32,9 +36,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nsa_compact.h"
+#include "nsa_active.h"
+#include "nsa_compactor.h"
 #include "nsa_log.h"
-#include "nsa_writer.h"
+#include "nsa_wbatch.h"
+#include "nsa_wlink.h"
+#include "nsa_wpipe.h"
+#include "nsa_wreadback.h"
+#include "nsa_wreply.h"
 #include "nsdp_time.h"
 
 /* A connection with replies due and silent for this long is dead. */
@@ -329,179 +338,17 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 	return a;
 }
 
-/* ---- the log layout's compactor --------------------------------------- */
-
-#define NSA_COMPACT_POLL_MS 50
-
-/* The highest epoch the writers wrote with: compaction stops once the
- * store's epoch passed it (a newer active compacts instead). */
-static uint32_t writers_epoch(const struct nsa_active *a)
-{
-	uint32_t max = a->conf.epoch;
-
-	for (unsigned int i = 0; i < a->n_writers; i++) {
-		uint32_t e =
-			__atomic_load_n(&a->w[i]->epoch_seen, __ATOMIC_RELAXED);
-
-		if (e > max)
-			max = e;
-	}
-	return max;
-}
-
-/* The newest sent_ns a round may merge: a grace period before now, and
- * before the oldest segment of ours not yet answered. The time is read
- * before the writers' low marks (seq_cst both sides, nsa_wpipe.c): every
- * segment of ours signed at or before it is then either answered, so in
- * the store before the listing starts, or above the cut. Without that, a
- * segment slower than the grace period (a loaded machine) was missed by
- * the listing while the tombstones that beat its records were dropped,
- * and deleted sessions came back. A foreign writer's segments (another
- * agent's) still rely on the grace period. */
-static uint64_t compact_until_ns(const struct nsa_active *a)
-{
-	uint64_t until = nsdp_realtime_ns() -
-			 (uint64_t)a->conf.log_compact_grace_ms * 1000000u;
-
-	for (unsigned int i = 0; i < a->n_writers; i++) {
-		uint64_t low =
-			__atomic_load_n(&a->w[i]->seg_low_ns, __ATOMIC_SEQ_CST);
-
-		if (low != UINT64_MAX && low - 1 < until)
-			until = low - 1;
-	}
-	return until;
-}
-
-/* One round over every master: the bytes written back, or -1. */
-static int64_t compact_round(struct nsa_active *a, uint32_t id, uint64_t gen)
-{
-	struct nsa_topology *t = malloc(sizeof(*t));
-	uint64_t written = 0;
-	char err[256] = "";
-	int64_t rc = 0;
-
-	if (t == NULL)
-		return -1;
-	if (nsa_topology_fetch(&a->conf.store, t, err, sizeof(err)) != 0) {
-		NSA_WARN("compactor: no topology: %s", err);
-		free(t);
-		return -1;
-	}
-	{
-		struct nsa_compact_result r;
-
-		const struct nsa_compact_round rd = {
-			.id = id,
-			.gen = gen,
-			.epoch = writers_epoch(a),
-			.key = a->conf.batch_key,
-			.key_len = a->conf.batch_key_len,
-			.until_ns = compact_until_ns(a),
-			.grace_ms = a->conf.log_compact_grace_ms};
-
-		if (nsa_compact_all(&a->conf.store, t, &rd, &r, err,
-				    sizeof(err)) != 0) {
-			NSA_WARN("compactor: %s (retried later)", err);
-			rc = -1;
-		} else {
-			NSA_DEBUG("compactor: %u master(s): %llu segments, "
-				  "%llu records, %llu live written back "
-				  "(%llu bytes)",
-				  t->n_nodes, (unsigned long long)r.segments,
-				  (unsigned long long)r.records,
-				  (unsigned long long)r.live,
-				  (unsigned long long)r.bytes_written);
-			written = r.bytes_written;
-		}
-	}
-	free(t);
-	return rc < 0 ? rc : (int64_t)written;
-}
-
-/* The segment bytes written up to a grace period ago: a ring of the
- * writers' log_bytes, one sample per poll. */
-struct old_bytes {
-	uint64_t *v;
-	size_t n, next, filled;
-};
-
-/* Add this poll's sample; the sample grace polls old (0 before). */
-static uint64_t old_bytes_step(struct old_bytes *o, uint64_t now)
-{
-	uint64_t old = o->filled == o->n ? o->v[o->next] : 0;
-
-	o->v[o->next] = now;
-	o->next = (o->next + 1) % o->n;
-	if (o->filled < o->n)
-		o->filled++;
-	return old;
-}
-
-/* Compact once the segments written since the last round, counting only
- * those older than the grace period (a round merges no younger one),
- * exceed log_compact_pct % of what it wrote back (and log_compact_min_kb):
- * the log stays within (1 + pct/100) x the live table plus a grace period
- * of writes, and each byte of records is written back at most 100/pct
- * times (schema/FORMAT.md, Compaction). Counting younger bytes made a
- * fast writer start a round every log_compact_min_kb that found nothing
- * to merge, yet read the whole log: at 400 000 records/s, five rounds a
- * second, the store busy with the reads while the standbys waited. */
-static void *compactor_main(void *arg)
-{
-	struct nsa_active *a = arg;
-	const uint64_t floor = (uint64_t)a->conf.log_compact_min_kb * 1024;
-	uint64_t at_last = 0, live_last = 0, gen = 0;
-	uint32_t id = a->w[0]->publisher_id | 0xffu;
-	struct old_bytes ob = {
-		.n = a->conf.log_compact_grace_ms / NSA_COMPACT_POLL_MS + 1};
-
-	pthread_setname_np(pthread_self(), "nsa-compactor");
-	ob.v = calloc(ob.n, sizeof(*ob.v));
-	if (ob.v == NULL) {
-		NSA_ERR("compactor: out of memory: the log is not compacted");
-		return NULL;
-	}
-	while (!__atomic_load_n(&a->stop, __ATOMIC_RELAXED)) {
-		struct nsa_active_stats st;
-		uint64_t due, old;
-		int64_t written;
-
-		nsdp_sleep_ms(NSA_COMPACT_POLL_MS);
-		nsa_active_stats(a, &st);
-		old = old_bytes_step(&ob, st.log_bytes);
-		due = live_last * a->conf.log_compact_pct / 100;
-		if (due < floor)
-			due = floor;
-		if (old < at_last || old - at_last < due ||
-		    nsa_active_fence(a) > writers_epoch(a))
-			continue;
-		written = compact_round(a, id, ++gen);
-		if (written < 0) {
-			nsdp_sleep_ms(1000);
-			continue;
-		}
-		at_last = old;
-		live_last = (uint64_t)written;
-		__atomic_add_fetch(&a->compactions, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&a->compact_bytes, (uint64_t)written,
-				   __ATOMIC_RELAXED);
-	}
-	free(ob.v);
-	return NULL;
-}
-
 int nsa_active_start(struct nsa_active *a)
 {
 	unsigned int i;
+	int rc;
 
 	if (a == NULL || a->running)
 		return -EINVAL;
 	__atomic_store_n(&a->stop, 0, __ATOMIC_SEQ_CST);
 	for (i = 0; i < a->n_writers; i++) {
-		int rc = pthread_create(&a->w[i]->thread, NULL, writer_main,
-					a->w[i]);
-
+		rc = pthread_create(&a->w[i]->thread, NULL, writer_main,
+				    a->w[i]);
 		if (rc != 0) {
 			nsa_active_stop(a);
 			return -rc;
@@ -509,136 +356,10 @@ int nsa_active_start(struct nsa_active *a)
 		a->w[i]->started = 1;
 		a->running = 1;
 	}
-	if (a->conf.store.layout == NSA_LAYOUT_LOG &&
-	    a->conf.log_compact_pct > 0 && a->n_writers > 0) {
-		int rc = pthread_create(&a->compactor, NULL, compactor_main, a);
-
-		if (rc != 0) {
-			nsa_active_stop(a);
-			return -rc;
-		}
-		a->compactor_started = 1;
-	}
-	return 0;
-}
-
-void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s)
-{
-	const size_t nf = sizeof(*s) / sizeof(uint64_t);
-	unsigned int i;
-	size_t f;
-
-	memset(s, 0, sizeof(*s));
-	if (a == NULL)
-		return;
-	for (i = 0; i < a->n_writers; i++) {
-		const uint64_t *src = (const uint64_t *)&a->w[i]->st;
-		uint64_t *dst = (uint64_t *)s;
-
-		for (f = 0; f < nf; f++)
-			dst[f] += __atomic_load_n(&src[f], __ATOMIC_RELAXED);
-	}
-	for (i = 0; i < a->n_lanes; i++)
-		s->lane_drops += __atomic_load_n(&a->lanes[i]->dropped,
-						 __ATOMIC_RELAXED);
-	s->compactions = __atomic_load_n(&a->compactions, __ATOMIC_RELAXED);
-	s->compact_bytes = __atomic_load_n(&a->compact_bytes, __ATOMIC_RELAXED);
-	s->inflight = s->records - s->acked - s->dropped;
-}
-
-/* ---- health ------------------------------------------------------------ */
-
-void nsa_writer_health_retrying(struct nsa_writer *w)
-{
-	if (__atomic_load_n(&w->retry_since_ns, __ATOMIC_RELAXED) == 0)
-		__atomic_store_n(&w->retry_since_ns, nsdp_mono_ns(),
-				 __ATOMIC_RELAXED);
-}
-
-/* Connected to every master of w->topo: publish them (a seqlock: the
- * reader retries while health_seq is odd or moved). */
-void nsa_writer_health_connected(struct nsa_writer *w)
-{
-	unsigned int i, k, n = w->topo.n_nodes;
-	uint32_t seq = w->health_seq;
-
-	if (n > NSA_MAX_NODES)
-		n = NSA_MAX_NODES;
-	__atomic_store_n(&w->health_seq, seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	for (i = 0; i < n; i++) {
-		char text[NSA_WRITER_MASTER_LEN] = {0};
-		uint64_t word;
-
-		snprintf(text, sizeof(text), "%s:%u",
-			 w->topo.nodes[i].addr.host,
-			 w->topo.nodes[i].addr.port);
-		for (k = 0; k < NSA_WRITER_MASTER_LEN / 8; k++) {
-			memcpy(&word, text + 8 * k, 8);
-			__atomic_store_n(&w->masters_pub[i][k], word,
-					 __ATOMIC_RELAXED);
-		}
-	}
-	__atomic_store_n(&w->n_masters_pub, n, __ATOMIC_RELAXED);
-	__atomic_store_n(&w->health_seq, seq + 2, __ATOMIC_RELEASE);
-	__atomic_store_n(&w->retry_since_ns, 0, __ATOMIC_RELAXED);
-}
-
-unsigned int nsa_active_writers(const struct nsa_active *a)
-{
-	return a ? a->n_writers : 0;
-}
-
-void nsa_active_writer_health(const struct nsa_active *a, unsigned int i,
-			      struct nsa_writer_health *h)
-{
-	const struct nsa_writer *w = a->w[i];
-	uint64_t since, now = nsdp_mono_ns();
-	unsigned int tries, m, k;
-
-	memset(h, 0, sizeof(*h));
-	since = __atomic_load_n(&w->retry_since_ns, __ATOMIC_RELAXED);
-	h->connected = since == 0;
-	h->retry_ms = since && now > since ? (now - since) / 1000000 : 0;
-	h->acked = __atomic_load_n(&w->st.acked, __ATOMIC_RELAXED);
-	for (tries = 0; tries < 8; tries++) {
-		uint32_t seq =
-			__atomic_load_n(&w->health_seq, __ATOMIC_ACQUIRE);
-
-		if (seq & 1)
-			continue;
-		h->n_masters =
-			__atomic_load_n(&w->n_masters_pub, __ATOMIC_RELAXED);
-		for (m = 0; m < h->n_masters; m++)
-			for (k = 0; k < NSA_WRITER_MASTER_LEN / 8; k++) {
-				uint64_t word =
-					__atomic_load_n(&w->masters_pub[m][k],
-							__ATOMIC_RELAXED);
-
-				memcpy(h->masters[m] + 8 * k, &word, 8);
-			}
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&w->health_seq, __ATOMIC_RELAXED) == seq)
-			break;
-	}
-	/* Rewritten all along: the next scrape has them. */
-	if (tries == 8)
-		h->n_masters = 0;
-	for (m = 0; m < h->n_masters; m++)
-		h->masters[m][NSA_WRITER_MASTER_LEN - 1] = 0;
-}
-
-uint32_t nsa_active_fence(const struct nsa_active *a)
-{
-	uint32_t max = 0;
-
-	for (unsigned int i = 0; a && i < a->n_writers; i++) {
-		uint32_t f = __atomic_load_n(&a->w[i]->fence, __ATOMIC_RELAXED);
-
-		if (f > max)
-			max = f;
-	}
-	return max;
+	rc = nsa_compactor_start(a);
+	if (rc != 0)
+		nsa_active_stop(a);
+	return rc;
 }
 
 static int drained(const struct nsa_active *a)
@@ -684,22 +405,7 @@ void nsa_active_stop(struct nsa_active *a)
 	if (a == NULL)
 		return;
 	__atomic_store_n(&a->stop, 1, __ATOMIC_SEQ_CST);
-	if (a->compactor_started) {
-		struct nsa_active_stats st;
-
-		pthread_join(a->compactor, NULL);
-		a->compactor_started = 0;
-		nsa_active_stats(a, &st);
-		NSA_INFO("compactor: %llu round(s); segments %llu bytes, "
-			 "checkpoints %llu bytes; write amplification %.2f",
-			 (unsigned long long)st.compactions,
-			 (unsigned long long)st.log_bytes,
-			 (unsigned long long)st.compact_bytes,
-			 st.acked ? (double)(st.log_bytes + st.compact_bytes) /
-					    ((double)st.acked *
-					     NS_RECORD_V1_IPV4_LEN)
-				  : 0.0);
-	}
+	nsa_compactor_stop(a);
 	for (i = 0; i < a->n_writers; i++) {
 		struct nsa_writer *w = a->w[i];
 		uint64_t left;

@@ -1,7 +1,8 @@
 /*
  * nsa_wlink.c - a writer's links to the masters: connecting them after
- * the topology, following ASK redirections, losing a connection, and the
- * recovery that ends retry mode with a resend.
+ * the topology, sending what is queued on them, following ASK
+ * redirections, the recovery that ends retry mode with a resend, and the
+ * health the writer publishes: connected to its masters, or retrying.
  *
  * Invariants:
  * - Once any batch needs a resend the writer is in retry mode: it sends
@@ -14,8 +15,11 @@
  * - A lost connection or a master gone from the map (its replica was
  *   promoted) makes the resend replay the window too (nsa_replay.c).
  * - The connections follow a new topology only when no reply is due.
+ * - The masters published for health are rewritten under a seqlock:
+ *   health_seq is odd while they are (nsa_active_health.c reads them).
  *
- * Not here: what goes into the pipeline (nsa_wpipe.c), the topology itself
+ * Not here: what goes into the pipeline (nsa_wpipe.c), losing a
+ * connection's replies when it dies (nsa_wreply.c), the topology itself
  * (nsa_cluster.c).
  */
 #include <errno.h>
@@ -25,7 +29,9 @@
 
 #include "nsa_fence.h"
 #include "nsa_log.h"
-#include "nsa_writer.h"
+#include "nsa_wbatch.h"
+#include "nsa_wlink.h"
+#include "nsa_wreply.h"
 #include "nsdp_time.h"
 
 #define NSA_CONN_BACKOFF_MIN_MS 100
@@ -37,36 +43,6 @@ void nsa_link_free(struct nsa_link *c)
 		return;
 	nsa_conn_fini(&c->conn);
 	free(c);
-}
-
-/* The connection is gone: every reply it owed is lost, so every batch it
- * served must be resent after a reconnect. */
-void nsa_link_kill(struct nsa_writer *w, struct nsa_link *c, const char *why)
-{
-	NSA_WARN("writer %u: connection to %s:%u lost (%s); will reconnect and "
-		 "resend",
-		 w->idx, c->conn.addr.host, c->conn.addr.port, why);
-	nsa_conn_close(&c->conn);
-	w->retry_mode = 1;
-	w->need_refresh = 1;
-	w->master_lost = 1;
-	while (c->conn.exp_count > 0) {
-		struct nsa_exp e = nsa_conn_exp_pop(&c->conn);
-		struct nsa_batch *b = e.ptr;
-
-		if (e.kind == NSA_EXP_READBACK) {
-			nsa_readback_lost(w, &e);
-			continue;
-		}
-		b->retry = 1;
-		if (e.kind == NSA_EXP_NOTIFY)
-			c->inflight_batches--;
-		if (e.kind == NSA_EXP_SEGMENT)
-			nsa_seg_untrack(w, b);
-		if (--b->pending == 0 && b->closed)
-			nsa_batch_finalize(w, b);
-	}
-	c->inflight_batches = 0;
 }
 
 /* Returns the number of bytes sent. */
@@ -347,4 +323,42 @@ int nsa_writer_recover(struct nsa_writer *w)
 		return -ENOMEM;
 	w->retry_mode = 0;
 	return 0;
+}
+
+/* ---- health, as nsa_active_writer_health reads it ---------------------- */
+
+void nsa_writer_health_retrying(struct nsa_writer *w)
+{
+	if (__atomic_load_n(&w->retry_since_ns, __ATOMIC_RELAXED) == 0)
+		__atomic_store_n(&w->retry_since_ns, nsdp_mono_ns(),
+				 __ATOMIC_RELAXED);
+}
+
+/* Connected to every master of w->topo: publish them (a seqlock: the
+ * reader retries while health_seq is odd or moved). */
+void nsa_writer_health_connected(struct nsa_writer *w)
+{
+	unsigned int i, k, n = w->topo.n_nodes;
+	uint32_t seq = w->health_seq;
+
+	if (n > NSA_MAX_NODES)
+		n = NSA_MAX_NODES;
+	__atomic_store_n(&w->health_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (i = 0; i < n; i++) {
+		char text[NSA_WRITER_MASTER_LEN] = {0};
+		uint64_t word;
+
+		snprintf(text, sizeof(text), "%s:%u",
+			 w->topo.nodes[i].addr.host,
+			 w->topo.nodes[i].addr.port);
+		for (k = 0; k < NSA_WRITER_MASTER_LEN / 8; k++) {
+			memcpy(&word, text + 8 * k, 8);
+			__atomic_store_n(&w->masters_pub[i][k], word,
+					 __ATOMIC_RELAXED);
+		}
+	}
+	__atomic_store_n(&w->n_masters_pub, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->health_seq, seq + 2, __ATOMIC_RELEASE);
+	__atomic_store_n(&w->retry_since_ns, 0, __ATOMIC_RELAXED);
 }

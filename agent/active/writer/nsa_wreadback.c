@@ -5,19 +5,26 @@
  * apply over what they hold: the record's notification went out before the
  * refusal came back.
  *
+ * Every record a writer appends enters here (nsa_append_record): a
+ * correction goes to its master's STORE batch, any other record first
+ * supersedes the read-back of its flow, then goes to the pipeline.
+ *
  * Invariants: a record of the same flow sent after the GET supersedes the
  * correction (it tells the standbys itself, or is read back in turn), so a
  * correction never overtakes a newer record; a GET lost with its
  * connection, redirected, or answered during the resend is sent again.
  *
- * Not here: batches, routing and replies (nsa_wpipe.c).
+ * Not here: batches, routing and the meaning of error replies
+ * (nsa_wbatch.c, nsa_wpipe.c), reading the replies (nsa_wreply.c).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nsa_log.h"
-#include "nsa_writer.h"
+#include "nsa_wbatch.h"
+#include "nsa_wpipe.h"
+#include "nsa_wreadback.h"
 
 static int rb_slot_seen(const struct nsa_writer *w, uint16_t slot)
 {
@@ -56,11 +63,14 @@ static void readback_done(struct nsa_writer *w, struct nsa_readback *r)
 
 /* A record of s's flow goes out: a GET sent before it no longer tells the
  * last word on the key. */
-void nsa_readback_supersede(struct nsa_writer *w, const struct ns_session *s,
-			    const uint8_t *key)
+static void readback_supersede(struct nsa_writer *w, const struct ns_session *s)
 {
+	uint8_t key[NS_KEY_LEN];
 	size_t i;
 
+	if (w->rb_sent == 0)
+		return;
+	ns_key_build(s->proto, &s->orig, key);
 	if (!rb_slot_seen(w, ns_key_slot(key, NS_KEY_LEN)))
 		return;
 	for (i = 0; i < w->n_rb; i++)
@@ -118,7 +128,7 @@ void nsa_readback_lost(struct nsa_writer *w, const struct nsa_exp *e)
 
 /* Append s, which states what the store holds, to its master's STORE
  * batch (closing an open batch of other records first). */
-int nsa_readback_append(struct nsa_writer *w, const struct ns_session *s)
+static int readback_append(struct nsa_writer *w, const struct ns_session *s)
 {
 	uint8_t key[NS_KEY_LEN];
 	unsigned int cmd_idx;
@@ -192,11 +202,24 @@ void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
 		/* Nothing new goes out now: read it again after the resend. */
 		r->state = NSA_RB_QUEUED;
 		return;
-	} else if (nsa_readback_append(w, &held) != 0) {
+	} else if (readback_append(w, &held) != 0) {
 		NSA_ERR("writer %u: out of memory: a standby may hold what "
 			"the store refused",
 			w->idx);
 		W_STAT_SUB(w, corrections_due, 1);
 	}
 	readback_done(w, r);
+}
+
+/* Every record a writer appends: a correction to its STORE batch, any other
+ * to the pipeline once the read-back of its flow is superseded. */
+int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
+		      uint8_t rflag)
+{
+	if (nsa_record_fenced(w, s, rflag))
+		return 0;
+	if (rflag & NSA_REC_STORE)
+		return readback_append(w, s);
+	readback_supersede(w, s);
+	return nsa_pipe_append(w, s, rflag);
 }

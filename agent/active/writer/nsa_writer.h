@@ -1,8 +1,19 @@
 /*
- * nsa_writer.h - the active role's writer, shared by its three files (not a
- * public header): nsa_active.c (the loop and the public API),
- * nsa_wpipe.c (batches, commands and replies) and nsa_wlink.c (the
- * connections to the masters, redirections and the resend).
+ * nsa_writer.h - the active role's writer: the state its files share (not
+ * a public header; only active/ includes it). Each file declares its own
+ * functions in a header of its name, and calls only the files below it:
+ *
+ *   nsa_active.c     the writer loop (active/)
+ *   nsa_wlink.c      links to the masters: connect, send, resend; health
+ *   nsa_wreply.c     replies read and charged, or lost with their link
+ *   nsa_wreadback.c  refused keys read back; the entry for every record
+ *   nsa_wpipe.c      commands and batches into the pipeline, error replies
+ *   nsa_wbatch.c     the batch pool, segments in flight, a batch's end
+ *
+ * Beside the loop, nsa_active_health.c and nsa_compactor.c (active/) read
+ * the writers' state from other threads. The role's public headers
+ * (nsa_active.h, nsa_active_health.h) are above this one: it includes
+ * only the types they share (nsa_active_stats.h).
  */
 #ifndef NSA_WRITER_H
 #define NSA_WRITER_H
@@ -12,9 +23,12 @@
 
 #include "ns_batch.h"
 #include "ns_slot.h"
-#include "nsa_active.h"
+#include "nsa_active_stats.h"
+#include "nsa_cluster.h"
+#include "nsa_config.h"
 #include "nsa_conn.h"
 #include "nsa_replay.h"
+#include "nsdp_lane.h"
 #include "nsdp_stat.h"
 
 #define NSA_BURST 256
@@ -168,7 +182,7 @@ struct nsa_writer {
 	 * time a first one is about to be signed), written by this writer
 	 * with seq_cst atomics, read by the compactor: a segment signed
 	 * before the compactor's listing and older than this is in the
-	 * store already (nsa_seg_low_ns). */
+	 * store already (compact_until_ns, nsa_compactor.c). */
 	struct nsa_batch *seg_head, *seg_tail;
 	uint64_t seg_low_ns;
 
@@ -201,51 +215,5 @@ static inline int nsa_writer_stopping(const struct nsa_writer *w)
 {
 	return __atomic_load_n(&w->a->stop, __ATOMIC_RELAXED);
 }
-
-/* nsa_wpipe.c */
-struct nsa_batch *nsa_batch_get(struct nsa_writer *w);
-void nsa_batch_put(struct nsa_writer *w, struct nsa_batch *b);
-void nsa_batch_free_all(struct nsa_writer *w);
-int nsa_batch_hold(struct nsa_writer *w, struct nsa_batch *b);
-void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b);
-/* n records given up for want of memory (flags: NSA_REC_* each, or NULL
- * for records new from a lane): replays and corrections leave their
- * counts, the rest are counted dropped. Returns how many were dropped. */
-unsigned int nsa_records_lost(struct nsa_writer *w, const uint8_t *flags,
-			      unsigned int n);
-int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c);
-/* b's segment was answered, or its connection lost. */
-void nsa_seg_untrack(struct nsa_writer *w, struct nsa_batch *b);
-int nsa_batch_push(struct nsa_writer *w, struct nsa_link *c,
-		   const struct ns_session *s, uint8_t rflag, size_t len);
-int nsa_append_record(struct nsa_writer *w, const struct ns_session *s,
-		      uint8_t rflag);
-size_t nsa_link_read(struct nsa_writer *w, struct nsa_link *c);
-void nsa_writer_replay_trim(struct nsa_writer *w);
-unsigned int nsa_writer_route(const struct nsa_writer *w, const uint8_t *key,
-			      unsigned int *cmd_conn, int *asking);
-int nsa_writer_error_retry(struct nsa_writer *w, const char *t, size_t len);
-
-/* nsa_wreadback.c */
-void nsa_readback_queue(struct nsa_writer *w, const struct ns_session *s);
-void nsa_readback_supersede(struct nsa_writer *w, const struct ns_session *s,
-			    const uint8_t *key);
-void nsa_readback_send(struct nsa_writer *w);
-void nsa_readback_lost(struct nsa_writer *w, const struct nsa_exp *e);
-void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
-			char type, const char *text, long len);
-int nsa_readback_append(struct nsa_writer *w, const struct ns_session *s);
-void nsa_log_resync_send(struct nsa_writer *w);
-
-/* nsa_active.c */
-void nsa_writer_health_retrying(struct nsa_writer *w);
-void nsa_writer_health_connected(struct nsa_writer *w);
-
-/* nsa_wlink.c */
-void nsa_link_kill(struct nsa_writer *w, struct nsa_link *c, const char *why);
-size_t nsa_link_send(struct nsa_writer *w, struct nsa_link *c);
-void nsa_link_free(struct nsa_link *c);
-int nsa_writer_connect(struct nsa_writer *w);
-int nsa_writer_recover(struct nsa_writer *w);
 
 #endif

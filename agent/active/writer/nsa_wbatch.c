@@ -1,0 +1,263 @@
+/*
+ * nsa_wbatch.c - the bottom of a writer's stack: the pool its batches are
+ * taken from, the log layout's list of segments in flight, and the end of
+ * a batch once no reply is due for it (nsa_batch_finalize): acknowledged
+ * and kept in the replay window, or held for the resend.
+ *
+ * Invariants:
+ * - A batch is finalized once every reply it awaits came in (or was lost
+ *   with its connection): acknowledged, or held for the resend when it or
+ *   anything before it failed.
+ * - A record refused for good is flagged dropped in its batch and counted
+ *   when the batch is finalized, never retried.
+ * - A batch back in the pool is on no list of segments in flight, and the
+ *   writer's low mark (seg_low_ns) is the sent_ns of the oldest one listed
+ *   (UINT64_MAX with none).
+ * - The replay window is not trimmed in retry mode: it waits for the
+ *   resend that may replay it.
+ *
+ * Not here: what goes into a batch (nsa_wpipe.c), the replies that end it
+ * (nsa_wreply.c), the resend of the held ones (nsa_wlink.c), the window
+ * itself (nsa_replay.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "nsa_log.h"
+#include "nsa_wbatch.h"
+#include "nsdp_time.h"
+
+/* ---- batches ---------------------------------------------------------- */
+
+struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
+{
+	unsigned int bs = w->a->conf.batch_size;
+	struct nsa_batch *b = w->free_batches;
+
+	if (b != NULL) {
+		w->free_batches = b->next_free;
+	} else {
+		b = calloc(1, sizeof(*b));
+		if (b == NULL)
+			return NULL;
+		b->sess = malloc(bs * sizeof(*b->sess));
+		b->rflags = malloc(bs);
+		b->body = malloc(NS_BATCH_HDR_LEN +
+				 (size_t)bs * NS_RECORD_MAX_LEN);
+		if (!b->sess || !b->rflags || !b->body) {
+			free(b->sess);
+			free(b->rflags);
+			free(b->body);
+			free(b);
+			return NULL;
+		}
+	}
+	b->next_free = NULL;
+	b->count = 0;
+	b->epoch = w->a->conf.epoch;
+	b->pending = 0;
+	b->closed = 0;
+	b->retry = 0;
+	b->store = 0;
+	b->resync = 0;
+	b->body_len = NS_BATCH_HDR_LEN;
+	b->wseq = w->wseq++;
+	b->open_ns = w->now_ns;
+	return b;
+}
+
+void nsa_batch_put(struct nsa_writer *w, struct nsa_batch *b)
+{
+	/* Never left on the list of segments in flight when reused. */
+	nsa_seg_untrack(w, b);
+	b->next_free = w->free_batches;
+	w->free_batches = b;
+}
+
+void nsa_batch_free_all(struct nsa_writer *w)
+{
+	struct nsa_batch *b;
+
+	while ((b = w->free_batches) != NULL) {
+		w->free_batches = b->next_free;
+		free(b->sess);
+		free(b->rflags);
+		free(b->body);
+		free(b);
+	}
+}
+
+int nsa_batch_hold(struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (w->n_held == w->cap_held) {
+		size_t cap = w->cap_held ? 2 * w->cap_held : 64;
+		struct nsa_batch **h = realloc(w->held, cap * sizeof(*h));
+
+		if (h == NULL)
+			return -ENOMEM;
+		w->held = h;
+		w->cap_held = cap;
+	}
+	w->held[w->n_held++] = b;
+	return 0;
+}
+
+/* ---- the log layout's segments in flight ------------------------------ */
+
+static void seg_publish_low(struct nsa_writer *w)
+{
+	__atomic_store_n(&w->seg_low_ns,
+			 w->seg_head ? w->seg_head->seg_sent_ns : UINT64_MAX,
+			 __ATOMIC_SEQ_CST);
+}
+
+/* Before b's segment is signed: on the list, and with an empty list the
+ * low mark set to now, before the signing time is read. The compactor
+ * reads the time first and the mark second, so a segment whose signing it
+ * did not see has a sent_ns after its time (nsa_compactor.c). */
+void nsa_seg_track(struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (b->seg_listed)
+		nsa_seg_untrack(w, b);
+	b->seg_sent_ns = nsdp_realtime_ns();
+	if (w->seg_head == NULL)
+		__atomic_store_n(&w->seg_low_ns, b->seg_sent_ns,
+				 __ATOMIC_SEQ_CST);
+	b->seg_prev = w->seg_tail;
+	b->seg_next = NULL;
+	if (w->seg_tail)
+		w->seg_tail->seg_next = b;
+	else
+		w->seg_head = b;
+	w->seg_tail = b;
+	b->seg_listed = 1;
+}
+
+void nsa_seg_untrack(struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (!b->seg_listed)
+		return;
+	if (b->seg_prev)
+		b->seg_prev->seg_next = b->seg_next;
+	else
+		w->seg_head = b->seg_next;
+	if (b->seg_next)
+		b->seg_next->seg_prev = b->seg_prev;
+	else
+		w->seg_tail = b->seg_prev;
+	b->seg_prev = b->seg_next = NULL;
+	b->seg_listed = 0;
+	seg_publish_low(w);
+}
+
+/* ---- the replay window ------------------------------------------------ */
+
+/* Acknowledgements older than this may leave the window: replay_ms before
+ * the last moment every master was known to answer (a master whose replies
+ * are overdue since wait_since_ns may be dying). */
+static uint64_t replay_cutoff(const struct nsa_writer *w)
+{
+	uint64_t alive = w->now_ns, ns = w->a->replay_ns;
+	unsigned int i;
+
+	for (i = 0; i < w->n_conns; i++) {
+		const struct nsa_link *c = w->conns[i];
+
+		if (c->conn.fd >= 0 && c->conn.exp_count > 0 &&
+		    c->wait_since_ns < alive)
+			alive = c->wait_since_ns;
+	}
+	return alive > ns ? alive - ns : 0;
+}
+
+/* Never in retry mode: the window waits for the resend that may replay it. */
+void nsa_writer_replay_trim(struct nsa_writer *w)
+{
+	if (w->replay.count == 0 || w->retry_mode)
+		return;
+	nsa_replay_trim(&w->replay, replay_cutoff(w));
+}
+
+static void replay_keep(struct nsa_writer *w, const struct nsa_batch *b)
+{
+	uint64_t cutoff;
+	unsigned int i;
+
+	if (w->replay.cap == 0)
+		return;
+	nsa_writer_replay_trim(w);
+	cutoff = replay_cutoff(w);
+	for (i = 0; i < b->count; i++) {
+		if (b->rflags[i] & (NSA_REC_DROPPED | NSA_REC_STORE))
+			continue;
+		if (!nsa_replay_keep(&w->replay, &b->sess[i], b->wseq,
+				     w->now_ns, cutoff))
+			continue;
+		if (w->st.replay_short == 0)
+			NSA_WARN("writer %u: the replay window is full: "
+				 "records leave it before %u ms (raise "
+				 "[active] replay_records)",
+				 w->idx, w->a->conf.replay_ms);
+		W_STAT_ADD(w, replay_short, 1);
+	}
+}
+
+unsigned int nsa_records_lost(struct nsa_writer *w, const uint8_t *flags,
+			      unsigned int n)
+{
+	unsigned int i, lost = 0;
+
+	for (i = 0; i < n; i++)
+		if (flags && (flags[i] & NSA_REC_REPLAY))
+			W_STAT_SUB(w, replay_inflight, 1);
+		else if (flags && (flags[i] & NSA_REC_STORE))
+			W_STAT_SUB(w, corrections_due, 1);
+		else
+			lost++;
+	W_STAT_ADD(w, dropped, lost);
+	return lost;
+}
+
+void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
+{
+	unsigned int i, dropped = 0, replays = 0, stores = 0;
+
+	if (b->resync) {
+		/* Not held for the resend (it has no records): asked for
+		 * again, and sent once the writer is out of retry mode. */
+		if (b->retry || w->retry_mode)
+			w->log_resync[b->resync_slot / 64] |=
+				1ull << (b->resync_slot % 64);
+		if (b->retry)
+			w->retry_mode = 1;
+		nsa_batch_put(w, b);
+		return;
+	}
+	if (b->retry || w->retry_mode) {
+		w->retry_mode = 1;
+		if (nsa_batch_hold(w, b) == 0)
+			return;
+		NSA_ERR("writer %u: out of memory holding a batch for resend; "
+			"%u records dropped",
+			w->idx, nsa_records_lost(w, b->rflags, b->count));
+		nsa_batch_put(w, b);
+		return;
+	}
+	for (i = 0; i < b->count; i++) {
+		if (b->rflags[i] & NSA_REC_REPLAY)
+			replays++;
+		else if (b->rflags[i] & NSA_REC_STORE)
+			stores++;
+		else if (b->rflags[i] & NSA_REC_DROPPED)
+			dropped++;
+	}
+	W_STAT_ADD(w, dropped, dropped);
+	W_STAT_ADD(w, acked, b->count - dropped - replays - stores);
+	W_STAT_SUB(w, replay_inflight, replays);
+	W_STAT_ADD(w, store_corrections, stores);
+	W_STAT_SUB(w, corrections_due, stores);
+	W_STAT_ADD(w, batches, 1);
+	w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
+	replay_keep(w, b);
+	nsa_batch_put(w, b);
+}
