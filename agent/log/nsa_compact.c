@@ -35,7 +35,7 @@
  * - A round blocks on connections of its own (hiredis, the store's
  *   timeouts), never on the writers'.
  *
- * Not here: when to compact (active/nsa_active.c's compactor thread).
+ * Not here: when to compact (active/nsa_compactor.c).
  */
 #include <errno.h>
 #include <stdlib.h>
