@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # Shared by deploy/*.sh and scripts/*.sh: installing what natsync needs,
-# building it, reading a script's options and starting the Redis store a
-# script works with. Sourced, not run; it changes no directory and starts
-# nothing by itself.
+# building it, reading a script's options, starting the Redis store a
+# script works with and writing a benchmark agent's configuration.
+# Sourced, not run; it changes no directory and starts nothing by itself.
 
 # The top of the source tree, wherever the script is started from.
 NS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -151,4 +151,29 @@ ns_store_stop() {
 	[ ${#NS_STORE_ARGS[@]} -gt 0 ] || return 0
 	ns_say "stopping the store"
 	"$NS_TOP/deploy/redis-cluster.sh" stop "${NS_STORE_ARGS[@]}" >&2 || true
+}
+
+# ns_agent_ini ROLE PORT LCORES [LINE...]: the configuration of a
+# benchmark's natsync-agent on stdout: role ROLE (an active is gateway 1
+# with 256 MB and one lane, a standby gateway 2 with 512 MB), the store one
+# Redis at 127.0.0.1:PORT, no progress lines, DPDK without hugepages on
+# lcores LCORES (with any more EAL arguments after them), then the LINEs
+# (the role's own sections) as they are.
+ns_agent_ini() {
+	local role=$1 port=$2 lcores=$3 gateway=1 mb=256
+	shift 3
+	if [ "$role" != active ]; then
+		gateway=2
+		mb=512
+	fi
+	printf '%s\n' '[agent]' "role = $role" "gateway_id = $gateway" \
+		'progress_ms = 0' \
+		"eal_args = --no-huge --no-shconf -m $mb --no-pci --no-telemetry -l $lcores" \
+		'[store]' "seeds = 127.0.0.1:$port"
+	if [ "$role" = active ]; then
+		printf '%s\n' '[rings]' 'lanes = 1'
+	fi
+	if [ $# -gt 0 ]; then
+		printf '%s\n' "$@"
+	fi
 }

@@ -45,37 +45,12 @@ one_run() {
 		--dir "$run/store" >/dev/null
 	ip netns del "$ns" 2>/dev/null || true
 	ip netns add "$ns"
-	cat >"$run/standby.ini" <<EOF
-[agent]
-role = standby
-gateway_id = 2
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 512 --no-pci --no-telemetry -l 0
-[store]
-seeds = 127.0.0.1:$port
-[standby]
-table_capacity = $((flows * 2))
-commit = $mode
-commit_netns = $ns
-EOF
-	cat >"$run/active.ini" <<EOF
-[agent]
-role = active
-gateway_id = 1
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 256 --no-pci --no-telemetry -l 0-1
-[store]
-seeds = 127.0.0.1:$port
-[rings]
-lanes = 1
-[source]
-type = synth
-flows = $flows
-events = $events
-rate = $rate
-seed = 7
-refresh_pct = 50
-EOF
+	ns_agent_ini standby "$port" 0 '[standby]' \
+		"table_capacity = $((flows * 2))" "commit = $mode" \
+		"commit_netns = $ns" >"$run/standby.ini"
+	ns_agent_ini active "$port" 0-1 '[source]' 'type = synth' \
+		"flows = $flows" "events = $events" "rate = $rate" 'seed = 7' \
+		'refresh_pct = 50' >"$run/active.ini"
 	"$build/tools/natsync-agent" -c "$run/standby.ini" >"$run/standby.out" \
 		2>"$run/standby.log" &
 	sbpid=$!

@@ -86,21 +86,8 @@ NFT
 ip netns exec k4cap-g sysctl -qw net.netfilter.nf_conntrack_udp_timeout=600
 
 deploy/redis-cluster.sh start --plain --port "$port" --dir "$run/store" >/dev/null
-cat >"$run/active.ini" <<INI
-[agent]
-role = active
-gateway_id = 1
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 256 --no-pci --no-telemetry -l 0
-[store]
-seeds = 127.0.0.1:$port
-[rings]
-lanes = 1
-[source]
-type = kernel
-netns = k4cap-g
-ringbuf_size = $ringbuf
-INI
+ns_agent_ini active "$port" 0 '[source]' 'type = kernel' 'netns = k4cap-g' \
+	"ringbuf_size = $ringbuf" >"$run/active.ini"
 "$build/tools/natsync-agent" -c "$run/active.ini" >"$run/active.out" \
 	2>"$run/active.log" &
 active=$!

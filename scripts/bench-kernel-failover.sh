@@ -224,33 +224,11 @@ sleep 1
 ip netns exec k4fo-a conntrack -F 2>/dev/null || true
 ip netns exec k4fo-b conntrack -F 2>/dev/null || true
 deploy/redis-cluster.sh start --plain --port "$port" --dir "$run/store" >/dev/null
-cat >"$run/standby.ini" <<INI
-[agent]
-role = standby
-gateway_id = 2
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 512 --no-pci --no-telemetry -l 0
-[store]
-seeds = 127.0.0.1:$port
-[standby]
-table_capacity = $((flows * 4 + 65536))
-commit = conntrack
-commit_netns = k4fo-b
-INI
-cat >"$run/active.ini" <<INI
-[agent]
-role = active
-gateway_id = 1
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 256 --no-pci --no-telemetry -l 0
-[store]
-seeds = 127.0.0.1:$port
-[rings]
-lanes = 1
-[source]
-type = kernel
-netns = k4fo-a
-INI
+ns_agent_ini standby "$port" 0 '[standby]' \
+	"table_capacity = $((flows * 4 + 65536))" 'commit = conntrack' \
+	'commit_netns = k4fo-b' >"$run/standby.ini"
+ns_agent_ini active "$port" 0 '[source]' 'type = kernel' 'netns = k4fo-a' \
+	>"$run/active.ini"
 "$build/tools/natsync-agent" -c "$run/standby.ini" >"$run/standby.out" \
 	2>"$run/standby.log" &
 standby=$!
