@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # Shared by deploy/*.sh and scripts/*.sh: installing what natsync needs,
 # building it, reading a script's options, starting the Redis store a
-# script works with and writing a benchmark agent's configuration.
-# Sourced, not run; it changes no directory and starts nothing by itself.
+# script works with, writing a benchmark agent's configuration and reading
+# what keepalived passes its hooks. Sourced, not run; it changes no
+# directory and starts nothing by itself.
 
 # The top of the source tree, wherever the script is started from.
 NS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -176,4 +177,69 @@ ns_agent_ini() {
 	if [ $# -gt 0 ]; then
 		printf '%s\n' "$@"
 	fi
+}
+
+# ns_short_options SPEC... -- "$@": read a hook's one-letter options (the
+# way keepalived passes them, before its own arguments). A SPEC "S=sock"
+# stores -S's value in $sock; "T=no_curl=1" is a flag that sets no_curl=1.
+# -h prints the usage and exits 0; an unknown option, or one without its
+# value, exits 2. The arguments after the options are left in NS_ARGS.
+ns_short_options() {
+	local _ns_spec _ns_letters=h _ns_opt _ns_var
+	local _ns_specs=()
+	while [ "$1" != -- ]; do
+		_ns_specs+=("$1")
+		_ns_var=${1#?=}
+		if [[ $_ns_var == *=* ]]; then
+			_ns_letters+=${1%%=*}
+		else
+			_ns_letters+="${1%%=*}:"
+		fi
+		shift
+	done
+	shift
+	OPTIND=1
+	while getopts "$_ns_letters" _ns_opt; do
+		case $_ns_opt in
+		h) ns_usage; exit 0 ;;
+		'?') exit 2 ;;
+		esac
+		for _ns_spec in "${_ns_specs[@]}"; do
+			[ "$_ns_opt" = "${_ns_spec%%=*}" ] || continue
+			_ns_var=${_ns_spec#?=}
+			if [[ $_ns_var == *=* ]]; then
+				printf -v "${_ns_var%%=*}" '%s' "${_ns_var#*=}"
+			else
+				printf -v "$_ns_var" '%s' "$OPTARG"
+			fi
+		done
+	done
+	# shellcheck disable=SC2034 # the caller's
+	NS_ARGS=("${@:OPTIND}")
+}
+
+# ns_vrrp_state HOOK OPTIONS TYPE NAME STATE [PRIORITY]: what keepalived
+# passes a notify hook. Sets ns_vrrp_name to NAME, ns_vrrp_state to STATE
+# and ns_vrrp_master to 1 for MASTER, 0 for BACKUP, FAULT and STOP; exits
+# 2 with the usage (OPTIONS: the hook's own) for fewer than three
+# arguments, or naming HOOK for an unknown state.
+ns_vrrp_state() {
+	local hook=$1 options=$2
+	shift 2
+	if [ $# -lt 3 ]; then
+		echo "usage: $0 $options TYPE NAME STATE [PRIORITY]" >&2
+		exit 2
+	fi
+	# shellcheck disable=SC2034 # the hook's
+	ns_vrrp_name=$2
+	ns_vrrp_state=$3
+	# shellcheck disable=SC2034
+	case $ns_vrrp_state in
+	MASTER) ns_vrrp_master=1 ;;
+	BACKUP | FAULT | STOP) ns_vrrp_master=0 ;;
+	*)
+		echo "$hook: unknown state '$ns_vrrp_state'" >&2
+		exit 2
+		;;
+	esac
 }
