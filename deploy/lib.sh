@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # Shared by deploy/*.sh and scripts/*.sh: installing what natsync needs,
 # building it, reading a script's options, starting the Redis store a
-# script works with, writing a benchmark agent's configuration and reading
-# what keepalived passes its hooks. Sourced, not run; it changes no
+# script works with, writing a benchmark agent's configuration, the kernel
+# gateway benchmarks' namespaces, and reading what keepalived passes its
+# hooks. Sourced, not run; it changes no
 # directory and starts nothing by itself.
 
 # The top of the source tree, wherever the script is started from.
@@ -177,6 +178,52 @@ ns_agent_ini() {
 	if [ $# -gt 0 ]; then
 		printf '%s\n' "$@"
 	fi
+}
+
+# ns_nat_rig CLIENT GATEWAY SERVER: the kernel gateway benchmarks' three
+# network namespaces, CLIENT 10.74.0.2 --veth-- 10.74.0.1 GATEWAY
+# 198.51.100.1 --veth-- 198.51.100.2 SERVER (each veth end named after its
+# namespace, without the dash, and 0 or 1). GATEWAY forwards, masquerades
+# (nftables table k4nat) what leaves by its second veth and keeps UDP
+# entries 600 s (so that none expires during a run); SERVER drops the
+# datagrams to UDP ports 9000-9099 (table k4drop).
+ns_nat_rig() {
+	local c=$1 g=$2 s=$3 n
+	local ci=${1//-/} gi=${2//-/} si=${3//-/}
+	for n in "$c" "$g" "$s"; do
+		ip netns add "$n"
+		ip -n "$n" link set lo up
+	done
+	ip link add "${ci}0" netns "$c" type veth peer name "${gi}0" netns "$g"
+	ip link add "${gi}1" netns "$g" type veth peer name "${si}0" netns "$s"
+	ip -n "$c" link set "${ci}0" up
+	ip -n "$g" link set "${gi}0" up
+	ip -n "$g" link set "${gi}1" up
+	ip -n "$s" link set "${si}0" up
+	ip -n "$c" addr add 10.74.0.2/24 dev "${ci}0"
+	ip -n "$c" route add default via 10.74.0.1
+	ip -n "$g" addr add 10.74.0.1/24 dev "${gi}0"
+	ip -n "$g" addr add 198.51.100.1/24 dev "${gi}1"
+	ip -n "$s" addr add 198.51.100.2/24 dev "${si}0"
+	ns_nat_gateway "$g"
+	ip netns exec "$s" nft -f - <<NFT
+table ip k4drop {
+	chain in { type filter hook input priority 0; udp dport 9000-9099 drop; }
+}
+NFT
+}
+
+# ns_nat_gateway NETNS: what makes NETNS a gateway of ns_nat_rig (forwarding,
+# the masquerade of what leaves by its veth 1, UDP entries kept 600 s).
+ns_nat_gateway() {
+	local i=${1//-/}
+	ip netns exec "$1" sysctl -qw net.ipv4.ip_forward=1
+	ip netns exec "$1" sysctl -qw net.netfilter.nf_conntrack_udp_timeout=600
+	ip netns exec "$1" nft -f - <<NFT
+table ip k4nat {
+	chain post { type nat hook postrouting priority 100; oifname "${i}1" masquerade; }
+}
+NFT
 }
 
 # ns_short_options SPEC... -- "$@": read a hook's one-letter options (the

@@ -60,30 +60,7 @@ ns_build "$build" >&2
 kflows=$build/bench/natsync-kflows
 
 netdel
-for n in k4cap-c k4cap-g k4cap-s; do ip netns add "$n"; ip -n "$n" link set lo up; done
-ip link add k4capc0 netns k4cap-c type veth peer name k4capg0 netns k4cap-g
-ip link add k4capg1 netns k4cap-g type veth peer name k4caps0 netns k4cap-s
-ip -n k4cap-c link set k4capc0 up
-ip -n k4cap-g link set k4capg0 up
-ip -n k4cap-g link set k4capg1 up
-ip -n k4cap-s link set k4caps0 up
-ip -n k4cap-c addr add 10.74.0.2/24 dev k4capc0
-ip -n k4cap-c route add default via 10.74.0.1
-ip -n k4cap-g addr add 10.74.0.1/24 dev k4capg0
-ip -n k4cap-g addr add 198.51.100.1/24 dev k4capg1
-ip -n k4cap-s addr add 198.51.100.2/24 dev k4caps0
-ip netns exec k4cap-g sysctl -qw net.ipv4.ip_forward=1
-ip netns exec k4cap-g nft -f - <<NFT
-table ip k4nat {
-	chain post { type nat hook postrouting priority 100; oifname "k4capg1" masquerade; }
-}
-NFT
-ip netns exec k4cap-s nft -f - <<NFT
-table ip k4drop {
-	chain in { type filter hook input priority 0; udp dport 9000-9099 drop; }
-}
-NFT
-ip netns exec k4cap-g sysctl -qw net.netfilter.nf_conntrack_udp_timeout=600
+ns_nat_rig k4cap-c k4cap-g k4cap-s
 
 deploy/redis-cluster.sh start --plain --port "$port" --dir "$run/store" >/dev/null
 ns_agent_ini active "$port" 0 '[source]' 'type = kernel' 'netns = k4cap-g' \
