@@ -1,9 +1,8 @@
 # shellcheck shell=bash
 # Shared by deploy/*.sh and scripts/*.sh: installing what natsync needs,
 # building it, reading a script's options, starting the Redis store a
-# script works with, writing a benchmark agent's configuration, the kernel
-# gateway benchmarks' namespaces, and reading what keepalived passes its
-# hooks. Sourced, not run; it changes no
+# script works with, a benchmark's configuration, scratch and namespaces,
+# and reading what keepalived passes its hooks. Sourced, not run; it changes no
 # directory and starts nothing by itself.
 
 # The top of the source tree, wherever the script is started from.
@@ -153,6 +152,7 @@ ns_store_stop() {
 	[ ${#NS_STORE_ARGS[@]} -gt 0 ] || return 0
 	ns_say "stopping the store"
 	"$NS_TOP/deploy/redis-cluster.sh" stop "${NS_STORE_ARGS[@]}" >&2 || true
+	NS_STORE_ARGS=()
 }
 
 # ns_agent_ini ROLE PORT LCORES [LINE...]: the configuration of a
@@ -178,6 +178,48 @@ ns_agent_ini() {
 	if [ $# -gt 0 ]; then
 		printf '%s\n' "$@"
 	fi
+}
+
+# ns_bench_setup NAME NETNS...: what a root benchmark that runs agents in
+# network namespaces starts with: natsync built in $build ($BUILD, default
+# build), a scratch directory in $run and an EXIT trap that kills the
+# processes in $pids, calls bench_stop when the script defines one, stops
+# the store (ns_store_stop) and removes the namespaces and $run. The
+# namespaces are removed first too: a killed run may have left them.
+ns_bench_setup() {
+	local name=$1
+	shift
+	NS_BENCH_NETNS=("$@")
+	# shellcheck disable=SC2034 # the benchmark's
+	build=$NS_TOP/${BUILD:-build}
+	run=$(mktemp -d "/tmp/natsync-$name.XXXXXX")
+	pids=()
+	trap ns_bench_cleanup EXIT
+	ns_say "$name: building in $build"
+	ns_install_deps
+	ns_build "$build" >&2
+	ns_netns_del "$@"
+}
+
+ns_bench_cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	if declare -F bench_stop >/dev/null; then
+		bench_stop
+	fi
+	ns_store_stop
+	ns_netns_del "${NS_BENCH_NETNS[@]}"
+	rm -rf "$run"
+}
+
+# Delete the network namespaces named, those that exist.
+ns_netns_del() {
+	local n
+	for n in "$@"; do
+		ip netns del "$n" 2>/dev/null || true
+	done
 }
 
 # ns_nat_rig CLIENT GATEWAY SERVER: the kernel gateway benchmarks' three

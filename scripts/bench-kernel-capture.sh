@@ -34,35 +34,16 @@ set -euo pipefail
 # shellcheck source=../deploy/lib.sh
 . "$(dirname "$0")/../deploy/lib.sh"
 cd "$NS_TOP"
-top=$NS_TOP
 
 flows=200000 threads=2 rate=0 ringbuf=4194304 port=7930
 ns_options bench-kernel-capture.sh --flows=flows --threads=threads --rate=rate --ringbuf=ringbuf --port=port -- "$@"
 
-build=$top/${BUILD:-build}
-run=$(mktemp -d /tmp/natsync-bench-kcap.XXXXXX)
-pids=()
-netdel() {
-	for n in k4cap-c k4cap-g k4cap-s; do ip netns del "$n" 2>/dev/null || true; done
-}
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	deploy/redis-cluster.sh stop --port "$port" --dir "$run/store" \
-		>/dev/null 2>&1 || true
-	netdel
-	rm -rf "$run"
-}
-trap cleanup EXIT
-
-echo "bench-kernel-capture: building in $build" >&2
-ns_install_deps
-ns_build "$build" >&2
+ns_bench_setup bench-kernel-capture k4cap-c k4cap-g k4cap-s
 kflows=$build/bench/natsync-kflows
-
-netdel
 ns_nat_rig k4cap-c k4cap-g k4cap-s
 
-deploy/redis-cluster.sh start --plain --port "$port" --dir "$run/store" >/dev/null
+ns_store_start "one plain Redis on 127.0.0.1:$port" --plain --port "$port" \
+	--dir "$run/store"
 ns_agent_ini active "$port" 0 '[source]' 'type = kernel' 'netns = k4cap-g' \
 	"ringbuf_size = $ringbuf" >"$run/active.ini"
 "$build/tools/natsync-agent" -c "$run/active.ini" >"$run/active.out" \

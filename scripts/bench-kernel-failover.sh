@@ -40,19 +40,12 @@ set -euo pipefail
 # shellcheck source=../deploy/lib.sh
 . "$(dirname "$0")/../deploy/lib.sh"
 cd "$NS_TOP"
-top=$NS_TOP
 
 flows=20000 threads=2 rate=0 port=7931
 ns_options bench-kernel-failover.sh --flows=flows --threads=threads --rate=rate --port=port -- "$@"
 
-build=$top/${BUILD:-build}
-run=$(mktemp -d /tmp/natsync-bench-kfo.XXXXXX)
-pids=()
-nss="k4fo-c k4fo-a k4fo-s k4fo-b"
-netdel() {
-	for n in $nss; do ip netns del "$n" 2>/dev/null || true; done
-}
-ctd_stop() {
+# conntrackd, if it runs (the EXIT trap calls it too).
+bench_stop() {
 	for g in a b; do
 		if [ -e "$run/ctd-$g.conf" ]; then
 			ip netns exec k4fo-$g conntrackd -C "$run/ctd-$g.conf" -k \
@@ -60,22 +53,8 @@ ctd_stop() {
 		fi
 	done
 }
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	ctd_stop
-	deploy/redis-cluster.sh stop --port "$port" --dir "$run/store" \
-		>/dev/null 2>&1 || true
-	netdel
-	rm -rf "$run"
-}
-trap cleanup EXIT
-
-echo "bench-kernel-failover: building in $build" >&2
-ns_install_deps
-ns_build "$build" >&2
+ns_bench_setup bench-kernel-failover k4fo-c k4fo-a k4fo-s k4fo-b
 kflows=$build/bench/natsync-kflows
-
-netdel
 ns_nat_rig k4fo-c k4fo-a k4fo-s
 # The standby gateway, on a veth of its own to the active (conntrackd's
 # link), with the same nftables table.
@@ -201,13 +180,14 @@ echo "RESULT kfailover method=conntrackd flows=$flows entries=$entries" \
 	"present=$present listed=$(listed k4fo-b)" \
 	"ms=$(((t2 - t0) / 1000000)) sync_ms=$(((${synced:-$t} - end_ns) / 1000000))" \
 	"commit_cmd_ms=$(((t1 - t0) / 1000000)) external_cache=$ext"
-ctd_stop
+bench_stop
 sleep 1
 
 # --- natsync -----------------------------------------------------------
 ip netns exec k4fo-a conntrack -F 2>/dev/null || true
 ip netns exec k4fo-b conntrack -F 2>/dev/null || true
-deploy/redis-cluster.sh start --plain --port "$port" --dir "$run/store" >/dev/null
+ns_store_start "one plain Redis on 127.0.0.1:$port" --plain --port "$port" \
+	--dir "$run/store"
 ns_agent_ini standby "$port" 0 '[standby]' \
 	"table_capacity = $((flows * 4 + 65536))" 'commit = conntrack' \
 	'commit_netns = k4fo-b' >"$run/standby.ini"
