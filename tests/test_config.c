@@ -112,56 +112,124 @@ static void nst_expect_error(const char *text, const char *want)
 			   err);
 }
 
+/*
+ * The keys full_ini sets, one row each: the kind of check, the field, its
+ * documented default and the value full_ini gives it. The defaults and
+ * the full file's tests both walk these rows.
+ */
+/* clang-format off */
+#define NST_AGENT_KEYS(X) \
+	X(num, role, NSA_ROLE_ACTIVE, NSA_ROLE_STANDBY) \
+	X(num, gateway_id, 1, 7) \
+	X(num, epoch, 1, 42) \
+	X(num, progress_ms, 1000, 0) \
+	X(str, eal_args, "--no-huge --no-shconf -m 512 --no-pci --no-telemetry", "--no-huge -m 256") \
+	X(num, verbosity, NSA_LOG_INFO, NSA_LOG_DEBUG) \
+	X(str, store.seeds[0].host, "127.0.0.1", "10.0.0.1") \
+	X(num, store.seeds[0].port, 7000, 7001) \
+	X(str, store.user, "", "natsync") \
+	X(str, password_file, "", "/etc/natsync/password") \
+	X(num, store.connect_timeout_ms, 1000, 2500) \
+	X(num, store.publish, NSA_PUBLISH_AUTO, NSA_PUBLISH_CLASSIC) \
+	X(num, workers, 1, 4) \
+	X(num, batch_size, 256, NS_BATCH_MAX_RECORDS) \
+	X(num, flush_us, 200, 0) \
+	X(num, max_inflight, 8, 1024) \
+	X(num, replay_ms, 2000, 0) \
+	X(num, replay_records, 131072, 16777216) \
+	X(num, lanes, 1, 4) \
+	X(num, ring_size, 65536, 1024) \
+	X(num, attach, 0, 1) \
+	X(num, source_type, NSA_SOURCE_NONE, NSA_SOURCE_SYNTH) \
+	X(num, synth_conf.flows, 100000, 5000) \
+	X(num, synth_conf.events, 1000000, UINT64_MAX) \
+	X(num, synth_conf.rate, 0, 200000) \
+	X(num, synth_conf.seed, 1, 99) \
+	X(num, synth_conf.refresh_pct, 60, 0) \
+	X(num, synth_conf.timeout_ms, 300000, 86400000) \
+	X(num, synth_conf.wait_when_full, 1, 0) \
+	X(str, source_dump, "", "/tmp/source.tbl") \
+	X(num, table_capacity, 2000000, 1024) \
+	X(str, table_dump, "", "/tmp/standby.tbl") \
+	X(num, topology_check_ms, 1000, 0) \
+	X(num, ping_ms, 1000, 250)
+
+#define NST_GATEWAY_KEYS(X) \
+	X(str, inside_port, "", "net_af_packet0") \
+	X(str, outside_port, "", "0000:3b:00.1") \
+	X(num, nat.inside_addr, 0, 0xc0a80101) \
+	X(num, nat.pool_first, 0, 0xc6336401) \
+	X(num, nat.pool_last, 0, 0xc63364fe) \
+	X(num, nat.next_hop, 0, 0xcb0071fe) \
+	X(num, nat.port_min, 1024, 1) \
+	X(num, nat.port_max, 65535, 65535) \
+	X(num, tcp_syn_timeout, 20, 1) \
+	X(num, tcp_established_timeout, 7440, 604800) \
+	X(num, tcp_closing_timeout, 10, 4) \
+	X(num, udp_timeout, 300, 120) \
+	X(num, icmp_timeout, 30, 60) \
+	X(str, control_socket, "/run/natsync/gateway.sock", "/tmp/gw test.sock") \
+	X(num, agent, NGW_AGENT_THREADS, NGW_AGENT_EXTERNAL) \
+	X(num, idle_sleep_us, 0, 100000) \
+	X(num, rx_descriptors, 1024, 64) \
+	X(num, tx_descriptors, 1024, 16384) \
+	X(num, mbufs, 8191, 1048575)
+/* clang-format on */
+
+#define NST_EXPECT_num(got, want) cr_assert_eq(got, want, "%s", #got)
+#define NST_EXPECT_str(got, want) cr_assert_str_eq(got, want, "%s", #got)
+#define NST_EXPECT_DEFAULT(kind, f, def, full) NST_EXPECT_##kind(c->f, def);
+#define NST_EXPECT_FULL(kind, f, def, full) NST_EXPECT_##kind(c->f, full);
+
+static void nst_expect_agent_defaults(const struct nsa_config *c)
+{
+	NST_AGENT_KEYS(NST_EXPECT_DEFAULT)
+}
+
+static void nst_expect_agent_full(const struct nsa_config *c)
+{
+	NST_AGENT_KEYS(NST_EXPECT_FULL)
+}
+
+static void nst_expect_gateway_defaults(const struct ngw_gateway_conf *c)
+{
+	NST_GATEWAY_KEYS(NST_EXPECT_DEFAULT)
+}
+
+static void nst_expect_gateway_full(const struct ngw_gateway_conf *c)
+{
+	NST_GATEWAY_KEYS(NST_EXPECT_FULL)
+}
+
+/* The NAT's fields that follow from other keys: the timeouts in ms, the
+ * gateway's id and the table's size. */
+struct nst_nat_derived {
+	uint64_t tcp_syn_ms, tcp_established_ms, tcp_closing_ms, udp_ms,
+		icmp_ms, gateway_id, max_sessions;
+};
+
+static void nst_expect_nat_derived(const struct ngw_config *c,
+				   struct nst_nat_derived want)
+{
+	cr_assert_eq(c->gw.nat.tcp_syn_ms, want.tcp_syn_ms);
+	cr_assert_eq(c->gw.nat.tcp_established_ms, want.tcp_established_ms);
+	cr_assert_eq(c->gw.nat.tcp_closing_ms, want.tcp_closing_ms);
+	cr_assert_eq(c->gw.nat.udp_ms, want.udp_ms);
+	cr_assert_eq(c->gw.nat.icmp_ms, want.icmp_ms);
+	cr_assert_eq(c->gw.nat.gateway_id, want.gateway_id);
+	cr_assert_eq(c->gw.nat.max_sessions, want.max_sessions);
+}
+
 Test(config, defaults_are_as_documented)
 {
 	struct nsa_config c;
 
 	nsa_config_defaults(&c);
-	cr_assert_eq(c.role, NSA_ROLE_ACTIVE);
-	cr_assert_eq(c.gateway_id, 1);
-	cr_assert_eq(c.epoch, 1);
-	cr_assert_eq(c.progress_ms, 1000);
-	cr_assert_str_eq(
-		c.eal_args,
-		"--no-huge --no-shconf -m 512 --no-pci --no-telemetry");
-	cr_assert_eq(c.verbosity, NSA_LOG_INFO);
-
+	nst_expect_agent_defaults(&c);
 	cr_assert_eq(c.store.n_seeds, 1);
-	cr_assert_str_eq(c.store.seeds[0].host, "127.0.0.1");
-	cr_assert_eq(c.store.seeds[0].port, 7000);
-	cr_assert_str_eq(c.store.user, "");
 	cr_assert_str_eq(c.store.password, "");
-	cr_assert_str_eq(c.password_file, "");
-	cr_assert_eq(c.store.connect_timeout_ms, 1000);
-	cr_assert_eq(c.store.publish, NSA_PUBLISH_AUTO);
-
-	cr_assert_eq(c.workers, 1);
-	cr_assert_eq(c.batch_size, 256);
-	cr_assert_eq(c.flush_us, 200);
-	cr_assert_eq(c.max_inflight, 8);
-	cr_assert_eq(c.replay_ms, 2000);
-	cr_assert_eq(c.replay_records, 131072);
-
-	cr_assert_eq(c.lanes, 1);
-	cr_assert_eq(c.ring_size, 65536);
-	cr_assert_eq(c.attach, 0);
-
-	cr_assert_eq(c.source_type, NSA_SOURCE_NONE);
-	cr_assert_eq(c.synth_conf.flows, 100000);
-	cr_assert_eq(c.synth_conf.events, 1000000);
-	cr_assert_eq(c.synth_conf.rate, 0);
-	cr_assert_eq(c.synth_conf.seed, 1);
-	cr_assert_eq(c.synth_conf.refresh_pct, 60);
-	cr_assert_eq(c.synth_conf.timeout_ms, 300000);
-	cr_assert_eq(c.synth_conf.wait_when_full, 1);
 	cr_assert_eq(c.synth_conf.gateway_id, 1);
 	cr_assert_eq(c.synth_conf.epoch, 1);
-	cr_assert_str_eq(c.source_dump, "");
-
-	cr_assert_eq(c.table_capacity, 2000000);
-	cr_assert_str_eq(c.table_dump, "");
-	cr_assert_eq(c.topology_check_ms, 1000);
-	cr_assert_eq(c.ping_ms, 1000);
 }
 
 Test(config, gateway_defaults_are_as_documented)
@@ -169,34 +237,12 @@ Test(config, gateway_defaults_are_as_documented)
 	struct ngw_config c;
 
 	ngw_config_defaults(&c);
-	cr_assert_str_eq(c.gw.inside_port, "");
-	cr_assert_str_eq(c.gw.outside_port, "");
-	cr_assert_eq(c.gw.nat.inside_addr, 0);
-	cr_assert_eq(c.gw.nat.pool_first, 0);
-	cr_assert_eq(c.gw.nat.pool_last, 0);
-	cr_assert_eq(c.gw.nat.next_hop, 0);
-	cr_assert_eq(c.gw.nat.port_min, 1024);
-	cr_assert_eq(c.gw.nat.port_max, 65535);
-	cr_assert_eq(c.gw.tcp_syn_timeout, 20);
-	cr_assert_eq(c.gw.tcp_established_timeout, 7440);
-	cr_assert_eq(c.gw.tcp_closing_timeout, 10);
-	cr_assert_eq(c.gw.udp_timeout, 300);
-	cr_assert_eq(c.gw.icmp_timeout, 30);
-	cr_assert_str_eq(c.gw.control_socket, "/run/natsync/gateway.sock");
-	cr_assert_eq(c.gw.agent, NGW_AGENT_THREADS);
-	cr_assert_eq(c.gw.idle_sleep_us, 0);
-	cr_assert_eq(c.gw.rx_descriptors, 1024);
-	cr_assert_eq(c.gw.tx_descriptors, 1024);
-	cr_assert_eq(c.gw.mbufs, 8191);
+	nst_expect_gateway_defaults(&c.gw);
 
 	/* What follows from other keys is filled in from the start. */
-	cr_assert_eq(c.gw.nat.tcp_syn_ms, 20000);
-	cr_assert_eq(c.gw.nat.tcp_established_ms, 7440000);
-	cr_assert_eq(c.gw.nat.tcp_closing_ms, 10000);
-	cr_assert_eq(c.gw.nat.udp_ms, 300000);
-	cr_assert_eq(c.gw.nat.icmp_ms, 30000);
-	cr_assert_eq(c.gw.nat.gateway_id, 1);
-	cr_assert_eq(c.gw.nat.max_sessions, 2000000);
+	nst_expect_nat_derived(&c, (struct nst_nat_derived){20000, 7440000,
+							    10000, 300000,
+							    30000, 1, 2000000});
 }
 
 Test(config, defaults_pass_finish)
@@ -281,72 +327,15 @@ Test(config, full_file_loads_every_key)
 	char err[512];
 
 	cr_assert_eq(nst_gw_load(&c, full_ini, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(c.agent.role, NSA_ROLE_STANDBY);
-	cr_assert_eq(c.agent.gateway_id, 7);
-	cr_assert_eq(c.agent.epoch, 42);
-	cr_assert_eq(c.agent.progress_ms, 0);
-	cr_assert_str_eq(c.agent.eal_args, "--no-huge -m 256");
-	cr_assert_eq(c.agent.verbosity, NSA_LOG_DEBUG);
-
+	nst_expect_agent_full(&c.agent);
 	cr_assert_eq(c.agent.store.n_seeds, 3);
-	cr_assert_str_eq(c.agent.store.seeds[0].host, "10.0.0.1");
-	cr_assert_eq(c.agent.store.seeds[0].port, 7001);
 	cr_assert_str_eq(c.agent.store.seeds[1].host, "redis-b");
 	cr_assert_eq(c.agent.store.seeds[1].port, 7002);
 	cr_assert_str_eq(c.agent.store.seeds[2].host, "localhost");
 	cr_assert_eq(c.agent.store.seeds[2].port, 6379);
-	cr_assert_str_eq(c.agent.store.user, "natsync");
-	cr_assert_str_eq(c.agent.password_file, "/etc/natsync/password");
 	cr_assert_str_eq(c.agent.store.password, "",
 			 "the file is not read yet");
-	cr_assert_eq(c.agent.store.connect_timeout_ms, 2500);
-	cr_assert_eq(c.agent.store.publish, NSA_PUBLISH_CLASSIC);
-
-	cr_assert_eq(c.agent.workers, 4);
-	cr_assert_eq(c.agent.batch_size, NS_BATCH_MAX_RECORDS);
-	cr_assert_eq(c.agent.flush_us, 0);
-	cr_assert_eq(c.agent.max_inflight, 1024);
-	cr_assert_eq(c.agent.replay_ms, 0);
-	cr_assert_eq(c.agent.replay_records, 16777216);
-
-	cr_assert_eq(c.agent.lanes, 4);
-	cr_assert_eq(c.agent.ring_size, 1024);
-	cr_assert_eq(c.agent.attach, 1);
-
-	cr_assert_eq(c.agent.source_type, NSA_SOURCE_SYNTH);
-	cr_assert_eq(c.agent.synth_conf.flows, 5000);
-	cr_assert_eq(c.agent.synth_conf.events, UINT64_MAX);
-	cr_assert_eq(c.agent.synth_conf.rate, 200000);
-	cr_assert_eq(c.agent.synth_conf.seed, 99);
-	cr_assert_eq(c.agent.synth_conf.refresh_pct, 0);
-	cr_assert_eq(c.agent.synth_conf.timeout_ms, 86400000);
-	cr_assert_eq(c.agent.synth_conf.wait_when_full, 0);
-	cr_assert_str_eq(c.agent.source_dump, "/tmp/source.tbl");
-
-	cr_assert_eq(c.agent.table_capacity, 1024);
-	cr_assert_str_eq(c.agent.table_dump, "/tmp/standby.tbl");
-	cr_assert_eq(c.agent.topology_check_ms, 0);
-	cr_assert_eq(c.agent.ping_ms, 250);
-
-	cr_assert_str_eq(c.gw.inside_port, "net_af_packet0");
-	cr_assert_str_eq(c.gw.outside_port, "0000:3b:00.1");
-	cr_assert_eq(c.gw.nat.inside_addr, 0xc0a80101);
-	cr_assert_eq(c.gw.nat.pool_first, 0xc6336401);
-	cr_assert_eq(c.gw.nat.pool_last, 0xc63364fe);
-	cr_assert_eq(c.gw.nat.next_hop, 0xcb0071fe);
-	cr_assert_eq(c.gw.nat.port_min, 1);
-	cr_assert_eq(c.gw.nat.port_max, 65535);
-	cr_assert_eq(c.gw.tcp_syn_timeout, 1);
-	cr_assert_eq(c.gw.tcp_established_timeout, 604800);
-	cr_assert_eq(c.gw.tcp_closing_timeout, 4);
-	cr_assert_eq(c.gw.udp_timeout, 120);
-	cr_assert_eq(c.gw.icmp_timeout, 60);
-	cr_assert_str_eq(c.gw.control_socket, "/tmp/gw test.sock");
-	cr_assert_eq(c.gw.agent, NGW_AGENT_EXTERNAL);
-	cr_assert_eq(c.gw.idle_sleep_us, 100000);
-	cr_assert_eq(c.gw.rx_descriptors, 64);
-	cr_assert_eq(c.gw.tx_descriptors, 16384);
-	cr_assert_eq(c.gw.mbufs, 1048575);
+	nst_expect_gateway_full(&c.gw);
 }
 
 Test(config, load_keeps_values_the_file_does_not_set)
@@ -1038,13 +1027,9 @@ Test(config, finish_fills_the_nat_conf_from_other_keys)
 		     0, "%s", err);
 	cr_assert_eq(nsa_config_finish(&c.agent, err, sizeof(err)), 0, "%s",
 		     err);
-	cr_assert_eq(c.gw.nat.tcp_syn_ms, 3000);
-	cr_assert_eq(c.gw.nat.tcp_established_ms, 604800000u);
-	cr_assert_eq(c.gw.nat.tcp_closing_ms, 5000);
-	cr_assert_eq(c.gw.nat.udp_ms, 6000);
-	cr_assert_eq(c.gw.nat.icmp_ms, 7000);
-	cr_assert_eq(c.gw.nat.gateway_id, 77);
-	cr_assert_eq(c.gw.nat.max_sessions, 4096);
+	nst_expect_nat_derived(&c,
+			       (struct nst_nat_derived){3000, 604800000u, 5000,
+							6000, 7000, 77, 4096});
 }
 
 Test(config, finish_does_not_require_gateway_keys)
@@ -1087,6 +1072,36 @@ static void nst_expect_gateway_error(const struct ngw_config *c,
 	cr_assert_eq(ngw_config_check(c, err, sizeof(err)), -1,
 		     "accepted, expected \"%s\"", want);
 	cr_assert_str_eq(err, want);
+}
+
+/* gateway_ini with --set assignment, refused by the check with exactly
+ * want. */
+static void nst_expect_set_gateway_error(const char *assignment,
+					 const char *want)
+{
+	struct ngw_config c;
+	char err[512];
+
+	nst_gateway_config(&c);
+	cr_assert_eq(nsa_config_set(&c.agent, assignment, err, sizeof(err)), 0,
+		     "%s", err);
+	nst_expect_gateway_error(&c, want);
+}
+
+/* gateway_ini with the pool and the port range set in code, refused by
+ * the check with exactly want. */
+static void nst_expect_nat_gateway_error(uint32_t pool_first,
+					 uint32_t pool_last, uint16_t port_min,
+					 uint16_t port_max, const char *want)
+{
+	struct ngw_config c;
+
+	nst_gateway_config(&c);
+	c.gw.nat.pool_first = pool_first;
+	c.gw.nat.pool_last = pool_last;
+	c.gw.nat.port_min = port_min;
+	c.gw.nat.port_max = port_max;
+	nst_expect_gateway_error(&c, want);
 }
 
 Test(config, gateway_check_accepts_a_complete_gateway)
@@ -1135,75 +1150,45 @@ Test(config, gateway_check_needs_inside_address_and_pool)
 
 Test(config, gateway_check_refuses_a_bad_pool_set_in_code)
 {
-	struct ngw_config c;
-
-	nst_gateway_config(&c);
-	c.gw.nat.pool_first = 0x0a000009;
-	c.gw.nat.pool_last = 0x0a000001;
-	nst_expect_gateway_error(
-		&c, "[gateway] pool: range is empty (10.0.0.9 after 10.0.0.1)");
-
-	nst_gateway_config(&c);
-	c.gw.nat.pool_first = 0x0a000000;
-	c.gw.nat.pool_last = 0x0a000100;
-	nst_expect_gateway_error(&c, "[gateway] pool: 10.0.0.0-10.0.1.0 holds "
+	nst_expect_nat_gateway_error(
+		0x0a000009, 0x0a000001, 1024, 65535,
+		"[gateway] pool: range is empty (10.0.0.9 after 10.0.0.1)");
+	nst_expect_nat_gateway_error(0x0a000000, 0x0a000100, 1024, 65535,
+				     "[gateway] pool: 10.0.0.0-10.0.1.0 holds "
 				     "more than 256 addresses");
 }
 
 Test(config, gateway_check_refuses_an_inside_address_in_the_pool)
 {
-	struct ngw_config c;
-	char err[512];
-
-	nst_gateway_config(&c);
-	cr_assert_eq(nsa_config_set(&c.agent,
-				    "gateway.inside_address=198.51.100.13", err,
-				    sizeof(err)),
-		     0, "%s", err);
-	nst_expect_gateway_error(&c, "[gateway] inside_address: 198.51.100.13 "
+	nst_expect_set_gateway_error("gateway.inside_address=198.51.100.13",
+				     "[gateway] inside_address: 198.51.100.13 "
 				     "is in the pool "
 				     "198.51.100.10-198.51.100.13");
 }
 
 Test(config, gateway_check_refuses_a_next_hop_in_the_pool)
 {
-	struct ngw_config c;
-	char err[512];
-
-	nst_gateway_config(&c);
-	cr_assert_eq(nsa_config_set(&c.agent, "gateway.next_hop=198.51.100.10",
-				    err, sizeof(err)),
-		     0, "%s", err);
-	nst_expect_gateway_error(&c, "[gateway] next_hop: 198.51.100.10 is in "
+	nst_expect_set_gateway_error("gateway.next_hop=198.51.100.10",
+				     "[gateway] next_hop: 198.51.100.10 is in "
 				     "the pool 198.51.100.10-198.51.100.13");
 }
 
 Test(config, gateway_check_refuses_an_empty_port_range_set_in_code)
 {
-	struct ngw_config c;
+	const uint32_t first = 0xc633640a, last = 0xc633640d; /* gateway_ini */
 
-	nst_gateway_config(&c);
-	c.gw.nat.port_min = 2000;
-	c.gw.nat.port_max = 1999;
-	nst_expect_gateway_error(
-		&c, "[gateway] ports: range 2000-1999 is empty or starts at 0");
-
-	nst_gateway_config(&c);
-	c.gw.nat.port_min = 0;
-	nst_expect_gateway_error(
-		&c, "[gateway] ports: range 0-65535 is empty or starts at 0");
+	nst_expect_nat_gateway_error(
+		first, last, 2000, 1999,
+		"[gateway] ports: range 2000-1999 is empty or starts at 0");
+	nst_expect_nat_gateway_error(
+		first, last, 0, 65535,
+		"[gateway] ports: range 0-65535 is empty or starts at 0");
 }
 
 Test(config, gateway_check_needs_one_lane)
 {
-	struct ngw_config c;
-	char err[512];
-
-	nst_gateway_config(&c);
-	cr_assert_eq(
-		nsa_config_set(&c.agent, "rings.lanes=2", err, sizeof(err)), 0,
-		"%s", err);
-	nst_expect_gateway_error(&c, "[rings] lanes: natsync-gateway forwards "
+	nst_expect_set_gateway_error("rings.lanes=2",
+				     "[rings] lanes: natsync-gateway forwards "
 				     "on one lcore into one lane; set lanes = "
 				     "1 (not 2)");
 }
