@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nsb_flow.h"
 #include "nsdp_ctcommit.h"
 #include "nsdp_time.h"
 
@@ -38,14 +39,7 @@ static void session(struct ns_session *s, uint32_t i, uint8_t event,
 	s->epoch = 1;
 	s->timeout_ms = 600000;
 	s->timestamp_ns = ts;
-	s->orig.saddr = 0x0a000000u + i;
-	s->orig.daddr = 0xcb007100u + i % 200;
-	s->orig.sport = (uint16_t)(1000 + i % 50000);
-	s->orig.dport = 443;
-	s->xlat.saddr = 0xc6336401u + i / 60000;
-	s->xlat.sport = (uint16_t)(1024 + i % 60000);
-	s->xlat.daddr = s->orig.daddr;
-	s->xlat.dport = s->orig.dport;
+	nsb_flow(s, i);
 }
 
 struct phase {
