@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "nsb_flow.h"
+#include "nsb_opt.h"
 #include "nsdp_ctcommit.h"
 #include "nsdp_time.h"
 
@@ -128,12 +129,9 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"records", required_argument, NULL, 'n'},
-		{"batch-bytes", required_argument, NULL, 'b'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {NSB_OPT("records", 'n'),
+						 NSB_OPT("batch-bytes", 'b'),
+						 NSB_OPT_HELP_END};
 	uint32_t n = 200000, batch = NSDP_CTCOMMIT_BATCH_DEFAULT;
 	double batched = 0, sync = 0;
 	int opt;

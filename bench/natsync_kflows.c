@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nsb_opt.h"
 #include "nsdp_time.h"
 
 #define BURST 64
@@ -383,17 +384,11 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"dst", required_argument, NULL, 'd'},
-		{"src", required_argument, NULL, 's'},
-		{"flows", required_argument, NULL, 'n'},
-		{"threads", required_argument, NULL, 't'},
-		{"rate", required_argument, NULL, 'r'},
-		{"first-port", required_argument, NULL, 'p'},
-		{"dport", required_argument, NULL, 'D'},
-		{"rcvbuf", required_argument, NULL, 'b'},
-		{"ready", required_argument, NULL, 'R'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0}};
+		NSB_OPT("dst", 'd'),   NSB_OPT("src", 's'),
+		NSB_OPT("flows", 'n'), NSB_OPT("threads", 't'),
+		NSB_OPT("rate", 'r'),  NSB_OPT("first-port", 'p'),
+		NSB_OPT("dport", 'D'), NSB_OPT("rcvbuf", 'b'),
+		NSB_OPT("ready", 'R'), NSB_OPT_HELP_END};
 	const char *mode, *ready = NULL;
 	long rcvbuf = 0;
 	int c;
