@@ -730,19 +730,11 @@ Test(ctcommit, a_newer_flow_evicts_the_entry_holding_its_translation)
 static int tcp_connect_through(int listener, uint16_t port, int *server_side,
 			       uint16_t *xport)
 {
-	struct sockaddr_in to = {.sin_family = AF_INET,
-				 .sin_port = htons(7780),
-				 .sin_addr.s_addr = htonl(TR_SERVER)};
-	struct sockaddr_in peer;
-	socklen_t pl = sizeof(peer);
-	int client = nst_socket_in("k2tr-c", SOCK_STREAM, TR_CLIENT, port);
+	uint32_t xaddr;
+	int client = nst_tcp_connect("k2tr-c", TR_CLIENT, port, TR_SERVER, 7780,
+				     listener, server_side, &xaddr, xport);
 
-	cr_assert_eq(connect(client, (struct sockaddr *)&to, sizeof(to)), 0,
-		     "connect from %u", port);
-	*server_side = accept(listener, (struct sockaddr *)&peer, &pl);
-	cr_assert(*server_side >= 0);
-	cr_assert_eq(ntohl(peer.sin_addr.s_addr), TR_GW_OUT);
-	*xport = ntohs(peer.sin_port);
+	cr_assert_eq(xaddr, TR_GW_OUT);
 	return client;
 }
 

@@ -249,17 +249,7 @@ static unsigned long report_field(const char *name)
  * garbage collector comes by. */
 static unsigned long conntrack_count(void)
 {
-	char cmd[256], line[64] = "";
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd),
-		 "ip netns exec k1ks-g conntrack -L 2>/dev/null | wc -l");
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	if (!fgets(line, sizeof(line), p))
-		line[0] = 0;
-	pclose(p);
-	return strtoul(line, NULL, 10);
+	return nst_conntrack_count("k1ks-g");
 }
 
 /* natsync-verify, identity only: the conntrack dump (source.tbl) against
