@@ -1002,6 +1002,40 @@ Test(active, resharding_under_load_keeps_every_latest_record, .timeout = 240)
 	writer_down(a, &p);
 }
 
+/* The store on port, with a user natsync who may not DEL (ACL). */
+static void acl_store_up(int port)
+{
+	store_up(port, 0);
+	store_admin(port, "ACL SETUSER natsync on >secret ~* &* +@all -del");
+}
+
+/* An active as natsync on port's store (acl_store_up), c its
+ * configuration, creates the 100 flows of p and deletes every other one:
+ * the 50 refused deletes are counted as errors and dropped, the creates
+ * acknowledged. Returns the drained active; its stats in *st. */
+static struct nsa_active *acl_refused_deletes(int port, struct nsa_config *c,
+					      struct nsdp_lane **lanes,
+					      struct plan *p,
+					      struct nsa_active_stats *st)
+{
+	struct nsa_active *a;
+	uint32_t i;
+
+	conf_for(c, port, 1, NSA_PUBLISH_AUTO);
+	snprintf(c->store.user, sizeof(c->store.user), "natsync");
+	snprintf(c->store.password, sizeof(c->store.password), "secret");
+	a = writer_up(c, lanes, 1);
+	plan_write_all(p, lanes, 1, NS_EV_CREATE);
+	for (i = 0; i < p->n_flows; i += 2)
+		plan_write(p, lanes, 1, i, NS_EV_DELETE);
+	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
+	nsa_active_stats(a, st);
+	cr_expect_eq(st->other_errors, 50);
+	cr_expect_eq(st->dropped, 50);
+	cr_expect_eq(st->acked, 100);
+	return a;
+}
+
 Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
 {
 	struct nsdp_lane **lanes = lanes_create(1, 1024);
@@ -1010,24 +1044,10 @@ Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
 	struct nsa_config c;
 	struct nsa_active *a;
 	struct plan p;
-	uint32_t i;
 
-	store_up(PORT_ACL, 0);
-	store_admin(PORT_ACL,
-		    "ACL SETUSER natsync on >secret ~* &* +@all -del");
+	acl_store_up(PORT_ACL);
 	plan_init(&p, 100);
-	conf_for(&c, PORT_ACL, 1, NSA_PUBLISH_AUTO);
-	snprintf(c.store.user, sizeof(c.store.user), "natsync");
-	snprintf(c.store.password, sizeof(c.store.password), "secret");
-	a = writer_up(&c, lanes, 1);
-	plan_write_all(&p, lanes, 1, NS_EV_CREATE);
-	for (i = 0; i < p.n_flows; i += 2)
-		plan_write(&p, lanes, 1, i, NS_EV_DELETE);
-	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
-	nsa_active_stats(a, &st);
-	cr_expect_eq(st.other_errors, 50);
-	cr_expect_eq(st.dropped, 50);
-	cr_expect_eq(st.acked, 100);
+	a = acl_refused_deletes(PORT_ACL, &c, lanes, &p, &st);
 	cr_expect_eq(st.resent, 0);
 
 	store_view_open(&v, PORT_ACL);
@@ -1404,25 +1424,11 @@ Test(active, standby_agrees_with_a_store_refusing_deletes_by_acl, .timeout = 60)
 	struct nsa_config c;
 	struct nsa_active *a;
 	struct plan p;
-	uint32_t i;
 
-	store_up(PORT_ACL_STANDBY, 0);
-	store_admin(PORT_ACL_STANDBY,
-		    "ACL SETUSER natsync on >secret ~* &* +@all -del");
+	acl_store_up(PORT_ACL_STANDBY);
 	sb = standby_up(PORT_ACL_STANDBY, 4096);
 	plan_init(&p, n);
-	conf_for(&c, PORT_ACL_STANDBY, 1, NSA_PUBLISH_AUTO);
-	snprintf(c.store.user, sizeof(c.store.user), "natsync");
-	snprintf(c.store.password, sizeof(c.store.password), "secret");
-	a = writer_up(&c, lanes, 1);
-	plan_write_all(&p, lanes, 1, NS_EV_CREATE);
-	for (i = 0; i < n; i += 2)
-		plan_write(&p, lanes, 1, i, NS_EV_DELETE);
-	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
-	nsa_active_stats(a, &st);
-	cr_expect_eq(st.other_errors, 50);
-	cr_expect_eq(st.dropped, 50);
-	cr_expect_eq(st.acked, 100);
+	a = acl_refused_deletes(PORT_ACL_STANDBY, &c, lanes, &p, &st);
 	cr_expect_eq(st.store_corrections, 50);
 	cr_expect_eq(st.corrections_due, 0);
 
