@@ -97,6 +97,14 @@ static int nst_gw_load(struct ngw_config *c, const char *text, char *err,
 			       err, errlen);
 }
 
+/* nst_gw_load() of text, which must load. */
+static void nst_gw_load_ok(struct ngw_config *c, const char *text)
+{
+	char err[512];
+
+	cr_assert_eq(nst_gw_load(c, text, err, sizeof(err)), 0, "%s", err);
+}
+
 /* Load text as natsync-agent and natsync-gateway do, with the [gateway]
  * keys; expect failure with an err containing want. */
 static void nst_expect_error(const char *text, const char *want)
@@ -243,6 +251,18 @@ Test(config, gateway_defaults_are_as_documented)
 	nst_expect_nat_derived(&c, (struct nst_nat_derived){20000, 7440000,
 							    10000, 300000,
 							    30000, 1, 2000000});
+}
+
+/* [gateway] key = value alone in agent.ini is refused with
+ * "agent.ini:2: [gateway] key: " and then want. */
+static void nst_expect_gateway_value_error(const char *key, const char *value,
+					   const char *want)
+{
+	char ini[256], err[256];
+
+	snprintf(ini, sizeof(ini), "[gateway]\n%s = %s\n", key, value);
+	snprintf(err, sizeof(err), "agent.ini:2: [gateway] %s: %s", key, want);
+	nst_expect_error(ini, err);
 }
 
 Test(config, defaults_pass_finish)
@@ -778,13 +798,9 @@ Test(config, print_never_shows_the_password)
 Test(config, ipv4_address_is_stored_in_host_byte_order)
 {
 	struct ngw_config c;
-	char err[512];
 
-	cr_assert_eq(nst_gw_load(&c,
-				 "[gateway]\ninside_address = 10.1.2.3\n"
-				 "next_hop = 255.255.255.254\n",
-				 err, sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\ninside_address = 10.1.2.3\n"
+			   "next_hop = 255.255.255.254\n");
 	cr_assert_eq(c.gw.nat.inside_addr, 0x0a010203);
 	cr_assert_eq(c.gw.nat.next_hop, 0xfffffffe);
 }
@@ -803,9 +819,7 @@ Test(config, empty_ipv4_value_means_not_set)
 		nsa_config_set(&c.agent, "gateway.next_hop=", err, sizeof(err)),
 		0, "%s", err);
 	cr_assert_eq(c.gw.nat.next_hop, 0);
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\ninside_address =\npool =\n",
-				 err, sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\ninside_address =\npool =\n");
 	cr_assert_eq(c.gw.nat.inside_addr, 0);
 	cr_assert_eq(c.gw.nat.pool_first, 0);
 	cr_assert_eq(c.gw.nat.pool_last, 0);
@@ -813,149 +827,114 @@ Test(config, empty_ipv4_value_means_not_set)
 
 Test(config, bad_ipv4_address_is_rejected)
 {
-	nst_expect_error("[gateway]\ninside_address = 10.0.0\n",
-			 "agent.ini:2: [gateway] inside_address: '10.0.0' is "
-			 "not an IPv4 address");
-	nst_expect_error("[gateway]\ninside_address = 10.0.0.256\n",
-			 "agent.ini:2: [gateway] inside_address: '10.0.0.256' "
-			 "is not an IPv4 address");
-	nst_expect_error("[gateway]\nnext_hop = 010.0.0.1\n",
-			 "agent.ini:2: [gateway] next_hop: '010.0.0.1' is not "
-			 "an IPv4 address");
-	nst_expect_error("[gateway]\nnext_hop = gateway.example\n",
-			 "agent.ini:2: [gateway] next_hop: 'gateway.example' "
-			 "is not an IPv4 address");
-	nst_expect_error("[gateway]\nnext_hop = 10.0.0.1.5\n",
-			 "agent.ini:2: [gateway] next_hop: '10.0.0.1.5' is not "
-			 "an IPv4 address");
-	nst_expect_error("[gateway]\ninside_address = 0.0.0.0\n",
-			 "agent.ini:2: [gateway] inside_address: 0.0.0.0 is "
-			 "not a usable address");
+	nst_expect_gateway_value_error("inside_address", "10.0.0",
+				       "'10.0.0' is not an IPv4 address");
+	nst_expect_gateway_value_error("inside_address", "10.0.0.256",
+				       "'10.0.0.256' is not an IPv4 address");
+	nst_expect_gateway_value_error("next_hop", "010.0.0.1",
+				       "'010.0.0.1' is not an IPv4 address");
+	nst_expect_gateway_value_error(
+		"next_hop", "gateway.example",
+		"'gateway.example' is not an IPv4 address");
+	nst_expect_gateway_value_error("next_hop", "10.0.0.1.5",
+				       "'10.0.0.1.5' is not an IPv4 address");
+	nst_expect_gateway_value_error("inside_address", "0.0.0.0",
+				       "0.0.0.0 is not a usable address");
 }
 
 Test(config, pool_is_one_address_or_an_inclusive_range)
 {
 	struct ngw_config c;
-	char err[512];
 
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\npool = 198.51.100.7\n", err,
-				 sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\npool = 198.51.100.7\n");
 	cr_assert_eq(c.gw.nat.pool_first, 0xc6336407);
 	cr_assert_eq(c.gw.nat.pool_last, 0xc6336407);
 
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\npool = 10.0.0.255-10.0.1.2\n",
-				 err, sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\npool = 10.0.0.255-10.0.1.2\n");
 	cr_assert_eq(c.gw.nat.pool_first, 0x0a0000ff);
 	cr_assert_eq(c.gw.nat.pool_last, 0x0a000102);
 
 	/* Exactly NSDP_NAT_MAX_POOL addresses. */
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\npool = 10.0.0.0-10.0.0.255\n",
-				 err, sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\npool = 10.0.0.0-10.0.0.255\n");
 	cr_assert_eq(c.gw.nat.pool_last - c.gw.nat.pool_first + 1,
 		     NSDP_NAT_MAX_POOL);
 }
 
 Test(config, bad_pool_is_rejected)
 {
-	nst_expect_error("[gateway]\npool = 10.0.0.9-10.0.0.1\n",
-			 "agent.ini:2: [gateway] pool: '10.0.0.9-10.0.0.1': "
-			 "range is empty");
-	nst_expect_error("[gateway]\npool = 10.0.0.0-10.0.1.0\n",
-			 "agent.ini:2: [gateway] pool: '10.0.0.0-10.0.1.0' "
-			 "holds 257 addresses, more than 256");
-	nst_expect_error("[gateway]\npool = 10.0.0.1-\n",
-			 "agent.ini:2: [gateway] pool: '10.0.0.1-' is not an "
-			 "IPv4 address or range");
-	nst_expect_error("[gateway]\npool = 10.0.0.1-10.0.0.x\n",
-			 "agent.ini:2: [gateway] pool: '10.0.0.x' is not an "
-			 "IPv4 address");
-	nst_expect_error("[gateway]\npool = 10.0.0.1/24\n",
-			 "agent.ini:2: [gateway] pool: '10.0.0.1/24' is not an "
-			 "IPv4 address");
+	nst_expect_gateway_value_error("pool", "10.0.0.9-10.0.0.1",
+				       "'10.0.0.9-10.0.0.1': range is empty");
+	nst_expect_gateway_value_error(
+		"pool", "10.0.0.0-10.0.1.0",
+		"'10.0.0.0-10.0.1.0' holds 257 addresses, more than 256");
+	nst_expect_gateway_value_error(
+		"pool", "10.0.0.1-",
+		"'10.0.0.1-' is not an IPv4 address or range");
+	nst_expect_gateway_value_error("pool", "10.0.0.1-10.0.0.x",
+				       "'10.0.0.x' is not an IPv4 address");
+	nst_expect_gateway_value_error("pool", "10.0.0.1/24",
+				       "'10.0.0.1/24' is not an IPv4 address");
 }
 
 Test(config, ports_is_a_range_lo_hi)
 {
 	struct ngw_config c;
-	char err[512];
 
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\nports = 40000 - 40009\n", err,
-				 sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\nports = 40000 - 40009\n");
 	cr_assert_eq(c.gw.nat.port_min, 40000);
 	cr_assert_eq(c.gw.nat.port_max, 40009);
-	cr_assert_eq(
-		nst_gw_load(&c, "[gateway]\nports = 7-7\n", err, sizeof(err)),
-		0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\nports = 7-7\n");
 	cr_assert_eq(c.gw.nat.port_min, 7);
 	cr_assert_eq(c.gw.nat.port_max, 7);
 }
 
 Test(config, bad_ports_are_rejected)
 {
-	nst_expect_error("[gateway]\nports = 1024\n",
-			 "agent.ini:2: [gateway] ports: '1024' is not a range "
-			 "LO-HI (1..65535)");
-	nst_expect_error("[gateway]\nports = 2000-1000\n",
-			 "agent.ini:2: [gateway] ports: '2000-1000': range is "
-			 "empty");
-	nst_expect_error("[gateway]\nports = 0-1000\n",
-			 "agent.ini:2: [gateway] ports: 0 is out of range "
-			 "1..65535");
-	nst_expect_error("[gateway]\nports = 1000-65536\n",
-			 "agent.ini:2: [gateway] ports: 65536 is out of range "
-			 "1..65535");
-	nst_expect_error("[gateway]\nports = low-high\n",
-			 "agent.ini:2: [gateway] ports: 'low' is not a number");
-	nst_expect_error("[gateway]\nports = 1-2-3\n",
-			 "agent.ini:2: [gateway] ports: '2-3' is not a number");
+	nst_expect_gateway_value_error(
+		"ports", "1024", "'1024' is not a range LO-HI (1..65535)");
+	nst_expect_gateway_value_error("ports", "2000-1000",
+				       "'2000-1000': range is empty");
+	nst_expect_gateway_value_error("ports", "0-1000",
+				       "0 is out of range 1..65535");
+	nst_expect_gateway_value_error("ports", "1000-65536",
+				       "65536 is out of range 1..65535");
+	nst_expect_gateway_value_error("ports", "low-high",
+				       "'low' is not a number");
+	nst_expect_gateway_value_error("ports", "1-2-3",
+				       "'2-3' is not a number");
 }
 
 Test(config, gateway_numbers_are_range_checked)
 {
-	nst_expect_error("[gateway]\ntcp_syn_timeout = 0\n",
-			 "agent.ini:2: [gateway] tcp_syn_timeout: 0 is out of "
-			 "range 1..604800");
-	nst_expect_error("[gateway]\ntcp_established_timeout = 604801\n",
-			 "agent.ini:2: [gateway] tcp_established_timeout: "
-			 "604801 is out of range 1..604800");
-	nst_expect_error("[gateway]\ntcp_closing_timeout = 0\n",
-			 "[gateway] tcp_closing_timeout: 0 is out of range");
-	nst_expect_error("[gateway]\nudp_timeout = 0\n",
-			 "[gateway] udp_timeout: 0 is out of range");
-	nst_expect_error("[gateway]\nicmp_timeout = 604801\n",
-			 "[gateway] icmp_timeout: 604801 is out of range");
-	nst_expect_error("[gateway]\nidle_sleep_us = 100001\n",
-			 "agent.ini:2: [gateway] idle_sleep_us: 100001 is out "
-			 "of range 0..100000");
-	nst_expect_error("[gateway]\nrx_descriptors = 63\n",
-			 "agent.ini:2: [gateway] rx_descriptors: 63 is out of "
-			 "range 64..16384");
-	nst_expect_error("[gateway]\ntx_descriptors = 16385\n",
-			 "agent.ini:2: [gateway] tx_descriptors: 16385 is out "
-			 "of range 64..16384");
-	nst_expect_error("[gateway]\nmbufs = 1022\n",
-			 "agent.ini:2: [gateway] mbufs: 1022 is out of range "
-			 "1023..1048575");
-	nst_expect_error("[gateway]\nmbufs = 1048576\n",
-			 "[gateway] mbufs: 1048576 is out of range");
+	nst_expect_gateway_value_error("tcp_syn_timeout", "0",
+				       "0 is out of range 1..604800");
+	nst_expect_gateway_value_error("tcp_established_timeout", "604801",
+				       "604801 is out of range 1..604800");
+	nst_expect_gateway_value_error("tcp_closing_timeout", "0",
+				       "0 is out of range");
+	nst_expect_gateway_value_error("udp_timeout", "0", "0 is out of range");
+	nst_expect_gateway_value_error("icmp_timeout", "604801",
+				       "604801 is out of range");
+	nst_expect_gateway_value_error("idle_sleep_us", "100001",
+				       "100001 is out of range 0..100000");
+	nst_expect_gateway_value_error("rx_descriptors", "63",
+				       "63 is out of range 64..16384");
+	nst_expect_gateway_value_error("tx_descriptors", "16385",
+				       "16385 is out of range 64..16384");
+	nst_expect_gateway_value_error("mbufs", "1022",
+				       "1022 is out of range 1023..1048575");
+	nst_expect_gateway_value_error("mbufs", "1048576",
+				       "1048576 is out of range");
 }
 
 Test(config, gateway_agent_is_threads_or_external)
 {
 	struct ngw_config c;
-	char err[512];
 
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\nagent = threads\n", err,
-				 sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\nagent = threads\n");
 	cr_assert_eq(c.gw.agent, NGW_AGENT_THREADS);
-	nst_expect_error("[gateway]\nagent = process\n",
-			 "agent.ini:2: [gateway] agent: 'process' is not one "
-			 "of threads|external");
+	nst_expect_gateway_value_error(
+		"agent", "process", "'process' is not one of threads|external");
 }
 
 Test(config, gateway_port_name_longer_than_the_field_is_rejected)
@@ -1001,14 +980,9 @@ Test(config, set_reaches_gateway_keys_and_keeps_a_rejected_value_out)
 
 Test(config, unknown_gateway_key_lists_the_known_ones)
 {
-	nst_expect_error("[gateway]\npool_size = 4\n",
-			 "agent.ini:2: [gateway] pool_size: unknown key "
-			 "(known: inside_port, outside_port, inside_address, "
-			 "pool, next_hop, ports, tcp_syn_timeout, "
-			 "tcp_established_timeout, tcp_closing_timeout, "
-			 "udp_timeout, icmp_timeout, control_socket, agent, "
-			 "idle_sleep_us, fence_check_ms, rx_descriptors, "
-			 "tx_descriptors, mbufs)");
+	nst_expect_gateway_value_error(
+		"pool_size", "4",
+		"unknown key (known: inside_port, outside_port, inside_address, pool, next_hop, ports, tcp_syn_timeout, tcp_established_timeout, tcp_closing_timeout, udp_timeout, icmp_timeout, control_socket, agent, idle_sleep_us, fence_check_ms, rx_descriptors, tx_descriptors, mbufs)");
 }
 
 Test(config, finish_fills_the_nat_conf_from_other_keys)
@@ -1016,15 +990,12 @@ Test(config, finish_fills_the_nat_conf_from_other_keys)
 	struct ngw_config c;
 	char err[512];
 
-	cr_assert_eq(nst_gw_load(&c,
-				 "[agent]\ngateway_id = 77\n"
-				 "[standby]\ntable_capacity = 4096\n"
-				 "[gateway]\ntcp_syn_timeout = 3\n"
-				 "tcp_established_timeout = 604800\n"
-				 "tcp_closing_timeout = 5\nudp_timeout = 6\n"
-				 "icmp_timeout = 7\n",
-				 err, sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[agent]\ngateway_id = 77\n"
+			   "[standby]\ntable_capacity = 4096\n"
+			   "[gateway]\ntcp_syn_timeout = 3\n"
+			   "tcp_established_timeout = 604800\n"
+			   "tcp_closing_timeout = 5\nudp_timeout = 6\n"
+			   "icmp_timeout = 7\n");
 	cr_assert_eq(nsa_config_finish(&c.agent, err, sizeof(err)), 0, "%s",
 		     err);
 	nst_expect_nat_derived(&c,
