@@ -2,8 +2,8 @@
 # Shared by deploy/*.sh and scripts/*.sh: installing what natsync needs,
 # building it, reading a script's options, starting the Redis store a
 # script works with, a benchmark's configuration, scratch and namespaces,
-# and reading what keepalived passes its hooks. Sourced, not run; it changes no
-# directory and starts nothing by itself.
+# and reading what keepalived passes its hooks. Sourced, not run; it
+# changes no directory and starts nothing by itself.
 
 # The top of the source tree, wherever the script is started from.
 NS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
