@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nsb_flow.h"
+#include "nsb_opt.h"
 #include "nsdp_ctcommit.h"
 #include "nsdp_time.h"
 
@@ -38,14 +40,7 @@ static void session(struct ns_session *s, uint32_t i, uint8_t event,
 	s->epoch = 1;
 	s->timeout_ms = 600000;
 	s->timestamp_ns = ts;
-	s->orig.saddr = 0x0a000000u + i;
-	s->orig.daddr = 0xcb007100u + i % 200;
-	s->orig.sport = (uint16_t)(1000 + i % 50000);
-	s->orig.dport = 443;
-	s->xlat.saddr = 0xc6336401u + i / 60000;
-	s->xlat.sport = (uint16_t)(1024 + i % 60000);
-	s->xlat.daddr = s->orig.daddr;
-	s->xlat.dport = s->orig.dport;
+	nsb_flow(s, i);
 }
 
 struct phase {
@@ -134,12 +129,9 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"records", required_argument, NULL, 'n'},
-		{"batch-bytes", required_argument, NULL, 'b'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {NSB_OPT("records", 'n'),
+						 NSB_OPT("batch-bytes", 'b'),
+						 NSB_OPT_HELP_END};
 	uint32_t n = 200000, batch = NSDP_CTCOMMIT_BATCH_DEFAULT;
 	double batched = 0, sync = 0;
 	int opt;

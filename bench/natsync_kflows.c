@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nsb_opt.h"
 #include "nsdp_time.h"
 
 #define BURST 64
@@ -215,6 +216,22 @@ static void on_signal(int sig)
 	stopping = 1;
 }
 
+/* The next whole netlink message of the n bytes in buf from *off, *off
+ * moved past it; NULL at the end or at a message cut short. */
+static const struct nlmsghdr *next_message(const char *buf, size_t n,
+					   size_t *off)
+{
+	const struct nlmsghdr *h;
+
+	if (*off + sizeof(*h) > n)
+		return NULL;
+	h = (const struct nlmsghdr *)(buf + *off);
+	if (h->nlmsg_len < sizeof(*h) || *off + h->nlmsg_len > n)
+		return NULL;
+	*off += NLMSG_ALIGN(h->nlmsg_len);
+	return h;
+}
+
 static int run_events(long rcvbuf, const char *ready)
 {
 	struct sockaddr_nl sa = {.nl_family = AF_NETLINK,
@@ -255,6 +272,7 @@ static int run_events(long rcvbuf, const char *ready)
 	}
 	while (!stopping) {
 		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		const struct nlmsghdr *h;
 		size_t off = 0;
 
 		if (n < 0) {
@@ -264,18 +282,10 @@ static int run_events(long rcvbuf, const char *ready)
 				break;
 			continue;
 		}
-		while (off + sizeof(struct nlmsghdr) <= (size_t)n) {
-			const struct nlmsghdr *h =
-				(const struct nlmsghdr *)(buf + off);
-
-			if (h->nlmsg_len < sizeof(*h) ||
-			    off + h->nlmsg_len > (size_t)n)
-				break;
+		while ((h = next_message(buf, (size_t)n, &off)) != NULL)
 			if (h->nlmsg_type ==
 			    ((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW))
 				events++;
-			off += NLMSG_ALIGN(h->nlmsg_len);
-		}
 	}
 	close(fd);
 	printf("RESULT kevents rcvbuf=%d events=%" PRIu64 " overruns=%" PRIu64
@@ -331,19 +341,14 @@ static int run_count(void)
 	}
 	while (!done) {
 		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		const struct nlmsghdr *h;
 		size_t off = 0;
 
 		if (n <= 0) {
 			perror("natsync-kflows: ctnetlink dump");
 			return 1;
 		}
-		while (off + sizeof(struct nlmsghdr) <= (size_t)n) {
-			const struct nlmsghdr *h =
-				(const struct nlmsghdr *)(buf + off);
-
-			if (h->nlmsg_len < sizeof(*h) ||
-			    off + h->nlmsg_len > (size_t)n)
-				break;
+		while ((h = next_message(buf, (size_t)n, &off)) != NULL) {
 			if (h->nlmsg_type == NLMSG_DONE) {
 				done = 1;
 				break;
@@ -356,7 +361,6 @@ static int run_count(void)
 			entries++;
 			if (entry_status(h) & IPS_SRC_NAT)
 				snat++;
-			off += NLMSG_ALIGN(h->nlmsg_len);
 		}
 	}
 	close(fd);
@@ -380,17 +384,11 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"dst", required_argument, NULL, 'd'},
-		{"src", required_argument, NULL, 's'},
-		{"flows", required_argument, NULL, 'n'},
-		{"threads", required_argument, NULL, 't'},
-		{"rate", required_argument, NULL, 'r'},
-		{"first-port", required_argument, NULL, 'p'},
-		{"dport", required_argument, NULL, 'D'},
-		{"rcvbuf", required_argument, NULL, 'b'},
-		{"ready", required_argument, NULL, 'R'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0}};
+		NSB_OPT("dst", 'd'),   NSB_OPT("src", 's'),
+		NSB_OPT("flows", 'n'), NSB_OPT("threads", 't'),
+		NSB_OPT("rate", 'r'),  NSB_OPT("first-port", 'p'),
+		NSB_OPT("dport", 'D'), NSB_OPT("rcvbuf", 'b'),
+		NSB_OPT("ready", 'R'), NSB_OPT_HELP_END};
 	const char *mode, *ready = NULL;
 	long rcvbuf = 0;
 	int c;

@@ -22,28 +22,17 @@
 # once (its reason is in DIR/kernel-ROLE.log), 2 on bad arguments.
 set -euo pipefail
 
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
 active_ini=/etc/natsync/kernel-active.ini
 standby_ini=/etc/natsync/kernel-standby.ini
 dir=/run/natsync
 agent=natsync-agent
 extra=""
-while getopts "a:s:d:g:x:h" opt; do
-	case $opt in
-	a) active_ini=$OPTARG ;;
-	s) standby_ini=$OPTARG ;;
-	d) dir=$OPTARG ;;
-	g) agent=$OPTARG ;;
-	x) extra=$OPTARG ;;
-	h) sed -n '2,23p' "$0"; exit 0 ;;
-	*) exit 2 ;;
-	esac
-done
-shift $((OPTIND - 1))
-if [ $# -lt 3 ]; then
-	echo "usage: $0 [-a INI] [-s INI] [-d DIR] [-g BINARY] [-x ARGS] TYPE NAME STATE [PRIORITY]" >&2
-	exit 2
-fi
-state=$3
+ns_short_options a=active_ini s=standby_ini d=dir g=agent x=extra -- "$@"
+ns_vrrp_state keepalived-kernel-notify \
+	"[-a INI] [-s INI] [-d DIR] [-g BINARY] [-x ARGS]" "${NS_ARGS[@]}"
 
 # Stop the agent of role, if it runs: SIGTERM lets an active drain its lane
 # and write its REPORT; after 15 s it is killed.
@@ -88,15 +77,12 @@ start_role() {
 }
 
 mkdir -p "$dir"
-case $state in
-MASTER) stop=standby start=active ini=$active_ini ;;
-BACKUP | FAULT | STOP) stop=active start=standby ini=$standby_ini ;;
-*)
-	echo "keepalived-kernel-notify: unknown state '$state'" >&2
-	exit 2
-	;;
-esac
-echo "keepalived-kernel-notify: $2 is $state: stop the $stop agent, start the $start agent" >&2
-logger -t natsync "keepalived $2 $state: $start agent" 2>/dev/null || true
+if [ "$ns_vrrp_master" = 1 ]; then
+	stop=standby start=active ini=$active_ini
+else
+	stop=active start=standby ini=$standby_ini
+fi
+echo "keepalived-kernel-notify: $ns_vrrp_name is $ns_vrrp_state: stop the $stop agent, start the $start agent" >&2
+logger -t natsync "keepalived $ns_vrrp_name $ns_vrrp_state: $start agent" 2>/dev/null || true
 stop_role "$stop"
 start_role "$start" "$ini"

@@ -14,31 +14,18 @@
 # Exit status: the gateway's answer (0 ok), 2 when it cannot be reached.
 set -euo pipefail
 
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
 sock=/run/natsync/gateway.sock
 gw=natsync-gateway
-while getopts "S:g:h" opt; do
-	case $opt in
-	S) sock=$OPTARG ;;
-	g) gw=$OPTARG ;;
-	h) sed -n '2,15p' "$0"; exit 0 ;;
-	*) exit 2 ;;
-	esac
-done
-shift $((OPTIND - 1))
-if [ $# -lt 3 ]; then
-	echo "usage: $0 [-S SOCKET] [-g BINARY] TYPE NAME STATE [PRIORITY]" >&2
-	exit 2
+ns_short_options S=sock g=gw -- "$@"
+ns_vrrp_state keepalived-notify "[-S SOCKET] [-g BINARY]" "${NS_ARGS[@]}"
+if [ "$ns_vrrp_master" = 1 ]; then
+	cmd=promote
+else
+	cmd=demote
 fi
-state=$3
-
-case $state in
-MASTER) cmd=promote ;;
-BACKUP | FAULT | STOP) cmd=demote ;;
-*)
-	echo "keepalived-notify: unknown state '$state'" >&2
-	exit 2
-	;;
-esac
-echo "keepalived-notify: $2 is $state: $cmd via $sock" >&2
-logger -t natsync "keepalived $2 $state: $cmd" 2>/dev/null || true
+echo "keepalived-notify: $ns_vrrp_name is $ns_vrrp_state: $cmd via $sock" >&2
+logger -t natsync "keepalived $ns_vrrp_name $ns_vrrp_state: $cmd" 2>/dev/null || true
 exec "$gw" --ctl "$cmd" -S "$sock"

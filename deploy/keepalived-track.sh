@@ -20,24 +20,16 @@
 # Exit status: 0 ready, 1 not ready or no answer, 2 bad usage.
 set -euo pipefail
 
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
 sock=
 gw=natsync-gateway
 url=
 timeout=2
 verbose=0
 no_curl=0
-while getopts "S:g:u:t:Tvh" opt; do
-	case $opt in
-	S) sock=$OPTARG ;;
-	g) gw=$OPTARG ;;
-	u) url=$OPTARG ;;
-	t) timeout=$OPTARG ;;
-	T) no_curl=1 ;;
-	v) verbose=1 ;;
-	h) sed -n '2,20p' "$0"; exit 0 ;;
-	*) exit 2 ;;
-	esac
-done
+ns_short_options S=sock g=gw u=url t=timeout T=no_curl=1 v=verbose=1 -- "$@"
 if { [ -z "$sock" ] && [ -z "$url" ]; } || { [ -n "$sock" ] && [ -n "$url" ]; }; then
 	echo "usage: $0 -S SOCKET [-g BINARY] | -u ADDR:PORT [-T]  [-t SECS] [-v]" >&2
 	exit 2

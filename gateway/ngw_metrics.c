@@ -45,82 +45,90 @@ static int ngw_ready_hook(void *arg, char *why, size_t whylen)
 	return ngw_health(arg, why, whylen);
 }
 
-static void gateway_families(struct nsa_mx *m, struct gw *g)
-{
+/* What the gateway's families read: the fast path's and the table's
+ * stats, and the main loop's own counters and mode. */
+struct gw_view {
 	struct nsdp_nat_stats ns;
 	struct nsdp_table_stats ts;
-	int active = nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE;
+	uint64_t tx_drops; /* what the ports did not take */
+	uint64_t mode_active, mode_standby, mode_stuck;
+	uint64_t promotions, demotions, fenced;
+};
 
-	nsdp_nat_stats(g->nat, &ns);
-	nsdp_table_stats(g->table, &ts);
-	nsa_mx_family(m, "natsync_gateway_packets_total", "counter",
-		      "Packets received (rx) and put on the tx lists (tx), "
-		      "by side.");
-	nsa_mx_sample(m, "natsync_gateway_packets_total", (double)ns.rx_inside,
-		      "direction", "rx", "side", "inside", NULL);
-	nsa_mx_sample(m, "natsync_gateway_packets_total", (double)ns.rx_outside,
-		      "direction", "rx", "side", "outside", NULL);
-	nsa_mx_sample(m, "natsync_gateway_packets_total", (double)ns.tx_inside,
-		      "direction", "tx", "side", "inside", NULL);
-	nsa_mx_sample(m, "natsync_gateway_packets_total", (double)ns.tx_outside,
-		      "direction", "tx", "side", "outside", NULL);
-	nsa_mx_family(m, "natsync_gateway_drops_total", "counter",
-		      "Packets dropped, by reason (the fast path's drop "
-		      "counters; tx_drops: what the ports did not take).");
-#define DROP(f)                                                       \
-	nsa_mx_sample(m, "natsync_gateway_drops_total", (double)ns.f, \
-		      "reason", #f, NULL)
-	DROP(standby_drops);
-	DROP(not_ipv4);
-	DROP(truncated);
-	DROP(bad_ip_header);
-	DROP(bad_ip_checksum);
-	DROP(ip_options);
-	DROP(fragments);
-	DROP(ttl_expired);
-	DROP(unknown_proto);
-	DROP(icmp_unsupported);
-	DROP(tcp_no_session);
-	DROP(no_session);
-	DROP(not_ours);
-	DROP(to_gateway);
-	DROP(ports_exhausted);
-	DROP(table_full);
-	DROP(neigh_miss);
-	DROP(alloc_failures);
+/* The fast path's packet and drop counters are labelled with their
+ * fields' names, and most counters are named after their fields. */
+#define DROP(f) NSA_MX_SAMPLE(ns.f, #f)
+#define PACKETS(direction, side) \
+	NSA_MX_SAMPLE2(ns.direction##_##side, #direction, #side)
+#define SESSIONS(f, help) \
+	NSA_MX_COUNTER(ns.f, "natsync_gateway_sessions_" #f "_total", help)
+#define GW(f, help) NSA_MX_COUNTER(f, "natsync_gateway_" #f "_total", help)
+/* clang-format off */
+#define NSA_MX_STRUCT struct gw_view
+static const struct nsa_mx_row gateway_rows[] = {
+	NSA_MX_FAMILY2("natsync_gateway_packets_total", "counter", "direction", "side", "Packets received (rx) and put on the tx lists (tx), by side."),
+	PACKETS(rx, inside),
+	PACKETS(rx, outside),
+	PACKETS(tx, inside),
+	PACKETS(tx, outside),
+	NSA_MX_FAMILY("natsync_gateway_drops_total", "counter", "reason", "Packets dropped, by reason (the fast path's drop counters; tx_drops: what the ports did not take)."),
+	DROP(standby_drops),
+	DROP(not_ipv4),
+	DROP(truncated),
+	DROP(bad_ip_header),
+	DROP(bad_ip_checksum),
+	DROP(ip_options),
+	DROP(fragments),
+	DROP(ttl_expired),
+	DROP(unknown_proto),
+	DROP(icmp_unsupported),
+	DROP(tcp_no_session),
+	DROP(no_session),
+	DROP(not_ours),
+	DROP(to_gateway),
+	DROP(ports_exhausted),
+	DROP(table_full),
+	DROP(neigh_miss),
+	DROP(alloc_failures),
+	NSA_MX_SAMPLE(tx_drops, "tx_drops"),
+	NSA_MX_GAUGE(ts.live, "natsync_gateway_sessions", "Sessions in the gateway's table."),
+	SESSIONS(created, "Sessions the fast path created."),
+	SESSIONS(refreshed, "Session refreshes the fast path recorded."),
+	SESSIONS(closed, "Sessions closed (TCP FIN/RST)."),
+	SESSIONS(expired, "Sessions expired."),
+	NSA_MX_COUNTER(ns.recorded, "natsync_gateway_records_total", "Records the fast path put in its lane."),
+	NSA_MX_COUNTER(ns.record_drops, "natsync_gateway_record_drops_total", "Records the full lane refused."),
+	NSA_MX_FAMILY("natsync_gateway_mode", "gauge", "mode", "1 on the gateway's current mode."),
+	NSA_MX_SAMPLE(mode_active, "active"),
+	NSA_MX_SAMPLE(mode_standby, "standby"),
+	NSA_MX_SAMPLE(mode_stuck, "stuck"),
+	GW(promotions, "Promotions to active."),
+	GW(demotions, "Demotions to standby."),
+	GW(fenced, "Demotions because a newer epoch took over."),
+};
+#undef NSA_MX_STRUCT
+/* clang-format on */
+#undef GW
+#undef SESSIONS
 #undef DROP
-	nsa_mx_sample(m, "natsync_gateway_drops_total",
-		      (double)NSDP_STAT_READ(g->fwd.tx_drops), "reason",
-		      "tx_drops", NULL);
-	nsa_mx_gauge(m, "natsync_gateway_sessions", (double)ts.live,
-		     "Sessions in the gateway's table.");
-	nsa_mx_counter(m, "natsync_gateway_sessions_created_total", ns.created,
-		       "Sessions the fast path created.");
-	nsa_mx_counter(m, "natsync_gateway_sessions_refreshed_total",
-		       ns.refreshed,
-		       "Session refreshes the fast path recorded.");
-	nsa_mx_counter(m, "natsync_gateway_sessions_closed_total", ns.closed,
-		       "Sessions closed (TCP FIN/RST).");
-	nsa_mx_counter(m, "natsync_gateway_sessions_expired_total", ns.expired,
-		       "Sessions expired.");
-	nsa_mx_counter(m, "natsync_gateway_records_total", ns.recorded,
-		       "Records the fast path put in its lane.");
-	nsa_mx_counter(m, "natsync_gateway_record_drops_total", ns.record_drops,
-		       "Records the full lane refused.");
-	nsa_mx_family(m, "natsync_gateway_mode", "gauge",
-		      "1 on the gateway's current mode.");
-	nsa_mx_sample(m, "natsync_gateway_mode", active && !g->stuck, "mode",
-		      "active", NULL);
-	nsa_mx_sample(m, "natsync_gateway_mode", !active && !g->stuck, "mode",
-		      "standby", NULL);
-	nsa_mx_sample(m, "natsync_gateway_mode", g->stuck, "mode", "stuck",
-		      NULL);
-	nsa_mx_counter(m, "natsync_gateway_promotions_total", g->promotions,
-		       "Promotions to active.");
-	nsa_mx_counter(m, "natsync_gateway_demotions_total", g->demotions,
-		       "Demotions to standby.");
-	nsa_mx_counter(m, "natsync_gateway_fenced_total", g->fenced,
-		       "Demotions because a newer epoch took over.");
+#undef PACKETS
+
+static void gateway_families(struct nsa_mx *m, struct gw *g)
+{
+	int active = nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE;
+	struct gw_view v;
+
+	nsdp_nat_stats(g->nat, &v.ns);
+	nsdp_table_stats(g->table, &v.ts);
+	v.tx_drops = NSDP_STAT_READ(g->fwd.tx_drops);
+	v.mode_active = active && !g->stuck;
+	v.mode_standby = !active && !g->stuck;
+	v.mode_stuck = g->stuck != 0;
+	v.promotions = g->promotions;
+	v.demotions = g->demotions;
+	v.fenced = g->fenced;
+	nsa_mx_table(m, gateway_rows,
+		     sizeof(gateway_rows) / sizeof(gateway_rows[0]), &v);
 }
 
 static void ngw_render(void *arg, struct nsa_mx *m)

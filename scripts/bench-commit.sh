@@ -15,70 +15,30 @@ set -euo pipefail
 # shellcheck source=../deploy/lib.sh
 . "$(dirname "$0")/../deploy/lib.sh"
 cd "$NS_TOP"
-top=$NS_TOP
 
 events=1000000 flows=200000 rate=0 port=7975
 ns_options bench-commit.sh --events=events --flows=flows --rate=rate --port=port -- "$@"
 
-build=$top/${BUILD:-build}
 ns=natsync-bc-$$
-run=$(mktemp -d /tmp/natsync-bench-commit.XXXXXX)
-sbpid=""
-cleanup() {
-	if [ -n "$sbpid" ]; then kill "$sbpid" 2>/dev/null || true; fi
-	deploy/redis-cluster.sh stop --port "$port" --dir "$run/store" \
-		>/dev/null 2>&1 || true
-	ip netns del "$ns" 2>/dev/null || true
-	rm -rf "$run"
-}
-trap cleanup EXIT
-
-echo "bench-commit: building in $build" >&2
-ns_install_deps
-ns_build "$build" >&2
+ns_bench_setup bench-commit "$ns"
 
 one_run() {
 	local mode=$1 sessions conntrack
 	echo "bench-commit: commit = $mode, $events events over $flows flows at rate $rate" >&2
 	rm -rf "$run/store"
-	deploy/redis-cluster.sh start --plain --port "$port" \
-		--dir "$run/store" >/dev/null
-	ip netns del "$ns" 2>/dev/null || true
+	ns_store_start "one plain Redis on 127.0.0.1:$port" --plain \
+		--port "$port" --dir "$run/store"
+	ns_netns_del "$ns"
 	ip netns add "$ns"
-	cat >"$run/standby.ini" <<EOF
-[agent]
-role = standby
-gateway_id = 2
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 512 --no-pci --no-telemetry -l 0
-[store]
-seeds = 127.0.0.1:$port
-[standby]
-table_capacity = $((flows * 2))
-commit = $mode
-commit_netns = $ns
-EOF
-	cat >"$run/active.ini" <<EOF
-[agent]
-role = active
-gateway_id = 1
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 256 --no-pci --no-telemetry -l 0-1
-[store]
-seeds = 127.0.0.1:$port
-[rings]
-lanes = 1
-[source]
-type = synth
-flows = $flows
-events = $events
-rate = $rate
-seed = 7
-refresh_pct = 50
-EOF
+	ns_agent_ini standby "$port" 0 '[standby]' \
+		"table_capacity = $((flows * 2))" "commit = $mode" \
+		"commit_netns = $ns" >"$run/standby.ini"
+	ns_agent_ini active "$port" 0-1 '[source]' 'type = synth' \
+		"flows = $flows" "events = $events" "rate = $rate" 'seed = 7' \
+		'refresh_pct = 50' >"$run/active.ini"
 	"$build/tools/natsync-agent" -c "$run/standby.ini" >"$run/standby.out" \
 		2>"$run/standby.log" &
-	sbpid=$!
+	pids=($!)
 	for _ in $(seq 100); do
 		grep -q 'standby: synced' "$run/standby.log" && break
 		sleep 0.1
@@ -86,9 +46,9 @@ EOF
 	"$build/tools/natsync-agent" -c "$run/active.ini" >"$run/active.out" \
 		2>"$run/active.log"
 	sleep 2 # the standby applies and commits what is still on its way
-	kill -TERM "$sbpid"
-	wait "$sbpid" || true
-	sbpid=""
+	kill -TERM "${pids[0]}"
+	wait "${pids[0]}" || true
+	pids=()
 	grep REPORT "$run/active.out" "$run/standby.out" | sed 's/^[^:]*://'
 	sessions=$(sed -n 's/.* sessions=\([0-9]*\).*/\1/p' "$run/standby.out")
 	conntrack=$(ip netns exec "$ns" conntrack -C)
@@ -97,7 +57,7 @@ EOF
 		"sessions=$sessions conntrack=$conntrack" \
 		"lag_avg_us=$(sed -n 's/.* lag_avg_us=\([0-9]*\).*/\1/p' "$run/standby.out")" \
 		"lag_max_us=$(sed -n 's/.* lag_max_us=\([0-9]*\).*/\1/p' "$run/standby.out")"
-	deploy/redis-cluster.sh stop --port "$port" --dir "$run/store" >/dev/null
+	ns_store_stop
 	ip netns del "$ns"
 }
 

@@ -22,9 +22,7 @@ cd "$NS_TOP"
 
 port=${PORT:-7600}
 build=${BUILD:-build-bench-compare}
-naive_events=50000
-events=2000000
-flows=200000
+naive_events=50000 events=2000000 flows=200000
 # The wire size of a v1 IPv4 record (schema/FORMAT.md): natsync's value.
 value_size=48
 ns_options bench-compare.sh --naive-events=naive_events --events=events \

@@ -34,73 +34,18 @@ set -euo pipefail
 # shellcheck source=../deploy/lib.sh
 . "$(dirname "$0")/../deploy/lib.sh"
 cd "$NS_TOP"
-top=$NS_TOP
 
 flows=200000 threads=2 rate=0 ringbuf=4194304 port=7930
 ns_options bench-kernel-capture.sh --flows=flows --threads=threads --rate=rate --ringbuf=ringbuf --port=port -- "$@"
 
-build=$top/${BUILD:-build}
-run=$(mktemp -d /tmp/natsync-bench-kcap.XXXXXX)
-pids=()
-netdel() {
-	for n in k4cap-c k4cap-g k4cap-s; do ip netns del "$n" 2>/dev/null || true; done
-}
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	deploy/redis-cluster.sh stop --port "$port" --dir "$run/store" \
-		>/dev/null 2>&1 || true
-	netdel
-	rm -rf "$run"
-}
-trap cleanup EXIT
-
-echo "bench-kernel-capture: building in $build" >&2
-ns_install_deps
-ns_build "$build" >&2
+ns_bench_setup bench-kernel-capture k4cap-c k4cap-g k4cap-s
 kflows=$build/bench/natsync-kflows
+ns_nat_rig k4cap-c k4cap-g k4cap-s
 
-netdel
-for n in k4cap-c k4cap-g k4cap-s; do ip netns add "$n"; ip -n "$n" link set lo up; done
-ip link add k4capc0 netns k4cap-c type veth peer name k4capg0 netns k4cap-g
-ip link add k4capg1 netns k4cap-g type veth peer name k4caps0 netns k4cap-s
-ip -n k4cap-c link set k4capc0 up
-ip -n k4cap-g link set k4capg0 up
-ip -n k4cap-g link set k4capg1 up
-ip -n k4cap-s link set k4caps0 up
-ip -n k4cap-c addr add 10.74.0.2/24 dev k4capc0
-ip -n k4cap-c route add default via 10.74.0.1
-ip -n k4cap-g addr add 10.74.0.1/24 dev k4capg0
-ip -n k4cap-g addr add 198.51.100.1/24 dev k4capg1
-ip -n k4cap-s addr add 198.51.100.2/24 dev k4caps0
-ip netns exec k4cap-g sysctl -qw net.ipv4.ip_forward=1
-ip netns exec k4cap-g nft -f - <<NFT
-table ip k4nat {
-	chain post { type nat hook postrouting priority 100; oifname "k4capg1" masquerade; }
-}
-NFT
-ip netns exec k4cap-s nft -f - <<NFT
-table ip k4drop {
-	chain in { type filter hook input priority 0; udp dport 9000-9099 drop; }
-}
-NFT
-ip netns exec k4cap-g sysctl -qw net.netfilter.nf_conntrack_udp_timeout=600
-
-deploy/redis-cluster.sh start --plain --port "$port" --dir "$run/store" >/dev/null
-cat >"$run/active.ini" <<INI
-[agent]
-role = active
-gateway_id = 1
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 256 --no-pci --no-telemetry -l 0
-[store]
-seeds = 127.0.0.1:$port
-[rings]
-lanes = 1
-[source]
-type = kernel
-netns = k4cap-g
-ringbuf_size = $ringbuf
-INI
+ns_store_start "one plain Redis on 127.0.0.1:$port" --plain --port "$port" \
+	--dir "$run/store"
+ns_agent_ini active "$port" 0 '[source]' 'type = kernel' 'netns = k4cap-g' \
+	"ringbuf_size = $ringbuf" >"$run/active.ini"
 "$build/tools/natsync-agent" -c "$run/active.ini" >"$run/active.out" \
 	2>"$run/active.log" &
 active=$!

@@ -40,19 +40,12 @@ set -euo pipefail
 # shellcheck source=../deploy/lib.sh
 . "$(dirname "$0")/../deploy/lib.sh"
 cd "$NS_TOP"
-top=$NS_TOP
 
 flows=20000 threads=2 rate=0 port=7931
 ns_options bench-kernel-failover.sh --flows=flows --threads=threads --rate=rate --port=port -- "$@"
 
-build=$top/${BUILD:-build}
-run=$(mktemp -d /tmp/natsync-bench-kfo.XXXXXX)
-pids=()
-nss="k4fo-c k4fo-a k4fo-s k4fo-b"
-netdel() {
-	for n in $nss; do ip netns del "$n" 2>/dev/null || true; done
-}
-ctd_stop() {
+# conntrackd, if it runs (the EXIT trap calls it too).
+bench_stop() {
 	for g in a b; do
 		if [ -e "$run/ctd-$g.conf" ]; then
 			ip netns exec k4fo-$g conntrackd -C "$run/ctd-$g.conf" -k \
@@ -60,53 +53,19 @@ ctd_stop() {
 		fi
 	done
 }
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	ctd_stop
-	deploy/redis-cluster.sh stop --port "$port" --dir "$run/store" \
-		>/dev/null 2>&1 || true
-	netdel
-	rm -rf "$run"
-}
-trap cleanup EXIT
-
-echo "bench-kernel-failover: building in $build" >&2
-ns_install_deps
-ns_build "$build" >&2
+ns_bench_setup bench-kernel-failover k4fo-c k4fo-a k4fo-s k4fo-b
 kflows=$build/bench/natsync-kflows
-
-netdel
-for n in $nss; do ip netns add "$n"; ip -n "$n" link set lo up; done
-ip link add k4foc0 netns k4fo-c type veth peer name k4foa0 netns k4fo-a
-ip link add k4foa1 netns k4fo-a type veth peer name k4fos0 netns k4fo-s
+ns_nat_rig k4fo-c k4fo-a k4fo-s
+# The standby gateway, on a veth of its own to the active (conntrackd's
+# link), with the same nftables table.
+ip netns add k4fo-b
+ip -n k4fo-b link set lo up
 ip link add k4foa9 netns k4fo-a type veth peer name k4fob9 netns k4fo-b
-ip -n k4fo-c link set k4foc0 up
-ip -n k4fo-a link set k4foa0 up
-ip -n k4fo-a link set k4foa1 up
 ip -n k4fo-a link set k4foa9 up
-ip -n k4fo-s link set k4fos0 up
 ip -n k4fo-b link set k4fob9 up
-ip -n k4fo-c addr add 10.74.0.2/24 dev k4foc0
-ip -n k4fo-c route add default via 10.74.0.1
-ip -n k4fo-a addr add 10.74.0.1/24 dev k4foa0
-ip -n k4fo-a addr add 198.51.100.1/24 dev k4foa1
 ip -n k4fo-a addr add 10.74.9.1/24 dev k4foa9
 ip -n k4fo-b addr add 10.74.9.2/24 dev k4fob9
-ip -n k4fo-s addr add 198.51.100.2/24 dev k4fos0
-for g in a b; do
-	ip netns exec k4fo-$g sysctl -qw net.ipv4.ip_forward=1
-	ip netns exec k4fo-$g sysctl -qw net.netfilter.nf_conntrack_udp_timeout=600
-	ip netns exec k4fo-$g nft -f - <<NFT
-table ip k4nat {
-	chain post { type nat hook postrouting priority 100; oifname "k4fo${g}1" masquerade; }
-}
-NFT
-done
-ip netns exec k4fo-s nft -f - <<NFT
-table ip k4drop {
-	chain in { type filter hook input priority 0; udp dport 9000-9099 drop; }
-}
-NFT
+ns_nat_gateway k4fo-b
 
 now_ns() { date +%s%N; }
 count() { ip netns exec "$1" conntrack -C; }
@@ -114,9 +73,18 @@ count() { ip netns exec "$1" conntrack -C; }
 snat() { ip netns exec "$1" "$kflows" count | field snat; }
 listed() { ip netns exec "$1" conntrack -L --src-nat 2>/dev/null | wc -l; }
 field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
-make_flows() {
-	ip netns exec k4fo-c "$kflows" send --dst 198.51.100.2 \
-		--flows "$flows" --threads "$threads" --rate "$rate"
+# A second after method $1 is ready, the flows: prints natsync-kflows'
+# line and sets end_ns (when the last flow was sent) and entries (the
+# active's source NAT entries).
+run_flows() {
+	local gen
+	sleep 1
+	echo "bench-kernel-failover: $1, $flows flows, rate $rate" >&2
+	gen=$(ip netns exec k4fo-c "$kflows" send --dst 198.51.100.2 \
+		--flows "$flows" --threads "$threads" --rate "$rate")
+	echo "$gen"
+	end_ns=$(echo "$gen" | field end_ns)
+	entries=$(snat k4fo-a)
 }
 # Waits (at most 60 s, polling every 10 ms) until netns $1 holds $2
 # entries; prints when (ns), or 0.
@@ -183,12 +151,7 @@ if ! [ -S "$run/ctd-a.ctl" ] || ! [ -S "$run/ctd-b.ctl" ]; then
 	cat "$run"/ctd-*.log >&2 || true
 	exit 1
 fi
-sleep 1
-echo "bench-kernel-failover: conntrackd, $flows flows, rate $rate" >&2
-gen=$(make_flows)
-echo "$gen"
-end_ns=$(echo "$gen" | field end_ns)
-entries=$(snat k4fo-a)
+run_flows conntrackd
 ext=0 last=-1 stable=0
 for _ in $(seq 600); do # the external cache, until it stops growing
 	ext=$(ip netns exec k4fo-b conntrackd -C "$run/ctd-b.conf" -e | wc -l)
@@ -217,40 +180,19 @@ echo "RESULT kfailover method=conntrackd flows=$flows entries=$entries" \
 	"present=$present listed=$(listed k4fo-b)" \
 	"ms=$(((t2 - t0) / 1000000)) sync_ms=$(((${synced:-$t} - end_ns) / 1000000))" \
 	"commit_cmd_ms=$(((t1 - t0) / 1000000)) external_cache=$ext"
-ctd_stop
+bench_stop
 sleep 1
 
 # --- natsync -----------------------------------------------------------
 ip netns exec k4fo-a conntrack -F 2>/dev/null || true
 ip netns exec k4fo-b conntrack -F 2>/dev/null || true
-deploy/redis-cluster.sh start --plain --port "$port" --dir "$run/store" >/dev/null
-cat >"$run/standby.ini" <<INI
-[agent]
-role = standby
-gateway_id = 2
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 512 --no-pci --no-telemetry -l 0
-[store]
-seeds = 127.0.0.1:$port
-[standby]
-table_capacity = $((flows * 4 + 65536))
-commit = conntrack
-commit_netns = k4fo-b
-INI
-cat >"$run/active.ini" <<INI
-[agent]
-role = active
-gateway_id = 1
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 256 --no-pci --no-telemetry -l 0
-[store]
-seeds = 127.0.0.1:$port
-[rings]
-lanes = 1
-[source]
-type = kernel
-netns = k4fo-a
-INI
+ns_store_start "one plain Redis on 127.0.0.1:$port" --plain --port "$port" \
+	--dir "$run/store"
+ns_agent_ini standby "$port" 0 '[standby]' \
+	"table_capacity = $((flows * 4 + 65536))" 'commit = conntrack' \
+	'commit_netns = k4fo-b' >"$run/standby.ini"
+ns_agent_ini active "$port" 0 '[source]' 'type = kernel' 'netns = k4fo-a' \
+	>"$run/active.ini"
 "$build/tools/natsync-agent" -c "$run/standby.ini" >"$run/standby.out" \
 	2>"$run/standby.log" &
 standby=$!
@@ -264,12 +206,7 @@ for _ in $(seq 100); do
 		grep -q 'kernel source: tp_btf' "$run/active.log" && break
 	sleep 0.1
 done
-sleep 1
-echo "bench-kernel-failover: natsync, $flows flows, rate $rate" >&2
-gen=$(make_flows)
-echo "$gen"
-end_ns=$(echo "$gen" | field end_ns)
-entries=$(snat k4fo-a)
+run_flows natsync
 t2=$(wait_count k4fo-b "$entries")
 present=$(snat k4fo-b)
 [ "$t2" -ne 0 ] || t2=$(now_ns)

@@ -19,10 +19,7 @@ cd "$NS_TOP"
 port=${PORT:-7600}
 http=${HTTP:-9600}
 build=${BUILD:-build-bench-scrape}
-rounds=3
-events=2000000
-flows=200000
-interval_ms=100
+rounds=3 events=2000000 flows=200000 interval_ms=100
 ns_options bench-scrape.sh --rounds=rounds --events=events --flows=flows \
 	--interval-ms=interval_ms -- "$@"
 
@@ -35,23 +32,9 @@ trap ns_store_stop EXIT
 ns_store_start "one plain Redis on 127.0.0.1:$port" \
 	--plain --port "$port" --dir "$NS_TOP/deploy/run/bench-$port"
 
-cat >"$run/active.ini" <<INI
-[agent]
-role = active
-gateway_id = 1
-progress_ms = 0
-eal_args = --no-huge --no-shconf -m 256 --no-pci --no-telemetry -l 0-1 --file-prefix bench-scrape
-[store]
-seeds = 127.0.0.1:$port
-[rings]
-lanes = 1
-[source]
-type = synth
-flows = $flows
-events = $events
-rate = 0
-seed = 7
-INI
+ns_agent_ini active "$port" "0-1 --file-prefix bench-scrape" '[source]' \
+	'type = synth' "flows = $flows" "events = $events" 'rate = 0' \
+	'seed = 7' >"$run/active.ini"
 
 field() { sed -n "s/.* $2=\([0-9.]*\).*/\1/p" "$1" | tail -1; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }

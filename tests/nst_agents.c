@@ -25,32 +25,45 @@ void nst_agents_layout(const char *layout)
 	agents_layout = layout;
 }
 
+int nst_agent_ini(char *text, size_t size, const char *role,
+		  unsigned int gateway_id, unsigned int progress_ms,
+		  unsigned int mb, const char *lcores, const char *seeds)
+{
+	int n = snprintf(text, size,
+			 "[agent]\nrole = %s\ngateway_id = %u\n"
+			 "progress_ms = %u\n"
+			 "eal_args = --no-huge --no-shconf -m %u --no-pci "
+			 "--no-telemetry -l %s\n"
+			 "[store]\nseeds = %s\n",
+			 role, gateway_id, progress_ms, mb, lcores, seeds);
+
+	cr_assert(n > 0 && (size_t)n < size, "%s.ini does not fit", role);
+	return n;
+}
+
 void nst_agents_configure(const char *seeds, const struct nst_source_plan *p,
 			  unsigned int progress_ms)
 {
 	char text[2048];
+	int n;
 
-	snprintf(text, sizeof(text),
-		 "[agent]\nrole = standby\ngateway_id = 2\nprogress_ms = %u\n"
-		 "eal_args = --no-huge --no-shconf -m 512 --no-pci "
-		 "--no-telemetry -l 0\n"
-		 "[store]\nseeds = %s\nlayout = %s\n"
+	n = nst_agent_ini(text, sizeof(text), "standby", 2, progress_ms, 512,
+			  "0", seeds);
+	snprintf(text + n, sizeof(text) - n,
+		 "layout = %s\n"
 		 "[standby]\ntable_capacity = %lu\ndump = %s\n",
-		 progress_ms, seeds, agents_layout, p->flows * 2,
-		 nst_run_path("standby.tbl"));
+		 agents_layout, p->flows * 2, nst_run_path("standby.tbl"));
 	nst_write_file(nst_run_path("standby.ini"), text);
-	snprintf(text, sizeof(text),
-		 "[agent]\nrole = active\ngateway_id = 1\nprogress_ms = %u\n"
-		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
-		 "--no-telemetry -l 0-1\n"
-		 "[store]\nseeds = %s\nlayout = %s\n"
+	n = nst_agent_ini(text, sizeof(text), "active", 1, progress_ms, 256,
+			  "0-1", seeds);
+	snprintf(text + n, sizeof(text) - n,
+		 "layout = %s\n"
 		 "[rings]\nlanes = 1\n"
 		 "[source]\ntype = synth\nflows = %lu\nevents = %lu\n"
 		 "rate = %lu\nseed = 7\nrefresh_pct = 50\n"
 		 "wait_when_full = %s\ndump = %s\n",
-		 progress_ms, seeds, agents_layout, p->flows, p->events,
-		 p->rate, p->drop_when_full ? "no" : "yes",
-		 nst_run_path("source.tbl"));
+		 agents_layout, p->flows, p->events, p->rate,
+		 p->drop_when_full ? "no" : "yes", nst_run_path("source.tbl"));
 	nst_write_file(nst_run_path("active.ini"), text);
 }
 

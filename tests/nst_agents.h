@@ -9,11 +9,22 @@
 #ifndef NST_AGENTS_H
 #define NST_AGENTS_H
 
+#include <stddef.h>
+
 /* What the active's synthetic source produces. */
 struct nst_source_plan {
 	unsigned long flows, events, rate;
 	int drop_when_full; /* [source] wait_when_full = no */
 };
+
+/* The [agent] and [store] sections of a test's agent into text (size
+ * bytes, asserts they fit): role, gateway_id, progress lines every
+ * progress_ms (0: only the final REPORT), DPDK without hugepages in mb MB
+ * on lcores, the store's seeds. Returns their length: the caller writes
+ * more [store] keys and its own sections after them. */
+int nst_agent_ini(char *text, size_t size, const char *role,
+		  unsigned int gateway_id, unsigned int progress_ms,
+		  unsigned int mb, const char *lcores, const char *seeds);
 
 /* Write standby.ini and active.ini for seeds; both print progress every
  * progress_ms (0: only the final REPORT). */

@@ -2,7 +2,8 @@
  * nst_netns.c - network namespaces a test built: a thread visits one only
  * to create a socket or a netlink handle (which belong to the namespace
  * they were made in for their whole life) and comes back at once, or
- * enters one for good (a client or server thread).
+ * enters one for good (a client or server thread); a TCP connection
+ * through a gateway and the count of a namespace's conntrack entries.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -71,4 +72,39 @@ int nst_socket_in(const char *ns, int type, uint32_t addr, uint16_t port)
 		     "bind %s:%u", ns, port);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
+}
+
+int nst_tcp_connect(const char *client_ns, uint32_t client, uint16_t port,
+		    uint32_t server, uint16_t server_port, int listener,
+		    int *server_side, uint32_t *xaddr, uint16_t *xport)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(server_port),
+				 .sin_addr.s_addr = htonl(server)};
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof(peer);
+	int fd = nst_socket_in(client_ns, SOCK_STREAM, client, port);
+
+	cr_assert_eq(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0,
+		     "connect from %u", port);
+	*server_side = accept(listener, (struct sockaddr *)&peer, &pl);
+	cr_assert(*server_side >= 0);
+	*xaddr = ntohl(peer.sin_addr.s_addr);
+	*xport = ntohs(peer.sin_port);
+	return fd;
+}
+
+unsigned long nst_conntrack_count(const char *ns)
+{
+	char cmd[256], line[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd),
+		 "ip netns exec %s conntrack -L 2>/dev/null | wc -l", ns);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	if (!fgets(line, sizeof(line), p))
+		line[0] = 0;
+	pclose(p);
+	return strtoul(line, NULL, 10);
 }

@@ -20,4 +20,18 @@ int nst_netns_visit(const char *ns);
 void nst_netns_back(int self);
 void nst_enter_netns(const char *ns);
 
+/* A TCP connection from client:port inside namespace client_ns to
+ * server:server_port, whose listening socket is listener (addresses and
+ * ports in host order); asserts it. Returns the client's end; *server_side
+ * is the accepted end, *xaddr and *xport where the server saw it come
+ * from (through a gateway: the translated source). */
+int nst_tcp_connect(const char *client_ns, uint32_t client, uint16_t port,
+		    uint32_t server, uint16_t server_port, int listener,
+		    int *server_side, uint32_t *xaddr, uint16_t *xport);
+
+/* Entries `conntrack -L` lists in namespace ns; the listing also makes
+ * the kernel reap expired entries at once, rather than when its garbage
+ * collector comes by. */
+unsigned long nst_conntrack_count(const char *ns);
+
 #endif

@@ -3,6 +3,7 @@
  * the current record version and zeroed reserved bytes, as the wire format
  * requires; nothing here encodes or stores them.
  */
+#include "nsb_flow.h"
 #include "nst_session.h"
 
 struct ns_session nst_session(uint8_t proto, uint8_t event, uint32_t gateway_id,
@@ -29,12 +30,5 @@ void nst_session_snat(struct ns_session *s, uint32_t saddr, uint16_t sport,
 
 void nst_session_flow(struct ns_session *s, uint32_t i)
 {
-	s->orig.saddr = 0x0a000000u + i;
-	s->orig.daddr = 0xcb007100u + (i % 200);
-	s->orig.sport = (uint16_t)(1000 + i % 50000);
-	s->orig.dport = 443;
-	s->xlat.saddr = 0xc6336401u + i / 60000;
-	s->xlat.sport = (uint16_t)(1024 + i % 60000);
-	s->xlat.daddr = s->orig.daddr;
-	s->xlat.dport = s->orig.dport;
+	nsb_flow(s, i);
 }

@@ -21,9 +21,10 @@ void nst_session_snat(struct ns_session *s, uint32_t saddr, uint16_t sport,
 		      uint32_t daddr, uint16_t dport, uint32_t xaddr,
 		      uint16_t xport);
 
-/* Flow i of the table-sized tests: 10.0.0.0+i:1000+i%50000 to
- * 203.0.113.0+i%200:443, translated to 198.51.100.1+i/60000:1024+i%60000,
- * so that up to a few million flows have distinct keys both ways. */
+/* Flow i of the table-sized tests (bench/nsb_flow.h): 10.0.0.0+i:
+ * 1000+i%50000 to 203.0.113.0+i%200:443, translated to
+ * 198.51.100.1+i/60000:1024+i%60000, so that up to a few million flows
+ * have distinct keys both ways. */
 void nst_session_flow(struct ns_session *s, uint32_t i);
 
 #endif

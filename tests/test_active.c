@@ -545,6 +545,18 @@ static void sub_assert_complete(struct sub *s, const struct plan *p)
 
 /* ---- scenarios -------------------------------------------------------- */
 
+/* Every one of the n records drained was acknowledged: none dropped,
+ * none refused by a full lane, none still in flight. */
+static void assert_every_record_acked(const struct nsa_active_stats *st,
+				      uint64_t n)
+{
+	cr_assert_eq(st->records, n);
+	cr_assert_eq(st->acked, n);
+	cr_assert_eq(st->dropped, 0);
+	cr_assert_eq(st->lane_drops, 0);
+	cr_assert_eq(st->inflight, 0);
+}
+
 /* The writers over lanes[0..n), started (start does not need the store). */
 static struct nsa_active *writer_up(const struct nsa_config *c,
 				    struct nsdp_lane **lanes, unsigned int n)
@@ -605,11 +617,7 @@ static void replicate_and_check(int port, uint32_t n_flows,
 	plan_write_standard(&p, lanes, 2);
 	cr_assert_eq(nsa_active_drain(a, 60000), 0, "drained");
 	nsa_active_stats(a, &st);
-	cr_expect_eq(st.records, p.n_records);
-	cr_expect_eq(st.acked, p.n_records);
-	cr_expect_eq(st.dropped, 0);
-	cr_expect_eq(st.lane_drops, 0);
-	cr_expect_eq(st.inflight, 0);
+	assert_every_record_acked(&st, p.n_records);
 	cr_expect_gt(st.batches, 0);
 
 	sub_finish(&s, p.n_records);
@@ -862,13 +870,9 @@ Test(active, throughput_one_lane_plain_server, .timeout = 240)
 	/* Whatever the speed, the outcome is exact: every record acked,
 	 * none dropped, one SET each, and the store holds each flow's last
 	 * refresh. */
-	cr_assert_eq(st.records, total + 1);
-	cr_assert_eq(st.acked, total + 1);
+	assert_every_record_acked(&st, total + 1);
 	cr_assert_eq(st.sets, total + 1);
 	cr_assert_eq(st.dels, 0);
-	cr_assert_eq(st.dropped, 0);
-	cr_assert_eq(st.lane_drops, 0);
-	cr_assert_eq(st.inflight, 0);
 	cr_assert_eq(st.resent, 0);
 	cr_assert_eq(st.other_errors, 0);
 
@@ -1002,6 +1006,40 @@ Test(active, resharding_under_load_keeps_every_latest_record, .timeout = 240)
 	writer_down(a, &p);
 }
 
+/* The store on port, with a user natsync who may not DEL (ACL). */
+static void acl_store_up(int port)
+{
+	store_up(port, 0);
+	store_admin(port, "ACL SETUSER natsync on >secret ~* &* +@all -del");
+}
+
+/* An active as natsync on port's store (acl_store_up), c its
+ * configuration, creates the 100 flows of p and deletes every other one:
+ * the 50 refused deletes are counted as errors and dropped, the creates
+ * acknowledged. Returns the drained active; its stats in *st. */
+static struct nsa_active *acl_refused_deletes(int port, struct nsa_config *c,
+					      struct nsdp_lane **lanes,
+					      struct plan *p,
+					      struct nsa_active_stats *st)
+{
+	struct nsa_active *a;
+	uint32_t i;
+
+	conf_for(c, port, 1, NSA_PUBLISH_AUTO);
+	snprintf(c->store.user, sizeof(c->store.user), "natsync");
+	snprintf(c->store.password, sizeof(c->store.password), "secret");
+	a = writer_up(c, lanes, 1);
+	plan_write_all(p, lanes, 1, NS_EV_CREATE);
+	for (i = 0; i < p->n_flows; i += 2)
+		plan_write(p, lanes, 1, i, NS_EV_DELETE);
+	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
+	nsa_active_stats(a, st);
+	cr_expect_eq(st->other_errors, 50);
+	cr_expect_eq(st->dropped, 50);
+	cr_expect_eq(st->acked, 100);
+	return a;
+}
+
 Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
 {
 	struct nsdp_lane **lanes = lanes_create(1, 1024);
@@ -1010,24 +1048,10 @@ Test(active, refused_commands_are_counted_as_dropped_not_retried, .timeout = 60)
 	struct nsa_config c;
 	struct nsa_active *a;
 	struct plan p;
-	uint32_t i;
 
-	store_up(PORT_ACL, 0);
-	store_admin(PORT_ACL,
-		    "ACL SETUSER natsync on >secret ~* &* +@all -del");
+	acl_store_up(PORT_ACL);
 	plan_init(&p, 100);
-	conf_for(&c, PORT_ACL, 1, NSA_PUBLISH_AUTO);
-	snprintf(c.store.user, sizeof(c.store.user), "natsync");
-	snprintf(c.store.password, sizeof(c.store.password), "secret");
-	a = writer_up(&c, lanes, 1);
-	plan_write_all(&p, lanes, 1, NS_EV_CREATE);
-	for (i = 0; i < p.n_flows; i += 2)
-		plan_write(&p, lanes, 1, i, NS_EV_DELETE);
-	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
-	nsa_active_stats(a, &st);
-	cr_expect_eq(st.other_errors, 50);
-	cr_expect_eq(st.dropped, 50);
-	cr_expect_eq(st.acked, 100);
+	a = acl_refused_deletes(PORT_ACL, &c, lanes, &p, &st);
 	cr_expect_eq(st.resent, 0);
 
 	store_view_open(&v, PORT_ACL);
@@ -1404,25 +1428,11 @@ Test(active, standby_agrees_with_a_store_refusing_deletes_by_acl, .timeout = 60)
 	struct nsa_config c;
 	struct nsa_active *a;
 	struct plan p;
-	uint32_t i;
 
-	store_up(PORT_ACL_STANDBY, 0);
-	store_admin(PORT_ACL_STANDBY,
-		    "ACL SETUSER natsync on >secret ~* &* +@all -del");
+	acl_store_up(PORT_ACL_STANDBY);
 	sb = standby_up(PORT_ACL_STANDBY, 4096);
 	plan_init(&p, n);
-	conf_for(&c, PORT_ACL_STANDBY, 1, NSA_PUBLISH_AUTO);
-	snprintf(c.store.user, sizeof(c.store.user), "natsync");
-	snprintf(c.store.password, sizeof(c.store.password), "secret");
-	a = writer_up(&c, lanes, 1);
-	plan_write_all(&p, lanes, 1, NS_EV_CREATE);
-	for (i = 0; i < n; i += 2)
-		plan_write(&p, lanes, 1, i, NS_EV_DELETE);
-	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
-	nsa_active_stats(a, &st);
-	cr_expect_eq(st.other_errors, 50);
-	cr_expect_eq(st.dropped, 50);
-	cr_expect_eq(st.acked, 100);
+	a = acl_refused_deletes(PORT_ACL_STANDBY, &c, lanes, &p, &st);
 	cr_expect_eq(st.store_corrections, 50);
 	cr_expect_eq(st.corrections_due, 0);
 

@@ -97,6 +97,14 @@ static int nst_gw_load(struct ngw_config *c, const char *text, char *err,
 			       err, errlen);
 }
 
+/* nst_gw_load() of text, which must load. */
+static void nst_gw_load_ok(struct ngw_config *c, const char *text)
+{
+	char err[512];
+
+	cr_assert_eq(nst_gw_load(c, text, err, sizeof(err)), 0, "%s", err);
+}
+
 /* Load text as natsync-agent and natsync-gateway do, with the [gateway]
  * keys; expect failure with an err containing want. */
 static void nst_expect_error(const char *text, const char *want)
@@ -112,56 +120,124 @@ static void nst_expect_error(const char *text, const char *want)
 			   err);
 }
 
+/*
+ * The keys full_ini sets, one row each: the kind of check, the field, its
+ * documented default and the value full_ini gives it. The defaults and
+ * the full file's tests both walk these rows.
+ */
+/* clang-format off */
+#define NST_AGENT_KEYS(X) \
+	X(num, role, NSA_ROLE_ACTIVE, NSA_ROLE_STANDBY) \
+	X(num, gateway_id, 1, 7) \
+	X(num, epoch, 1, 42) \
+	X(num, progress_ms, 1000, 0) \
+	X(str, eal_args, "--no-huge --no-shconf -m 512 --no-pci --no-telemetry", "--no-huge -m 256") \
+	X(num, verbosity, NSA_LOG_INFO, NSA_LOG_DEBUG) \
+	X(str, store.seeds[0].host, "127.0.0.1", "10.0.0.1") \
+	X(num, store.seeds[0].port, 7000, 7001) \
+	X(str, store.user, "", "natsync") \
+	X(str, password_file, "", "/etc/natsync/password") \
+	X(num, store.connect_timeout_ms, 1000, 2500) \
+	X(num, store.publish, NSA_PUBLISH_AUTO, NSA_PUBLISH_CLASSIC) \
+	X(num, workers, 1, 4) \
+	X(num, batch_size, 256, NS_BATCH_MAX_RECORDS) \
+	X(num, flush_us, 200, 0) \
+	X(num, max_inflight, 8, 1024) \
+	X(num, replay_ms, 2000, 0) \
+	X(num, replay_records, 131072, 16777216) \
+	X(num, lanes, 1, 4) \
+	X(num, ring_size, 65536, 1024) \
+	X(num, attach, 0, 1) \
+	X(num, source_type, NSA_SOURCE_NONE, NSA_SOURCE_SYNTH) \
+	X(num, synth_conf.flows, 100000, 5000) \
+	X(num, synth_conf.events, 1000000, UINT64_MAX) \
+	X(num, synth_conf.rate, 0, 200000) \
+	X(num, synth_conf.seed, 1, 99) \
+	X(num, synth_conf.refresh_pct, 60, 0) \
+	X(num, synth_conf.timeout_ms, 300000, 86400000) \
+	X(num, synth_conf.wait_when_full, 1, 0) \
+	X(str, source_dump, "", "/tmp/source.tbl") \
+	X(num, table_capacity, 2000000, 1024) \
+	X(str, table_dump, "", "/tmp/standby.tbl") \
+	X(num, topology_check_ms, 1000, 0) \
+	X(num, ping_ms, 1000, 250)
+
+#define NST_GATEWAY_KEYS(X) \
+	X(str, inside_port, "", "net_af_packet0") \
+	X(str, outside_port, "", "0000:3b:00.1") \
+	X(num, nat.inside_addr, 0, 0xc0a80101) \
+	X(num, nat.pool_first, 0, 0xc6336401) \
+	X(num, nat.pool_last, 0, 0xc63364fe) \
+	X(num, nat.next_hop, 0, 0xcb0071fe) \
+	X(num, nat.port_min, 1024, 1) \
+	X(num, nat.port_max, 65535, 65535) \
+	X(num, tcp_syn_timeout, 20, 1) \
+	X(num, tcp_established_timeout, 7440, 604800) \
+	X(num, tcp_closing_timeout, 10, 4) \
+	X(num, udp_timeout, 300, 120) \
+	X(num, icmp_timeout, 30, 60) \
+	X(str, control_socket, "/run/natsync/gateway.sock", "/tmp/gw test.sock") \
+	X(num, agent, NGW_AGENT_THREADS, NGW_AGENT_EXTERNAL) \
+	X(num, idle_sleep_us, 0, 100000) \
+	X(num, rx_descriptors, 1024, 64) \
+	X(num, tx_descriptors, 1024, 16384) \
+	X(num, mbufs, 8191, 1048575)
+/* clang-format on */
+
+#define NST_EXPECT_num(got, want) cr_assert_eq(got, want, "%s", #got)
+#define NST_EXPECT_str(got, want) cr_assert_str_eq(got, want, "%s", #got)
+#define NST_EXPECT_DEFAULT(kind, f, def, full) NST_EXPECT_##kind(c->f, def);
+#define NST_EXPECT_FULL(kind, f, def, full) NST_EXPECT_##kind(c->f, full);
+
+static void nst_expect_agent_defaults(const struct nsa_config *c)
+{
+	NST_AGENT_KEYS(NST_EXPECT_DEFAULT)
+}
+
+static void nst_expect_agent_full(const struct nsa_config *c)
+{
+	NST_AGENT_KEYS(NST_EXPECT_FULL)
+}
+
+static void nst_expect_gateway_defaults(const struct ngw_gateway_conf *c)
+{
+	NST_GATEWAY_KEYS(NST_EXPECT_DEFAULT)
+}
+
+static void nst_expect_gateway_full(const struct ngw_gateway_conf *c)
+{
+	NST_GATEWAY_KEYS(NST_EXPECT_FULL)
+}
+
+/* The NAT's fields that follow from other keys: the timeouts in ms, the
+ * gateway's id and the table's size. */
+struct nst_nat_derived {
+	uint64_t tcp_syn_ms, tcp_established_ms, tcp_closing_ms, udp_ms,
+		icmp_ms, gateway_id, max_sessions;
+};
+
+static void nst_expect_nat_derived(const struct ngw_config *c,
+				   struct nst_nat_derived want)
+{
+	cr_assert_eq(c->gw.nat.tcp_syn_ms, want.tcp_syn_ms);
+	cr_assert_eq(c->gw.nat.tcp_established_ms, want.tcp_established_ms);
+	cr_assert_eq(c->gw.nat.tcp_closing_ms, want.tcp_closing_ms);
+	cr_assert_eq(c->gw.nat.udp_ms, want.udp_ms);
+	cr_assert_eq(c->gw.nat.icmp_ms, want.icmp_ms);
+	cr_assert_eq(c->gw.nat.gateway_id, want.gateway_id);
+	cr_assert_eq(c->gw.nat.max_sessions, want.max_sessions);
+}
+
 Test(config, defaults_are_as_documented)
 {
 	struct nsa_config c;
 
 	nsa_config_defaults(&c);
-	cr_assert_eq(c.role, NSA_ROLE_ACTIVE);
-	cr_assert_eq(c.gateway_id, 1);
-	cr_assert_eq(c.epoch, 1);
-	cr_assert_eq(c.progress_ms, 1000);
-	cr_assert_str_eq(
-		c.eal_args,
-		"--no-huge --no-shconf -m 512 --no-pci --no-telemetry");
-	cr_assert_eq(c.verbosity, NSA_LOG_INFO);
-
+	nst_expect_agent_defaults(&c);
 	cr_assert_eq(c.store.n_seeds, 1);
-	cr_assert_str_eq(c.store.seeds[0].host, "127.0.0.1");
-	cr_assert_eq(c.store.seeds[0].port, 7000);
-	cr_assert_str_eq(c.store.user, "");
 	cr_assert_str_eq(c.store.password, "");
-	cr_assert_str_eq(c.password_file, "");
-	cr_assert_eq(c.store.connect_timeout_ms, 1000);
-	cr_assert_eq(c.store.publish, NSA_PUBLISH_AUTO);
-
-	cr_assert_eq(c.workers, 1);
-	cr_assert_eq(c.batch_size, 256);
-	cr_assert_eq(c.flush_us, 200);
-	cr_assert_eq(c.max_inflight, 8);
-	cr_assert_eq(c.replay_ms, 2000);
-	cr_assert_eq(c.replay_records, 131072);
-
-	cr_assert_eq(c.lanes, 1);
-	cr_assert_eq(c.ring_size, 65536);
-	cr_assert_eq(c.attach, 0);
-
-	cr_assert_eq(c.source_type, NSA_SOURCE_NONE);
-	cr_assert_eq(c.synth_conf.flows, 100000);
-	cr_assert_eq(c.synth_conf.events, 1000000);
-	cr_assert_eq(c.synth_conf.rate, 0);
-	cr_assert_eq(c.synth_conf.seed, 1);
-	cr_assert_eq(c.synth_conf.refresh_pct, 60);
-	cr_assert_eq(c.synth_conf.timeout_ms, 300000);
-	cr_assert_eq(c.synth_conf.wait_when_full, 1);
 	cr_assert_eq(c.synth_conf.gateway_id, 1);
 	cr_assert_eq(c.synth_conf.epoch, 1);
-	cr_assert_str_eq(c.source_dump, "");
-
-	cr_assert_eq(c.table_capacity, 2000000);
-	cr_assert_str_eq(c.table_dump, "");
-	cr_assert_eq(c.topology_check_ms, 1000);
-	cr_assert_eq(c.ping_ms, 1000);
 }
 
 Test(config, gateway_defaults_are_as_documented)
@@ -169,34 +245,24 @@ Test(config, gateway_defaults_are_as_documented)
 	struct ngw_config c;
 
 	ngw_config_defaults(&c);
-	cr_assert_str_eq(c.gw.inside_port, "");
-	cr_assert_str_eq(c.gw.outside_port, "");
-	cr_assert_eq(c.gw.nat.inside_addr, 0);
-	cr_assert_eq(c.gw.nat.pool_first, 0);
-	cr_assert_eq(c.gw.nat.pool_last, 0);
-	cr_assert_eq(c.gw.nat.next_hop, 0);
-	cr_assert_eq(c.gw.nat.port_min, 1024);
-	cr_assert_eq(c.gw.nat.port_max, 65535);
-	cr_assert_eq(c.gw.tcp_syn_timeout, 20);
-	cr_assert_eq(c.gw.tcp_established_timeout, 7440);
-	cr_assert_eq(c.gw.tcp_closing_timeout, 10);
-	cr_assert_eq(c.gw.udp_timeout, 300);
-	cr_assert_eq(c.gw.icmp_timeout, 30);
-	cr_assert_str_eq(c.gw.control_socket, "/run/natsync/gateway.sock");
-	cr_assert_eq(c.gw.agent, NGW_AGENT_THREADS);
-	cr_assert_eq(c.gw.idle_sleep_us, 0);
-	cr_assert_eq(c.gw.rx_descriptors, 1024);
-	cr_assert_eq(c.gw.tx_descriptors, 1024);
-	cr_assert_eq(c.gw.mbufs, 8191);
+	nst_expect_gateway_defaults(&c.gw);
 
 	/* What follows from other keys is filled in from the start. */
-	cr_assert_eq(c.gw.nat.tcp_syn_ms, 20000);
-	cr_assert_eq(c.gw.nat.tcp_established_ms, 7440000);
-	cr_assert_eq(c.gw.nat.tcp_closing_ms, 10000);
-	cr_assert_eq(c.gw.nat.udp_ms, 300000);
-	cr_assert_eq(c.gw.nat.icmp_ms, 30000);
-	cr_assert_eq(c.gw.nat.gateway_id, 1);
-	cr_assert_eq(c.gw.nat.max_sessions, 2000000);
+	nst_expect_nat_derived(&c, (struct nst_nat_derived){20000, 7440000,
+							    10000, 300000,
+							    30000, 1, 2000000});
+}
+
+/* [gateway] key = value alone in agent.ini is refused with
+ * "agent.ini:2: [gateway] key: " and then want. */
+static void nst_expect_gateway_value_error(const char *key, const char *value,
+					   const char *want)
+{
+	char ini[256], err[256];
+
+	snprintf(ini, sizeof(ini), "[gateway]\n%s = %s\n", key, value);
+	snprintf(err, sizeof(err), "agent.ini:2: [gateway] %s: %s", key, want);
+	nst_expect_error(ini, err);
 }
 
 Test(config, defaults_pass_finish)
@@ -281,72 +347,15 @@ Test(config, full_file_loads_every_key)
 	char err[512];
 
 	cr_assert_eq(nst_gw_load(&c, full_ini, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(c.agent.role, NSA_ROLE_STANDBY);
-	cr_assert_eq(c.agent.gateway_id, 7);
-	cr_assert_eq(c.agent.epoch, 42);
-	cr_assert_eq(c.agent.progress_ms, 0);
-	cr_assert_str_eq(c.agent.eal_args, "--no-huge -m 256");
-	cr_assert_eq(c.agent.verbosity, NSA_LOG_DEBUG);
-
+	nst_expect_agent_full(&c.agent);
 	cr_assert_eq(c.agent.store.n_seeds, 3);
-	cr_assert_str_eq(c.agent.store.seeds[0].host, "10.0.0.1");
-	cr_assert_eq(c.agent.store.seeds[0].port, 7001);
 	cr_assert_str_eq(c.agent.store.seeds[1].host, "redis-b");
 	cr_assert_eq(c.agent.store.seeds[1].port, 7002);
 	cr_assert_str_eq(c.agent.store.seeds[2].host, "localhost");
 	cr_assert_eq(c.agent.store.seeds[2].port, 6379);
-	cr_assert_str_eq(c.agent.store.user, "natsync");
-	cr_assert_str_eq(c.agent.password_file, "/etc/natsync/password");
 	cr_assert_str_eq(c.agent.store.password, "",
 			 "the file is not read yet");
-	cr_assert_eq(c.agent.store.connect_timeout_ms, 2500);
-	cr_assert_eq(c.agent.store.publish, NSA_PUBLISH_CLASSIC);
-
-	cr_assert_eq(c.agent.workers, 4);
-	cr_assert_eq(c.agent.batch_size, NS_BATCH_MAX_RECORDS);
-	cr_assert_eq(c.agent.flush_us, 0);
-	cr_assert_eq(c.agent.max_inflight, 1024);
-	cr_assert_eq(c.agent.replay_ms, 0);
-	cr_assert_eq(c.agent.replay_records, 16777216);
-
-	cr_assert_eq(c.agent.lanes, 4);
-	cr_assert_eq(c.agent.ring_size, 1024);
-	cr_assert_eq(c.agent.attach, 1);
-
-	cr_assert_eq(c.agent.source_type, NSA_SOURCE_SYNTH);
-	cr_assert_eq(c.agent.synth_conf.flows, 5000);
-	cr_assert_eq(c.agent.synth_conf.events, UINT64_MAX);
-	cr_assert_eq(c.agent.synth_conf.rate, 200000);
-	cr_assert_eq(c.agent.synth_conf.seed, 99);
-	cr_assert_eq(c.agent.synth_conf.refresh_pct, 0);
-	cr_assert_eq(c.agent.synth_conf.timeout_ms, 86400000);
-	cr_assert_eq(c.agent.synth_conf.wait_when_full, 0);
-	cr_assert_str_eq(c.agent.source_dump, "/tmp/source.tbl");
-
-	cr_assert_eq(c.agent.table_capacity, 1024);
-	cr_assert_str_eq(c.agent.table_dump, "/tmp/standby.tbl");
-	cr_assert_eq(c.agent.topology_check_ms, 0);
-	cr_assert_eq(c.agent.ping_ms, 250);
-
-	cr_assert_str_eq(c.gw.inside_port, "net_af_packet0");
-	cr_assert_str_eq(c.gw.outside_port, "0000:3b:00.1");
-	cr_assert_eq(c.gw.nat.inside_addr, 0xc0a80101);
-	cr_assert_eq(c.gw.nat.pool_first, 0xc6336401);
-	cr_assert_eq(c.gw.nat.pool_last, 0xc63364fe);
-	cr_assert_eq(c.gw.nat.next_hop, 0xcb0071fe);
-	cr_assert_eq(c.gw.nat.port_min, 1);
-	cr_assert_eq(c.gw.nat.port_max, 65535);
-	cr_assert_eq(c.gw.tcp_syn_timeout, 1);
-	cr_assert_eq(c.gw.tcp_established_timeout, 604800);
-	cr_assert_eq(c.gw.tcp_closing_timeout, 4);
-	cr_assert_eq(c.gw.udp_timeout, 120);
-	cr_assert_eq(c.gw.icmp_timeout, 60);
-	cr_assert_str_eq(c.gw.control_socket, "/tmp/gw test.sock");
-	cr_assert_eq(c.gw.agent, NGW_AGENT_EXTERNAL);
-	cr_assert_eq(c.gw.idle_sleep_us, 100000);
-	cr_assert_eq(c.gw.rx_descriptors, 64);
-	cr_assert_eq(c.gw.tx_descriptors, 16384);
-	cr_assert_eq(c.gw.mbufs, 1048575);
+	nst_expect_gateway_full(&c.gw);
 }
 
 Test(config, load_keeps_values_the_file_does_not_set)
@@ -789,13 +798,9 @@ Test(config, print_never_shows_the_password)
 Test(config, ipv4_address_is_stored_in_host_byte_order)
 {
 	struct ngw_config c;
-	char err[512];
 
-	cr_assert_eq(nst_gw_load(&c,
-				 "[gateway]\ninside_address = 10.1.2.3\n"
-				 "next_hop = 255.255.255.254\n",
-				 err, sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\ninside_address = 10.1.2.3\n"
+			   "next_hop = 255.255.255.254\n");
 	cr_assert_eq(c.gw.nat.inside_addr, 0x0a010203);
 	cr_assert_eq(c.gw.nat.next_hop, 0xfffffffe);
 }
@@ -814,9 +819,7 @@ Test(config, empty_ipv4_value_means_not_set)
 		nsa_config_set(&c.agent, "gateway.next_hop=", err, sizeof(err)),
 		0, "%s", err);
 	cr_assert_eq(c.gw.nat.next_hop, 0);
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\ninside_address =\npool =\n",
-				 err, sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\ninside_address =\npool =\n");
 	cr_assert_eq(c.gw.nat.inside_addr, 0);
 	cr_assert_eq(c.gw.nat.pool_first, 0);
 	cr_assert_eq(c.gw.nat.pool_last, 0);
@@ -824,149 +827,114 @@ Test(config, empty_ipv4_value_means_not_set)
 
 Test(config, bad_ipv4_address_is_rejected)
 {
-	nst_expect_error("[gateway]\ninside_address = 10.0.0\n",
-			 "agent.ini:2: [gateway] inside_address: '10.0.0' is "
-			 "not an IPv4 address");
-	nst_expect_error("[gateway]\ninside_address = 10.0.0.256\n",
-			 "agent.ini:2: [gateway] inside_address: '10.0.0.256' "
-			 "is not an IPv4 address");
-	nst_expect_error("[gateway]\nnext_hop = 010.0.0.1\n",
-			 "agent.ini:2: [gateway] next_hop: '010.0.0.1' is not "
-			 "an IPv4 address");
-	nst_expect_error("[gateway]\nnext_hop = gateway.example\n",
-			 "agent.ini:2: [gateway] next_hop: 'gateway.example' "
-			 "is not an IPv4 address");
-	nst_expect_error("[gateway]\nnext_hop = 10.0.0.1.5\n",
-			 "agent.ini:2: [gateway] next_hop: '10.0.0.1.5' is not "
-			 "an IPv4 address");
-	nst_expect_error("[gateway]\ninside_address = 0.0.0.0\n",
-			 "agent.ini:2: [gateway] inside_address: 0.0.0.0 is "
-			 "not a usable address");
+	nst_expect_gateway_value_error("inside_address", "10.0.0",
+				       "'10.0.0' is not an IPv4 address");
+	nst_expect_gateway_value_error("inside_address", "10.0.0.256",
+				       "'10.0.0.256' is not an IPv4 address");
+	nst_expect_gateway_value_error("next_hop", "010.0.0.1",
+				       "'010.0.0.1' is not an IPv4 address");
+	nst_expect_gateway_value_error(
+		"next_hop", "gateway.example",
+		"'gateway.example' is not an IPv4 address");
+	nst_expect_gateway_value_error("next_hop", "10.0.0.1.5",
+				       "'10.0.0.1.5' is not an IPv4 address");
+	nst_expect_gateway_value_error("inside_address", "0.0.0.0",
+				       "0.0.0.0 is not a usable address");
 }
 
 Test(config, pool_is_one_address_or_an_inclusive_range)
 {
 	struct ngw_config c;
-	char err[512];
 
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\npool = 198.51.100.7\n", err,
-				 sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\npool = 198.51.100.7\n");
 	cr_assert_eq(c.gw.nat.pool_first, 0xc6336407);
 	cr_assert_eq(c.gw.nat.pool_last, 0xc6336407);
 
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\npool = 10.0.0.255-10.0.1.2\n",
-				 err, sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\npool = 10.0.0.255-10.0.1.2\n");
 	cr_assert_eq(c.gw.nat.pool_first, 0x0a0000ff);
 	cr_assert_eq(c.gw.nat.pool_last, 0x0a000102);
 
 	/* Exactly NSDP_NAT_MAX_POOL addresses. */
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\npool = 10.0.0.0-10.0.0.255\n",
-				 err, sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\npool = 10.0.0.0-10.0.0.255\n");
 	cr_assert_eq(c.gw.nat.pool_last - c.gw.nat.pool_first + 1,
 		     NSDP_NAT_MAX_POOL);
 }
 
 Test(config, bad_pool_is_rejected)
 {
-	nst_expect_error("[gateway]\npool = 10.0.0.9-10.0.0.1\n",
-			 "agent.ini:2: [gateway] pool: '10.0.0.9-10.0.0.1': "
-			 "range is empty");
-	nst_expect_error("[gateway]\npool = 10.0.0.0-10.0.1.0\n",
-			 "agent.ini:2: [gateway] pool: '10.0.0.0-10.0.1.0' "
-			 "holds 257 addresses, more than 256");
-	nst_expect_error("[gateway]\npool = 10.0.0.1-\n",
-			 "agent.ini:2: [gateway] pool: '10.0.0.1-' is not an "
-			 "IPv4 address or range");
-	nst_expect_error("[gateway]\npool = 10.0.0.1-10.0.0.x\n",
-			 "agent.ini:2: [gateway] pool: '10.0.0.x' is not an "
-			 "IPv4 address");
-	nst_expect_error("[gateway]\npool = 10.0.0.1/24\n",
-			 "agent.ini:2: [gateway] pool: '10.0.0.1/24' is not an "
-			 "IPv4 address");
+	nst_expect_gateway_value_error("pool", "10.0.0.9-10.0.0.1",
+				       "'10.0.0.9-10.0.0.1': range is empty");
+	nst_expect_gateway_value_error(
+		"pool", "10.0.0.0-10.0.1.0",
+		"'10.0.0.0-10.0.1.0' holds 257 addresses, more than 256");
+	nst_expect_gateway_value_error(
+		"pool", "10.0.0.1-",
+		"'10.0.0.1-' is not an IPv4 address or range");
+	nst_expect_gateway_value_error("pool", "10.0.0.1-10.0.0.x",
+				       "'10.0.0.x' is not an IPv4 address");
+	nst_expect_gateway_value_error("pool", "10.0.0.1/24",
+				       "'10.0.0.1/24' is not an IPv4 address");
 }
 
 Test(config, ports_is_a_range_lo_hi)
 {
 	struct ngw_config c;
-	char err[512];
 
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\nports = 40000 - 40009\n", err,
-				 sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\nports = 40000 - 40009\n");
 	cr_assert_eq(c.gw.nat.port_min, 40000);
 	cr_assert_eq(c.gw.nat.port_max, 40009);
-	cr_assert_eq(
-		nst_gw_load(&c, "[gateway]\nports = 7-7\n", err, sizeof(err)),
-		0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\nports = 7-7\n");
 	cr_assert_eq(c.gw.nat.port_min, 7);
 	cr_assert_eq(c.gw.nat.port_max, 7);
 }
 
 Test(config, bad_ports_are_rejected)
 {
-	nst_expect_error("[gateway]\nports = 1024\n",
-			 "agent.ini:2: [gateway] ports: '1024' is not a range "
-			 "LO-HI (1..65535)");
-	nst_expect_error("[gateway]\nports = 2000-1000\n",
-			 "agent.ini:2: [gateway] ports: '2000-1000': range is "
-			 "empty");
-	nst_expect_error("[gateway]\nports = 0-1000\n",
-			 "agent.ini:2: [gateway] ports: 0 is out of range "
-			 "1..65535");
-	nst_expect_error("[gateway]\nports = 1000-65536\n",
-			 "agent.ini:2: [gateway] ports: 65536 is out of range "
-			 "1..65535");
-	nst_expect_error("[gateway]\nports = low-high\n",
-			 "agent.ini:2: [gateway] ports: 'low' is not a number");
-	nst_expect_error("[gateway]\nports = 1-2-3\n",
-			 "agent.ini:2: [gateway] ports: '2-3' is not a number");
+	nst_expect_gateway_value_error(
+		"ports", "1024", "'1024' is not a range LO-HI (1..65535)");
+	nst_expect_gateway_value_error("ports", "2000-1000",
+				       "'2000-1000': range is empty");
+	nst_expect_gateway_value_error("ports", "0-1000",
+				       "0 is out of range 1..65535");
+	nst_expect_gateway_value_error("ports", "1000-65536",
+				       "65536 is out of range 1..65535");
+	nst_expect_gateway_value_error("ports", "low-high",
+				       "'low' is not a number");
+	nst_expect_gateway_value_error("ports", "1-2-3",
+				       "'2-3' is not a number");
 }
 
 Test(config, gateway_numbers_are_range_checked)
 {
-	nst_expect_error("[gateway]\ntcp_syn_timeout = 0\n",
-			 "agent.ini:2: [gateway] tcp_syn_timeout: 0 is out of "
-			 "range 1..604800");
-	nst_expect_error("[gateway]\ntcp_established_timeout = 604801\n",
-			 "agent.ini:2: [gateway] tcp_established_timeout: "
-			 "604801 is out of range 1..604800");
-	nst_expect_error("[gateway]\ntcp_closing_timeout = 0\n",
-			 "[gateway] tcp_closing_timeout: 0 is out of range");
-	nst_expect_error("[gateway]\nudp_timeout = 0\n",
-			 "[gateway] udp_timeout: 0 is out of range");
-	nst_expect_error("[gateway]\nicmp_timeout = 604801\n",
-			 "[gateway] icmp_timeout: 604801 is out of range");
-	nst_expect_error("[gateway]\nidle_sleep_us = 100001\n",
-			 "agent.ini:2: [gateway] idle_sleep_us: 100001 is out "
-			 "of range 0..100000");
-	nst_expect_error("[gateway]\nrx_descriptors = 63\n",
-			 "agent.ini:2: [gateway] rx_descriptors: 63 is out of "
-			 "range 64..16384");
-	nst_expect_error("[gateway]\ntx_descriptors = 16385\n",
-			 "agent.ini:2: [gateway] tx_descriptors: 16385 is out "
-			 "of range 64..16384");
-	nst_expect_error("[gateway]\nmbufs = 1022\n",
-			 "agent.ini:2: [gateway] mbufs: 1022 is out of range "
-			 "1023..1048575");
-	nst_expect_error("[gateway]\nmbufs = 1048576\n",
-			 "[gateway] mbufs: 1048576 is out of range");
+	nst_expect_gateway_value_error("tcp_syn_timeout", "0",
+				       "0 is out of range 1..604800");
+	nst_expect_gateway_value_error("tcp_established_timeout", "604801",
+				       "604801 is out of range 1..604800");
+	nst_expect_gateway_value_error("tcp_closing_timeout", "0",
+				       "0 is out of range");
+	nst_expect_gateway_value_error("udp_timeout", "0", "0 is out of range");
+	nst_expect_gateway_value_error("icmp_timeout", "604801",
+				       "604801 is out of range");
+	nst_expect_gateway_value_error("idle_sleep_us", "100001",
+				       "100001 is out of range 0..100000");
+	nst_expect_gateway_value_error("rx_descriptors", "63",
+				       "63 is out of range 64..16384");
+	nst_expect_gateway_value_error("tx_descriptors", "16385",
+				       "16385 is out of range 64..16384");
+	nst_expect_gateway_value_error("mbufs", "1022",
+				       "1022 is out of range 1023..1048575");
+	nst_expect_gateway_value_error("mbufs", "1048576",
+				       "1048576 is out of range");
 }
 
 Test(config, gateway_agent_is_threads_or_external)
 {
 	struct ngw_config c;
-	char err[512];
 
-	cr_assert_eq(nst_gw_load(&c, "[gateway]\nagent = threads\n", err,
-				 sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[gateway]\nagent = threads\n");
 	cr_assert_eq(c.gw.agent, NGW_AGENT_THREADS);
-	nst_expect_error("[gateway]\nagent = process\n",
-			 "agent.ini:2: [gateway] agent: 'process' is not one "
-			 "of threads|external");
+	nst_expect_gateway_value_error(
+		"agent", "process", "'process' is not one of threads|external");
 }
 
 Test(config, gateway_port_name_longer_than_the_field_is_rejected)
@@ -1012,14 +980,9 @@ Test(config, set_reaches_gateway_keys_and_keeps_a_rejected_value_out)
 
 Test(config, unknown_gateway_key_lists_the_known_ones)
 {
-	nst_expect_error("[gateway]\npool_size = 4\n",
-			 "agent.ini:2: [gateway] pool_size: unknown key "
-			 "(known: inside_port, outside_port, inside_address, "
-			 "pool, next_hop, ports, tcp_syn_timeout, "
-			 "tcp_established_timeout, tcp_closing_timeout, "
-			 "udp_timeout, icmp_timeout, control_socket, agent, "
-			 "idle_sleep_us, fence_check_ms, rx_descriptors, "
-			 "tx_descriptors, mbufs)");
+	nst_expect_gateway_value_error(
+		"pool_size", "4",
+		"unknown key (known: inside_port, outside_port, inside_address, pool, next_hop, ports, tcp_syn_timeout, tcp_established_timeout, tcp_closing_timeout, udp_timeout, icmp_timeout, control_socket, agent, idle_sleep_us, fence_check_ms, rx_descriptors, tx_descriptors, mbufs)");
 }
 
 Test(config, finish_fills_the_nat_conf_from_other_keys)
@@ -1027,24 +990,17 @@ Test(config, finish_fills_the_nat_conf_from_other_keys)
 	struct ngw_config c;
 	char err[512];
 
-	cr_assert_eq(nst_gw_load(&c,
-				 "[agent]\ngateway_id = 77\n"
-				 "[standby]\ntable_capacity = 4096\n"
-				 "[gateway]\ntcp_syn_timeout = 3\n"
-				 "tcp_established_timeout = 604800\n"
-				 "tcp_closing_timeout = 5\nudp_timeout = 6\n"
-				 "icmp_timeout = 7\n",
-				 err, sizeof(err)),
-		     0, "%s", err);
+	nst_gw_load_ok(&c, "[agent]\ngateway_id = 77\n"
+			   "[standby]\ntable_capacity = 4096\n"
+			   "[gateway]\ntcp_syn_timeout = 3\n"
+			   "tcp_established_timeout = 604800\n"
+			   "tcp_closing_timeout = 5\nudp_timeout = 6\n"
+			   "icmp_timeout = 7\n");
 	cr_assert_eq(nsa_config_finish(&c.agent, err, sizeof(err)), 0, "%s",
 		     err);
-	cr_assert_eq(c.gw.nat.tcp_syn_ms, 3000);
-	cr_assert_eq(c.gw.nat.tcp_established_ms, 604800000u);
-	cr_assert_eq(c.gw.nat.tcp_closing_ms, 5000);
-	cr_assert_eq(c.gw.nat.udp_ms, 6000);
-	cr_assert_eq(c.gw.nat.icmp_ms, 7000);
-	cr_assert_eq(c.gw.nat.gateway_id, 77);
-	cr_assert_eq(c.gw.nat.max_sessions, 4096);
+	nst_expect_nat_derived(&c,
+			       (struct nst_nat_derived){3000, 604800000u, 5000,
+							6000, 7000, 77, 4096});
 }
 
 Test(config, finish_does_not_require_gateway_keys)
@@ -1087,6 +1043,36 @@ static void nst_expect_gateway_error(const struct ngw_config *c,
 	cr_assert_eq(ngw_config_check(c, err, sizeof(err)), -1,
 		     "accepted, expected \"%s\"", want);
 	cr_assert_str_eq(err, want);
+}
+
+/* gateway_ini with --set assignment, refused by the check with exactly
+ * want. */
+static void nst_expect_set_gateway_error(const char *assignment,
+					 const char *want)
+{
+	struct ngw_config c;
+	char err[512];
+
+	nst_gateway_config(&c);
+	cr_assert_eq(nsa_config_set(&c.agent, assignment, err, sizeof(err)), 0,
+		     "%s", err);
+	nst_expect_gateway_error(&c, want);
+}
+
+/* gateway_ini with the pool and the port range set in code, refused by
+ * the check with exactly want. */
+static void nst_expect_nat_gateway_error(uint32_t pool_first,
+					 uint32_t pool_last, uint16_t port_min,
+					 uint16_t port_max, const char *want)
+{
+	struct ngw_config c;
+
+	nst_gateway_config(&c);
+	c.gw.nat.pool_first = pool_first;
+	c.gw.nat.pool_last = pool_last;
+	c.gw.nat.port_min = port_min;
+	c.gw.nat.port_max = port_max;
+	nst_expect_gateway_error(&c, want);
 }
 
 Test(config, gateway_check_accepts_a_complete_gateway)
@@ -1135,75 +1121,45 @@ Test(config, gateway_check_needs_inside_address_and_pool)
 
 Test(config, gateway_check_refuses_a_bad_pool_set_in_code)
 {
-	struct ngw_config c;
-
-	nst_gateway_config(&c);
-	c.gw.nat.pool_first = 0x0a000009;
-	c.gw.nat.pool_last = 0x0a000001;
-	nst_expect_gateway_error(
-		&c, "[gateway] pool: range is empty (10.0.0.9 after 10.0.0.1)");
-
-	nst_gateway_config(&c);
-	c.gw.nat.pool_first = 0x0a000000;
-	c.gw.nat.pool_last = 0x0a000100;
-	nst_expect_gateway_error(&c, "[gateway] pool: 10.0.0.0-10.0.1.0 holds "
+	nst_expect_nat_gateway_error(
+		0x0a000009, 0x0a000001, 1024, 65535,
+		"[gateway] pool: range is empty (10.0.0.9 after 10.0.0.1)");
+	nst_expect_nat_gateway_error(0x0a000000, 0x0a000100, 1024, 65535,
+				     "[gateway] pool: 10.0.0.0-10.0.1.0 holds "
 				     "more than 256 addresses");
 }
 
 Test(config, gateway_check_refuses_an_inside_address_in_the_pool)
 {
-	struct ngw_config c;
-	char err[512];
-
-	nst_gateway_config(&c);
-	cr_assert_eq(nsa_config_set(&c.agent,
-				    "gateway.inside_address=198.51.100.13", err,
-				    sizeof(err)),
-		     0, "%s", err);
-	nst_expect_gateway_error(&c, "[gateway] inside_address: 198.51.100.13 "
+	nst_expect_set_gateway_error("gateway.inside_address=198.51.100.13",
+				     "[gateway] inside_address: 198.51.100.13 "
 				     "is in the pool "
 				     "198.51.100.10-198.51.100.13");
 }
 
 Test(config, gateway_check_refuses_a_next_hop_in_the_pool)
 {
-	struct ngw_config c;
-	char err[512];
-
-	nst_gateway_config(&c);
-	cr_assert_eq(nsa_config_set(&c.agent, "gateway.next_hop=198.51.100.10",
-				    err, sizeof(err)),
-		     0, "%s", err);
-	nst_expect_gateway_error(&c, "[gateway] next_hop: 198.51.100.10 is in "
+	nst_expect_set_gateway_error("gateway.next_hop=198.51.100.10",
+				     "[gateway] next_hop: 198.51.100.10 is in "
 				     "the pool 198.51.100.10-198.51.100.13");
 }
 
 Test(config, gateway_check_refuses_an_empty_port_range_set_in_code)
 {
-	struct ngw_config c;
+	const uint32_t first = 0xc633640a, last = 0xc633640d; /* gateway_ini */
 
-	nst_gateway_config(&c);
-	c.gw.nat.port_min = 2000;
-	c.gw.nat.port_max = 1999;
-	nst_expect_gateway_error(
-		&c, "[gateway] ports: range 2000-1999 is empty or starts at 0");
-
-	nst_gateway_config(&c);
-	c.gw.nat.port_min = 0;
-	nst_expect_gateway_error(
-		&c, "[gateway] ports: range 0-65535 is empty or starts at 0");
+	nst_expect_nat_gateway_error(
+		first, last, 2000, 1999,
+		"[gateway] ports: range 2000-1999 is empty or starts at 0");
+	nst_expect_nat_gateway_error(
+		first, last, 0, 65535,
+		"[gateway] ports: range 0-65535 is empty or starts at 0");
 }
 
 Test(config, gateway_check_needs_one_lane)
 {
-	struct ngw_config c;
-	char err[512];
-
-	nst_gateway_config(&c);
-	cr_assert_eq(
-		nsa_config_set(&c.agent, "rings.lanes=2", err, sizeof(err)), 0,
-		"%s", err);
-	nst_expect_gateway_error(&c, "[rings] lanes: natsync-gateway forwards "
+	nst_expect_set_gateway_error("rings.lanes=2",
+				     "[rings] lanes: natsync-gateway forwards "
 				     "on one lcore into one lane; set lanes = "
 				     "1 (not 2)");
 }

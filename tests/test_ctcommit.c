@@ -167,9 +167,47 @@ static struct ns_session flow(uint8_t proto, uint8_t event, uint32_t i,
 
 TestSuite(ctcommit, .timeout = 120);
 
+/* The flows of both protocols, N_PER_PROTO each. */
+static const uint8_t protos[2] = {IPPROTO_UDP, IPPROTO_TCP};
+
+/* Every step-th flow of both protocols as event with timeout_s, stamped
+ * now, added to c; then flushed. */
+static void commit_flows(struct nsdp_ctcommit *c, uint8_t event,
+			 unsigned int step, uint32_t timeout_s, uint64_t now)
+{
+	unsigned int i, p;
+
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i += step) {
+			struct ns_session s =
+				flow(protos[p], event, i, timeout_s, now);
+
+			cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+		}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+}
+
+/* NS_COMMIT's conntrack table holds every flow of both protocols, as event
+ * with timeout_s stamped now wrote it, with 10 s of its timeout gone at
+ * most. */
+static void check_flows(uint8_t event, uint32_t timeout_s, uint64_t now)
+{
+	struct ct_dump d = ct_table(NS_COMMIT);
+	unsigned int i, p;
+
+	cr_assert_eq(d.n, 2 * N_PER_PROTO, "%u entries", d.n);
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < N_PER_PROTO; i++) {
+			struct ns_session s =
+				flow(protos[p], event, i, timeout_s, now);
+
+			ct_check(&d, &s, timeout_s - 10, timeout_s);
+		}
+	ct_dump_free(&d);
+}
+
 Test(ctcommit, commits_updates_and_deletes_snat_sessions_field_by_field)
 {
-	const uint8_t protos[2] = {IPPROTO_UDP, IPPROTO_TCP};
 	struct nsdp_ctcommit_stats st;
 	struct nsdp_ctcommit *c;
 	struct ct_dump d;
@@ -180,14 +218,7 @@ Test(ctcommit, commits_updates_and_deletes_snat_sessions_field_by_field)
 	netns_fresh(NS_COMMIT);
 	c = committer(NS_COMMIT, NSDP_CTCOMMIT_BATCH_DEFAULT);
 
-	for (p = 0; p < 2; p++)
-		for (i = 0; i < N_PER_PROTO; i++) {
-			struct ns_session s =
-				flow(protos[p], NS_EV_CREATE, i, 120, now);
-
-			cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
-		}
-	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	commit_flows(c, NS_EV_CREATE, 1, 120, now);
 	nsdp_ctcommit_stats(c, &st);
 	cr_expect_eq(st.committed, 2 * N_PER_PROTO, "committed %" PRIu64,
 		     st.committed);
@@ -195,54 +226,22 @@ Test(ctcommit, commits_updates_and_deletes_snat_sessions_field_by_field)
 		     "last error %d", st.last_error);
 	cr_expect_lt(st.sends, 2 * N_PER_PROTO / 100, "batched: %" PRIu64,
 		     st.sends);
-	d = ct_table(NS_COMMIT);
-	cr_assert_eq(d.n, 2 * N_PER_PROTO, "%u entries", d.n);
-	for (p = 0; p < 2; p++)
-		for (i = 0; i < N_PER_PROTO; i++) {
-			struct ns_session s =
-				flow(protos[p], NS_EV_CREATE, i, 120, now);
-
-			ct_check(&d, &s, 110, 120);
-		}
-	ct_dump_free(&d);
+	check_flows(NS_EV_CREATE, 120, now);
 
 	/* Refreshes: every entry exists, so each is an update with the new
 	 * timeout. */
 	now = nsdp_realtime_ns();
-	for (p = 0; p < 2; p++)
-		for (i = 0; i < N_PER_PROTO; i++) {
-			struct ns_session s =
-				flow(protos[p], NS_EV_REFRESH, i, 600, now);
-
-			cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
-		}
-	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	commit_flows(c, NS_EV_REFRESH, 1, 600, now);
 	nsdp_ctcommit_stats(c, &st);
 	cr_expect_eq(st.committed, 2 * N_PER_PROTO);
 	cr_expect_eq(st.updated, 2 * N_PER_PROTO, "updated %" PRIu64,
 		     st.updated);
 	cr_expect_eq(st.errors, 0, "last error %d", st.last_error);
-	d = ct_table(NS_COMMIT);
-	cr_assert_eq(d.n, 2 * N_PER_PROTO);
-	for (p = 0; p < 2; p++)
-		for (i = 0; i < N_PER_PROTO; i++) {
-			struct ns_session s =
-				flow(protos[p], NS_EV_REFRESH, i, 600, now);
-
-			ct_check(&d, &s, 590, 600);
-		}
-	ct_dump_free(&d);
+	check_flows(NS_EV_REFRESH, 600, now);
 
 	/* Deletes of the even flows, then of flows that are not there. */
 	now = nsdp_realtime_ns();
-	for (p = 0; p < 2; p++)
-		for (i = 0; i < N_PER_PROTO; i += 2) {
-			struct ns_session s =
-				flow(protos[p], NS_EV_DELETE, i, 600, now);
-
-			cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
-		}
-	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	commit_flows(c, NS_EV_DELETE, 2, 600, now);
 	for (i = 0; i < 10; i++) {
 		struct ns_session s = flow(IPPROTO_UDP, NS_EV_DELETE,
 					   N_PER_PROTO + i, 600, now);
@@ -730,19 +729,11 @@ Test(ctcommit, a_newer_flow_evicts_the_entry_holding_its_translation)
 static int tcp_connect_through(int listener, uint16_t port, int *server_side,
 			       uint16_t *xport)
 {
-	struct sockaddr_in to = {.sin_family = AF_INET,
-				 .sin_port = htons(7780),
-				 .sin_addr.s_addr = htonl(TR_SERVER)};
-	struct sockaddr_in peer;
-	socklen_t pl = sizeof(peer);
-	int client = nst_socket_in("k2tr-c", SOCK_STREAM, TR_CLIENT, port);
+	uint32_t xaddr;
+	int client = nst_tcp_connect("k2tr-c", TR_CLIENT, port, TR_SERVER, 7780,
+				     listener, server_side, &xaddr, xport);
 
-	cr_assert_eq(connect(client, (struct sockaddr *)&to, sizeof(to)), 0,
-		     "connect from %u", port);
-	*server_side = accept(listener, (struct sockaddr *)&peer, &pl);
-	cr_assert(*server_side >= 0);
-	cr_assert_eq(ntohl(peer.sin_addr.s_addr), TR_GW_OUT);
-	*xport = ntohs(peer.sin_port);
+	cr_assert_eq(xaddr, TR_GW_OUT);
 	return client;
 }
 

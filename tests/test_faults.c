@@ -216,14 +216,19 @@ static size_t faults_layouts(struct fault_layout *p)
 	return 1;
 }
 
-#define FAULTS_IN_BOTH_LAYOUTS(test, keys_port, log_port)              \
+/* A test of the faults suite run in both store layouts: its parameters
+ * (Redis on keys_port for the keys layout, log_port for the log layout)
+ * and its header, with any more Criterion options after the ports; the
+ * body follows, with the layout in l. */
+#define FAULTS_IN_BOTH_LAYOUTS(test, keys_port, log_port, ...)         \
 	ParameterizedTestParameters(faults, test)                      \
 	{                                                              \
 		static struct fault_layout p[] = {{"keys", keys_port}, \
 						  {"log", log_port}};  \
 		return cr_make_param_array(struct fault_layout, p,     \
 					   faults_layouts(p));         \
-	}
+	}                                                              \
+	ParameterizedTest(struct fault_layout *l, faults, test, ##__VA_ARGS__)
 
 /* Make the agents and natsync-verify use l's layout; the run's name. */
 static const char *in_layout(const struct fault_layout *l, const char *name)
@@ -435,9 +440,6 @@ static void run_failover(const char *name, int base, unsigned int lag_ms,
 
 FAULTS_IN_BOTH_LAYOUTS(master_killed_replica_promoted_standby_equals_source,
 		       FAILOVER_PORT, LOG_FAILOVER_PORT)
-
-ParameterizedTest(struct fault_layout *l, faults,
-		  master_killed_replica_promoted_standby_equals_source)
 {
 	run_failover(in_layout(l, "faults-failover"), l->port, 0, "");
 	cr_assert(
@@ -455,10 +457,6 @@ ParameterizedTest(struct fault_layout *l, faults,
 FAULTS_IN_BOTH_LAYOUTS(
 	master_killed_with_lagging_replica_replay_window_restores_writes,
 	LAGGING_PORT, LOG_LAGGING_PORT)
-
-ParameterizedTest(
-	struct fault_layout *l, faults,
-	master_killed_with_lagging_replica_replay_window_restores_writes)
 {
 	run_failover(in_layout(l, "faults-lagging"), l->port, 3000,
 		     "--set active.replay_ms=5000 "
@@ -486,14 +484,11 @@ static void node_id(int port, char *id, size_t len)
 	cr_assert_eq(strlen(id), 40, "no node id from %d", port);
 }
 
-FAULTS_IN_BOTH_LAYOUTS(resharding_mid_stream_loses_nothing, RESHARD_PORT,
-		       LOG_RESHARD_PORT)
-
 /* In the log layout the records of the moved slots stay in the segments
  * of their former master: the standby's resyncs and natsync-verify merge
  * every master's segments. */
-ParameterizedTest(struct fault_layout *l, faults,
-		  resharding_mid_stream_loses_nothing)
+FAULTS_IN_BOTH_LAYOUTS(resharding_mid_stream_loses_nothing, RESHARD_PORT,
+		       LOG_RESHARD_PORT)
 {
 	const int base = l->port;
 	/* 25 000 events/s for 20 s; 2 000 slots move from 1 s on. The move
@@ -544,9 +539,6 @@ ParameterizedTest(struct fault_layout *l, faults,
 FAULTS_IN_BOTH_LAYOUTS(
 	standby_killed_and_restarted_converges_to_the_exact_table, RESTART_PORT,
 	LOG_RESTART_PORT)
-
-ParameterizedTest(struct fault_layout *l, faults,
-		  standby_killed_and_restarted_converges_to_the_exact_table)
 {
 	const struct nst_source_plan plan = {30000, 400000, 50000, 0};
 	char seeds[SEEDS_MAX];
@@ -576,10 +568,6 @@ ParameterizedTest(struct fault_layout *l, faults,
 FAULTS_IN_BOTH_LAYOUTS(
 	slow_subscriber_disconnected_by_the_store_resyncs_and_loses_nothing,
 	SLOW_PORT, LOG_SLOW_PORT)
-
-ParameterizedTest(
-	struct fault_layout *l, faults,
-	slow_subscriber_disconnected_by_the_store_resyncs_and_loses_nothing)
 {
 	const int base = l->port;
 	/* 100 000 events/s for 10 s: fast enough to fill the socket
@@ -687,11 +675,7 @@ static void store_signal(int base, int sig)
 
 FAULTS_IN_BOTH_LAYOUTS(
 	store_outage_of_30s_drops_only_at_the_ring_and_catches_up, OUTAGE_PORT,
-	LOG_OUTAGE_PORT)
-
-ParameterizedTest(struct fault_layout *l, faults,
-		  store_outage_of_30s_drops_only_at_the_ring_and_catches_up,
-		  .timeout = 180)
+	LOG_OUTAGE_PORT, .timeout = 180)
 {
 	const char *env = getenv("NATSYNC_FAULTS_OUTAGE_S");
 	const int base = l->port;
@@ -783,9 +767,6 @@ static int cut_off_node0(int on)
 FAULTS_IN_BOTH_LAYOUTS(
 	master_cut_off_from_its_cluster_while_answering_loses_nothing,
 	CUTOFF_PORT, LOG_CUTOFF_PORT)
-
-ParameterizedTest(struct fault_layout *l, faults,
-		  master_cut_off_from_its_cluster_while_answering_loses_nothing)
 {
 	const struct nst_source_plan plan = {100000, 400000, 50000, 0};
 	const int base = l->port;
@@ -845,9 +826,6 @@ ParameterizedTest(struct fault_layout *l, faults,
 FAULTS_IN_BOTH_LAYOUTS(
 	standby_subscription_cut_silently_is_noticed_and_resynced, SILENT_PORT,
 	LOG_SILENT_PORT)
-
-ParameterizedTest(struct fault_layout *l, faults,
-		  standby_subscription_cut_silently_is_noticed_and_resynced)
 {
 	const struct nst_source_plan plan = {100000, 400000, 50000, 0};
 	const int base = l->port;

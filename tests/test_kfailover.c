@@ -285,22 +285,6 @@ static struct ns_session store_wait(uint8_t proto, uint16_t sport,
 	return s;
 }
 
-/* Entries `conntrack -L` shows in namespace ns. */
-static unsigned long conntrack_count(const char *ns)
-{
-	char cmd[256], line[64] = "";
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd),
-		 "ip netns exec %s conntrack -L 2>/dev/null | wc -l", ns);
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	if (!fgets(line, sizeof(line), p))
-		line[0] = 0;
-	pclose(p);
-	return strtoul(line, NULL, 10);
-}
-
 /* Wait (10 s at most) until namespace ns holds the entry of the flow from
  * the client's port to dport, translated to port xport; asserts it. */
 static void wait_committed(const char *ns, uint16_t port, uint16_t dport,
@@ -323,20 +307,11 @@ static void wait_committed(const char *ns, uint16_t port, uint16_t dport,
 static int tcp_connect(int listener, uint16_t port, int *server_side,
 		       uint16_t *xport)
 {
-	struct sockaddr_in to = {.sin_family = AF_INET,
-				 .sin_port = htons(TCP_PORT),
-				 .sin_addr.s_addr = htonl(SERVER)};
-	struct sockaddr_in peer;
-	socklen_t pl = sizeof(peer);
-	int client = nst_socket_in("k3c", SOCK_STREAM, CLIENT, port);
+	uint32_t xaddr;
+	int client = nst_tcp_connect("k3c", CLIENT, port, SERVER, TCP_PORT,
+				     listener, server_side, &xaddr, xport);
 
-	cr_assert_eq(connect(client, (struct sockaddr *)&to, sizeof(to)), 0,
-		     "connect from %u", port);
-	*server_side = accept(listener, (struct sockaddr *)&peer, &pl);
-	cr_assert(*server_side >= 0);
-	cr_assert_eq(ntohl(peer.sin_addr.s_addr), POOL,
-		     "translated to the pool address");
-	*xport = ntohs(peer.sin_port);
+	cr_assert_eq(xaddr, POOL, "translated to the pool address");
 	return client;
 }
 
@@ -361,6 +336,21 @@ static int tcp_xfer(int from, int to, size_t n, unsigned int seed)
 		got += (size_t)r;
 	}
 	return memcmp(in, out, n) == 0;
+}
+
+/* Connections A and B go on: XFER_BYTES each way on each (client to
+ * server first), with the patterns seed..seed+3; asserts it. */
+static void assert_a_and_b_go_on(int a_c, int a_s, int b_c, int b_s,
+				 unsigned int seed, const char *when)
+{
+	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, seed),
+		  "A: the client's bytes reach the server %s", when);
+	cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, seed + 1),
+		  "A: the server's bytes reach the client %s", when);
+	cr_assert(tcp_xfer(b_s, b_c, XFER_BYTES, seed + 2),
+		  "B: the server's bytes reach the client %s", when);
+	cr_assert(tcp_xfer(b_c, b_s, XFER_BYTES, seed + 3),
+		  "B: the client's bytes reach the server %s", when);
 }
 
 /* A datagram from the client's socket to the server's: the translated port
@@ -444,10 +434,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	t0 = nsdp_now_s();
 	a_c = tcp_connect(listener, PORT_A, &a_s, &a_x);
 	b_c = tcp_connect(listener, PORT_B, &b_s, &b_x);
-	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 1));
-	cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, 2));
-	cr_assert(tcp_xfer(b_s, b_c, XFER_BYTES, 3));
-	cr_assert(tcp_xfer(b_c, b_s, XFER_BYTES, 4));
+	assert_a_and_b_go_on(a_c, a_s, b_c, b_s, 1, "through gateway 1");
 	u_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_U);
 	u_x = udp_to_server(u_c, udp_server, "u-before");
 	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-before-reply"));
@@ -465,10 +452,10 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	wait_log(1, "kernel-active.log", "epoch 1 from the store", 1);
 	cr_assert_eq(rec_u.xlat.saddr, POOL);
 	cr_assert_eq(rec_u.xlat.sport, u_x);
-	for (int i = 0; i < 100 && conntrack_count("k3gw2") < 3; i++)
+	for (int i = 0; i < 100 && nst_conntrack_count("k3gw2") < 3; i++)
 		nsdp_sleep_ms(100);
 	t_commit = nsdp_now_s() - t0;
-	cr_assert_eq(conntrack_count("k3gw2"), 3,
+	cr_assert_eq(nst_conntrack_count("k3gw2"), 3,
 		     "gateway 2's conntrack holds the three flows");
 
 	/* natsync stops on gateway 1; then the control flows are made. */
@@ -482,7 +469,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	cr_assert(in_range(e_x, GW1_PORTS_LO));
 	cr_assert(udp_to_client(udp_server, e_c, e_x, "e-before-reply"));
 	nsdp_sleep_ms(500);
-	cr_assert_eq(conntrack_count("k3gw2"), 3,
+	cr_assert_eq(nst_conntrack_count("k3gw2"), 3,
 		     "nothing replicated the control flows");
 
 	/* Failover: the addresses move. A: the client speaks first; B: the
@@ -490,12 +477,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	t0 = nsdp_now_s();
 	move_addresses();
 	t_move = nsdp_now_s() - t0;
-	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 7),
-		  "A: the client's bytes reach the server after the failover");
-	cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, 8));
-	cr_assert(tcp_xfer(b_s, b_c, XFER_BYTES, 9),
-		  "B: the server's bytes reach the client after the failover");
-	cr_assert(tcp_xfer(b_c, b_s, XFER_BYTES, 10));
+	assert_a_and_b_go_on(a_c, a_s, b_c, b_s, 7, "after the failover");
 	cr_assert_eq(udp_to_server(u_c, udp_server, "u-after"), u_x,
 		     "U leaves gateway 2 with the same translated source");
 	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-after-reply"));
@@ -514,10 +496,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 			    gw_path(2, "kernel-standby.out")),
 		     0, "the standby committed the three sessions, no error");
 	wait_log(2, "kernel-active.log", "progress: active", 10);
-	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 11));
-	cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, 12));
-	cr_assert(tcp_xfer(b_s, b_c, XFER_BYTES, 13));
-	cr_assert(tcp_xfer(b_c, b_s, XFER_BYTES, 14));
+	assert_a_and_b_go_on(a_c, a_s, b_c, b_s, 11, "after the agents' swap");
 	cr_assert_eq(udp_to_server(u_c, udp_server, "u-swapped"), u_x);
 	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-swapped-reply"));
 
@@ -579,12 +558,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 			    "ip -n k3c neigh flush dev k3cbr\n"
 			    "ip -n k3s neigh flush dev k3sbr\n"),
 		     0, "cannot move the addresses back");
-	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 16),
-		  "A goes on through gateway 1 again");
-	cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, 17));
-	cr_assert(tcp_xfer(b_s, b_c, XFER_BYTES, 18),
-		  "B goes on through gateway 1 again");
-	cr_assert(tcp_xfer(b_c, b_s, XFER_BYTES, 19));
+	assert_a_and_b_go_on(a_c, a_s, b_c, b_s, 16, "through gateway 1 again");
 	cr_assert_eq(udp_to_server(u_c, udp_server, "u-back"), u_x);
 	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-back-reply"));
 	cr_assert_eq(

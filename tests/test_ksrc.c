@@ -208,21 +208,17 @@ static void *client_main(void *arg)
 static void write_configs(unsigned int ringbuf_bytes)
 {
 	char text[1024];
+	int n;
 
-	snprintf(text, sizeof(text),
-		 "[agent]\nrole = standby\ngateway_id = 1\nprogress_ms = 0\n"
-		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
-		 "--no-telemetry -l 0\n"
-		 "[store]\nseeds = " SEEDS "\n"
+	n = nst_agent_ini(text, sizeof(text), "standby", 1, 0, 256, "0", SEEDS);
+	snprintf(text + n, sizeof(text) - n,
 		 "[standby]\ntable_capacity = %u\ndump = %s\n",
 		 4 * n_flows > 65536 ? 4 * n_flows : 65536,
 		 nst_run_path("standby.tbl"));
 	nst_write_file(nst_run_path("standby.ini"), text);
-	snprintf(text, sizeof(text),
-		 "[agent]\nrole = active\ngateway_id = 1\nprogress_ms = 200\n"
-		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
-		 "--no-telemetry -l 0\n"
-		 "[store]\nseeds = " SEEDS "\n"
+	n = nst_agent_ini(text, sizeof(text), "active", 1, 200, 256, "0",
+			  SEEDS);
+	snprintf(text + n, sizeof(text) - n,
 		 "[rings]\nlanes = 1\n"
 		 "[source]\ntype = kernel\nnetns = k1ks-g\n"
 		 "ringbuf_size = %u\ndump = %s\n",
@@ -249,17 +245,7 @@ static unsigned long report_field(const char *name)
  * garbage collector comes by. */
 static unsigned long conntrack_count(void)
 {
-	char cmd[256], line[64] = "";
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd),
-		 "ip netns exec k1ks-g conntrack -L 2>/dev/null | wc -l");
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	if (!fgets(line, sizeof(line), p))
-		line[0] = 0;
-	pclose(p);
-	return strtoul(line, NULL, 10);
+	return nst_conntrack_count("k1ks-g");
 }
 
 /* natsync-verify, identity only: the conntrack dump (source.tbl) against
@@ -521,6 +507,19 @@ Test(ksrc, closed_tcp_connections_become_delete_records_when_they_expire)
 	cr_assert_eq(report_field("deletes"), n_flows);
 }
 
+/* The flows made through a run whose source filters the TCP ones out:
+ * the store and the standby hold the UDP flows alone, the active created
+ * n_flows records and filtered the rest. Stops the run. */
+static void assert_only_the_udp_flows_replicated(struct run *r)
+{
+	make_flows();
+	dump_kernel_table(r->active);
+	verify_equal(r->standby, n_flows);
+	run_stop(r);
+	cr_assert_eq(report_field("creates"), n_flows);
+	cr_assert_geq(report_field("filtered"), n_flows);
+}
+
 /* [source] mark: only the UDP flows (conntrack mark 7) are replicated. */
 Test(ksrc, the_mark_filter_keeps_only_the_marked_entries)
 {
@@ -529,12 +528,7 @@ Test(ksrc, the_mark_filter_keeps_only_the_marked_entries)
 	nst_need_root("network namespaces, nftables and BPF need root");
 	run_start(&r, "ksrc-mark", 4 << 20,
 		  "--set source.mark=7 --set source.mark_mask=255");
-	make_flows();
-	dump_kernel_table(r.active);
-	verify_equal(r.standby, n_flows);
-	run_stop(&r);
-	cr_assert_eq(report_field("creates"), n_flows);
-	cr_assert_geq(report_field("filtered"), n_flows);
+	assert_only_the_udp_flows_replicated(&r);
 	cr_assert_eq(report_field("ringbuf_drops"), 0);
 }
 
@@ -551,12 +545,7 @@ Test(ksrc, the_zone_filter_keeps_only_the_entries_of_its_zone)
 			    "-300 ; }' && ip netns exec k1ks-g nft add rule ip "
 			    "k1nat zoneudp udp dport 9000-9004 ct zone set 5"),
 		     0);
-	make_flows();
-	dump_kernel_table(r.active);
-	verify_equal(r.standby, n_flows);
-	run_stop(&r);
-	cr_assert_eq(report_field("creates"), n_flows);
-	cr_assert_geq(report_field("filtered"), n_flows);
+	assert_only_the_udp_flows_replicated(&r);
 }
 
 /* [source] ignore_mark: the marked UDP flows are left out, as entries a
@@ -567,12 +556,7 @@ Test(ksrc, entries_with_the_ignored_mark_are_not_captured)
 
 	nst_need_root("network namespaces, nftables and BPF need root");
 	run_start(&r, "ksrc-ignore", 4 << 20, "--set source.ignore_mark=7");
-	make_flows();
-	dump_kernel_table(r.active);
-	verify_equal(r.standby, n_flows);
-	run_stop(&r);
-	cr_assert_eq(report_field("creates"), n_flows);
-	cr_assert_geq(report_field("filtered"), n_flows);
+	assert_only_the_udp_flows_replicated(&r);
 }
 
 /* natsync-agent with the kernel source as cmd_prefix runs it, its stderr

@@ -61,6 +61,25 @@ static int http(const char *method, const char *addr, const char *path,
 	return atoi(out);
 }
 
+/* deploy/keepalived-track.sh on an agent's /readyz at addr, with curl
+ * and with bash's /dev/tcp: asserts both exit with status want. */
+static void assert_agent_track(const char *addr, int want)
+{
+	const char *track = nst_src("deploy/keepalived-track.sh");
+
+	cr_assert_eq(nst_sh("%s -u %s", track, addr), want, "curl");
+	cr_assert_eq(nst_sh("%s -T -u %s", track, addr), want, "/dev/tcp");
+}
+
+/* deploy/keepalived-track.sh on the gateway's control socket: its exit
+ * status. */
+static int gateway_track(void)
+{
+	return nst_sh("%s -g %s -S %s", nst_src("deploy/keepalived-track.sh"),
+		      nst_build("gateway/natsync-gateway"),
+		      nst_run_path("gw.sock"));
+}
+
 /* The value of the first sample in file whose line starts with name{ and
  * holds label (may be NULL); asserts there is one. */
 static double metric(const char *file, const char *name, const char *label)
@@ -86,6 +105,15 @@ static double metric(const char *file, const char *name, const char *label)
 	fclose(f);
 	cr_assert(found, "no %s{%s} in %s", name, label ? label : "", file);
 	return v;
+}
+
+/* The value of the sample of name with label in the scrape in file is
+ * want. */
+static void assert_metric(const char *file, const char *name, const char *label,
+			  double want)
+{
+	cr_assert_eq(metric(file, name, label), want, "%s %s{%s}", file, name,
+		     label ? label : "");
 }
 
 /* Scrape addr into file and lint it with promtool. */
@@ -180,20 +208,14 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 	cr_assert(nst_run_file_has("readyz", "cold load has not finished"));
 	cr_assert_eq(http("GET", HTTP_STANDBY, "/healthz", "healthz"), 200);
 	scrape_checked(HTTP_STANDBY, "standby-cold.prom");
-	cr_assert_eq(metric("standby-cold.prom", "natsync_ready", NULL), 0);
+	assert_metric("standby-cold.prom", "natsync_ready", NULL, 0);
 
 	cr_assert_eq(nst_store_start_fresh(MX_CLUSTER_PORT, 3, 0), 0);
 	nst_wait_synced(sb);
 	cr_assert(wait_ready(HTTP_STANDBY, 200, 10),
 		  "the standby's /readyz never answered 200 once synced");
 	/* keepalived's track script agrees, with curl and with /dev/tcp. */
-	cr_assert_eq(nst_sh("%s -u %s", nst_src("deploy/keepalived-track.sh"),
-			    HTTP_STANDBY),
-		     0);
-	cr_assert_eq(nst_sh("%s -T -u %s",
-			    nst_src("deploy/keepalived-track.sh"),
-			    HTTP_STANDBY),
-		     0);
+	assert_agent_track(HTTP_STANDBY, 0);
 
 	/* With -t the active stays, idle, once it has replicated every
 	 * event, until stopped: its final counters can be scraped. */
@@ -224,9 +246,8 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 		     "the active never had every event acknowledged");
 	cr_assert_geq(scrapes, 3, "only %d scrapes of the active", scrapes);
 	scrape_checked(HTTP_ACTIVE, "active-final.prom");
-	cr_assert_eq(
-		metric("active-final.prom", "natsync_records_in_flight", NULL),
-		0);
+	assert_metric("active-final.prom", "natsync_records_in_flight", NULL,
+		      0);
 	cr_assert_eq(http("GET", HTTP_ACTIVE, "/readyz", "readyz"), 200);
 	stop_pid(act);
 	cr_assert_eq(nst_wait_report(10), 0, "the active wrote no REPORT");
@@ -281,30 +302,21 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 	cr_assert(wait_ready(HTTP_ACTIVE2, 200, 20),
 		  "the active's /readyz never answered 200");
 	scrape_checked(HTTP_ACTIVE2, "active2.prom");
-	cr_assert_eq(metric("active2.prom", "natsync_writer_connected",
-			    "master=\"127.0.0.1:7600\""),
-		     1);
-	cr_assert_eq(metric("active2.prom", "natsync_ready", NULL), 1);
+	assert_metric("active2.prom", "natsync_writer_connected",
+		      "master=\"127.0.0.1:7600\"", 1);
+	assert_metric("active2.prom", "natsync_ready", NULL, 1);
 
 	/* The store goes away: neither is ready. */
 	nst_store_stop(MX_CLUSTER_PORT);
 	cr_assert(wait_ready(HTTP_STANDBY, 503, 15),
 		  "the standby's /readyz stayed 200 without its store");
 	cr_assert(nst_run_file_has("readyz", "not subscribed"));
-	cr_assert_eq(nst_sh("%s -u %s", nst_src("deploy/keepalived-track.sh"),
-			    HTTP_STANDBY),
-		     1);
-	cr_assert_eq(nst_sh("%s -T -u %s",
-			    nst_src("deploy/keepalived-track.sh"),
-			    HTTP_STANDBY),
-		     1);
+	assert_agent_track(HTTP_STANDBY, 1);
 	cr_assert(wait_ready(HTTP_ACTIVE2, 503, 15),
 		  "the active's /readyz stayed 200 without its store");
 	cr_assert(nst_run_file_has("readyz", "retrying"));
 	scrape_checked(HTTP_ACTIVE2, "active2-down.prom");
-	cr_assert_eq(
-		metric("active2-down.prom", "natsync_writer_connected", NULL),
-		0);
+	assert_metric("active2-down.prom", "natsync_writer_connected", NULL, 0);
 	stop_pid(a2);
 
 	/* The standby's counters no longer move: they must equal its
@@ -418,7 +430,7 @@ Test(metrics, bad_listen_values_port_in_use_and_bad_requests)
 		     0, "HEAD /metrics: no exposition content type");
 	/* Still serving, and the process is still there. */
 	scrape_checked(HTTP_BAD, "after.prom");
-	cr_assert_eq(metric("after.prom", "natsync_standby_synced", NULL), 0);
+	assert_metric("after.prom", "natsync_standby_synced", NULL, 0);
 	cr_assert_eq(http("GET", HTTP_BAD, "/healthz", "healthz"), 200);
 	cr_assert_eq(kill(sb, 0), 0);
 	stop_pid(sb);
@@ -481,15 +493,12 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 	cr_assert(nst_run_file_has("health", "^ok ready mode=standby"));
 	cr_assert_eq(http("GET", HTTP_GATEWAY, "/readyz", "readyz"), 200);
 	scrape_checked(HTTP_GATEWAY, "standby.prom");
-	cr_assert_eq(metric("standby.prom", "natsync_gateway_mode",
-			    "mode=\"standby\""),
-		     1);
-	cr_assert_eq(metric("standby.prom", "natsync_ready",
-			    "role=\"gateway\",gateway_id=\"3\""),
-		     1);
-	cr_assert_eq(metric("standby.prom", "natsync_standby_synced", NULL), 1);
-	cr_assert_eq(
-		metric("standby.prom", "natsync_records_acked_total", NULL), 0);
+	assert_metric("standby.prom", "natsync_gateway_mode",
+		      "mode=\"standby\"", 1);
+	assert_metric("standby.prom", "natsync_ready",
+		      "role=\"gateway\",gateway_id=\"3\"", 1);
+	assert_metric("standby.prom", "natsync_standby_synced", NULL, 1);
+	assert_metric("standby.prom", "natsync_records_acked_total", NULL, 0);
 
 	/* A second gateway on the same metrics port stops at start. */
 	cr_assert_eq(nst_sh("%s -c %s --set gateway.control_socket=%s -t 5 "
@@ -505,21 +514,14 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 	cr_assert_eq(gw_ctl("promote", "promote"), 0);
 	cr_assert(wait_gw_health(0, 15), "not ready once active");
 	cr_assert(nst_run_file_has("health", "^ok ready mode=active"));
-	cr_assert_eq(nst_sh("%s -g %s -S %s",
-			    nst_src("deploy/keepalived-track.sh"),
-			    nst_build("gateway/natsync-gateway"),
-			    nst_run_path("gw.sock")),
-		     0);
+	cr_assert_eq(gateway_track(), 0);
 	scrape_checked(HTTP_GATEWAY, "active.prom");
-	cr_assert_eq(metric("active.prom", "natsync_gateway_mode",
-			    "mode=\"active\""),
-		     1);
-	cr_assert_eq(
-		metric("active.prom", "natsync_gateway_promotions_total", NULL),
-		1);
-	cr_assert_eq(metric("active.prom", "natsync_writer_connected",
-			    "master=\"127.0.0.1:7605\""),
-		     1);
+	assert_metric("active.prom", "natsync_gateway_mode", "mode=\"active\"",
+		      1);
+	assert_metric("active.prom", "natsync_gateway_promotions_total", NULL,
+		      1);
+	assert_metric("active.prom", "natsync_writer_connected",
+		      "master=\"127.0.0.1:7605\"", 1);
 	cr_assert_gt(metric("active.prom", "natsync_gateway_packets_total",
 			    "direction=\"rx\",side=\"inside\""),
 		     0);
@@ -531,14 +533,10 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 	nst_store_stop(GW_STORE_PORT);
 	cr_assert(wait_gw_health(1, 15), "still ready without the store");
 	cr_assert(nst_run_file_has("health", "^error not ready: writer 0"));
-	cr_assert_eq(nst_sh("%s -g %s -S %s",
-			    nst_src("deploy/keepalived-track.sh"),
-			    nst_build("gateway/natsync-gateway"),
-			    nst_run_path("gw.sock")),
-		     1);
+	cr_assert_eq(gateway_track(), 1);
 	cr_assert_eq(http("GET", HTTP_GATEWAY, "/readyz", "readyz"), 503);
 	scrape_checked(HTTP_GATEWAY, "down.prom");
-	cr_assert_eq(metric("down.prom", "natsync_ready", NULL), 0);
+	assert_metric("down.prom", "natsync_ready", NULL, 0);
 	cr_assert_eq(kill(gw, 0), 0);
 	stop_pid(gw);
 }

@@ -26,6 +26,42 @@ Test(mxformat, label_values_are_escaped_and_base_labels_come_first)
 	nsa_mx_free(&m);
 }
 
+/* A table's rows render as the calls they stand for: a counter of one
+ * sample, then a family whose samples carry its label names. */
+struct nst_mx_stats {
+	uint64_t sent, lost_early, lost_late;
+};
+
+#define NSA_MX_STRUCT struct nst_mx_stats
+static const struct nsa_mx_row nst_mx_rows[] = {
+	NSA_MX_COUNTER(sent, "natsync_sent_total", "Sent."),
+	NSA_MX_FAMILY2("natsync_lost_total", "counter", "when", "why", "Lost."),
+	NSA_MX_SAMPLE2(lost_early, "early", "a"),
+	NSA_MX_SAMPLE2(lost_late, "late", "b"),
+};
+#undef NSA_MX_STRUCT
+
+Test(mxformat, a_table_renders_its_families_in_order_with_labelled_samples)
+{
+	const struct nst_mx_stats st = {7, 8, 9};
+	struct nsa_mx m = {0};
+
+	nsa_mx_reset(&m, "active", 2);
+	nsa_mx_table(&m, nst_mx_rows, 4, &st);
+	cr_assert_str_eq(
+		m.buf,
+		"# HELP natsync_sent_total Sent.\n"
+		"# TYPE natsync_sent_total counter\n"
+		"natsync_sent_total{role=\"active\",gateway_id=\"2\"} 7\n"
+		"# HELP natsync_lost_total Lost.\n"
+		"# TYPE natsync_lost_total counter\n"
+		"natsync_lost_total{role=\"active\",gateway_id=\"2\","
+		"when=\"early\",why=\"a\"} 8\n"
+		"natsync_lost_total{role=\"active\",gateway_id=\"2\","
+		"when=\"late\",why=\"b\"} 9\n");
+	nsa_mx_free(&m);
+}
+
 Test(mxformat, histogram_buckets_are_cumulative_and_inf_equals_count)
 {
 	static const double le[] = {0.001, 0.01};

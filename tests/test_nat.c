@@ -125,8 +125,9 @@ static void conf_ports(struct nsdp_nat_conf *c, uint16_t min, uint16_t max)
 	c->port_max = max;
 }
 
-/* The helper thread that plays the lcore while activate/deactivate wait:
- * housekeep only, until told to stop (at most about 2 s). */
+/* A helper thread that plays the lcore (lcore_sim_run: while
+ * activate/deactivate wait, housekeep only, until told to stop, at most
+ * about 2 s), and what it put on its tx lists. */
 struct lcore_sim {
 	struct fx *f;
 	struct nsdp_nat_tx tx;
@@ -747,15 +748,9 @@ Test(nat, a_promotion_the_lcore_takes_late_never_leaves_two_table_writers)
 /* The lcore that wakes up between the withdrawal and its deadline: it
  * never saw the promotion, confirms the withdrawal, and the table is
  * nobody's again (-ETIMEDOUT, the subscriber may take it back). */
-struct wake_after_withdrawal {
-	struct fx *f;
-	struct nsdp_nat_tx tx;
-	int stop;
-};
-
 static void *wake_after_withdrawal_run(void *arg)
 {
-	struct wake_after_withdrawal *w = arg;
+	struct lcore_sim *w = arg;
 	uint64_t end = nsdp_mono_ns() + 10 * SEC;
 
 	/* Requests so far: 0 standby, 1 the promotion, 2 its withdrawal. */
@@ -773,7 +768,7 @@ static void *wake_after_withdrawal_run(void *arg)
 
 Test(nat, a_promotion_withdrawn_before_the_lcore_reads_it_gives_the_table_back)
 {
-	struct wake_after_withdrawal w;
+	struct lcore_sim w;
 	struct fx f;
 	pthread_t th;
 

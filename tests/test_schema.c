@@ -496,6 +496,17 @@ Test(batch, version_1_header_encodes_the_documented_bytes)
 	cr_assert_arr_eq(batch_buf, want, NS_BATCH_V1_HDR_LEN);
 }
 
+/* Every prefix of the len bytes of batch_buf is refused as truncated. */
+static void assert_every_truncation_refused(size_t len)
+{
+	struct ns_batch_hdr h;
+	const uint8_t *body;
+
+	for (size_t cut = 0; cut < len; cut++)
+		cr_assert_eq(ns_batch_decode(batch_buf, cut, &h, &body),
+			     -EMSGSIZE, "length %zu of %zu", cut, len);
+}
+
 Test(batch, version_1_still_decodes_without_channel_or_time)
 {
 	struct ns_batch_hdr h;
@@ -509,9 +520,7 @@ Test(batch, version_1_still_decodes_without_channel_or_time)
 	cr_assert_eq(h.channel_slot, 0);
 	cr_assert_eq(h.sent_ns, 0);
 	cr_assert_eq(body, batch_buf + NS_BATCH_V1_HDR_LEN);
-	for (size_t cut = 0; cut < len; cut++)
-		cr_assert_eq(ns_batch_decode(batch_buf, cut, &h, &body),
-			     -EMSGSIZE, "length %zu of %zu", cut, len);
+	assert_every_truncation_refused(len);
 }
 
 Test(batch, decode_rejects_reserved_bytes)
@@ -579,13 +588,9 @@ Test(batch, decode_accepts_empty_and_full_batches)
 
 Test(batch, decode_rejects_every_truncation)
 {
-	struct ns_batch_hdr h;
-	const uint8_t *body;
 	size_t len = build_batch(batch_buf, 3, 1);
 
-	for (size_t cut = 0; cut < len; cut++)
-		cr_assert_eq(ns_batch_decode(batch_buf, cut, &h, &body),
-			     -EMSGSIZE, "length %zu of %zu", cut, len);
+	assert_every_truncation_refused(len);
 }
 
 Test(batch, decode_rejects_trailing_bytes)

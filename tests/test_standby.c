@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -487,6 +488,19 @@ static struct nsa_standby *pair_open(struct active *a, int port,
 	return standby_synced(port, mode, capacity);
 }
 
+/* pair_open() on the cluster with sessions 0..n-1 created and the
+ * standby's table equal to the active's; room for n + more sessions. */
+static struct nsa_standby *pair_synced(struct active *a, uint32_t n,
+				       uint32_t more)
+{
+	struct nsa_standby *sb =
+		pair_open(a, CLUSTER_PORT, NSA_PUBLISH_AUTO, n + more, 100000);
+
+	active_write_range(a, 0, n, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(sb, a, 10));
+	return sb;
+}
+
 static void pair_close(struct nsa_standby *sb, struct active *a)
 {
 	nsa_standby_free(sb);
@@ -530,6 +544,31 @@ static void table_diff(struct nsdp_table *t, const struct active *a,
 	}
 	nsdp_table_stats(t, &st);
 	*extra = st.live - found;
+}
+
+/* Wait (10 s) for the standby's table to equal the active's; else fail
+ * saying when, how many sessions are missing or wrong and how many extra,
+ * and the standby's gaps and resyncs. */
+__attribute__((format(printf, 3, 4))) static void
+assert_exact(struct nsa_standby *sb, const struct active *a, const char *when,
+	     ...)
+{
+	struct nsa_standby_stats st;
+	uint64_t missing, extra;
+	char what[128];
+	va_list ap;
+
+	if (wait_exact(sb, a, 10))
+		return;
+	va_start(ap, when);
+	vsnprintf(what, sizeof(what), when, ap);
+	va_end(ap);
+	table_diff(nsa_standby_table(sb), a, &missing, &extra);
+	nsa_standby_stats(sb, &st);
+	cr_assert_fail("%s: %lu sessions missing or wrong, %lu extra (%lu "
+		       "resyncs, %lu gaps)",
+		       what, (unsigned long)missing, (unsigned long)extra,
+		       (unsigned long)st.resyncs, (unsigned long)st.gaps);
 }
 
 /* ---- resharding by hand ---------------------------------------------------- */
@@ -658,6 +697,22 @@ static uint32_t sessions_on(const struct active *a, unsigned int node,
 
 /* Up to n indices from first on whose sessions' slots are below below
  * (new sessions, kept out of slots being moved); returns how many. */
+/* The first n of sessions 0..count-1 whose key's slot is from or above. */
+static uint32_t sessions_from_slot(const struct active *a, uint32_t count,
+				   unsigned int from, uint32_t *idx, uint32_t n)
+{
+	uint32_t i, m = 0;
+
+	for (i = 0; i < count && m < n; i++) {
+		uint8_t key[NS_KEY_LEN];
+
+		ns_key_build(a->table[i].proto, &a->table[i].orig, key);
+		if (ns_key_slot(key, NS_KEY_LEN) >= from)
+			idx[m++] = i;
+	}
+	return m;
+}
+
 static uint32_t fresh_below(uint32_t first, unsigned int below, uint32_t *idx,
 			    uint32_t n)
 {
@@ -1871,6 +1926,35 @@ Test(standby, log_compaction_round_of_a_fenced_active_writes_nothing,
 	pair_close(sb, &a);
 }
 
+/* ---- slots moving between the same masters ------------------------------- */
+
+/* Sessions 0..MOVING_N-1 on the 3-master cluster, the standby's table
+ * equal to them (pair_synced), room for 6000 more: each test moves slots
+ * 16000-16383 from the last master to the first. */
+#define MOVING_N 20000u
+static struct active moving;
+static struct nsa_standby *moving_sb;
+
+static void moving_up(void)
+{
+	cluster_up();
+	moving_sb = pair_synced(&moving, MOVING_N, 6000);
+}
+
+/* The same with the standby's topology watcher off. */
+static void moving_unwatched_up(void)
+{
+	topology_check_ms = 0;
+	moving_up();
+	topology_check_ms = 1000;
+}
+
+static void moving_down(void)
+{
+	pair_close(moving_sb, &moving);
+	cluster_down();
+}
+
 /* Slots 16000-16383 move from the last master to the first: every master
  * keeps its lowest slot, so its channel, and the masters are the same. A
  * gap on the last master's channel then resyncs it: the resync must read
@@ -1879,48 +1963,30 @@ Test(standby, log_compaction_round_of_a_fenced_active_writes_nothing,
  * deleted in the slots it did read. The watcher is off: the resync alone
  * must get this right. */
 Test(standby, resync_after_slots_moved_between_the_same_masters_keeps_them,
-     .init = cluster_up, .fini = cluster_down)
+     .init = moving_unwatched_up, .fini = moving_down)
 {
-	const uint32_t n = 20000;
-	struct nsa_standby_stats st;
-	struct nsa_standby *sb;
-	struct active a;
+	struct nsa_standby *sb = moving_sb;
+	struct active *a = &moving;
 	uint32_t gone[50];
-	uint64_t missing, extra;
 	unsigned int moved;
 
-	topology_check_ms = 0;
-	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, n + 1000, 100000);
-	topology_check_ms = 1000;
-	active_write_range(&a, 0, n, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(sb, &a, 10));
-	cr_assert_eq(a.topo.slot_node[16383], 2);
+	cr_assert_eq(a->topo.slot_node[16383], 2);
 
-	moved = move_slots(&a, 2, 0, 16000, 16383, 0);
-	active_refetch(&a);
-	cr_assert_eq(a.topo.slot_node[16000], 0);
-	cr_assert_eq(a.topo.slot_node[15999], 2);
+	moved = move_slots(a, 2, 0, 16000, 16383, 0);
+	active_refetch(a);
+	cr_assert_eq(a->topo.slot_node[16000], 0);
+	cr_assert_eq(a->topo.slot_node[15999], 2);
 	cr_assert_gt(moved, 300);
 
 	/* Deleted in the store only, on the last master's own slots: the
 	 * resync must remove them. Then a gap on its channel. */
-	cr_assert_eq(sessions_on(&a, 2, 16000, gone, 50), 50);
-	active_write(&a, gone, 50, NS_EV_DELETE, 0);
-	a.seq[2]++;
-	active_write_range(&a, n, 1000, NS_EV_CREATE, 1);
+	cr_assert_eq(sessions_on(a, 2, 16000, gone, 50), 50);
+	active_write(a, gone, 50, NS_EV_DELETE, 0);
+	a->seq[2]++;
+	active_write_range(a, MOVING_N, 1000, NS_EV_CREATE, 1);
 	cr_assert_geq(WAIT_STAT(sb, gaps, 1, 5), 1);
 
-	if (!wait_exact(sb, &a, 10)) {
-		table_diff(nsa_standby_table(sb), &a, &missing, &extra);
-		nsa_standby_stats(sb, &st);
-		cr_assert_fail("after the resync: %lu sessions missing or "
-			       "wrong, %lu extra (%u keys moved, %lu "
-			       "resyncs, %lu gaps)",
-			       (unsigned long)missing, (unsigned long)extra,
-			       moved, (unsigned long)st.resyncs,
-			       (unsigned long)st.gaps);
-	}
-	pair_close(sb, &a);
+	assert_exact(sb, a, "after the resync (%u keys moved)", moved);
 }
 
 /* A resync that runs while slots are half moved (MIGRATING on the last
@@ -1929,65 +1995,37 @@ Test(standby, resync_after_slots_moved_between_the_same_masters_keeps_them,
  * sessions the store deleted in those slots must go. The migration then
  * ends and the table still equals the store. */
 Test(standby, resync_during_a_slot_migration_reads_both_halves,
-     .init = cluster_up, .fini = cluster_down)
+     .init = moving_up, .fini = moving_down)
 {
-	const uint32_t n = 20000;
-	struct nsa_standby_stats st;
-	struct nsa_standby *sb;
-	struct active a;
-	uint32_t gone[70], fresh[1000], k, m;
-	uint64_t missing, extra;
+	struct nsa_standby *sb = moving_sb;
+	struct active *a = &moving;
+	uint32_t gone[70], fresh[1000];
 	unsigned int moved;
-
-	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, n + 6000, 100000);
-	active_write_range(&a, 0, n, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(sb, &a, 10));
 
 	/* Deleted in the store only, in the slots about to move and in the
 	 * last master's others: the resync must remove both. */
-	cr_assert_eq(sessions_on(&a, 2, 16000, gone, 50), 50);
-	for (k = 0, m = 50; k < n && m < 70; k++) {
-		uint8_t key[NS_KEY_LEN];
+	cr_assert_eq(sessions_on(a, 2, 16000, gone, 50), 50);
+	cr_assert_eq(sessions_from_slot(a, MOVING_N, 16000, gone + 50, 20), 20);
+	active_write(a, gone, 70, NS_EV_DELETE, 0);
 
-		ns_key_build(a.table[k].proto, &a.table[k].orig, key);
-		if (ns_key_slot(key, NS_KEY_LEN) >= 16000)
-			gone[m++] = k;
-	}
-	cr_assert_eq(m, 70);
-	active_write(&a, gone, 70, NS_EV_DELETE, 0);
-
-	moved = move_slots(&a, 2, 0, 16000, 16383, 1);
+	moved = move_slots(a, 2, 0, 16000, 16383, 1);
 	cr_assert_gt(moved, 150);
-	a.seq[2]++;
+	a->seq[2]++;
 	/* New sessions outside the migrating slots only. */
-	cr_assert_eq(fresh_below(n, 16000, fresh, 1000), 1000);
-	active_write(&a, fresh, 1000, NS_EV_CREATE, 1);
+	cr_assert_eq(fresh_below(MOVING_N, 16000, fresh, 1000), 1000);
+	active_write(a, fresh, 1000, NS_EV_CREATE, 1);
 	cr_assert_geq(WAIT_STAT(sb, gaps, 1, 5), 1);
 	WAIT_STAT(sb, resyncs, 4, 5);
 
-	if (!wait_exact(sb, &a, 10)) {
-		table_diff(nsa_standby_table(sb), &a, &missing, &extra);
-		nsa_standby_stats(sb, &st);
-		cr_assert_fail("resync mid-migration: %lu sessions missing or "
-			       "wrong, %lu extra (%u keys moved, %lu "
-			       "resyncs)",
-			       (unsigned long)missing, (unsigned long)extra,
-			       moved, (unsigned long)st.resyncs);
-	}
+	assert_exact(sb, a, "resync mid-migration (%u keys moved)", moved);
 
 	/* The migration ends; the store's deletes in the moved slots reach
 	 * the table through the resync of the slots' new owner. */
-	move_slots(&a, 2, 0, 16000, 16383, 0);
-	active_refetch(&a);
-	cr_assert_eq(a.topo.slot_node[16000], 0);
-	active_write_range(&a, n + 5000, 1000, NS_EV_CREATE, 1);
-	if (!wait_exact(sb, &a, 10)) {
-		table_diff(nsa_standby_table(sb), &a, &missing, &extra);
-		cr_assert_fail("after the migration: %lu sessions missing or "
-			       "wrong, %lu extra",
-			       (unsigned long)missing, (unsigned long)extra);
-	}
-	pair_close(sb, &a);
+	move_slots(a, 2, 0, 16000, 16383, 0);
+	active_refetch(a);
+	cr_assert_eq(a->topo.slot_node[16000], 0);
+	active_write_range(a, MOVING_N + 5000, 1000, NS_EV_CREATE, 1);
+	assert_exact(sb, a, "after the migration");
 }
 
 /* Slots moving between the same masters are the watcher's business too:
@@ -1995,37 +2033,19 @@ Test(standby, resync_during_a_slot_migration_reads_both_halves,
  * slots that move, go once the watcher sees the new map, without a gap
  * and without resubscribing. */
 Test(standby, watcher_resyncs_the_masters_slots_moved_between,
-     .init = cluster_up, .fini = cluster_down)
+     .init = moving_up, .fini = moving_down)
 {
-	const uint32_t n = 20000;
 	struct nsa_standby_stats st;
-	struct nsa_standby *sb;
-	struct active a;
-	uint32_t gone[20], k, m;
-	uint64_t missing, extra;
+	struct nsa_standby *sb = moving_sb;
+	struct active *a = &moving;
+	uint32_t gone[20];
 
-	sb = pair_open(&a, CLUSTER_PORT, NSA_PUBLISH_AUTO, n, 100000);
-	active_write_range(&a, 0, n, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(sb, &a, 10));
-	for (k = 0, m = 0; k < n && m < 20; k++) {
-		uint8_t key[NS_KEY_LEN];
+	cr_assert_eq(sessions_from_slot(a, MOVING_N, 16000, gone, 20), 20);
+	active_write(a, gone, 20, NS_EV_DELETE, 0);
 
-		ns_key_build(a.table[k].proto, &a.table[k].orig, key);
-		if (ns_key_slot(key, NS_KEY_LEN) >= 16000)
-			gone[m++] = k;
-	}
-	cr_assert_eq(m, 20);
-	active_write(&a, gone, 20, NS_EV_DELETE, 0);
-
-	move_slots(&a, 2, 0, 16000, 16383, 0);
-	if (!wait_exact(sb, &a, 10)) {
-		table_diff(nsa_standby_table(sb), &a, &missing, &extra);
-		cr_assert_fail("after the move: %lu sessions missing or wrong, "
-			       "%lu extra",
-			       (unsigned long)missing, (unsigned long)extra);
-	}
+	move_slots(a, 2, 0, 16000, 16383, 0);
+	assert_exact(sb, a, "after the move");
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.gaps, 0);
 	cr_assert_eq(st.resubscribes, 0);
-	pair_close(sb, &a);
 }

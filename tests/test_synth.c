@@ -333,6 +333,16 @@ static struct nsdp_synth_conf base_conf(void)
 	};
 }
 
+/* base_conf() with that many events over that many flows. */
+static struct nsdp_synth_conf conf_of(uint64_t events, uint64_t flows)
+{
+	struct nsdp_synth_conf c = base_conf();
+
+	c.events = events;
+	c.flows = flows;
+	return c;
+}
+
 Test(synth, same_seed_gives_identical_events_and_final_table)
 {
 	struct nsdp_synth_conf conf = base_conf();
@@ -519,12 +529,10 @@ Test(synth, translated_tuples_are_unique_among_live_flows)
 
 Test(synth, waiting_source_with_tiny_ring_and_slow_consumer_loses_nothing)
 {
-	struct nsdp_synth_conf conf = base_conf();
+	struct nsdp_synth_conf conf = conf_of(8000, 300);
 	struct nsdp_synth_stats st;
 	struct run r;
 
-	conf.events = 8000;
-	conf.flows = 300;
 	run_open(&r, &conf, 2, 16);
 	r.slow_consumer = 1;
 	run_workers(&r, 1);
@@ -541,13 +549,11 @@ Test(synth, waiting_source_with_tiny_ring_and_slow_consumer_loses_nothing)
 
 Test(synth, dropping_source_without_consumer_drops_counts_and_keeps_table)
 {
-	struct nsdp_synth_conf conf = base_conf();
+	struct nsdp_synth_conf conf = conf_of(1000, 40);
 	struct nsdp_synth_stats st;
 	struct run r;
 	uint64_t live;
 
-	conf.events = 1000;
-	conf.flows = 40;
 	conf.wait_when_full = 0;
 	run_synth(&r, &conf, 2, 64, 0, &st);
 	live = nsdp_synth_final_table(r.synth, NULL, NULL);

@@ -24,6 +24,31 @@ static void eal_up(void)
 
 TestSuite(table, .init = eal_up);
 
+/* The table of the tests of one session or a few: room for 1024. */
+static struct nsdp_table *table;
+
+static void table_up(void)
+{
+	eal_up();
+	table = nsdp_table_create("t_small", 1024);
+	cr_assert_not_null(table);
+}
+
+static void table_down(void)
+{
+	nsdp_table_free(table);
+}
+
+/* s, now a refresh at timestamp ts to timeout_ms, applied to table. */
+static void apply_refresh(struct ns_session *s, uint64_t ts,
+			  uint32_t timeout_ms)
+{
+	s->event = NS_EV_REFRESH;
+	s->timestamp_ns = ts;
+	s->timeout_ms = timeout_ms;
+	cr_assert_eq(nsdp_table_apply(table, s), 0);
+}
+
 static struct ns_session sess(uint32_t i, uint8_t event, uint64_t ts)
 {
 	struct ns_session s = nst_session(6, event, 1, 1, 30000, ts);
@@ -49,175 +74,153 @@ static uint16_t slot_of(const struct ns_session *s)
 	return ns_key_slot(key, NS_KEY_LEN);
 }
 
-Test(table, apply_create_refresh_delete)
+/* s, now as event at timestamp ts, applied to t. */
+static void apply_event(struct nsdp_table *t, struct ns_session *s,
+			uint8_t event, uint64_t ts)
 {
-	struct nsdp_table *t = nsdp_table_create("t_crd", 1024);
+	s->event = event;
+	s->timestamp_ns = ts;
+	cr_assert_eq(nsdp_table_apply(t, s), 0);
+}
+
+Test(table, apply_create_refresh_delete, .init = table_up, .fini = table_down)
+{
 	struct ns_session s = sess(1, NS_EV_CREATE, 100), out;
 	struct nsdp_table_stats st;
 
-	cr_assert_not_null(t);
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
+	cr_assert_eq(nsdp_table_apply(table, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &s.orig, &out), 0);
 	cr_assert(ns_session_equal_state(&s, &out));
 
-	s.event = NS_EV_REFRESH;
-	s.timestamp_ns = 200;
-	s.timeout_ms = 7000;
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
+	apply_refresh(&s, 200, 7000);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &s.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, 7000);
 
-	s.event = NS_EV_DELETE;
-	s.timestamp_ns = 300;
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), -ENOENT);
-	nsdp_table_stats(t, &st);
+	apply_event(table, &s, NS_EV_DELETE, 300);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &s.orig, &out), -ENOENT);
+	nsdp_table_stats(table, &st);
 	cr_assert_eq(st.live, 0);
 	cr_assert_eq(st.tombstones, 1);
 	cr_assert_eq(st.applied, 3);
 	cr_assert_gt(st.memory_bytes, 0);
-	nsdp_table_free(t);
 }
 
-Test(table, stale_record_is_ignored)
+Test(table, stale_record_is_ignored, .init = table_up, .fini = table_down)
 {
-	struct nsdp_table *t = nsdp_table_create("t_stale", 1024);
 	struct ns_session s = sess(2, NS_EV_CREATE, 200), old, out;
 	struct nsdp_table_stats st;
 
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_apply(table, &s), 0);
 	old = s;
-	old.event = NS_EV_REFRESH;
-	old.timestamp_ns = 100;
-	old.timeout_ms = 1;
-	cr_assert_eq(nsdp_table_apply(t, &old), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
+	apply_refresh(&old, 100, 1);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &s.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, 30000, "older record must not win");
 
 	/* A higher epoch wins whatever its timestamp. */
 	old.epoch = 2;
-	cr_assert_eq(nsdp_table_apply(t, &old), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
+	cr_assert_eq(nsdp_table_apply(table, &old), 0);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &s.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, 1);
-	nsdp_table_stats(t, &st);
+	nsdp_table_stats(table, &st);
 	cr_assert_eq(st.stale_ignored, 1);
-	nsdp_table_free(t);
 }
 
-Test(table, tombstone_blocks_older_create)
+Test(table, tombstone_blocks_older_create, .init = table_up, .fini = table_down)
 {
-	struct nsdp_table *t = nsdp_table_create("t_tomb", 1024);
 	struct ns_session s = sess(3, NS_EV_CREATE, 100), out;
 	struct ns_session u = sess(4, NS_EV_DELETE, 500);
 	struct nsdp_table_stats st;
 
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	s.event = NS_EV_DELETE;
-	s.timestamp_ns = 200;
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	s.event = NS_EV_CREATE;
-	s.timestamp_ns = 150;
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), -ENOENT);
+	cr_assert_eq(nsdp_table_apply(table, &s), 0);
+	apply_event(table, &s, NS_EV_DELETE, 200);
+	apply_event(table, &s, NS_EV_CREATE, 150);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &s.orig, &out), -ENOENT);
 
 	/* A delete that arrives before its session's create. */
-	cr_assert_eq(nsdp_table_apply(t, &u), 0);
-	u.event = NS_EV_CREATE;
-	u.timestamp_ns = 400;
-	cr_assert_eq(nsdp_table_apply(t, &u), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &u.orig, &out), -ENOENT);
+	cr_assert_eq(nsdp_table_apply(table, &u), 0);
+	apply_event(table, &u, NS_EV_CREATE, 400);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &u.orig, &out), -ENOENT);
 
 	/* A newer create reopens the flow. */
 	s.timestamp_ns = 300;
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
+	cr_assert_eq(nsdp_table_apply(table, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &s.orig, &out), 0);
 
-	cr_assert_eq(nsdp_table_purge_tombstones(t), 1);
-	nsdp_table_stats(t, &st);
+	cr_assert_eq(nsdp_table_purge_tombstones(table), 1);
+	nsdp_table_stats(table, &st);
 	cr_assert_eq(st.tombstones, 0);
 	cr_assert_eq(st.live, 1);
-	nsdp_table_free(t);
 }
 
 /* What the store holds after a refused write wins over the refused write,
  * however newer: a delete's tombstone, or a refresh. */
-Test(table, store_record_applies_over_newer_entries)
+Test(table, store_record_applies_over_newer_entries, .init = table_up,
+     .fini = table_down)
 {
-	struct nsdp_table *t = nsdp_table_create("t_store", 1024);
 	struct ns_session s = sess(5, NS_EV_CREATE, 100), d, out;
 	struct nsdp_table_stats st;
 
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
+	cr_assert_eq(nsdp_table_apply(table, &s), 0);
 	d = s;
-	d.event = NS_EV_DELETE;
-	d.timestamp_ns = 200;
-	cr_assert_eq(nsdp_table_apply(t, &d), 0);
-	cr_assert_eq(nsdp_table_apply_store(t, &s), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
+	apply_event(table, &d, NS_EV_DELETE, 200);
+	cr_assert_eq(nsdp_table_apply_store(table, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &s.orig, &out), 0);
 	cr_assert(ns_session_equal_state(&out, &s));
 
-	d.event = NS_EV_REFRESH;
-	d.timestamp_ns = 300;
-	d.timeout_ms = 1;
-	cr_assert_eq(nsdp_table_apply(t, &d), 0);
-	cr_assert_eq(nsdp_table_apply_store(t, &s), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), 0);
+	apply_refresh(&d, 300, 1);
+	cr_assert_eq(nsdp_table_apply_store(table, &s), 0);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &s.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, s.timeout_ms);
-	nsdp_table_stats(t, &st);
+	nsdp_table_stats(table, &st);
 	cr_assert_eq(st.stale_ignored, 0);
 	cr_assert_eq(st.live, 1);
-	nsdp_table_free(t);
 }
 
-Test(table, tombstones_survive_a_running_resync)
+Test(table, tombstones_survive_a_running_resync, .init = table_up,
+     .fini = table_down)
 {
-	struct nsdp_table *t = nsdp_table_create("t_tombrs", 1024);
 	struct ns_session s = sess(5, NS_EV_DELETE, 500), out;
 	uint8_t scope[NS_SLOTS] = {0};
-	uint64_t gen = nsdp_table_resync_begin(t);
+	uint64_t gen = nsdp_table_resync_begin(table);
 
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	cr_assert_eq(nsdp_table_purge_tombstones(t), 0, "resync running");
+	cr_assert_eq(nsdp_table_apply(table, &s), 0);
+	cr_assert_eq(nsdp_table_purge_tombstones(table), 0, "resync running");
 	/* The store still had the session when the resync read it. */
 	s.event = NS_EV_CREATE;
 	s.timestamp_ns = 100;
-	cr_assert_eq(nsdp_table_apply_resync(t, &s, gen, 1), 0);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &s.orig, &out), -ENOENT);
-	nsdp_table_resync_finish(t, gen, 1, scope);
-	cr_assert_eq(nsdp_table_purge_tombstones(t), 0, "finish purged it");
-	nsdp_table_free(t);
+	cr_assert_eq(nsdp_table_apply_resync(table, &s, gen, 1), 0);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &s.orig, &out), -ENOENT);
+	nsdp_table_resync_finish(table, gen, 1, scope);
+	cr_assert_eq(nsdp_table_purge_tombstones(table), 0, "finish purged it");
 }
 
-Test(table, reply_lookup_follows_xlat_change)
+Test(table, reply_lookup_follows_xlat_change, .init = table_up,
+     .fini = table_down)
 {
-	struct nsdp_table *t = nsdp_table_create("t_reply", 1024);
 	struct ns_session s = sess(6, NS_EV_CREATE, 100), out;
 	struct ns_tuple r1 = reply_of(&s), r2;
 
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r1, &out), 0);
+	cr_assert_eq(nsdp_table_apply(table, &s), 0);
+	cr_assert_eq(nsdp_table_lookup_reply(table, 6, &r1, &out), 0);
 	cr_assert(ns_session_same_flow(&s, &out));
 
 	s.event = NS_EV_REFRESH;
 	s.timestamp_ns = 200;
 	s.xlat.sport = 4242;
 	r2 = reply_of(&s);
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r1, &out), -ENOENT);
-	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r2, &out), 0);
+	cr_assert_eq(nsdp_table_apply(table, &s), 0);
+	cr_assert_eq(nsdp_table_lookup_reply(table, 6, &r1, &out), -ENOENT);
+	cr_assert_eq(nsdp_table_lookup_reply(table, 6, &r2, &out), 0);
 	cr_assert_eq(out.xlat.sport, 4242);
-	cr_assert_eq(nsdp_table_lookup_reply(t, 17, &r2, &out), -ENOENT);
+	cr_assert_eq(nsdp_table_lookup_reply(table, 17, &r2, &out), -ENOENT);
 
-	s.event = NS_EV_DELETE;
-	s.timestamp_ns = 300;
-	cr_assert_eq(nsdp_table_apply(t, &s), 0);
-	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r2, &out), -ENOENT);
-	nsdp_table_free(t);
+	apply_event(table, &s, NS_EV_DELETE, 300);
+	cr_assert_eq(nsdp_table_lookup_reply(table, 6, &r2, &out), -ENOENT);
 }
 
-Test(table, resync_keeps_live_changes_and_removes_unseen_in_scope)
+Test(table, resync_keeps_live_changes_and_removes_unseen_in_scope,
+     .init = table_up, .fini = table_down)
 {
-	struct nsdp_table *t = nsdp_table_create("t_resync", 1024);
 	struct ns_session a = sess(10, NS_EV_CREATE, 100);
 	struct ns_session b = sess(11, NS_EV_CREATE, 100);
 	struct ns_session c = sess(12, NS_EV_CREATE, 100);
@@ -233,45 +236,43 @@ Test(table, resync_keeps_live_changes_and_removes_unseen_in_scope)
 	memset(scope, 0, sizeof(scope));
 	scope[slot_of(&a)] = scope[slot_of(&b)] = scope[slot_of(&c)] = 1;
 
-	cr_assert_eq(nsdp_table_apply(t, &a), 0);
-	cr_assert_eq(nsdp_table_apply(t, &b), 0);
-	cr_assert_eq(nsdp_table_apply(t, &c), 0);
-	cr_assert_eq(nsdp_table_apply(t, &d), 0);
+	cr_assert_eq(nsdp_table_apply(table, &a), 0);
+	cr_assert_eq(nsdp_table_apply(table, &b), 0);
+	cr_assert_eq(nsdp_table_apply(table, &c), 0);
+	cr_assert_eq(nsdp_table_apply(table, &d), 0);
 
-	gen = nsdp_table_resync_begin(t);
-	cr_assert_eq(gen, nsdp_table_generation(t));
+	gen = nsdp_table_resync_begin(table);
+	cr_assert_eq(gen, nsdp_table_generation(table));
 	/* a changes live after the resync began... */
-	a.event = NS_EV_REFRESH;
-	a.timestamp_ns = 200;
-	a.timeout_ms = 111;
-	cr_assert_eq(nsdp_table_apply(t, &a), 0);
+	apply_refresh(&a, 200, 111);
 	/* ...so what the resync read for a must not overwrite it, even with
 	 * a later timestamp. */
 	store_a = a;
 	store_a.timestamp_ns = 250;
 	store_a.timeout_ms = 999;
-	cr_assert_eq(nsdp_table_apply_resync(t, &store_a, gen, 7), 0);
+	cr_assert_eq(nsdp_table_apply_resync(table, &store_a, gen, 7), 0);
 	/* c is in the store; b is not (expired or deleted while missed). */
 	c.timeout_ms = 555;
 	c.timestamp_ns = 150;
-	cr_assert_eq(nsdp_table_apply_resync(t, &c, gen, 7), 0);
+	cr_assert_eq(nsdp_table_apply_resync(table, &c, gen, 7), 0);
 
-	cr_assert_eq(nsdp_table_resync_finish(t, gen, 7, scope), 1);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &a.orig, &out), 0);
+	cr_assert_eq(nsdp_table_resync_finish(table, gen, 7, scope), 1);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &a.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, 111);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &b.orig, &out), -ENOENT);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &c.orig, &out), 0);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &b.orig, &out), -ENOENT);
+	cr_assert_eq(nsdp_table_lookup(table, 6, &c.orig, &out), 0);
 	cr_assert_eq(out.timeout_ms, 555);
-	cr_assert_eq(nsdp_table_lookup(t, 6, &d.orig, &out), 0,
+	cr_assert_eq(nsdp_table_lookup(table, 6, &d.orig, &out), 0,
 		     "out of scope: untouched");
-	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &(struct ns_tuple){0}, &out),
-		     -ENOENT);
+	cr_assert_eq(
+		nsdp_table_lookup_reply(table, 6, &(struct ns_tuple){0}, &out),
+		-ENOENT);
 	{
 		struct ns_tuple rb = reply_of(&b);
 
-		cr_assert_eq(nsdp_table_lookup_reply(t, 6, &rb, &out), -ENOENT);
+		cr_assert_eq(nsdp_table_lookup_reply(table, 6, &rb, &out),
+			     -ENOENT);
 	}
-	nsdp_table_free(t);
 }
 
 Test(table, full_table_returns_enospc_and_counts)
@@ -482,14 +483,10 @@ Test(table, reply_lookup_finds_the_survivor_of_two_sessions_sharing_a_reply)
 	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r, &out), 0);
 	cr_assert(ns_session_same_flow(&out, &a) ||
 		  ns_session_same_flow(&out, &b));
-	a.event = NS_EV_DELETE;
-	a.timestamp_ns = 300;
-	cr_assert_eq(nsdp_table_apply(t, &a), 0);
+	apply_event(t, &a, NS_EV_DELETE, 300);
 	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r, &out), 0);
 	cr_assert(ns_session_same_flow(&out, &b));
-	b.event = NS_EV_DELETE;
-	b.timestamp_ns = 300;
-	cr_assert_eq(nsdp_table_apply(t, &b), 0);
+	apply_event(t, &b, NS_EV_DELETE, 300);
 	cr_assert_eq(nsdp_table_lookup_reply(t, 6, &r, &out), -ENOENT);
 	nsdp_table_free(t);
 }

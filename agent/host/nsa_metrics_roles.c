@@ -7,6 +7,10 @@
  * the REPORT line reads (relaxed atomics summed per writer, the
  * subscriber's stats, the table's counters): no lock, nothing a writer,
  * the subscriber or the fast path waits for.
+ *
+ * Each role's families are a table of rows (nsa_metrics.h) over a view of
+ * its stats, walked by nsa_mx_table(); only what is not one value per
+ * row (per-writer series, the lag histogram) is written out here.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,68 +32,85 @@ void nsa_metrics_common(struct nsa_mx *m, uint32_t epoch, int ready)
 		     "The program's epoch ([agent] epoch or the one it took).");
 }
 
+/* What the active's families read: its stats and what follows from them. */
+struct active_view {
+	struct nsa_active_stats st;
+	uint64_t store_refused; /* dropped, less the fenced */
+	uint64_t fence_epoch;
+};
+
+/* Samples labelled with their fields' names. */
+#define BY_NAME(f) NSA_MX_SAMPLE(st.f, #f)
+
+/* clang-format off */
+#define NSA_MX_STRUCT struct active_view
+static const struct nsa_mx_row active_rows[] = {
+	NSA_MX_COUNTER(st.records, "natsync_records_drained_total", "Records the writers took from the lanes."),
+	NSA_MX_COUNTER(st.acked, "natsync_records_acked_total", "Records whose commands the store acknowledged."),
+	NSA_MX_COUNTER(st.resent, "natsync_records_resent_total", "Records sent again after an error."),
+	NSA_MX_COUNTER(st.replayed, "natsync_records_replayed_total", "Acknowledged records sent again after a master was lost (the replay window)."),
+	NSA_MX_FAMILY("natsync_records_dropped_total", "counter", "reason", "Records dropped, by reason: lane_full (a lane refused them), fenced (below the store's epoch), store_refused (given up by the agent)."),
+	NSA_MX_SAMPLE(st.lane_drops, "lane_full"),
+	BY_NAME(fenced),
+	NSA_MX_SAMPLE(store_refused, "store_refused"),
+	NSA_MX_COUNTER(st.batches, "natsync_batches_total", "Batch notifications the store acknowledged."),
+	NSA_MX_GAUGE(st.inflight, "natsync_records_in_flight", "Records sent, not yet acknowledged."),
+	NSA_MX_FAMILY("natsync_store_commands_total", "counter", "command", "Commands acknowledged, by command."),
+	NSA_MX_SAMPLE(st.sets, "set"),
+	NSA_MX_SAMPLE(st.dels, "del"),
+	NSA_MX_COUNTER(st.reconnects, "natsync_store_reconnects_total", "Writer connections opened again after a loss."),
+	NSA_MX_FAMILY("natsync_store_refusals_total", "counter", "kind", "Error replies from the store, by kind."),
+	BY_NAME(moved),
+	BY_NAME(ask),
+	BY_NAME(tryagain),
+	BY_NAME(clusterdown),
+	NSA_MX_SAMPLE(st.other_errors, "other"),
+	NSA_MX_COUNTER(st.topology_refreshes, "natsync_store_topology_refreshes_total", "Cluster topologies fetched by the writers."),
+	NSA_MX_COUNTER(st.store_corrections, "natsync_store_corrections_total", "Records published with what the store holds after it refused a write for good."),
+	NSA_MX_GAUGE(fence_epoch, "natsync_fence_epoch", "The store's epoch counter as the writers last read it; above natsync_epoch, this active is fenced."),
+};
+#undef NSA_MX_STRUCT
+/* clang-format on */
+
+static double writer_retrying_s(const struct nsa_writer_health *h)
+{
+	return (double)h->retry_ms / 1000.0;
+}
+
+static double writer_acked(const struct nsa_writer_health *h)
+{
+	return (double)h->acked;
+}
+
+/* A family of one sample per writer, labelled with its index. */
+static void writer_family(struct nsa_mx *m, const struct nsa_active *a,
+			  const char *name, const char *type, const char *help,
+			  double (*value)(const struct nsa_writer_health *))
+{
+	struct nsa_writer_health h;
+	unsigned int i;
+	char idx[16];
+
+	nsa_mx_family(m, name, type, help);
+	for (i = 0; i < nsa_active_writers(a); i++) {
+		nsa_active_writer_health(a, i, &h);
+		snprintf(idx, sizeof(idx), "%u", i);
+		nsa_mx_sample(m, name, value(&h), "writer", idx, NULL);
+	}
+}
+
 void nsa_metrics_active(struct nsa_mx *m, const struct nsa_active *a)
 {
-	struct nsa_active_stats st;
+	struct active_view v;
 	struct nsa_writer_health h;
 	unsigned int i, k;
 	char idx[16];
 
-	nsa_active_stats(a, &st);
-	nsa_mx_counter(m, "natsync_records_drained_total", st.records,
-		       "Records the writers took from the lanes.");
-	nsa_mx_counter(m, "natsync_records_acked_total", st.acked,
-		       "Records whose commands the store acknowledged.");
-	nsa_mx_counter(m, "natsync_records_resent_total", st.resent,
-		       "Records sent again after an error.");
-	nsa_mx_counter(m, "natsync_records_replayed_total", st.replayed,
-		       "Acknowledged records sent again after a master was "
-		       "lost (the replay window).");
-	nsa_mx_family(m, "natsync_records_dropped_total", "counter",
-		      "Records dropped, by reason: lane_full (a lane refused "
-		      "them), fenced (below the store's epoch), store_refused "
-		      "(given up by the agent).");
-	nsa_mx_sample(m, "natsync_records_dropped_total", (double)st.lane_drops,
-		      "reason", "lane_full", NULL);
-	nsa_mx_sample(m, "natsync_records_dropped_total", (double)st.fenced,
-		      "reason", "fenced", NULL);
-	nsa_mx_sample(m, "natsync_records_dropped_total",
-		      (double)(st.dropped - st.fenced), "reason",
-		      "store_refused", NULL);
-	nsa_mx_counter(m, "natsync_batches_total", st.batches,
-		       "Batch notifications the store acknowledged.");
-	nsa_mx_gauge(m, "natsync_records_in_flight", (double)st.inflight,
-		     "Records sent, not yet acknowledged.");
-	nsa_mx_family(m, "natsync_store_commands_total", "counter",
-		      "Commands acknowledged, by command.");
-	nsa_mx_sample(m, "natsync_store_commands_total", (double)st.sets,
-		      "command", "set", NULL);
-	nsa_mx_sample(m, "natsync_store_commands_total", (double)st.dels,
-		      "command", "del", NULL);
-	nsa_mx_counter(m, "natsync_store_reconnects_total", st.reconnects,
-		       "Writer connections opened again after a loss.");
-	nsa_mx_family(m, "natsync_store_refusals_total", "counter",
-		      "Error replies from the store, by kind.");
-	nsa_mx_sample(m, "natsync_store_refusals_total", (double)st.moved,
-		      "kind", "moved", NULL);
-	nsa_mx_sample(m, "natsync_store_refusals_total", (double)st.ask, "kind",
-		      "ask", NULL);
-	nsa_mx_sample(m, "natsync_store_refusals_total", (double)st.tryagain,
-		      "kind", "tryagain", NULL);
-	nsa_mx_sample(m, "natsync_store_refusals_total", (double)st.clusterdown,
-		      "kind", "clusterdown", NULL);
-	nsa_mx_sample(m, "natsync_store_refusals_total",
-		      (double)st.other_errors, "kind", "other", NULL);
-	nsa_mx_counter(m, "natsync_store_topology_refreshes_total",
-		       st.topology_refreshes,
-		       "Cluster topologies fetched by the writers.");
-	nsa_mx_counter(m, "natsync_store_corrections_total",
-		       st.store_corrections,
-		       "Records published with what the store holds after it "
-		       "refused a write for good.");
-	nsa_mx_gauge(m, "natsync_fence_epoch", a ? nsa_active_fence(a) : 0,
-		     "The store's epoch counter as the writers last read it; "
-		     "above natsync_epoch, this active is fenced.");
+	nsa_active_stats(a, &v.st);
+	v.store_refused = v.st.dropped - v.st.fenced;
+	v.fence_epoch = a ? nsa_active_fence(a) : 0;
+	nsa_mx_table(m, active_rows,
+		     sizeof(active_rows) / sizeof(active_rows[0]), &v);
 
 	nsa_mx_family(m, "natsync_writer_connected", "gauge",
 		      "1 when the writer is connected to its masters and not "
@@ -106,23 +127,12 @@ void nsa_metrics_active(struct nsa_mx *m, const struct nsa_active *a)
 				      h.connected, "writer", idx, "master",
 				      h.masters[k], NULL);
 	}
-	nsa_mx_family(m, "natsync_writer_retrying_seconds", "gauge",
+	writer_family(m, a, "natsync_writer_retrying_seconds", "gauge",
 		      "How long the writer has been retrying its connections "
-		      "(0 when connected).");
-	for (i = 0; i < nsa_active_writers(a); i++) {
-		nsa_active_writer_health(a, i, &h);
-		snprintf(idx, sizeof(idx), "%u", i);
-		nsa_mx_sample(m, "natsync_writer_retrying_seconds",
-			      (double)h.retry_ms / 1000.0, "writer", idx, NULL);
-	}
-	nsa_mx_family(m, "natsync_writer_records_acked_total", "counter",
-		      "Records acknowledged, per writer.");
-	for (i = 0; i < nsa_active_writers(a); i++) {
-		nsa_active_writer_health(a, i, &h);
-		snprintf(idx, sizeof(idx), "%u", i);
-		nsa_mx_sample(m, "natsync_writer_records_acked_total",
-			      (double)h.acked, "writer", idx, NULL);
-	}
+		      "(0 when connected).",
+		      writer_retrying_s);
+	writer_family(m, a, "natsync_writer_records_acked_total", "counter",
+		      "Records acknowledged, per writer.", writer_acked);
 }
 
 /* The lag histogram's bounds, us. The standby's buckets are finer
@@ -177,84 +187,80 @@ static void lag_histogram(struct nsa_mx *m, const struct nsa_standby_stats *st)
 			 (double)st->lag_sum_us / 1e6);
 }
 
-static void conntrack_counters(struct nsa_mx *m, const struct nsa_standby *sb)
-{
-	struct nsdp_ctcommit_stats cs;
+/* The conntrack commit's counters are named after their fields. */
+#define NSA_MX_STRUCT struct nsdp_ctcommit_stats
+#define CT(f, help) NSA_MX_COUNTER(f, "natsync_conntrack_" #f "_total", help)
+/* clang-format off */
+static const struct nsa_mx_row conntrack_rows[] = {
+	CT(committed, "Conntrack entries the commit created."),
+	CT(updated, "Conntrack entries the commit refreshed."),
+	CT(deleted, "Conntrack entries the commit removed."),
+	CT(errors, "Records the commit gave up on."),
+	CT(retried, "Ctnetlink messages sent again after a failure."),
+	CT(refused, "Records the commit refused as bad input."),
+	CT(evicted, "Entries of other flows deleted for a newer record's translated address and port."),
+	CT(messages, "Ctnetlink messages sent."),
+};
+/* clang-format on */
+#undef CT
+#undef NSA_MX_STRUCT
 
-	if (nsa_standby_commit_stats(sb, &cs) != 0)
-		return;
-	nsa_mx_counter(m, "natsync_conntrack_committed_total", cs.committed,
-		       "Conntrack entries the commit created.");
-	nsa_mx_counter(m, "natsync_conntrack_updated_total", cs.updated,
-		       "Conntrack entries the commit refreshed.");
-	nsa_mx_counter(m, "natsync_conntrack_deleted_total", cs.deleted,
-		       "Conntrack entries the commit removed.");
-	nsa_mx_counter(m, "natsync_conntrack_errors_total", cs.errors,
-		       "Records the commit gave up on.");
-	nsa_mx_counter(m, "natsync_conntrack_retried_total", cs.retried,
-		       "Ctnetlink messages sent again after a failure.");
-	nsa_mx_counter(m, "natsync_conntrack_refused_total", cs.refused,
-		       "Records the commit refused as bad input.");
-	nsa_mx_counter(m, "natsync_conntrack_evicted_total", cs.evicted,
-		       "Entries of other flows deleted for a newer record's "
-		       "translated address and port.");
-	nsa_mx_counter(m, "natsync_conntrack_messages_total", cs.messages,
-		       "Ctnetlink messages sent.");
-}
+/* What the standby's families read: the subscriber's stats (~6 KB), the
+ * table's, and what is not a uint64_t there. */
+struct standby_view {
+	struct nsa_standby_stats st;
+	struct nsdp_table_stats ts;
+	uint64_t capacity;
+	uint64_t synced;
+};
+
+/* Most of the subscriber's counters are named after their fields. */
+#define SB(f, help) NSA_MX_COUNTER(st.f, "natsync_standby_" #f "_total", help)
+/* clang-format off */
+#define NSA_MX_STRUCT struct standby_view
+static const struct nsa_mx_row standby_rows[] = {
+	NSA_MX_GAUGE(ts.live, "natsync_standby_sessions", "Sessions in the standby's table."),
+	NSA_MX_GAUGE(capacity, "natsync_standby_table_capacity", "Sessions the table holds."),
+	NSA_MX_COUNTER(ts.full_drops, "natsync_standby_table_full_drops_total", "Sessions the full table refused."),
+	SB(batches, "Batches applied."),
+	NSA_MX_COUNTER(st.records, "natsync_standby_records_applied_total", "Records applied from batches."),
+	NSA_MX_COUNTER(st.loaded, "natsync_standby_records_loaded_total", "Records applied from the store by loads and resyncs."),
+	NSA_MX_FAMILY("natsync_standby_batches_dropped_total", "counter", "reason", "Batches dropped, by reason: bad (malformed or foreign), stale (old or replayed), unauthenticated (HMAC missing or wrong), fenced (older epoch)."),
+	NSA_MX_SAMPLE(st.bad_messages, "bad"),
+	BY_NAME(stale),
+	BY_NAME(unauthenticated),
+	BY_NAME(fenced),
+	SB(bad_values, "Store values that did not match their key."),
+	SB(gaps, "Sequence gaps seen."),
+	SB(resyncs, "Resyncs done (the cold load counts)."),
+	SB(resubscribes, "Resubscriptions to every master."),
+	SB(topology_changes, "Resubscriptions because the masters changed under working subscriptions."),
+	SB(dead_subscriptions, "Subscriptions given up: PING unanswered."),
+	NSA_MX_GAUGE(synced, "natsync_standby_synced", "1 once the cold load finished."),
+};
+#undef NSA_MX_STRUCT
+/* clang-format on */
+#undef SB
+#undef BY_NAME
 
 void nsa_metrics_standby(struct nsa_mx *m, struct nsa_standby *sb,
 			 uint64_t table_capacity)
 {
-	/* ~6 KB: static, the main loop is the only caller. */
-	static struct nsa_standby_stats st;
-	struct nsdp_table_stats ts;
+	/* Static: the main loop is the only caller. */
+	static struct standby_view v;
+	struct nsdp_ctcommit_stats cs;
 
-	nsa_standby_stats(sb, &st);
-	nsdp_table_stats(nsa_standby_table(sb), &ts);
-	nsa_mx_gauge(m, "natsync_standby_sessions", (double)ts.live,
-		     "Sessions in the standby's table.");
-	nsa_mx_gauge(m, "natsync_standby_table_capacity",
-		     (double)table_capacity, "Sessions the table holds.");
-	nsa_mx_counter(m, "natsync_standby_table_full_drops_total",
-		       ts.full_drops, "Sessions the full table refused.");
-	nsa_mx_counter(m, "natsync_standby_batches_total", st.batches,
-		       "Batches applied.");
-	nsa_mx_counter(m, "natsync_standby_records_applied_total", st.records,
-		       "Records applied from batches.");
-	nsa_mx_counter(m, "natsync_standby_records_loaded_total", st.loaded,
-		       "Records applied from the store by loads and resyncs.");
-	nsa_mx_family(m, "natsync_standby_batches_dropped_total", "counter",
-		      "Batches dropped, by reason: bad (malformed or "
-		      "foreign), stale (old or replayed), unauthenticated "
-		      "(HMAC missing or wrong), fenced (older epoch).");
-	nsa_mx_sample(m, "natsync_standby_batches_dropped_total",
-		      (double)st.bad_messages, "reason", "bad", NULL);
-	nsa_mx_sample(m, "natsync_standby_batches_dropped_total",
-		      (double)st.stale, "reason", "stale", NULL);
-	nsa_mx_sample(m, "natsync_standby_batches_dropped_total",
-		      (double)st.unauthenticated, "reason", "unauthenticated",
-		      NULL);
-	nsa_mx_sample(m, "natsync_standby_batches_dropped_total",
-		      (double)st.fenced, "reason", "fenced", NULL);
-	nsa_mx_counter(m, "natsync_standby_bad_values_total", st.bad_values,
-		       "Store values that did not match their key.");
-	nsa_mx_counter(m, "natsync_standby_gaps_total", st.gaps,
-		       "Sequence gaps seen.");
-	nsa_mx_counter(m, "natsync_standby_resyncs_total", st.resyncs,
-		       "Resyncs done (the cold load counts).");
-	nsa_mx_counter(m, "natsync_standby_resubscribes_total", st.resubscribes,
-		       "Resubscriptions to every master.");
-	nsa_mx_counter(m, "natsync_standby_topology_changes_total",
-		       st.topology_changes,
-		       "Resubscriptions because the masters changed under "
-		       "working subscriptions.");
-	nsa_mx_counter(m, "natsync_standby_dead_subscriptions_total",
-		       st.dead_subscriptions,
-		       "Subscriptions given up: PING unanswered.");
-	nsa_mx_gauge(m, "natsync_standby_synced", st.synced,
-		     "1 once the cold load finished.");
-	lag_histogram(m, &st);
-	conntrack_counters(m, sb);
+	nsa_standby_stats(sb, &v.st);
+	nsdp_table_stats(nsa_standby_table(sb), &v.ts);
+	v.capacity = table_capacity;
+	v.synced = (uint64_t)v.st.synced;
+	nsa_mx_table(m, standby_rows,
+		     sizeof(standby_rows) / sizeof(standby_rows[0]), &v);
+	lag_histogram(m, &v.st);
+	if (nsa_standby_commit_stats(sb, &cs) == 0)
+		nsa_mx_table(m, conntrack_rows,
+			     sizeof(conntrack_rows) / sizeof(conntrack_rows[0]),
+			     &cs);
 }
 
 int nsa_metrics_active_ready(const struct nsa_active *a, unsigned int retry_ms,

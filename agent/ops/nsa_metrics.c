@@ -191,6 +191,30 @@ void nsa_mx_gauge(struct nsa_mx *m, const char *name, double v,
 	nsa_mx_sample(m, name, v, NULL);
 }
 
+void nsa_mx_table(struct nsa_mx *m, const struct nsa_mx_row *t, size_t n,
+		  const void *stats)
+{
+	const struct nsa_mx_row *family = NULL;
+	uint64_t v;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (t[i].name) {
+			family = &t[i];
+			nsa_mx_family(m, t[i].name, t[i].type, t[i].help);
+		}
+		if (t[i].off == NSA_MX_NO_VALUE || family == NULL)
+			continue;
+		memcpy(&v, (const char *)stats + t[i].off, sizeof(v));
+		if (t[i].name || family->label[0] == NULL)
+			nsa_mx_sample(m, family->name, (double)v, NULL);
+		else
+			nsa_mx_sample(m, family->name, (double)v,
+				      family->label[0], t[i].value[0],
+				      family->label[1], t[i].value[1], NULL);
+	}
+}
+
 void nsa_mx_histogram(struct nsa_mx *m, const char *name, const char *help,
 		      const double *le, const uint64_t *counts, unsigned int n,
 		      uint64_t above, double sum)

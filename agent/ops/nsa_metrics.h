@@ -44,6 +44,48 @@ void nsa_mx_counter(struct nsa_mx *m, const char *name, uint64_t v,
 void nsa_mx_gauge(struct nsa_mx *m, const char *name, double v,
 		  const char *help);
 
+/*
+ * A table of metrics read from one struct of uint64_t counters, walked in
+ * its order by nsa_mx_table(): a counter or gauge row is a family of one
+ * sample; a family row begins a family with one or two label names, and
+ * each sample row after it is one sample of it, with the labels' values.
+ * A metric added to a table is rendered with nothing else to touch.
+ */
+struct nsa_mx_row {
+	const char *name; /* the family's; NULL: a sample of the one above */
+	const char *type; /* "counter" or "gauge" */
+	const char *help;
+	const char *label[2]; /* a family row's label names (NULL: none) */
+	const char *value[2]; /* a sample row's label values */
+	size_t off; /* of the value in the struct; NSA_MX_NO_VALUE: none */
+};
+
+#define NSA_MX_NO_VALUE ((size_t)-1)
+
+/* Rows of a table. The file defining one sets NSA_MX_STRUCT to the struct
+ * its values are in; a value is a uint64_t (any other type is a compile
+ * error). One row per line: clang-format would spread each over three. */
+/* clang-format off */
+#define NSA_MX_AT(f) \
+	_Generic(((NSA_MX_STRUCT *)0)->f, uint64_t: offsetof(NSA_MX_STRUCT, f))
+#define NSA_MX_COUNTER(f, name, help) \
+	{ name, "counter", help, { NULL, NULL }, { NULL, NULL }, NSA_MX_AT(f) }
+#define NSA_MX_GAUGE(f, name, help) \
+	{ name, "gauge", help, { NULL, NULL }, { NULL, NULL }, NSA_MX_AT(f) }
+#define NSA_MX_FAMILY(name, type, label, help) \
+	{ name, type, help, { label, NULL }, { NULL, NULL }, NSA_MX_NO_VALUE }
+#define NSA_MX_FAMILY2(name, type, label, label2, help) \
+	{ name, type, help, { label, label2 }, { NULL, NULL }, NSA_MX_NO_VALUE }
+#define NSA_MX_SAMPLE(f, value) \
+	{ NULL, NULL, NULL, { NULL, NULL }, { value, NULL }, NSA_MX_AT(f) }
+#define NSA_MX_SAMPLE2(f, value, value2) \
+	{ NULL, NULL, NULL, { NULL, NULL }, { value, value2 }, NSA_MX_AT(f) }
+/* clang-format on */
+
+/* Render the n rows of t with their values read from stats. */
+void nsa_mx_table(struct nsa_mx *m, const struct nsa_mx_row *t, size_t n,
+		  const void *stats);
+
 /* A histogram family: bucket i holds the observations below le[i]
  * (cumulative counts computed here from per-bucket counts), the
  * observations at or above le[n - 1] are in the +Inf bucket only. _count
