@@ -139,7 +139,7 @@ static int on_reply(struct nsa_loader *ld, redisReply *r)
 
 	if (nsa_loader_is_probe_reply(ld, r)) {
 		e = nsa_conn_exp_pop(ld->conn);
-		nsa_loader_on_probe(ld, e.a, r);
+		nsa_loader_on_probe(ld, e.pos, r);
 		freeReplyObject(r);
 		return 0;
 	}

@@ -28,7 +28,10 @@
 struct nsa_exp {
 	void *ptr;
 	uint32_t kind;
-	uint32_t a, b;
+	/* Where in ptr's items the reply belongs (a record's index in its
+	 * batch, a read-back's index, a slot, an MGET's first key) and how
+	 * many items from there it answers (an MGET's keys). */
+	uint32_t pos, count;
 };
 
 struct nsa_conn {

@@ -71,7 +71,7 @@ static void log_error_once(struct nsa_writer *w, const char *text, size_t len)
 static int expect(struct nsa_writer *w, struct nsa_link *c, struct nsa_batch *b,
 		  uint32_t rec, uint32_t kind)
 {
-	const struct nsa_exp e = {.ptr = b, .kind = kind, .a = rec};
+	const struct nsa_exp e = {.ptr = b, .kind = kind, .pos = rec};
 
 	if (c->conn.exp_count == 0)
 		c->wait_since_ns = w->now_ns;

@@ -89,7 +89,7 @@ void nsa_readback_send(struct nsa_writer *w)
 	for (i = 0; i < w->n_rb; i++) {
 		struct nsa_readback *r = &w->rb[i];
 		const struct nsa_exp e = {.kind = NSA_EXP_READBACK,
-					  .a = (uint32_t)i};
+					  .pos = (uint32_t)i};
 		uint8_t key[NS_KEY_LEN];
 		unsigned int cmd_idx;
 		struct nsa_link *c;
@@ -122,7 +122,7 @@ void nsa_readback_send(struct nsa_writer *w)
 /* The connection died before the GET's reply: send it again. */
 void nsa_readback_lost(struct nsa_writer *w, const struct nsa_exp *e)
 {
-	w->rb[e->a].state = NSA_RB_QUEUED;
+	w->rb[e->pos].state = NSA_RB_QUEUED;
 	w->rb_sent--;
 }
 
@@ -163,7 +163,7 @@ static int readback_append(struct nsa_writer *w, const struct ns_session *s)
 void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
 			char type, const char *text, long len)
 {
-	struct nsa_readback *r = &w->rb[e->a];
+	struct nsa_readback *r = &w->rb[e->pos];
 	struct ns_session held = r->s;
 
 	w->rb_sent--;

@@ -76,8 +76,8 @@ static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 			b->retry = 1;
 			w->retry_mode = 1;
 		} else if (e->kind == NSA_EXP_CMD) {
-			b->rflags[e->a] |= NSA_REC_DROPPED;
-			nsa_readback_queue(w, &b->sess[e->a]);
+			b->rflags[e->pos] |= NSA_REC_DROPPED;
+			nsa_readback_queue(w, &b->sess[e->pos]);
 		} else if (e->kind == NSA_EXP_SEGMENT) {
 			/* The log cannot be read back by key: the records
 			 * are lost from the store (schema/FORMAT.md), and the

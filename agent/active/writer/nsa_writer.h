@@ -49,7 +49,7 @@ enum nsa_exp_kind {
 	NSA_EXP_ASKING,
 	NSA_EXP_CMD,
 	NSA_EXP_NOTIFY,
-	NSA_EXP_READBACK, /* no batch: a = the nsa_readback's index */
+	NSA_EXP_READBACK, /* no batch: pos = the nsa_readback's index */
 	NSA_EXP_SEGMENT /* the log layout's SET of the whole batch */
 };
 
@@ -84,7 +84,7 @@ struct nsa_batch {
 
 /* A writer's connection to one master (or to an ASK target). */
 struct nsa_link {
-	struct nsa_conn conn; /* expectations: ptr a batch, a a record */
+	struct nsa_conn conn; /* expectations: ptr a batch, pos a record */
 	char channel[NS_CHANNEL_MAX];
 	size_t channel_len;
 	uint16_t channel_slot;

@@ -84,7 +84,7 @@ int nsa_loader_send_scan(struct nsa_loader *ld, const char *cursor)
  * slot (nil), not (MOVED) or is migrating it (ASK). */
 static int send_probe(struct nsa_loader *ld, uint32_t slot)
 {
-	const struct nsa_exp e = {.kind = NSA_LD_PROBE, .a = slot};
+	const struct nsa_exp e = {.kind = NSA_LD_PROBE, .pos = slot};
 	char key[NS_CHANNEL_MAX];
 
 	ns_channel_for_slot((uint16_t)slot, key);
@@ -125,7 +125,7 @@ static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
 		     uint32_t n)
 {
 	const struct nsa_exp e = {
-		.ptr = b, .kind = NSA_LD_MGET, .a = first, .b = n};
+		.ptr = b, .kind = NSA_LD_MGET, .pos = first, .count = n};
 	uint32_t i;
 
 	nsa_conn_cmd(ld->conn, n + 1);
@@ -267,12 +267,12 @@ void nsa_loader_on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 {
 	struct key_batch *b = e->ptr;
 	const redisReply *keys[NSA_VALUES_CHUNK];
-	uint32_t i, m, n = e->b;
+	uint32_t i, m, n = e->count;
 
 	if (r->type == REDIS_REPLY_ARRAY && r->elements == n) {
 		for (i = 0; i < n; i += m) {
 			for (m = 0; m < NSA_VALUES_CHUNK && i + m < n; m++)
-				keys[m] = b->keys[b->order[e->a + i + m]];
+				keys[m] = b->keys[b->order[e->pos + i + m]];
 			if (ld->layout->values(ld, keys, r->element + i, m) !=
 			    0)
 				ld->values_failed = 1;
