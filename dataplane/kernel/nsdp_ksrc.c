@@ -391,7 +391,8 @@ static int load_bpf(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
 static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
 			size_t errlen)
 {
-	int rcvbuf = EVENT_RCVBUF;
+	int rcvbuf =
+		k->conf.ends_rcvbuf ? (int)k->conf.ends_rcvbuf : EVENT_RCVBUF;
 
 	k->dump_h = nfct_open_in(netns_fd, 0);
 	if (!k->dump_h)

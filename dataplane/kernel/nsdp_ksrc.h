@@ -39,6 +39,9 @@ struct nsdp_ksrc_conf {
 	 * conntrack commit sets on what it writes); 0: none. */
 	uint32_t ignore_mark;
 	int ends; /* 1: ctnetlink destroy events become DELETE records */
+	/* Receive buffer of the destroy events' socket, bytes (the kernel
+	 * doubles it); 0: 8 MiB. */
+	uint32_t ends_rcvbuf;
 	uint32_t gateway_id, epoch;
 };
 
