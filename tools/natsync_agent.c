@@ -392,10 +392,12 @@ static int run_active(const struct nsa_config *conf, double duration)
 			       " refreshes=%" PRIu64 " deletes=%" PRIu64
 			       " dumped=%" PRIu64 " redumps=%" PRIu64
 			       " ringbuf_drops=%" PRIu64 " filtered=%" PRIu64
-			       " end_overruns=%" PRIu64,
+			       " end_overruns=%" PRIu64 " reconciled=%" PRIu64
+			       " untracked=%" PRIu64,
 			       ks.captured, ks.creates, ks.refreshes,
 			       ks.deletes, ks.dumped, ks.redumps,
-			       ks.ringbuf_drops, ks.filtered, ks.end_overruns);
+			       ks.ringbuf_drops, ks.filtered, ks.end_overruns,
+			       ks.reconciled, ks.untracked);
 		printf("\n");
 		fflush(stdout);
 		rc = ((src.synth && !drained) || (src.ksrc && !drained) ||
