@@ -183,7 +183,7 @@ static const struct nsa_key
 				"source", "ends", ksrc_conf.ends, "yes",
 				"Kernel source: `yes` turns the kernel's destroy events (ctnetlink) into delete records; `no` leaves ends to the sessions' timeouts."),
 			NSA_NUM("source",
-				"ends_rcvbuf", ksrc_conf.ends_rcvbuf, 4096, 1073741824, "8388608", "Kernel source: bytes of the receive buffer of the ctnetlink socket that takes destroy events; the events of a burst of ends (a flush, a wave of timeouts) that do not fit are lost and counted (`end_overruns`)."),
+				"ends_rcvbuf", ksrc_conf.ends_rcvbuf, 4096, 1073741824, "8388608", "Kernel source: bytes of the receive buffer of the ctnetlink socket that takes destroy events; the events of a burst of ends (a flush, a wave of timeouts) that do not fit are lost, counted (`end_overruns`) and found again by a re-dump, which deletes the sessions it no longer finds."),
 
 			NSA_NUM("standby", "table_capacity", table_capacity,
 				1024, 100000000, "2000000",
