@@ -394,13 +394,13 @@ static void log_redump(struct nsdp_ksrc *k, unsigned int why, int rc,
 		return;
 	}
 	fprintf(stderr,
-		"natsync: kernel source: events lost (%s%s%s), table dumped "
-		"again in %.1f ms: %" PRIu64 " sent, %" PRIu64
+		"natsync: kernel source: table dumped again (lost: ring "
+		"buffer events %s, destroy events %s; live set full %s) in "
+		"%.1f ms: %" PRIu64 " entries sent, %" PRIu64
 		" ended unseen (deleted)\n",
-		why & LOST_EVENTS ? "ring buffer full " : "",
-		why & LOST_ENDS ? "destroy events " : "",
-		why & LOST_ROOM ? "live set full " : "", (t1 - t0) / 1e6, sent,
-		ended);
+		why & LOST_EVENTS ? "yes" : "no",
+		why & LOST_ENDS ? "yes" : "no", why & LOST_ROOM ? "yes" : "no",
+		(t1 - t0) / 1e6, sent, ended);
 }
 
 /* Lost events: drain what the ring buffer holds, then dump and diff. */
