@@ -609,6 +609,20 @@ static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
 	return 0;
 }
 
+/* The live set, bounded by conntrack's limit (read after open_netlink:
+ * the conntrack module is loaded then); only with ends. */
+static int open_live_set(struct nsdp_ksrc *k, int *why, char *err,
+			 size_t errlen)
+{
+	if (!k->conf.ends)
+		return 0;
+	k->live = nsdp_klive_create(nsdp_klive_bound_for(conntrack_max()));
+	if (!k->live)
+		return fail(why, -ENOMEM, err, errlen, "kernel source: %s",
+			    "out of memory");
+	return 0;
+}
+
 struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 				   struct nsdp_lane *lane, int *why, char *err,
 				   size_t errlen)
@@ -660,18 +674,9 @@ struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 	netns_fd = -1;
 	k->ncpus = libbpf_num_possible_cpus();
 	if (k->ncpus <= 0 || load_bpf(k, why, err, errlen) != 0 ||
-	    open_netlink(k, k->netns_fd, why, err, errlen) != 0)
+	    open_netlink(k, k->netns_fd, why, err, errlen) != 0 ||
+	    open_live_set(k, why, err, errlen) != 0)
 		goto fail;
-	if (conf->ends) {
-		/* After open_netlink: the conntrack module is loaded. */
-		k->live = nsdp_klive_create(
-			nsdp_klive_bound_for(conntrack_max()));
-		if (!k->live) {
-			fail(why, -ENOMEM, err, errlen, "kernel source: %s",
-			     "out of memory");
-			goto fail;
-		}
-	}
 	k->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (k->epfd < 0 ||
 	    epoll_ctl(k->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb),
