@@ -587,3 +587,189 @@ Test(ksrc, missing_namespace_or_privileges_exit_2_saying_which)
 		     2);
 	cr_assert(nst_run_file_has("errors.log", "privileges missing"));
 }
+
+/* ---- ends lost to a full destroy-event socket -------------------------- */
+
+/* The standby commits into the conntrack table of a namespace of its own,
+ * so that a session the gateway ended is seen leaving the standby's table
+ * and its conntrack. The active's destroy-event socket is shrunk to its
+ * smallest ([source] ends_rcvbuf, about ten events), so that a flush in
+ * the gateway loses most of its destroy events (end_overruns). */
+#define STANDBY_NS "k1ks-b"
+#define COMMIT_ARGS \
+	"--set standby.commit=conntrack --set standby.commit_netns=" STANDBY_NS
+#define TINY_ENDS_ARGS "--set source.ends_rcvbuf=4096"
+/* UDP flows made after the ends: client ports above the first n_flows,
+ * which NATSYNC_KSRC_FLOWS may raise to MAX_ENDS_FLOWS for a measurement
+ * (docs/kernel-gateways.md). */
+#define LATE_FLOWS 500
+#define MAX_ENDS_FLOWS (PORT_SPAN)
+
+static void ends_fini(void)
+{
+	stop_all();
+	nst_sh("ip netns del " STANDBY_NS " 2>/dev/null; true");
+}
+
+TestSuite(ksrc_ends, .fini = ends_fini, .timeout = 300);
+
+static unsigned long standby_conntrack_count(void)
+{
+	return nst_conntrack_count(STANDBY_NS);
+}
+
+/* The last count within secs of waiting for want, asserting nothing. */
+static unsigned long settle(int secs, unsigned long (*count)(void),
+			    unsigned long want)
+{
+	unsigned long got = count();
+
+	for (int i = 0; i < secs * 10 && got != want; i++) {
+		nsdp_sleep_ms(100);
+		got = count();
+	}
+	return got;
+}
+
+/* The gateway's conntrack, the store, the standby's table and the
+ * standby's conntrack all hold exactly expect sessions, the first three
+ * entry by entry. The counts are printed before they are asserted, so
+ * that a failure shows the ghosts. */
+static void expect_no_ghosts(struct run *r, unsigned long expect)
+{
+	unsigned long sb_ct;
+
+	wait_for("conntrack entries", conntrack_count, expect);
+	sb_ct = settle(30, standby_conntrack_count, expect);
+	dump_kernel_table(r->active);
+	fprintf(stderr,
+		"ksrc-ends: gateway conntrack %lu, standby conntrack %lu "
+		"(expected %lu)\n",
+		conntrack_count(), sb_ct, expect);
+	verify_equal(r->standby, expect);
+	cr_assert_eq(sb_ct, expect, "standby's conntrack: %lu ghost(s)",
+		     sb_ct - expect);
+}
+
+/* The network, the store, a standby committing into STANDBY_NS, the
+ * server, an active whose destroy-event socket is the smallest, and the
+ * flows of make_flows(), which the standby's table and conntrack then
+ * hold. TCP entries outlive the test (their close timers at 600 s), so
+ * that only what the test ends ends. */
+static void ends_run_start(struct run *r, const char *name)
+{
+	const char *env = getenv("NATSYNC_KSRC_FLOWS");
+
+	if (env && atoi(env) > 0 && atoi(env) <= MAX_ENDS_FLOWS)
+		n_flows = (unsigned int)atoi(env);
+	nst_run_dir_make(name);
+	net_setup();
+	nst_sh("ip netns del " STANDBY_NS " 2>/dev/null");
+	cr_assert_eq(nst_sh("ip netns add " STANDBY_NS " && for t in fin_wait "
+			    "close_wait last_ack time_wait close; do ip netns "
+			    "exec k1ks-g sysctl -qw "
+			    "net.netfilter.nf_conntrack_tcp_timeout_$t=600; "
+			    "done"),
+		     0);
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, 3, 0), 0);
+	write_configs(4 << 20);
+	r->standby = nst_agent_spawn("standby", COMMIT_ARGS);
+	agent_pids[0] = r->standby;
+	nst_wait_synced(r->standby);
+	pthread_create(&r->server, NULL, server_main, NULL);
+	for (int i = 0; i < 100 && !LOAD(server_ready); i++)
+		nsdp_sleep_ms(50);
+	cr_assert(LOAD(server_ready), "the server did not start");
+	active_start(r, TINY_ENDS_ARGS);
+	make_flows();
+	expect_no_ghosts(r, 2UL * n_flows);
+}
+
+/* LATE_FLOWS new UDP flows, one datagram each, from the client ports
+ * above those of the first n_flows. */
+static void *late_udp_flows(void *arg)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(UDP_PORT)};
+	unsigned int first = FIRST_PORT + n_flows;
+
+	(void)arg;
+	nst_enter_netns("k1ks-c");
+	inet_pton(AF_INET, SERVER_ADDR, &to.sin_addr);
+	for (unsigned int i = 0; i < LATE_FLOWS; i++) {
+		int fd = bound_socket(SOCK_DGRAM, (uint16_t)(first + i));
+
+		if (fd >= 0 && sendto(fd, "k1", 2, 0, (struct sockaddr *)&to,
+				      sizeof(to)) == 2)
+			ADD(udp_sent, 1);
+		else
+			ADD(client_errors, 1);
+		if (fd >= 0)
+			close(fd);
+	}
+	return NULL;
+}
+
+/* After the ends: LATE_FLOWS new UDP flows while the active catches up;
+ * then exactly expect sessions everywhere, and the active's REPORT says
+ * that destroy events were lost and that the ended sessions (at least
+ * ended of them) were deleted, by their events or by the dump-diff. */
+static void late_flows_leave_no_ghost(struct run *r, unsigned long expect,
+				      unsigned long ended)
+{
+	unsigned long made = 2UL * n_flows + LATE_FLOWS;
+	pthread_t client;
+
+	pthread_create(&client, NULL, late_udp_flows, NULL);
+	pthread_join(client, NULL);
+	cr_assert_eq(LOAD(client_errors), 0);
+	wait_for("datagrams and connections at the server", server_saw, made);
+	expect_no_ghosts(r, expect);
+
+	run_stop(r);
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
+	cr_assert(nst_run_file_has("standby.out", "ct_errors=0"));
+	cr_assert_gt(report_field("end_overruns"), 0,
+		     "no destroy event was lost: the test proved nothing");
+	cr_assert_geq(report_field("redumps"), 1);
+	cr_assert_gt(report_field("reconciled"), 0);
+	cr_assert_geq(report_field("deletes") + report_field("reconciled"),
+		      ended);
+}
+
+/* The UDP entries are deleted while the active is stopped (SIGSTOP), so
+ * their destroy events overflow its socket. The sessions whose ends were
+ * lost leave the store, the standby's table and its conntrack all the
+ * same. */
+Test(ksrc_ends, a_delete_whose_destroy_events_were_lost_leaves_no_ghost)
+{
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	ends_run_start(&r, "ksrc-lost-deletes");
+
+	cr_assert_eq(kill(r.active, SIGSTOP), 0);
+	cr_assert_eq(nst_sh("ip netns exec k1ks-g conntrack -D -p udp "
+			    ">/dev/null 2>&1"),
+		     0);
+	wait_for("conntrack entries after deleting UDP", conntrack_count,
+		 n_flows);
+	cr_assert_eq(kill(r.active, SIGCONT), 0);
+	late_flows_leave_no_ghost(&r, n_flows + LATE_FLOWS, n_flows);
+}
+
+/* A flush of the whole table with the active running: its destroy events
+ * (2 000) come faster than the active reads them. */
+Test(ksrc_ends, a_flush_whose_destroy_events_overflow_leaves_no_ghost)
+{
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	ends_run_start(&r, "ksrc-lost-flush");
+
+	cr_assert_eq(nst_sh("ip netns exec k1ks-g conntrack -F "
+			    ">/dev/null 2>&1"),
+		     0);
+	wait_for("conntrack entries after the flush", conntrack_count, 0);
+	late_flows_leave_no_ghost(&r, LATE_FLOWS, 2UL * n_flows);
+}

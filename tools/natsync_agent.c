@@ -427,10 +427,11 @@ static int active_report(const struct active_run *r)
 		       " refreshes=%" PRIu64 " deletes=%" PRIu64
 		       " dumped=%" PRIu64 " redumps=%" PRIu64
 		       " ringbuf_drops=%" PRIu64 " filtered=%" PRIu64
-		       " end_overruns=%" PRIu64,
+		       " end_overruns=%" PRIu64 " reconciled=%" PRIu64
+		       " untracked=%" PRIu64,
 		       ks->captured, ks->creates, ks->refreshes, ks->deletes,
 		       ks->dumped, ks->redumps, ks->ringbuf_drops, ks->filtered,
-		       ks->end_overruns);
+		       ks->end_overruns, ks->reconciled, ks->untracked);
 	printf("\n");
 	fflush(stdout);
 	return (sourced && !r->drained) || gateway_gone ? 1 : 0;

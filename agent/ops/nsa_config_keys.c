@@ -98,6 +98,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("source", "mark_mask", ksrc_conf.mark_mask, 0, UINT32_MAX, "0", "Kernel source: the mask of `mark`; `0` = every mark."),
 	NSA_NUM("source", "ignore_mark", ksrc_conf.ignore_mark, 0, UINT32_MAX, "0", "Kernel source: entries with exactly this conntrack mark are not captured (set it to the standby's `commit_mark`, so that committed entries are not captured again); `0` = none."),
 	NSA_BOOL("source", "ends", ksrc_conf.ends, "yes", "Kernel source: `yes` turns the kernel's destroy events (ctnetlink) into delete records; `no` leaves ends to the sessions' timeouts."),
+	NSA_NUM("source", "ends_rcvbuf", ksrc_conf.ends_rcvbuf, 4096, 1073741824, "8388608", "Kernel source: bytes of the receive buffer of the ctnetlink socket that takes destroy events; the events of a burst of ends (a flush, a wave of timeouts) that do not fit are lost, counted (`end_overruns`) and found again by a re-dump, which deletes the sessions it no longer finds."),
 	NSA_NUM("standby", "table_capacity", table_capacity, 1024, 100000000, "2000000", "Sessions the standby table holds."),
 	NSA_STR("standby", "dump", table_dump, "", "Where SIGUSR1 and exit dump the standby table; empty = none."),
 	NSA_NUM("standby", "topology_check_ms", topology_check_ms, 0, 60000, "1000", "How often the standby asks the store for its topology: it resubscribes and resyncs when the masters changed under a live subscription, and resyncs the masters concerned when slots moved between them, ms; `0` = never."),

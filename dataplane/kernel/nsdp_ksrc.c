@@ -5,25 +5,62 @@
  *
  * Invariants: the thread is the lane's only producer (dumps included), and
  * it reads the ring buffer before the destroy events of the same round, so
- * an entry's DELETE never precedes its CREATE. Every ring buffer event the
- * BPF side could not send is counted there; a rise of that count makes the
- * thread dump the whole table again. An entry recorded from a dump is
- * entered in the BPF "seen" map, so its next packet is not a second CREATE;
- * a destroyed entry leaves it, so a new entry with the same tuples is.
+ * an entry's DELETE never precedes its CREATE. An entry recorded from a
+ * dump is entered in the BPF "seen" map, so its next packet is not a second
+ * CREATE; a destroyed entry leaves it, so a new entry with the same tuples
+ * is.
  *
  * Ends: a DELETE for every NAT'd entry the kernel destroys (TCP after its
  * close timers, UDP and ICMP when their timeout expires, conntrack -D, a
  * flush), because ctnetlink tells us and the standby then frees the
- * session at once. Destroy events lost to a full socket buffer are counted
- * (end_overruns); those sessions expire by their timeout in the store and
- * on the standby.
+ * session at once.
  *
- * Not here: the BPF program (nsdp_kern.bpf.c), the configuration and the
- * REPORT line (agent/, tools/).
+ * Lost events and the dump-diff. Events are lost in two places: the BPF
+ * ring buffer refuses CREATEs and REFRESHes when full (counted per CPU,
+ * ringbuf_drops), and the destroy events' socket drops what its receive
+ * buffer cannot hold (ENOBUFS, end_overruns). The dump socket cannot
+ * overflow: a dump is sent as it is read. A round that finds either loss
+ * dumps the namespace's NAT'd table (redumps) and diffs it against the
+ * live set (nsdp_klive.h): every entry whose last record was a CREATE or
+ * a REFRESH. The dump enters what it returns with a new generation; after
+ * a complete dump, every entry of an older generation has ended unseen,
+ * and gets a DELETE (reconciled) and leaves the set and "seen". After
+ * ring buffer drops every dumped entry is sent again as a CREATE (its
+ * last state may be what was lost); after lost ends only, only what the
+ * set lacked is. A dump that fails is not diffed (what it did not return
+ * may be alive) and is run again the next round.
+ *
+ * Why the result is exact although the kernel keeps going during the dump
+ * (its events wait in the ring buffer and the socket and are read after
+ * the diff, in that order):
+ * - an entry alive throughout the dump is returned by it, so not deleted;
+ * - an entry created during the dump is not in the set unless the dump
+ *   returned it: its NEW event follows the diff and enters it;
+ * - an entry that ended before the dump reached it is deleted by the
+ *   diff; its destroy event, if it was not lost, is a second DELETE,
+ *   which the store, the table and conntrack take as a no-op;
+ * - an entry that ended after the dump returned it is deleted by its
+ *   destroy event after the diff, or, if that event was lost, by the
+ *   next round's dump, which the loss causes; the same holds for a
+ *   REFRESH that was in the ring buffer before such an entry ended.
+ * So once events stop being lost, the dump after the last loss leaves the
+ * store equal to conntrack. One case is not exact, in the live path as in
+ * this one: an entry destroyed and created again with the same tuples
+ * within one round (50 ms); the new one's first packets find the old one
+ * in "seen" (no CREATE), and the old one's DELETE may come after them;
+ * its next packet after that sends a CREATE.
+ *
+ * The live set exists only with ends on (without them nothing is
+ * deleted); at its bound (twice nf_conntrack_max, nsdp_klive.h) an entry
+ * is not tracked (untracked) and its end, if lost, is left to its timeout.
+ *
+ * Not here: the BPF program (nsdp_kern.bpf.c), the live set
+ * (nsdp_klive.c), the configuration and the REPORT line (agent/, tools/).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -45,12 +82,27 @@
 #include "ns_record.h"
 #include "nsdp_kern.h"
 #include "nsdp_kern.skel.h"
+#include "nsdp_klive.h"
 #include "nsdp_ksrc.h"
 
 #define BTF_PATH "/sys/kernel/btf/vmlinux"
 #define POLL_MS 50
 /* Destroy events come in bursts (a flush, a timeout wave). */
 #define EVENT_RCVBUF (8 << 20)
+#define CT_MAX_PATH "/proc/sys/net/netfilter/nf_conntrack_max"
+/* When nf_conntrack_max cannot be read. */
+#define CT_MAX_DEFAULT 262144
+/* Re-dumps logged at most this often (each one is counted). */
+#define REDUMP_LOG_NS 1000000000ULL
+
+/* Why the next round dumps: events of the ring buffer lost (every entry is
+ * sent again), destroy events lost or the live set full (the set is
+ * diffed, only what it lacks is sent). */
+enum ksrc_loss {
+	LOST_EVENTS = 1,
+	LOST_ENDS = 2,
+	LOST_ROOM = 4,
+};
 
 struct nsdp_ksrc {
 	struct nsdp_ksrc_conf conf;
@@ -64,6 +116,10 @@ struct nsdp_ksrc {
 	int ncpus;
 	uint64_t last_stamp;
 	uint64_t drops_seen; /* ring buffer drops already answered */
+	struct nsdp_klive *live; /* sent as live; NULL without ends */
+	unsigned int lost; /* enum ksrc_loss bits not yet answered */
+	int dump_all; /* the running dump sends every entry */
+	uint64_t redump_logged_ns;
 	int netns_fd; /* the namespace, for nsdp_ksrc_dump_table */
 	pthread_t thread;
 	int running, stop;
@@ -164,6 +220,23 @@ static int ct_to_key(const struct nsdp_ksrc *k, const struct nf_conntrack *ct,
 	return 1;
 }
 
+/* key was sent as live: 1 when the live set had it already. */
+static int live_add(struct nsdp_ksrc *k, const struct nsdp_kern_key *key)
+{
+	int rc;
+
+	if (!k->live)
+		return 0;
+	rc = nsdp_klive_add(k->live, key);
+	if (rc == -ENOSPC) {
+		/* Ghosts may fill it: a dump diffs them out. */
+		ST_ADD(k, untracked, 1);
+		k->lost |= LOST_ROOM;
+		return 0;
+	}
+	return rc;
+}
+
 static int on_dumped(enum nf_conntrack_msg_type type, struct nf_conntrack *ct,
 		     void *arg)
 {
@@ -176,6 +249,8 @@ static int on_dumped(enum nf_conntrack_msg_type type, struct nf_conntrack *ct,
 	(void)type;
 	if (!ct_to_key(k, ct, &key))
 		return NFCT_CB_CONTINUE;
+	if (live_add(k, &key) == 1 && !k->dump_all)
+		return NFCT_CB_CONTINUE; /* its last state was sent */
 	timeout_ms = nfct_get_attr_u32(ct, ATTR_TIMEOUT) * 1000;
 	key_to_session(k, &key, NS_EV_CREATE, timeout_ms, &s);
 	emit(k, &s);
@@ -189,28 +264,42 @@ static int on_dumped(enum nf_conntrack_msg_type type, struct nf_conntrack *ct,
 	return NFCT_CB_CONTINUE;
 }
 
+/* An entry ended: out of "seen" (a new entry with its tuples is new), its
+ * DELETE into the lane. */
+static void send_end(struct nsdp_ksrc *k, const struct nsdp_kern_key *key)
+{
+	struct ns_session s;
+
+	bpf_map__delete_elem(k->skel->maps.seen, key, sizeof(*key), 0);
+	key_to_session(k, key, NS_EV_DELETE, 0, &s);
+	emit(k, &s);
+}
+
 static int on_destroyed(enum nf_conntrack_msg_type type,
 			struct nf_conntrack *ct, void *arg)
 {
 	struct nsdp_ksrc *k = arg;
 	struct nsdp_kern_key key;
-	struct ns_session s;
 
 	(void)type;
 	if (!ct_to_key(k, ct, &key))
 		return NFCT_CB_CONTINUE;
-	bpf_map__delete_elem(k->skel->maps.seen, &key, sizeof(key), 0);
-	key_to_session(k, &key, NS_EV_DELETE, 0, &s);
-	emit(k, &s);
+	if (k->live)
+		nsdp_klive_remove(k->live, &key);
+	send_end(k, &key);
 	ST_ADD(k, deletes, 1);
 	return NFCT_CB_CONTINUE;
 }
 
-static int dump(struct nsdp_ksrc *k)
+/* A live entry the dump did not return: it ended unseen. */
+static void on_ended_unseen(const struct nsdp_kern_key *key, void *arg)
 {
-	uint32_t family = AF_INET;
+	struct nsdp_ksrc *k = arg;
+	struct nsdp_kern_key full = *key;
 
-	return nfct_query(k->dump_h, NFCT_Q_DUMP, &family);
+	full.netns = k->netns_ino;
+	send_end(k, &full);
+	ST_ADD(k, reconciled, 1);
 }
 
 static int on_event(void *ctx, void *data, size_t len)
@@ -226,6 +315,7 @@ static int on_event(void *ctx, void *data, size_t len)
 	key_to_session(k, &ev->key, create ? NS_EV_CREATE : NS_EV_REFRESH,
 		       ev->timeout_ms, &s);
 	emit(k, &s);
+	live_add(k, &ev->key);
 	ST_ADD(k, captured, 1);
 	if (create)
 		ST_ADD(k, creates, 1);
@@ -251,34 +341,136 @@ static void read_counters(const struct nsdp_ksrc *k,
 	}
 }
 
-/* Events first, then ends, then the overflow check. */
+/* nf_conntrack_max: how many entries the namespace's table holds at most
+ * (the global limit, which every namespace reads). */
+static uint64_t conntrack_max(void)
+{
+	unsigned long long max = 0;
+	FILE *f = fopen(CT_MAX_PATH, "r");
+
+	if (f) {
+		if (fscanf(f, "%llu", &max) != 1)
+			max = 0;
+		fclose(f);
+	}
+	return max ? max : CT_MAX_DEFAULT;
+}
+
+/* Dump the table into the lane (every entry when all, else what the live
+ * set lacks) and, once the dump is complete, DELETE what it did not
+ * return. 0, or -errno of a dump that failed (nothing diffed). */
+static int dump_diff(struct nsdp_ksrc *k, int all, uint64_t *ended)
+{
+	uint32_t family = AF_INET;
+	int rc;
+
+	*ended = 0;
+	k->dump_all = all;
+	if (k->live)
+		nsdp_klive_begin(k->live);
+	rc = nfct_query(k->dump_h, NFCT_Q_DUMP, &family);
+	if (rc != 0)
+		return errno ? -errno : -EIO;
+	if (k->live)
+		*ended = nsdp_klive_sweep(k->live, on_ended_unseen, k);
+	return 0;
+}
+
+/* A re-dump's outcome on stderr, at most once a second (redumps counts
+ * them all). */
+static void log_redump(struct nsdp_ksrc *k, unsigned int why, int rc,
+		       uint64_t t0, uint64_t sent, uint64_t ended)
+{
+	uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+
+	if (t1 - k->redump_logged_ns < REDUMP_LOG_NS)
+		return;
+	k->redump_logged_ns = t1;
+	if (rc != 0) {
+		fprintf(stderr,
+			"natsync: kernel source: re-dump failed (%s), tried "
+			"again next round\n",
+			strerror(-rc));
+		return;
+	}
+	fprintf(stderr,
+		"natsync: kernel source: table dumped again (lost: ring "
+		"buffer events %s, destroy events %s; live set full %s) in "
+		"%.1f ms: %" PRIu64 " entries sent, %" PRIu64
+		" ended unseen (deleted)\n",
+		why & LOST_EVENTS ? "yes" : "no",
+		why & LOST_ENDS ? "yes" : "no", why & LOST_ROOM ? "yes" : "no",
+		(t1 - t0) / 1e6, sent, ended);
+}
+
+/* Lost events: drain what the ring buffer holds, then dump and diff. */
+static void redump(struct nsdp_ksrc *k)
+{
+	unsigned int why = k->lost;
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC), dumped0, ended;
+	int rc;
+
+	if (why & LOST_ROOM)
+		nsdp_klive_set_bound(k->live,
+				     nsdp_klive_bound_for(conntrack_max()));
+	ring_buffer__consume(k->rb);
+	dumped0 = __atomic_load_n(&k->st.dumped, __ATOMIC_RELAXED);
+	k->lost = 0;
+	rc = dump_diff(k, why & LOST_EVENTS, &ended);
+	/* A full set stays full until the next dump: not a reason for one. */
+	k->lost &= ~(unsigned int)LOST_ROOM;
+	if (rc != 0)
+		k->lost |= why; /* the next round tries again */
+	else
+		ST_ADD(k, redumps, 1);
+	log_redump(k, why, rc, t0,
+		   __atomic_load_n(&k->st.dumped, __ATOMIC_RELAXED) - dumped0,
+		   ended);
+}
+
+/* Destroy events until the socket is empty; the ENOBUFS of a full one
+ * (events lost) is counted and marks a loss. */
+static void read_ends(struct nsdp_ksrc *k)
+{
+	while (k->ends_h && nfct_catch(k->ends_h) < 0 && errno == ENOBUFS) {
+		ST_ADD(k, end_overruns, 1);
+		k->lost |= LOST_ENDS;
+	}
+}
+
+/* Events first, then ends, then the losses' check. */
 static void ksrc_round(struct nsdp_ksrc *k)
 {
 	struct nsdp_kern_counters c;
 
 	ring_buffer__consume(k->rb);
-	while (k->ends_h && nfct_catch(k->ends_h) < 0 && errno == ENOBUFS)
-		ST_ADD(k, end_overruns, 1);
+	read_ends(k);
 	read_counters(k, &c);
 	__atomic_store_n(&k->st.filtered, c.filtered, __ATOMIC_RELAXED);
 	if (c.ringbuf_drops > k->drops_seen) {
-		/* Some entries' events are gone: take all again. */
 		k->drops_seen = c.ringbuf_drops;
 		__atomic_store_n(&k->st.ringbuf_drops, c.ringbuf_drops,
 				 __ATOMIC_RELAXED);
-		ring_buffer__consume(k->rb);
-		if (dump(k) == 0)
-			ST_ADD(k, redumps, 1);
+		k->lost |= LOST_EVENTS;
 	}
+	if (k->lost)
+		redump(k);
+	if (k->live)
+		__atomic_store_n(&k->st.tracked, nsdp_klive_count(k->live),
+				 __ATOMIC_RELAXED);
 }
 
 static void *ksrc_main(void *arg)
 {
 	struct nsdp_ksrc *k = arg;
+	uint64_t ended;
+	int rc = dump_diff(k, 1, &ended);
 
-	if (dump(k) != 0)
+	if (rc != 0) {
 		fprintf(stderr, "natsync: kernel source: initial dump: %s\n",
-			strerror(errno));
+			strerror(-rc));
+		k->lost |= LOST_EVENTS; /* the first round dumps again */
+	}
 	while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
 		struct epoll_event evs[2];
 
@@ -391,7 +583,8 @@ static int load_bpf(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
 static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
 			size_t errlen)
 {
-	int rcvbuf = EVENT_RCVBUF;
+	int rcvbuf =
+		k->conf.ends_rcvbuf ? (int)k->conf.ends_rcvbuf : EVENT_RCVBUF;
 
 	k->dump_h = nfct_open_in(netns_fd, 0);
 	if (!k->dump_h)
@@ -413,6 +606,20 @@ static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
 		       sizeof(rcvbuf)) != 0)
 		setsockopt(nfct_fd(k->ends_h), SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 			   sizeof(rcvbuf));
+	return 0;
+}
+
+/* The live set, bounded by conntrack's limit (read after open_netlink:
+ * the conntrack module is loaded then); only with ends. */
+static int open_live_set(struct nsdp_ksrc *k, int *why, char *err,
+			 size_t errlen)
+{
+	if (!k->conf.ends)
+		return 0;
+	k->live = nsdp_klive_create(nsdp_klive_bound_for(conntrack_max()));
+	if (!k->live)
+		return fail(why, -ENOMEM, err, errlen, "kernel source: %s",
+			    "out of memory");
 	return 0;
 }
 
@@ -467,7 +674,8 @@ struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 	netns_fd = -1;
 	k->ncpus = libbpf_num_possible_cpus();
 	if (k->ncpus <= 0 || load_bpf(k, why, err, errlen) != 0 ||
-	    open_netlink(k, k->netns_fd, why, err, errlen) != 0)
+	    open_netlink(k, k->netns_fd, why, err, errlen) != 0 ||
+	    open_live_set(k, why, err, errlen) != 0)
 		goto fail;
 	k->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (k->epfd < 0 ||
@@ -587,5 +795,6 @@ void nsdp_ksrc_free(struct nsdp_ksrc *k)
 		nfct_close(k->dump_h);
 	ring_buffer__free(k->rb);
 	nsdp_kern__destroy(k->skel);
+	nsdp_klive_free(k->live);
 	free(k);
 }

@@ -7,9 +7,12 @@
  * half of its timeout has passed since it was last sent; one thread turns
  * these into CREATE and REFRESH records with the kernel's remaining
  * timeout, and ctnetlink destroy events into DELETE records, all into one
- * lane, whose only producer it is. At start, and whenever the BPF ring
- * buffer refused an event, it dumps the namespace's NAT'd entries over
- * ctnetlink into the lane, so that nothing is lost silently.
+ * lane, whose only producer it is. At start, and whenever events were lost
+ * (the BPF ring buffer refused one, the destroy events' socket overflowed),
+ * it dumps the namespace's NAT'd entries over ctnetlink into the lane, and
+ * sends a DELETE for every entry it had sent as live that the dump no
+ * longer returns, so that nothing is lost silently and no ended session
+ * stays behind.
  *
  * Records: orig is the entry's original tuple (the inside flow as the
  * gateway received it), xlat the inverse of its reply tuple (for source
@@ -39,6 +42,9 @@ struct nsdp_ksrc_conf {
 	 * conntrack commit sets on what it writes); 0: none. */
 	uint32_t ignore_mark;
 	int ends; /* 1: ctnetlink destroy events become DELETE records */
+	/* Receive buffer of the destroy events' socket, bytes (the kernel
+	 * doubles it); 0: 8 MiB. */
+	uint32_t ends_rcvbuf;
 	uint32_t gateway_id, epoch;
 };
 
@@ -46,11 +52,16 @@ struct nsdp_ksrc_stats {
 	uint64_t captured; /* ring buffer events read */
 	uint64_t creates, refreshes, deletes; /* records from events */
 	uint64_t dumped; /* records from ctnetlink dumps (CREATE) */
-	uint64_t redumps; /* dumps after ring buffer overflows */
+	uint64_t redumps; /* dumps after lost events */
 	uint64_t ringbuf_drops; /* events the full ring buffer refused */
 	uint64_t filtered; /* NAT'd entries left out by zone or mark */
-	uint64_t end_overruns; /* destroy events lost (ENOBUFS) */
+	uint64_t end_overruns; /* times destroy events were lost (ENOBUFS) */
 	uint64_t lane_waits; /* times the thread waited on a full lane */
+	/* DELETE records for entries sent as live that a re-dump no longer
+	 * found (their destroy events were lost) */
+	uint64_t reconciled;
+	uint64_t untracked; /* entries the full live set could not take */
+	uint64_t tracked; /* entries in the live set now */
 };
 
 struct nsdp_ksrc;
