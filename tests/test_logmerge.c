@@ -3,7 +3,8 @@
  * batches built as writers build them: records of slots a load does not
  * keep stay out (the cross-master merge after resharding), and with a
  * batch key only segments signed with it count; compaction's mark
- * leaves out the checkpoints it does not name and the segments it covers.
+ * leaves out the checkpoints it does not name and the segments it covers,
+ * and counts only signed with the batch key when there is one.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -125,32 +126,32 @@ Test(logmerge, with_a_batch_key_only_signed_segments_count)
 }
 
 /* The mark as stored reads back whole; a reader under it takes the marked
- * round's checkpoint parts and the segments sent after its until_ns, and
- * nothing else; with no mark, every checkpoint and segment. */
-Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_after_it)
+ * round's checkpoint parts and the segments of each family above its
+ * cover, decided by the key alone, and nothing else; with no mark, every
+ * checkpoint and segment. */
+Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_above_it)
 {
-	const struct nsa_logmark mk = {.set = 1,
-				       .id = 0xabcdef00u,
-				       .gen = 0x1f,
-				       .until_ns = 1000000000000ull,
-				       .round_ns = 1000000200000ull,
-				       .parts = 3,
-				       .grace_ms = 5000};
-	const struct nsa_logmark none = {0};
-	struct nsa_logmark back;
+	static struct nsa_logmark mk = {
+		.set = 1,
+		.id = 0xabcdef00u,
+		.gen = 0x1f,
+		.parts = 3,
+		.grace_ms = 5000,
+		.n_covers = 2,
+		.cover = {{10, 0xabcd, 5}, {11, 0xabcd, 7}}};
+	static const struct nsa_logmark none = {0};
+	static struct nsa_logmark back;
 	char v[NSA_LOGMARK_MAX], key[NS_SEGMENT_KEY_MAX];
-	int len = nsa_logmark_format(&mk, v, sizeof(v));
-	size_t old_len, new_len;
-	static uint8_t old_seg[NS_BATCH_MAX_LEN], new_seg[NS_BATCH_MAX_LEN];
+	int len = nsa_logmark_format(&mk, NULL, 0, v, sizeof(v));
 
-	cr_assert_str_eq(v, "natsync-mark 1 abcdef00 1f 1000000000000 "
-			    "1000000200000 3 5000");
+	cr_assert_str_eq(v, "natsync-mark 2 abcdef00 1f 3 5000 2 "
+			    "10:0000abcd:5 11:0000abcd:7");
 	cr_assert_eq(nsa_logmark_parse(v, (size_t)len, &back), 0);
 	cr_assert(nsa_logmark_same(&back, &mk));
 	cr_assert_eq(back.set, 1);
 	cr_assert_eq(back.grace_ms, 5000);
-	cr_assert_eq(nsa_logmark_parse(v, (size_t)len - 5, &back), -EINVAL);
-	cr_assert_eq(nsa_logmark_parse("natsync-mark 2 1 1 1 1 1 1", 26, &back),
+	cr_assert_eq(nsa_logmark_parse(v, (size_t)len - 2, &back), -EINVAL);
+	cr_assert_eq(nsa_logmark_parse("natsync-mark 1 1 1 1 1 1 1", 26, &back),
 		     -EINVAL);
 	cr_assert_eq(back.set, 0);
 
@@ -159,21 +160,72 @@ Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_after_it)
 	cr_assert_eq(strncmp(key, "ns:l:{", 6), 0);
 	cr_assert_eq(strcmp(key + strlen(key) - 3, "}:c"), 0);
 
-	old_len = segment(old_seg, 0, 10, mk.until_ns, NULL, 0);
-	new_len = segment(new_seg, 0, 10, mk.until_ns + 1, NULL, 0);
-#define TAKES(m, k, v, vl) nsa_logmark_takes(m, k, strlen(k), v, vl)
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:0000abcd:5", old_seg, old_len), 0);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:0000abcd:5", new_seg, new_len), 1);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:0", NULL, 0), 1);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:2", NULL, 0), 1);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1e:0", NULL, 0), 0);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f0:0", NULL, 0), 0);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:12345678:1f:0", NULL, 0), 0);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:c", NULL, 0), 0);
-	cr_assert_eq(TAKES(&none, "ns:l:{a}:0000abcd:5", old_seg, old_len), 1);
-	cr_assert_eq(TAKES(&none, "ns:l:{a}:k:12345678:1f:0", NULL, 0), 1);
-	cr_assert_eq(TAKES(&none, "ns:l:{a}:c", NULL, 0), 0);
+#define TAKES(m, k) nsa_logmark_takes(m, k, strlen(k), NULL, 0)
+	cr_assert_eq(TAKES(&mk, "ns:l:{10}:0000abcd:5"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{10}:0000abcd:1"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{10}:0000abcd:6"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{11}:0000abcd:7"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{11}:0000abcd:8"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{12}:0000abcd:1"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{10}:0000abce:1"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:0"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:2"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1e:0"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f0:0"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:12345678:1f:0"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:c"), 0);
+	cr_assert_eq(TAKES(&none, "ns:l:{10}:0000abcd:5"), 1);
+	cr_assert_eq(TAKES(&none, "ns:l:{a}:k:12345678:1f:0"), 1);
+	cr_assert_eq(TAKES(&none, "ns:l:{a}:c"), 0);
 #undef TAKES
+}
+
+/* With a batch key a mark counts only with its HMAC: an unsigned one, one
+ * signed with another key and one whose text was changed after signing
+ * are refused (-EACCES); without a key a signed mark reads as well. Marks
+ * order by gen, then id. */
+Test(logmerge, a_mark_not_signed_with_the_batch_key_is_refused)
+{
+	static struct nsa_logmark mk = {.set = 1,
+					.id = 7,
+					.gen = 9,
+					.parts = 1,
+					.grace_ms = 100,
+					.n_covers = 1,
+					.cover = {{3560, 0x01020304, 99}}};
+	static struct nsa_logmark back, older;
+	char v[NSA_LOGMARK_MAX], plain[NSA_LOGMARK_MAX];
+	int len = nsa_logmark_format(&mk, KEY, strlen(KEY), v, sizeof(v));
+	int plen = nsa_logmark_format(&mk, NULL, 0, plain, sizeof(plain));
+
+	cr_assert_gt(len, plen);
+	cr_assert_eq(nsa_logmark_parse_signed(v, (size_t)len, KEY, strlen(KEY),
+					      &back),
+		     0);
+	cr_assert(nsa_logmark_same(&back, &mk));
+	cr_assert_eq(nsa_logmark_parse(v, (size_t)len, &back), 0);
+	cr_assert_eq(nsa_logmark_parse_signed(plain, (size_t)plen, KEY,
+					      strlen(KEY), &back),
+		     -EACCES);
+	cr_assert_eq(back.set, 0);
+	cr_assert_eq(nsa_logmark_parse_signed(v, (size_t)len, "another key", 11,
+					      &back),
+		     -EACCES);
+	v[plen - 1] = '8'; /* the cover's seq 99 -> 98 */
+	cr_assert_eq(nsa_logmark_parse_signed(v, (size_t)len, KEY, strlen(KEY),
+					      &back),
+		     -EACCES);
+
+	older = mk;
+	older.gen = 8;
+	older.id = 0xffffffffu;
+	cr_assert(nsa_logmark_newer(&mk, &older));
+	cr_assert(!nsa_logmark_newer(&older, &mk));
+	older.gen = 9;
+	cr_assert(nsa_logmark_newer(&older, &mk));
+	older.set = 0;
+	cr_assert(nsa_logmark_newer(&mk, &older));
+	cr_assert(!nsa_logmark_newer(&older, &mk));
 }
 
 /* The newest record per session wins by (epoch, timestamp_ns), whatever the
