@@ -349,37 +349,97 @@ static uint32_t writers_epoch(const struct nsa_active *a)
 	return max;
 }
 
-/* The newest sent_ns a round may merge: a grace period before now, and
- * before the oldest segment of ours not yet answered. The time is read
- * before the writers' low marks (seq_cst both sides, nsa_wpipe.c): every
- * segment of ours signed at or before it is then either answered, so in
- * the store before the listing starts, or above the cut. Without that, a
- * segment slower than the grace period (a loaded machine) was missed by
- * the listing while the tombstones that beat its records were dropped,
- * and deleted sessions came back. A foreign writer's segments (another
- * agent's) still rely on the grace period. */
-static uint64_t compact_until_ns(const struct nsa_active *a)
+/* Whether every segment of ours signed before since_ns (CLOCK_MONOTONIC)
+ * has been answered: each writer's oldest segment in flight was signed
+ * at or after it (seq_cst both sides, nsa_wpipe.c). A round gives up on
+ * the segments its sighting proves signed and it does not list; one of
+ * ours slower than that (a loaded machine) would be given up on while
+ * still on its way, and its records hidden when it lands. */
+static int compact_settled(void *arg, uint64_t since_ns)
 {
-	uint64_t until = nsdp_realtime_ns() -
-			 (uint64_t)a->conf.log_compact_grace_ms * 1000000u;
+	const struct nsa_active *a = arg;
 
-	for (unsigned int i = 0; i < a->n_writers; i++) {
-		uint64_t low =
-			__atomic_load_n(&a->w[i]->seg_low_ns, __ATOMIC_SEQ_CST);
-
-		if (low != UINT64_MAX && low - 1 < until)
-			until = low - 1;
-	}
-	return until;
+	for (unsigned int i = 0; i < a->n_writers; i++)
+		if (__atomic_load_n(&a->w[i]->seg_low_ns, __ATOMIC_SEQ_CST) <
+		    since_ns)
+			return 0;
+	return 1;
 }
 
-/* One round over every master: the bytes written back, or -1. */
-static int64_t compact_round(struct nsa_active *a, uint32_t id, uint64_t gen)
+/* The compactor's state between rounds: its rounds' number and the
+ * listing the next round merges up to. */
+struct compactor {
+	uint32_t id;
+	uint64_t gen;
+	struct nsa_compact_sighting seen, listed;
+};
+
+static void compact_log_round(const struct nsa_compact_result *r,
+			      unsigned int masters)
+{
+	NSA_INFO("compactor: round %llu over %u master(s): %llu segments, "
+		 "%llu records, %llu live and %llu deletes written back "
+		 "(%llu bytes) in %u pass(es), peak %llu bytes%s",
+		 (unsigned long long)r->gen, masters,
+		 (unsigned long long)r->segments,
+		 (unsigned long long)r->records, (unsigned long long)r->live,
+		 (unsigned long long)r->tombstones,
+		 (unsigned long long)r->bytes_written, r->passes,
+		 (unsigned long long)r->peak_bytes,
+		 r->families_held ? "; slots moving: part held" : "");
+	if (r->marks_refused)
+		NSA_WARN("compactor: %llu mark(s) refused (not signed with "
+			 "the batch key)",
+			 (unsigned long long)r->marks_refused);
+}
+
+/* A round of k over topology t: the bytes written back, or -1. */
+static int64_t compact_merge(struct nsa_active *a, struct compactor *k,
+			     const struct nsa_topology *t)
+{
+	const struct nsa_compact_round rd = {
+		.id = k->id,
+		.gen = ++k->gen,
+		.epoch = writers_epoch(a),
+		.key = a->conf.batch_key,
+		.key_len = a->conf.batch_key_len,
+		.grace_ms = a->conf.log_compact_grace_ms,
+		.seen = &k->seen,
+		.listed = &k->listed,
+		.settled = compact_settled,
+		.settled_arg = a,
+		.budget_bytes = (size_t)a->conf.log_compact_budget_mb << 20,
+		.wait_ms = a->conf.log_compact_wait_ms};
+	struct nsa_compact_sighting swap;
+	struct nsa_compact_result r;
+	char err[256] = "";
+
+	if (nsa_compact_all(&a->conf.store, t, &rd, &r, err, sizeof(err)) !=
+	    0) {
+		NSA_WARN("compactor: %s (retried later)", err);
+		return -1;
+	}
+	compact_log_round(&r, t->n_nodes);
+	k->gen = r.gen;
+	swap = k->seen;
+	k->seen = k->listed;
+	k->listed = swap;
+	__atomic_store_n(&a->compact_peak, r.peak_bytes, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&a->compact_marks_refused, r.marks_refused,
+			   __ATOMIC_RELAXED);
+	return (int64_t)r.bytes_written;
+}
+
+/* One round over every master: the bytes written back, or -1. Without a
+ * listing a grace period old it only lists, if it has none (-2: the
+ * round that merges comes a grace period later). */
+static int64_t compact_round(struct nsa_active *a, struct compactor *k)
 {
 	struct nsa_topology *t = malloc(sizeof(*t));
-	uint64_t written = 0;
+	const uint64_t grace_ns =
+		(uint64_t)a->conf.log_compact_grace_ms * 1000000u;
 	char err[256] = "";
-	int64_t rc = 0;
+	int64_t rc = -2;
 
 	if (t == NULL)
 		return -1;
@@ -388,35 +448,16 @@ static int64_t compact_round(struct nsa_active *a, uint32_t id, uint64_t gen)
 		free(t);
 		return -1;
 	}
-	{
-		struct nsa_compact_result r;
-
-		const struct nsa_compact_round rd = {
-			.id = id,
-			.gen = gen,
-			.epoch = writers_epoch(a),
-			.key = a->conf.batch_key,
-			.key_len = a->conf.batch_key_len,
-			.until_ns = compact_until_ns(a),
-			.grace_ms = a->conf.log_compact_grace_ms};
-
-		if (nsa_compact_all(&a->conf.store, t, &rd, &r, err,
-				    sizeof(err)) != 0) {
-			NSA_WARN("compactor: %s (retried later)", err);
-			rc = -1;
-		} else {
-			NSA_DEBUG("compactor: %u master(s): %llu segments, "
-				  "%llu records, %llu live written back "
-				  "(%llu bytes)",
-				  t->n_nodes, (unsigned long long)r.segments,
-				  (unsigned long long)r.records,
-				  (unsigned long long)r.live,
-				  (unsigned long long)r.bytes_written);
-			written = r.bytes_written;
-		}
+	if (k->seen.listed_ns == 0 &&
+	    nsa_compact_sight(&a->conf.store, t, &k->seen, err, sizeof(err)) !=
+		    0) {
+		NSA_WARN("compactor: %s (retried later)", err);
+		rc = -1;
+	} else if (nsdp_mono_ns() - k->seen.listed_ns >= grace_ns) {
+		rc = compact_merge(a, k, t);
 	}
 	free(t);
-	return rc < 0 ? rc : (int64_t)written;
+	return rc;
 }
 
 /* The segment bytes written up to a grace period ago: a ring of the
@@ -451,8 +492,8 @@ static void *compactor_main(void *arg)
 {
 	struct nsa_active *a = arg;
 	const uint64_t floor = (uint64_t)a->conf.log_compact_min_kb * 1024;
-	uint64_t at_last = 0, live_last = 0, gen = 0;
-	uint32_t id = a->w[0]->publisher_id | 0xffu;
+	uint64_t at_last = 0, live_last = 0;
+	struct compactor k = {.id = a->w[0]->publisher_id | 0xffu};
 	struct old_bytes ob = {
 		.n = a->conf.log_compact_grace_ms / NSA_COMPACT_POLL_MS + 1};
 
@@ -476,7 +517,9 @@ static void *compactor_main(void *arg)
 		if (old < at_last || old - at_last < due ||
 		    nsa_active_fence(a) > writers_epoch(a))
 			continue;
-		written = compact_round(a, id, ++gen);
+		written = compact_round(a, &k);
+		if (written == -2)
+			continue; /* listed: merged a grace period later */
 		if (written < 0) {
 			nsdp_sleep_ms(1000);
 			continue;
@@ -488,6 +531,8 @@ static void *compactor_main(void *arg)
 				   __ATOMIC_RELAXED);
 	}
 	free(ob.v);
+	nsa_compact_sighting_free(&k.seen);
+	nsa_compact_sighting_free(&k.listed);
 	return NULL;
 }
 
@@ -543,6 +588,9 @@ void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s)
 						 __ATOMIC_RELAXED);
 	s->compactions = __atomic_load_n(&a->compactions, __ATOMIC_RELAXED);
 	s->compact_bytes = __atomic_load_n(&a->compact_bytes, __ATOMIC_RELAXED);
+	s->compact_peak = __atomic_load_n(&a->compact_peak, __ATOMIC_RELAXED);
+	s->compact_marks_refused =
+		__atomic_load_n(&a->compact_marks_refused, __ATOMIC_RELAXED);
 	s->inflight = s->records - s->acked - s->dropped;
 }
 
