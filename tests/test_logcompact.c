@@ -666,9 +666,9 @@ static void migrate_keys(unsigned int from, unsigned int to, unsigned int slot)
 	cr_assert(keys && keys->type == REDIS_REPLY_ARRAY);
 	for (size_t i = 0; i < keys->elements; i++) {
 		redisReply *r = redisCommand(
-			st.c[from], "MIGRATE %s %u \"\" 0 5000 KEYS %b",
-			dst->host, dst->port, keys->element[i]->str,
-			keys->element[i]->len);
+			st.c[from], "MIGRATE %s %u %b 0 5000 KEYS %b",
+			dst->host, dst->port, "", (size_t)0,
+			keys->element[i]->str, keys->element[i]->len);
 
 		cr_assert(r && r->type == REDIS_REPLY_STATUS, "MIGRATE: %s",
 			  r ? r->str : "");

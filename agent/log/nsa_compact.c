@@ -330,7 +330,8 @@ static int round_pass(struct round *r, unsigned int lo, unsigned int hi,
 		m.keep_slots = keep;
 	}
 	for (unsigned int i = 0; i < r->n && rc == 0; i++)
-		rc = nsa_compact_read(r->nr[i].c, &r->nr[i].l, &m, first,
+		rc = nsa_compact_read(r->conf, r->nr[i].c, &r->nr[i].l, &m,
+				      first,
 				      r->res, &r->reply_bytes, r->err,
 				      r->errlen);
 	if (m.peak_bytes > r->res->merge_peak_bytes)
@@ -436,6 +437,31 @@ static int round_commit(struct round *r)
 	return rc;
 }
 
+/* Every part of the marked checkpoint was listed, or none can have been
+ * missed: a part absent while no slot moved has expired (its records
+ * with it), but one in a slot that moved between two listings may have
+ * passed both (then -EAGAIN: the round is tried again). */
+static int round_parts_listed(struct round *r)
+{
+	uint64_t parts = 0, moving = 0;
+
+	for (unsigned int i = 0; i < NS_SLOTS / 64; i++)
+		moving |= r->unsettled[i];
+	if (!r->mk->set || moving == 0)
+		return 0;
+	for (unsigned int i = 0; i < r->n; i++)
+		for (size_t j = 0; j < r->nr[i].l.n; j++)
+			parts += r->nr[i].l.plan[j] == NSA_PLAN_MERGE_CP;
+	if (parts >= r->mk->parts)
+		return 0;
+	nsa_set_err(r->err, r->errlen,
+		    "%llu of the %u checkpoint parts of round %llx listed: "
+		    "a slot moved meanwhile",
+		    (unsigned long long)parts, r->mk->parts,
+		    (unsigned long long)r->mk->gen);
+	return -EAGAIN;
+}
+
 /* Plan the round over the marks and listings: its gen, covers, the plan
  * of every key, where its checkpoints go. Then the epoch: fenced, it
  * writes nothing. */
@@ -464,6 +490,8 @@ static int round_plan(struct round *r, int *drop_old)
 	r->listed.exact = listing_exact(r);
 	*drop_old = r->listed.exact && r->held == 0 &&
 		    (r->rd->seen == NULL || r->rd->seen->exact);
+	if (rc == 0)
+		rc = round_parts_listed(r);
 	if (rc == 0)
 		rc = round_cp_slots(r);
 	if (rc == 0)

@@ -22,6 +22,7 @@
 
 #include "ns_batch.h"
 #include "ns_slot.h"
+#include "nsa_compact_checkpoint.h"
 #include "nsa_compact_segments.h"
 
 /* An MGET asks for at most 64 segments (12 KiB each at 256 records), or
@@ -120,7 +121,6 @@ int nsa_compact_count(redisContext *c, const struct nsa_compact_keys *l,
 
 	while (i < l->n) {
 		size_t sent = 0, j;
-		int rc = 0;
 
 		for (j = i; j < l->n && sent < NSA_COMPACT_PEEK; j++) {
 			if (!nsa_compact_merged(l, j))
@@ -139,19 +139,14 @@ int nsa_compact_count(redisContext *c, const struct nsa_compact_keys *l,
 					    c->errstr);
 				return -EIO;
 			}
-			if (r->type == REDIS_REPLY_ERROR && rc == 0) {
-				nsa_set_err(err, errlen, "GETRANGE: %s",
-					    r->str);
-				rc = -EIO;
-			}
+			/* A key whose slot moved (MOVED, ASK) counts for
+			 * nothing here: the count only plans the passes. */
 			if (r->type == REDIS_REPLY_STRING &&
 			    r->len >= BATCH_COUNT_END)
 				*records += (uint64_t)(uint8_t)r->str[6] << 8 |
 					    (uint8_t)r->str[7];
 			freeReplyObject(r);
 		}
-		if (rc)
-			return rc;
 	}
 	return 0;
 }
@@ -219,7 +214,41 @@ static int merge_reply(const struct nsa_compact_keys *l, const uint64_t *order,
 	return 0;
 }
 
-int nsa_compact_read(redisContext *c, const struct nsa_compact_keys *l,
+/* MGET's reply made of a GET of each of the n keys, each following
+ * MOVED or ASK (nsa_compact_cmd): an array, NULL when one failed. */
+static redisReply *mget_each(const struct nsa_store_conf *conf,
+			     redisContext *c, size_t n, const char **keys,
+			     const size_t *lens)
+{
+	redisReply *all = calloc(1, sizeof(*all));
+
+	if (all == NULL || (all->element = calloc(n, sizeof(*all->element))) ==
+				   NULL) {
+		free(all);
+		return NULL;
+	}
+	all->type = REDIS_REPLY_ARRAY;
+	for (all->elements = 0; all->elements < n; all->elements++) {
+		const char *argv[2] = {"GET", keys[all->elements]};
+		size_t argl[2] = {3, lens[all->elements]};
+		redisContext *moved;
+		redisReply *r = nsa_compact_cmd(conf, c, &moved, 2, argv, argl);
+
+		if (moved)
+			redisFree(moved);
+		if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+			if (r)
+				freeReplyObject(r);
+			freeReplyObject(all);
+			return NULL;
+		}
+		all->element[all->elements] = r;
+	}
+	return all;
+}
+
+int nsa_compact_read(const struct nsa_store_conf *conf, redisContext *c,
+		     const struct nsa_compact_keys *l,
 		     struct nsa_logmerge *m, int count,
 		     struct nsa_compact_result *res, size_t *reply_bytes,
 		     char *err, size_t errlen)
@@ -238,6 +267,12 @@ int nsa_compact_read(redisContext *c, const struct nsa_compact_keys *l,
 
 		n = mget_keys(l, order + i, n_want - i, argv + 1, lens + 1);
 		r = redisCommandArgv(c, (int)n + 1, argv, lens);
+		if (r && r->type == REDIS_REPLY_ERROR) {
+			/* The slot moves (MOVED, ASK, TRYAGAIN): key by key,
+			 * where each is now. */
+			freeReplyObject(r);
+			r = mget_each(conf, c, n, argv + 1, lens + 1);
+		}
 		if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
 		    r->elements != n) {
 			nsa_set_err(err, errlen, "MGET: %s",
