@@ -441,6 +441,11 @@ static int64_t compact_round(struct nsa_active *a, struct compactor *k)
 	char err[256] = "";
 	int64_t rc = -2;
 
+	if (k->seen.listed_ns &&
+	    nsdp_mono_ns() - k->seen.listed_ns < grace_ns) {
+		free(t);
+		return -2;
+	}
 	if (t == NULL)
 		return -1;
 	if (nsa_topology_fetch(&a->conf.store, t, err, sizeof(err)) != 0) {
