@@ -310,3 +310,72 @@ Test(logmerge, the_newest_record_per_session_wins_in_any_order)
 			      f);
 	nsa_logmerge_free(&m);
 }
+
+/* A merge given max_bytes says -ENOBUFS instead of growing past it, and
+ * its peak stays within it. */
+Test(logmerge, a_merge_never_grows_past_its_budget)
+{
+	const size_t budget = 256 * 1024;
+	const uint64_t now = nsdp_realtime_ns();
+	struct nsa_logmerge m;
+	int rc = 0;
+	uint32_t i;
+
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	m.max_bytes = budget;
+	for (i = 0; i < 100000 && rc == 0; i++) {
+		struct ns_session s =
+			nst_session(6, NS_EV_CREATE, 1, 1, 60000, now);
+
+		nst_session_flow(&s, i);
+		rc = nsa_logmerge_record(&m, &s);
+	}
+	cr_assert_eq(rc, -ENOBUFS);
+	cr_assert_leq(m.peak_bytes, budget);
+	cr_assert_leq(nsa_logmerge_bytes(&m), budget);
+	cr_assert_gt(m.used, 1000);
+	nsa_logmerge_free(&m);
+}
+
+static unsigned int count_deletes(void *arg, const struct ns_session *s,
+				  unsigned int n)
+{
+	unsigned int *deletes = arg;
+
+	for (unsigned int i = 0; i < n; i++)
+		*deletes += s[i].event == NS_EV_DELETE;
+	return n;
+}
+
+/* What a round writes back: the live records and the deletes merged from
+ * segments; a delete merged from a checkpoint only when asked to keep it
+ * (a round that may not have listed every older record). */
+Test(logmerge, a_checkpoint_keeps_the_deletes_of_segments_for_one_round)
+{
+	const uint64_t now = nsdp_realtime_ns();
+	struct nsa_logmerge m;
+	unsigned int deletes = 0;
+
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	for (uint32_t i = 0; i < 30; i++) {
+		struct ns_session s =
+			nst_session(6, i < 10 ? NS_EV_CREATE : NS_EV_DELETE, 1,
+				    1, 60000, now);
+
+		nst_session_flow(&s, i);
+		/* 10-19 deleted in a checkpoint, 20-29 in a segment. */
+		m.from_checkpoint = i >= 10 && i < 20;
+		cr_assert_eq(nsa_logmerge_record(&m, &s), 0);
+	}
+	cr_assert_eq(nsa_logmerge_emit(&m, now, count, NULL), 10);
+	cr_assert_eq(nsa_logmerge_emit_checkpoint(&m, now, 1, count_deletes,
+						  &deletes),
+		     20);
+	cr_assert_eq(deletes, 10);
+	deletes = 0;
+	cr_assert_eq(nsa_logmerge_emit_checkpoint(&m, now, 0, count_deletes,
+						  &deletes),
+		     30);
+	cr_assert_eq(deletes, 20);
+	nsa_logmerge_free(&m);
+}
