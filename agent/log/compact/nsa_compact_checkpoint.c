@@ -277,22 +277,27 @@ redisReply *nsa_compact_cmd(const struct nsa_store_conf *conf, redisContext *c,
 	redisReply *r = redisCommandArgv(c, argc, argv, lens);
 	struct nsa_addr at;
 	char err[128];
-	int ask = redirect_of(r, &at);
+	int hops, ask;
 
 	*moved = NULL;
-	if (ask < 0)
-		return r;
-	freeReplyObject(r);
-	*moved = nsa_store_connect_named(conf, &at, NSA_WRITER_NAME, NULL, err,
-					 sizeof(err));
-	if (*moved == NULL)
-		return NULL;
-	if (ask) {
-		r = redisCommand(*moved, "ASKING");
-		if (r)
-			freeReplyObject(r);
+	/* A key of a slot being imported is MOVED back by its target, then
+	 * ASKed there by its source: a few hops at most. */
+	for (hops = 0; hops < 3 && (ask = redirect_of(r, &at)) >= 0; hops++) {
+		freeReplyObject(r);
+		if (*moved)
+			redisFree(*moved);
+		*moved = nsa_store_connect_named(conf, &at, NSA_WRITER_NAME,
+						 NULL, err, sizeof(err));
+		if (*moved == NULL)
+			return NULL;
+		if (ask) {
+			r = redisCommand(*moved, "ASKING");
+			if (r)
+				freeReplyObject(r);
+		}
+		r = redisCommandArgv(*moved, argc, argv, lens);
 	}
-	return redisCommandArgv(*moved, argc, argv, lens);
+	return r;
 }
 
 int nsa_compact_mark_read(const struct nsa_store_conf *conf, redisContext *c,

@@ -44,9 +44,9 @@ int nsa_compact_wait(redisContext *c, unsigned int wait_ms, char *err,
 		     size_t errlen);
 
 /* A command on c; when the reply is MOVED or ASK, again on a connection
- * of its own to the target (named as a writer; after ASKING for ASK),
- * left in *moved for the caller to use and free (NULL otherwise). The
- * reply, or NULL. */
+ * of its own to the target (named as a writer; after ASKING for ASK), up
+ * to three times, the last left in *moved for the caller to use and free
+ * (NULL otherwise). The reply, or NULL. */
 redisReply *nsa_compact_cmd(const struct nsa_store_conf *conf, redisContext *c,
 			    redisContext **moved, int argc, const char **argv,
 			    const size_t *lens);
