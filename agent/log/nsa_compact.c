@@ -331,8 +331,7 @@ static int round_pass(struct round *r, unsigned int lo, unsigned int hi,
 	}
 	for (unsigned int i = 0; i < r->n && rc == 0; i++)
 		rc = nsa_compact_read(r->conf, r->nr[i].c, &r->nr[i].l, &m,
-				      first,
-				      r->res, &r->reply_bytes, r->err,
+				      first, r->res, &r->reply_bytes, r->err,
 				      r->errlen);
 	if (m.peak_bytes > r->res->merge_peak_bytes)
 		r->res->merge_peak_bytes = m.peak_bytes;
@@ -437,6 +436,11 @@ static int round_commit(struct round *r)
 	return rc;
 }
 
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* Every part of the marked checkpoint was listed, or none can have been
  * missed: a part absent while no slot moved has expired (its records
  * with it), but one in a slot that moved between two listings may have
@@ -444,14 +448,28 @@ static int round_commit(struct round *r)
 static int round_parts_listed(struct round *r)
 {
 	uint64_t parts = 0, moving = 0;
+	const char **names;
+	size_t n = 0;
 
 	for (unsigned int i = 0; i < NS_SLOTS / 64; i++)
 		moving |= r->unsettled[i];
 	if (!r->mk->set || moving == 0)
 		return 0;
 	for (unsigned int i = 0; i < r->n; i++)
+		n += r->nr[i].l.n;
+	names = malloc((n ? n : 1) * sizeof(*names));
+	if (names == NULL)
+		return -ENOMEM;
+	/* A part listed on both sides of a migration counts once. */
+	n = 0;
+	for (unsigned int i = 0; i < r->n; i++)
 		for (size_t j = 0; j < r->nr[i].l.n; j++)
-			parts += r->nr[i].l.plan[j] == NSA_PLAN_MERGE_CP;
+			if (r->nr[i].l.plan[j] == NSA_PLAN_MERGE_CP)
+				names[n++] = r->nr[i].l.k[j];
+	qsort(names, n, sizeof(*names), by_name);
+	for (size_t j = 0; j < n; j++)
+		parts += j == 0 || strcmp(names[j - 1], names[j]) != 0;
+	free(names);
 	if (parts >= r->mk->parts)
 		return 0;
 	nsa_set_err(r->err, r->errlen,
