@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ns_batch.h"
+#include "compact/nsa_compact_plan.h"
 #include "ns_slot.h"
 #include "nsa_logmerge.h"
 #include "nsdp_time.h"
@@ -378,4 +379,75 @@ Test(logmerge, a_checkpoint_keeps_the_deletes_of_segments_for_one_round)
 		     30);
 	cr_assert_eq(deletes, 20);
 	nsa_logmerge_free(&m);
+}
+
+/* A round's plan (compact/nsa_compact_plan.h): per family, what lies
+ * between the mark's cover and the sighting's highest seq is merged and
+ * covered, holes included (never written, or lost); what the mark covers
+ * already is expired again; above the sighting waits; a family whose slot
+ * moves is held as the mark has it; the marked checkpoint is merged and
+ * the others below the round's gen expired; a family with nothing left
+ * leaves the mark. */
+Test(logmerge, a_round_covers_up_to_its_sighting_and_holds_moving_slots)
+{
+	static const char *names[] = {
+		"ns:l:{10}:0000000a:3", /* covered: expired again */
+		"ns:l:{10}:0000000a:4", /* merged (5 is a hole) */
+		"ns:l:{10}:0000000a:6", /* merged: the sighting saw 6 */
+		"ns:l:{10}:0000000a:7", /* after the sighting: waits */
+		"ns:l:{11}:0000000b:2", /* its slot moves: held */
+		"ns:l:{10}:k:00000001:5:0", /* the marked checkpoint */
+		"ns:l:{10}:k:00000002:4:0", /* another round's, older */
+		"ns:l:{10}:c", /* a mark */
+	};
+	static const uint8_t want[] = {
+		NSA_PLAN_EXPIRE,    NSA_PLAN_MERGE, NSA_PLAN_MERGE,
+		NSA_PLAN_NONE,	    NSA_PLAN_NONE,  NSA_PLAN_MERGE_CP,
+		NSA_PLAN_EXPIRE_CP, NSA_PLAN_NONE,
+	};
+	static struct nsa_logmark mk = {
+		.set = 1,
+		.id = 1,
+		.gen = 5,
+		.parts = 1,
+		.n_covers = 3,
+		.cover = {{10, 0xa, 3}, {11, 0xb, 1}, {12, 0xc, 9}}};
+	static struct nsa_logmark done = {.set = 1, .id = 1, .gen = 6};
+	static struct nsa_logmark_cover seen_hi[] = {{10, 0xa, 6},
+						     {11, 0xb, 2}};
+	static uint64_t unsettled[NS_SLOTS / 64];
+	const struct nsa_compact_sighting seen = {.hi = seen_hi, .n = 2};
+	struct nsa_compact_sighting listed = {0};
+	struct nsa_compact_keys l = {0};
+	char *k[8];
+	size_t len[8];
+	uint8_t plan[8];
+	unsigned int held;
+	uint16_t moving = nsa_compact_tag_slot(11);
+
+	for (int i = 0; i < 8; i++) {
+		k[i] = (char *)names[i];
+		len[i] = strlen(names[i]);
+	}
+	l.k = k;
+	l.len = len;
+	l.plan = plan;
+	l.n = 8;
+	unsettled[moving / 64] |= 1ull << (moving % 64);
+	cr_assert_eq(nsa_compact_sighting_of(&l, 1, &listed), 0);
+	cr_assert_eq(listed.n, 2);
+	cr_assert_eq(nsa_compact_sighting_hi(&listed, 10, 0xa), 7);
+	cr_assert_eq(nsa_compact_plan(&l, 1, &mk, &seen, &listed, unsettled,
+				      &done, &held),
+		     0);
+	cr_assert_eq(held, 1);
+	/* {12} has nothing left: it leaves the mark. */
+	cr_assert_eq(done.n_covers, 2);
+	cr_assert_eq(nsa_logmark_covered(&done, 10, 0xa), 6);
+	cr_assert_eq(nsa_logmark_covered(&done, 11, 0xb), 1);
+	cr_assert_eq(nsa_logmark_covered(&done, 12, 0xc), 0);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(plan[i], want[i], "%s: plan %u, not %u", names[i],
+			     plan[i], want[i]);
+	nsa_compact_sighting_free(&listed);
 }
