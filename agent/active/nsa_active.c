@@ -367,11 +367,11 @@ static int compact_settled(void *arg, uint64_t since_ns)
 }
 
 /* The compactor's state between rounds: its rounds' number and the
- * listing the next round merges up to. */
+ * listing the next round merges up to (listed_ns 0: none yet). */
 struct compactor {
 	uint32_t id;
 	uint64_t gen;
-	struct nsa_compact_sighting seen, listed;
+	struct nsa_compact_sighting seen;
 };
 
 static void compact_log_round(const struct nsa_compact_result *r,
@@ -393,11 +393,42 @@ static void compact_log_round(const struct nsa_compact_result *r,
 			 (unsigned long long)r->marks_refused);
 }
 
-/* A round of k over topology t: the bytes written back, or -1. */
-static int64_t compact_merge(struct nsa_active *a, struct compactor *k,
-			     const struct nsa_topology *t)
+/* The store's topology into t: 0, or -1 (logged). */
+static int compact_topology(struct nsa_active *a, struct nsa_topology *t)
 {
-	const struct nsa_compact_round rd = {
+	char err[256] = "";
+
+	if (nsa_topology_fetch(&a->conf.store, t, err, sizeof(err)) == 0)
+		return 0;
+	NSA_WARN("compactor: no topology: %s", err);
+	return -1;
+}
+
+/* List every master: the sighting the next round merges up to, a grace
+ * period later. 0 or -1 (logged). */
+static int compact_sight(struct nsa_active *a, struct compactor *k)
+{
+	struct nsa_topology *t = malloc(sizeof(*t));
+	char err[256] = "";
+	int rc = t && compact_topology(a, t) == 0 ? 0 : -1;
+
+	if (rc == 0 && nsa_compact_sight(&a->conf.store, t, &k->seen, err,
+					 sizeof(err)) != 0) {
+		NSA_WARN("compactor: %s (retried later)", err);
+		k->seen.listed_ns = 0;
+		rc = -1;
+	}
+	free(t);
+	return rc;
+}
+
+/* One round over every master, up to k's sighting: the bytes written
+ * back, or -1 (logged). The sighting is used up either way but when
+ * the round only waits for a segment of ours. */
+static int64_t compact_round(struct nsa_active *a, struct compactor *k)
+{
+	struct nsa_topology *t = malloc(sizeof(*t));
+	struct nsa_compact_round rd = {
 		.id = k->id,
 		.gen = ++k->gen,
 		.epoch = writers_epoch(a),
@@ -405,64 +436,34 @@ static int64_t compact_merge(struct nsa_active *a, struct compactor *k,
 		.key_len = a->conf.batch_key_len,
 		.grace_ms = a->conf.log_compact_grace_ms,
 		.seen = &k->seen,
-		.listed = &k->listed,
 		.settled = compact_settled,
 		.settled_arg = a,
 		.budget_bytes = (size_t)a->conf.log_compact_budget_mb << 20,
 		.wait_ms = a->conf.log_compact_wait_ms};
-	struct nsa_compact_sighting swap;
 	struct nsa_compact_result r;
 	char err[256] = "";
+	int64_t written = -1;
+	int rc = -1;
 
-	if (nsa_compact_all(&a->conf.store, t, &rd, &r, err, sizeof(err)) !=
-	    0) {
-		NSA_WARN("compactor: %s (retried later)", err);
-		return -1;
+	if (t && compact_topology(a, t) == 0) {
+		rc = nsa_compact_all(&a->conf.store, t, &rd, &r, err,
+				     sizeof(err));
+		if (rc != 0)
+			NSA_WARN("compactor: %s (retried later)", err);
 	}
-	compact_log_round(&r, t->n_nodes);
-	k->gen = r.gen;
-	swap = k->seen;
-	k->seen = k->listed;
-	k->listed = swap;
-	__atomic_store_n(&a->compact_peak, r.peak_bytes, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&a->compact_marks_refused, r.marks_refused,
-			   __ATOMIC_RELAXED);
-	return (int64_t)r.bytes_written;
-}
-
-/* One round over every master: the bytes written back, or -1. Without a
- * listing a grace period old it only lists, if it has none (-2: the
- * round that merges comes a grace period later). */
-static int64_t compact_round(struct nsa_active *a, struct compactor *k)
-{
-	struct nsa_topology *t = malloc(sizeof(*t));
-	const uint64_t grace_ns =
-		(uint64_t)a->conf.log_compact_grace_ms * 1000000u;
-	char err[256] = "";
-	int64_t rc = -2;
-
-	if (k->seen.listed_ns &&
-	    nsdp_mono_ns() - k->seen.listed_ns < grace_ns) {
-		free(t);
-		return -2;
+	if (rc == 0) {
+		compact_log_round(&r, t->n_nodes);
+		k->gen = r.gen;
+		__atomic_store_n(&a->compact_peak, r.peak_bytes,
+				 __ATOMIC_RELAXED);
+		__atomic_add_fetch(&a->compact_marks_refused, r.marks_refused,
+				   __ATOMIC_RELAXED);
+		written = (int64_t)r.bytes_written;
 	}
-	if (t == NULL)
-		return -1;
-	if (nsa_topology_fetch(&a->conf.store, t, err, sizeof(err)) != 0) {
-		NSA_WARN("compactor: no topology: %s", err);
-		free(t);
-		return -1;
-	}
-	if (k->seen.listed_ns == 0 &&
-	    nsa_compact_sight(&a->conf.store, t, &k->seen, err, sizeof(err)) !=
-		    0) {
-		NSA_WARN("compactor: %s (retried later)", err);
-		rc = -1;
-	} else if (nsdp_mono_ns() - k->seen.listed_ns >= grace_ns) {
-		rc = compact_merge(a, k, t);
-	}
+	if (rc != -EAGAIN)
+		k->seen.listed_ns = 0;
 	free(t);
-	return rc;
+	return written;
 }
 
 /* The segment bytes written up to a grace period ago: a ring of the
@@ -485,18 +486,22 @@ static uint64_t old_bytes_step(struct old_bytes *o, uint64_t now)
 }
 
 /* Compact once the segments written since the last round, counting only
- * those older than the grace period (a round merges no younger one),
- * exceed log_compact_pct % of what it wrote back (and log_compact_min_kb):
- * the log stays within (1 + pct/100) x the live table plus a grace period
- * of writes, and each byte of records is written back at most 100/pct
- * times (schema/FORMAT.md, Compaction). Counting younger bytes made a
- * fast writer start a round every log_compact_min_kb that found nothing
- * to merge, yet read the whole log: at 400 000 records/s, five rounds a
- * second, the store busy with the reads while the standbys waited. */
+ * those older than the grace period, exceed log_compact_pct % of what it
+ * wrote back (and log_compact_min_kb): the log stays within (1 + pct/100)
+ * x the live table plus a grace period of writes, and each byte of
+ * records is written back at most 100/pct times (schema/FORMAT.md,
+ * Compaction). Counting younger bytes made a fast writer start a round
+ * every log_compact_min_kb that found nothing to merge, yet read the
+ * whole log. A round merges up to a listing a grace period old (its
+ * sighting): the listing is taken when the bytes written, young ones
+ * included, cross that threshold, so that it is a grace period old when
+ * the old bytes cross it and the round starts. */
 static void *compactor_main(void *arg)
 {
 	struct nsa_active *a = arg;
 	const uint64_t floor = (uint64_t)a->conf.log_compact_min_kb * 1024;
+	const uint64_t grace_ns =
+		(uint64_t)a->conf.log_compact_grace_ms * 1000000u;
 	uint64_t at_last = 0, live_last = 0;
 	struct compactor k = {.id = a->w[0]->publisher_id | 0xffu};
 	struct old_bytes ob = {
@@ -519,12 +524,18 @@ static void *compactor_main(void *arg)
 		due = live_last * a->conf.log_compact_pct / 100;
 		if (due < floor)
 			due = floor;
-		if (old < at_last || old - at_last < due ||
+		if (st.log_bytes < at_last || st.log_bytes - at_last < due ||
 		    nsa_active_fence(a) > writers_epoch(a))
 			continue;
+		if (k.seen.listed_ns == 0) {
+			if (compact_sight(a, &k) != 0)
+				nsdp_sleep_ms(1000);
+			continue;
+		}
+		if (old < at_last || old - at_last < due ||
+		    nsdp_mono_ns() - k.seen.listed_ns < grace_ns)
+			continue;
 		written = compact_round(a, &k);
-		if (written == -2)
-			continue; /* listed: merged a grace period later */
 		if (written < 0) {
 			nsdp_sleep_ms(1000);
 			continue;
@@ -537,7 +548,6 @@ static void *compactor_main(void *arg)
 	}
 	free(ob.v);
 	nsa_compact_sighting_free(&k.seen);
-	nsa_compact_sighting_free(&k.listed);
 	return NULL;
 }
 
