@@ -35,7 +35,7 @@
 #define FAILOVER_PORT 7913 /* 6 nodes: 7913-7918 */
 #define BUDGET_PORT 7919 /* plain */
 #define RESHARD_PORT 7920 /* 3 nodes: 7920-7922 */
-#define FLOWS 4000
+#define FLOWS 20000
 #define BATCH 200
 #define GRACE_MS 200
 #define BATCH_KEY "0123456789abcdef0123456789abcdef"
@@ -596,7 +596,8 @@ Test(logcompact,
 
 /* A round whose budget holds a fraction of the table merges it a range of
  * slots at a time: several passes, none holding more than the budget,
- * and the table reads back exact, deletes kept out. */
+ * the checkpoint's batches written between them, and the table reads
+ * back exact, deletes kept out. */
 Test(logcompact, a_round_under_a_budget_smaller_than_the_table_keeps_it_exact)
 {
 	const size_t budget = 128 * 1024;

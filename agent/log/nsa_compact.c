@@ -340,6 +340,10 @@ static int round_pass(struct round *r, unsigned int lo, unsigned int hi,
 		nsa_logmerge_emit_checkpoint(&m, nsdp_realtime_ns(), drop_old,
 					     route_add, r);
 		r->res->passes++;
+		/* The next pass reads on the connections the checkpoints
+		 * write on. */
+		for (unsigned int i = 0; i < r->n; i++)
+			nsa_checkpoint_drain(&r->nr[i].cp);
 	}
 	nsa_logmerge_free(&m);
 	return rc;

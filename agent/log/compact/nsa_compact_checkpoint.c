@@ -154,6 +154,14 @@ unsigned int nsa_checkpoint_add(void *arg, const struct ns_session *s,
 	return n;
 }
 
+void nsa_checkpoint_drain(struct nsa_checkpoint *cp)
+{
+	if (cp->pending &&
+	    nsa_compact_replies(cp->c, cp->pending, cp->err, cp->errlen) != 0)
+		cp->failed = 1;
+	cp->pending = 0;
+}
+
 int nsa_checkpoint_settle(struct nsa_checkpoint *cp)
 {
 	int rc = 0;

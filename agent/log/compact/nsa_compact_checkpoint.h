@@ -22,6 +22,11 @@ int nsa_checkpoint_open(struct nsa_checkpoint *cp, redisContext *c,
 unsigned int nsa_checkpoint_add(void *arg, const struct ns_session *s,
 				unsigned int n);
 
+/* Collect the replies of the SETs queued so far (a failure is kept for
+ * nsa_checkpoint_settle), so that the connection can carry other
+ * commands. */
+void nsa_checkpoint_drain(struct nsa_checkpoint *cp);
+
 /* Queue the last batch, then collect the reply of every SET queued: 0,
  * -EINVAL (a batch could not be made), or -EIO with the reason in err. */
 int nsa_checkpoint_settle(struct nsa_checkpoint *cp);
