@@ -512,18 +512,25 @@ static int redis_pid(int base, int p)
 	return pid;
 }
 
-/* The port of master 0's replica (CLUSTER REPLICAS, from master 0). */
+/* The port of master 0's replica (CLUSTER REPLICAS, from master 0; the
+ * cluster's view of it may come a moment after the store started). */
 static int replica_port_of_master0(void)
 {
-	redisReply *id = redisCommand(st.c[0], "CLUSTER MYID"), *r;
+	redisReply *id = redisCommand(st.c[0], "CLUSTER MYID"), *r = NULL;
 	const char *colon;
-	int port;
+	int port, i;
 
 	cr_assert(id && id->type == REDIS_REPLY_STRING);
-	r = redisCommand(st.c[0], "CLUSTER REPLICAS %s", id->str);
+	for (i = 0; i < 100; i++) {
+		r = redisCommand(st.c[0], "CLUSTER REPLICAS %s", id->str);
+		if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1)
+			break;
+		freeReplyObject(r);
+		r = NULL;
+		nsdp_sleep_ms(100);
+	}
 	freeReplyObject(id);
-	cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1,
-		  "master 0 has no replica");
+	cr_assert_not_null(r, "master 0 has no replica");
 	colon = strchr(r->element[0]->str, ':');
 	cr_assert_not_null(colon);
 	port = atoi(colon + 1);
