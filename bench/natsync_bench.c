@@ -400,6 +400,10 @@ int main(int argc, char **argv)
 	if (inflight &&
 	    nsb_conf_set(&conf, "active.max_inflight=%" PRIu64, inflight))
 		return 2;
+	/* --set last, over the options' values. */
+	for (unsigned int i = 0; i < cli.n_sets; i++)
+		if (nsb_conf_set(&conf, "%s", cli.sets[i]))
+			return 2;
 	if (nsa_cli_finish(&cli, &conf))
 		return 2;
 	nsa_log_verbosity = conf.verbosity;

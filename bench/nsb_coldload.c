@@ -122,6 +122,7 @@ static int fill(const struct nsa_config *conf, struct nsa_source *src,
 struct settle {
 	double seconds;
 	uint64_t used_end, used_peak, keys_end, compactions;
+	uint64_t compact_peak; /* the largest round's peak memory */
 };
 
 /* Keep active (its compactor) running until the log settles: three grace
@@ -158,6 +159,8 @@ static int settle_log(const struct nsa_config *conf, struct nsa_active *active,
 		if (m.used_memory > s->used_peak)
 			s->used_peak = m.used_memory;
 		nsa_active_stats(active, &st);
+		if (st.compact_peak > s->compact_peak)
+			s->compact_peak = st.compact_peak;
 		if (st.compactions != rounds || m.keys != keys) {
 			rounds = st.compactions;
 			keys = m.keys;
@@ -323,12 +326,14 @@ print:
 	if (o->settle && settled.used_end && !before.keys)
 		printf(" settled_store_bytes_per_session=%.1f "
 		       "peak_store_bytes_per_session=%.1f settle_seconds=%.1f "
-		       "settled_keys=%" PRIu64 " compactions=%" PRIu64,
+		       "settled_keys=%" PRIu64 " compactions=%" PRIu64
+		       " compact_peak_bytes=%" PRIu64,
 		       (double)(settled.used_end - before.used_memory) /
 			       (double)o->sessions,
 		       (double)(settled.used_peak - before.used_memory) /
 			       (double)o->sessions,
-		       settled.seconds, settled.keys_end, settled.compactions);
+		       settled.seconds, settled.keys_end, settled.compactions,
+		       settled.compact_peak);
 	printf("\n");
 	fflush(stdout);
 	if (o->csv)

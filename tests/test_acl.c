@@ -362,10 +362,7 @@ Test(acl, the_active_log_user_replicates_and_compacts_the_log)
 		"%s", err);
 	for (unsigned int i = 0; i < topo.n_nodes; i++) {
 		const struct nsa_compact_round rd = {
-			.id = 1,
-			.gen = 1,
-			.epoch = (uint32_t)epoch,
-			.until_ns = nsdp_realtime_ns()};
+			.id = 1, .gen = 1, .epoch = (uint32_t)epoch};
 
 		cr_assert_eq(nsa_compact_node(&conf.store, &topo, i, &rd, &res,
 					      err, sizeof(err)),

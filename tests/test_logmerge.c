@@ -3,13 +3,15 @@
  * batches built as writers build them: records of slots a load does not
  * keep stay out (the cross-master merge after resharding), and with a
  * batch key only segments signed with it count; compaction's mark
- * leaves out the checkpoints it does not name and the segments it covers.
+ * leaves out the checkpoints it does not name and the segments it covers,
+ * and counts only signed with the batch key when there is one.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
 
 #include "ns_batch.h"
+#include "compact/nsa_compact_plan.h"
 #include "ns_slot.h"
 #include "nsa_logmerge.h"
 #include "nsdp_time.h"
@@ -125,32 +127,32 @@ Test(logmerge, with_a_batch_key_only_signed_segments_count)
 }
 
 /* The mark as stored reads back whole; a reader under it takes the marked
- * round's checkpoint parts and the segments sent after its until_ns, and
- * nothing else; with no mark, every checkpoint and segment. */
-Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_after_it)
+ * round's checkpoint parts and the segments of each family above its
+ * cover, decided by the key alone, and nothing else; with no mark, every
+ * checkpoint and segment. */
+Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_above_it)
 {
-	const struct nsa_logmark mk = {.set = 1,
-				       .id = 0xabcdef00u,
-				       .gen = 0x1f,
-				       .until_ns = 1000000000000ull,
-				       .round_ns = 1000000200000ull,
-				       .parts = 3,
-				       .grace_ms = 5000};
-	const struct nsa_logmark none = {0};
-	struct nsa_logmark back;
+	static struct nsa_logmark mk = {
+		.set = 1,
+		.id = 0xabcdef00u,
+		.gen = 0x1f,
+		.parts = 3,
+		.grace_ms = 5000,
+		.n_covers = 2,
+		.cover = {{10, 0xabcd, 5}, {11, 0xabcd, 7}}};
+	static const struct nsa_logmark none = {0};
+	static struct nsa_logmark back;
 	char v[NSA_LOGMARK_MAX], key[NS_SEGMENT_KEY_MAX];
-	int len = nsa_logmark_format(&mk, v, sizeof(v));
-	size_t old_len, new_len;
-	static uint8_t old_seg[NS_BATCH_MAX_LEN], new_seg[NS_BATCH_MAX_LEN];
+	int len = nsa_logmark_format(&mk, NULL, 0, v, sizeof(v));
 
-	cr_assert_str_eq(v, "natsync-mark 1 abcdef00 1f 1000000000000 "
-			    "1000000200000 3 5000");
+	cr_assert_str_eq(v, "natsync-mark 2 abcdef00 1f 3 5000 2 "
+			    "10:0000abcd:5 11:0000abcd:7");
 	cr_assert_eq(nsa_logmark_parse(v, (size_t)len, &back), 0);
 	cr_assert(nsa_logmark_same(&back, &mk));
 	cr_assert_eq(back.set, 1);
 	cr_assert_eq(back.grace_ms, 5000);
-	cr_assert_eq(nsa_logmark_parse(v, (size_t)len - 5, &back), -EINVAL);
-	cr_assert_eq(nsa_logmark_parse("natsync-mark 2 1 1 1 1 1 1", 26, &back),
+	cr_assert_eq(nsa_logmark_parse(v, (size_t)len - 2, &back), -EINVAL);
+	cr_assert_eq(nsa_logmark_parse("natsync-mark 1 1 1 1 1 1 1", 26, &back),
 		     -EINVAL);
 	cr_assert_eq(back.set, 0);
 
@@ -159,21 +161,72 @@ Test(logmerge, the_mark_selects_its_checkpoint_and_the_segments_after_it)
 	cr_assert_eq(strncmp(key, "ns:l:{", 6), 0);
 	cr_assert_eq(strcmp(key + strlen(key) - 3, "}:c"), 0);
 
-	old_len = segment(old_seg, 0, 10, mk.until_ns, NULL, 0);
-	new_len = segment(new_seg, 0, 10, mk.until_ns + 1, NULL, 0);
-#define TAKES(m, k, v, vl) nsa_logmark_takes(m, k, strlen(k), v, vl)
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:0000abcd:5", old_seg, old_len), 0);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:0000abcd:5", new_seg, new_len), 1);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:0", NULL, 0), 1);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:2", NULL, 0), 1);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1e:0", NULL, 0), 0);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f0:0", NULL, 0), 0);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:12345678:1f:0", NULL, 0), 0);
-	cr_assert_eq(TAKES(&mk, "ns:l:{a}:c", NULL, 0), 0);
-	cr_assert_eq(TAKES(&none, "ns:l:{a}:0000abcd:5", old_seg, old_len), 1);
-	cr_assert_eq(TAKES(&none, "ns:l:{a}:k:12345678:1f:0", NULL, 0), 1);
-	cr_assert_eq(TAKES(&none, "ns:l:{a}:c", NULL, 0), 0);
+#define TAKES(m, k) nsa_logmark_takes(m, k, strlen(k), NULL, 0)
+	cr_assert_eq(TAKES(&mk, "ns:l:{10}:0000abcd:5"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{10}:0000abcd:1"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{10}:0000abcd:6"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{11}:0000abcd:7"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{11}:0000abcd:8"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{12}:0000abcd:1"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{10}:0000abce:1"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:0"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f:2"), 1);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1e:0"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:abcdef00:1f0:0"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:k:12345678:1f:0"), 0);
+	cr_assert_eq(TAKES(&mk, "ns:l:{a}:c"), 0);
+	cr_assert_eq(TAKES(&none, "ns:l:{10}:0000abcd:5"), 1);
+	cr_assert_eq(TAKES(&none, "ns:l:{a}:k:12345678:1f:0"), 1);
+	cr_assert_eq(TAKES(&none, "ns:l:{a}:c"), 0);
 #undef TAKES
+}
+
+/* With a batch key a mark counts only with its HMAC: an unsigned one, one
+ * signed with another key and one whose text was changed after signing
+ * are refused (-EACCES); without a key a signed mark reads as well. Marks
+ * order by gen, then id. */
+Test(logmerge, a_mark_not_signed_with_the_batch_key_is_refused)
+{
+	static struct nsa_logmark mk = {.set = 1,
+					.id = 7,
+					.gen = 9,
+					.parts = 1,
+					.grace_ms = 100,
+					.n_covers = 1,
+					.cover = {{3560, 0x01020304, 99}}};
+	static struct nsa_logmark back, older;
+	char v[NSA_LOGMARK_MAX], plain[NSA_LOGMARK_MAX];
+	int len = nsa_logmark_format(&mk, KEY, strlen(KEY), v, sizeof(v));
+	int plen = nsa_logmark_format(&mk, NULL, 0, plain, sizeof(plain));
+
+	cr_assert_gt(len, plen);
+	cr_assert_eq(nsa_logmark_parse_signed(v, (size_t)len, KEY, strlen(KEY),
+					      &back),
+		     0);
+	cr_assert(nsa_logmark_same(&back, &mk));
+	cr_assert_eq(nsa_logmark_parse(v, (size_t)len, &back), 0);
+	cr_assert_eq(nsa_logmark_parse_signed(plain, (size_t)plen, KEY,
+					      strlen(KEY), &back),
+		     -EACCES);
+	cr_assert_eq(back.set, 0);
+	cr_assert_eq(nsa_logmark_parse_signed(v, (size_t)len, "another key", 11,
+					      &back),
+		     -EACCES);
+	v[plen - 1] = '8'; /* the cover's seq 99 -> 98 */
+	cr_assert_eq(nsa_logmark_parse_signed(v, (size_t)len, KEY, strlen(KEY),
+					      &back),
+		     -EACCES);
+
+	older = mk;
+	older.gen = 8;
+	older.id = 0xffffffffu;
+	cr_assert(nsa_logmark_newer(&mk, &older));
+	cr_assert(!nsa_logmark_newer(&older, &mk));
+	older.gen = 9;
+	cr_assert(nsa_logmark_newer(&older, &mk));
+	older.set = 0;
+	cr_assert(nsa_logmark_newer(&mk, &older));
+	cr_assert(!nsa_logmark_newer(&older, &mk));
 }
 
 /* The newest record per session wins by (epoch, timestamp_ns), whatever the
@@ -257,4 +310,144 @@ Test(logmerge, the_newest_record_per_session_wins_in_any_order)
 		cr_assert_neq(ref[f].seen, 1, "flow %u live but not emitted",
 			      f);
 	nsa_logmerge_free(&m);
+}
+
+/* A merge given max_bytes says -ENOBUFS instead of growing past it, and
+ * its peak stays within it. */
+Test(logmerge, a_merge_never_grows_past_its_budget)
+{
+	const size_t budget = 256 * 1024;
+	const uint64_t now = nsdp_realtime_ns();
+	struct nsa_logmerge m;
+	int rc = 0;
+	uint32_t i;
+
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	m.max_bytes = budget;
+	for (i = 0; i < 100000 && rc == 0; i++) {
+		struct ns_session s =
+			nst_session(6, NS_EV_CREATE, 1, 1, 60000, now);
+
+		nst_session_flow(&s, i);
+		rc = nsa_logmerge_record(&m, &s);
+	}
+	cr_assert_eq(rc, -ENOBUFS);
+	cr_assert_leq(m.peak_bytes, budget);
+	cr_assert_leq(nsa_logmerge_bytes(&m), budget);
+	cr_assert_gt(m.used, 1000);
+	nsa_logmerge_free(&m);
+}
+
+static unsigned int count_deletes(void *arg, const struct ns_session *s,
+				  unsigned int n)
+{
+	unsigned int *deletes = arg;
+
+	for (unsigned int i = 0; i < n; i++)
+		*deletes += s[i].event == NS_EV_DELETE;
+	return n;
+}
+
+/* What a round writes back: the live records and the deletes merged from
+ * segments; a delete merged from a checkpoint only when asked to keep it
+ * (a round that may not have listed every older record). */
+Test(logmerge, a_checkpoint_keeps_the_deletes_of_segments_for_one_round)
+{
+	const uint64_t now = nsdp_realtime_ns();
+	struct nsa_logmerge m;
+	unsigned int deletes = 0;
+
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	for (uint32_t i = 0; i < 30; i++) {
+		struct ns_session s =
+			nst_session(6, i < 10 ? NS_EV_CREATE : NS_EV_DELETE, 1,
+				    1, 60000, now);
+
+		nst_session_flow(&s, i);
+		/* 10-19 deleted in a checkpoint, 20-29 in a segment. */
+		m.from_checkpoint = i >= 10 && i < 20;
+		cr_assert_eq(nsa_logmerge_record(&m, &s), 0);
+	}
+	cr_assert_eq(nsa_logmerge_emit(&m, now, count, NULL), 10);
+	cr_assert_eq(nsa_logmerge_emit_checkpoint(&m, now, 1, count_deletes,
+						  &deletes),
+		     20);
+	cr_assert_eq(deletes, 10);
+	deletes = 0;
+	cr_assert_eq(nsa_logmerge_emit_checkpoint(&m, now, 0, count_deletes,
+						  &deletes),
+		     30);
+	cr_assert_eq(deletes, 20);
+	nsa_logmerge_free(&m);
+}
+
+/* A round's plan (compact/nsa_compact_plan.h): per family, what lies
+ * between the mark's cover and the sighting's highest seq is merged and
+ * covered, holes included (never written, or lost); what the mark covers
+ * already is expired again; above the sighting waits; a family whose slot
+ * moves is held as the mark has it; the marked checkpoint is merged and
+ * the others below the round's gen expired; a family with nothing left
+ * leaves the mark. */
+Test(logmerge, a_round_covers_up_to_its_sighting_and_holds_moving_slots)
+{
+	static const char *names[] = {
+		"ns:l:{10}:0000000a:3", /* covered: expired again */
+		"ns:l:{10}:0000000a:4", /* merged (5 is a hole) */
+		"ns:l:{10}:0000000a:6", /* merged: the sighting saw 6 */
+		"ns:l:{10}:0000000a:7", /* after the sighting: waits */
+		"ns:l:{11}:0000000b:2", /* its slot moves: held */
+		"ns:l:{10}:k:00000001:5:0", /* the marked checkpoint */
+		"ns:l:{10}:k:00000002:4:0", /* another round's, older */
+		"ns:l:{10}:c", /* a mark */
+	};
+	static const uint8_t want[] = {
+		NSA_PLAN_EXPIRE,    NSA_PLAN_MERGE, NSA_PLAN_MERGE,
+		NSA_PLAN_NONE,	    NSA_PLAN_NONE,  NSA_PLAN_MERGE_CP,
+		NSA_PLAN_EXPIRE_CP, NSA_PLAN_NONE,
+	};
+	static struct nsa_logmark mk = {
+		.set = 1,
+		.id = 1,
+		.gen = 5,
+		.parts = 1,
+		.n_covers = 3,
+		.cover = {{10, 0xa, 3}, {11, 0xb, 1}, {12, 0xc, 9}}};
+	static struct nsa_logmark done = {.set = 1, .id = 1, .gen = 6};
+	static struct nsa_logmark_cover seen_hi[] = {{10, 0xa, 6},
+						     {11, 0xb, 2}};
+	static uint64_t unsettled[NS_SLOTS / 64];
+	const struct nsa_compact_sighting seen = {.hi = seen_hi, .n = 2};
+	struct nsa_compact_sighting listed = {0};
+	struct nsa_compact_keys l = {0};
+	char *k[8];
+	size_t len[8];
+	uint8_t plan[8];
+	unsigned int held;
+	uint16_t moving = nsa_compact_tag_slot(11);
+
+	for (int i = 0; i < 8; i++) {
+		k[i] = (char *)names[i];
+		len[i] = strlen(names[i]);
+	}
+	l.k = k;
+	l.len = len;
+	l.plan = plan;
+	l.n = 8;
+	unsettled[moving / 64] |= 1ull << (moving % 64);
+	cr_assert_eq(nsa_compact_sighting_of(&l, 1, &listed), 0);
+	cr_assert_eq(listed.n, 2);
+	cr_assert_eq(nsa_compact_sighting_hi(&listed, 10, 0xa), 7);
+	cr_assert_eq(nsa_compact_plan(&l, 1, &mk, &seen, &listed, unsettled,
+				      &done, &held),
+		     0);
+	cr_assert_eq(held, 1);
+	/* {12} has nothing left: it leaves the mark. */
+	cr_assert_eq(done.n_covers, 2);
+	cr_assert_eq(nsa_logmark_covered(&done, 10, 0xa), 6);
+	cr_assert_eq(nsa_logmark_covered(&done, 11, 0xb), 1);
+	cr_assert_eq(nsa_logmark_covered(&done, 12, 0xc), 0);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(plan[i], want[i], "%s: plan %u, not %u", names[i],
+			     plan[i], want[i]);
+	nsa_compact_sighting_free(&listed);
 }

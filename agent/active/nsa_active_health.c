@@ -41,6 +41,9 @@ void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s)
 						 __ATOMIC_RELAXED);
 	s->compactions = __atomic_load_n(&a->compactions, __ATOMIC_RELAXED);
 	s->compact_bytes = __atomic_load_n(&a->compact_bytes, __ATOMIC_RELAXED);
+	s->compact_peak = __atomic_load_n(&a->compact_peak, __ATOMIC_RELAXED);
+	s->compact_marks_refused =
+		__atomic_load_n(&a->compact_marks_refused, __ATOMIC_RELAXED);
 	s->inflight = s->records - s->acked - s->dropped;
 }
 

@@ -40,6 +40,8 @@ struct nsa_active_stats {
 	 * checkpoints it wrote back (schema/FORMAT.md, Compaction). */
 	uint64_t log_bytes;
 	uint64_t compactions, compact_bytes;
+	/* The last round's peak memory; the marks rounds refused. */
+	uint64_t compact_peak, compact_marks_refused;
 	uint64_t inflight; /* records sent, not yet acknowledged */
 };
 

@@ -8,12 +8,14 @@
  *   exceed log_compact_pct % of what the last round wrote back (and
  *   log_compact_min_kb): the log stays within (1 + pct/100) x the live
  *   table plus a grace period of writes (schema/FORMAT.md, Compaction).
- * - A round merges no segment of ours signed at or after the writers'
- *   low marks (compact_until_ns).
+ * - A round merges up to a listing of the store a grace period old (its
+ *   sighting), and only once every segment of ours signed before that
+ *   listing has been answered (compact_settled).
  * - No round starts once the store's epoch passed the writers' (a newer
  *   active compacts instead).
  * - It reads the writers' state only through atomics; it writes only its
- *   own counters (compactions, compact_bytes).
+ *   own counters (compactions, compact_bytes, compact_peak,
+ *   compact_marks_refused).
  *
  * Not here: a round over the masters (nsa_compact.c), the segments in
  * flight and their low mark (nsa_wbatch.c), the counters read
@@ -47,74 +49,121 @@ static uint32_t writers_epoch(const struct nsa_active *a)
 	return max;
 }
 
-/* The newest sent_ns a round may merge: a grace period before now, and
- * before the oldest segment of ours not yet answered. The time is read
- * before the writers' low marks (seq_cst both sides, nsa_wbatch.c): every
- * segment of ours signed at or before it is then either answered, so in
- * the store before the listing starts, or above the cut. Without that, a
- * segment slower than the grace period (a loaded machine) would be missed
- * by the listing while the tombstones that beat its records are dropped,
- * and deleted sessions would come back. A foreign writer's segments
- * (another agent's) still rely on the grace period. */
-static uint64_t compact_until_ns(const struct nsa_active *a)
+/* Whether every segment of ours signed before since_ns (CLOCK_MONOTONIC)
+ * has been answered: each writer's oldest segment in flight was signed
+ * at or after it (seq_cst both sides, nsa_wpipe.c). A round gives up on
+ * the segments its sighting proves signed and it does not list; one of
+ * ours slower than that (a loaded machine) would be given up on while
+ * still on its way, and its records hidden when it lands. */
+static int compact_settled(void *arg, uint64_t since_ns)
 {
-	uint64_t until = nsdp_realtime_ns() -
-			 (uint64_t)a->conf.log_compact_grace_ms * 1000000u;
+	const struct nsa_active *a = arg;
 
-	for (unsigned int i = 0; i < a->n_writers; i++) {
-		uint64_t low =
-			__atomic_load_n(&a->w[i]->seg_low_ns, __ATOMIC_SEQ_CST);
-
-		if (low != UINT64_MAX && low - 1 < until)
-			until = low - 1;
-	}
-	return until;
+	for (unsigned int i = 0; i < a->n_writers; i++)
+		if (__atomic_load_n(&a->w[i]->seg_low_ns, __ATOMIC_SEQ_CST) <
+		    since_ns)
+			return 0;
+	return 1;
 }
 
-/* One round over every master: the bytes written back, or -1. */
-static int64_t compact_round(struct nsa_active *a, uint32_t id, uint64_t gen)
+/* The compactor's state between rounds: its rounds' number and the
+ * listing the next round merges up to (listed_ns 0: none yet). */
+struct compactor {
+	uint32_t id;
+	uint64_t gen;
+	struct nsa_compact_sighting seen;
+};
+
+static void compact_log_round(const struct nsa_compact_result *r,
+			      unsigned int masters)
+{
+	NSA_INFO("compactor: round %llu over %u master(s): %llu segments, "
+		 "%llu records, %llu live and %llu deletes written back "
+		 "(%llu bytes) in %u pass(es), peak %llu bytes%s",
+		 (unsigned long long)r->gen, masters,
+		 (unsigned long long)r->segments,
+		 (unsigned long long)r->records, (unsigned long long)r->live,
+		 (unsigned long long)r->tombstones,
+		 (unsigned long long)r->bytes_written, r->passes,
+		 (unsigned long long)r->peak_bytes,
+		 r->families_held ? "; slots moving: part held" : "");
+	if (r->marks_refused)
+		NSA_WARN("compactor: %llu mark(s) refused (not signed with "
+			 "the batch key)",
+			 (unsigned long long)r->marks_refused);
+}
+
+/* The store's topology into t: 0, or -1 (logged). */
+static int compact_topology(struct nsa_active *a, struct nsa_topology *t)
+{
+	char err[256] = "";
+
+	if (nsa_topology_fetch(&a->conf.store, t, err, sizeof(err)) == 0)
+		return 0;
+	NSA_WARN("compactor: no topology: %s", err);
+	return -1;
+}
+
+/* List every master: the sighting the next round merges up to, a grace
+ * period later. 0 or -1 (logged). */
+static int compact_sight(struct nsa_active *a, struct compactor *k)
 {
 	struct nsa_topology *t = malloc(sizeof(*t));
-	uint64_t written = 0;
 	char err[256] = "";
-	int64_t rc = 0;
+	int rc = t && compact_topology(a, t) == 0 ? 0 : -1;
 
-	if (t == NULL)
-		return -1;
-	if (nsa_topology_fetch(&a->conf.store, t, err, sizeof(err)) != 0) {
-		NSA_WARN("compactor: no topology: %s", err);
-		free(t);
-		return -1;
-	}
-	{
-		struct nsa_compact_result r;
-
-		const struct nsa_compact_round rd = {
-			.id = id,
-			.gen = gen,
-			.epoch = writers_epoch(a),
-			.key = a->conf.batch_key,
-			.key_len = a->conf.batch_key_len,
-			.until_ns = compact_until_ns(a),
-			.grace_ms = a->conf.log_compact_grace_ms};
-
-		if (nsa_compact_all(&a->conf.store, t, &rd, &r, err,
-				    sizeof(err)) != 0) {
-			NSA_WARN("compactor: %s (retried later)", err);
-			rc = -1;
-		} else {
-			NSA_DEBUG("compactor: %u master(s): %llu segments, "
-				  "%llu records, %llu live written back "
-				  "(%llu bytes)",
-				  t->n_nodes, (unsigned long long)r.segments,
-				  (unsigned long long)r.records,
-				  (unsigned long long)r.live,
-				  (unsigned long long)r.bytes_written);
-			written = r.bytes_written;
-		}
+	if (rc == 0 && nsa_compact_sight(&a->conf.store, t, &k->seen, err,
+					 sizeof(err)) != 0) {
+		NSA_WARN("compactor: %s (retried later)", err);
+		k->seen.listed_ns = 0;
+		rc = -1;
 	}
 	free(t);
-	return rc < 0 ? rc : (int64_t)written;
+	return rc;
+}
+
+/* One round over every master, up to k's sighting: the bytes written
+ * back, or -1 (logged). The sighting is used up either way but when
+ * the round only waits for a segment of ours. */
+static int64_t compact_round(struct nsa_active *a, struct compactor *k)
+{
+	struct nsa_topology *t = malloc(sizeof(*t));
+	struct nsa_compact_round rd = {
+		.id = k->id,
+		.gen = ++k->gen,
+		.epoch = writers_epoch(a),
+		.key = a->conf.batch_key,
+		.key_len = a->conf.batch_key_len,
+		.grace_ms = a->conf.log_compact_grace_ms,
+		.seen = &k->seen,
+		.settled = compact_settled,
+		.settled_arg = a,
+		.budget_bytes = (size_t)a->conf.log_compact_budget_mb << 20,
+		.wait_ms = a->conf.log_compact_wait_ms};
+	struct nsa_compact_result r;
+	char err[256] = "";
+	int64_t written = -1;
+	int rc = -1;
+
+	if (t && compact_topology(a, t) == 0) {
+		rc = nsa_compact_all(&a->conf.store, t, &rd, &r, err,
+				     sizeof(err));
+		if (rc != 0)
+			NSA_WARN("compactor: %s (retried later)", err);
+	}
+	if (rc == 0) {
+		compact_log_round(&r, t->n_nodes);
+		k->gen = r.gen;
+		__atomic_store_n(&a->compact_peak, r.peak_bytes,
+				 __ATOMIC_RELAXED);
+		__atomic_add_fetch(&a->compact_marks_refused, r.marks_refused,
+				   __ATOMIC_RELAXED);
+		written = (int64_t)r.bytes_written;
+	}
+	if (rc != -EAGAIN)
+		k->seen.listed_ns = 0;
+	free(t);
+	return written;
 }
 
 /* The segment bytes written up to a grace period ago: a ring of the
@@ -137,20 +186,24 @@ static uint64_t old_bytes_step(struct old_bytes *o, uint64_t now)
 }
 
 /* Compact once the segments written since the last round, counting only
- * those older than the grace period (a round merges no younger one),
- * exceed log_compact_pct % of what it wrote back (and log_compact_min_kb):
- * the log stays within (1 + pct/100) x the live table plus a grace period
- * of writes, and each byte of records is written back at most 100/pct
- * times (schema/FORMAT.md, Compaction). Counting younger bytes would make
- * a fast writer start a round every log_compact_min_kb that finds nothing
- * to merge, yet reads the whole log: at 400 000 records/s, five rounds a
- * second, the store busy with the reads while the standbys wait. */
+ * those older than the grace period, exceed log_compact_pct % of what it
+ * wrote back (and log_compact_min_kb): the log stays within (1 + pct/100)
+ * x the live table plus a grace period of writes, and each byte of
+ * records is written back at most 100/pct times (schema/FORMAT.md,
+ * Compaction). Counting younger bytes made a fast writer start a round
+ * every log_compact_min_kb that found nothing to merge, yet read the
+ * whole log. A round merges up to a listing a grace period old (its
+ * sighting): the listing is taken when the bytes written, young ones
+ * included, cross that threshold, so that it is a grace period old when
+ * the old bytes cross it and the round starts. */
 static void *compactor_main(void *arg)
 {
 	struct nsa_active *a = arg;
 	const uint64_t floor = (uint64_t)a->conf.log_compact_min_kb * 1024;
-	uint64_t at_last = 0, live_last = 0, gen = 0;
-	uint32_t id = a->w[0]->publisher_id | 0xffu;
+	const uint64_t grace_ns =
+		(uint64_t)a->conf.log_compact_grace_ms * 1000000u;
+	uint64_t at_last = 0, live_last = 0;
+	struct compactor k = {.id = a->w[0]->publisher_id | 0xffu};
 	struct old_bytes ob = {
 		.n = a->conf.log_compact_grace_ms / NSA_COMPACT_POLL_MS + 1};
 
@@ -171,10 +224,18 @@ static void *compactor_main(void *arg)
 		due = live_last * a->conf.log_compact_pct / 100;
 		if (due < floor)
 			due = floor;
-		if (old < at_last || old - at_last < due ||
+		if (st.log_bytes < at_last || st.log_bytes - at_last < due ||
 		    nsa_active_fence(a) > writers_epoch(a))
 			continue;
-		written = compact_round(a, id, ++gen);
+		if (k.seen.listed_ns == 0) {
+			if (compact_sight(a, &k) != 0)
+				nsdp_sleep_ms(1000);
+			continue;
+		}
+		if (old < at_last || old - at_last < due ||
+		    nsdp_mono_ns() - k.seen.listed_ns < grace_ns)
+			continue;
+		written = compact_round(a, &k);
 		if (written < 0) {
 			nsdp_sleep_ms(1000);
 			continue;
@@ -186,6 +247,7 @@ static void *compactor_main(void *arg)
 				   __ATOMIC_RELAXED);
 	}
 	free(ob.v);
+	nsa_compact_sighting_free(&k.seen);
 	return NULL;
 }
 

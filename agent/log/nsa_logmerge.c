@@ -129,12 +129,19 @@ static void *block_grow(void *p, size_t old, size_t bytes)
 #define IDX_BYTES(cap) ((cap) * sizeof(uint64_t))
 #define ENTRIES_BYTES(cap) ((cap) / 2 * sizeof(struct nsa_logmerge_entry))
 
+/* The bytes of a merge of index capacity cap. */
+static size_t merge_bytes(size_t cap)
+{
+	return IDX_BYTES(cap) + ENTRIES_BYTES(cap);
+}
+
 int nsa_logmerge_init(struct nsa_logmerge *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->idx = block_alloc(IDX_BYTES(MERGE_MIN_CAP));
 	m->e = block_alloc(ENTRIES_BYTES(MERGE_MIN_CAP));
 	m->cap = MERGE_MIN_CAP;
+	m->peak_bytes = merge_bytes(MERGE_MIN_CAP);
 	if (m->idx == NULL || m->e == NULL) {
 		nsa_logmerge_free(m);
 		return -ENOMEM;
@@ -195,12 +202,25 @@ static int grow(struct nsa_logmerge *m)
 	return 0;
 }
 
-/* Room for n more sessions: 0 or -ENOMEM. */
+size_t nsa_logmerge_bytes(const struct nsa_logmerge *m)
+{
+	return m->idx ? merge_bytes(m->cap) : 0;
+}
+
+/* Room for n more sessions: 0, -ENOMEM, or -ENOBUFS past max_bytes (a
+ * grow holds the old index and the new one at once). */
 static int reserve(struct nsa_logmerge *m, size_t n)
 {
-	while (2 * (m->used + n) > m->cap)
+	while (2 * (m->used + n) > m->cap) {
+		size_t during = merge_bytes(2 * m->cap) + IDX_BYTES(m->cap);
+
+		if (m->max_bytes && during > m->max_bytes)
+			return -ENOBUFS;
 		if (m->cap >= ((size_t)1 << 32) || grow(m) != 0)
 			return -ENOMEM;
+		if (during > m->peak_bytes)
+			m->peak_bytes = during;
+	}
 	return 0;
 }
 
@@ -240,11 +260,15 @@ int nsa_logmerge_record(struct nsa_logmerge *m, const struct ns_session *s)
 	uint8_t key[NS_KEY_LEN];
 
 	ns_key_build(s->proto, &s->orig, key);
+	struct ns_session c = *s;
+	int rc;
+
 	if (!kept(m, key))
 		return 0;
-	if (reserve(m, 1) != 0)
-		return -ENOMEM;
-	merge_one(m, s, key, key_hash(key));
+	if ((rc = reserve(m, 1)) != 0)
+		return rc;
+	c.reserved[0] = (uint8_t)(m->from_checkpoint != 0);
+	merge_one(m, &c, key, key_hash(key));
 	return 0;
 }
 
@@ -271,11 +295,12 @@ static int merge_chunk(struct nsa_logmerge *m, struct chunk *c)
 {
 	const unsigned int half = MERGE_AHEAD / 2;
 	unsigned int i;
+	int rc;
 
 	if (c->n == 0)
 		return 0;
-	if (reserve(m, c->n) != 0)
-		return -ENOMEM;
+	if ((rc = reserve(m, c->n)) != 0)
+		return rc;
 	for (i = 0; i < c->n && i < MERGE_AHEAD; i++)
 		__builtin_prefetch(&m->idx[c->hash[i] & (m->cap - 1)]);
 	for (i = 0; i < c->n && i < half; i++)
@@ -321,12 +346,13 @@ int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
 		ns_key_build(c.s[c.n].proto, &c.s[c.n].orig, c.key[c.n]);
 		if (!kept(m, c.key[c.n]))
 			continue;
+		c.s[c.n].reserved[0] = (uint8_t)(m->from_checkpoint != 0);
 		c.hash[c.n] = key_hash(c.key[c.n]);
-		if (++c.n == MERGE_CHUNK && merge_chunk(m, &c) != 0)
-			return -ENOMEM;
+		if (++c.n == MERGE_CHUNK && (rc = merge_chunk(m, &c)) != 0)
+			return rc;
 	}
-	if (merge_chunk(m, &c) != 0)
-		return -ENOMEM;
+	if ((rc = merge_chunk(m, &c)) != 0)
+		return rc;
 	m->segments++;
 	return 1;
 }
@@ -346,11 +372,16 @@ int nsa_logmerge_live(const struct ns_session *s, uint64_t now_ns)
 	       s->timestamp_ns + (uint64_t)s->timeout_ms * 1000000u > now_ns;
 }
 
-uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
-			   unsigned int (*fn)(void *arg,
-					      const struct ns_session *s,
-					      unsigned int n),
-			   void *arg)
+/* What an emit writes: the live records, and the tombstones (from a
+ * segment; from a checkpoint too unless old_too is 0) when tombstones. */
+struct emit_what {
+	int tombstones, old_too;
+};
+
+static uint64_t
+emit(const struct nsa_logmerge *m, uint64_t now_ns, struct emit_what w,
+     unsigned int (*fn)(void *arg, const struct ns_session *s, unsigned int n),
+     void *arg)
 {
 	struct ns_session ss[EMIT_CHUNK];
 	unsigned int n = 0;
@@ -358,9 +389,14 @@ uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
 	size_t i;
 
 	for (i = 0; i < m->used; i++) {
-		if (!nsa_logmerge_live(&m->e[i].s, now_ns))
+		const struct ns_session *s = &m->e[i].s;
+		int tomb = s->event == NS_EV_DELETE && w.tombstones &&
+			   (w.old_too || !s->reserved[0]);
+
+		if (!tomb && !nsa_logmerge_live(s, now_ns))
 			continue;
-		ss[n++] = m->e[i].s;
+		ss[n] = *s;
+		ss[n++].reserved[0] = 0;
 		if (n == EMIT_CHUNK) {
 			taken += fn(arg, ss, n);
 			n = 0;
@@ -371,98 +407,21 @@ uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
 	return taken;
 }
 
-/* ---- compaction's commit mark ----------------------------------------- */
-
-enum nsa_logkey nsa_logkey_kind(const char *k, size_t len)
+uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
+			   unsigned int (*fn)(void *arg,
+					      const struct ns_session *s,
+					      unsigned int n),
+			   void *arg)
 {
-	const char *tag = memchr(k, '}', len);
-	size_t rest;
-
-	if (len < NS_SEGMENT_PREFIX_LEN ||
-	    memcmp(k, NS_SEGMENT_PREFIX, NS_SEGMENT_PREFIX_LEN) != 0 ||
-	    tag == NULL)
-		return NSA_LOGKEY_OTHER;
-	rest = len - (size_t)(tag - k);
-	if (rest == 3 && tag[1] == ':' && tag[2] == 'c')
-		return NSA_LOGKEY_MARK;
-	if (rest >= 4 && tag[1] == ':' && tag[2] == 'k' && tag[3] == ':')
-		return NSA_LOGKEY_CHECKPOINT;
-	return NSA_LOGKEY_SEGMENT;
+	return emit(m, now_ns, (struct emit_what){0, 0}, fn, arg);
 }
 
-void nsa_logmark_key(uint16_t channel_slot, char *buf, size_t len)
+uint64_t nsa_logmerge_emit_checkpoint(
+	const struct nsa_logmerge *m, uint64_t now_ns, int drop_old_tombstones,
+	unsigned int (*fn)(void *arg, const struct ns_session *s,
+			   unsigned int n),
+	void *arg)
 {
-	char chan[NS_CHANNEL_MAX];
-
-	/* "ns:c:{N}" -> "ns:l:{N}:c": 'c' is no hex digit, so no writer's
-	 * segment has this name. */
-	ns_channel_for_slot(channel_slot, chan);
-	snprintf(buf, len, NS_SEGMENT_PREFIX "%s:c", chan + 5);
-}
-
-int nsa_logmark_format(const struct nsa_logmark *mk, char *buf, size_t len)
-{
-	return snprintf(buf, len,
-			"natsync-mark 1 %08" PRIx32 " %" PRIx64 " %" PRIu64
-			" %" PRIu64 " %" PRIu32 " %" PRIu32,
-			mk->id, mk->gen, mk->until_ns, mk->round_ns, mk->parts,
-			mk->grace_ms);
-}
-
-int nsa_logmark_parse(const char *v, size_t len, struct nsa_logmark *mk)
-{
-	char buf[NSA_LOGMARK_MAX];
-	int n = 0;
-
-	memset(mk, 0, sizeof(*mk));
-	if (len == 0 || len >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, v, len);
-	buf[len] = '\0';
-	if (sscanf(buf,
-		   "natsync-mark 1 %" SCNx32 " %" SCNx64 " %" SCNu64 " %" SCNu64
-		   " %" SCNu32 " %" SCNu32 "%n",
-		   &mk->id, &mk->gen, &mk->until_ns, &mk->round_ns, &mk->parts,
-		   &mk->grace_ms, &n) != 6 ||
-	    (size_t)n != len) {
-		memset(mk, 0, sizeof(*mk));
-		return -EINVAL;
-	}
-	mk->set = 1;
-	return 0;
-}
-
-int nsa_logmark_same(const struct nsa_logmark *a, const struct nsa_logmark *b)
-{
-	return a->set == b->set && a->id == b->id && a->gen == b->gen &&
-	       a->until_ns == b->until_ns && a->round_ns == b->round_ns &&
-	       a->parts == b->parts && a->grace_ms == b->grace_ms;
-}
-
-int nsa_logmark_takes(const struct nsa_logmark *mk, const char *k, size_t klen,
-		      const uint8_t *v, size_t vlen)
-{
-	char name[48];
-	const char *tag;
-	uint64_t sent;
-	int n;
-
-	switch (nsa_logkey_kind(k, klen)) {
-	case NSA_LOGKEY_SEGMENT:
-		if (!mk->set)
-			return 1;
-		/* Unreadable: merged, and refused there as before. */
-		return ns_batch_peek_sent(v, vlen, &sent) != 0 ||
-		       sent > mk->until_ns;
-	case NSA_LOGKEY_CHECKPOINT:
-		if (!mk->set)
-			return 1;
-		tag = memchr(k, '}', klen);
-		n = snprintf(name, sizeof(name),
-			     "}:k:%08" PRIx32 ":%" PRIx64 ":", mk->id, mk->gen);
-		return klen - (size_t)(tag - k) > (size_t)n &&
-		       memcmp(tag, name, (size_t)n) == 0;
-	default:
-		return 0;
-	}
+	return emit(m, now_ns, (struct emit_what){1, !drop_old_tombstones}, fn,
+		    arg);
 }

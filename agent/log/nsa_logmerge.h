@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "ns_record.h"
+#include "nsa_logmark.h"
 
 struct nsa_logmerge_entry;
 
@@ -30,13 +31,21 @@ struct nsa_logmerge {
 	 * after nsa_logmerge_init. */
 	const char *batch_key;
 	size_t batch_key_len;
+	/* > 0: the merge never grows past this many bytes; what would
+	 * makes nsa_logmerge_segment and nsa_logmerge_record -ENOBUFS. */
+	size_t max_bytes;
+	size_t peak_bytes; /* the most it held at once */
+	/* Set while a checkpoint is merged: its records are flagged so
+	 * (nsa_logmerge_emit_checkpoint). */
+	int from_checkpoint;
 };
 
-/* Empty; 0 or -ENOMEM. */
+/* Empty; 0 or -ENOMEM. A merge that would outgrow max_bytes says
+ * -ENOBUFS, and holds part of what it was given: start it anew. */
 int nsa_logmerge_init(struct nsa_logmerge *m);
 void nsa_logmerge_free(struct nsa_logmerge *m);
 
-/* Merge one segment value (a batch as published): 0, -ENOMEM, or the
+/* Merge one segment value (a batch as published): 0, -ENOMEM, -ENOBUFS, or the
  * decoder's negative errno when it is not a valid batch (nothing merged).
  * A batch flagged STORE is not a segment: -EINVAL; one not signed with
  * the batch key (when m has one): -EACCES. */
@@ -47,7 +56,7 @@ int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len);
 int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
 			       size_t len, uint64_t until_ns);
 
-/* Merge one record: 0 or -ENOMEM. */
+/* Merge one record: 0, -ENOMEM or -ENOBUFS. */
 int nsa_logmerge_record(struct nsa_logmerge *m, const struct ns_session *s);
 
 /* Call fn with the live records at realtime now_ns, in chunks of at most
@@ -58,53 +67,22 @@ uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
 					      unsigned int n),
 			   void *arg);
 
+/* What a compaction round writes back: the live records and the
+ * tombstones (deletes) merged from segments, and those merged from a
+ * checkpoint unless drop_old_tombstones: a tombstone is written into one
+ * checkpoint at least, so that an older record of its session that the
+ * round could not merge yet (a segment it did not list) is beaten until
+ * the next round merges it. Calls fn as nsa_logmerge_emit. */
+uint64_t nsa_logmerge_emit_checkpoint(
+	const struct nsa_logmerge *m, uint64_t now_ns, int drop_old_tombstones,
+	unsigned int (*fn)(void *arg, const struct ns_session *s,
+			   unsigned int n),
+	void *arg);
+
+/* The bytes the merge holds now. */
+size_t nsa_logmerge_bytes(const struct nsa_logmerge *m);
+
 /* Whether s, a record of the log, is live at realtime now_ns. */
 int nsa_logmerge_live(const struct ns_session *s, uint64_t now_ns);
-
-/* ---- compaction's commit mark (schema/FORMAT.md, Compaction) ----------
- * A round's checkpoint is complete once its mark, "ns:l:{N}:c" on every
- * master, names it: readers merge only the marked round's checkpoint and
- * the segments sent after its until_ns; a checkpoint not marked (a round
- * that failed, or one that another round replaced) and a segment the
- * mark covers are left out whether or not they have expired yet. */
-struct nsa_logmark {
-	int set; /* 0: no mark (every checkpoint and segment is read) */
-	uint32_t id; /* the round's checkpoint names: k:<id>:<gen>: */
-	uint64_t gen;
-	uint64_t until_ns; /* segments sent at or before it are covered */
-	uint64_t round_ns; /* when the round began (before any of its parts) */
-	uint32_t parts; /* checkpoint parts over every master */
-	/* What the round replaced expires no sooner than this long after
-	 * the mark was written (its PEXPIREs follow the mark). */
-	uint32_t grace_ms;
-};
-
-#define NSA_LOGMARK_MAX 96
-
-enum nsa_logkey {
-	NSA_LOGKEY_SEGMENT,
-	NSA_LOGKEY_CHECKPOINT,
-	NSA_LOGKEY_MARK,
-	NSA_LOGKEY_OTHER,
-};
-
-/* What a key under "ns:l:" is. */
-enum nsa_logkey nsa_logkey_kind(const char *k, size_t len);
-
-/* The mark's key on the master of channel slot (NS_SEGMENT_KEY_MAX). */
-void nsa_logmark_key(uint16_t channel_slot, char *buf, size_t len);
-
-/* The mark as stored (text, NUL-terminated): its length. */
-int nsa_logmark_format(const struct nsa_logmark *mk, char *buf, size_t len);
-
-/* mk from a stored value: 0, or -EINVAL (mk->set 0). */
-int nsa_logmark_parse(const char *v, size_t len, struct nsa_logmark *mk);
-
-/* Whether two marks name the same round. */
-int nsa_logmark_same(const struct nsa_logmark *a, const struct nsa_logmark *b);
-
-/* Whether a reader under mk merges key k of value v: 1 or 0. */
-int nsa_logmark_takes(const struct nsa_logmark *mk, const char *k, size_t klen,
-		      const uint8_t *v, size_t vlen);
 
 #endif

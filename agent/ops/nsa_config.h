@@ -108,6 +108,10 @@ struct nsa_config {
 	unsigned int log_compact_pct;
 	unsigned int log_compact_min_kb;
 	unsigned int log_compact_grace_ms;
+	/* A round's merge within this many MiB (passes over slot ranges);
+	 * its checkpoint and mark WAIT this long for a replica. */
+	unsigned int log_compact_budget_mb;
+	unsigned int log_compact_wait_ms;
 
 	/* A program's own sections, set by nsa_config_defaults_ext: their
 	 * fields follow this struct in the program's. */

@@ -70,6 +70,8 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("store", "log_compact_pct", log_compact_pct, 0, 100000, "100", "Log layout: the active compacts a master's log once the segments written since its last checkpoint exceed this % of that checkpoint's bytes (write amplification at most 1 + 100/this); `0` = never (segments then only expire with their records' timeouts)."),
 	NSA_NUM("store", "log_compact_min_kb", log_compact_min_kb, 0, 16777216, "4096", "Log layout: no compaction before this many KiB of segments were written since the last one."),
 	NSA_NUM("store", "log_compact_grace_ms", log_compact_grace_ms, 0, 600000, "5000", "Log layout: the segments a checkpoint covers expire this long after it, ms, so that a load that listed them before still reads them; longer than a load of one master."),
+	NSA_NUM("store", "log_compact_budget_mb", log_compact_budget_mb, 1, 1048576, "256", "Log layout: a compaction round merges the sessions a range of slots at a time so that its merge holds at most this many MiB (about 100 to 200 B a session); each range reads the log again."),
+	NSA_NUM("store", "log_compact_wait_ms", log_compact_wait_ms, 1, 600000, "1000", "Log layout: a compaction round's checkpoint, then its mark, must be acknowledged by a replica (`WAIT`) within this many ms on every master that has replicas, or the round stops before it expires anything."),
 	NSA_NUM("active", "workers", workers, 1, NSDP_MAX_LANES, "1", "Writer threads; must not exceed `[rings] lanes` in the active role."),
 	NSA_NUM("active", "batch_size", batch_size, 1, NS_BATCH_MAX_RECORDS, "256", "Records per batch per store node."),
 	NSA_NUM("active", "flush_us", flush_us, 0, 1000000, "200", "A partial batch waits at most this long before it is sent, µs."),

@@ -111,15 +111,15 @@ static void seg_publish_low(struct nsa_writer *w)
 			 __ATOMIC_SEQ_CST);
 }
 
-/* Before b's segment is signed: on the list, and with an empty list the
- * low mark set to now, before the signing time is read. The compactor
- * reads the time first and the mark second, so a segment whose signing it
- * did not see has a sent_ns after its time (nsa_compactor.c). */
+/* Before b's segment is signed: on the list, stamped with the monotonic
+ * clock (the compactor compares it with its own listings',
+ * nsa_compactor.c), and with an empty list the low mark set to that
+ * stamp. */
 void nsa_seg_track(struct nsa_writer *w, struct nsa_batch *b)
 {
 	if (b->seg_listed)
 		nsa_seg_untrack(w, b);
-	b->seg_sent_ns = nsdp_realtime_ns();
+	b->seg_sent_ns = nsdp_mono_ns();
 	if (w->seg_head == NULL)
 		__atomic_store_n(&w->seg_low_ns, b->seg_sent_ns,
 				 __ATOMIC_SEQ_CST);

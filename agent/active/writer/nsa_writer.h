@@ -178,11 +178,10 @@ struct nsa_writer {
 	uint64_t masters_pub[NSA_MAX_NODES][NSA_WRITER_MASTER_LEN / 8];
 
 	/* Log layout: the segments sent and not yet answered, in signing
-	 * order, and the oldest one's sent_ns (UINT64_MAX: none, or the
-	 * time a first one is about to be signed), written by this writer
-	 * with seq_cst atomics, read by the compactor: a segment signed
-	 * before the compactor's listing and older than this is in the
-	 * store already (compact_until_ns, nsa_compactor.c). */
+	 * order, and the oldest one's CLOCK_MONOTONIC stamp (UINT64_MAX:
+	 * none), written by this writer with seq_cst atomics, read by the
+	 * compactor: every segment of ours signed before it has been
+	 * answered (compact_settled, nsa_compactor.c). */
 	struct nsa_batch *seg_head, *seg_tail;
 	uint64_t seg_low_ns;
 
@@ -205,6 +204,7 @@ struct nsa_active {
 	pthread_t compactor;
 	int compactor_started;
 	uint64_t compactions, compact_bytes;
+	uint64_t compact_peak, compact_marks_refused;
 	struct nsa_writer *w[];
 };
 

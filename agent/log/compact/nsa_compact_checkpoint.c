@@ -1,14 +1,20 @@
 /*
  * nsa_compact_checkpoint.c - what a compaction round writes on one master
- * (schema/FORMAT.md, Compaction): the live records as checkpoint batches
- * of NSA_CHECKPOINT_RECORDS under "ns:l:{N}:k:<id>:<gen>:<i>", then the
- * round's commit mark "ns:l:{N}:c" that names them, then PEXPIRE LT on
- * what the round merged or found stale.
+ * (schema/FORMAT.md, Compaction): the live records (and a generation of
+ * tombstones) as checkpoint batches of NSA_CHECKPOINT_RECORDS under
+ * "ns:l:{N}:k:<id>:<gen>:<i>", acknowledged by a replica (WAIT), then the
+ * round's commit mark "ns:l:{N}:c" that names them, signed and
+ * acknowledged likewise, then PEXPIRE LT on what the round replaced.
  *
  * Invariants:
  * - A checkpoint batch is a batch as published (signed with the batch key
- *   when there is one), in the master's channel slot, with the longest
- *   remaining timeout of its records as PX (none when one has timeout 0).
+ *   when there is one), in a slot the master serves that is not moving,
+ *   with the longest remaining timeout of its records as PX (none when
+ *   one has timeout 0). At most NSA_CHECKPOINT_INFLIGHT batches wait for
+ *   their replies: the round's memory does not grow with the table.
+ * - A mark is read and written wherever its slot is (MOVED and ASK are
+ *   followed, on a connection named as a writer, so that the fence closes
+ *   it too).
  * - Segments outlive the checkpoints they are merged into by a grace
  *   period (they expire after two, checkpoints after one), so that a
  *   reader still reading an old checkpoint's record of a session also
@@ -28,22 +34,27 @@
 #include "ns_batch.h"
 #include "ns_slot.h"
 #include "nsa_compact_checkpoint.h"
+#include "nsa_fence.h"
 
 /* 48 + 4094 * 48 = 196 560 bytes, with the 10 bytes of Redis's string
  * header within the 196 608-byte jemalloc size class (4 095 would not be). */
 #define NSA_CHECKPOINT_RECORDS 4094
 /* PEXPIRE commands pipelined at once. */
 #define NSA_EXPIRE_PIPELINE 1024
+/* Checkpoint SETs whose replies may be due at once (192 KiB each). */
+#define NSA_CHECKPOINT_INFLIGHT 8
+#define NSA_WAIT_MS_DEFAULT 1000
 
 int nsa_checkpoint_open(struct nsa_checkpoint *cp, redisContext *c,
 			uint16_t slot, const struct nsa_compact_round *rd,
-			uint64_t now_ns, struct nsa_compact_result *res,
-			char *err, size_t errlen)
+			uint64_t gen, uint64_t now_ns,
+			struct nsa_compact_result *res, char *err,
+			size_t errlen)
 {
 	cp->c = c;
 	cp->slot = slot;
 	cp->id = rd->id;
-	cp->gen = rd->gen;
+	cp->gen = gen;
 	cp->now_ns = now_ns;
 	cp->key = rd->key;
 	cp->key_len = rd->key_len;
@@ -99,6 +110,12 @@ static int checkpoint_flush(struct nsa_checkpoint *cp)
 				   cp->len, (unsigned long long)px + 1);
 	cp->pending++;
 	cp->res->bytes_written += cp->len;
+	if (cp->pending >= NSA_CHECKPOINT_INFLIGHT) {
+		if (nsa_compact_replies(cp->c, cp->pending, cp->err,
+					cp->errlen) != 0)
+			cp->failed = 1;
+		cp->pending = 0;
+	}
 	cp->len = NS_BATCH_HDR_LEN;
 	cp->count = 0;
 	cp->expire_ns = 0;
@@ -122,7 +139,10 @@ unsigned int nsa_checkpoint_add(void *arg, const struct ns_session *s,
 			continue;
 		cp->len += (size_t)len;
 		cp->count++;
-		cp->res->live++;
+		if (s[i].event == NS_EV_DELETE)
+			cp->res->tombstones++;
+		else
+			cp->res->live++;
 		if (s[i].timeout_ms == 0)
 			cp->forever = 1;
 		else if (exp > cp->expire_ns)
@@ -134,15 +154,24 @@ unsigned int nsa_checkpoint_add(void *arg, const struct ns_session *s,
 	return n;
 }
 
+void nsa_checkpoint_drain(struct nsa_checkpoint *cp)
+{
+	if (cp->pending &&
+	    nsa_compact_replies(cp->c, cp->pending, cp->err, cp->errlen) != 0)
+		cp->failed = 1;
+	cp->pending = 0;
+}
+
 int nsa_checkpoint_settle(struct nsa_checkpoint *cp)
 {
 	int rc = 0;
 
-	if (cp->failed || checkpoint_flush(cp) != 0)
+	if (checkpoint_flush(cp) != 0)
 		rc = -EINVAL;
 	if (nsa_compact_replies(cp->c, cp->pending, cp->err, cp->errlen) != 0)
 		rc = -EIO;
-	return rc;
+	cp->pending = 0;
+	return cp->failed ? -EIO : rc;
 }
 
 int nsa_compact_replies(redisContext *c, unsigned int n, char *err,
@@ -166,77 +195,212 @@ int nsa_compact_replies(redisContext *c, unsigned int n, char *err,
 	return rc;
 }
 
-int nsa_compact_mark_read(redisContext *c, uint16_t slot,
-			  struct nsa_logmark *mk, char *err, size_t errlen)
+int nsa_compact_replicas(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "CLUSTER NODES");
+	char me[48] = "";
+	const char *line;
+	int n = 0;
+
+	if (r && r->type == REDIS_REPLY_STRING) {
+		/* "<id> <addr> <flags> <master id> ...": the replicas of the
+		 * line flagged myself, but those the cluster marked failed. */
+		line = strstr(r->str, "myself");
+		while (line && line > r->str && line[-1] != '\n')
+			line--;
+		if (line)
+			sscanf(line, "%47s", me);
+		for (line = r->str; me[0] && line && *line;) {
+			char flags[128], master[48];
+
+			if (sscanf(line, "%*s %*s %127s %47s", flags, master) ==
+				    2 &&
+			    strcmp(master, me) == 0 &&
+			    strstr(flags, "slave") != NULL &&
+			    strstr(flags, "fail") == NULL)
+				n++;
+			line = strchr(line, '\n');
+			line = line ? line + 1 : NULL;
+		}
+		freeReplyObject(r);
+		return n;
+	}
+	if (r)
+		freeReplyObject(r);
+	/* A plain server: its connected replicas (ROLE). */
+	r = redisCommand(c, "ROLE");
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+	    r->element[2]->type == REDIS_REPLY_ARRAY)
+		n = (int)r->element[2]->elements;
+	if (r)
+		freeReplyObject(r);
+	return n;
+}
+
+int nsa_compact_wait(redisContext *c, unsigned int wait_ms, char *err,
+		     size_t errlen)
+{
+	redisReply *r;
+	int ok;
+
+	if (nsa_compact_replicas(c) == 0)
+		return 0;
+	r = redisCommand(c, "WAIT 1 %u",
+			 wait_ms ? wait_ms : NSA_WAIT_MS_DEFAULT);
+	ok = r && r->type == REDIS_REPLY_INTEGER && r->integer >= 1;
+	if (!ok)
+		nsa_set_err(err, errlen,
+			    "%s:%d: no replica acknowledged within %u ms%s%s",
+			    c->tcp.host, c->tcp.port,
+			    wait_ms ? wait_ms : NSA_WAIT_MS_DEFAULT,
+			    r && r->type == REDIS_REPLY_ERROR ? ": " : "",
+			    r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+	if (r)
+		freeReplyObject(r);
+	return ok ? 0 : -ETIMEDOUT;
+}
+
+/* A MOVED or ASK reply's target "host:port" into addr: 1 for ASK, 0 for
+ * MOVED, -1 for any other reply. */
+static int redirect_of(const redisReply *r, struct nsa_addr *addr)
+{
+	const char *p;
+	int ask;
+
+	if (r == NULL || r->type != REDIS_REPLY_ERROR)
+		return -1;
+	ask = strncmp(r->str, "ASK ", 4) == 0;
+	if (!ask && strncmp(r->str, "MOVED ", 6) != 0)
+		return -1;
+	p = strchr(r->str + (ask ? 4 : 6), ' ');
+	if (p == NULL || nsa_addr_parse(p + 1, addr) != 0)
+		return -1;
+	return ask;
+}
+
+redisReply *nsa_compact_cmd(const struct nsa_store_conf *conf, redisContext *c,
+			    redisContext **moved, int argc, const char **argv,
+			    const size_t *lens)
+{
+	redisReply *r = redisCommandArgv(c, argc, argv, lens);
+	struct nsa_addr at;
+	char err[128];
+	int hops, ask;
+
+	*moved = NULL;
+	/* A key of a slot being imported is MOVED back by its target, then
+	 * ASKed there by its source: a few hops at most. */
+	for (hops = 0; hops < 3 && (ask = redirect_of(r, &at)) >= 0; hops++) {
+		freeReplyObject(r);
+		if (*moved)
+			redisFree(*moved);
+		*moved = nsa_store_connect_named(conf, &at, NSA_WRITER_NAME,
+						 NULL, err, sizeof(err));
+		if (*moved == NULL)
+			return NULL;
+		if (ask) {
+			r = redisCommand(*moved, "ASKING");
+			if (r)
+				freeReplyObject(r);
+		}
+		r = redisCommandArgv(*moved, argc, argv, lens);
+	}
+	return r;
+}
+
+int nsa_compact_mark_read(const struct nsa_store_conf *conf, redisContext *c,
+			  uint16_t slot, const char *key, size_t key_len,
+			  struct nsa_logmark *mk, int *refused, char *err,
+			  size_t errlen)
 {
 	char name[NS_SEGMENT_KEY_MAX];
+	const char *argv[2] = {"MGET", name};
+	size_t lens[2] = {4, 0};
+	redisContext *moved;
 	redisReply *r;
 	int rc = 0;
 
 	memset(mk, 0, sizeof(*mk));
+	*refused = 0;
 	nsa_logmark_key(slot, name, sizeof(name));
-	r = redisCommand(c, "MGET %s", name);
+	lens[1] = strlen(name);
+	r = nsa_compact_cmd(conf, c, &moved, 2, argv, lens);
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
 		nsa_set_err(err, errlen, "MGET %s: %s", name,
 			    r && r->type == REDIS_REPLY_ERROR ? r->str
 							      : c->errstr);
 		rc = -EIO;
 	} else if (r->element[0]->type == REDIS_REPLY_STRING) {
-		/* One not of ours: read as no mark (every checkpoint). */
-		(void)nsa_logmark_parse(r->element[0]->str, r->element[0]->len,
-					mk);
+		/* Not a mark, or not signed with the key: refused, read as
+		 * none (another master's may be the newest). */
+		*refused = nsa_logmark_parse_signed(r->element[0]->str,
+						    r->element[0]->len, key,
+						    key_len, mk) != 0;
 	}
 	if (r)
 		freeReplyObject(r);
+	if (moved)
+		redisFree(moved);
 	return rc;
 }
 
-void nsa_compact_mark_of_round(struct nsa_logmark *done,
-			       const struct nsa_compact_round *rd,
-			       const struct nsa_logmark *mk)
+int nsa_compact_mark_write(const struct nsa_store_conf *conf, redisContext *c,
+			   uint16_t slot, const char *text, size_t len,
+			   unsigned int wait_ms, char *err, size_t errlen)
 {
-	done->set = 1;
-	done->id = rd->id;
-	done->gen = rd->gen;
-	done->grace_ms = rd->grace_ms;
-	/* Covered: sent at or before the round's until_ns. */
-	done->until_ns = mk->set && mk->until_ns > rd->until_ns - 1
-				 ? mk->until_ns
-				 : rd->until_ns - 1;
-}
-
-void nsa_compact_mark_write(redisContext *c, uint16_t slot,
-			    const struct nsa_logmark *mk)
-{
-	char name[NS_SEGMENT_KEY_MAX], v[NSA_LOGMARK_MAX];
-	int len = nsa_logmark_format(mk, v, sizeof(v));
+	char name[NS_SEGMENT_KEY_MAX];
+	const char *argv[3] = {"SET", name, text};
+	size_t lens[3] = {3, 0, len};
+	redisContext *moved;
+	redisReply *r;
+	int rc = 0;
 
 	nsa_logmark_key(slot, name, sizeof(name));
-	redisAppendCommand(c, "SET %s %b", name, v, (size_t)len);
+	lens[1] = strlen(name);
+	r = nsa_compact_cmd(conf, c, &moved, 3, argv, lens);
+	if (r == NULL || r->type != REDIS_REPLY_STATUS) {
+		nsa_set_err(err, errlen, "SET %s: %s", name,
+			    r && r->type == REDIS_REPLY_ERROR ? r->str
+							      : c->errstr);
+		rc = -EIO;
+	}
+	if (r)
+		freeReplyObject(r);
+	if (rc == 0)
+		rc = nsa_compact_wait(moved ? moved : c, wait_ms, err, errlen);
+	if (moved)
+		redisFree(moved);
+	return rc;
 }
 
-int nsa_compact_expire(redisContext *c, const struct nsa_compact_keys *l,
-		       const uint8_t *merged, const uint8_t *stale,
-		       unsigned int grace_ms, char *err, size_t errlen)
+uint64_t nsa_compact_expire(redisContext *c, const struct nsa_compact_keys *l,
+			    unsigned int grace_ms)
 {
 	unsigned int sent = 0;
-	int rc = 0;
+	uint64_t refused = 0;
 	size_t i;
 
 	for (i = 0; i < l->n; i++) {
-		if (merged[i] || stale[i]) {
-			redisAppendCommand(
-				c, "PEXPIRE %b %u LT", l->k[i], l->len[i],
-				nsa_compact_is_checkpoint(l, i) ? grace_ms
-								: 2 * grace_ms);
+		const uint8_t p = l->plan[i];
+		redisReply *r;
+
+		if (p == NSA_PLAN_MERGE || p == NSA_PLAN_EXPIRE) {
+			redisAppendCommand(c, "PEXPIRE %b %u LT", l->k[i],
+					   l->len[i], 2 * grace_ms);
+			sent++;
+		} else if (p == NSA_PLAN_MERGE_CP || p == NSA_PLAN_EXPIRE_CP) {
+			redisAppendCommand(c, "PEXPIRE %b %u LT", l->k[i],
+					   l->len[i], grace_ms);
 			sent++;
 		}
-		if (sent == NSA_EXPIRE_PIPELINE ||
-		    (i == l->n - 1 && sent > 0)) {
-			if (nsa_compact_replies(c, sent, err, errlen) != 0)
-				rc = -EIO;
-			sent = 0;
+		if (sent < NSA_EXPIRE_PIPELINE && i + 1 < l->n)
+			continue;
+		for (; sent > 0; sent--) {
+			if (redisGetReply(c, (void **)&r) != REDIS_OK)
+				return refused + sent;
+			refused += r->type == REDIS_REPLY_ERROR;
+			freeReplyObject(r);
 		}
 	}
-	return rc;
+	return refused;
 }

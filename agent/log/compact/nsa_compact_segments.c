@@ -1,20 +1,19 @@
 /*
  * nsa_compact_segments.c - what a compaction round reads on one master:
- * SCAN lists its segment keys (checkpoints too), GETRANGE reads each
- * segment's header (its send time), MGET reads the checkpoint and the
- * segments old enough slot by slot, and nsa_logmerge merges them.
+ * SCAN lists its keys under "ns:l:" (checkpoints and mark too), GETRANGE
+ * reads the record counts of those it merges (to plan its passes), and
+ * MGET reads them slot by slot into a merge (nsa_logmerge), once per pass.
  *
  * Invariants:
- * - A young segment (most of the log at a high rate, a grace period of
- *   writes) is never read whole only to be left out: its header says so
- *   first.
+ * - Only the keys the round's plan merges are read (nsa_compact_plan.c):
+ *   a younger segment is never read whole only to be left out.
  * - An MGET asks for a few hundred KiB at most, which the store builds
  *   while every other client waits, so that it stays free for the writers.
  * - Everything here blocks on the round's own connections (hiredis, the
  *   store's timeouts): compaction runs on its own thread.
  *
- * Not here: what the round writes (nsa_compact_checkpoint.c), which
- * segments a round may take and why (nsa_compact.c).
+ * Not here: what the round writes (nsa_compact_checkpoint.c), which keys a
+ * round merges and why (nsa_compact_plan.c, nsa_compact.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,6 +22,7 @@
 
 #include "ns_batch.h"
 #include "ns_slot.h"
+#include "nsa_compact_checkpoint.h"
 #include "nsa_compact_segments.h"
 
 /* An MGET asks for at most 64 segments (12 KiB each at 256 records), or
@@ -32,6 +32,8 @@
 #define NSA_CHECKPOINT_WEIGHT 16
 /* GETRANGE commands pipelined at once. */
 #define NSA_COMPACT_PEEK 1024
+/* A batch header's record count: bytes 6-7 (schema/FORMAT.md, Batch). */
+#define BATCH_COUNT_END 8
 
 void nsa_compact_keys_free(struct nsa_compact_keys *l)
 {
@@ -39,6 +41,8 @@ void nsa_compact_keys_free(struct nsa_compact_keys *l)
 		free(l->k[i]);
 	free(l->k);
 	free(l->len);
+	free(l->plan);
+	memset(l, 0, sizeof(*l));
 }
 
 static int keys_add(struct nsa_compact_keys *l, const char *k, size_t len)
@@ -63,6 +67,7 @@ static int keys_add(struct nsa_compact_keys *l, const char *k, size_t len)
 	memcpy(l->k[l->n], k, len);
 	l->k[l->n][len] = '\0';
 	l->len[l->n++] = len;
+	l->bytes += len + 1 + sizeof(char *) + sizeof(size_t) + 1;
 	return 0;
 }
 
@@ -98,7 +103,8 @@ int nsa_compact_list(redisContext *c, struct nsa_compact_keys *l, char *err,
 		}
 		freeReplyObject(r);
 	} while (strcmp(cursor, "0") != 0);
-	return 0;
+	l->plan = calloc(l->n ? l->n : 1, 1);
+	return l->plan ? 0 : -ENOMEM;
 }
 
 static int by_slot(const void *a, const void *b)
@@ -108,93 +114,54 @@ static int by_slot(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* want[i]: whether listed key i is worth reading: the checkpoint of the
- * round mk marks (any checkpoint without a mark), or a segment whose
- * header (GETRANGE, pipelined) says it was sent before until_ns and after
- * the mark's until_ns. stale[i]: a checkpoint of no marked round begun
- * before mk's: one that no reader merges (replaced, or of a round that
- * failed), expired with the segments of this round. */
-static int peek_segments(redisContext *c, const struct nsa_compact_keys *l,
-			 const struct nsa_logmark *mk, uint64_t until_ns,
-			 uint8_t *want, uint8_t *stale, char *err,
-			 size_t errlen)
+int nsa_compact_count(redisContext *c, const struct nsa_compact_keys *l,
+		      uint64_t *records, char *err, size_t errlen)
 {
 	size_t i = 0;
 
 	while (i < l->n) {
 		size_t sent = 0, j;
-		int rc = 0;
 
 		for (j = i; j < l->n && sent < NSA_COMPACT_PEEK; j++) {
-			const char *argv[4] = {"GETRANGE", l->k[j], "0", "47"};
-			size_t lens[4] = {8, l->len[j], 1, 2};
-			enum nsa_logkey kind =
-				nsa_logkey_kind(l->k[j], l->len[j]);
-
-			stale[j] = 0;
-			want[j] = kind == NSA_LOGKEY_CHECKPOINT &&
-				  nsa_logmark_takes(mk, l->k[j], l->len[j],
-						    NULL, 0);
-			if (want[j] || kind == NSA_LOGKEY_MARK ||
-			    kind == NSA_LOGKEY_OTHER) {
-				want[j] |= 2; /* no GETRANGE */
+			if (!nsa_compact_merged(l, j))
 				continue;
-			}
-			if (redisAppendCommandArgv(c, 4, argv, lens) !=
-			    REDIS_OK)
-				return -ENOMEM;
+			redisAppendCommand(c, "GETRANGE %b 0 %d", l->k[j],
+					   l->len[j], BATCH_COUNT_END - 1);
 			sent++;
 		}
 		for (; i < j; i++) {
 			redisReply *r;
-			uint64_t t;
-			int peeked;
 
-			if (want[i] & 2) {
-				want[i] &= 1;
+			if (!nsa_compact_merged(l, i))
 				continue;
-			}
 			if (redisGetReply(c, (void **)&r) != REDIS_OK) {
 				nsa_set_err(err, errlen, "GETRANGE: %s",
 					    c->errstr);
 				return -EIO;
 			}
-			if (r->type == REDIS_REPLY_ERROR) {
-				nsa_set_err(err, errlen, "GETRANGE: %s",
-					    r->str);
-				rc = -EIO;
-			}
-			peeked = r->type == REDIS_REPLY_STRING &&
-				 ns_batch_peek_sent((const uint8_t *)r->str,
-						    r->len, &t) == 0;
-			if (nsa_compact_is_checkpoint(l, i))
-				stale[i] =
-					peeked && mk->set && t < mk->round_ns;
-			else
-				want[i] = peeked && t < until_ns &&
-					  (!mk->set || t > mk->until_ns);
+			/* A key whose slot moved (MOVED, ASK) counts for
+			 * nothing here: the count only plans the passes. */
+			if (r->type == REDIS_REPLY_STRING &&
+			    r->len >= BATCH_COUNT_END)
+				*records += (uint64_t)(uint8_t)r->str[6] << 8 |
+					    (uint8_t)r->str[7];
 			freeReplyObject(r);
 		}
-		if (rc)
-			return rc;
 	}
 	return 0;
 }
 
-/* The wanted keys of l (want[i] set) by slot, then index: the slot above
- * the index. Clears want. The number of them. */
-static size_t order_by_slot(const struct nsa_compact_keys *l, uint8_t *want,
-			    uint64_t *order)
+/* The keys l merges by slot, then index: the slot above the index. The
+ * number of them. */
+static size_t order_by_slot(const struct nsa_compact_keys *l, uint64_t *order)
 {
 	size_t i, n = 0;
 
-	for (i = 0; i < l->n; i++) {
-		if (want[i])
+	for (i = 0; i < l->n; i++)
+		if (nsa_compact_merged(l, i))
 			order[n++] = (uint64_t)ns_key_slot(l->k[i], l->len[i])
 					     << 32 |
 				     i;
-		want[i] = 0;
-	}
 	qsort(order, n, sizeof(*order), by_slot);
 	return n;
 }
@@ -220,59 +187,92 @@ static size_t mget_keys(const struct nsa_compact_keys *l, const uint64_t *order,
 	return n;
 }
 
-/* Merge the values of MGET reply r, of the n keys of order: a checkpoint
- * whole, a segment if it was sent before until_ns (merged[] set for those
- * merged). 0 or -ENOMEM. */
+/* Merge the values of MGET reply r, of the n keys of order: a checkpoint's
+ * records flagged as such. 0, -ENOMEM or -ENOBUFS. */
 static int merge_reply(const struct nsa_compact_keys *l, const uint64_t *order,
-		       size_t n, const redisReply *r, uint64_t until_ns,
-		       uint8_t *merged, struct nsa_logmerge *m,
-		       struct nsa_compact_result *res)
+		       size_t n, const redisReply *r, struct nsa_logmerge *m,
+		       struct nsa_compact_result *res, int count)
 {
 	size_t j;
 
 	for (j = 0; j < n; j++) {
 		const redisReply *v = r->element[j];
 		size_t k = (uint32_t)order[j];
-		int took;
+		int rc;
 
 		if (v->type != REDIS_REPLY_STRING)
 			continue; /* expired since listed */
-		took = nsa_logmerge_segment_until(
-			m, (const uint8_t *)v->str, v->len,
-			nsa_compact_is_checkpoint(l, k) ? UINT64_MAX
-							: until_ns);
-		if (took == -ENOMEM)
-			return -ENOMEM;
-		if (took <= 0)
-			continue; /* too young, or not a batch */
-		merged[k] = 1;
+		m->from_checkpoint = l->plan[k] == NSA_PLAN_MERGE_CP;
+		rc = nsa_logmerge_segment(m, (const uint8_t *)v->str, v->len);
+		if (rc == -ENOMEM || rc == -ENOBUFS)
+			return rc;
+		if (rc < 0 || !count)
+			continue; /* not a batch, or not signed with the key */
 		res->segments++;
 		res->bytes_read += v->len;
 	}
 	return 0;
 }
 
-int nsa_compact_read(redisContext *c, const struct nsa_compact_keys *l,
-		     const struct nsa_logmark *mk, uint64_t until_ns,
-		     uint8_t *merged, uint8_t *stale, struct nsa_logmerge *m,
-		     struct nsa_compact_result *res, char *err, size_t errlen)
+/* MGET's reply made of a GET of each of the n keys, each following
+ * MOVED or ASK (nsa_compact_cmd): an array, NULL when one failed. */
+static redisReply *mget_each(const struct nsa_store_conf *conf,
+			     redisContext *c, size_t n, const char **keys,
+			     const size_t *lens)
+{
+	redisReply *all = calloc(1, sizeof(*all));
+
+	if (all == NULL || (all->element = calloc(n, sizeof(*all->element))) ==
+				   NULL) {
+		free(all);
+		return NULL;
+	}
+	all->type = REDIS_REPLY_ARRAY;
+	for (all->elements = 0; all->elements < n; all->elements++) {
+		const char *argv[2] = {"GET", keys[all->elements]};
+		size_t argl[2] = {3, lens[all->elements]};
+		redisContext *moved;
+		redisReply *r = nsa_compact_cmd(conf, c, &moved, 2, argv, argl);
+
+		if (moved)
+			redisFree(moved);
+		if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+			if (r)
+				freeReplyObject(r);
+			freeReplyObject(all);
+			return NULL;
+		}
+		all->element[all->elements] = r;
+	}
+	return all;
+}
+
+int nsa_compact_read(const struct nsa_store_conf *conf, redisContext *c,
+		     const struct nsa_compact_keys *l,
+		     struct nsa_logmerge *m, int count,
+		     struct nsa_compact_result *res, size_t *reply_bytes,
+		     char *err, size_t errlen)
 {
 	uint64_t *order = malloc((l->n ? l->n : 1) * sizeof(*order));
 	const char *argv[NSA_COMPACT_MGET + 1] = {"MGET"};
-	size_t lens[NSA_COMPACT_MGET + 1] = {4}, i, n, n_want = 0;
-	int rc;
+	size_t lens[NSA_COMPACT_MGET + 1] = {4}, i, n, n_want;
+	int rc = 0;
 
 	if (order == NULL)
 		return -ENOMEM;
-	/* merged[] doubles as the wanted marks until the MGETs set it. */
-	rc = peek_segments(c, l, mk, until_ns, merged, stale, err, errlen);
-	if (rc == 0)
-		n_want = order_by_slot(l, merged, order);
+	n_want = order_by_slot(l, order);
 	for (i = 0; i < n_want && rc == 0; i += n) {
 		redisReply *r;
+		size_t bytes = 0;
 
 		n = mget_keys(l, order + i, n_want - i, argv + 1, lens + 1);
 		r = redisCommandArgv(c, (int)n + 1, argv, lens);
+		if (r && r->type == REDIS_REPLY_ERROR) {
+			/* The slot moves (MOVED, ASK, TRYAGAIN): key by key,
+			 * where each is now. */
+			freeReplyObject(r);
+			r = mget_each(conf, c, n, argv + 1, lens + 1);
+		}
 		if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
 		    r->elements != n) {
 			nsa_set_err(err, errlen, "MGET: %s",
@@ -281,13 +281,15 @@ int nsa_compact_read(redisContext *c, const struct nsa_compact_keys *l,
 					    : c->errstr);
 			rc = -EIO;
 		} else {
-			rc = merge_reply(l, order + i, n, r, until_ns, merged,
-					 m, res);
+			for (size_t j = 0; j < n; j++)
+				bytes += r->element[j]->len;
+			if (bytes > *reply_bytes)
+				*reply_bytes = bytes;
+			rc = merge_reply(l, order + i, n, r, m, res, count);
 		}
 		if (r)
 			freeReplyObject(r);
 	}
 	free(order);
-	res->records = m->records;
 	return rc;
 }

@@ -60,12 +60,21 @@ static int send_mark(struct nsa_loader *ld)
 static void log_on_mark(struct nsa_loader *ld, const redisReply *r)
 {
 	struct nsa_loader_logstate *lg = &ld->log;
-	struct nsa_logmark mk = {0};
+	static __thread struct nsa_logmark mk;
 
+	memset(&mk, 0, sizeof(mk));
+	/* A mark not signed with the batch key is refused and counted, and
+	 * read as none. */
 	if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-	    r->element[0]->type == REDIS_REPLY_STRING)
-		(void)nsa_logmark_parse(r->element[0]->str, r->element[0]->len,
-					&mk);
+	    r->element[0]->type == REDIS_REPLY_STRING &&
+	    nsa_logmark_parse_signed(r->element[0]->str, r->element[0]->len,
+				     ld->sink.batch_key, ld->sink.batch_key_len,
+				     &mk) != 0) {
+		if (ld->sink.unauthenticated)
+			ld->sink.unauthenticated(ld->sink.arg, 1);
+		else
+			ld->sink.bad(ld->sink.arg, 1);
+	}
 	if (lg->marks_read++ == 0)
 		lg->mark = mk;
 	else if (!nsa_logmark_same(&mk, &lg->mark))
