@@ -8,9 +8,10 @@
 # real encoders. Any crash, sanitizer report, leak or broken property
 # fails the run and leaves the input in build-fuzz/tests/fuzz/artifacts/.
 #
-#   scripts/fuzz.sh [--seconds N] [MESON-TEST-ARGS...]
+#   scripts/fuzz.sh [--seconds N] [--build-only] [MESON-TEST-ARGS...]
 #
 #   --seconds N   per target (default 30; 4 targets run one after another)
+#   --build-only  configure and build the targets, run nothing
 #
 # Reproduce a failure: build-fuzz/tests/fuzz/fuzz_NAME ARTIFACT-FILE.
 # The corpora the fuzzers grow stay in build-fuzz/tests/fuzz/corpus/ (not
@@ -21,8 +22,13 @@ set -euo pipefail
 cd "$NS_TOP"
 
 seconds=30
+build_only=0
 while [ $# -gt 0 ]; do
 	case $1 in
+	--build-only)
+		build_only=1
+		shift
+		;;
 	--seconds)
 		[ $# -ge 2 ] || {
 			echo "--seconds needs a value" >&2
@@ -62,6 +68,7 @@ for t in record batch key config; do
 done
 ns_say "ninja -C build-fuzz ${targets[*]}"
 ninja -C build-fuzz "${targets[@]}"
+[ "$build_only" = 0 ] || exit 0
 
 start=$(date +%s)
 rc=0

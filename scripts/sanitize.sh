@@ -8,12 +8,18 @@
 #      synth: the rings; active and standby: the writer and subscriber
 #      threads; table: the table shared by the subscriber and the fast
 #      path), but the standby's million-session cold loads.
-# Two tests at a time where they may run side by side (tests/meson.build).
+# AddressSanitizer runs four tests at a time where they may run side by
+# side (tests/meson.build), ThreadSanitizer two.
 #
 # scripts/test.sh runs both after the plain suite; about 20 minutes on 2
 # cores, builds included.
 #
 #   scripts/sanitize.sh [--asan-only | --tsan-only] [MESON-TEST-ARGS...]
+#   scripts/sanitize.sh --build-only
+#
+# --build-only configures and builds both trees and runs nothing
+# (scripts/test.sh does it at the lowest CPU priority while the plain
+# suite runs).
 #
 # MESON-TEST-ARGS replace the AddressSanitizer phase's selection (default
 # --suite unit --suite integration --suite failover --suite faults), e.g.
@@ -56,8 +62,12 @@ set -euo pipefail
 . "$(dirname "$0")/../deploy/lib.sh"
 cd "$NS_TOP"
 
-asan=1 tsan=1
+asan=1 tsan=1 build_only=0
 case ${1:-} in
+--build-only)
+	build_only=1
+	shift
+	;;
 --asan-only)
 	tsan=0
 	shift
@@ -107,18 +117,44 @@ cleanup() {
 	stop_stores build-asan
 	stop_stores build-tsan
 }
-trap cleanup EXIT
-
 ns_install_deps
-"$NS_TOP/deploy/hugepages.sh" -n 256 ||
-	ns_say "no hugepages: the secondary and failover tests will fail"
 
-if [ "$asan" = 1 ]; then
+tsan_tests=(lane synth active table standby)
+build_asan() {
 	ns_setup_clang build-asan -Dwerror=true -Dtests=enabled \
 		-Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
 		-Db_lundef=false
 	ns_say "ninja -C build-asan"
 	ninja -C build-asan
+}
+build_tsan() {
+	local targets=() t
+	ns_setup_clang build-tsan -Dwerror=true -Dtests=enabled \
+		-Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
+		-Dc_args=-DRTE_USE_C11_MEM_MODEL
+	for t in "${tsan_tests[@]}"; do
+		targets+=("tests/test_$t")
+	done
+	ns_say "ninja -C build-tsan ${targets[*]}"
+	ninja -C build-tsan "${targets[@]}"
+	ns_say "cc -shared -o $preload tests/sanitize/nst_tsan_boxfort.c"
+	cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$preload" \
+		"$supp/nst_tsan_boxfort.c" -ldl
+}
+preload=$NS_TOP/build-tsan/nst_tsan_boxfort.so
+
+if [ "$build_only" = 1 ]; then
+	build_asan
+	build_tsan
+	exit 0
+fi
+
+trap cleanup EXIT
+"$NS_TOP/deploy/hugepages.sh" -n 256 ||
+	ns_say "no hugepages: the secondary and failover tests will fail"
+
+if [ "$asan" = 1 ]; then
+	build_asan
 	reports=$NS_TOP/build-asan/sanitizer-reports
 	rm -rf "$reports"
 	mkdir -p "$reports"
@@ -134,7 +170,7 @@ if [ "$asan" = 1 ]; then
 	start=$(date +%s)
 	ns_say "meson test -C build-asan ${selection[*]}"
 	rc=0
-	meson test -C build-asan --print-errorlogs --num-processes 2 \
+	meson test -C build-asan --print-errorlogs --num-processes 4 \
 		--timeout-multiplier 3 "${selection[@]}" || rc=$?
 	ns_say "AddressSanitizer + UndefinedBehaviorSanitizer: exit $rc in $(($(date +%s) - start))s"
 	stop_stores build-asan
@@ -144,20 +180,7 @@ if [ "$asan" = 1 ]; then
 fi
 
 if [ "$tsan" = 1 ]; then
-	tsan_tests=(lane synth active table standby)
-	ns_setup_clang build-tsan -Dwerror=true -Dtests=enabled \
-		-Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
-		-Dc_args=-DRTE_USE_C11_MEM_MODEL
-	targets=()
-	for t in "${tsan_tests[@]}"; do
-		targets+=("tests/test_$t")
-	done
-	ns_say "ninja -C build-tsan ${targets[*]}"
-	ninja -C build-tsan "${targets[@]}"
-	preload=$NS_TOP/build-tsan/nst_tsan_boxfort.so
-	ns_say "cc -shared -o $preload tests/sanitize/nst_tsan_boxfort.c"
-	cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$preload" \
-		"$supp/nst_tsan_boxfort.c" -ldl
+	build_tsan
 	reports=$NS_TOP/build-tsan/sanitizer-reports
 	rm -rf "$reports"
 	mkdir -p "$reports"

@@ -6,7 +6,8 @@
 # root, and the faults suite), then the fuzz targets for a bounded time
 # (scripts/fuzz.sh), then the whole suite again under AddressSanitizer and
 # UndefinedBehaviorSanitizer and the ring and worker tests under
-# ThreadSanitizer (scripts/sanitize.sh). About 35 minutes on 2 cores.
+# ThreadSanitizer (scripts/sanitize.sh). Under 30 minutes on 2 cores
+# (docs/testing.md).
 # Extra arguments go to `meson test` (e.g. --suite unit) and skip the
 # fuzzing and the sanitizer runs.
 set -euo pipefail
@@ -20,12 +21,31 @@ ns_install_deps
 "$NS_TOP/deploy/hugepages.sh" -n 256 ||
 	ns_say "no hugepages: the secondary and failover tests will fail"
 ns_build build-test -Dwerror=true -Dtests=enabled --prefix=/usr --sysconfdir=/etc
-ns_say "meson test -C build-test $*"
-meson test -C build-test --print-errorlogs --num-processes 2 "$@"
-# The fuzz targets, for a bounded time each (NATSYNC_FUZZ_SECONDS, default
-# 10), in their own clang build, and the sanitizer runs, in two more;
-# skipped when meson test got a selection.
+fuzz_seconds=${NATSYNC_FUZZ_SECONDS:-10}
+# The fuzz and sanitizer trees build at the lowest CPU priority while the
+# plain suite runs (its integration tests mostly wait on servers and
+# timers); skipped when meson test got a selection.
+prebuild=
 if [ $# -eq 0 ]; then
-	"$NS_TOP/scripts/fuzz.sh" --seconds "${NATSYNC_FUZZ_SECONDS:-10}"
+	prebuild_log=$NS_TOP/build-test/prebuild.log
+	ns_say "building the fuzz and sanitizer trees in the background ($prebuild_log)"
+	# A session of its own, so that a failed suite stops the whole build.
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	setsid nice -n 19 bash -c '"$1/scripts/fuzz.sh" --build-only \
+		--seconds "$2" && "$1/scripts/sanitize.sh" --build-only' \
+		prebuild "$NS_TOP" "$fuzz_seconds" >"$prebuild_log" 2>&1 &
+	prebuild=$!
+	trap '[ -z "$prebuild" ] || kill -- "-$prebuild" 2>/dev/null || true' EXIT
+fi
+# Four at a time on 2 cores: the integration tests mostly wait on their
+# servers and timers (about 3 CPU-minutes in 9 minutes).
+ns_say "meson test -C build-test $*"
+meson test -C build-test --print-errorlogs --num-processes 4 "$@"
+# The fuzz targets, for a bounded time each (NATSYNC_FUZZ_SECONDS, default
+# 10), and the sanitizer runs; a failed background build shows again here.
+if [ $# -eq 0 ]; then
+	wait "$prebuild" || ns_say "background build failed (see $prebuild_log)"
+	prebuild=
+	"$NS_TOP/scripts/fuzz.sh" --seconds "$fuzz_seconds"
 	"$NS_TOP/scripts/sanitize.sh"
 fi

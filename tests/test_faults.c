@@ -587,6 +587,15 @@ FAULTS_IN_BOTH_LAYOUTS(
 			     0);
 	start_agents("", &sb, &act);
 	nsdp_sleep_ms(2000);
+	/* Subscribed on every master first (a loaded machine may take longer
+	 * than 2 s): a subscription not yet made is not one the store closed. */
+	cr_assert_eq(
+		nst_sh("for i in $(seq 300); do n=0; for p in %d %d %d; do "
+		       "n=$((n + $(redis-cli -p $p client list | "
+		       "grep -c 'cmd=ssubscribe'))); done; "
+		       "[ $n -ge 3 ] && exit 0; sleep 0.1; done; exit 1",
+		       base, base + 1, base + 2),
+		0, "the standby did not subscribe on every master in 30 s");
 	/* Slower than the store's limit: it reads nothing until a master
 	 * has closed its subscription (the kernel's socket buffers take
 	 * about 2 s of notifications first), 8 s at most. */

@@ -21,7 +21,7 @@
  * Not here: natsync-gateway itself; the test records with the lane API its
  * fast path uses.
  *
- * Ports: 7700-7702, plain servers.
+ * Ports: 7030-7032, plain servers.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -54,9 +54,9 @@
 
 #define PREFIX "natsync_sectest"
 #define HUGEPAGES "128"
-#define PORT_REPLICATE 7700
-#define PORT_RESUME 7701
-#define PORT_GONE 7702
+#define PORT_REPLICATE 7030
+#define PORT_RESUME 7031
+#define PORT_GONE 7032
 
 #define N_FLOWS 20000u
 #define SESSION_TIMEOUT_MS 300000u
