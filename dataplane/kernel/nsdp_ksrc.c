@@ -1,6 +1,6 @@
 /*
- * nsdp_ksrc.c - the kernel session source (nsdp_ksrc.h): loads the BPF
- * program with libbpf, then one thread moves ring buffer events, ctnetlink
+ * nsdp_ksrc.c - the kernel session source (nsdp_ksrc.h) at work: one thread
+ * moves ring buffer events, ctnetlink
  * dumps and destroy events into the lane.
  *
  * Invariants: the thread is the lane's only producer (dumps included), and
@@ -54,8 +54,9 @@
  * deleted); at its bound (twice nf_conntrack_max, nsdp_klive.h) an entry
  * is not tracked (untracked) and its end, if lost, is left to its timeout.
  *
- * Not here: the BPF program (nsdp_kern.bpf.c), the live set
- * (nsdp_klive.c), the configuration and the REPORT line (agent/, tools/).
+ * Not here: opening the source (nsdp_ksrc_open.c: the BPF program loaded,
+ * the ctnetlink sockets in the namespace, the live set), the BPF program
+ * (nsdp_kern.bpf.c), the live set (nsdp_klive.c), the configuration and the REPORT line (agent/, tools/).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -85,48 +86,7 @@
 #include "nsdp_klive.h"
 #include "nsdp_ksrc.h"
 
-#define BTF_PATH "/sys/kernel/btf/vmlinux"
-#define POLL_MS 50
-/* Destroy events come in bursts (a flush, a timeout wave). */
-#define EVENT_RCVBUF (8 << 20)
-#define CT_MAX_PATH "/proc/sys/net/netfilter/nf_conntrack_max"
-/* When nf_conntrack_max cannot be read. */
-#define CT_MAX_DEFAULT 262144
-/* Re-dumps logged at most this often (each one is counted). */
-#define REDUMP_LOG_NS 1000000000ULL
-
-/* Why the next round dumps: events of the ring buffer lost (every entry is
- * sent again), destroy events lost or the live set full (the set is
- * diffed, only what it lacks is sent). */
-enum ksrc_loss {
-	LOST_EVENTS = 1,
-	LOST_ENDS = 2,
-	LOST_ROOM = 4,
-};
-
-struct nsdp_ksrc {
-	struct nsdp_ksrc_conf conf;
-	struct nsdp_lane *lane;
-	struct nsdp_kern *skel;
-	struct ring_buffer *rb;
-	struct nfct_handle *dump_h; /* queries, in the namespace */
-	struct nfct_handle *ends_h; /* destroy events, in the namespace */
-	uint32_t netns_ino;
-	int epfd;
-	int ncpus;
-	uint64_t last_stamp;
-	uint64_t drops_seen; /* ring buffer drops already answered */
-	struct nsdp_klive *live; /* sent as live; NULL without ends */
-	unsigned int lost; /* enum ksrc_loss bits not yet answered */
-	int dump_all; /* the running dump sends every entry */
-	uint64_t redump_logged_ns;
-	int netns_fd; /* the namespace, for nsdp_ksrc_dump_table */
-	pthread_t thread;
-	int running, stop;
-	struct nsdp_ksrc_stats st; /* written by the thread */
-};
-
-#define ST_ADD(k, f, v) __atomic_add_fetch(&(k)->st.f, (v), __ATOMIC_RELAXED)
+#include "nsdp_ksrc_state.h"
 
 static uint64_t now_ns(clockid_t clk)
 {
@@ -237,8 +197,8 @@ static int live_add(struct nsdp_ksrc *k, const struct nsdp_kern_key *key)
 	return rc;
 }
 
-static int on_dumped(enum nf_conntrack_msg_type type, struct nf_conntrack *ct,
-		     void *arg)
+int nsdp_ksrc_on_dumped(enum nf_conntrack_msg_type type,
+			struct nf_conntrack *ct, void *arg)
 {
 	struct nsdp_ksrc *k = arg;
 	struct nsdp_kern_key key;
@@ -275,8 +235,8 @@ static void send_end(struct nsdp_ksrc *k, const struct nsdp_kern_key *key)
 	emit(k, &s);
 }
 
-static int on_destroyed(enum nf_conntrack_msg_type type,
-			struct nf_conntrack *ct, void *arg)
+int nsdp_ksrc_on_destroyed(enum nf_conntrack_msg_type type,
+			   struct nf_conntrack *ct, void *arg)
 {
 	struct nsdp_ksrc *k = arg;
 	struct nsdp_kern_key key;
@@ -302,7 +262,7 @@ static void on_ended_unseen(const struct nsdp_kern_key *key, void *arg)
 	ST_ADD(k, reconciled, 1);
 }
 
-static int on_event(void *ctx, void *data, size_t len)
+int nsdp_ksrc_on_event(void *ctx, void *data, size_t len)
 {
 	struct nsdp_ksrc *k = ctx;
 	const struct nsdp_kern_event *ev = data;
@@ -339,21 +299,6 @@ static void read_counters(const struct nsdp_ksrc *k,
 		sum->ringbuf_drops += per[i].ringbuf_drops;
 		sum->filtered += per[i].filtered;
 	}
-}
-
-/* nf_conntrack_max: how many entries the namespace's table holds at most
- * (the global limit, which every namespace reads). */
-static uint64_t conntrack_max(void)
-{
-	unsigned long long max = 0;
-	FILE *f = fopen(CT_MAX_PATH, "r");
-
-	if (f) {
-		if (fscanf(f, "%llu", &max) != 1)
-			max = 0;
-		fclose(f);
-	}
-	return max ? max : CT_MAX_DEFAULT;
 }
 
 /* Dump the table into the lane (every entry when all, else what the live
@@ -411,8 +356,9 @@ static void redump(struct nsdp_ksrc *k)
 	int rc;
 
 	if (why & LOST_ROOM)
-		nsdp_klive_set_bound(k->live,
-				     nsdp_klive_bound_for(conntrack_max()));
+		nsdp_klive_set_bound(
+			k->live,
+			nsdp_klive_bound_for(nsdp_ksrc_conntrack_max()));
 	ring_buffer__consume(k->rb);
 	dumped0 = __atomic_load_n(&k->st.dumped, __ATOMIC_RELAXED);
 	k->lost = 0;
@@ -484,219 +430,6 @@ static void *ksrc_main(void *arg)
 
 /* Open a ctnetlink handle in the namespace netns_fd (-1: ours); a socket
  * stays in the namespace it was made in. */
-static struct nfct_handle *nfct_open_in(int netns_fd, unsigned int groups)
-{
-	struct nfct_handle *h;
-	int own = -1, saved;
-
-	if (netns_fd >= 0) {
-		own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-		if (own < 0 || setns(netns_fd, CLONE_NEWNET) != 0) {
-			saved = errno;
-			if (own >= 0)
-				close(own);
-			errno = saved;
-			return NULL;
-		}
-	}
-	h = nfct_open(CONNTRACK, groups);
-	saved = errno;
-	if (own >= 0) {
-		if (setns(own, CLONE_NEWNET) != 0)
-			abort(); /* would run on in the wrong namespace */
-		close(own);
-	}
-	errno = saved;
-	return h;
-}
-
-static int libbpf_quiet(enum libbpf_print_level level, const char *fmt,
-			va_list ap)
-{
-	if (level == LIBBPF_WARN)
-		return vfprintf(stderr, fmt, ap);
-	return 0;
-}
-
-static int fail(int *why, int rc, char *err, size_t errlen, const char *fmt,
-		const char *what)
-{
-	*why = rc;
-	snprintf(err, errlen, fmt, what);
-	return rc;
-}
-
-static int load_bpf(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
-{
-	struct nsdp_kern *skel;
-	int rc;
-
-	libbpf_set_print(libbpf_quiet);
-	skel = nsdp_kern__open();
-	if (!skel)
-		return fail(why, -errno, err, errlen,
-			    "kernel source: cannot open the BPF object: %s",
-			    strerror(errno));
-	k->skel = skel;
-	skel->rodata->filter_flags = NSDP_KERN_F_NETNS;
-	skel->rodata->filter_netns = k->netns_ino;
-	if (k->conf.zone_filter) {
-		skel->rodata->filter_flags |= NSDP_KERN_F_ZONE;
-		skel->rodata->filter_zone = k->conf.zone;
-	}
-	if (k->conf.mark_mask) {
-		skel->rodata->filter_flags |= NSDP_KERN_F_MARK;
-		skel->rodata->filter_mark = k->conf.mark;
-		skel->rodata->filter_mark_mask = k->conf.mark_mask;
-	}
-	if (k->conf.ignore_mark) {
-		skel->rodata->filter_flags |= NSDP_KERN_F_IGNORE_MARK;
-		skel->rodata->filter_ignore_mark = k->conf.ignore_mark;
-	}
-	bpf_map__set_max_entries(skel->maps.events, k->conf.ringbuf_bytes);
-	rc = nsdp_kern__load(skel);
-	if (rc == -EPERM || rc == -EACCES)
-		return fail(why, -EPERM, err, errlen,
-			    "kernel source: loading the BPF program was "
-			    "refused (%s): privileges missing; run as root "
-			    "(CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN)",
-			    strerror(-rc));
-	if (rc != 0)
-		return fail(why, rc, err, errlen,
-			    "kernel source: cannot load the BPF program: %s "
-			    "(libbpf said why above)",
-			    strerror(-rc));
-	rc = nsdp_kern__attach(skel);
-	if (rc != 0)
-		return fail(why, rc == -EPERM ? -EPERM : rc, err, errlen,
-			    "kernel source: cannot attach to "
-			    "tp_btf/net_dev_queue: %s",
-			    strerror(-rc));
-	k->rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, k,
-				 NULL);
-	if (!k->rb)
-		return fail(why, -errno, err, errlen,
-			    "kernel source: ring buffer: %s", strerror(errno));
-	return 0;
-}
-
-static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
-			size_t errlen)
-{
-	int rcvbuf =
-		k->conf.ends_rcvbuf ? (int)k->conf.ends_rcvbuf : EVENT_RCVBUF;
-
-	k->dump_h = nfct_open_in(netns_fd, 0);
-	if (!k->dump_h)
-		return fail(why, errno == EPERM ? -EPERM : -errno, err, errlen,
-			    "kernel source: ctnetlink: %s (needs "
-			    "CAP_NET_ADMIN and nf_conntrack_netlink)",
-			    strerror(errno));
-	nfct_callback_register(k->dump_h, NFCT_T_ALL, on_dumped, k);
-	if (!k->conf.ends)
-		return 0;
-	k->ends_h = nfct_open_in(netns_fd, NF_NETLINK_CONNTRACK_DESTROY);
-	if (!k->ends_h)
-		return fail(why, -errno, err, errlen,
-			    "kernel source: ctnetlink destroy events: %s",
-			    strerror(errno));
-	nfct_callback_register(k->ends_h, NFCT_T_DESTROY, on_destroyed, k);
-	fcntl(nfct_fd(k->ends_h), F_SETFL, O_NONBLOCK);
-	if (setsockopt(nfct_fd(k->ends_h), SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
-		       sizeof(rcvbuf)) != 0)
-		setsockopt(nfct_fd(k->ends_h), SOL_SOCKET, SO_RCVBUF, &rcvbuf,
-			   sizeof(rcvbuf));
-	return 0;
-}
-
-/* The live set, bounded by conntrack's limit (read after open_netlink:
- * the conntrack module is loaded then); only with ends. */
-static int open_live_set(struct nsdp_ksrc *k, int *why, char *err,
-			 size_t errlen)
-{
-	if (!k->conf.ends)
-		return 0;
-	k->live = nsdp_klive_create(nsdp_klive_bound_for(conntrack_max()));
-	if (!k->live)
-		return fail(why, -ENOMEM, err, errlen, "kernel source: %s",
-			    "out of memory");
-	return 0;
-}
-
-struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
-				   struct nsdp_lane *lane, int *why, char *err,
-				   size_t errlen)
-{
-	struct nsdp_ksrc *k;
-	struct epoll_event ev = {.events = EPOLLIN};
-	char path[128];
-	struct stat st;
-	int netns_fd = -1;
-
-	*why = 0;
-	if (access(BTF_PATH, R_OK) != 0) {
-		*why = -ENOENT;
-		snprintf(err, errlen,
-			 "kernel source: no kernel BTF (%s: %s); the kernel "
-			 "needs CONFIG_DEBUG_INFO_BTF=y",
-			 BTF_PATH, strerror(errno));
-		return NULL;
-	}
-	if (conf->netns[0])
-		snprintf(path, sizeof(path), "/run/netns/%s", conf->netns);
-	else
-		snprintf(path, sizeof(path), "/proc/self/ns/net");
-	netns_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (netns_fd < 0 || fstat(netns_fd, &st) != 0) {
-		*why = -ENOENT;
-		snprintf(err, errlen, "kernel source: network namespace %s: %s",
-			 path, strerror(errno));
-		if (netns_fd >= 0)
-			close(netns_fd);
-		return NULL;
-	}
-	k = calloc(1, sizeof(*k));
-	if (!k) {
-		*why = -ENOMEM;
-		snprintf(err, errlen, "out of memory");
-		close(netns_fd);
-		return NULL;
-	}
-	k->conf = *conf;
-	k->lane = lane;
-	k->epfd = -1;
-	k->netns_fd = -1;
-	k->netns_ino = (uint32_t)st.st_ino;
-	if (conf->netns[0])
-		k->netns_fd = netns_fd;
-	else
-		close(netns_fd);
-	netns_fd = -1;
-	k->ncpus = libbpf_num_possible_cpus();
-	if (k->ncpus <= 0 || load_bpf(k, why, err, errlen) != 0 ||
-	    open_netlink(k, k->netns_fd, why, err, errlen) != 0 ||
-	    open_live_set(k, why, err, errlen) != 0)
-		goto fail;
-	k->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (k->epfd < 0 ||
-	    epoll_ctl(k->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb),
-		      &ev) != 0 ||
-	    (k->ends_h &&
-	     epoll_ctl(k->epfd, EPOLL_CTL_ADD, nfct_fd(k->ends_h), &ev) != 0)) {
-		fail(why, -errno, err, errlen, "kernel source: epoll: %s",
-		     strerror(errno));
-		goto fail;
-	}
-	return k;
-fail:
-	if (!*why)
-		fail(why, -EINVAL, err, errlen, "kernel source: %s",
-		     "no possible CPUs");
-	if (netns_fd >= 0)
-		close(netns_fd);
-	nsdp_ksrc_free(k);
-	return NULL;
-}
 
 int nsdp_ksrc_start(struct nsdp_ksrc *k)
 {
@@ -760,7 +493,7 @@ static int on_table_entry(enum nf_conntrack_msg_type type,
 int64_t nsdp_ksrc_dump_table(const struct nsdp_ksrc *k, const char *path)
 {
 	struct table_file t = {.k = k};
-	struct nfct_handle *h = nfct_open_in(k->netns_fd, 0);
+	struct nfct_handle *h = nsdp_ksrc_nfct_open_in(k->netns_fd, 0);
 	uint32_t family = AF_INET;
 
 	if (!h)
@@ -778,23 +511,4 @@ int64_t nsdp_ksrc_dump_table(const struct nsdp_ksrc *k, const char *path)
 		t.n = -errno;
 	nfct_close(h);
 	return t.n;
-}
-
-void nsdp_ksrc_free(struct nsdp_ksrc *k)
-{
-	if (!k)
-		return;
-	nsdp_ksrc_stop(k);
-	if (k->epfd >= 0)
-		close(k->epfd);
-	if (k->netns_fd >= 0)
-		close(k->netns_fd);
-	if (k->ends_h)
-		nfct_close(k->ends_h);
-	if (k->dump_h)
-		nfct_close(k->dump_h);
-	ring_buffer__free(k->rb);
-	nsdp_kern__destroy(k->skel);
-	nsdp_klive_free(k->live);
-	free(k);
 }
