@@ -54,8 +54,9 @@
  * deleted); at its bound (twice nf_conntrack_max, nsdp_klive.h) an entry
  * is not tracked (untracked) and its end, if lost, is left to its timeout.
  *
- * Not here: opening the source (nsdp_ksrc_open.c: the BPF program loaded,
- * the ctnetlink sockets in the namespace, the live set), the BPF program
+ * Not here: opening the source (nsdp_ksrc_open.c, which calls into this
+ * file and never the reverse: the BPF program loaded, the ctnetlink
+ * sockets in the namespace, the live set), the BPF program
  * (nsdp_kern.bpf.c), the live set (nsdp_klive.c), the configuration and the REPORT line (agent/, tools/).
  */
 #include <arpa/inet.h>
@@ -87,6 +88,47 @@
 #include "nsdp_ksrc.h"
 
 #include "nsdp_ksrc_state.h"
+
+struct nfct_handle *nsdp_ksrc_nfct_open_in(int netns_fd, unsigned int groups)
+{
+	struct nfct_handle *h;
+	int own = -1, saved;
+
+	if (netns_fd >= 0) {
+		own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		if (own < 0 || setns(netns_fd, CLONE_NEWNET) != 0) {
+			saved = errno;
+			if (own >= 0)
+				close(own);
+			errno = saved;
+			return NULL;
+		}
+	}
+	h = nfct_open(CONNTRACK, groups);
+	saved = errno;
+	if (own >= 0) {
+		if (setns(own, CLONE_NEWNET) != 0)
+			abort(); /* would run on in the wrong namespace */
+		close(own);
+	}
+	errno = saved;
+	return h;
+}
+
+/* nf_conntrack_max: how many entries the namespace's table holds at most
+ * (the global limit, which every namespace reads). */
+uint64_t nsdp_ksrc_conntrack_max(void)
+{
+	unsigned long long max = 0;
+	FILE *f = fopen(CT_MAX_PATH, "r");
+
+	if (f) {
+		if (fscanf(f, "%llu", &max) != 1)
+			max = 0;
+		fclose(f);
+	}
+	return max ? max : CT_MAX_DEFAULT;
+}
 
 static uint64_t now_ns(clockid_t clk)
 {

@@ -8,12 +8,14 @@
  * or is not returned (why and err say what failed); nsdp_ksrc_free closes
  * what is open, after stopping the thread.
  *
+ * Calls down only: into nsdp_ksrc.c (the callbacks it registers, the
+ * ctnetlink opener, the thread's stop), never the other way.
+ *
  * Not here: the thread, the events and the dump-diff (nsdp_ksrc.c), the
  * BPF program (nsdp_kern.bpf.c).
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,47 +29,6 @@
 #include <bpf/libbpf.h>
 
 #include "nsdp_ksrc_state.h"
-
-struct nfct_handle *nsdp_ksrc_nfct_open_in(int netns_fd, unsigned int groups)
-{
-	struct nfct_handle *h;
-	int own = -1, saved;
-
-	if (netns_fd >= 0) {
-		own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-		if (own < 0 || setns(netns_fd, CLONE_NEWNET) != 0) {
-			saved = errno;
-			if (own >= 0)
-				close(own);
-			errno = saved;
-			return NULL;
-		}
-	}
-	h = nfct_open(CONNTRACK, groups);
-	saved = errno;
-	if (own >= 0) {
-		if (setns(own, CLONE_NEWNET) != 0)
-			abort(); /* would run on in the wrong namespace */
-		close(own);
-	}
-	errno = saved;
-	return h;
-}
-
-/* nf_conntrack_max: how many entries the namespace's table holds at most
- * (the global limit, which every namespace reads). */
-uint64_t nsdp_ksrc_conntrack_max(void)
-{
-	unsigned long long max = 0;
-	FILE *f = fopen(CT_MAX_PATH, "r");
-
-	if (f) {
-		if (fscanf(f, "%llu", &max) != 1)
-			max = 0;
-		fclose(f);
-	}
-	return max ? max : CT_MAX_DEFAULT;
-}
 
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt,
 			va_list ap)

@@ -70,7 +70,7 @@ int nsdp_ksrc_on_dumped(enum nf_conntrack_msg_type type,
 int nsdp_ksrc_on_destroyed(enum nf_conntrack_msg_type type,
 			   struct nf_conntrack *ct, void *arg);
 
-/* nsdp_ksrc_open.c: a ctnetlink handle opened in namespace netns_fd (-1:
+/* nsdp_ksrc.c: a ctnetlink handle opened in namespace netns_fd (-1:
  * this thread's), subscribed to groups; NULL with errno. */
 struct nfct_handle *nsdp_ksrc_nfct_open_in(int netns_fd, unsigned int groups);
 /* nf_conntrack_max: how many entries the namespace's table holds at most. */
