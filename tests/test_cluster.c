@@ -2,9 +2,12 @@
  * test_cluster.c - the store as nsa_cluster sees it, checked against real
  * redis-server processes: a 3-master cluster on 7500..7502 and a plain server
  * on 7510. 7518 and 7519 are never listened on: they are the dead seeds.
+ * The promotion epoch's durability runs on 3 masters with a replica each,
+ * 7520..7525.
  * Every fixture stops the stores it started, also when a test fails.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +15,8 @@
 #include <hiredis/hiredis.h>
 
 #include "nsa_cluster.h"
+#include "nsa_fence.h"
+#include "nsdp_time.h"
 #include "ns_slot.h"
 #include "nst_store.h"
 
@@ -20,6 +25,7 @@
 #define PLAIN_PORT 7510
 #define DEAD_PORT 7519
 #define DEAD_PORT2 7518
+#define REPLICATED_PORT 7520 /* 3 masters, 1 replica each: 7520-7525 */
 
 /* The topology is 33 KB: keep it off the test's stack. */
 static struct nsa_topology topo;
@@ -500,4 +506,126 @@ Test(cluster_plain, password_alone_authenticates_the_default_user)
 	cr_expect(r && r->type == REDIS_REPLY_STATUS);
 	freeReplyObject(r);
 	redisFree(c);
+}
+
+/* ---- the promotion epoch on masters with replicas ---- */
+
+static void replicated_up(void)
+{
+	if (nst_store_start_fresh(REPLICATED_PORT, CLUSTER_MASTERS, 1))
+		cr_assert_fail("store on port %d did not start",
+			       REPLICATED_PORT);
+}
+
+static void replicated_down(void)
+{
+	store_down(REPLICATED_PORT);
+}
+
+TestSuite(cluster_epoch, .init = replicated_up, .fini = replicated_down,
+	  .timeout = 120);
+
+/* The port of the master that owns natsync:epoch, as the first node that
+ * answers sees it. */
+static int epoch_master_port(void)
+{
+	struct timeval tv = {.tv_sec = 2};
+	int port = -1;
+
+	for (int p = REPLICATED_PORT; p < REPLICATED_PORT + 6 && port < 0;
+	     p++) {
+		redisContext *c = redisConnectWithTimeout("127.0.0.1", p, tv);
+
+		if (c && !c->err)
+			port = server_slot_master_port(
+				c, server_keyslot(c, NSA_EPOCH_KEY,
+						  strlen(NSA_EPOCH_KEY)));
+		if (c)
+			redisFree(c);
+	}
+	cr_assert_gt(port, 0);
+	return port;
+}
+
+/* The pid of the replica of the master on port (ROLE names its master). */
+static int replica_pid_of(int master_port)
+{
+	char path[512];
+	FILE *f;
+	int pid = 0;
+
+	snprintf(path, sizeof(path), "%s/replica-pid", nst_build("tests/run"));
+	cr_assert_eq(nst_sh("for p in $(seq %d %d); do "
+			    "[ \"$(redis-cli -p $p ROLE | sed -n 3p)\" = %d ] "
+			    "&& redis-cli -p $p INFO server | "
+			    "sed -n 's/^process_id:\\([0-9]*\\).*/\\1/p'; "
+			    "done >%s; true",
+			    REPLICATED_PORT, REPLICATED_PORT + 5, master_port,
+			    path),
+		     0);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_eq(fscanf(f, "%d", &pid), 1, "no replica of %d", master_port);
+	fclose(f);
+	return pid;
+}
+
+/* An epoch no replica acknowledged is never handed out: with the epoch
+ * master's replica stopped (SIGSTOP), INCRBY succeeds on the master but
+ * WAIT 1 gets no acknowledgement, and nsa_store_incr refuses that value
+ * rather than return one that a failover to that replica would issue
+ * again. Once the replica runs, the next call returns the value after the
+ * one left unused. */
+Test(cluster_epoch, an_epoch_no_replica_acknowledged_is_never_handed_out)
+{
+	const int ports[] = {REPLICATED_PORT};
+	int64_t e0, e;
+	int pid;
+
+	conf_seeds(ports, 1);
+	conf.epoch_wait_ms = 300;
+	e0 = nsa_store_incr(&conf, NSA_EPOCH_KEY, 0, err, sizeof(err));
+	cr_assert_gt(e0, 0, "%s", err);
+	pid = replica_pid_of(epoch_master_port());
+	cr_assert_eq(kill(pid, SIGSTOP), 0);
+	e = nsa_store_incr(&conf, NSA_EPOCH_KEY, 0, err, sizeof(err));
+	kill(pid, SIGCONT);
+	cr_assert_eq(e, -ETIMEDOUT, "epoch %lld handed out, no replica had it",
+		     (long long)e);
+	cr_expect(strstr(err, "no replica acknowledged within 300 ms"), "%s",
+		  err);
+	cr_expect(strstr(err, "left unused"), "%s", err);
+	e = nsa_store_incr(&conf, NSA_EPOCH_KEY, 0, err, sizeof(err));
+	cr_assert_eq(e, e0 + 2, "%s", err);
+}
+
+/* The epoch key's master dies (SIGKILL) right after an epoch was handed
+ * out; its replica takes over, and the next epoch is above the one
+ * handed out. */
+Test(cluster_epoch, the_next_epoch_after_the_masters_failover_is_above)
+{
+	const int ports[] = {REPLICATED_PORT,	  REPLICATED_PORT + 1,
+			     REPLICATED_PORT + 2, REPLICATED_PORT + 3,
+			     REPLICATED_PORT + 4, REPLICATED_PORT + 5};
+	int64_t e1, e2 = -1;
+	int master, tries;
+
+	conf_seeds(ports, 6);
+	conf.epoch_wait_ms = 1000;
+	e1 = nsa_store_incr(&conf, NSA_EPOCH_KEY, 0, err, sizeof(err));
+	cr_assert_gt(e1, 0, "%s", err);
+	master = epoch_master_port();
+	cr_assert_eq(nst_sh("kill -9 $(redis-cli -p %d INFO server | sed -n "
+			    "'s/^process_id:\\([0-9]*\\).*/\\1/p')",
+			    master),
+		     0);
+	/* The replica is promoted after the node timeout (2 s). */
+	for (tries = 0; tries < 150 && e2 < 0; tries++) {
+		e2 = nsa_store_incr(&conf, NSA_EPOCH_KEY, 0, err, sizeof(err));
+		if (e2 < 0)
+			nsdp_sleep_ms(100);
+	}
+	cr_assert_gt(e2, e1, "epoch after the failover: %lld (%s)",
+		     (long long)e2, err);
+	cr_expect_neq(epoch_master_port(), master);
 }

@@ -124,6 +124,17 @@ int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
 	}
 	if (r->type == REDIS_REPLY_INTEGER) {
 		rc = r->integer;
+		if (conf->epoch_wait_ms > 0 &&
+		    nsa_store_wait_replica(c, conf->epoch_wait_ms, err,
+					   errlen) < 0) {
+			/* A replica promoted now could issue rc again. */
+			size_t l = strlen(err);
+
+			nsa_set_err(err + l, errlen - l,
+				    ": %s %lld left unused, not durable", key,
+				    r->integer);
+			rc = -ETIMEDOUT;
+		}
 	} else {
 		nsa_set_err(err, errlen, "INCRBY %s: %s", key,
 			    r->type == REDIS_REPLY_ERROR ? r->str

@@ -3,7 +3,8 @@
  * a stale active out of it.
  *
  * One counter, natsync:epoch, issues every promotion's epoch (INCRBY: no
- * two promotions get the same one). A promoted gateway then raises the
+ * two promotions get the same one; WAIT for a replica, so that a failover
+ * of its master cannot issue it twice). A promoted gateway then raises the
  * fence: on every master it closes every connection named
  * NSA_WRITER_NAME. Writers name each connection before they read the
  * counter, and read it on every (re)connection before they write on it;
@@ -27,8 +28,11 @@
 /* Increment key atomically to a value above floor, on the master that owns
  * its slot (following one MOVED), with a fresh connection: for rare,
  * one-off counters such as the gateways' promotion epoch. Every call
- * returns a different value. The new value, or a negative errno with a
- * reason in err. */
+ * returns a different value. Where that master has replicas and
+ * conf->epoch_wait_ms is set, the value is returned only once a replica
+ * acknowledged it (WAIT 1): one that a promoted replica could issue again
+ * is never returned (-ETIMEDOUT; the next call takes the next value). The
+ * new value, or a negative errno with a reason in err. */
 int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
 		       int64_t floor, char *err, size_t errlen);
 

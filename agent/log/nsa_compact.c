@@ -420,7 +420,7 @@ static int round_commit(struct round *r)
 		rc = nsa_checkpoint_settle(&r->nr[i].cp);
 		r->done->parts += r->nr[i].cp.index;
 		if (rc == 0)
-			rc = nsa_compact_wait(r->nr[i].c, wait_ms, r->err,
+			rc = nsa_store_wait_replica(r->nr[i].c, wait_ms, r->err,
 					      r->errlen);
 	}
 	if (rc == 0) {

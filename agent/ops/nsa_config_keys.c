@@ -63,6 +63,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_STR("store", "password_file", password_file, "", "File holding the store password on one line (see Secret files); empty = no AUTH. The password is never printed."),
 	NSA_STR("store", "batch_key_file", batch_key_file, "", "File holding the batch key on one line (see Secret files). With it an active signs every batch and a standby applies only batches signed with it; empty = unsigned batches."),
 	NSA_NUM("store", "connect_timeout_ms", store.connect_timeout_ms, 1, 600000, "1000", "Timeout of each connect to a store node, ms."),
+	NSA_NUM("store", "epoch_wait_ms", store.epoch_wait_ms, 0, 600000, "1000", "A promotion epoch taken from the store (`INCRBY natsync:epoch`) is used only once a replica acknowledged it (`WAIT 1`) within this many ms, where the epoch key's master has replicas; otherwise it is left unused and the next one is asked for (a replica promoted before it got the increment could issue the same epoch again). A master without replicas is not waited for. `0` = no `WAIT`."),
 	NSA_ENUM("store", "publish", store.publish, nsa_publish_names, "auto", "Notifications: `sharded` (SPUBLISH/SSUBSCRIBE, Redis 7), `classic` (PUBLISH/SUBSCRIBE), `auto` (SPUBLISH where the server has it, else PUBLISH)."),
 
 	/* [store] layout (the log layout) */

@@ -34,6 +34,9 @@ struct nsa_store_conf {
 	char user[64]; /* empty: AUTH with the password alone */
 	char password[256]; /* empty: no AUTH */
 	int connect_timeout_ms;
+	/* After INCRBY of a counter (the promotion epoch): WAIT for a
+	 * replica this long where the master has one; 0 = no WAIT. */
+	unsigned int epoch_wait_ms;
 	enum nsa_publish_mode publish;
 	enum nsa_layout layout;
 };

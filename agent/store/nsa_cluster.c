@@ -457,3 +457,68 @@ int nsa_topology_find(const struct nsa_topology *t, const struct nsa_addr *addr)
 			return (int)i;
 	return -1;
 }
+
+int nsa_store_replicas(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "CLUSTER NODES");
+	char me[48] = "";
+	const char *line;
+	int n = 0;
+
+	if (r && r->type == REDIS_REPLY_STRING) {
+		/* "<id> <addr> <flags> <master id> ...": the replicas of the
+		 * line flagged myself, but those the cluster marked failed. */
+		line = strstr(r->str, "myself");
+		while (line && line > r->str && line[-1] != '\n')
+			line--;
+		if (line)
+			sscanf(line, "%47s", me);
+		for (line = r->str; me[0] && line && *line;) {
+			char flags[128], master[48];
+
+			if (sscanf(line, "%*s %*s %127s %47s", flags, master) ==
+				    2 &&
+			    strcmp(master, me) == 0 &&
+			    strstr(flags, "slave") != NULL &&
+			    strstr(flags, "fail") == NULL)
+				n++;
+			line = strchr(line, '\n');
+			line = line ? line + 1 : NULL;
+		}
+		freeReplyObject(r);
+		return n;
+	}
+	if (r)
+		freeReplyObject(r);
+	/* A plain server: its connected replicas (ROLE). */
+	r = redisCommand(c, "ROLE");
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+	    r->element[2]->type == REDIS_REPLY_ARRAY)
+		n = (int)r->element[2]->elements;
+	if (r)
+		freeReplyObject(r);
+	return n;
+}
+
+int nsa_store_wait_replica(redisContext *c, unsigned int wait_ms, char *err,
+			   size_t errlen)
+{
+	redisReply *r;
+	int ok;
+
+	if (nsa_store_replicas(c) == 0)
+		return 0;
+	r = redisCommand(c, "WAIT 1 %u",
+			 wait_ms ? wait_ms : NSA_STORE_WAIT_MS_DEFAULT);
+	ok = r && r->type == REDIS_REPLY_INTEGER && r->integer >= 1;
+	if (!ok)
+		nsa_set_err(err, errlen,
+			    "%s:%d: no replica acknowledged within %u ms%s%s",
+			    c->tcp.host, c->tcp.port,
+			    wait_ms ? wait_ms : NSA_STORE_WAIT_MS_DEFAULT,
+			    r && r->type == REDIS_REPLY_ERROR ? ": " : "",
+			    r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+	if (r)
+		freeReplyObject(r);
+	return ok ? 0 : -ETIMEDOUT;
+}

@@ -69,6 +69,17 @@ void nsa_topology_channel(const struct nsa_topology *t, unsigned int node,
 int nsa_topology_find(const struct nsa_topology *t,
 		      const struct nsa_addr *addr);
 
+/* The replicas of the master of c the cluster does not hold failed
+ * (CLUSTER NODES; ROLE's connected ones on a plain server). */
+int nsa_store_replicas(redisContext *c);
+
+#define NSA_STORE_WAIT_MS_DEFAULT 1000
+/* When the master of c has replicas: WAIT until one acknowledged what c
+ * wrote, wait_ms at most (0: NSA_STORE_WAIT_MS_DEFAULT). 0, or -ETIMEDOUT
+ * with the reason in err. */
+int nsa_store_wait_replica(redisContext *c, unsigned int wait_ms, char *err,
+			   size_t errlen);
+
 /* Format a reason into err (errlen bytes; nothing when err is NULL). */
 void nsa_set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

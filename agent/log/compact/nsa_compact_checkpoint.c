@@ -43,7 +43,6 @@
 #define NSA_EXPIRE_PIPELINE 1024
 /* Checkpoint SETs whose replies may be due at once (192 KiB each). */
 #define NSA_CHECKPOINT_INFLIGHT 8
-#define NSA_WAIT_MS_DEFAULT 1000
 
 int nsa_checkpoint_open(struct nsa_checkpoint *cp, redisContext *c,
 			uint16_t slot, const struct nsa_compact_round *rd,
@@ -195,71 +194,6 @@ int nsa_compact_replies(redisContext *c, unsigned int n, char *err,
 	return rc;
 }
 
-int nsa_compact_replicas(redisContext *c)
-{
-	redisReply *r = redisCommand(c, "CLUSTER NODES");
-	char me[48] = "";
-	const char *line;
-	int n = 0;
-
-	if (r && r->type == REDIS_REPLY_STRING) {
-		/* "<id> <addr> <flags> <master id> ...": the replicas of the
-		 * line flagged myself, but those the cluster marked failed. */
-		line = strstr(r->str, "myself");
-		while (line && line > r->str && line[-1] != '\n')
-			line--;
-		if (line)
-			sscanf(line, "%47s", me);
-		for (line = r->str; me[0] && line && *line;) {
-			char flags[128], master[48];
-
-			if (sscanf(line, "%*s %*s %127s %47s", flags, master) ==
-				    2 &&
-			    strcmp(master, me) == 0 &&
-			    strstr(flags, "slave") != NULL &&
-			    strstr(flags, "fail") == NULL)
-				n++;
-			line = strchr(line, '\n');
-			line = line ? line + 1 : NULL;
-		}
-		freeReplyObject(r);
-		return n;
-	}
-	if (r)
-		freeReplyObject(r);
-	/* A plain server: its connected replicas (ROLE). */
-	r = redisCommand(c, "ROLE");
-	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-	    r->element[2]->type == REDIS_REPLY_ARRAY)
-		n = (int)r->element[2]->elements;
-	if (r)
-		freeReplyObject(r);
-	return n;
-}
-
-int nsa_compact_wait(redisContext *c, unsigned int wait_ms, char *err,
-		     size_t errlen)
-{
-	redisReply *r;
-	int ok;
-
-	if (nsa_compact_replicas(c) == 0)
-		return 0;
-	r = redisCommand(c, "WAIT 1 %u",
-			 wait_ms ? wait_ms : NSA_WAIT_MS_DEFAULT);
-	ok = r && r->type == REDIS_REPLY_INTEGER && r->integer >= 1;
-	if (!ok)
-		nsa_set_err(err, errlen,
-			    "%s:%d: no replica acknowledged within %u ms%s%s",
-			    c->tcp.host, c->tcp.port,
-			    wait_ms ? wait_ms : NSA_WAIT_MS_DEFAULT,
-			    r && r->type == REDIS_REPLY_ERROR ? ": " : "",
-			    r && r->type == REDIS_REPLY_ERROR ? r->str : "");
-	if (r)
-		freeReplyObject(r);
-	return ok ? 0 : -ETIMEDOUT;
-}
-
 /* A MOVED or ASK reply's target "host:port" into addr: 1 for ASK, 0 for
  * MOVED, -1 for any other reply. */
 static int redirect_of(const redisReply *r, struct nsa_addr *addr)
@@ -367,7 +301,8 @@ int nsa_compact_mark_write(const struct nsa_store_conf *conf, redisContext *c,
 	if (r)
 		freeReplyObject(r);
 	if (rc == 0)
-		rc = nsa_compact_wait(moved ? moved : c, wait_ms, err, errlen);
+		rc = nsa_store_wait_replica(moved ? moved : c, wait_ms, err,
+					    errlen);
 	if (moved)
 		redisFree(moved);
 	return rc;

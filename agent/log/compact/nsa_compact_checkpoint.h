@@ -38,16 +38,6 @@ void nsa_checkpoint_close(struct nsa_checkpoint *cp);
 int nsa_compact_replies(redisContext *c, unsigned int n, char *err,
 			size_t errlen);
 
-/* The replicas of the master of c the cluster does not hold failed
- * (CLUSTER NODES; ROLE's connected ones on a plain server). */
-int nsa_compact_replicas(redisContext *c);
-
-/* When the master of c has replicas: WAIT until one acknowledged what c
- * wrote, wait_ms at most (0: 1000). 0, or -ETIMEDOUT with the reason in
- * err. */
-int nsa_compact_wait(redisContext *c, unsigned int wait_ms, char *err,
-		     size_t errlen);
-
 /* A command on c; when the reply is MOVED or ASK, again on a connection
  * of its own to the target (named as a writer; after ASKING for ASK), up
  * to three times, the last left in *moved for the caller to use and free
