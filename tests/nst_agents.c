@@ -13,6 +13,7 @@
 
 #include <criterion/criterion.h>
 
+#include "ns_record.h"
 #include "nsdp_time.h"
 #include "nst_agents.h"
 #include "nst_store.h"
@@ -201,4 +202,68 @@ void nst_verify_exact(const char *seeds, int standby_pid,
 		      source, min_sessions);
 	cr_assert_eq(store, source);
 	cr_assert_eq(standby, source);
+}
+
+/* The first line of a file of the run directory into line (newline cut). */
+static void first_line(const char *file, char *line, size_t cap)
+{
+	FILE *f = fopen(nst_run_path(file), "r");
+
+	cr_assert_not_null(f, "no %s", nst_run_path(file));
+	if (fgets(line, (int)cap, f) == NULL)
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+}
+
+static int verify_get(const char *seeds, const char *tuple)
+{
+	return nst_sh("%s -S %s -L %s --get %s >%s 2>&1",
+		      nst_build("tools/natsync-verify"), seeds, agents_layout,
+		      tuple, nst_run_path("get.out"));
+}
+
+static void tuple_text(const struct ns_session *s, char *buf, size_t cap)
+{
+	const struct ns_tuple *t = &s->orig;
+
+	snprintf(buf, cap, "%u:%u.%u.%u.%u:%u-%u.%u.%u.%u:%u", s->proto,
+		 t->saddr >> 24, (t->saddr >> 16) & 0xff,
+		 (t->saddr >> 8) & 0xff, t->saddr & 0xff, t->sport,
+		 t->daddr >> 24, (t->daddr >> 16) & 0xff,
+		 (t->daddr >> 8) & 0xff, t->daddr & 0xff, t->dport);
+}
+
+void nst_verify_get(const char *seeds, unsigned int n)
+{
+	const size_t len = ns_record_wire_len(NS_FAMILY_IPV4);
+	FILE *f = fopen(nst_run_path("source.tbl"), "rb");
+	uint8_t buf[NS_RECORD_MAX_LEN];
+	char tuple[96], want[512], got[512];
+	struct ns_session s;
+	long records;
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+	records = ftell(f) / (long)len;
+	cr_assert_geq(records, (long)n);
+	for (unsigned int i = 0; i < n; i++) {
+		long at = records / (long)n * (long)i;
+
+		cr_assert_eq(fseek(f, at * (long)len, SEEK_SET), 0);
+		cr_assert_eq(fread(buf, 1, len, f), len);
+		cr_assert_gt(ns_record_decode(buf, len, &s), 0);
+		tuple_text(&s, tuple, sizeof(tuple));
+		cr_assert_eq(verify_get(seeds, tuple), 0, "--get %s; see %s",
+			     tuple, nst_run_path("get.out"));
+		cr_assert_gt(ns_record_to_json(&s, want, sizeof(want)), 0);
+		first_line("get.out", got, sizeof(got));
+		cr_assert_str_eq(got, want, "--get %s", tuple);
+	}
+	fclose(f);
+	/* TEST-NET-1 and port 1: no source flow has it. */
+	cr_assert_eq(verify_get(seeds, "udp:192.0.2.1:1-192.0.2.2:1"), 1);
+	first_line("get.out", got, sizeof(got));
+	cr_assert(strstr(got, "not in the store"), "%s", got);
+	cr_assert_eq(verify_get(seeds, "tcp:192.0.2.1:1"), 2);
 }

@@ -78,4 +78,10 @@ void nst_verify_counts(unsigned long *store, unsigned long *source,
 void nst_verify_exact(const char *seeds, int standby_pid,
 		      unsigned long min_sessions);
 
+/* Assert that natsync-verify --get prints, for n sessions spread over the
+ * source's final table (source.tbl), exactly the source's record, and
+ * says "not in the store" (exit 1) for a tuple the table lacks and refuses
+ * a malformed tuple (exit 2). */
+void nst_verify_get(const char *seeds, unsigned int n);
+
 #endif

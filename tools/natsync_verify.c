@@ -14,14 +14,23 @@
  * may use) is never compared: what it could hold is not the table. A store
  * value under the session prefix that is not a record is a difference. It
  * never writes to the store.
+ *
+ * --get TUPLE prints one session as the store holds it, in either layout:
+ * the master that owns its key is loaded as a standby loads it (the keys,
+ * or the log's segments and checkpoints merged), and the session of that
+ * tuple, if any, is printed as JSON. Exit status 0 found, 1 not in the
+ * store, 2 bad options or a store it cannot read.
  */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -147,9 +156,35 @@ static void store_count_bad(void *arg, uint64_t n)
 	t->bad += n;
 }
 
-/* Every master's sessions, read as the standby loads them (SCAN + MGET);
- * in the log layout only segments signed with conf's batch key, if any. */
-static int table_read_store(struct table *t, const struct nsa_config *conf)
+/* Load master node into sink as a standby does: 0 or -EIO, printed. */
+static int node_read(const struct nsa_store_conf *sc,
+		     const struct nsa_topology *topo, unsigned int node,
+		     const struct nsa_loader_sink *sink)
+{
+	char err[512];
+	int lr = NSA_LOADER_FAILED;
+
+	/* Log layout: a load that a compaction round overtook gave nothing;
+	 * it is read again (a round per load at most, so a few tries
+	 * suffice). */
+	for (int try = 0; try < VERIFY_LOAD_TRIES; try++) {
+		lr = nsa_loader_run(sc, topo, node, 0, sink, STORE_TIMEOUT_MS,
+				    err, sizeof(err));
+		if (lr != NSA_LOADER_RACED)
+			break;
+	}
+	if (lr == NSA_LOADER_DONE)
+		return 0;
+	fprintf(stderr, "natsync-verify: store: %s\n", err);
+	return -EIO;
+}
+
+/* The sessions of every master (only_slot < 0) or of the master that owns
+ * only_slot, read as the standby loads them (GETKEYSINSLOT or SCAN, then
+ * MGET; the log's segments and checkpoints merged); in the log layout only
+ * segments signed with conf's batch key, if any. */
+static int table_read_store(struct table *t, const struct nsa_config *conf,
+			    int only_slot)
 {
 	const struct nsa_store_conf *sc = &conf->store;
 	struct nsa_topology *topo = calloc(1, sizeof(*topo));
@@ -170,23 +205,9 @@ static int table_read_store(struct table *t, const struct nsa_config *conf)
 		free(topo);
 		return -EIO;
 	}
-	for (unsigned int i = 0; i < topo->n_nodes; i++) {
-		int lr;
-
-		/* Log layout: a load that a compaction round overtook gave
-		 * nothing; it is read again (a round per load at most, so a
-		 * few tries suffice). */
-		for (int try = 0; try < VERIFY_LOAD_TRIES; try++) {
-			lr = nsa_loader_run(sc, topo, i, 0, &sink,
-					    STORE_TIMEOUT_MS, err, sizeof(err));
-			if (lr != NSA_LOADER_RACED)
-				break;
-		}
-		if (lr != NSA_LOADER_DONE) {
-			fprintf(stderr, "natsync-verify: store: %s\n", err);
-			rc = -EIO;
-			break;
-		}
+	for (unsigned int i = 0; i < topo->n_nodes && rc == 0; i++) {
+		if (only_slot < 0 || topo->slot_node[only_slot] == i)
+			rc = node_read(sc, topo, i, &sink);
 	}
 	free(topo);
 	if (rc == 0 && t->oom) {
@@ -203,6 +224,79 @@ static int table_read_store(struct table *t, const struct nsa_config *conf)
 			t->bad);
 	qsort(t->s, t->n, sizeof(*t->s), flow_cmp);
 	return rc;
+}
+
+/* "PROTO:SADDR:SPORT-DADDR:DPORT" (proto tcp, udp, icmp or a number; for
+ * ICMP the ports are the echo identifier and 0) into proto and orig. */
+static int tuple_parse(const char *text, uint8_t *proto, struct ns_tuple *orig)
+{
+	char p[16], sa[64], da[64];
+	unsigned int sp, dp, n;
+	struct in_addr a;
+	int used = 0;
+
+	if (sscanf(text, "%15[^:]:%63[^:]:%u-%63[^:]:%u%n", p, sa, &sp, da, &dp,
+		   &used) != 5 ||
+	    text[used] != '\0' || sp > 65535 || dp > 65535)
+		return -EINVAL;
+	if (strcasecmp(p, "tcp") == 0)
+		*proto = IPPROTO_TCP;
+	else if (strcasecmp(p, "udp") == 0)
+		*proto = IPPROTO_UDP;
+	else if (strcasecmp(p, "icmp") == 0)
+		*proto = IPPROTO_ICMP;
+	else if (sscanf(p, "%u%n", &n, &used) == 1 && p[used] == '\0' &&
+		 n > 0 && n < 256)
+		*proto = (uint8_t)n;
+	else
+		return -EINVAL;
+	if (inet_pton(AF_INET, sa, &a) != 1)
+		return -EINVAL;
+	orig->saddr = ntohl(a.s_addr);
+	if (inet_pton(AF_INET, da, &a) != 1)
+		return -EINVAL;
+	orig->daddr = ntohl(a.s_addr);
+	orig->sport = (uint16_t)sp;
+	orig->dport = (uint16_t)dp;
+	return 0;
+}
+
+/* --get: the session of tuple as the store holds it. 0 printed, 1 not in
+ * the store, 2 an error (printed). */
+static int get_session(const struct nsa_config *conf, const char *tuple)
+{
+	struct table t = {.name = "store"};
+	struct ns_session want;
+	uint8_t key[NS_KEY_LEN];
+	char js[512];
+	int found = -1;
+
+	memset(&want, 0, sizeof(want));
+	if (tuple_parse(tuple, &want.proto, &want.orig) < 0) {
+		fprintf(stderr,
+			"natsync-verify: --get: '%s' is not "
+			"PROTO:SADDR:SPORT-DADDR:DPORT (e.g. "
+			"tcp:10.0.0.1:40000-198.51.100.7:443)\n",
+			tuple);
+		return 2;
+	}
+	ns_key_build(want.proto, &want.orig, key);
+	if (table_read_store(&t, conf, ns_key_slot(key, NS_KEY_LEN)) < 0) {
+		free(t.s);
+		return 2;
+	}
+	for (size_t i = 0; i < t.n && found < 0; i++)
+		if (ns_session_same_flow(&t.s[i], &want))
+			found = (int)i;
+	if (found >= 0) {
+		ns_record_to_json(&t.s[found], js, sizeof(js));
+		printf("%s\n", js);
+	} else {
+		fprintf(stderr, "natsync-verify: %s: not in the store\n",
+			tuple);
+	}
+	free(t.s);
+	return found >= 0 ? 0 : 1;
 }
 
 static void show_only(const struct table *t, const struct ns_session *s)
@@ -325,6 +419,11 @@ static void usage(FILE *out)
 		"  -t, --timeout SECS      retry until equal for SECS (default "
 		"0)\n"
 		"  -n, --no-store          do not read the store\n"
+		"  -g, --get TUPLE         print the session of TUPLE\n"
+		"                          (PROTO:SADDR:SPORT-DADDR:DPORT, the\n"
+		"                          inside tuple) as the store holds\n"
+		"                          it, as JSON, in either layout;\n"
+		"                          exit 0 found, 1 not in the store\n"
 		"  -i, --identity          compare protocol, tuples and "
 		"gateway\n"
 		"                          only, not timeouts, stamps, epochs\n"
@@ -351,6 +450,7 @@ int main(int argc, char **argv)
 		{"no-store", no_argument, NULL, 'n'},
 		{"identity", no_argument, NULL, 'i'},
 		{"layout", required_argument, NULL, 'L'},
+		{"get", required_argument, NULL, 'g'},
 		NSA_CLI_HELP_LONGOPTS,
 	};
 	/* A gateway's file, [gateway] included, is accepted as it is. */
@@ -359,14 +459,14 @@ int main(int argc, char **argv)
 	struct nsa_cli cli = {.prog = "natsync-verify", .usage = usage};
 	struct table store = {.name = "store"}, source = {.name = "source"},
 		     standby = {.name = "standby"};
-	const char *source_path = NULL, *standby_path = NULL;
+	const char *source_path = NULL, *standby_path = NULL, *get = NULL;
 	char set[1100];
 	double timeout = 0, t0;
 	pid_t pid = 0;
-	int opt, use_store = 1, equal = 0;
+	int opt, use_store = 1, equal = 0, standby_opt = 0;
 
 	ngw_config_defaults(&gconf);
-	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:niL:hV", opts,
+	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:niL:g:hV", opts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'c':
@@ -396,6 +496,7 @@ int main(int argc, char **argv)
 			break;
 		case 'b':
 			standby_path = optarg;
+			standby_opt = 1;
 			break;
 		case 'p':
 			pid = (pid_t)atoi(optarg);
@@ -416,6 +517,9 @@ int main(int argc, char **argv)
 		case 'i':
 			identity_only = 1;
 			break;
+		case 'g':
+			get = optarg;
+			break;
 		default:
 			return nsa_cli_help_option(&cli, opt);
 		}
@@ -434,6 +538,15 @@ int main(int argc, char **argv)
 	conf->role = NSA_ROLE_STANDBY;
 	if (nsa_cli_finish(&cli, conf))
 		return 2;
+	if (get != NULL) {
+		/* A dump path from the file is not asked for: ignored. */
+		if (source_path || pid || standby_opt || !use_store) {
+			fprintf(stderr, "natsync-verify: --get reads the store "
+					"alone\n");
+			return 2;
+		}
+		return get_session(conf, get);
+	}
 	if (source_path && table_read_file(&source, source_path) < 0)
 		goto refused;
 
@@ -441,7 +554,7 @@ int main(int argc, char **argv)
 	for (;;) {
 		int ok = 1;
 
-		if (use_store && table_read_store(&store, conf) < 0)
+		if (use_store && table_read_store(&store, conf, -1) < 0)
 			goto refused;
 		if (pid && request_dump(pid, standby_path) < 0)
 			goto refused;
