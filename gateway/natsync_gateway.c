@@ -181,13 +181,15 @@ static int gw_status(struct gw *g, char *reply, size_t len)
 	gw_unstick(g);
 	/* Stuck is an error: --ctl status exits 1. */
 	snprintf(reply, len,
-		 "%s mode=%s epoch=%u gateway_id=%u sessions=%" PRIu64
+		 "%s mode=%s epoch=%u%s gateway_id=%u sessions=%" PRIu64
 		 " synced=%s ports_in_use=%" PRIu64 " created=%" PRIu64
 		 " recorded=%" PRIu64 " record_drops=%" PRIu64 "\n",
 		 g->stuck ? "error" : "ok", gw_mode_name(g),
-		 nsdp_nat_epoch(g->nat), g->conf.agent.gateway_id, ts.live,
-		 ss.synced ? "yes" : "no", nsdp_nat_ports_in_use(g->nat),
-		 ns.created, ns.recorded, ns.record_drops);
+		 nsdp_nat_epoch(g->nat),
+		 g->provisional ? " provisional=yes" : "",
+		 g->conf.agent.gateway_id, ts.live, ss.synced ? "yes" : "no",
+		 nsdp_nat_ports_in_use(g->nat), ns.created, ns.recorded,
+		 ns.record_drops);
 	return 0;
 }
 
@@ -405,6 +407,15 @@ static int gw_setup(struct gw *g)
 	struct nsdp_nat_conf nc = g->conf.gw.nat;
 	unsigned int lcore;
 
+	g->store_quick = g->conf.agent.store;
+	g->store_quick.connect_timeout_ms = (int)g->conf.gw.promote_wait_ms;
+	g->store_quick.io_timeout_ms = (int)g->conf.gw.promote_wait_ms;
+	if (g->store_quick.epoch_wait_ms > g->conf.gw.promote_wait_ms)
+		g->store_quick.epoch_wait_ms = g->conf.gw.promote_wait_ms;
+	g->store_loop = g->conf.agent.store;
+	g->store_loop.connect_timeout_ms = GW_STORE_LOOP_MS;
+	g->store_loop.io_timeout_ms = GW_STORE_LOOP_MS;
+
 	lcore = rte_get_next_lcore(-1, 1, 0);
 	if (lcore >= RTE_MAX_LCORE) {
 		NSA_ERR("the gateway needs a forwarding lcore besides the "
@@ -495,6 +506,7 @@ static int gw_run(struct gw *g, double duration)
 		if (nsa_metrics_wait(g->metrics, 50, g->listen_fd))
 			control_serve(g);
 		gw_unstick(g);
+		gw_register_provisional(g, t);
 		gw_check_fence(g, t);
 		if (want_active && t >= next_promote) {
 			struct nsa_standby_stats ss;

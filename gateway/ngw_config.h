@@ -41,6 +41,9 @@ struct ngw_gateway_conf {
 	/* While active: how often the store's epoch is read (a newer one
 	 * demotes the gateway), ms. */
 	unsigned int fence_check_ms;
+	/* A promotion's first try for a store epoch waits at most this long;
+	 * then it forwards on a provisional epoch, ms. */
+	unsigned int promote_wait_ms;
 };
 
 struct ngw_config {

@@ -21,6 +21,10 @@
 /* A gateway configured active that cannot promote (no epoch from the
  * store) tries again this often. So does a fence not raised everywhere. */
 #define GW_RETRY_MS 1000
+/* Each connect and reply of the control loop's own store calls (the
+ * fence, its watch, a provisional epoch made known), so that a store
+ * that hangs does not hold the control socket for long, ms. */
+#define GW_STORE_LOOP_MS 200
 /* How long a promotion waits for the subscriber to apply what the old
  * active published before the fence. */
 #define GW_BARRIER_MS 1000
@@ -47,6 +51,14 @@ struct gw {
 	double next_fence_check, next_fence_raise;
 	int fence_raised; /* every master closed the old writers */
 	int fence_read_failing;
+	/* The store as a promotion's first try and the control loop ask it:
+	 * each connect and reply bounded by promote_wait_ms (the first try)
+	 * or GW_STORE_LOOP_MS (the loop's own reads and writes). */
+	struct nsa_store_conf store_quick, store_loop;
+	/* Active on a provisional epoch (nsa_fence.h) not yet made known to
+	 * the store: the epoch, else 0; the next try to make it known. */
+	uint32_t provisional;
+	double next_register;
 	/* A promotion failed and the lcore has not confirmed that it is a
 	 * standby: it may still write the table, so the subscriber must not
 	 * (gw_unstick). */
@@ -65,6 +77,9 @@ const char *gw_mode_name(const struct gw *g);
 /* While active, at every loop: demote when a newer epoch took over, and
  * retry a fence not raised everywhere. */
 void gw_check_fence(struct gw *g, double t);
+/* While active on a provisional epoch, every GW_RETRY_MS: make it known
+ * to the store, then fence; demote when a newer epoch is there. */
+void gw_register_provisional(struct gw *g, double t);
 
 /* ngw_metrics.c: [metrics] listen served from the main loop (0, or -1
  * said), and the health /readyz and the control socket's "health" tell:

@@ -2,10 +2,13 @@
  * ngw_promote.c - natsync-gateway's promotion and demotion, and the fence
  * that keeps an old active out of the store (agent/fence/nsa_fence.h).
  *
- * A promotion takes its epoch from the store (never one of its own making),
- * closes older writers' connections on every master, lets the subscriber
- * apply what the old active published before that (the barrier), and only
- * then hands the table to the fast path. An active that finds a newer epoch
+ * A promotion takes its epoch from the store, closes older writers'
+ * connections on every master, lets the subscriber apply what the old
+ * active published before that (the barrier), and only then hands the
+ * table to the fast path. A store that does not answer within
+ * promote_wait_ms does not hold it up: the gateway forwards on a
+ * provisional epoch (nsa_fence.h) and makes it known to the store, then
+ * fences, once the store answers. An active that finds a newer epoch
  * demotes itself. The table has one writer at any time: a promotion the
  * forwarding lcore did not confirm leaves the gateway stuck until it does.
  */
@@ -51,8 +54,7 @@ static void gw_fence(struct gw *g)
 {
 	unsigned int killed = 0;
 	char err[512];
-	int rc = nsa_fence_raise(&g->conf.agent.store, &killed, err,
-				 sizeof(err));
+	int rc = nsa_fence_raise(&g->store_loop, &killed, err, sizeof(err));
 
 	g->fence_raised = rc == 0;
 	g->next_fence_raise = nsdp_now_s() + GW_RETRY_MS / 1000.0;
@@ -93,27 +95,65 @@ static int gw_stuck(struct gw *g, const char *op, char *reply, size_t len)
 	return 1;
 }
 
-/* A new epoch above floor from the store, and the fence raised for it; a
- * negative errno with err when the store gives none. */
-static int64_t gw_take_epoch(struct gw *g, uint32_t floor, char *err,
-			     size_t errlen)
+/* A new epoch above floor from the store (asked through conf), and the
+ * fence raised for it; a negative errno with err when the store gives
+ * none. */
+static int64_t gw_take_epoch(struct gw *g, const struct nsa_store_conf *conf,
+			     uint32_t floor, char *err, size_t errlen)
 {
-	int64_t e = nsa_store_incr(&g->conf.agent.store, NSA_EPOCH_KEY, floor,
-				   err, errlen);
+	int64_t e = nsa_epoch_take(conf, floor, err, errlen);
 
-	if (e > UINT32_MAX) {
-		snprintf(err, errlen, "the counter passed 2^32");
-		return -ERANGE;
-	}
 	if (e >= 0)
 		gw_fence(g);
 	return e;
 }
 
+/* No store epoch within promote_wait_ms (why): the subscriber stopped
+ * (after a barrier as long), and a provisional epoch above every epoch the
+ * table holds and floor. The epoch, or -EAGAIN with the reply when this
+ * gateway may make none (the subscriber then runs). */
+static int64_t gw_provisional_epoch(struct gw *g, uint32_t floor,
+				    const char *why, char *reply, size_t len)
+{
+	uint32_t table_max = 0, e;
+
+	if (nsa_epoch_provisional(0, g->conf.agent.gateway_id) == 0) {
+		NSA_ERR("promote: refused: no epoch from the store (%s), and "
+			"gateway_id %u makes no provisional one (its low byte "
+			"is 0); staying a standby",
+			why, g->conf.agent.gateway_id);
+		snprintf(reply, len,
+			 "error promote: no epoch from the store: %s\n", why);
+		return -EAGAIN;
+	}
+	if (nsa_standby_barrier(g->sb, (int)g->conf.gw.promote_wait_ms) != 0)
+		NSA_WARN("promote: the subscriber did not confirm within %u "
+			 "ms that it applied every batch published so far",
+			 g->conf.gw.promote_wait_ms);
+	nsa_standby_stop(g->sb);
+	nsdp_table_walk(g->table, max_epoch_cb, &table_max);
+	e = nsa_epoch_provisional(table_max > floor ? table_max : floor,
+				  g->conf.agent.gateway_id);
+	if (e == 0) {
+		gw_standby_restart(g, "promote");
+		snprintf(reply, len, "error promote: epochs used up\n");
+		return -ERANGE;
+	}
+	NSA_WARN("promote: no epoch from the store within %u ms (%s): "
+		 "forwarding at once on provisional epoch %u (above the "
+		 "table's %u); it is made known to the store, and the fence "
+		 "raised, once the store answers",
+		 g->conf.gw.promote_wait_ms, why, e, table_max);
+	g->provisional = e;
+	g->next_register = 0;
+	return e;
+}
+
 /* The promotion's epoch, taken with the subscriber still running, and the
  * subscriber stopped once it applied what the old active published before
- * the fence. The epoch, or -EAGAIN with the reply when the store gives
- * none (the subscriber then runs). */
+ * the fence. The epoch (provisional when the store did not answer within
+ * promote_wait_ms), or -EAGAIN with the reply when there is none (the
+ * subscriber then runs). */
 static int64_t gw_promote_epoch(struct gw *g, char *reply, size_t len)
 {
 	uint32_t table_max = 0, floor;
@@ -124,18 +164,9 @@ static int64_t gw_promote_epoch(struct gw *g, char *reply, size_t len)
 	 * that it applies every batch the old active published before the
 	 * fence (the barrier), and the table misses none of them. */
 	floor = g->conf.agent.epoch > 0 ? g->conf.agent.epoch - 1 : 0;
-	e = gw_take_epoch(g, floor, err, sizeof(err));
-	if (e < 0) {
-		/* An epoch of our own making could be one another gateway
-		 * holds: stay a standby rather than risk two actives the
-		 * store cannot tell apart. */
-		NSA_ERR("promote: refused: no epoch from the store (%s); "
-			"staying a standby",
-			err);
-		snprintf(reply, len,
-			 "error promote: no epoch from the store: %s\n", err);
-		return -EAGAIN;
-	}
+	e = gw_take_epoch(g, &g->store_quick, floor, err, sizeof(err));
+	if (e < 0)
+		return gw_provisional_epoch(g, floor, err, reply, len);
 	if (nsa_standby_barrier(g->sb, GW_BARRIER_MS) != 0)
 		NSA_WARN("promote: the subscriber did not confirm within %d ms "
 			 "that it applied what the old active published "
@@ -149,7 +180,7 @@ static int64_t gw_promote_epoch(struct gw *g, char *reply, size_t len)
 		return e;
 	/* The counter is behind the table (a store that lost it): above
 	 * every epoch the table holds, and fence again. */
-	e = gw_take_epoch(g, table_max, err, sizeof(err));
+	e = gw_take_epoch(g, &g->store_loop, table_max, err, sizeof(err));
 	if (e < 0) {
 		NSA_ERR("promote: refused: no epoch above the table's %u from "
 			"the store (%s); staying a standby",
@@ -224,18 +255,22 @@ int gw_promote(struct gw *g, char *reply, size_t len)
 		return (int)e;
 	epoch = (uint32_t)e;
 	rc = gw_take_over(g, epoch, reply, len);
-	if (rc < 0)
+	if (rc < 0) {
+		g->provisional = 0;
 		return rc;
+	}
 	if (g->conf.gw.agent == NGW_AGENT_THREADS)
 		gw_writers_start(g, epoch);
 	g->promotions++;
 	g->next_fence_check = 0;
 	g->fence_read_failing = 0;
 	nsdp_table_stats(g->table, &ts);
-	NSA_INFO("promoted: active with epoch %u, %" PRIu64
+	NSA_INFO("promoted: active with %sepoch %u, %" PRIu64
 		 " replicated sessions, %" PRIu64 " ports in use",
-		 epoch, ts.live, nsdp_nat_ports_in_use(g->nat));
-	snprintf(reply, len, "ok active epoch=%u\n", epoch);
+		 g->provisional ? "provisional " : "", epoch, ts.live,
+		 nsdp_nat_ports_in_use(g->nat));
+	snprintf(reply, len, "ok active epoch=%u%s\n", epoch,
+		 g->provisional ? " provisional" : "");
 	return 0;
 }
 
@@ -263,6 +298,7 @@ int gw_demote(struct gw *g, char *reply, size_t len)
 		nsa_active_free(g->active);
 		g->active = NULL;
 	}
+	g->provisional = 0;
 	/* The subscriber takes the table back and resyncs it. */
 	gw_standby_restart(g, "demote");
 	g->demotions++;
@@ -306,14 +342,18 @@ void gw_check_fence(struct gw *g, double t)
 		gw_fenced(g, epoch, "the writers read");
 		return;
 	}
-	if (!g->fence_raised && t >= g->next_fence_raise)
+	/* A provisional epoch is fenced for once the store knows it. */
+	if (!g->provisional && !g->fence_raised && t >= g->next_fence_raise)
 		gw_fence(g);
 	if (t < g->next_fence_check)
 		return;
 	g->next_fence_check = t + g->conf.gw.fence_check_ms / 1000.0;
-	rc = nsa_fence_watch_read(&g->fence_watch, &g->conf.agent.store, &epoch,
-				  err, sizeof(err));
+	rc = nsa_fence_watch_read(&g->fence_watch, &g->store_loop, &epoch, err,
+				  sizeof(err));
 	if (rc < 0) {
+		/* Not again before a retry period: each try may wait
+		 * GW_STORE_LOOP_MS, and the control socket with it. */
+		g->next_fence_check = t + GW_RETRY_MS / 1000.0;
 		if (!g->fence_read_failing)
 			NSA_WARN("fence: cannot read the store's epoch (%s); "
 				 "a newer active goes unnoticed until it can",
@@ -324,4 +364,32 @@ void gw_check_fence(struct gw *g, double t)
 	g->fence_read_failing = 0;
 	if (epoch > ours)
 		gw_fenced(g, epoch, "the store holds");
+}
+
+void gw_register_provisional(struct gw *g, double t)
+{
+	uint32_t ours = g->provisional;
+	char err[512];
+	int64_t e;
+
+	if (ours == 0 || g->stuck || t < g->next_register ||
+	    nsdp_nat_mode(g->nat) != NSDP_NAT_ACTIVE)
+		return;
+	g->next_register = t + GW_RETRY_MS / 1000.0;
+	e = nsa_epoch_register(&g->store_loop, ours, err, sizeof(err));
+	if (e < 0) {
+		NSA_DEBUG("provisional epoch %u: the store does not answer "
+			  "yet (%s)",
+			  ours, err);
+		return;
+	}
+	g->provisional = 0;
+	if (e > ours) {
+		gw_fenced(g, (uint64_t)e, "the store holds");
+		return;
+	}
+	NSA_INFO("provisional epoch %u made known to the store; raising the "
+		 "fence",
+		 ours);
+	gw_fence(g);
 }

@@ -301,18 +301,19 @@ Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
 	replicate_as("natsync-gateway", "gateway.pw", "natsync-gateway",
 		     "gateway.pw");
 
-	/* Two promotions: the second asks for an epoch above 5. */
+	/* Two promotions, the second asking for an epoch above 300, and a
+	 * provisional epoch made known (natsync:epoch raised to it). */
 	config_as(&conf, "natsync-gateway", "gateway.pw");
-	cr_assert_eq(nsa_store_incr(&conf.store, "natsync:epoch", 0, err,
-				    sizeof(err)),
-		     1, "%s", err);
-	cr_assert_eq(nsa_store_incr(&conf.store, "natsync:epoch", 5, err,
-				    sizeof(err)),
-		     6, "%s", err);
+	cr_assert_eq(nsa_epoch_take(&conf.store, 0, err, sizeof(err)), 256,
+		     "%s", err);
+	cr_assert_eq(nsa_epoch_take(&conf.store, 300, err, sizeof(err)), 512,
+		     "%s", err);
+	cr_assert_eq(nsa_epoch_register(&conf.store, 770, err, sizeof(err)),
+		     770, "%s", err);
 	cr_assert_eq(
 		nsa_fence_read(&conf.store, NULL, &epoch, err, sizeof(err)), 0,
 		"%s", err);
-	cr_assert_eq(epoch, 6);
+	cr_assert_eq(epoch, 770);
 	/* The fence: the replication above left no writer connected. */
 	cr_assert_eq(nsa_fence_raise(&conf.store, &killed, err, sizeof(err)), 0,
 		     "%s", err);

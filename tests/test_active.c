@@ -1471,11 +1471,11 @@ Test(active, a_fenced_writer_writes_nothing_after_the_fence, .timeout = 120)
 	cr_assert_eq(st.acked, 1000);
 	cr_assert_eq(nsa_active_fence(a), 0, "no epoch in the store yet");
 
-	/* Another gateway's promotion: epoch 2, then the fence: the one
-	 * writer's (one lane) 3 connections, one per master, are closed. */
-	cr_assert_eq(
-		nsa_store_incr(&c.store, NSA_EPOCH_KEY, 1, err, sizeof(err)), 2,
-		"%s", err);
+	/* Another gateway's promotion: epoch 256 (the store's next
+	 * generation), then the fence: the one writer's (one lane) 3
+	 * connections, one per master, are closed. */
+	cr_assert_eq(nsa_epoch_take(&c.store, 1, err, sizeof(err)), 256, "%s",
+		     err);
 	cr_assert_eq(nsa_fence_raise(&c.store, &killed, err, sizeof(err)), 0,
 		     "%s", err);
 	cr_assert_eq(killed, 3);
@@ -1493,7 +1493,7 @@ Test(active, a_fenced_writer_writes_nothing_after_the_fence, .timeout = 120)
 	cr_assert_eq(st.fenced, 1000, "records of epoch 1 after the fence");
 	cr_assert_eq(st.acked, 1000);
 	cr_assert_eq(st.dropped, 1000);
-	cr_assert_eq(nsa_active_fence(a), 2);
+	cr_assert_eq(nsa_active_fence(a), 256);
 	store_view_open(&v, PORT_FENCE);
 	cr_assert_eq(store_count_keys(&v), 1000,
 		     "a fenced record reached the store");
@@ -1502,7 +1502,7 @@ Test(active, a_fenced_writer_writes_nothing_after_the_fence, .timeout = 120)
 	for (i = 2000; i < 2500; i++) {
 		struct ns_session s = flow_record(i, NS_EV_CREATE, 1000 + i);
 
-		s.epoch = 2;
+		s.epoch = 256;
 		push_wait(lanes[0], &s);
 	}
 	cr_assert_eq(nsa_active_drain(a, 30000), 0);

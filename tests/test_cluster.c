@@ -572,7 +572,7 @@ static int replica_pid_of(int master_port)
 
 /* An epoch no replica acknowledged is never handed out: with the epoch
  * master's replica stopped (SIGSTOP), INCRBY succeeds on the master but
- * WAIT 1 gets no acknowledgement, and nsa_store_incr refuses that value
+ * WAIT 1 gets no acknowledgement, and nsa_epoch_take refuses that value
  * rather than return one that a failover to that replica would issue
  * again. Once the replica runs, the next call returns the value after the
  * one left unused. */
@@ -584,19 +584,19 @@ Test(cluster_epoch, an_epoch_no_replica_acknowledged_is_never_handed_out)
 
 	conf_seeds(ports, 1);
 	conf.epoch_wait_ms = 300;
-	e0 = nsa_store_incr(&conf, NSA_EPOCH_KEY, 0, err, sizeof(err));
+	e0 = nsa_epoch_take(&conf, 0, err, sizeof(err));
 	cr_assert_gt(e0, 0, "%s", err);
 	pid = replica_pid_of(epoch_master_port());
 	cr_assert_eq(kill(pid, SIGSTOP), 0);
-	e = nsa_store_incr(&conf, NSA_EPOCH_KEY, 0, err, sizeof(err));
+	e = nsa_epoch_take(&conf, 0, err, sizeof(err));
 	kill(pid, SIGCONT);
 	cr_assert_eq(e, -ETIMEDOUT, "epoch %lld handed out, no replica had it",
 		     (long long)e);
 	cr_expect(strstr(err, "no replica acknowledged within 300 ms"), "%s",
 		  err);
 	cr_expect(strstr(err, "left unused"), "%s", err);
-	e = nsa_store_incr(&conf, NSA_EPOCH_KEY, 0, err, sizeof(err));
-	cr_assert_eq(e, e0 + 2, "%s", err);
+	e = nsa_epoch_take(&conf, 0, err, sizeof(err));
+	cr_assert_eq(e, e0 + 2 * NSA_EPOCH_STEP, "%s", err);
 }
 
 /* The epoch key's master dies (SIGKILL) right after an epoch was handed
@@ -612,7 +612,7 @@ Test(cluster_epoch, the_next_epoch_after_the_masters_failover_is_above)
 
 	conf_seeds(ports, 6);
 	conf.epoch_wait_ms = 1000;
-	e1 = nsa_store_incr(&conf, NSA_EPOCH_KEY, 0, err, sizeof(err));
+	e1 = nsa_epoch_take(&conf, 0, err, sizeof(err));
 	cr_assert_gt(e1, 0, "%s", err);
 	master = epoch_master_port();
 	cr_assert_eq(nst_sh("kill -9 $(redis-cli -p %d INFO server | sed -n "
@@ -621,7 +621,7 @@ Test(cluster_epoch, the_next_epoch_after_the_masters_failover_is_above)
 		     0);
 	/* The replica is promoted after the node timeout (2 s). */
 	for (tries = 0; tries < 150 && e2 < 0; tries++) {
-		e2 = nsa_store_incr(&conf, NSA_EPOCH_KEY, 0, err, sizeof(err));
+		e2 = nsa_epoch_take(&conf, 0, err, sizeof(err));
 		if (e2 < 0)
 			nsdp_sleep_ms(100);
 	}

@@ -163,7 +163,8 @@ ParameterizedTest(
 }
 
 /* [agent] epoch = 0: the active takes a new epoch from the store at start
- * (above the 41 another active took) and replicates with it; an active
+ * (the next generation above the 41 another active took: 256) and
+ * replicates with it; an active
  * that keeps a fixed older epoch afterwards is fenced: it writes nothing. */
 E2E_IN_BOTH_LAYOUTS(
 	an_active_with_epoch_0_takes_one_above_the_stores_and_fences,
@@ -192,10 +193,10 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 		    nst_run_path("active.ini"), nst_run_path("active.out"),
 		    nst_run_path("active.log"));
 	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
-	cr_assert(nst_run_file_has("active.log", "epoch 42 from the store"));
+	cr_assert(nst_run_file_has("active.log", "epoch 256 from the store"));
 	cr_assert(nst_run_file_has("active.out", " fenced=0 "));
 	cr_assert_eq(nst_sh("test \"$(redis-cli -p %d GET natsync:epoch)\" = "
-			    "42",
+			    "256",
 			    port),
 		     0);
 	nst_verify_exact(seeds, pid, 100);
@@ -209,7 +210,7 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 	cr_assert(nst_run_file_has("fenced.out",
 				   "records=5000 acked=0 .* fenced=5000 "));
 	cr_assert(nst_run_file_has("fenced.log",
-				   "fenced: the store.s epoch is 42, above "
+				   "fenced: the store.s epoch is 256, above "
 				   "this active.s 1"));
 	(void)rc;
 	stop_standby(pid);
@@ -370,7 +371,7 @@ Test(e2e, log_promoted_active_compacts_what_its_predecessor_left)
 	nst_sh("cat %s >&2; grep compactor: %s >&2", nst_run_path("active.out"),
 	       nst_run_path("active.log"));
 	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
-	cr_assert(nst_run_file_has("active.log", "epoch 2 from the store"));
+	cr_assert(nst_run_file_has("active.log", "epoch 256 from the store"));
 	cr_assert(nst_run_file_has("active.out", " fenced=0 "));
 	/* The last round's covered segments expire 400 ms after it. */
 	nsdp_sleep_ms(1000);

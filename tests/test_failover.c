@@ -32,7 +32,8 @@
  * Split brain: B is promoted while A lives on, cut off from B but not from
  * the client, the server or the store. The store must keep B's view (a
  * fresh standby cold-loads it, natsync-verify compares) and A must demote
- * itself. A promotion the store cannot give an epoch is refused.
+ * itself. With the store stopped at the failover B forwards at once on a
+ * provisional epoch; a gateway that may make none is refused.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -53,6 +54,9 @@
 #include <unistd.h>
 
 #include "ns_record.h"
+#include "ns_slot.h"
+#include "nsa_cluster.h"
+#include "nsa_fence.h"
 #include "nsa_host.h"
 #include "nsdp_time.h"
 #include "nst_agents.h"
@@ -544,6 +548,41 @@ static void stop_pid(pid_t *pid, int sig)
 	*pid = 0;
 }
 
+/* Send sig to the store's masters (only the one that owns natsync:epoch
+ * when epoch_master_only), by their pid files. */
+static void store_signal(int sig, int epoch_master_only)
+{
+	/* Found while the store answers (SIGSTOP first), kept for SIGCONT. */
+	static int port;
+
+	if (!epoch_master_only) {
+		port = 0;
+	} else if (sig == SIGSTOP) {
+		static struct nsa_topology topo;
+		struct nsa_store_conf sc = {.n_seeds = 1,
+					    .connect_timeout_ms = 1000};
+		char err[256];
+
+		snprintf(sc.seeds[0].host, sizeof(sc.seeds[0].host),
+			 "127.0.0.1");
+		sc.seeds[0].port = STORE_PORT;
+		cr_assert_eq(nsa_topology_fetch(&sc, &topo, err, sizeof(err)),
+			     0, "%s", err);
+		port = topo
+			       .nodes[topo.slot_node[ns_key_slot(
+				       NSA_EPOCH_KEY, strlen(NSA_EPOCH_KEY))]]
+			       .addr.port;
+	}
+	if (port)
+		cr_assert_eq(nst_sh("kill -%d $(cat %s/%d/%d/redis.pid)", sig,
+				    nst_build("tests/run"), STORE_PORT, port),
+			     0);
+	else
+		nst_sh("for f in %s/%d/*/redis.pid; do [ -f \"$f\" ] && "
+		       "kill -%d $(cat \"$f\"); done; true",
+		       nst_build("tests/run"), STORE_PORT, sig);
+}
+
 static void fixture_fini(void)
 {
 	__atomic_store_n(&net.stop, 1, __ATOMIC_RELEASE);
@@ -552,6 +591,7 @@ static void fixture_fini(void)
 	stop_pid(&agent_a, SIGTERM);
 	stop_pid(&agent_b, SIGTERM);
 	stop_pid(&fresh_standby, SIGTERM);
+	store_signal(SIGCONT, 0);
 	nst_store_stop(STORE_PORT);
 	net_teardown();
 	/* A gateway killed with SIGKILL leaves its hugepage files behind:
@@ -954,13 +994,150 @@ Test(failover, a_partitioned_active_creating_sessions_across_the_promotion)
 	split_brain("failover-split-brain-across", 1);
 }
 
+/* ---- the store down at the failover ----------------------------------------- */
+
 /*
- * A promotion is only as good as its epoch: without the store's counter a
- * gateway cannot know that its epoch is above the last active's, and a
- * local guess could be fenced out or fence the real active. It stays a
- * standby and forwards nothing.
+ * The store stops answering (every master stopped with SIGSTOP, or only
+ * the one that owns natsync:epoch) and then the active A dies. B's
+ * promotion does not wait for the store: within promote_wait_ms it
+ * forwards on a provisional epoch, the next generation above A's with
+ * its gateway_id (2) in the low byte. The TCP connection and the UDP
+ * flow go on, and new flows through B get sessions. Once the store
+ * answers again B makes its epoch known (natsync:epoch raised to it),
+ * its writers send what they queued, and a standby that cold-loads the
+ * store holds exactly what the store and B hold, the new flows included.
  */
-Test(failover, promotion_is_refused_when_the_store_cannot_issue_an_epoch)
+static void store_down_failover(const char *name, int epoch_master_only)
+{
+	pthread_t server, client, burster;
+	uint64_t tcp_sent_at_kill, udp_at_kill;
+	unsigned long store = 0, standby = 0, in_store;
+	struct sockaddr_in udp_before;
+	long epoch_a, epoch_b, b_sessions;
+	double t_kill, t_promoted, t_udp, t_flowing;
+	char reply[4096];
+	int match;
+
+	external = 0;
+	epoch_a = scenario_start(name, &server, &client);
+	udp_before = net.udp_sources[0];
+	/* 30 new flows, one every 100 ms. */
+	burst.secs = 3.5;
+	pthread_create(&burster, NULL, burst_main, NULL);
+
+	store_signal(SIGSTOP, epoch_master_only);
+	kill(gw_a, SIGKILL);
+	waitpid(gw_a, NULL, 0);
+	gw_a = 0;
+	t_kill = nsdp_now_s();
+	tcp_sent_at_kill = LOAD(tcp_sent);
+	udp_at_kill = LOAD(udp_replies);
+	/* New flows from now on: none is answered until B forwards. */
+	__atomic_store_n(&burst.go, 1, __ATOMIC_RELEASE);
+
+	cr_assert_eq(keepalived_notify('B', "MASTER"), 0,
+		     "promotion through the keepalived hook failed; see %s",
+		     nst_run_path("gwB.log"));
+	t_promoted = nsdp_now_s();
+	cr_assert(status_has('B', "mode=active"));
+	cr_assert(status_has('B', "provisional=yes"),
+		  "B is not on a provisional epoch with the store stopped");
+	epoch_b = status_value('B', "epoch");
+	cr_assert_eq(epoch_b,
+		     (epoch_a / NSA_EPOCH_STEP + 1) * NSA_EPOCH_STEP + 2,
+		     "provisional epoch %ld after A's %ld", epoch_b, epoch_a);
+	/* The first answer to a new flow through B (the burst's thread
+	 * waits on nothing else; the client's UDP flow shares a thread with
+	 * its TCP connection, which waits for TCP's retransmissions). */
+	cr_assert(WAIT_FOR(
+		__atomic_load_n(&burst.replies, __ATOMIC_ACQUIRE) > 0, 30));
+	t_udp = nsdp_now_s();
+	cr_assert(WAIT_FOR(LOAD(tcp_echoed) >= tcp_sent_at_kill + 640 &&
+				   LOAD(udp_replies) >= udp_at_kill + 20,
+			   30),
+		  "with the store stopped: tcp echoed %lu (sent %lu at the "
+		  "kill), udp replies %lu (was %lu); B: %s",
+		  (unsigned long)LOAD(tcp_echoed),
+		  (unsigned long)tcp_sent_at_kill,
+		  (unsigned long)LOAD(udp_replies), (unsigned long)udp_at_kill,
+		  (ctl('B', "stats", reply, sizeof(reply)), reply));
+	t_flowing = nsdp_now_s();
+	pthread_join(burster, NULL);
+	cr_assert_eq(burst.n_ports, BURST_FLOWS);
+	cr_assert_gt(burst.replies, 0, "no new flow through B was answered");
+	printf("store down (%s): promote returned %.0f ms after the kill, "
+	       "a new flow answered through B %.0f ms after it, TCP and "
+	       "UDP both 640 B / 20 replies further %.0f ms after it (TCP "
+	       "retransmits on its own timer); provisional epoch %ld after "
+	       "%ld\n",
+	       epoch_master_only ? "the epoch key's master" : "every master",
+	       1e3 * (t_promoted - t_kill), 1e3 * (t_udp - t_kill),
+	       1e3 * (t_flowing - t_kill), epoch_b, epoch_a);
+	cr_expect(status_has('B', "provisional=yes"));
+
+	/* The store answers again: B's epoch is made known, the fence
+	 * raised, and what B queued reaches the store. */
+	store_signal(SIGCONT, epoch_master_only);
+	cr_assert(WAIT_FOR(!status_has('B', "provisional=yes"), 20),
+		  "B did not make its epoch known to the store; see %s",
+		  nst_run_path("gwB.log"));
+	cr_assert(status_has('B', "mode=active"));
+	cr_assert_eq(status_value('B', "epoch"), epoch_b);
+	cr_assert_eq(nst_sh("test \"$(redis-cli -c -p %d GET natsync:epoch)\" "
+			    "= %ld",
+			    STORE_PORT, epoch_b),
+		     0, "natsync:epoch is not B's provisional epoch");
+	cr_assert(flows_progress(640, 20, 30),
+		  "after the store returned: tcp echoed %lu of %lu sent",
+		  (unsigned long)LOAD(tcp_echoed),
+		  (unsigned long)LOAD(tcp_sent));
+	/* flush_us = 200: a second for the queued records to be written. */
+	nsdp_sleep_ms(1000);
+	b_sessions = status_value('B', "sessions");
+	fresh_standby = fresh_standby_start();
+	match = verify_store_against_standby(fresh_standby, &store, &standby);
+	in_store = burst_flows_in(nst_run_path("standby.tbl"));
+	cr_expect(match, "the store (%lu) and the fresh standby (%lu) differ",
+		  store, standby);
+	cr_expect_eq(store, (unsigned long)b_sessions,
+		     "the store holds %lu sessions, the new active B %ld",
+		     store, b_sessions);
+	cr_expect_eq(in_store, BURST_FLOWS,
+		     "%lu of the %d flows opened through B with the store "
+		     "stopped are in the store",
+		     in_store, BURST_FLOWS);
+	cr_expect_eq(stat_value('B', "nat.created"), BURST_FLOWS);
+	stop_pid(&fresh_standby, SIGTERM);
+
+	__atomic_store_n(&net.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(client, NULL);
+	pthread_join(server, NULL);
+	cr_expect_eq(LOAD(tcp_mismatch), 0, "echoed bytes differ from sent");
+	cr_expect_eq(LOAD(tcp_closed), 0, "the TCP connection was closed");
+	cr_expect_eq(LOAD(accepts), 1, "the client had to connect again");
+	/* The UDP flow kept its translated source (the burst's flows are
+	 * the server's other sources). */
+	cr_expect_eq(net.udp_sources[0].sin_addr.s_addr,
+		     udp_before.sin_addr.s_addr);
+	cr_expect_eq(net.udp_sources[0].sin_port, udp_before.sin_port);
+}
+
+Test(failover, with_every_master_stopped_the_standby_forwards_at_once)
+{
+	store_down_failover("failover-store-down", 0);
+}
+
+Test(failover, with_the_epoch_keys_master_stopped_the_standby_forwards)
+{
+	store_down_failover("failover-epoch-master-down", 1);
+}
+
+/*
+ * A gateway whose gateway_id has a low byte of 0 makes no provisional
+ * epoch: without the store's counter it cannot know that its epoch is
+ * above the last active's. It stays a standby and forwards nothing.
+ */
+Test(failover, promotion_is_refused_when_no_epoch_can_be_had)
 {
 	static const char refusal[] = "error promote: no epoch from the store";
 	pthread_t burster;
@@ -974,7 +1151,7 @@ Test(failover, promotion_is_refused_when_the_store_cannot_issue_an_epoch)
 	net_setup();
 	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
 	write_gateway_config('B');
-	gw_b = start_gateway('B', "");
+	gw_b = start_gateway('B', "--set agent.gateway_id=256");
 	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
 		  "gateway B never loaded the table; see %s",
 		  nst_run_path("gwB.log"));
@@ -985,6 +1162,7 @@ Test(failover, promotion_is_refused_when_the_store_cannot_issue_an_epoch)
 	cr_expect_neq(rc, 0, "the promotion succeeded: %s", reply);
 	cr_expect(strncmp(reply, refusal, strlen(refusal)) == 0,
 		  "the reply to promote is: %s", reply);
+	cr_expect(nst_run_file_has("gwB.log", "makes no provisional one"));
 	cr_expect(status_has('B', "mode=standby"),
 		  "B is not a standby after the refused promotion");
 

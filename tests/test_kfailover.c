@@ -41,6 +41,7 @@
 #include "nst_agents.h"
 #include "nst_netns.h"
 #include "nst_skip.h"
+#include "nsa_fence.h"
 #include "nst_store.h"
 
 #define STORE_PORT 7995
@@ -447,9 +448,10 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	 * conntrack. */
 	rec_u = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, 1);
 	epoch1 = rec_u.epoch;
-	/* [agent] epoch = 0: the first epoch the fresh store issued. */
-	cr_assert_eq(epoch1, 1);
-	wait_log(1, "kernel-active.log", "epoch 1 from the store", 1);
+	/* [agent] epoch = 0: the first epoch the fresh store issued (its
+	 * first generation, NSA_EPOCH_STEP). */
+	cr_assert_eq(epoch1, NSA_EPOCH_STEP);
+	wait_log(1, "kernel-active.log", "epoch 256 from the store", 1);
 	cr_assert_eq(rec_u.xlat.saddr, POOL);
 	cr_assert_eq(rec_u.xlat.sport, u_x);
 	for (int i = 0; i < 100 && nst_conntrack_count("k3gw2") < 3; i++)
@@ -517,17 +519,22 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	f_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_F);
 	f_x = udp_to_server(f_c, udp_server, "f");
 	cr_assert(in_range(f_x, GW2_PORTS_LO));
-	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT, epoch1 + 1);
+	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT,
+			 epoch1 + NSA_EPOCH_STEP);
 	cr_assert_eq(rec.xlat.sport, f_x);
-	rec = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, epoch1 + 1);
+	rec = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT,
+			 epoch1 + NSA_EPOCH_STEP);
 	cr_assert_eq(rec.xlat.saddr, POOL);
 	cr_assert_eq(rec.xlat.sport, u_x);
-	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, epoch1 + 1);
+	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT,
+			 epoch1 + NSA_EPOCH_STEP);
 	cr_assert_eq(rec.xlat.sport, a_x);
-	rec = store_wait(IPPROTO_TCP, PORT_B, TCP_PORT, epoch1 + 1);
+	rec = store_wait(IPPROTO_TCP, PORT_B, TCP_PORT,
+			 epoch1 + NSA_EPOCH_STEP);
 	cr_assert_eq(rec.xlat.sport, b_x);
-	cr_assert_eq(rec.epoch, epoch1 + 1, "the next epoch the store issued");
-	wait_log(2, "kernel-active.log", "epoch 2 from the store", 1);
+	cr_assert_eq(rec.epoch, epoch1 + NSA_EPOCH_STEP,
+		     "the next epoch the store issued");
+	wait_log(2, "kernel-active.log", "epoch 512 from the store", 1);
 	cr_assert_not(store_get(IPPROTO_TCP, PORT_D, TCP_PORT, &rec) &&
 			      rec.xlat.sport == d_x,
 		      "D was never replicated");
@@ -535,7 +542,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	/* Fail-back: gateway 1 returns as the backup, without the addresses;
 	 * its standby loads what gateway 2 replicated into its conntrack.
 	 * Then gateway 2's links fail with its active still running, and A,
-	 * B, U and F go on through gateway 1, whose new active takes epoch 3
+	 * B, U and F go on through gateway 1, whose new active takes epoch 768
 	 * and fences gateway 2's. */
 	cr_assert_eq(nst_sh("set -e\n"
 			    "ip -n k3gw1 addr flush dev k3g1i\n"
@@ -568,10 +575,12 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
 		     nst_run_path("notify.out"));
 	wait_log(1, "kernel-active.log",
-		 "epoch 3 from the store; 3 older writer connection", 10);
-	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT, epoch1 + 2);
+		 "epoch 768 from the store; 3 older writer connection", 10);
+	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT,
+			 epoch1 + 2 * NSA_EPOCH_STEP);
 	cr_assert_eq(rec.xlat.sport, f_x);
-	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, epoch1 + 2);
+	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT,
+			 epoch1 + 2 * NSA_EPOCH_STEP);
 	cr_assert_eq(rec.xlat.sport, a_x);
 	cr_assert_eq(nst_sh("grep -q '^REPORT role=standby .* ct_errors=0 ' %s",
 			    gw_path(1, "kernel-standby.out")),
@@ -588,7 +597,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 		"the three flows across gateway 2 %.1f ms after the move "
 		"began; agents swapped in %.0f ms; epoch %u -> %u -> %u\n",
 		1e3 * t_commit, 1e3 * t_move, 1e3 * t_flows, 1e3 * t_swap,
-		epoch1, epoch1 + 1, rec.epoch);
+		epoch1, epoch1 + NSA_EPOCH_STEP, rec.epoch);
 	close(a_c);
 	close(a_s);
 	close(b_c);

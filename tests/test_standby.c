@@ -1862,7 +1862,8 @@ static void *fenced_round_main(void *arg)
 }
 
 /* Split brain, log layout: the old active (epoch 1) is compacting when the
- * new one takes epoch 2 and raises the fence. The round's connections are
+ * new one takes epoch 256 (the store's next generation) and raises the
+ * fence. The round's connections are
  * named as writers, so the fence closes them, and it reads the epoch once
  * they are named: it fails, writes no mark and expires nothing, and a
  * round of epoch 1 started afterwards is refused before it writes. The
@@ -1892,8 +1893,7 @@ Test(standby, log_compaction_round_of_a_fenced_active_writes_nothing,
 	f.topo = &a.topo;
 	cr_assert_eq(pthread_create(&th, NULL, fenced_round_main, &f), 0);
 	nsdp_sleep_ms(10);
-	cr_assert_eq(nsa_store_incr(&sc, NSA_EPOCH_KEY, 1, err, sizeof(err)), 2,
-		     "%s", err);
+	cr_assert_eq(nsa_epoch_take(&sc, 1, err, sizeof(err)), 256, "%s", err);
 	cr_assert_eq(nsa_fence_raise(&sc, &killed, err, sizeof(err)), 0, "%s",
 		     err);
 	pthread_join(th, NULL);
@@ -1914,13 +1914,13 @@ Test(standby, log_compaction_round_of_a_fenced_active_writes_nothing,
 	f.topo = &a.topo;
 	fenced_round_main(&f);
 	cr_assert_eq(f.rc, -ESTALE, "rc %d: %s", f.rc, f.err);
-	cr_assert(strstr(f.err, "fenced: the store's epoch is 2") != NULL, "%s",
-		  f.err);
+	cr_assert(strstr(f.err, "fenced: the store's epoch is 256") != NULL,
+		  "%s", f.err);
 
 	/* Nothing expired: past two of its grace periods, the new active's
 	 * round and a cold load hold every session. */
 	nsdp_sleep_ms(1200);
-	cr_assert_eq(compact_node0(&sc, &a.topo, 0xbbbbbb00u, 1, 2,
+	cr_assert_eq(compact_node0(&sc, &a.topo, 0xbbbbbb00u, 1, 256,
 				   nsdp_realtime_ns(), 60000, &res, err),
 		     0, "%s", err);
 	cr_assert_eq(res.live, n);

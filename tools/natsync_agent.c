@@ -607,11 +607,9 @@ static int take_epoch(struct nsa_config *c)
 	char err[512], last[512] = "";
 	int64_t e;
 
-	while ((e = nsa_store_incr(&c->store, NSA_EPOCH_KEY, 0, err,
-				   sizeof(err))) < 0 ||
-	       e > UINT32_MAX) {
-		if (e > UINT32_MAX) {
-			NSA_ERR("epoch: the store's counter passed 2^32");
+	while ((e = nsa_epoch_take(&c->store, 0, err, sizeof(err))) < 0) {
+		if (e == -ERANGE) {
+			NSA_ERR("epoch: %s", err);
 			return 1;
 		}
 		if (strcmp(err, last) != 0)

@@ -98,52 +98,79 @@ static redisReply *key_command(const struct nsa_store_conf *conf,
 	return NULL;
 }
 
-int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
-		       int64_t floor, char *err, size_t errlen)
+/* Atomic on the key's master: the counter raised to the next multiple of
+ * NSA_EPOCH_STEP (ARGV[2]) above both its value and ARGV[1], returned.
+ * INCRBY, not SET, so that a user allowed this cannot set the counter
+ * back (the ACL of deploy/redis-users.acl.example). */
+static const char take_script[] =
+	"local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
+	"local f = tonumber(ARGV[1]) "
+	"local s = tonumber(ARGV[2]) "
+	"if f > c then f = f else f = c end "
+	"return redis.call('INCRBY', KEYS[1], "
+	"(math.floor(f / s) + 1) * s - c)";
+/* Atomic: the counter raised to ARGV[1] when below it; its value after. */
+static const char raise_script[] =
+	"local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
+	"local e = tonumber(ARGV[1]) "
+	"if c < e then return redis.call('INCRBY', KEYS[1], e - c) end "
+	"return c";
+
+/* Run script on natsync:epoch with arg, then WAIT for a replica where its
+ * master has one (conf->epoch_wait_ms): the counter's value the script
+ * returned, or a negative errno with err. */
+static int64_t epoch_script(const struct nsa_store_conf *conf,
+			    const char *script, uint64_t arg, char *err,
+			    size_t errlen)
 {
 	redisContext *c = NULL;
-	redisReply *r = key_command(conf, NULL, key, &c, err, errlen,
-				    "INCRBY %s 1", key);
-	int64_t rc = -EIO;
+	redisReply *r =
+		key_command(conf, NULL, NSA_EPOCH_KEY, &c, err, errlen,
+			    "EVAL %s 1 %s %llu %u", script, NSA_EPOCH_KEY,
+			    (unsigned long long)arg, NSA_EPOCH_STEP);
+	int64_t rc;
 
 	if (r == NULL)
 		return -EIO;
-	if (r->type == REDIS_REPLY_INTEGER && r->integer <= floor) {
-		/* Below the floor: one more atomic step over it, so that
-		 * concurrent callers still get distinct values. */
-		long long by = floor - r->integer + 1;
-
-		freeReplyObject(r);
-		r = redisCommand(c, "INCRBY %s %lld", key, by);
-		if (r == NULL) {
-			nsa_set_err(err, errlen, "INCRBY %s: %s", key,
-				    c->errstr);
-			redisFree(c);
-			return -EIO;
-		}
-	}
-	if (r->type == REDIS_REPLY_INTEGER) {
-		rc = r->integer;
-		if (conf->epoch_wait_ms > 0 &&
-		    nsa_store_wait_replica(c, conf->epoch_wait_ms, err,
-					   errlen) < 0) {
-			/* A replica promoted now could issue rc again. */
-			size_t l = strlen(err);
-
-			nsa_set_err(err + l, errlen - l,
-				    ": %s %lld left unused, not durable", key,
-				    r->integer);
-			rc = -ETIMEDOUT;
-		}
-	} else {
-		nsa_set_err(err, errlen, "INCRBY %s: %s", key,
+	if (r->type != REDIS_REPLY_INTEGER) {
+		nsa_set_err(err, errlen, "EVAL on %s: %s", NSA_EPOCH_KEY,
 			    r->type == REDIS_REPLY_ERROR ? r->str
 							 : "unexpected reply");
 		rc = -EPROTO;
+	} else if (conf->epoch_wait_ms > 0 &&
+		   nsa_store_wait_replica(c, conf->epoch_wait_ms, err, errlen) <
+			   0) {
+		/* A replica promoted now could issue this value again. */
+		size_t l = strlen(err);
+
+		nsa_set_err(err + l, errlen - l,
+			    ": %s %lld left unused, not durable", NSA_EPOCH_KEY,
+			    r->integer);
+		rc = -ETIMEDOUT;
+	} else {
+		rc = r->integer;
 	}
 	freeReplyObject(r);
 	redisFree(c);
 	return rc;
+}
+
+int64_t nsa_epoch_take(const struct nsa_store_conf *conf, uint64_t floor,
+		       char *err, size_t errlen)
+{
+	int64_t e = epoch_script(conf, take_script, floor, err, errlen);
+
+	if (e > UINT32_MAX - NSA_EPOCH_STEP) {
+		nsa_set_err(err, errlen, "%s passed 2^32", NSA_EPOCH_KEY);
+		return -ERANGE;
+	}
+	return e;
+}
+
+int64_t nsa_epoch_register(const struct nsa_store_conf *conf, uint32_t epoch,
+			   char *err, size_t errlen)
+{
+	return epoch_script(conf, raise_script, epoch, err, errlen);
 }
 
 /* The counter's value from a GET reply; 0 or -EPROTO with err. */

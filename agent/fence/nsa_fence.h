@@ -2,9 +2,10 @@
  * nsa_fence.h - the promotion epoch in the store, and the fence that keeps
  * a stale active out of it.
  *
- * One counter, natsync:epoch, issues every promotion's epoch (INCRBY: no
- * two promotions get the same one; WAIT for a replica, so that a failover
- * of its master cannot issue it twice). A promoted gateway then raises the
+ * One counter, natsync:epoch, issues every promotion's epoch (raised
+ * atomically: no two promotions get the same one; WAIT for a replica, so
+ * that a failover of its master cannot issue it twice), or learns of a
+ * provisional one a gateway made while the store did not answer. A promoted gateway then raises the
  * fence: on every master it closes every connection named
  * NSA_WRITER_NAME. Writers name each connection before they read the
  * counter, and read it on every (re)connection before they write on it;
@@ -25,16 +26,45 @@
 /* CLIENT SETNAME of every writer connection; the fence closes these. */
 #define NSA_WRITER_NAME "natsync-writer"
 
-/* Increment key atomically to a value above floor, on the master that owns
- * its slot (following one MOVED), with a fresh connection: for rare,
- * one-off counters such as the gateways' promotion epoch. Every call
- * returns a different value. Where that master has replicas and
- * conf->epoch_wait_ms is set, the value is returned only once a replica
- * acknowledged it (WAIT 1): one that a promoted replica could issue again
- * is never returned (-ETIMEDOUT; the next call takes the next value). The
- * new value, or a negative errno with a reason in err. */
-int64_t nsa_store_incr(const struct nsa_store_conf *conf, const char *key,
-		       int64_t floor, char *err, size_t errlen);
+/* Epochs come in generations of NSA_EPOCH_STEP. The store issues only
+ * multiples of it (low byte 0); a gateway that must forward before the
+ * store answers makes a provisional epoch in the generation after the
+ * highest epoch it saw, with the low byte of its gateway_id: two gateways
+ * with different low bytes never make the same one, and the store never
+ * issues one. Ordering: a provisional epoch is above every store epoch of
+ * its own and earlier generations, below every later one. */
+#define NSA_EPOCH_STEP 256u
+
+/* The provisional epoch of gateway_id after seen, or 0 when its low byte
+ * is 0 (no provisional epochs) or the space is used up. */
+static inline uint32_t nsa_epoch_provisional(uint32_t seen, uint32_t gateway_id)
+{
+	uint32_t node = gateway_id & (NSA_EPOCH_STEP - 1);
+
+	if (node == 0 ||
+	    seen / NSA_EPOCH_STEP >= UINT32_MAX / NSA_EPOCH_STEP - 1)
+		return 0;
+	return (seen / NSA_EPOCH_STEP + 1) * NSA_EPOCH_STEP + node;
+}
+
+/* A new store epoch: natsync:epoch raised atomically (EVAL) to the next
+ * multiple of NSA_EPOCH_STEP above both its value and floor, on the
+ * master that owns it (following one MOVED), with a fresh connection.
+ * Every call returns a different value. Where that master has replicas
+ * and conf->epoch_wait_ms is set, the value is returned only once a
+ * replica acknowledged it (WAIT 1): one that a promoted replica could
+ * issue again is never returned (-ETIMEDOUT; the next call takes the next
+ * one). The epoch, or a negative errno with a reason in err. */
+int64_t nsa_epoch_take(const struct nsa_store_conf *conf, uint64_t floor,
+		       char *err, size_t errlen);
+
+/* A provisional epoch made known: natsync:epoch raised to epoch when
+ * below it (never lowered), and WAITed for as nsa_epoch_take does. The
+ * counter's value after: epoch (registered; again on a second call), or
+ * above it (a newer epoch was issued: epoch is fenced), or a negative
+ * errno with a reason in err. */
+int64_t nsa_epoch_register(const struct nsa_store_conf *conf, uint32_t epoch,
+			   char *err, size_t errlen);
 
 /* The epoch counter's value (0 when absent), read on the master that owns
  * it in t (a fresh topology when t is NULL), with a fresh connection.

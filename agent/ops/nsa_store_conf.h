@@ -34,6 +34,10 @@ struct nsa_store_conf {
 	char user[64]; /* empty: AUTH with the password alone */
 	char password[256]; /* empty: no AUTH */
 	int connect_timeout_ms;
+	/* Every read and write of a blocking connection (nsa_cluster.h);
+	 * 0 = 5 000 ms. Not a key: callers that must not wait set it on a
+	 * copy (a promotion's first try for an epoch). */
+	int io_timeout_ms;
 	/* After INCRBY of a counter (the promotion epoch): WAIT for a
 	 * replica this long where the master has one; 0 = no WAIT. */
 	unsigned int epoch_wait_ms;

@@ -441,6 +441,8 @@ int nsa_standby_start(struct nsa_standby *sb)
 
 	if (sb->running)
 		return -EALREADY;
+	/* The watcher of the last run, which a stop did not wait for. */
+	nsa_topowatch_join(&sb->watch);
 	if (nsdp_table_take(sb->table, NSDP_TABLE_SUBSCRIBER) != 0) {
 		NSA_ERR("standby: the table has another writer; the "
 			"subscriber does not start");
@@ -470,7 +472,9 @@ void nsa_standby_stop(struct nsa_standby *sb)
 	__atomic_store_n(&sb->stop, 1, __ATOMIC_RELEASE);
 	sb_wake(sb);
 	pthread_join(sb->thread, NULL);
-	nsa_topowatch_join(&sb->watch);
+	/* The topology watcher never touches the table: it is not waited
+	 * for here (a fetch from a store that hangs takes up to its timeouts,
+	 * and a promotion must not), but at the next start or the free. */
 	nsdp_table_give_back(sb->table, NSDP_TABLE_SUBSCRIBER);
 	sb->running = 0;
 }
@@ -497,6 +501,7 @@ void nsa_standby_free(struct nsa_standby *sb)
 	if (!sb)
 		return;
 	nsa_standby_stop(sb);
+	nsa_topowatch_join(&sb->watch);
 	if (sb->own_table)
 		nsdp_table_free(sb->table);
 	close(sb->wake_fd);

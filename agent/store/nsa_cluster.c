@@ -111,7 +111,10 @@ static int store_open(const struct nsa_store_conf *conf,
 	}
 	/* The connect timeout covers only connect(); without a socket timeout
 	 * a server that accepts and then hangs would block us forever. */
-	if (redisSetTimeout(c, ms_to_tv(NSA_COMMAND_TIMEOUT_MS)) != REDIS_OK) {
+	if (redisSetTimeout(c, ms_to_tv(conf->io_timeout_ms > 0
+						? conf->io_timeout_ms
+						: NSA_COMMAND_TIMEOUT_MS)) !=
+	    REDIS_OK) {
 		nsa_set_err(err, errlen, "%s:%u: cannot set timeout: %s",
 			    addr->host, addr->port, c->errstr);
 		rc = -EIO;
