@@ -50,6 +50,7 @@
 #define PORT_ACL_STANDBY 7216
 #define PORT_FENCE 7220 /* 7220-7222 */
 #define PORT_RESHARD 7203
+#define PORT_ASK 7206 /* 7206-7208 */
 /* Each test's stores stop with it (teardown): the log layout's OOM test
  * reuses the keys layout's port. */
 #define PORT_LOG_OOM PORT_OOM
@@ -1004,6 +1005,131 @@ Test(active, resharding_under_load_keeps_every_latest_record, .timeout = 240)
 
 	expect_store_holds(PORT_RESHARD, &p, plan_live(&p));
 	writer_down(a, &p);
+}
+
+/* Whether key is on the master at port, asked with ASKING (a slot being
+ * imported answers only then). */
+static int key_on(int port, const uint8_t *key)
+{
+	redisContext *rc = redisConnect("127.0.0.1", port);
+	redisReply *r;
+	int on;
+
+	cr_assert(rc && !rc->err, "connect to %d", port);
+	r = redisCommand(rc, "ASKING");
+	cr_assert(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	r = redisCommand(rc, "EXISTS %b", key, (size_t)NS_KEY_LEN);
+	cr_assert(r && r->type == REDIS_REPLY_INTEGER, "EXISTS on %d", port);
+	on = (int)r->integer;
+	freeReplyObject(r);
+	redisFree(rc);
+	return on;
+}
+
+/* The port of the master that owns slot, as CLUSTER SLOTS on port says. */
+static int slot_port(int port, uint16_t slot)
+{
+	redisContext *rc = redisConnect("127.0.0.1", port);
+	redisReply *r = redisCommand(rc, "CLUSTER SLOTS");
+	int owner = -1;
+
+	cr_assert(r && r->type == REDIS_REPLY_ARRAY, "CLUSTER SLOTS");
+	for (size_t i = 0; i < r->elements; i++) {
+		redisReply *e = r->element[i];
+
+		if (slot >= e->element[0]->integer &&
+		    slot <= e->element[1]->integer)
+			owner = (int)e->element[2]->element[1]->integer;
+	}
+	freeReplyObject(r);
+	redisFree(rc);
+	cr_assert_gt(owner, 0, "no master owns slot %u", slot);
+	return owner;
+}
+
+/*
+ * A slot being migrated, by hand as redis-cli --cluster reshard does it:
+ * a session already on the migrating master (K1) and a new one in the same
+ * slot (K2), written in one batch. K2 is answered ASK and goes to the
+ * target; K1, still on the migrating master, must be written there, not
+ * on the target: a second copy there makes MIGRATE of K1 fail with
+ * BUSYKEY ("Target key exists", as a CI run's reshard did) and readers of
+ * the target see it before its time. Then the slot moves, and the store
+ * holds both, once.
+ */
+Test(active, a_key_still_on_a_migrating_slot_is_written_there, .timeout = 60)
+{
+	struct nsdp_lane **lanes = lanes_create(1, 1024);
+	struct nsa_active_stats st;
+	struct ns_session k1 = flow_record(1, NS_EV_CREATE, 1000), k2;
+	uint8_t key1[NS_KEY_LEN], key2[NS_KEY_LEN];
+	char cmd[256], src_id[64], dst_id[64];
+	struct nsa_config c;
+	struct nsa_active *a;
+	redisContext *rc;
+	redisReply *r;
+	uint16_t slot;
+	uint32_t j;
+	int src, dst;
+
+	store_up(PORT_ASK, 3);
+	ns_key_build(k1.proto, &k1.orig, key1);
+	slot = ns_key_slot(key1, NS_KEY_LEN);
+	/* Another flow of the same slot. */
+	for (j = 2; j < 2000000; j++) {
+		k2 = flow_record(j, NS_EV_CREATE, 1000 + j);
+		ns_key_build(k2.proto, &k2.orig, key2);
+		if (ns_key_slot(key2, NS_KEY_LEN) == slot)
+			break;
+	}
+	cr_assert_lt(j, 2000000);
+	src = slot_port(PORT_ASK, slot);
+	dst = src == PORT_ASK ? PORT_ASK + 1 : PORT_ASK;
+	node_id(src, src_id);
+	node_id(dst, dst_id);
+
+	conf_for(&c, PORT_ASK, 1, NSA_PUBLISH_AUTO);
+	c.flush_us = 100000; /* K2 and K1's refresh in one batch */
+	a = writer_up(&c, lanes, 1);
+	push_wait(lanes[0], &k1);
+	cr_assert_eq(nsa_active_drain(a, 10000), 0);
+	cr_assert(key_on(src, key1));
+
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %u IMPORTING %s", slot,
+		 src_id);
+	store_admin(dst, cmd);
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %u MIGRATING %s", slot,
+		 dst_id);
+	store_admin(src, cmd);
+
+	k1 = flow_record(1, NS_EV_REFRESH, 5000);
+	push_wait(lanes[0], &k2);
+	push_wait(lanes[0], &k1);
+	cr_assert_eq(nsa_active_drain(a, 10000), 0);
+	nsa_active_stats(a, &st);
+	cr_expect_geq(st.ask, 1, "K2 was never answered ASK");
+	cr_expect_eq(st.acked, 3);
+	cr_assert(key_on(dst, key2), "K2 is not on the target");
+	cr_assert(key_on(src, key1), "K1 left the migrating master");
+	cr_assert_not(key_on(dst, key1),
+		      "K1 was written to the target while still on the "
+		      "migrating master");
+
+	/* The move completes as redis-cli does it: K1 migrates. */
+	rc = redisConnect("127.0.0.1", src);
+	r = redisCommand(rc, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %b", dst, "",
+			 key1, (size_t)NS_KEY_LEN);
+	cr_assert(r && r->type == REDIS_REPLY_STATUS, "MIGRATE of K1: %s",
+		  r ? r->str : rc->errstr);
+	freeReplyObject(r);
+	redisFree(rc);
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %u NODE %s", slot, dst_id);
+	store_admin(dst, cmd);
+	store_admin(src, cmd);
+	cr_assert(key_on(dst, key1));
+	cr_assert(key_on(dst, key2));
+	writer_down(a, NULL);
 }
 
 /* The store on port, with a user natsync who may not DEL (ACL). */

@@ -674,12 +674,46 @@ static long scenario_start(const char *name, pthread_t *server,
 	return epoch_a;
 }
 
+/* Everything sent before the kill comes back through B, and more after
+ * it (when: what the message calls the moment). */
+static void flows_go_on_through_b(uint64_t tcp_sent_at_kill,
+				  uint64_t udp_at_kill, const char *when)
+{
+	char reply[4096];
+
+	cr_assert(WAIT_FOR(LOAD(tcp_echoed) >= tcp_sent_at_kill + 640 &&
+				   LOAD(udp_replies) >= udp_at_kill + 20,
+			   30),
+		  "%s: tcp echoed %lu (sent %lu at the kill), udp replies %lu "
+		  "(was %lu); B: %s",
+		  when, (unsigned long)LOAD(tcp_echoed),
+		  (unsigned long)tcp_sent_at_kill,
+		  (unsigned long)LOAD(udp_replies), (unsigned long)udp_at_kill,
+		  (ctl('B', "stats", reply, sizeof(reply)), reply));
+}
+
+/* Stop the client and the server: the one TCP connection carried exactly
+ * the bytes sent, and the UDP flow kept its translated source. */
+static void flows_end_whole(pthread_t server, pthread_t client,
+			    const struct sockaddr_in *udp_before)
+{
+	__atomic_store_n(&net.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(client, NULL);
+	pthread_join(server, NULL);
+	cr_expect_eq(LOAD(tcp_mismatch), 0, "echoed bytes differ from sent");
+	cr_expect_eq(LOAD(tcp_closed), 0, "the TCP connection was closed");
+	cr_expect_eq(LOAD(accepts), 1, "the client had to connect again");
+	cr_expect_eq(net.udp_sources[0].sin_addr.s_addr,
+		     udp_before->sin_addr.s_addr);
+	cr_expect_eq(net.udp_sources[0].sin_port, udp_before->sin_port);
+}
+
 static void failover_scenario(const char *name)
 {
 	pthread_t server, client;
 	char reply[4096];
 	struct sockaddr_in udp_before, tcp_peer;
-	uint64_t echoed_before, udp_before_n, tcp_sent_at_kill;
+	uint64_t udp_before_n, tcp_sent_at_kill;
 	long epoch_a, epoch_b;
 	char addr[INET_ADDRSTRLEN];
 	int rc;
@@ -694,7 +728,6 @@ static void failover_scenario(const char *name)
 	gw_a = 0;
 	tcp_sent_at_kill = LOAD(tcp_sent);
 	nsdp_sleep_ms(300);
-	echoed_before = LOAD(tcp_echoed);
 	udp_before_n = LOAD(udp_replies);
 
 	rc = keepalived_notify('B', "MASTER");
@@ -703,16 +736,7 @@ static void failover_scenario(const char *name)
 	epoch_b = status_value('B', "epoch");
 	cr_assert_gt(epoch_b, epoch_a, "a promotion must raise the epoch");
 
-	/* Everything sent before the kill comes back, and more after it. */
-	cr_assert(WAIT_FOR(LOAD(tcp_echoed) >= tcp_sent_at_kill + 640 &&
-				   LOAD(udp_replies) >= udp_before_n + 20,
-			   30),
-		  "after failover: tcp echoed %lu (sent %lu at the kill, %lu "
-		  "echoed then), udp replies %lu (was %lu); B: %s",
-		  (unsigned long)LOAD(tcp_echoed),
-		  (unsigned long)tcp_sent_at_kill, (unsigned long)echoed_before,
-		  (unsigned long)LOAD(udp_replies), (unsigned long)udp_before_n,
-		  (ctl('B', "stats", reply, sizeof(reply)), reply));
+	flows_go_on_through_b(tcp_sent_at_kill, udp_before_n, "after failover");
 	/* B forwarded with the replicated sessions. */
 	cr_expect_eq(stat_value('B', "nat.created"), 0,
 		     "B created sessions for flows it should have had");
@@ -756,20 +780,11 @@ static void failover_scenario(const char *name)
 			   20),
 		  "the demoted gateway B did not resync");
 
-	__atomic_store_n(&net.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(client, NULL);
-	pthread_join(server, NULL);
-
-	cr_expect_eq(LOAD(tcp_mismatch), 0, "echoed bytes differ from sent");
-	cr_expect_eq(LOAD(tcp_closed), 0, "the TCP connection was closed");
-	cr_expect_eq(LOAD(accepts), 1, "the client had to connect again");
+	flows_end_whole(server, client, &udp_before);
 	/* One translated source per flow, the same before and after. */
 	cr_expect_eq(LOAD(n_udp_sources), 1,
 		     "the server saw the UDP flow from %lu sources",
 		     (unsigned long)LOAD(n_udp_sources));
-	cr_expect_eq(net.udp_sources[0].sin_addr.s_addr,
-		     udp_before.sin_addr.s_addr);
-	cr_expect_eq(net.udp_sources[0].sin_port, udp_before.sin_port);
 	tcp_peer = net.tcp_peer;
 	inet_ntop(AF_INET, &tcp_peer.sin_addr, addr, sizeof(addr));
 	cr_expect(strcmp(addr, POOL_FIRST) == 0 || strcmp(addr, POOL_LAST) == 0,
@@ -1015,7 +1030,6 @@ static void store_down_failover(const char *name, int epoch_master_only)
 	struct sockaddr_in udp_before;
 	long epoch_a, epoch_b, b_sessions;
 	double t_kill, t_promoted, t_udp, t_flowing;
-	char reply[4096];
 	int match;
 
 	external = 0;
@@ -1052,15 +1066,8 @@ static void store_down_failover(const char *name, int epoch_master_only)
 	cr_assert(WAIT_FOR(
 		__atomic_load_n(&burst.replies, __ATOMIC_ACQUIRE) > 0, 30));
 	t_udp = nsdp_now_s();
-	cr_assert(WAIT_FOR(LOAD(tcp_echoed) >= tcp_sent_at_kill + 640 &&
-				   LOAD(udp_replies) >= udp_at_kill + 20,
-			   30),
-		  "with the store stopped: tcp echoed %lu (sent %lu at the "
-		  "kill), udp replies %lu (was %lu); B: %s",
-		  (unsigned long)LOAD(tcp_echoed),
-		  (unsigned long)tcp_sent_at_kill,
-		  (unsigned long)LOAD(udp_replies), (unsigned long)udp_at_kill,
-		  (ctl('B', "stats", reply, sizeof(reply)), reply));
+	flows_go_on_through_b(tcp_sent_at_kill, udp_at_kill,
+			      "with the store stopped");
 	t_flowing = nsdp_now_s();
 	pthread_join(burster, NULL);
 	cr_assert_eq(burst.n_ports, BURST_FLOWS);
@@ -1109,17 +1116,8 @@ static void store_down_failover(const char *name, int epoch_master_only)
 	cr_expect_eq(stat_value('B', "nat.created"), BURST_FLOWS);
 	stop_pid(&fresh_standby, SIGTERM);
 
-	__atomic_store_n(&net.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(client, NULL);
-	pthread_join(server, NULL);
-	cr_expect_eq(LOAD(tcp_mismatch), 0, "echoed bytes differ from sent");
-	cr_expect_eq(LOAD(tcp_closed), 0, "the TCP connection was closed");
-	cr_expect_eq(LOAD(accepts), 1, "the client had to connect again");
-	/* The UDP flow kept its translated source (the burst's flows are
-	 * the server's other sources). */
-	cr_expect_eq(net.udp_sources[0].sin_addr.s_addr,
-		     udp_before.sin_addr.s_addr);
-	cr_expect_eq(net.udp_sources[0].sin_port, udp_before.sin_port);
+	/* The burst's flows are the server's other UDP sources. */
+	flows_end_whole(server, client, &udp_before);
 }
 
 Test(failover, with_every_master_stopped_the_standby_forwards_at_once)

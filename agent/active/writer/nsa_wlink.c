@@ -252,7 +252,8 @@ static int resend_build(struct nsa_writer *w)
 			if (!(f & NSA_REC_DROPPED))
 				items[n++] = (struct nsa_resend_item){
 					b->wseq, j, &b->sess[j],
-					f & (NSA_REC_REPLAY | NSA_REC_STORE)};
+					f & (NSA_REC_REPLAY | NSA_REC_STORE |
+					     NSA_REC_ASKED)};
 			else if (!(f & NSA_REC_REPLAY))
 				dropped++; /* refused for good, not retried */
 			else

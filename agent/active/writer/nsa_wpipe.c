@@ -310,6 +310,13 @@ int nsa_pipe_append(struct nsa_writer *w, const struct ns_session *s,
 
 	ns_key_build(s->proto, &s->orig, key);
 	node = nsa_writer_route(w, key, &cmd_idx, &asking);
+	if (!(rflag & NSA_REC_ASKED)) {
+		/* Not answered ASK: to the slot's master, migrating or not
+		 * (NSA_REC_ASKED). */
+		cmd_idx = node;
+		asking = 0;
+	}
+	rflag &= (uint8_t)~NSA_REC_ASKED;
 	c = w->conns[node];
 	cc = w->conns[cmd_idx];
 	if (c->open != NULL && c->open->store && nsa_batch_close(w, c) != 0)

@@ -75,6 +75,9 @@ static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 		if (nsa_writer_error_retry(w, t, len)) {
 			b->retry = 1;
 			w->retry_mode = 1;
+			if (e->kind == NSA_EXP_CMD && len > 4 &&
+			    memcmp(t, "ASK ", 4) == 0)
+				b->rflags[e->pos] |= NSA_REC_ASKED;
 		} else if (e->kind == NSA_EXP_CMD) {
 			b->rflags[e->pos] |= NSA_REC_DROPPED;
 			nsa_readback_queue(w, &b->sess[e->pos]);

@@ -43,6 +43,12 @@
 #define NSA_REC_REPLAY 0x02
 /* What the store holds after a refusal: published, no command. */
 #define NSA_REC_STORE 0x04
+/* Its last command was answered ASK: the key is not on the slot's
+ * migrating master, so its resend goes to the ASK target (with ASKING).
+ * Only such records: a key still on the migrating master must be written
+ * there, or the target would hold a second copy that MIGRATE refuses
+ * (BUSYKEY) and reads would miss. */
+#define NSA_REC_ASKED 0x08
 
 /* What a reply due on a connection answers (nsa_exp.kind). */
 enum nsa_exp_kind {
