@@ -1027,27 +1027,6 @@ static int key_on(int port, const uint8_t *key)
 	return on;
 }
 
-/* The port of the master that owns slot, as CLUSTER SLOTS on port says. */
-static int slot_port(int port, uint16_t slot)
-{
-	redisContext *rc = redisConnect("127.0.0.1", port);
-	redisReply *r = redisCommand(rc, "CLUSTER SLOTS");
-	int owner = -1;
-
-	cr_assert(r && r->type == REDIS_REPLY_ARRAY, "CLUSTER SLOTS");
-	for (size_t i = 0; i < r->elements; i++) {
-		redisReply *e = r->element[i];
-
-		if (slot >= e->element[0]->integer &&
-		    slot <= e->element[1]->integer)
-			owner = (int)e->element[2]->element[1]->integer;
-	}
-	freeReplyObject(r);
-	redisFree(rc);
-	cr_assert_gt(owner, 0, "no master owns slot %u", slot);
-	return owner;
-}
-
 /*
  * A slot being migrated, by hand as redis-cli --cluster reshard does it:
  * a session already on the migrating master (K1) and a new one in the same
@@ -1067,6 +1046,7 @@ Test(active, a_key_still_on_a_migrating_slot_is_written_there, .timeout = 60)
 	char cmd[256], src_id[64], dst_id[64];
 	struct nsa_config c;
 	struct nsa_active *a;
+	static struct store_view v;
 	redisContext *rc;
 	redisReply *r;
 	uint16_t slot;
@@ -1084,7 +1064,9 @@ Test(active, a_key_still_on_a_migrating_slot_is_written_there, .timeout = 60)
 			break;
 	}
 	cr_assert_lt(j, 2000000);
-	src = slot_port(PORT_ASK, slot);
+	store_view_open(&v, PORT_ASK);
+	src = v.topo.nodes[v.topo.slot_node[slot]].addr.port;
+	store_view_close(&v);
 	dst = src == PORT_ASK ? PORT_ASK + 1 : PORT_ASK;
 	node_id(src, src_id);
 	node_id(dst, dst_id);

@@ -407,7 +407,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	int listener, udp_server, a_c, a_s, b_c, b_s, d_c, d_s, u_c, e_c, f_c;
 	uint16_t a_x, b_x, d_x, u_x, e_x, e_new, f_x;
 	struct ns_session rec_u, rec;
-	uint32_t epoch1;
+	uint32_t epoch1, epoch2, epoch3;
 	double t0, t_commit, t_move, t_flows, t_swap;
 
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
@@ -451,6 +451,9 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	/* [agent] epoch = 0: the first epoch the fresh store issued (its
 	 * first generation, NSA_EPOCH_STEP). */
 	cr_assert_eq(epoch1, NSA_EPOCH_STEP);
+	/* The store's next two generations. */
+	epoch2 = epoch1 + NSA_EPOCH_STEP;
+	epoch3 = epoch2 + NSA_EPOCH_STEP;
 	wait_log(1, "kernel-active.log", "epoch 256 from the store", 1);
 	cr_assert_eq(rec_u.xlat.saddr, POOL);
 	cr_assert_eq(rec_u.xlat.sport, u_x);
@@ -519,21 +522,16 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	f_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_F);
 	f_x = udp_to_server(f_c, udp_server, "f");
 	cr_assert(in_range(f_x, GW2_PORTS_LO));
-	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT,
-			 epoch1 + NSA_EPOCH_STEP);
+	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT, epoch2);
 	cr_assert_eq(rec.xlat.sport, f_x);
-	rec = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT,
-			 epoch1 + NSA_EPOCH_STEP);
+	rec = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, epoch2);
 	cr_assert_eq(rec.xlat.saddr, POOL);
 	cr_assert_eq(rec.xlat.sport, u_x);
-	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT,
-			 epoch1 + NSA_EPOCH_STEP);
+	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, epoch2);
 	cr_assert_eq(rec.xlat.sport, a_x);
-	rec = store_wait(IPPROTO_TCP, PORT_B, TCP_PORT,
-			 epoch1 + NSA_EPOCH_STEP);
+	rec = store_wait(IPPROTO_TCP, PORT_B, TCP_PORT, epoch2);
 	cr_assert_eq(rec.xlat.sport, b_x);
-	cr_assert_eq(rec.epoch, epoch1 + NSA_EPOCH_STEP,
-		     "the next epoch the store issued");
+	cr_assert_eq(rec.epoch, epoch2, "the next epoch the store issued");
 	wait_log(2, "kernel-active.log", "epoch 512 from the store", 1);
 	cr_assert_not(store_get(IPPROTO_TCP, PORT_D, TCP_PORT, &rec) &&
 			      rec.xlat.sport == d_x,
@@ -576,11 +574,9 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 		     nst_run_path("notify.out"));
 	wait_log(1, "kernel-active.log",
 		 "epoch 768 from the store; 3 older writer connection", 10);
-	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT,
-			 epoch1 + 2 * NSA_EPOCH_STEP);
+	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT, epoch3);
 	cr_assert_eq(rec.xlat.sport, f_x);
-	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT,
-			 epoch1 + 2 * NSA_EPOCH_STEP);
+	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, epoch3);
 	cr_assert_eq(rec.xlat.sport, a_x);
 	cr_assert_eq(nst_sh("grep -q '^REPORT role=standby .* ct_errors=0 ' %s",
 			    gw_path(1, "kernel-standby.out")),
@@ -597,7 +593,7 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 		"the three flows across gateway 2 %.1f ms after the move "
 		"began; agents swapped in %.0f ms; epoch %u -> %u -> %u\n",
 		1e3 * t_commit, 1e3 * t_move, 1e3 * t_flows, 1e3 * t_swap,
-		epoch1, epoch1 + NSA_EPOCH_STEP, rec.epoch);
+		epoch1, epoch2, rec.epoch);
 	close(a_c);
 	close(a_s);
 	close(b_c);
