@@ -294,11 +294,20 @@ static void control_serve(struct gw *g)
 	}
 	line[got] = '\0';
 	line[strcspn(line, "\r\n")] = '\0';
-	if (!strcmp(line, "promote"))
-		gw_promote(g, reply, sizeof(reply));
-	else if (!strcmp(line, "demote"))
+	if (!strcmp(line, "promote")) {
+		/* Refused for want of an epoch: keepalived asked once, and
+		 * the gateway goes on asking the store (gw_run). */
+		if (gw_promote(g, reply, sizeof(reply)) == -EAGAIN) {
+			g->want_active = 1;
+			g->next_promote = nsdp_now_s() + GW_RETRY_MS / 1000.0;
+			NSA_WARN("promote: trying again every %d ms until the "
+				 "store gives an epoch or a demote comes",
+				 GW_RETRY_MS);
+		}
+	} else if (!strcmp(line, "demote")) {
+		g->want_active = 0;
 		gw_demote(g, reply, sizeof(reply));
-	else if (!strcmp(line, "status"))
+	} else if (!strcmp(line, "status"))
 		gw_status(g, reply, sizeof(reply));
 	else if (!strcmp(line, "stats"))
 		gw_stats(g, reply, sizeof(reply));
@@ -412,6 +421,7 @@ static int gw_setup(struct gw *g)
 	g->store_quick.io_timeout_ms = (int)g->conf.gw.promote_wait_ms;
 	if (g->store_quick.epoch_wait_ms > g->conf.gw.promote_wait_ms)
 		g->store_quick.epoch_wait_ms = g->conf.gw.promote_wait_ms;
+	g->want_active = g->conf.agent.role == NSA_ROLE_ACTIVE;
 	g->store_loop = g->conf.agent.store;
 	g->store_loop.connect_timeout_ms = GW_STORE_LOOP_MS;
 	g->store_loop.io_timeout_ms = GW_STORE_LOOP_MS;
@@ -493,8 +503,7 @@ static void gw_progress(struct gw *g, double t)
 
 static int gw_run(struct gw *g, double duration)
 {
-	double t0 = nsdp_now_s(), last_progress = t0, next_promote = 0;
-	int want_active = g->conf.agent.role == NSA_ROLE_ACTIVE;
+	double t0 = nsdp_now_s(), last_progress = t0;
 	char reply[GW_REPLY_MAX];
 
 	nsa_sd_ready("standby until promoted");
@@ -508,21 +517,21 @@ static int gw_run(struct gw *g, double duration)
 		gw_unstick(g);
 		gw_register_provisional(g, t);
 		gw_check_fence(g, t);
-		if (want_active && t >= next_promote) {
+		if (g->want_active && t >= g->next_promote) {
 			struct nsa_standby_stats ss;
 
 			nsa_standby_stats(g->sb, &ss);
 			if (ss.synced || (t - t0) * 1000 >= GW_START_WAIT_MS) {
-				if (!ss.synced && next_promote == 0)
+				if (!ss.synced && g->next_promote == 0)
 					NSA_WARN("start: cold load not done "
 						 "after %d ms; promoting "
 						 "anyway",
 						 GW_START_WAIT_MS);
 				/* Without an epoch: again later. */
-				want_active =
+				g->want_active =
 					gw_promote(g, reply, sizeof(reply)) ==
 					-EAGAIN;
-				next_promote = t + GW_RETRY_MS / 1000.0;
+				g->next_promote = t + GW_RETRY_MS / 1000.0;
 			}
 		}
 		if (duration > 0 && t - t0 >= duration)

@@ -59,6 +59,10 @@ struct gw {
 	 * the store: the epoch, else 0; the next try to make it known. */
 	uint32_t provisional;
 	double next_register;
+	/* Promote at the next retry: [agent] role = active, or a promote
+	 * the store gave no epoch for (until a demote); when. */
+	int want_active;
+	double next_promote;
 	/* A promotion failed and the lcore has not confirmed that it is a
 	 * standby: it may still write the table, so the subscriber must not
 	 * (gw_unstick). */

@@ -1133,7 +1133,8 @@ Test(failover, with_the_epoch_keys_master_stopped_the_standby_forwards)
 /*
  * A gateway whose gateway_id has a low byte of 0 makes no provisional
  * epoch: without the store's counter it cannot know that its epoch is
- * above the last active's. It stays a standby and forwards nothing.
+ * above the last active's. It stays a standby and forwards nothing, and
+ * promotes itself once the store gives it an epoch.
  */
 Test(failover, promotion_is_refused_when_no_epoch_can_be_had)
 {
@@ -1174,4 +1175,13 @@ Test(failover, promotion_is_refused_when_no_epoch_can_be_had)
 		     "B forwarded %ld packets after the refused promotion",
 		     tx_after - tx_before);
 	cr_expect(status_has('B', "mode=standby"));
+
+	/* keepalived asked once; the gateway goes on asking the store, and
+	 * is promoted once the store is back (a fresh one: epoch 256). */
+	cr_expect(nst_run_file_has("gwB.log", "trying again every 1000 ms"));
+	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
+	cr_assert(WAIT_FOR(status_has('B', "mode=active"), 20),
+		  "B was not promoted once the store was back; see %s",
+		  nst_run_path("gwB.log"));
+	cr_expect_eq(status_value('B', "epoch"), NSA_EPOCH_STEP);
 }
