@@ -386,6 +386,10 @@ static void *burst_main(void *arg)
 static int external;
 /* The gateways' [store] layout (schema/FORMAT.md). */
 static const char *layout = "keys";
+/* [gateway] promote_wait_ms: the default (50), or longer where a test is
+ * about the fence a store epoch raises at once, not about a store that
+ * does not answer (on a loaded machine 50 ms may pass). */
+static unsigned int promote_wait_ms = 50;
 
 static void write_gateway_config(char id)
 {
@@ -420,11 +424,12 @@ static void write_gateway_config(char id)
 		 "control_socket = %s\n"
 		 "idle_sleep_us = 200\n"
 		 "mbufs = 4095\n"
+		 "promote_wait_ms = %u\n"
 		 "agent = %s\n",
 		 id == 'A' ? "active" : "standby", id == 'A' ? 1 : 2, eal,
 		 STORE_PORT, layout,
 		 nst_run_path(id == 'A' ? "a.sock" : "b.sock"),
-		 external ? "external" : "threads");
+		 promote_wait_ms, external ? "external" : "threads");
 	snprintf(name, sizeof(name), "gw%c.ini", id);
 	nst_write_file(nst_run_path(name), text);
 }
@@ -907,6 +912,7 @@ static void split_brain(const char *name, int across)
 	int match, demoted;
 
 	external = 0;
+	promote_wait_ms = 2000;
 	epoch_a = scenario_start(name, &server, &client);
 	burst.secs = across ? 4.5 : 3;
 	pthread_create(&burster, NULL, burst_main, NULL);
