@@ -845,6 +845,32 @@ Test(standby, lag_percentiles_are_upper_bounds_within_a_few_percent)
 	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 99), 0);
 }
 
+/* A batch of an epoch below its gateway's is dropped; the first of each
+ * such epoch is reported (the standby logs it once) with the epoch known,
+ * the others of the same epoch are not; other gateways are apart. */
+Test(standby, an_older_epoch_is_dropped_and_told_once_per_epoch)
+{
+	struct nsa_order *o = calloc(1, sizeof(*o));
+	struct ns_batch_hdr h = {.gateway_id = 2, .epoch = 512, .seq = 1};
+	uint32_t known = 0;
+
+	cr_assert_not_null(o);
+	cr_assert_eq(nsa_order_epoch(o, &h, &known), 0);
+	h.epoch = 256;
+	cr_assert_eq(nsa_order_epoch(o, &h, &known), NSA_ORDER_FENCED_NEW);
+	cr_assert_eq(known, 512);
+	cr_assert_eq(nsa_order_epoch(o, &h, &known), -1);
+	h.epoch = 257;
+	cr_assert_eq(nsa_order_epoch(o, &h, &known), NSA_ORDER_FENCED_NEW);
+	h.gateway_id = 3;
+	h.epoch = 1;
+	cr_assert_eq(nsa_order_epoch(o, &h, &known), 0);
+	h.gateway_id = 2;
+	h.epoch = 768;
+	cr_assert_eq(nsa_order_epoch(o, &h, &known), 0);
+	free(o);
+}
+
 /* The sequence memory is never wiped: full, it forgets the pair seen least
  * recently and refuses any batch of an unknown pair sent at or before that
  * pair's newest; a batch sent before its subscription began is old. */

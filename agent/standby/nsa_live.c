@@ -44,6 +44,8 @@ static int batch_admit(struct nsa_standby *sb, unsigned int node,
 {
 	const uint16_t channel_slot = sb->topo.nodes[node].channel_slot;
 	const struct sb_node *nd = &sb->nodes[node];
+	uint32_t known = 0;
+	int rc;
 
 	if (ns_batch_decode(buf, len, h, body) < 0) {
 		SB_STAT_ADD(sb, bad_messages, 1);
@@ -65,7 +67,18 @@ static int batch_admit(struct nsa_standby *sb, unsigned int node,
 		SB_STAT_ADD(sb, unauthenticated, 1);
 		return -1;
 	}
-	if (nsa_order_epoch(&sb->order, h) < 0) {
+	rc = nsa_order_epoch(&sb->order, h, &known);
+	if (rc < 0) {
+		if (rc == NSA_ORDER_FENCED_NEW)
+			NSA_WARN("standby: gateway %u's batches of epoch %u "
+				 "are dropped as fenced: its epoch %u came "
+				 "before. Either an older active still writes, "
+				 "or the store lost natsync:epoch: then raise "
+				 "it above %u as an administrator (SET "
+				 "natsync:epoch to a multiple of 256) and "
+				 "promote or restart that gateway's active. "
+				 "Counted in the fenced drops",
+				 h->gateway_id, h->epoch, known, known);
 		SB_STAT_ADD(sb, fenced, 1);
 		return -1;
 	}

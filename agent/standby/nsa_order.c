@@ -25,16 +25,24 @@
  */
 #include "nsa_order.h"
 
-int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h)
+int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h,
+		    uint32_t *known)
 {
 	unsigned int i;
 
 	for (i = 0; i < o->n_gws; i++) {
-		if (o->gws[i].gateway_id != h->gateway_id)
+		struct nsa_gw_epoch *g = &o->gws[i];
+
+		if (g->gateway_id != h->gateway_id)
 			continue;
-		if (h->epoch < o->gws[i].epoch)
-			return -1;
-		o->gws[i].epoch = h->epoch;
+		if (h->epoch < g->epoch) {
+			if (g->reported == h->epoch)
+				return -1;
+			g->reported = h->epoch;
+			*known = g->epoch;
+			return NSA_ORDER_FENCED_NEW;
+		}
+		g->epoch = h->epoch;
 		return 0;
 	}
 	if (o->n_gws == NSA_ORDER_MAX_GATEWAYS)

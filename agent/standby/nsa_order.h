@@ -29,6 +29,8 @@ struct nsa_pub_seq {
 struct nsa_gw_epoch {
 	uint32_t gateway_id;
 	uint32_t epoch;
+	uint32_t
+		reported; /* the last dropped epoch told (NSA_ORDER_FENCED_NEW) */
 };
 
 struct nsa_order {
@@ -45,8 +47,13 @@ struct nsa_order {
 
 enum nsa_seq_verdict { NSA_SEQ_NEXT, NSA_SEQ_GAP, NSA_SEQ_STALE };
 
-/* 0 to apply, -1 to drop a batch from an older epoch of its gateway. */
-int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h);
+/* 0 to apply, -1 to drop a batch from an older epoch of its gateway,
+ * NSA_ORDER_FENCED_NEW (also a drop) for the first batch of that older
+ * epoch since the last one reported: *known is then the gateway's epoch,
+ * to be told. */
+#define NSA_ORDER_FENCED_NEW (-2)
+int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h,
+		    uint32_t *known);
 
 /* Where a batch received on the channel of channel_slot stands in its
  * sequence (and remember it unless stale). A batch sent (h->sent_ns, a
