@@ -428,8 +428,8 @@ static void write_gateway_config(char id)
 		 "agent = %s\n",
 		 id == 'A' ? "active" : "standby", id == 'A' ? 1 : 2, eal,
 		 STORE_PORT, layout,
-		 nst_run_path(id == 'A' ? "a.sock" : "b.sock"),
-		 promote_wait_ms, external ? "external" : "threads");
+		 nst_run_path(id == 'A' ? "a.sock" : "b.sock"), promote_wait_ms,
+		 external ? "external" : "threads");
 	snprintf(name, sizeof(name), "gw%c.ini", id);
 	nst_write_file(nst_run_path(name), text);
 }

@@ -421,7 +421,7 @@ static int round_commit(struct round *r)
 		r->done->parts += r->nr[i].cp.index;
 		if (rc == 0)
 			rc = nsa_store_wait_replica(r->nr[i].c, wait_ms, r->err,
-					      r->errlen);
+						    r->errlen);
 	}
 	if (rc == 0) {
 		len = nsa_logmark_format(r->done, r->rd->key,
