@@ -104,9 +104,8 @@ static redisReply *key_command(const struct nsa_store_conf *conf,
  * back (the ACL of deploy/redis-users.acl.example). */
 static const char take_script[] =
 	"local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
-	"local f = tonumber(ARGV[1]) "
+	"local f = math.max(c, tonumber(ARGV[1])) "
 	"local s = tonumber(ARGV[2]) "
-	"if f > c then f = f else f = c end "
 	"return redis.call('INCRBY', KEYS[1], "
 	"(math.floor(f / s) + 1) * s - c)";
 /* Atomic: the counter raised to ARGV[1] when below it; its value after. */

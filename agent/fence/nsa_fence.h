@@ -5,7 +5,8 @@
  * One counter, natsync:epoch, issues every promotion's epoch (raised
  * atomically: no two promotions get the same one; WAIT for a replica, so
  * that a failover of its master cannot issue it twice), or learns of a
- * provisional one a gateway made while the store did not answer. A promoted gateway then raises the
+ * provisional one a gateway made while the store did not answer. A
+ * promoted gateway then raises the
  * fence: on every master it closes every connection named
  * NSA_WRITER_NAME. Writers name each connection before they read the
  * counter, and read it on every (re)connection before they write on it;

@@ -38,8 +38,8 @@ struct nsa_store_conf {
 	 * 0 = 5 000 ms. Not a key: callers that must not wait set it on a
 	 * copy (a promotion's first try for an epoch). */
 	int io_timeout_ms;
-	/* After INCRBY of a counter (the promotion epoch): WAIT for a
-	 * replica this long where the master has one; 0 = no WAIT. */
+	/* After natsync:epoch was raised: WAIT for a replica this long
+	 * where its master has one; 0 = no WAIT. */
 	unsigned int epoch_wait_ms;
 	enum nsa_publish_mode publish;
 	enum nsa_layout layout;

@@ -29,8 +29,8 @@ struct nsa_pub_seq {
 struct nsa_gw_epoch {
 	uint32_t gateway_id;
 	uint32_t epoch;
-	uint32_t
-		reported; /* the last dropped epoch told (NSA_ORDER_FENCED_NEW) */
+	/* The last older epoch told (NSA_ORDER_FENCED_NEW). */
+	uint32_t reported;
 };
 
 struct nsa_order {
