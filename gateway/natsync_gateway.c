@@ -11,24 +11,27 @@
  * The gateway always starts as a standby: the standby subscriber fills the
  * session table from the store (cold load, then live batches) and the fast
  * path forwards nothing. With [agent] role = active it promotes itself once
- * the cold load is done (or after GW_START_WAIT_MS if the store cannot be
- * read, because forwarding matters more than history). Promotion stops the
- * subscriber (the fast path becomes the table's only writer), takes a new
- * epoch from the store (INCR natsync:epoch, so that every promotion in the
- * deployment is later than every earlier one; without one it stays a
- * standby), closes the writer connections of older epochs on every master
- * (the fence, agent/fence/nsa_fence.h), rebuilds the port maps from
- * the replicated sessions, and starts replicating the gateway's own
- * sessions (the table changes hands explicitly, nsdp_table_take: never two
- * writers): with [gateway] agent = threads through writer threads in this
- * process, with agent = external through a natsync-agent secondary process
- * that drains the same ring by name. Demotion reverses it and resyncs the
- * table from the store; an active that finds a newer epoch in the store
- * (its writers, or its own read every [gateway] fence_check_ms) demotes
- * itself. A promotion the forwarding lcore neither takes nor
- * refuses in time (it did not confirm that it is still a standby) leaves
- * the gateway stuck: the table stays the fast path's, the subscriber
- * stays stopped, status says so, until the lcore confirms.
+ * the cold load is done, or after GW_START_WAIT_MS when the store does not
+ * answer (forwarding matters more than history; while the store answers
+ * it waits for the load, so that no port the stored sessions hold is
+ * handed out again). Promotion takes a new epoch from the store (or, when
+ * the store does not answer within [gateway] promote_wait_ms, a
+ * provisional one, agent/fence/nsa_fence.h), closes the writer connections
+ * of older epochs on every master (the fence), stops the subscriber (the
+ * fast path becomes the table's only writer: nsdp_table_take, never two
+ * writers), rebuilds the port maps from the replicated sessions, and
+ * starts replicating the gateway's own sessions: with [gateway] agent =
+ * threads through writer threads in this process, with agent = external
+ * through a natsync-agent secondary process that drains the same ring by
+ * name. A promotion that fails is tried again every GW_RETRY_MS until it
+ * forwards or a demote comes. Demotion reverses it and resyncs the table
+ * from the store; an active that finds a newer epoch in the store (its
+ * writers, or its own read every [gateway] fence_check_ms) demotes itself
+ * and says it is unfit for MASTER (health) until told demote. A promotion
+ * the forwarding lcore neither takes nor refuses in time (it did not
+ * confirm that it is still a standby) leaves the gateway stuck: the table
+ * stays the fast path's, the subscriber stays stopped, status says so,
+ * until the lcore confirms.
  *
  * Here: the ports, the control socket, start-up and the main loop; the
  * promotion, the demotion and the fence are in ngw_promote.c.
@@ -295,18 +298,27 @@ static void control_serve(struct gw *g)
 	line[got] = '\0';
 	line[strcspn(line, "\r\n")] = '\0';
 	if (!strcmp(line, "promote")) {
-		/* Refused for want of an epoch: keepalived asked once, and
-		 * the gateway goes on asking the store (gw_run). */
-		if (gw_promote(g, reply, sizeof(reply)) == -EAGAIN) {
+		/* keepalived asks once: a promotion that failed (no epoch
+		 * from the store, the lcore did not take over) is tried
+		 * again by the gateway itself (gw_run). */
+		int rc = gw_promote(g, reply, sizeof(reply));
+
+		if (gw_promote_retried(rc)) {
 			g->want_active = 1;
 			g->next_promote = nsdp_now_s() + GW_RETRY_MS / 1000.0;
-			NSA_WARN("promote: trying again every %d ms until the "
-				 "store gives an epoch or a demote comes",
+			NSA_WARN("promote: trying again every %d ms until it "
+				 "forwards or a demote comes",
 				 GW_RETRY_MS);
 		}
 	} else if (!strcmp(line, "demote")) {
 		g->want_active = 0;
 		gw_demote(g, reply, sizeof(reply));
+		/* keepalived knows that this gateway is not MASTER. */
+		if (g->unfit_epoch)
+			NSA_INFO("demote: fit for MASTER again (fenced by "
+				 "epoch %" PRIu64 " before)",
+				 g->unfit_epoch);
+		g->unfit_epoch = 0;
 	} else if (!strcmp(line, "status"))
 		gw_status(g, reply, sizeof(reply));
 	else if (!strcmp(line, "stats"))
@@ -501,6 +513,40 @@ static void gw_progress(struct gw *g, double t)
 		ns.record_drops);
 }
 
+/* [agent] role = active: whether the promotion may go, after up (s) of
+ * running. Not before the cold load ended while the store answers (a
+ * table without the stored sessions would hand out ports they hold);
+ * after GW_START_WAIT_MS without a store to load from, it goes, on a
+ * provisional epoch. A promotion retried after a failure goes at once. */
+static int gw_load_done(struct gw *g, double up)
+{
+	struct nsa_standby_stats ss;
+	uint64_t epoch;
+	char err[512];
+
+	if (g->promote_tried)
+		return 1;
+	nsa_standby_stats(g->sb, &ss);
+	if (ss.synced)
+		return 1;
+	if (up * 1000 < GW_START_WAIT_MS)
+		return 0;
+	g->next_promote = nsdp_now_s() + GW_RETRY_MS / 1000.0;
+	if (nsa_fence_read(&g->store_loop, NULL, &epoch, err, sizeof(err)) ==
+	    0) {
+		if (!g->load_wait_said)
+			NSA_WARN("start: cold load not done after %d ms, the "
+				 "store answers: promoting when it ends",
+				 GW_START_WAIT_MS);
+		g->load_wait_said = 1;
+		return 0;
+	}
+	NSA_WARN("start: cold load not done after %d ms and the store does "
+		 "not answer (%s): promoting on what the table holds",
+		 GW_START_WAIT_MS, err);
+	return 1;
+}
+
 static int gw_run(struct gw *g, double duration)
 {
 	double t0 = nsdp_now_s(), last_progress = t0;
@@ -517,22 +563,12 @@ static int gw_run(struct gw *g, double duration)
 		gw_unstick(g);
 		gw_register_provisional(g, t);
 		gw_check_fence(g, t);
-		if (g->want_active && t >= g->next_promote) {
-			struct nsa_standby_stats ss;
+		if (g->want_active && t >= g->next_promote &&
+		    gw_load_done(g, t - t0)) {
+			int rc = gw_promote(g, reply, sizeof(reply));
 
-			nsa_standby_stats(g->sb, &ss);
-			if (ss.synced || (t - t0) * 1000 >= GW_START_WAIT_MS) {
-				if (!ss.synced && g->next_promote == 0)
-					NSA_WARN("start: cold load not done "
-						 "after %d ms; promoting "
-						 "anyway",
-						 GW_START_WAIT_MS);
-				/* Without an epoch: again later. */
-				g->want_active =
-					gw_promote(g, reply, sizeof(reply)) ==
-					-EAGAIN;
-				g->next_promote = t + GW_RETRY_MS / 1000.0;
-			}
+			g->want_active = gw_promote_retried(rc);
+			g->next_promote = t + GW_RETRY_MS / 1000.0;
 		}
 		if (duration > 0 && t - t0 >= duration)
 			break;

@@ -6,6 +6,7 @@
 #ifndef NGW_GW_H
 #define NGW_GW_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,12 @@ struct gw {
 	/* Demotions because the store's epoch passed ours: another gateway
 	 * was promoted. */
 	uint64_t fenced;
+	/* Demoted by the fence and not told demote since: keepalived may
+	 * still hold this gateway MASTER while another forwards. Health says
+	 * not ready (unfit for MASTER), so that the track script's weight
+	 * lets the other win the election once VRRP sees both. The epoch
+	 * that fenced us, else 0. */
+	uint64_t unfit_epoch;
 	struct nsa_fence_watch fence_watch;
 	double next_fence_check, next_fence_raise;
 	int fence_raised; /* every master closed the old writers */
@@ -60,9 +67,13 @@ struct gw {
 	uint32_t provisional;
 	double next_register;
 	/* Promote at the next retry: [agent] role = active, or a promote
-	 * the store gave no epoch for (until a demote); when. */
+	 * that failed (until a demote); when. */
 	int want_active;
 	double next_promote;
+	/* A promotion was tried (the next goes without waiting for the
+	 * cold load); [agent] role = active and the cold load still running
+	 * while the store answers: said once. */
+	int promote_tried, load_wait_said;
 	/* A promotion failed and the lcore has not confirmed that it is a
 	 * standby: it may still write the table, so the subscriber must not
 	 * (gw_unstick). */
@@ -75,6 +86,13 @@ struct gw {
 void gw_unstick(struct gw *g);
 /* promote/demote: the reply for the control socket in reply; 0 or a
  * negative errno (-EAGAIN: no epoch from the store, try again). */
+/* Whether a promotion that returned rc is tried again (every GW_RETRY_MS,
+ * until it forwards or a demote comes): every failure but epochs used up,
+ * so that a gateway that fenced the old active always ends up forwarding. */
+static inline int gw_promote_retried(int rc)
+{
+	return rc < 0 && rc != -ERANGE;
+}
 int gw_promote(struct gw *g, char *reply, size_t len);
 int gw_demote(struct gw *g, char *reply, size_t len);
 const char *gw_mode_name(const struct gw *g);

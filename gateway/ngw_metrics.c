@@ -8,6 +8,7 @@
  * counters are read as gw_stats reads them (relaxed loads of its
  * per-lcore counters); nothing here waits for the forwarding lcore.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,14 @@ int ngw_health(struct gw *g, char *why, size_t whylen)
 		snprintf(why, whylen,
 			 "stuck: the forwarding lcore has not confirmed a "
 			 "mode change");
+		return 0;
+	}
+	if (g->unfit_epoch) {
+		snprintf(why, whylen,
+			 "fenced: epoch %" PRIu64 " of another gateway took "
+			 "over; unfit for MASTER until a demote (keepalived's "
+			 "BACKUP)",
+			 g->unfit_epoch);
 		return 0;
 	}
 	if (nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE) {

@@ -243,6 +243,7 @@ int gw_promote(struct gw *g, char *reply, size_t len)
 	int64_t e;
 	int rc;
 
+	g->promote_tried = 1;
 	if (gw_stuck(g, "promote", reply, len))
 		return -EINPROGRESS;
 	if (nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE) {
@@ -261,6 +262,7 @@ int gw_promote(struct gw *g, char *reply, size_t len)
 	}
 	if (g->conf.gw.agent == NGW_AGENT_THREADS)
 		gw_writers_start(g, epoch);
+	g->unfit_epoch = 0;
 	g->promotions++;
 	g->next_fence_check = 0;
 	g->fence_read_failing = 0;
@@ -322,8 +324,14 @@ static void gw_fenced(struct gw *g, uint64_t epoch, const char *how)
 	NSA_ERR("fenced: %s epoch %" PRIu64 ", above ours (%u): another "
 		"gateway was promoted; demoting to standby",
 		how, epoch, nsdp_nat_epoch(g->nat));
-	if (gw_demote(g, reply, sizeof(reply)) == 0)
+	if (gw_demote(g, reply, sizeof(reply)) == 0) {
 		g->fenced++;
+		g->unfit_epoch = epoch;
+		NSA_WARN("fenced: unfit for MASTER (health says not ready) "
+			 "until told demote: keepalived may still hold this "
+			 "gateway MASTER while epoch %" PRIu64 " forwards",
+			 epoch);
+	}
 }
 
 /* While active: has another gateway been promoted since? The writers

@@ -9,10 +9,20 @@
  * CI run that skips a test has not tested what it claims. Tests that the
  * command line filtered out (--filter) are not skips. A run with failures
  * keeps Criterion's status.
+ *
+ * It also serialises tests that share something the machine has one of
+ * (the hugepage pool, the package database) without making the whole
+ * suite wait: meson gives such a test NATSYNC_TEST_GROUP=NAME, and the
+ * test runner holds an exclusive lock on /tmp/natsync-test-NAME.lock
+ * from before its first test to its exit, so that tests of one group run
+ * one at a time while the rest of the suite runs beside them.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -50,6 +60,31 @@ static void skip_exit(void)
 {
 	fflush(NULL);
 	_exit(skip_status);
+}
+
+/* Held until the runner exits (close-on-exec: the programs a test starts
+ * never hold it). */
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+	const char *group = getenv("NATSYNC_TEST_GROUP");
+	char path[256];
+	int fd;
+
+	(void)set;
+	if (!group || !group[0])
+		return;
+	snprintf(path, sizeof path, "/tmp/natsync-test-%s.lock", group);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		fprintf(stderr, "%s: %s\n", path, strerror(errno));
+		exit(EXIT_FAILURE);
+	}
+	while (flock(fd, LOCK_EX) != 0)
+		if (errno != EINTR) {
+			fprintf(stderr, "flock %s: %s\n", path,
+				strerror(errno));
+			exit(EXIT_FAILURE);
+		}
 }
 
 ReportHook(POST_ALL)(struct criterion_global_stats *stats)

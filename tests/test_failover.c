@@ -909,6 +909,7 @@ static void split_brain(const char *name, int across)
 		fenced;
 	unsigned long store = 0, standby = 0, in_store;
 	double promoted_at, demoted_after = -1;
+	char reply[4096];
 	int match, demoted;
 
 	external = 0;
@@ -1002,6 +1003,22 @@ static void split_brain(const char *name, int across)
 		  "A did not resync from the store: %ld sessions, the store "
 		  "%lu",
 		  status_value('A', "sessions"), store);
+	/* keepalived still holds A MASTER (the VRRP link is cut): A says it
+	 * is unfit, so that its track script's weight loses it the election
+	 * once VRRP sees both, until keepalived makes it BACKUP. */
+	cr_expect_neq(ctl('A', "health", reply, sizeof(reply)), 0,
+		      "the fenced A is healthy: %s", reply);
+	cr_expect(strstr(reply, "unfit for MASTER") != NULL,
+		  "the fenced A's health: %s", reply);
+	cr_expect_eq(nst_sh("%s -S %s -g %s >/dev/null 2>&1",
+			    nst_src("deploy/keepalived-track.sh"),
+			    nst_run_path("a.sock"),
+			    nst_build("gateway/natsync-gateway")),
+		     1, "keepalived's track script finds the fenced A fit");
+	cr_expect_eq(keepalived_notify('A', "BACKUP"), 0);
+	cr_expect_eq(ctl('A', "health", reply, sizeof(reply)), 0,
+		     "A, told BACKUP, is not healthy: %s", reply);
+	cr_expect(status_has('A', "mode=standby"));
 	stop_pid(&fresh_standby, SIGTERM);
 }
 
@@ -1190,4 +1207,78 @@ Test(failover, promotion_is_refused_when_no_epoch_can_be_had)
 		  "B was not promoted once the store was back; see %s",
 		  nst_run_path("gwB.log"));
 	cr_expect_eq(status_value('B', "epoch"), NSA_EPOCH_STEP);
+}
+
+/* The port of the master that owns natsync:epoch. */
+static int epoch_master_port(void)
+{
+	static struct nsa_topology topo;
+	struct nsa_store_conf sc = {.n_seeds = 1, .connect_timeout_ms = 1000};
+	char err[256];
+
+	snprintf(sc.seeds[0].host, sizeof(sc.seeds[0].host), "127.0.0.1");
+	sc.seeds[0].port = STORE_PORT;
+	cr_assert_eq(nsa_topology_fetch(&sc, &topo, err, sizeof(err)), 0, "%s",
+		     err);
+	return topo
+		.nodes[topo.slot_node[ns_key_slot(NSA_EPOCH_KEY,
+						  strlen(NSA_EPOCH_KEY))]]
+		.addr.port;
+}
+
+/*
+ * A gateway configured active does not promote itself before its cold
+ * load ended while the store answers: a table without the stored sessions
+ * would hand out ports they hold. One master stopped (neither the seed nor
+ * the epoch key's) holds the load up; the gateway waits, and promotes once
+ * the master is back and the load done. With no store at all it promotes
+ * after GW_START_WAIT_MS, on a provisional epoch.
+ */
+Test(failover, a_gateway_configured_active_waits_for_its_cold_load)
+{
+	int stopped = STORE_PORT + 1, port;
+
+	nst_need_root("needs root for network namespaces");
+	external = 0;
+	nst_run_dir_make("failover-active-load");
+	net_setup();
+	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
+	if (epoch_master_port() == stopped)
+		stopped = STORE_PORT + 2;
+	cr_assert_eq(nst_sh("kill -STOP $(cat %s/%d/%d/redis.pid)",
+			    nst_build("tests/run"), STORE_PORT, stopped),
+		     0);
+	write_gateway_config('A');
+	gw_a = start_gateway('A', "");
+	cr_assert(
+		WAIT_FOR(nst_run_file_has("gwA.log", "promoting when it ends"),
+			 15),
+		"A did not say that it waits for its load; see %s",
+		nst_run_path("gwA.log"));
+	nsdp_sleep_ms(1500);
+	cr_expect(status_has('A', "mode=standby"),
+		  "A promoted itself before its cold load ended");
+	cr_expect(status_has('A', "synced=no"));
+	cr_assert_eq(nst_sh("kill -CONT $(cat %s/%d/%d/redis.pid)",
+			    nst_build("tests/run"), STORE_PORT, stopped),
+		     0);
+	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 30),
+		  "A was not promoted once its load could end; see %s",
+		  nst_run_path("gwA.log"));
+	cr_expect(status_has('A', "synced=yes"));
+	cr_expect_eq(status_value('A', "epoch"), NSA_EPOCH_STEP);
+	stop_pid(&gw_a, SIGTERM);
+
+	/* No store: promoted after the start wait, provisional. */
+	store_signal(SIGSTOP, 0);
+	gw_a = start_gateway('A', "");
+	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
+		  "A, with no store, was not promoted; see %s",
+		  nst_run_path("gwA.log"));
+	cr_expect(status_has('A', "provisional=yes"));
+	cr_expect(nst_run_file_has("gwA.log", "the store does not answer"));
+	port = (int)status_value('A', "epoch");
+	cr_expect_eq(port, NSA_EPOCH_STEP + 1, "the provisional epoch is %d",
+		     port);
+	store_signal(SIGCONT, 0);
 }
