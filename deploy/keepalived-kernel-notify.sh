@@ -9,6 +9,8 @@
 #   MASTER               -> stop the standby agent (its sessions are already
 #                           in this host's conntrack), start the active agent
 #                           ([source] type = kernel), which takes a new epoch
+#                           above the standby's last (epoch_floor), or a
+#                           provisional one when the store does not answer
 #   BACKUP, FAULT, STOP  -> stop the active agent, start the standby agent
 #                           ([standby] commit = conntrack)
 # Options (before keepalived's arguments):
@@ -85,4 +87,15 @@ fi
 echo "keepalived-kernel-notify: $ns_vrrp_name is $ns_vrrp_state: stop the $stop agent, start the $start agent" >&2
 logger -t natsync "keepalived $ns_vrrp_name $ns_vrrp_state: $start agent" 2>/dev/null || true
 stop_role "$stop"
+# The new active takes its epoch above the highest one this node's standby
+# applied (its last REPORT's epoch_max): a store that lost its counter
+# cannot give it a lower one, and when the store does not answer, its
+# provisional epoch is in the generation after it.
+if [ "$start" = active ] && [ -f "$dir/kernel-standby.out" ]; then
+	floor=$(sed -n 's/^REPORT role=standby .* epoch_max=\([0-9]*\).*/\1/p' \
+		"$dir/kernel-standby.out" | tail -n 1)
+	if [ -n "$floor" ]; then
+		extra="$extra --set agent.epoch_floor=$floor"
+	fi
+fi
 start_role "$start" "$ini"

@@ -20,6 +20,8 @@ NATSYNC_PACKAGES=(meson ninja-build pkg-config gcc clang libc6-dev
 NATSYNC_PACKAGES+=(systemd)
 # lintian: the install test checks the Debian package build-deb.sh makes.
 NATSYNC_PACKAGES+=(lintian)
+# keepalived: the failover test elects the active gateway with it.
+NATSYNC_PACKAGES+=(keepalived)
 
 ns_say() { echo "==> $*" >&2; }
 

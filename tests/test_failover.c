@@ -81,6 +81,9 @@ static struct {
 	uint64_t tcp_sent, tcp_echoed; /* bytes */
 	uint64_t tcp_mismatch, tcp_closed;
 	uint64_t udp_sent, udp_replies;
+	/* when the last UDP reply came, and the longest time between two
+	 * replies since the test last cleared it (us): the outage */
+	uint64_t udp_last_us, udp_gap_us;
 	/* server */
 	uint64_t accepts;
 	struct sockaddr_in tcp_peer;
@@ -308,8 +311,17 @@ static void *client_main(void *arg)
 			}
 		}
 		if ((p[1].revents & POLLIN) &&
-		    recv(ufd, buf, sizeof(buf), 0) > 0)
+		    recv(ufd, buf, sizeof(buf), 0) > 0) {
+			uint64_t now = (uint64_t)(nsdp_now_s() * 1e6);
+			uint64_t last = LOAD(udp_last_us);
+
+			if (last && now - last > LOAD(udp_gap_us))
+				__atomic_store_n(&net.udp_gap_us, now - last,
+						 __ATOMIC_RELEASE);
+			__atomic_store_n(&net.udp_last_us, now,
+					 __ATOMIC_RELEASE);
 			ADD(udp_replies, 1);
+		}
 	}
 	close(tfd);
 	close(ufd);
@@ -588,9 +600,12 @@ static void store_signal(int sig, int epoch_master_only)
 		       nst_build("tests/run"), STORE_PORT, sig);
 }
 
+static void keepalived_stop(void);
+
 static void fixture_fini(void)
 {
 	__atomic_store_n(&net.stop, 1, __ATOMIC_RELEASE);
+	keepalived_stop();
 	stop_pid(&gw_a, SIGKILL);
 	stop_pid(&gw_b, SIGTERM);
 	stop_pid(&agent_a, SIGTERM);
@@ -615,6 +630,81 @@ static int keepalived_notify(char id, const char *state)
 		      nst_run_path(id == 'A' ? "a.sock" : "b.sock"),
 		      nst_build("gateway/natsync-gateway"), state,
 		      nst_run_path("notify.out"));
+}
+
+/* ---- keepalived ------------------------------------------------------------ */
+
+/* Elect the active gateway with keepalived itself (scenario_start). */
+static int with_keepalived;
+
+/* keepalived of gateway id (A or B) in a namespace of its own, nstfo-vA
+ * or nstfo-vB, VRRP over a veth between the two (10.9.0.1 and .2,
+ * unicast), with the configuration deploy/ ships: its paths replaced by
+ * the test's, A at priority 150 and B at 100, both BACKUP and nopreempt. */
+static void keepalived_start(char id)
+{
+	int me = id == 'A' ? 1 : 2;
+	char conf[64], log[64], pid[64];
+
+	if (id == 'A')
+		cr_assert_eq(
+			nst_sh("set -e; for g in A B; do ip netns del nstfo-v$g "
+			       "2>/dev/null || true; ip netns add nstfo-v$g; "
+			       "ip -n nstfo-v$g link set lo up; done\n"
+			       "ip link add vA0 netns nstfo-vA type veth peer "
+			       "name vB0 netns nstfo-vB\n"
+			       "ip -n nstfo-vA addr add 10.9.0.1/24 dev vA0\n"
+			       "ip -n nstfo-vB addr add 10.9.0.2/24 dev vB0\n"
+			       "ip -n nstfo-vA link set vA0 up\n"
+			       "ip -n nstfo-vB link set vB0 up"),
+			0, "cannot build the VRRP link");
+	snprintf(conf, sizeof(conf), "keepalived%c.conf", id);
+	snprintf(log, sizeof(log), "keepalived%c.log", id);
+	snprintf(pid, sizeof(pid), "keepalived%c.pid", id);
+	cr_assert_eq(
+		nst_sh("{ printf 'global_defs {\n    router_id nstfo-%c\n    "
+		       "script_user root\n}\n'; sed "
+		       "-e 's|/usr/local/bin/natsync-gateway|%s|' "
+		       "-e 's|/usr/libexec/natsync/\\([a-z-]*\\.sh\\) -S "
+		       "/run/natsync/gateway.sock|%s/deploy/\\1 -S %s -g %s|' "
+		       "-e 's|/run/natsync/gateway.sock|%s|' "
+		       "-e 's|interface eth0 .*|interface v%c0\\n    "
+		       "unicast_src_ip 10.9.0.%d\\n    unicast_peer {\\n"
+		       "        10.9.0.%d\\n    }|' "
+		       "-e 's|priority 150|priority %d|' %s; } >%s",
+		       id, nst_build("gateway/natsync-gateway"), nst_src(""),
+		       nst_run_path(me == 1 ? "a.sock" : "b.sock"),
+		       nst_build("gateway/natsync-gateway"),
+		       nst_run_path(me == 1 ? "a.sock" : "b.sock"), id, me,
+		       3 - me, me == 1 ? 150 : 100,
+		       nst_src("deploy/keepalived.conf.example"),
+		       nst_run_path(conf)),
+		0);
+	cr_assert_eq(nst_sh("ip netns exec nstfo-v%c keepalived -n -l -D -P "
+			    "-f %s -p %s -r %s.vrrp >%s 2>&1 &",
+			    id, nst_run_path(conf), nst_run_path(pid),
+			    nst_run_path(pid), nst_run_path(log)),
+		     0);
+}
+
+/* Stop both keepalived (before the gateways: nothing promotes during the
+ * teardown) and remove their namespaces. */
+static void keepalived_stop(void)
+{
+	if (!with_keepalived)
+		return;
+	for (const char *f = "AB"; *f; f++) {
+		char pid[64];
+
+		snprintf(pid, sizeof(pid), "keepalived%c.pid", *f);
+		nst_sh("f=%s; [ -f $f ] || exit 0; p=$(cat $f); kill $p "
+		       "2>/dev/null; for i in $(seq 50); do kill -0 $p "
+		       "2>/dev/null || exit 0; sleep 0.1; done; kill -9 $p",
+		       nst_run_path(pid));
+	}
+	nst_sh("ip netns del nstfo-vA 2>/dev/null; ip netns del nstfo-vB "
+	       "2>/dev/null; true");
+	with_keepalived = 0;
 }
 
 /* Wait until everything sent so far is echoed, plus more bytes and UDP
@@ -646,11 +736,20 @@ static long scenario_start(const char *name, pthread_t *server,
 	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
 	write_gateway_config('A');
 	write_gateway_config('B');
-	gw_a = start_gateway('A', "");
+	gw_a = start_gateway('A', with_keepalived ? "--role standby" : "");
 	gw_b = start_gateway('B', "");
-	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
-		  "gateway A never became active; see %s",
-		  nst_run_path("gwA.log"));
+	if (with_keepalived) {
+		/* Both standbys, loaded; keepalived elects A (priority). */
+		cr_assert(WAIT_FOR(status_has('A', "synced=yes") &&
+					   status_has('B', "synced=yes"),
+				   20));
+		keepalived_start('A');
+		keepalived_start('B');
+	}
+	cr_assert(
+		WAIT_FOR(status_has('A', "mode=active"), 20),
+		"gateway A never became active; see %s",
+		nst_run_path(with_keepalived ? "keepalivedA.log" : "gwA.log"));
 	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
 		  "gateway B never loaded the table; see %s",
 		  nst_run_path("gwB.log"));
@@ -681,8 +780,8 @@ static long scenario_start(const char *name, pthread_t *server,
 
 /* Everything sent before the kill comes back through B, and more after
  * it (when: what the message calls the moment). */
-static void flows_go_on_through_b(uint64_t tcp_sent_at_kill,
-				  uint64_t udp_at_kill, const char *when)
+static void flows_go_on_through(char id, uint64_t tcp_sent_at_kill,
+				uint64_t udp_at_kill, const char *when)
 {
 	char reply[4096];
 
@@ -690,11 +789,11 @@ static void flows_go_on_through_b(uint64_t tcp_sent_at_kill,
 				   LOAD(udp_replies) >= udp_at_kill + 20,
 			   30),
 		  "%s: tcp echoed %lu (sent %lu at the kill), udp replies %lu "
-		  "(was %lu); B: %s",
+		  "(was %lu); %c: %s",
 		  when, (unsigned long)LOAD(tcp_echoed),
 		  (unsigned long)tcp_sent_at_kill,
 		  (unsigned long)LOAD(udp_replies), (unsigned long)udp_at_kill,
-		  (ctl('B', "stats", reply, sizeof(reply)), reply));
+		  id, (ctl(id, "stats", reply, sizeof(reply)), reply));
 }
 
 /* Stop the client and the server: the one TCP connection carried exactly
@@ -741,7 +840,8 @@ static void failover_scenario(const char *name)
 	epoch_b = status_value('B', "epoch");
 	cr_assert_gt(epoch_b, epoch_a, "a promotion must raise the epoch");
 
-	flows_go_on_through_b(tcp_sent_at_kill, udp_before_n, "after failover");
+	flows_go_on_through('B', tcp_sent_at_kill, udp_before_n,
+			    "after failover");
 	/* B forwarded with the replicated sessions. */
 	cr_expect_eq(stat_value('B', "nat.created"), 0,
 		     "B created sessions for flows it should have had");
@@ -1089,8 +1189,8 @@ static void store_down_failover(const char *name, int epoch_master_only)
 	cr_assert(WAIT_FOR(
 		__atomic_load_n(&burst.replies, __ATOMIC_ACQUIRE) > 0, 30));
 	t_udp = nsdp_now_s();
-	flows_go_on_through_b(tcp_sent_at_kill, udp_at_kill,
-			      "with the store stopped");
+	flows_go_on_through('B', tcp_sent_at_kill, udp_at_kill,
+			    "with the store stopped");
 	t_flowing = nsdp_now_s();
 	pthread_join(burster, NULL);
 	cr_assert_eq(burst.n_ports, BURST_FLOWS);
@@ -1281,4 +1381,129 @@ Test(failover, a_gateway_configured_active_waits_for_its_cold_load)
 	cr_expect_eq(port, NSA_EPOCH_STEP + 1, "the provisional epoch is %d",
 		     port);
 	store_signal(SIGCONT, 0);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The p-th percentile (nearest rank) of n sorted values. */
+static uint64_t percentile(const uint64_t *v, int n, double p)
+{
+	int i = (int)(p / 100.0 * n + 0.999999) - 1;
+
+	return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+#define MAX_ROUNDS 64
+
+/*
+ * keepalived itself elects the active: both gateways start as standbys,
+ * keepalived (Debian's, with deploy/keepalived.conf.example and the
+ * notify and track scripts deploy/ ships, VRRP over a veth between two
+ * namespaces) makes A MASTER, which promotes it. The active is SIGKILLed:
+ * its keepalived's natsync_alive check fails, it leaves MASTER, the other
+ * keepalived becomes MASTER and its notify promotes the other gateway;
+ * the TCP connection and the UDP flow go on through it. The killed
+ * gateway restarts as a standby, and nopreempt keeps it one.
+ *
+ * NATSYNC_FAILOVER_ROUNDS=N (at most 64; default 1) kills the active N
+ * times, each time the one that took over, and prints the outage of the
+ * UDP flow (the longest time between two replies: from the last through
+ * the dead gateway to the first through the new one; one datagram every
+ * 20 ms) with its p50 and p99: scripts/bench-failover.sh.
+ * NATSYNC_FAILOVER_DIRECT=1 does the same without keepalived, the notify
+ * script called at once after the kill: the gateway's own part.
+ */
+Test(failover, keepalived_moves_the_flows_when_the_active_dies, .timeout = 900)
+{
+	const char *env = getenv("NATSYNC_FAILOVER_ROUNDS");
+	const char *d = getenv("NATSYNC_FAILOVER_DIRECT");
+	int rounds = env ? atoi(env) : 1, direct = d && !strcmp(d, "1");
+	uint64_t outage[MAX_ROUNDS], promoted[MAX_ROUNDS];
+	const char *how = direct ? "direct" : "keepalived";
+	char active = 'A', standby = 'B', reply[4096];
+	struct sockaddr_in udp_before;
+	pthread_t server, client;
+
+	if (rounds < 1 || rounds > MAX_ROUNDS)
+		rounds = rounds < 1 ? 1 : MAX_ROUNDS;
+	external = 0;
+	with_keepalived = !direct;
+	scenario_start(direct ? "failover-direct" : "failover-keepalived",
+		       &server, &client);
+	udp_before = net.udp_sources[0];
+	for (int r = 0; r < rounds; r++) {
+		pid_t *dying = active == 'A' ? &gw_a : &gw_b;
+		long epoch = status_value(active, "epoch");
+		uint64_t tcp_at_kill, udp_at_kill;
+		double killed_at;
+		char when[64];
+
+		__atomic_store_n(&net.udp_gap_us, 0, __ATOMIC_RELEASE);
+		kill(*dying, SIGKILL);
+		waitpid(*dying, NULL, 0);
+		*dying = 0;
+		killed_at = nsdp_now_s();
+		tcp_at_kill = LOAD(tcp_sent);
+		udp_at_kill = LOAD(udp_replies);
+		if (direct)
+			cr_assert_eq(keepalived_notify(standby, "MASTER"), 0);
+		cr_assert(WAIT_FOR(status_has(standby, "mode=active"), 20),
+			  "%c was not promoted after %c's death; see %s",
+			  standby, active,
+			  nst_run_path(standby == 'A' ? "keepalivedA.log"
+						      : "keepalivedB.log"));
+		promoted[r] = (uint64_t)((nsdp_now_s() - killed_at) * 1e6);
+		cr_assert_gt(status_value(standby, "epoch"), epoch);
+		snprintf(when, sizeof(when), "round %d, after %c's death", r,
+			 active);
+		flows_go_on_through(standby, tcp_at_kill, udp_at_kill, when);
+		outage[r] = LOAD(udp_gap_us);
+		cr_expect_eq(stat_value(standby, "nat.created"), 0,
+			     "%c created sessions for flows it had", standby);
+		printf("failover %s round %d: %c -> %c, promoted %.0f ms after "
+		       "the kill, UDP outage %.0f ms\n",
+		       how, r, active, standby, promoted[r] / 1e3,
+		       outage[r] / 1e3);
+		fflush(stdout);
+
+		/* The dead gateway comes back as a standby and stays one. */
+		*dying = start_gateway(active, "--role standby");
+		cr_assert(
+			WAIT_FOR(status_has(active, "synced=yes") &&
+					 status_value(active, "sessions") >= 2,
+				 20),
+			"the restarted %c did not resync", active);
+		if (direct) {
+			cr_assert_eq(keepalived_notify(active, "BACKUP"), 0);
+		} else {
+			/* Its keepalived sees it alive again (rise 2 of 1 s)
+			 * and ready (rise 2 of 2 s), and stays BACKUP. */
+			cr_assert(WAIT_FOR(ctl(active, "health", reply,
+					       sizeof(reply)) == 0,
+					   20));
+			nsdp_sleep_ms(5000);
+			cr_expect(status_has(active, "mode=standby"),
+				  "the restarted %c was promoted again",
+				  active);
+			cr_expect(status_has(standby, "mode=active"));
+		}
+		active = standby;
+		standby = active == 'A' ? 'B' : 'A';
+	}
+	flows_end_whole(server, client, &udp_before);
+	cr_expect_eq(LOAD(n_udp_sources), 1);
+	qsort(outage, (size_t)rounds, sizeof(outage[0]), cmp_u64);
+	qsort(promoted, (size_t)rounds, sizeof(promoted[0]), cmp_u64);
+	printf("RESULT failover how=%s rounds=%d outage_p50_ms=%.0f "
+	       "outage_p99_ms=%.0f outage_max_ms=%.0f promoted_p50_ms=%.0f "
+	       "promoted_p99_ms=%.0f\n",
+	       how, rounds, percentile(outage, rounds, 50) / 1e3,
+	       percentile(outage, rounds, 99) / 1e3, outage[rounds - 1] / 1e3,
+	       percentile(promoted, rounds, 50) / 1e3,
+	       percentile(promoted, rounds, 99) / 1e3);
 }

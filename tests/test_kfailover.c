@@ -152,19 +152,31 @@ static void make_gw_dir(int gw)
  * places them in this rig is set: the store, the gateway's namespace, no
  * dumps under /var/lib, a smaller table, progress lines every 200 ms (the
  * test waits for the first). Its exit status. */
+/* Each gateway its own gateway_id (gw), as provisional epochs need;
+ * otherwise both use the example's 1. */
+static int own_ids;
+
+static const char *notify_command(int gw)
+{
+	static char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd),
+		 "%s -a %s -s %s -d %s/gw%d -g %s -x '--set store.seeds=" SEEDS
+		 " --set source.netns=k3gw%d --set standby.commit_netns=k3gw%d "
+		 "--set source.dump= --set standby.dump= --set "
+		 "standby.table_capacity=65536 --set agent.progress_ms=200 "
+		 "--set agent.gateway_id=%d'",
+		 nst_src("deploy/keepalived-kernel-notify.sh"),
+		 nst_src("deploy/kernel-active.example.ini"),
+		 nst_src("deploy/kernel-standby.example.ini"), run_dir, gw,
+		 nst_build("tools/natsync-agent"), gw, gw, own_ids ? gw : 1);
+	return cmd;
+}
+
 static int notify(int gw, const char *state)
 {
-	return nst_sh(
-		"%s -a %s -s %s -d %s/gw%d -g %s -x '--set store.seeds=" SEEDS
-		" --set source.netns=k3gw%d --set standby.commit_netns=k3gw%d "
-		"--set source.dump= --set standby.dump= --set "
-		"standby.table_capacity=65536 --set agent.progress_ms=200' "
-		"INSTANCE NAT %s >>%s 2>&1",
-		nst_src("deploy/keepalived-kernel-notify.sh"),
-		nst_src("deploy/kernel-active.example.ini"),
-		nst_src("deploy/kernel-standby.example.ini"), run_dir, gw,
-		nst_build("tools/natsync-agent"), gw, gw, state,
-		nst_run_path("notify.out"));
+	return nst_sh("%s INSTANCE NAT %s >>%s 2>&1", notify_command(gw), state,
+		      nst_run_path("notify.out"));
 }
 
 /* The pid the notify script wrote for role on gateway gw, 0 if none. */
@@ -220,8 +232,15 @@ static void stop_active(int gw)
 	cr_assert_eq(report_field(gw, "ringbuf_drops"), 0);
 }
 
+static void keepalived_stop(void);
+
 static void stop_all(void)
 {
+	keepalived_stop();
+	own_ids = 0;
+	nst_sh("for f in %s/%d/*/redis.pid; do kill -CONT $(cat $f) "
+	       "2>/dev/null; done; true",
+	       nst_build("tests/run"), STORE_PORT);
 	if (run_dir[0])
 		nst_sh("for f in %s/gw*/kernel-*.pid; do [ -f \"$f\" ] && "
 		       "kill -9 $(cat \"$f\") 2>/dev/null; done; true",
@@ -603,6 +622,198 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	close(u_c);
 	close(e_c);
 	close(f_c);
+	close(udp_server);
+	close(listener);
+}
+
+/* ---- keepalived itself ---------------------------------------------- */
+
+/* keepalived of gateway gw in its namespace with the configuration
+ * deploy/ ships (deploy/keepalived-kernel.conf.example: VRRP on the inside
+ * link, both addresses virtual, the inside and outside links tracked),
+ * only its interfaces and priority (gateway 1 150, 2 100) replaced, and
+ * its notify hook deploy/keepalived-kernel-notify.sh with the rig's
+ * arguments (through a two-line wrapper: keepalived's script line does
+ * not quote, and the hook must run in the host's namespace). VRRP needs an address of each gateway's own on the inside
+ * link: 10.73.0.1N. */
+static void keepalived_start(int gw)
+{
+	char text[8192], notify_sh[640], conf[640], pid[640], log[640];
+
+	snprintf(notify_sh, sizeof(notify_sh), "%s", gw_path(gw, "notify.sh"));
+	snprintf(conf, sizeof(conf), "%s", gw_path(gw, "keepalived.conf"));
+	snprintf(pid, sizeof(pid), "%s", gw_path(gw, "keepalived.pid"));
+	snprintf(log, sizeof(log), "%s", gw_path(gw, "keepalived.log"));
+	/* keepalived runs in the gateway's namespace, the store on the
+	 * host's loopback: the hook runs in the host's namespace (this
+	 * process's; where keepalived runs on a real gateway). */
+	snprintf(text, sizeof(text),
+		 "#!/bin/sh\nexec nsenter --net=/proc/%d/ns/net %s \"$@\" "
+		 ">>%s 2>&1\n",
+		 (int)getpid(), notify_command(gw), nst_run_path("notify.out"));
+	nst_write_file(notify_sh, text);
+	cr_assert_eq(
+		nst_sh("set -e; chmod +x %s\n"
+		       "ip -n k3gw%d addr add 10.73.0.1%d/24 dev k3g%di\n"
+		       "{ printf 'global_defs {\\n    router_id k3gw%d\\n    "
+		       "script_user root\\n}\\n'; sed "
+		       "-e 's|\"/usr/libexec/natsync/keepalived-kernel-notify.sh "
+		       ".*\"|\"%s\"|' "
+		       "-e 's|interface eth0 .*|interface k3g%di|' "
+		       "-e 's|^\\( *\\)eth0$|\\1k3g%di|' "
+		       "-e 's|^\\( *\\)eth1$|\\1k3g%do|' "
+		       "-e 's|dev eth0|dev k3g%di|' -e 's|dev eth1|dev k3g%do|' "
+		       "-e 's|priority 150|priority %d|' %s; } >%s\n"
+		       "ip netns exec k3gw%d keepalived -n -l -D -P -f %s -p %s "
+		       "-r %s.vrrp >%s 2>&1 &",
+		       notify_sh, gw, gw, gw, gw, notify_sh, gw, gw, gw, gw, gw,
+		       gw == 1 ? 150 : 100,
+		       nst_src("deploy/keepalived-kernel.conf.example"), conf,
+		       gw, conf, pid, pid, log),
+		0);
+}
+
+/* Both keepalived stopped (before the agents: nothing starts one after). */
+static void keepalived_stop(void)
+{
+	if (run_dir[0])
+		nst_sh("for f in %s/gw*/keepalived.pid; do [ -f $f ] || "
+		       "continue; p=$(cat $f); kill $p 2>/dev/null; for i in "
+		       "$(seq 50); do kill -0 $p 2>/dev/null || break; sleep "
+		       "0.1; done; kill -9 $p 2>/dev/null; rm -f $f; done; true",
+		       run_dir);
+}
+
+/* Whether gateway gw holds the address that moves. */
+static int holds_pool(int gw)
+{
+	return nst_sh("ip -n k3gw%d -4 addr show dev k3g%do | grep -q "
+		      "'203.0.113.1/'",
+		      gw, gw) == 0;
+}
+
+/* SIGSTOP or SIGCONT to every master of the store. */
+static void store_signal(int sig)
+{
+	cr_assert_eq(nst_sh("for f in %s/%d/*/redis.pid; do kill -%d "
+			    "$(cat $f) || exit 1; done",
+			    nst_build("tests/run"), STORE_PORT, sig),
+		     0);
+}
+
+/*
+ * keepalived elects the active gateway and moves the addresses: both
+ * keepalived start BACKUP (nopreempt); gateway 1, of the higher priority,
+ * becomes MASTER, takes 10.73.0.1 and 203.0.113.1 and its notify starts
+ * the active agent, while gateway 2's starts the standby. Gateway 1's
+ * links fail: its keepalived goes FAULT (track_interface) and starts its
+ * standby agent; gateway 2's becomes MASTER, takes the addresses and
+ * swaps its agents. A TCP connection and a UDP flow made through gateway 1
+ * go on through gateway 2 with their translation.
+ *
+ * The store is stopped (SIGSTOP, every master) as gateway 1 fails: gateway
+ * 2's active does not wait for it, but replicates at once on a
+ * provisional epoch (the generation after the highest epoch its standby
+ * applied, with its gateway_id: 512 + 2); a flow new on gateway 2 during
+ * the outage reaches the store with that epoch once the store is back,
+ * and the epoch is made known to the store.
+ */
+Test(failover, keepalived_moves_a_kernel_gateways_flows)
+{
+	int listener, udp_server, a_c, a_s, b_c, b_s, u_c, f_c;
+	uint16_t a_x, b_x, u_x, f_x;
+	double t0, t_vip = -1, t_flows, t_active;
+	struct ns_session rec = {0};
+
+	nst_need_root("network namespaces, nftables, BPF and conntrack need "
+		      "root");
+	snprintf(run_dir, sizeof(run_dir), "%s",
+		 nst_run_dir_make("kfailover-keepalived"));
+	own_ids = 1;
+	net_setup();
+	/* The addresses are keepalived's to place. */
+	cr_assert_eq(nst_sh("ip -n k3gw1 addr flush dev k3g1i && "
+			    "ip -n k3gw1 addr flush dev k3g1o"),
+		     0);
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
+	make_gw_dir(1);
+	make_gw_dir(2);
+	keepalived_start(1);
+	keepalived_start(2);
+	wait_log(1, "kernel-active.log", "progress: active", 30);
+	wait_log(2, "kernel-standby.log", "standby: synced", 30);
+	cr_assert(holds_pool(1) && !holds_pool(2),
+		  "gateway 1 (priority 150) is not the only master");
+
+	listener = nst_socket_in("k3s", SOCK_STREAM, SERVER, TCP_PORT);
+	cr_assert_eq(listen(listener, 8), 0);
+	udp_server = nst_socket_in("k3s", SOCK_DGRAM, SERVER, UDP_PORT);
+	a_c = tcp_connect(listener, PORT_A, &a_s, &a_x);
+	b_c = tcp_connect(listener, PORT_B, &b_s, &b_x);
+	assert_a_and_b_go_on(a_c, a_s, b_c, b_s, 1, "through gateway 1");
+	u_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_U);
+	u_x = udp_to_server(u_c, udp_server, "u-before");
+	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-before-reply"));
+	cr_assert(in_range(a_x, GW1_PORTS_LO) && in_range(b_x, GW1_PORTS_LO) &&
+		  in_range(u_x, GW1_PORTS_LO));
+	/* In gateway 2's conntrack (which also tracks the VRRP packets). */
+	wait_committed("k3gw2", PORT_A, TCP_PORT, a_x);
+	wait_committed("k3gw2", PORT_B, TCP_PORT, b_x);
+	wait_committed("k3gw2", PORT_U, UDP_PORT, u_x);
+
+	/* Gateway 1's links fail, with the store stopped. */
+	store_signal(SIGSTOP);
+	t0 = nsdp_now_s();
+	cr_assert_eq(nst_sh("ip -n k3gw1 link set k3g1i down && "
+			    "ip -n k3gw1 link set k3g1o down"),
+		     0);
+	for (int i = 0; i < 200 && t_vip < 0; i++) {
+		if (holds_pool(2))
+			t_vip = nsdp_now_s() - t0;
+		else
+			nsdp_sleep_ms(50);
+	}
+	cr_assert_geq(t_vip, 0, "gateway 2 never took the addresses; see %s",
+		      gw_path(2, "keepalived.log"));
+	assert_a_and_b_go_on(a_c, a_s, b_c, b_s, 7, "after the failover");
+	cr_assert_eq(udp_to_server(u_c, udp_server, "u-after"), u_x,
+		     "U leaves gateway 2 with the same translated source");
+	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-after-reply"));
+	t_flows = nsdp_now_s() - t0;
+	wait_log(2, "kernel-active.log", "provisional epoch 514", 20);
+	wait_log(2, "kernel-active.log", "progress: active", 20);
+	t_active = nsdp_now_s() - t0;
+	f_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_F);
+	f_x = udp_to_server(f_c, udp_server, "f");
+	cr_assert(in_range(f_x, GW2_PORTS_LO));
+
+	/* The store returns: the provisional epoch is made known, and F's
+	 * record (made during the outage) reaches it with that epoch. */
+	store_signal(SIGCONT);
+	wait_log(2, "kernel-active.log",
+		 "provisional epoch 514 made known to the store", 20);
+	for (int i = 0;
+	     i < 100 && !(store_get(IPPROTO_UDP, PORT_F, UDP_PORT, &rec) &&
+			  rec.epoch == 514);
+	     i++)
+		nsdp_sleep_ms(100);
+	cr_assert_eq(rec.epoch, 514, "F's record in the store has epoch %u",
+		     rec.epoch);
+	cr_assert_eq(rec.gateway_id, 2);
+	cr_assert_eq(rec.xlat.sport, f_x);
+	fprintf(stderr,
+		"kfailover keepalived: gateway 2 held the addresses %.0f ms "
+		"after gateway 1's links failed (the store stopped); the three "
+		"flows went on through it %.0f ms after; its active replicated "
+		"on a provisional epoch %.0f ms after\n",
+		1e3 * t_vip, 1e3 * t_flows, 1e3 * t_active);
+	keepalived_stop();
+	close(f_c);
+	close(a_c);
+	close(a_s);
+	close(b_c);
+	close(b_s);
+	close(u_c);
 	close(udp_server);
 	close(listener);
 }

@@ -33,6 +33,9 @@ struct nsa_config {
 	enum nsa_role role;
 	uint32_t gateway_id;
 	uint32_t epoch;
+	/* An active with epoch 0 takes one above this (the highest epoch the
+	 * node's standby applied: keepalived-kernel-notify.sh passes it). */
+	uint32_t epoch_floor;
 
 	struct nsa_store_conf store;
 	char password_file[PATH_MAX];

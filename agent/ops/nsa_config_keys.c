@@ -55,6 +55,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_ENUM("agent", "role", role, nsa_role_names, "active", "`active` reads the rings and writes the store; `standby` subscribes and keeps the session table."),
 	NSA_NUM("agent", "gateway_id", gateway_id, 0, UINT32_MAX, "1", "Id of this gateway pair, carried in every record."),
 	NSA_NUM("agent", "epoch", epoch, 0, UINT32_MAX, "1", "Fencing epoch of the records, raised at every promotion; records of a lower epoch do not overwrite. `0` (active): take a new one from the store at start (`INCRBY natsync:epoch`) and close older writers' connections, as a gateway's promotion does; what an active that follows another (a kernel gateway's) uses. An active whose epoch is below the store's counter writes nothing (docs/failure-modes.md)."),
+	NSA_NUM("agent", "epoch_floor", epoch_floor, 0, UINT32_MAX, "0", "An active with `epoch = 0` takes an epoch above this one, even from a store that lost its counter; when the store does not answer at start, it replicates on a provisional epoch in the generation after it (docs/kernel-gateways.md). `deploy/keepalived-kernel-notify.sh` sets it to the highest epoch the standby it stops applied (its REPORT's `epoch_max`)."),
 	NSA_NUM("agent", "progress_ms", progress_ms, 0, 3600000, "1000", "Period of the progress line, ms; `0` = no progress line."),
 	NSA_STR("agent", "eal_args", eal_args, NSA_DEFAULT_EAL_ARGS, "DPDK EAL arguments, space separated."),
 	NSA_ENUM("agent", "log_level", verbosity, nsa_level_names, "info", "Log lines above this level are not printed."),
