@@ -11,7 +11,7 @@
 # AddressSanitizer runs four tests at a time where they may run side by
 # side (tests/meson.build), ThreadSanitizer two.
 #
-# scripts/test.sh runs both after the plain suite; about 20 minutes on 2
+# scripts/test.sh runs both after the plain suite; about 14 minutes on 2
 # cores, builds included.
 #
 #   scripts/sanitize.sh [--asan-only | --tsan-only] [MESON-TEST-ARGS...]

@@ -6,7 +6,7 @@
 # root, and the faults suite), then the fuzz targets for a bounded time
 # (scripts/fuzz.sh), then the whole suite again under AddressSanitizer and
 # UndefinedBehaviorSanitizer and the ring and worker tests under
-# ThreadSanitizer (scripts/sanitize.sh). About 30 minutes on 2 cores
+# ThreadSanitizer (scripts/sanitize.sh). About 25 minutes on 2 cores
 # (docs/testing.md).
 # Extra arguments go to `meson test` (e.g. --suite unit) and skip the
 # fuzzing and the sanitizer runs.
@@ -38,7 +38,8 @@ if [ $# -eq 0 ]; then
 	trap '[ -z "$prebuild" ] || kill -- "-$prebuild" 2>/dev/null || true' EXIT
 fi
 # Four at a time on 2 cores: the integration tests mostly wait on their
-# servers and timers (about 3 CPU-minutes in 9 minutes).
+# servers and timers; tests that share the hugepages or the kernel's
+# conntrack take turns within their group (tests/meson.build).
 ns_say "meson test -C build-test $*"
 meson test -C build-test --print-errorlogs --num-processes 4 "$@"
 # The fuzz targets, for a bounded time each (NATSYNC_FUZZ_SECONDS, default
