@@ -419,6 +419,34 @@ static int in_range(uint16_t port, uint16_t lo)
 	return port >= lo && port < lo + GW_PORTS_SPAN;
 }
 
+/* The TCP connections A and B of three_flows(). */
+static struct {
+	int a_c, a_s, b_c, b_s;
+	uint16_t a_x, b_x;
+} fl;
+
+/* The server's sockets, and three flows through gateway 1 talking both
+ * ways: TCP A and B (in fl), UDP U (*u_c, translated to *u_x), each
+ * translated into gateway 1's range. */
+static void three_flows(int *listener, int *udp_server, int *u_c, uint16_t *u_x)
+{
+	*listener = nst_socket_in("k3s", SOCK_STREAM, SERVER, TCP_PORT);
+	cr_assert_eq(listen(*listener, 8), 0);
+	*udp_server = nst_socket_in("k3s", SOCK_DGRAM, SERVER, UDP_PORT);
+	fl.a_c = tcp_connect(*listener, PORT_A, &fl.a_s, &fl.a_x);
+	fl.b_c = tcp_connect(*listener, PORT_B, &fl.b_s, &fl.b_x);
+	assert_a_and_b_go_on(fl.a_c, fl.a_s, fl.b_c, fl.b_s, 1,
+			     "through gateway 1");
+	*u_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_U);
+	*u_x = udp_to_server(*u_c, *udp_server, "u-before");
+	cr_assert(udp_to_client(*udp_server, *u_c, *u_x, "u-before-reply"));
+	cr_assert(in_range(fl.a_x, GW1_PORTS_LO) &&
+			  in_range(fl.b_x, GW1_PORTS_LO) &&
+			  in_range(*u_x, GW1_PORTS_LO),
+		  "gateway 1 translates into its range: %u %u %u", fl.a_x,
+		  fl.b_x, *u_x);
+}
+
 TestSuite(failover, .fini = stop_all, .timeout = 300);
 
 Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
@@ -446,22 +474,11 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 		     nst_run_path("notify.out"));
 	wait_log(1, "kernel-active.log", "progress: active", 10);
 
-	listener = nst_socket_in("k3s", SOCK_STREAM, SERVER, TCP_PORT);
-	cr_assert_eq(listen(listener, 8), 0);
-	udp_server = nst_socket_in("k3s", SOCK_DGRAM, SERVER, UDP_PORT);
-
 	/* Three flows through gateway 1, talking both ways. */
 	t0 = nsdp_now_s();
-	a_c = tcp_connect(listener, PORT_A, &a_s, &a_x);
-	b_c = tcp_connect(listener, PORT_B, &b_s, &b_x);
-	assert_a_and_b_go_on(a_c, a_s, b_c, b_s, 1, "through gateway 1");
-	u_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_U);
-	u_x = udp_to_server(u_c, udp_server, "u-before");
-	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-before-reply"));
-	cr_assert(in_range(a_x, GW1_PORTS_LO) && in_range(b_x, GW1_PORTS_LO) &&
-			  in_range(u_x, GW1_PORTS_LO),
-		  "gateway 1 translates into its range: %u %u %u", a_x, b_x,
-		  u_x);
+	three_flows(&listener, &udp_server, &u_c, &u_x);
+	a_c = fl.a_c, a_s = fl.a_s, b_c = fl.b_c, b_s = fl.b_s;
+	a_x = fl.a_x, b_x = fl.b_x;
 
 	/* Replicated: in the store, and committed into gateway 2's
 	 * conntrack. */
@@ -745,17 +762,9 @@ Test(failover, keepalived_moves_a_kernel_gateways_flows)
 	cr_assert(holds_pool(1) && !holds_pool(2),
 		  "gateway 1 (priority 150) is not the only master");
 
-	listener = nst_socket_in("k3s", SOCK_STREAM, SERVER, TCP_PORT);
-	cr_assert_eq(listen(listener, 8), 0);
-	udp_server = nst_socket_in("k3s", SOCK_DGRAM, SERVER, UDP_PORT);
-	a_c = tcp_connect(listener, PORT_A, &a_s, &a_x);
-	b_c = tcp_connect(listener, PORT_B, &b_s, &b_x);
-	assert_a_and_b_go_on(a_c, a_s, b_c, b_s, 1, "through gateway 1");
-	u_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_U);
-	u_x = udp_to_server(u_c, udp_server, "u-before");
-	cr_assert(udp_to_client(udp_server, u_c, u_x, "u-before-reply"));
-	cr_assert(in_range(a_x, GW1_PORTS_LO) && in_range(b_x, GW1_PORTS_LO) &&
-		  in_range(u_x, GW1_PORTS_LO));
+	three_flows(&listener, &udp_server, &u_c, &u_x);
+	a_c = fl.a_c, a_s = fl.a_s, b_c = fl.b_c, b_s = fl.b_s;
+	a_x = fl.a_x, b_x = fl.b_x;
 	/* In gateway 2's conntrack (which also tracks the VRRP packets). */
 	wait_committed("k3gw2", PORT_A, TCP_PORT, a_x);
 	wait_committed("k3gw2", PORT_B, TCP_PORT, b_x);
