@@ -1507,3 +1507,81 @@ Test(failover, keepalived_moves_the_flows_when_the_active_dies, .timeout = 900)
 	       percentile(promoted, rounds, 50) / 1e3,
 	       percentile(promoted, rounds, 99) / 1e3);
 }
+
+/* Cut (up = 0) or heal the VRRP link: nftables in A's keepalived
+ * namespace drops VRRP both ways. */
+static void vrrp_link(int up)
+{
+	if (up)
+		cr_assert_eq(nst_sh("ip netns exec nstfo-vA nft delete table "
+				    "inet nstfo_cut"),
+			     0);
+	else
+		cr_assert_eq(nst_sh("ip netns exec nstfo-vA nft -f - <<'EOF'\n"
+				    "table inet nstfo_cut {\n"
+				    " chain in { type filter hook input "
+				    "priority 0; ip protocol 112 drop; }\n"
+				    " chain out { type filter hook output "
+				    "priority 0; ip protocol 112 drop; }\n"
+				    "}\n"
+				    "EOF"),
+			     0, "cannot cut the VRRP link");
+}
+
+/*
+ * A partition of the VRRP link, healed, with keepalived itself: B's
+ * keepalived hears A no more, becomes MASTER and promotes B, whose
+ * promotion fences A (A's keepalived stays MASTER: it hears no B either).
+ * The fenced A says it is unfit for MASTER, so that its track script's
+ * weight takes 100 off its priority (150 to 50). When the link heals, A
+ * hears B's 100 above its 50 and becomes BACKUP (its notify's demote makes
+ * it fit again; nopreempt keeps it BACKUP), and B stays MASTER and goes on
+ * forwarding. Were A still at 150, B would become BACKUP, be demoted, and
+ * no gateway would forward.
+ */
+Test(failover, keepalived_heals_a_partition_with_the_fenced_gateway_backup)
+{
+	struct sockaddr_in udp_before;
+	pthread_t server, client;
+	char reply[4096];
+	long epoch_a;
+
+	external = 0;
+	with_keepalived = 1;
+	epoch_a = scenario_start("failover-keepalived-partition", &server,
+				 &client);
+	udp_before = net.udp_sources[0];
+
+	vrrp_link(0);
+	cr_assert(WAIT_FOR(status_has('B', "mode=active"), 20),
+		  "B's keepalived did not promote B; see %s",
+		  nst_run_path("keepalivedB.log"));
+	cr_assert_gt(status_value('B', "epoch"), epoch_a);
+	cr_assert(WAIT_FOR(status_has('A', "mode=standby"), 5),
+		  "A was not fenced");
+	cr_expect_neq(ctl('A', "health", reply, sizeof(reply)), 0,
+		      "the fenced A is healthy: %s", reply);
+	cr_assert(
+		WAIT_FOR(nst_run_file_has("keepalivedA.log",
+					  "VRRP_Script(natsync_ready) failed"),
+			 20),
+		"A's keepalived did not find A unfit; see %s",
+		nst_run_path("keepalivedA.log"));
+	nsdp_sleep_ms(500);
+
+	vrrp_link(1);
+	cr_expect(WAIT_FOR(ctl('A', "health", reply, sizeof(reply)) == 0, 20),
+		  "A was not made BACKUP when the link healed: %s", reply);
+	/* A's priority is 150 again (rise 2 of 2 s): nopreempt keeps it
+	 * BACKUP. */
+	nsdp_sleep_ms(6000);
+	cr_expect(status_has('B', "mode=active"),
+		  "B was demoted when the link healed: no gateway forwards");
+	cr_expect(status_has('A', "mode=standby"));
+	cr_expect(flows_progress(640, 20, 30),
+		  "the flows stopped after the link healed: tcp echoed %lu "
+		  "of %lu sent",
+		  (unsigned long)LOAD(tcp_echoed),
+		  (unsigned long)LOAD(tcp_sent));
+	flows_end_whole(server, client, &udp_before);
+}

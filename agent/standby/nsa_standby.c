@@ -151,7 +151,7 @@ static int sb_setup(struct nsa_standby *sb)
 		int rc;
 
 		err[0] = 0;
-		rc = nsa_topology_fetch(&sb->conf.store, &sb->topo, err,
+		rc = nsa_topology_fetch(&sb->store_quick, &sb->topo, err,
 					sizeof(err));
 		if (rc == 0 && sb->topo.n_nodes == 0) {
 			snprintf(err, sizeof(err), "no master in the topology");
@@ -429,7 +429,12 @@ struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
 		return NULL;
 	}
 	nsa_dumpreq_init(&sb->dump);
-	nsa_topowatch_init(&sb->watch, &sb->conf.store,
+	sb->store_quick = sb->conf.store;
+	if (sb->conf.ping_ms > 0 &&
+	    (sb->store_quick.io_timeout_ms == 0 ||
+	     sb->store_quick.io_timeout_ms > 2 * (int)sb->conf.ping_ms))
+		sb->store_quick.io_timeout_ms = 2 * (int)sb->conf.ping_ms;
+	nsa_topowatch_init(&sb->watch, &sb->store_quick,
 			   sb->conf.topology_check_ms, &sb->stop, sb_wake, sb);
 	nsa_lag_batch_init(&sb->lag);
 	return sb;

@@ -53,6 +53,11 @@ struct sb_node {
 
 struct nsa_standby {
 	struct nsa_config conf;
+	/* The store as the topology is fetched (the setup and the watcher):
+	 * each reply within twice [standby] ping_ms (what makes a
+	 * subscription dead), so that a hung store (masters stopped, not
+	 * refusing) holds neither, nor a stop, for 5 s a seed. */
+	struct nsa_store_conf store_quick;
 	struct nsdp_table *table;
 	int own_table; /* created here, freed with the standby */
 	pthread_t thread;
