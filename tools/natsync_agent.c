@@ -37,6 +37,7 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 
+#include "nag_epoch.h"
 #include "ngw_config.h"
 #include "nsa_active.h"
 #include "nsa_cli.h"
@@ -253,12 +254,7 @@ struct active_run {
 	double last_progress, last_alive_check;
 	uint64_t last_acked;
 	int drained;
-	/* Replicating on a provisional epoch not yet made known to the
-	 * store: it, else 0; the next try, and the store as it is asked
-	 * (each reply bounded). */
-	uint32_t provisional;
-	double next_register;
-	struct nsa_store_conf store_quick;
+	struct nag_epoch *epoch; /* a provisional epoch to make known */
 };
 
 /* Open the source and its writers, serve the metrics and start the
@@ -334,58 +330,6 @@ static void active_progress(struct active_run *r, double t)
 
 /* Until stopped, the synthetic source is done, --duration passed or the
  * gateway we attached to is gone (gateway_gone). */
-/* The store as a first or periodic ask for an epoch: each connect and
- * reply bounded by [store] connect_timeout_ms, so that a store that hangs
- * (a master stopped) does not hold the caller. */
-static struct nsa_store_conf store_quick(const struct nsa_config *c)
-{
-	struct nsa_store_conf q = c->store;
-
-	q.io_timeout_ms = q.connect_timeout_ms;
-	if (q.epoch_wait_ms > (unsigned int)q.connect_timeout_ms)
-		q.epoch_wait_ms = (unsigned int)q.connect_timeout_ms;
-	return q;
-}
-
-/* Every second while on a provisional epoch: make it known to the store
- * (natsync:epoch raised to it), then raise the fence, as a gateway does
- * (nsa_fence.h). A counter already above it means a newer active took
- * over: this one's records are fenced from then on (its writers read the
- * counter on every connection). */
-static void active_register(struct active_run *r, double t)
-{
-	uint32_t ours = r->provisional;
-	unsigned int killed = 0;
-	char err[512];
-	int64_t e;
-
-	r->next_register = t + 1.0;
-	e = nsa_epoch_register(&r->store_quick, ours, err, sizeof(err));
-	if (e < 0) {
-		NSA_DEBUG("provisional epoch %u: the store does not answer "
-			  "yet (%s)",
-			  ours, err);
-		return;
-	}
-	r->provisional = 0;
-	if (e > ours) {
-		NSA_ERR("provisional epoch %u: the store's counter is at %" PRId64
-			": a newer active took over; this one's records are "
-			"fenced",
-			ours, e);
-		return;
-	}
-	if (nsa_fence_raise(&r->conf->store, &killed, err, sizeof(err)) != 0)
-		NSA_ERR("provisional epoch %u made known to the store; fence "
-			"not raised everywhere (%s): an older active may still "
-			"write there",
-			ours, err);
-	else
-		NSA_INFO("provisional epoch %u made known to the store; %u "
-			 "older writer connection(s) closed",
-			 ours, killed);
-}
-
 static void active_loop(struct active_run *r, double duration)
 {
 	const struct nsa_config *conf = r->conf;
@@ -397,8 +341,7 @@ static void active_loop(struct active_run *r, double duration)
 		nsa_metrics_wait(r->mx, 20, -1);
 		if (r->src.ksrc && nsa_cli_dump_requested())
 			kernel_table_dump(&r->src, conf);
-		if (r->provisional && t >= r->next_register)
-			active_register(r, t);
+		nag_epoch_register(r->epoch, t);
 		if (r->src.synth && !r->drained &&
 		    active_synth_done(r, duration))
 			break;
@@ -498,12 +441,10 @@ static int active_report(const struct active_run *r)
 }
 
 static int run_active(const struct nsa_config *conf, double duration,
-		      uint32_t provisional)
+		      struct nag_epoch *epoch)
 {
-	struct active_run r = {.conf = conf,
-			       .am = {.conf = conf},
-			       .provisional = provisional,
-			       .store_quick = store_quick(conf)};
+	struct active_run r = {
+		.conf = conf, .am = {.conf = conf}, .epoch = epoch};
 	int rc = active_open(&r);
 
 	if (rc == 0) {
@@ -674,64 +615,6 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	return 0;
 }
 
-/* [agent] epoch = 0 on an active: a new epoch from the store, above every
- * earlier one and [agent] epoch_floor, and the fence (nsa_fence.h), as a
- * gateway's promotion. When the store does not answer the first ask
- * (each connect and reply within [store] connect_timeout_ms), an active
- * whose gateway_id has a low byte other than 0 replicates at once on a
- * provisional epoch in the generation after epoch_floor (*provisional;
- * made known to the store later, active_register); one whose low byte is
- * 0 asks again with backoff until the store answers or it is stopped.
- * 0, or 1 when stopped first. */
-static int take_epoch(struct nsa_config *c, uint32_t *provisional)
-{
-	struct nsa_store_conf quick = store_quick(c);
-	unsigned int delay = 100, killed = 0;
-	char err[512], last[512] = "";
-	uint32_t p;
-	int64_t e;
-
-	e = nsa_epoch_take(&quick, c->epoch_floor, err, sizeof(err));
-	p = nsa_epoch_provisional(c->epoch_floor, c->gateway_id);
-	if (e < 0 && e != -ERANGE && p != 0) {
-		NSA_WARN("epoch: no epoch from the store (%s): replicating at "
-			 "once on provisional epoch %u (above %u); it is made "
-			 "known to the store, and the fence raised, once the "
-			 "store answers",
-			 err, p, c->epoch_floor);
-		nsa_config_set_epoch(c, p);
-		*provisional = p;
-		return 0;
-	}
-	while (e < 0) {
-		if (e == -ERANGE) {
-			NSA_ERR("epoch: %s", err);
-			return 1;
-		}
-		if (strcmp(err, last) != 0)
-			NSA_WARN("epoch: no epoch from the store yet (%s); "
-				 "retrying with backoff",
-				 err);
-		snprintf(last, sizeof(last), "%s", err);
-		if (nsa_cli_stopping())
-			return 1;
-		nsa_sd_watchdog();
-		nsdp_sleep_ms(delay);
-		delay = delay * 2 > 2000 ? 2000 : delay * 2;
-		e = nsa_epoch_take(&c->store, c->epoch_floor, err, sizeof(err));
-	}
-	nsa_config_set_epoch(c, (uint32_t)e);
-	if (nsa_fence_raise(&c->store, &killed, err, sizeof(err)) != 0)
-		NSA_ERR("epoch %u: fence not raised everywhere (%s): an older "
-			"active may still write there",
-			c->epoch, err);
-	else
-		NSA_INFO("epoch %u from the store; %u older writer "
-			 "connection(s) closed",
-			 c->epoch, killed);
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	/* With the [gateway] keys: one file may serve a gateway and its
@@ -757,13 +640,12 @@ int main(int argc, char **argv)
 	nsa_sd_ready(conf.agent.role == NSA_ROLE_ACTIVE ? "active" : "standby");
 
 	if (conf.agent.role == NSA_ROLE_ACTIVE) {
-		uint32_t provisional = 0;
+		struct nag_epoch epoch = {0};
 
 		rc = conf.agent.epoch == 0 &&
-				     take_epoch(&conf.agent, &provisional)
+				     nag_epoch_take(&conf.agent, &epoch)
 			     ? 1
-			     : run_active(&conf.agent, cli.duration,
-					  provisional);
+			     : run_active(&conf.agent, cli.duration, &epoch);
 	} else {
 		rc = run_standby(&conf.agent, cli.duration);
 	}
