@@ -86,6 +86,8 @@ struct gw {
 void gw_unstick(struct gw *g);
 /* promote/demote: the reply for the control socket in reply; 0 or a
  * negative errno (-EAGAIN: no epoch from the store, try again). */
+int gw_promote(struct gw *g, char *reply, size_t len);
+int gw_demote(struct gw *g, char *reply, size_t len);
 /* Whether a promotion that returned rc is tried again (every GW_RETRY_MS,
  * until it forwards or a demote comes): every failure but epochs used up,
  * so that a gateway that fenced the old active always ends up forwarding. */
@@ -93,8 +95,6 @@ static inline int gw_promote_retried(int rc)
 {
 	return rc < 0 && rc != -ERANGE;
 }
-int gw_promote(struct gw *g, char *reply, size_t len);
-int gw_demote(struct gw *g, char *reply, size_t len);
 const char *gw_mode_name(const struct gw *g);
 /* While active, at every loop: demote when a newer epoch took over, and
  * retry a fence not raised everywhere. */
