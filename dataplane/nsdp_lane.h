@@ -15,6 +15,14 @@
  * nsdp_stamp_next(): the wall clock, but always above the producer's
  * previous stamp, so that a step back of the clock cannot make a later
  * event look older than an earlier one.
+ *
+ * The consumer tells the producer how far the store has taken the lane
+ * (defer, dataplane/nat/nsdp_nat.h): records are numbered from 1 in ring
+ * order (the producer's recorded count after its enqueue is its record's
+ * number); the consumer counts what it drained and publishes settled, the
+ * number up to which every record was acknowledged by the store or given
+ * up by the writer (dropped, fenced, or abandoned after a failure; the
+ * agent counts each).
  */
 #ifndef NSDP_LANE_H
 #define NSDP_LANE_H
@@ -39,6 +47,10 @@ struct nsdp_lane {
 	 * with NSDP_STAT_READ. */
 	uint64_t recorded __rte_cache_aligned;
 	uint64_t dropped;
+	/* Written by the lane's one consumer: records drained, and the
+	 * number settled (release store, read with nsdp_lane_settled). */
+	uint64_t drained __rte_cache_aligned;
+	uint64_t settled;
 } __rte_cache_aligned;
 
 /* Create lane idx with a ring of ring_size elements (a power of two) on the
@@ -96,12 +108,34 @@ static inline unsigned int nsdp_record_burst(struct nsdp_lane *lane,
 	return done;
 }
 
+/* The number of the producer's last record that went into the ring
+ * (producer only). */
+static inline uint64_t nsdp_lane_last(const struct nsdp_lane *lane)
+{
+	return lane->recorded;
+}
+
+/* Every record numbered up to this one is settled (any thread). */
+static inline uint64_t nsdp_lane_settled(const struct nsdp_lane *lane)
+{
+	return __atomic_load_n(&lane->settled, __ATOMIC_ACQUIRE);
+}
+
 /* Consumer side: dequeue up to n records. */
 static inline unsigned int
 nsdp_lane_drain(struct nsdp_lane *lane, struct ns_session *out, unsigned int n)
 {
-	return rte_ring_sc_dequeue_burst_elem(lane->ring, out, sizeof(*out), n,
-					      NULL);
+	unsigned int got = rte_ring_sc_dequeue_burst_elem(
+		lane->ring, out, sizeof(*out), n, NULL);
+
+	NSDP_STAT_ADD(lane->drained, got);
+	return got;
+}
+
+/* Consumer side: every record numbered up to upto is settled. */
+static inline void nsdp_lane_settle(struct nsdp_lane *lane, uint64_t upto)
+{
+	__atomic_store_n(&lane->settled, upto, __ATOMIC_RELEASE);
 }
 
 #endif

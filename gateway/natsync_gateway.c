@@ -204,6 +204,28 @@ static int gw_status(struct gw *g, char *reply, size_t len)
 			(used) += (size_t)n_;                                 \
 	} while (0)
 
+/* Defer: the hold time under which fraction p of the held packets left,
+ * us (the upper end of its histogram bucket); 0 with none. */
+static uint64_t gw_defer_pct(struct gw *g, double p)
+{
+	uint64_t h[NSDP_NAT_DEFER_BUCKETS], total = 0, seen = 0;
+	unsigned int i;
+
+	nsdp_nat_defer_hist(g->nat, h);
+	for (i = 0; i < NSDP_NAT_DEFER_BUCKETS; i++)
+		total += h[i];
+	if (total == 0)
+		return 0;
+	for (i = 0; i < NSDP_NAT_DEFER_BUCKETS; i++) {
+		seen += h[i];
+		if ((double)seen >= p * (double)total)
+			break;
+	}
+	if (i >= NSDP_NAT_DEFER_BUCKETS)
+		i = NSDP_NAT_DEFER_BUCKETS - 1;
+	return (uint64_t)(i + 1) * NSDP_NAT_DEFER_BUCKET_US;
+}
+
 static int gw_stats(struct gw *g, char *reply, size_t len)
 {
 	struct nsdp_nat_stats ns;
@@ -250,7 +272,16 @@ static int gw_stats(struct gw *g, char *reply, size_t len)
 	NAT(arp_announcements);
 	NAT(arp_ignored);
 	NAT(alloc_failures);
+	NAT(defer_held);
+	NAT(defer_settled);
+	NAT(defer_timeouts);
+	NAT(defer_dropped);
+	NAT(defer_overflow);
+	NAT(defer_unrecorded);
 #undef NAT
+	STAT_LINE(reply, len, used, "defer.p50_us", gw_defer_pct(g, 0.50));
+	STAT_LINE(reply, len, used, "defer.p99_us", gw_defer_pct(g, 0.99));
+	STAT_LINE(reply, len, used, "defer.p999_us", gw_defer_pct(g, 0.999));
 	STAT_LINE(reply, len, used, "port.tx_drops",
 		  NSDP_STAT_READ(g->fwd.tx_drops));
 	STAT_LINE(reply, len, used, "table.live", ts.live);
@@ -494,6 +525,10 @@ static int gw_setup(struct gw *g)
 		 "promoted, control socket %s",
 		 g->conf.agent.gateway_id, g->fwd_lcore,
 		 g->conf.gw.control_socket);
+	if (g->conf.gw.nat.defer_max_us)
+		NSA_INFO("defer: a new session's first packet waits for its "
+			 "record's acknowledgement, at most %u us",
+			 g->conf.gw.nat.defer_max_us);
 	return 0;
 }
 

@@ -80,6 +80,12 @@ static const struct nsa_key ngw_keys[] = {
 	NSA_NUM("gateway", "promote_wait_ms", gw.promote_wait_ms, 1, 60000,
 		"50",
 		"A promotion asks the store for its epoch and waits at most this long, ms (each connect and each reply). Without an answer by then it forwards at once on a provisional epoch made from the highest epoch it saw and the low byte of `[agent] gateway_id` (which must then be nonzero and differ between the gateways of a store), and makes it known to the store once the store answers (see docs/gateway-and-failover.md). With a `gateway_id` whose low byte is 0 the promotion is refused instead."),
+	NSA_BOOL(
+		"gateway", "defer", gw.defer, "no",
+		"Hold the first packet of every new session until the store has acknowledged its record (and so every standby can have it), as OpenBSD pfsync's defer: then no session whose first packet left the gateway is lost at failover. Costs that packet the time to the store and back (see docs/gateway-and-failover.md); later packets are not held."),
+	NSA_NUM("gateway", "defer_max_us", gw.defer_max_us, 10, 500000,
+		"2000",
+		"With `defer`: the longest a first packet waits, µs; then it goes without the acknowledgement (counted in `defer_timeouts`)."),
 	NSA_NUM("gateway", "rx_descriptors", gw.rx_descriptors, 64, 16384,
 		"1024", "Receive descriptors per port."),
 	NSA_NUM("gateway", "tx_descriptors", gw.tx_descriptors, 64, 16384,
@@ -103,6 +109,7 @@ static void ngw_config_derive(struct nsa_config *agent)
 	nat->tcp_closing_ms = c->gw.tcp_closing_timeout * 1000u;
 	nat->udp_ms = c->gw.udp_timeout * 1000u;
 	nat->icmp_ms = c->gw.icmp_timeout * 1000u;
+	nat->defer_max_us = c->gw.defer ? c->gw.defer_max_us : 0;
 }
 
 const struct nsa_key_table ngw_config_keys = {

@@ -44,6 +44,10 @@ struct ngw_gateway_conf {
 	/* A promotion's first try for a store epoch waits at most this long;
 	 * then it forwards on a provisional epoch, ms. */
 	unsigned int promote_wait_ms;
+	/* Defer: a new session's first packet waits for its record's
+	 * acknowledgement, at most defer_max_us (nat.defer_max_us). */
+	int defer;
+	unsigned int defer_max_us;
 };
 
 struct ngw_config {

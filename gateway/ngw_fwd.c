@@ -80,7 +80,9 @@ int ngw_fwd_main(void *arg)
 	unsigned int idle = 0;
 
 	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
-		if (ngw_fwd_poll(f, nsdp_realtime_ns()))
+		/* Held first packets (defer) are let go by the polls. */
+		if (ngw_fwd_poll(f, nsdp_realtime_ns()) ||
+		    nsdp_nat_deferred(f->nat))
 			idle = 0;
 		else if (f->idle_sleep_us && ++idle >= NGW_FWD_IDLE_POLLS)
 			nsdp_sleep_us(f->idle_sleep_us);

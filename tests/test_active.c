@@ -48,6 +48,7 @@
 #define PORT_NOREPLICAS 7214
 #define PORT_OOM 7215
 #define PORT_ACL_STANDBY 7216
+#define PORT_SETTLE 7217
 #define PORT_FENCE 7220 /* 7220-7222 */
 #define PORT_RESHARD 7203
 #define PORT_ASK 7206 /* 7206-7208 */
@@ -720,6 +721,67 @@ Test(active, store_starting_late_receives_everything, .timeout = 120)
 	cr_expect_eq(st.acked, p.n_records);
 
 	expect_store_holds(PORT_LATE, &p, p.n_flows);
+	writer_down(a, &p);
+}
+
+/* Defer's signal back to the gateway (nsdp_lane_settled): a lane is
+ * settled exactly up to what the store acknowledged, never past a record
+ * the store has not answered for; a burst unanswered for a second is
+ * given up (counted) and the count moves on. */
+Test(active, a_lane_is_settled_up_to_what_the_store_acknowledged, .timeout = 60)
+{
+	struct nsdp_lane **lanes = lanes_create(1, 8192);
+	struct nsa_active_stats st;
+	struct nsa_config c;
+	struct nsa_active *a;
+	struct plan p;
+	uint64_t t0;
+
+	plan_init(&p, 3000);
+	store_up(PORT_SETTLE, 0);
+	conf_for(&c, PORT_SETTLE, 1, NSA_PUBLISH_AUTO);
+	a = writer_up(&c, lanes, 1);
+	for (uint32_t i = 0; i < 1000; i++)
+		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+	cr_assert_eq(nsa_active_drain(a, 10000), 0, "drained");
+	cr_assert_eq(nsdp_lane_settled(lanes[0]), 1000, "settled %lu",
+		     (unsigned long)nsdp_lane_settled(lanes[0]));
+
+	/* The store stops answering: nothing more is settled. */
+	cr_assert_eq(nst_sh("kill -STOP $(cat %s/%d/%d/redis.pid)",
+			    nst_build("tests/run"), PORT_SETTLE, PORT_SETTLE),
+		     0);
+	for (uint32_t i = 1000; i < 2000; i++)
+		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+	nsdp_sleep_ms(300);
+	cr_expect_eq(nsdp_lane_settled(lanes[0]), 1000,
+		     "settled %lu with the store stopped",
+		     (unsigned long)nsdp_lane_settled(lanes[0]));
+	nsa_active_stats(a, &st);
+	cr_expect_eq(st.acked, 1000);
+	cr_expect_eq(st.settle_abandoned, 0);
+
+	/* After a second the bursts are given up, counted, and the lane is
+	 * settled past them; once the store answers again, new records are
+	 * settled as they are acknowledged. */
+	t0 = mono_ms();
+	while (nsdp_lane_settled(lanes[0]) < 2000 && mono_ms() - t0 < 5000)
+		nsdp_sleep_ms(10);
+	cr_expect_eq(nsdp_lane_settled(lanes[0]), 2000);
+	cr_expect_geq(mono_ms() - t0, 500, "given up after %lu ms",
+		      (unsigned long)(mono_ms() - t0));
+	nsa_active_stats(a, &st);
+	cr_expect_gt(st.settle_abandoned, 0);
+	cr_assert_eq(nst_sh("kill -CONT $(cat %s/%d/%d/redis.pid)",
+			    nst_build("tests/run"), PORT_SETTLE, PORT_SETTLE),
+		     0);
+	for (uint32_t i = 2000; i < 3000; i++)
+		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+	cr_assert_eq(nsa_active_drain(a, 20000), 0, "drained");
+	cr_expect_eq(nsdp_lane_settled(lanes[0]), 3000);
+	nsa_active_stats(a, &st);
+	cr_expect_eq(st.acked, 3000);
+	expect_store_holds(PORT_SETTLE, &p, p.n_flows);
 	writer_down(a, &p);
 }
 

@@ -2226,3 +2226,169 @@ Test(nat, every_bad_input_is_dropped_counted_once_and_changes_nothing)
 	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
 	fx_close(&f);
 }
+
+/* ------------------------------------------------------------------ */
+/* defer                                                                */
+/* ------------------------------------------------------------------ */
+
+/* The consumer's side of the lane: every record drained settled. */
+static void settle_all(struct fx *f)
+{
+	struct ns_session r[64];
+
+	while (drain(f, r, 64) > 0)
+		;
+	nsdp_lane_settle(f->lane, f->lane->drained);
+}
+
+static void housekeep(struct fx *f)
+{
+	nsdp_nat_housekeep(f->nat, f->now, &f->tx);
+}
+
+Test(nat, defer_holds_a_new_sessions_first_packet_until_its_record_settles)
+{
+	struct nsb_frame f1 = fr_out(IPPROTO_UDP, HOST_A, 4001, REMOTE, 53);
+	struct nsb_frame f2 = fr_out(IPPROTO_UDP, HOST_A, 4002, REMOTE, 53);
+	struct nsb_frame f3 = fr_out(IPPROTO_UDP, HOST_A, 4003, REMOTE, 53);
+	struct nsb_frame f4 = fr_out(IPPROTO_UDP, HOST_B, 4004, REMOTE, 53);
+	struct nsdp_nat_conf c;
+	struct nsdp_nat_stats s;
+	struct ns_session r[4];
+	uint64_t h[NSDP_NAT_DEFER_BUCKETS], seq2;
+	struct rte_mbuf *m;
+	struct fx f;
+
+	conf_default(&c);
+	c.defer_max_us = 2000;
+	fx_open_conf(&f, &c, 8192, 8192, 0);
+
+	/* The first packet waits; the flow's second one goes at once. */
+	send_in(&f, &f1);
+	cr_assert_eq(f.tx.n_outside, 0, "the first packet was not held");
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 1);
+	m = pass_in(&f, &f1);
+	rte_pktmbuf_free(m);
+	f.now += 500 * 1000;
+	housekeep(&f);
+	cr_assert_eq(f.tx.n_outside, 0, "let go before its record settled");
+
+	/* Drained is not settled; settled is. */
+	cr_assert_eq(drain(&f, r, 4), 1);
+	housekeep(&f);
+	cr_assert_eq(f.tx.n_outside, 0, "let go when drained, not settled");
+	nsdp_lane_settle(f.lane, f.lane->drained);
+	housekeep(&f);
+	m = take(&f, 1);
+	check_xlat(m, &f1, 1, r[0].xlat.saddr, r[0].xlat.sport);
+	check_eth(m, &outside_mac, &router_mac);
+	rte_pktmbuf_free(m);
+	s = stats(&f);
+	cr_assert_eq(s.defer_held, 1);
+	cr_assert_eq(s.defer_settled, 1);
+	cr_assert_eq(s.defer_timeouts, 0);
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 0);
+
+	/* In order: two held, only the older one's record settles. */
+	send_in(&f, &f2);
+	seq2 = f.lane->recorded;
+	send_in(&f, &f3);
+	cr_assert_eq(f.tx.n_outside, 0);
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 2);
+	cr_assert_eq(drain(&f, r, 4), 2);
+	nsdp_lane_settle(f.lane, seq2);
+	housekeep(&f);
+	m = take(&f, 1);
+	check_xlat(m, &f2, 1, r[0].xlat.saddr, r[0].xlat.sport);
+	rte_pktmbuf_free(m);
+
+	/* Unsettled, it goes after defer_max_us, not a microsecond before. */
+	f.now += 1999 * 1000;
+	housekeep(&f);
+	cr_assert_eq(f.tx.n_outside, 0, "let go before defer_max_us");
+	f.now += 1000;
+	housekeep(&f);
+	m = take(&f, 1);
+	check_xlat(m, &f3, 1, r[1].xlat.saddr, r[1].xlat.sport);
+	rte_pktmbuf_free(m);
+	s = stats(&f);
+	cr_assert_eq(s.defer_held, 3);
+	cr_assert_eq(s.defer_settled, 2);
+	cr_assert_eq(s.defer_timeouts, 1);
+	nsdp_nat_defer_hist(f.nat, h);
+	/* waits: 500 us, 0 us (settled at once), 2000 us */
+	cr_assert_eq(h[500 / NSDP_NAT_DEFER_BUCKET_US], 1);
+	cr_assert_eq(h[0], 1);
+	cr_assert_eq(h[2000 / NSDP_NAT_DEFER_BUCKET_US], 1);
+
+	/* Held across a demotion: dropped, counted, never sent. */
+	f.now += SEC;
+	send_in(&f, &f4);
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 1);
+	cr_assert_eq(with_lcore(&f, 0, 0, NULL), 0, "deactivate");
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 0);
+	s = stats(&f);
+	cr_assert_eq(s.defer_dropped, 1);
+	cr_assert_eq(s.defer_held, 4);
+	settle_all(&f);
+	fx_close(&f);
+}
+
+Test(nat, defer_lets_a_full_queue_and_an_unrecorded_session_go_at_once)
+{
+	struct nsdp_nat_conf c;
+	struct nsdp_nat_stats s;
+	unsigned int i, sent = 0;
+	struct fx f;
+
+	conf_default(&c);
+	c.defer_max_us = 2000;
+	/* A lane of 512 records: once it is full, new sessions are not
+	 * recorded, and their first packets go at once. */
+	fx_open_conf(&f, &c, 8192, 512, 0);
+	for (i = 0; i < 600; i++) {
+		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
+					     (uint16_t)(10000 + i), REMOTE, 53);
+
+		send_in(&f, &fr);
+		sent += f.tx.n_outside;
+		tx_free(&f.tx);
+	}
+	s = stats(&f);
+	cr_assert(s.recorded == 512 || s.recorded == 511, "recorded %lu",
+		  (unsigned long)s.recorded);
+	cr_assert_eq(s.defer_held, s.recorded);
+	cr_assert_eq(s.defer_unrecorded, 600 - s.recorded);
+	cr_assert_eq(s.record_drops, 600 - s.recorded);
+	cr_assert_eq(sent, 600 - s.recorded);
+	cr_assert_eq(s.defer_overflow, 0);
+	settle_all(&f);
+	/* Room in the tx list for NSDP_NAT_TX_MAX at a time. */
+	for (i = 0; i < 16 && nsdp_nat_deferred(f.nat) > 0; i++) {
+		housekeep(&f);
+		sent += f.tx.n_outside;
+		tx_free(&f.tx);
+	}
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 0);
+	cr_assert_eq(sent, 600);
+	cr_assert_eq(stats(&f).defer_settled, s.recorded);
+
+	/* With a lane that takes everything, the 1025th held one overflows. */
+	fx_close(&f);
+	fx_open_conf(&f, &c, 8192, 8192, 0);
+	sent = 0;
+	for (i = 0; i < NSDP_NAT_DEFER_MAX + 3; i++) {
+		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
+					     (uint16_t)(10000 + i), REMOTE, 53);
+
+		send_in(&f, &fr);
+		sent += f.tx.n_outside;
+		tx_free(&f.tx);
+	}
+	s = stats(&f);
+	cr_assert_eq(s.defer_held, NSDP_NAT_DEFER_MAX);
+	cr_assert_eq(s.defer_overflow, 3);
+	cr_assert_eq(sent, 3);
+	settle_all(&f);
+	fx_close(&f);
+}

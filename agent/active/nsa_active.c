@@ -44,6 +44,7 @@
 #include "nsa_wpipe.h"
 #include "nsa_wreadback.h"
 #include "nsa_wreply.h"
+#include "nsa_wsettle.h"
 #include "nsdp_time.h"
 
 /* A connection with replies due and silent for this long is dead. */
@@ -128,15 +129,16 @@ static unsigned int take_records(struct nsa_writer *w)
 	rs->pos = rs->len = 0;
 
 	for (k = 0; k < w->n_lanes && can_take(w); k++) {
-		struct nsdp_lane *lane = w->lanes[w->next_lane];
-		unsigned int n;
+		unsigned int l = w->next_lane, n;
 
 		w->next_lane = (w->next_lane + 1) % w->n_lanes;
 		__atomic_store_n(&w->in_burst, 1, __ATOMIC_SEQ_CST);
-		n = nsdp_lane_drain(lane, w->burst, burst);
+		n = nsdp_lane_drain(w->lanes[l], w->burst, burst);
 		if (n > 0) {
 			W_STAT_ADD(w, records, n);
+			nsa_settle_open(w, l);
 			append_burst(w, w->burst, NULL, n);
+			nsa_settle_close(w);
 			taken += n;
 		}
 		__atomic_store_n(&w->in_burst, 0, __ATOMIC_SEQ_CST);
@@ -261,6 +263,7 @@ static void *writer_main(void *arg)
 		}
 		check_timeouts(w);
 		nsa_writer_replay_trim(w);
+		nsa_settle_advance(w);
 		if (idle_since == 0)
 			idle_since = w->now_ns;
 		/* Spinning helps only while new records may come any moment;
@@ -327,7 +330,8 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 		w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
 		if (nsa_replay_init(&w->replay, conf->replay_ms > 0
 							? conf->replay_records
-							: 0) != 0) {
+							: 0) != 0 ||
+		    nsa_settle_init(w) != 0) {
 			nsa_active_free(a);
 			errno = ENOMEM;
 			return NULL;
@@ -463,6 +467,7 @@ void nsa_active_free(struct nsa_active *a)
 		nsa_batch_free_all(w);
 		nsa_resend_fini(&w->resend);
 		nsa_replay_fini(&w->replay);
+		nsa_settle_fini(w);
 		free(w);
 	}
 	free(a);

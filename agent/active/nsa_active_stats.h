@@ -43,6 +43,9 @@ struct nsa_active_stats {
 	/* The last round's peak memory; the marks rounds refused. */
 	uint64_t compact_peak, compact_marks_refused;
 	uint64_t inflight; /* records sent, not yet acknowledged */
+	/* Bursts whose acknowledgements the settle ledger gave up waiting
+	 * for (nsa_wsettle.c): a defer lets their packets go on its own. */
+	uint64_t settle_abandoned;
 };
 
 /* One writer's health, for metrics and readiness (nsa_metrics.h): read

@@ -42,6 +42,7 @@
 #include <rte_udp.h>
 
 #include "nsdp_nat_arp.h"
+#include "nsdp_nat_defer.h"
 #include "nsdp_nat_session.h"
 #include "nsdp_nat_state.h"
 
@@ -389,6 +390,8 @@ struct burst {
 	int32_t pos[NSDP_NAT_BURST];
 	struct ns_session s[NSDP_NAT_BURST];
 	uint8_t stale[NSDP_NAT_BURST];
+	/* defer: the created session's record number, 0: not held */
+	uint64_t defer[NSDP_NAT_BURST];
 };
 
 static inline int key_equal(const struct burst *b, unsigned int i,
@@ -442,6 +445,11 @@ static __rte_always_inline void burst_session(struct nsdp_nat *nat,
 			return;
 		}
 		touch = TOUCH_WROTE;
+		if (nat->defer) {
+			b->defer[i] = nat->rec_seq;
+			if (unlikely(nat->rec_seq == 0))
+				NSDP_STAT_INC(nat->st.defer_unrecorded);
+		}
 	}
 	if (touch & TOUCH_CLOSES) {
 		/* s keeps the tuples the later stages translate with. */
@@ -453,11 +461,13 @@ static __rte_always_inline void burst_session(struct nsdp_nat *nat,
 	b->pos[i] = pos;
 }
 
-/* Rewrite the Ethernet header for next hop nh on port and queue m, or
- * drop it and ask for nh. */
+/* Rewrite the Ethernet header for next hop nh on port and queue m (or
+ * hold it until record defer_seq settles, when not 0), or drop it and ask
+ * for nh. */
 static inline void forward(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
 			   enum nat_port port, struct pkt *p,
-			   struct rte_mbuf *m, uint32_t nh, uint64_t now)
+			   struct rte_mbuf *m, uint32_t nh, uint64_t now,
+			   uint64_t defer_seq)
 {
 	const struct neigh *n = neigh_lookup(nat, port, nh);
 
@@ -468,6 +478,8 @@ static inline void forward(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
 	}
 	rte_ether_addr_copy(&n->mac, &p->eth->dst_addr);
 	rte_ether_addr_copy(&nat->port_mac[port], &p->eth->src_addr);
+	if (defer_seq && nsdp_nat_defer_hold(nat, m, defer_seq, now) == 0)
+		return;
 	tx_put(nat, tx, port, m);
 }
 
@@ -495,6 +507,7 @@ nat_burst(struct nsdp_nat *nat, enum nat_port rx, struct rte_mbuf **pkts,
 		b.proto[b.n] = p->proto;
 		b.key[b.n] = p->t;
 		b.stale[b.n] = 0;
+		b.defer[b.n] = 0;
 		b.n++;
 	}
 
@@ -532,7 +545,7 @@ nat_burst(struct nsdp_nat *nat, enum nat_port rx, struct rte_mbuf **pkts,
 		else
 			nh = nat->conf.next_hop ? nat->conf.next_hop
 						: b.p[i].t.daddr;
-		forward(nat, tx, out, &b.p[i], b.m[i], nh, now);
+		forward(nat, tx, out, &b.p[i], b.m[i], nh, now, b.defer[i]);
 	}
 }
 

@@ -20,6 +20,16 @@
  * either put on a tx list or freed and counted; nothing blocks, nothing
  * allocates except the ARP packets the gateway sends itself.
  *
+ * Defer (conf.defer_max_us > 0, as OpenBSD pfsync's): the packet that
+ * creates a session waits, translated, until the lane's consumer says its
+ * record is settled (nsdp_lane.h: acknowledged by the store, or given up
+ * by the agent), and at most defer_max_us; then it goes. Only that packet:
+ * a later packet of the same flow arriving meanwhile is forwarded at once
+ * (it may overtake the first). So a session whose first packet left the
+ * gateway is, unless the wait timed out (counted), in the store and thus
+ * in every standby that applies what the store acknowledged. At most
+ * NSDP_NAT_DEFER_MAX packets wait; more go at once (defer_overflow).
+ *
  * Policy for bad or foreign input (each counted in struct nsdp_nat_stats,
  * dropped, never touching the table): truncated Ethernet/IP/L4 headers, IP
  * version other than 4, bad IP header checksum, IP total length
@@ -48,6 +58,11 @@
 #define NSDP_NAT_BURST 64
 /* Room in each tx list: a burst, plus the ARP packets a call may add. */
 #define NSDP_NAT_TX_MAX (2 * NSDP_NAT_BURST)
+/* Defer: packets held at most, and the histogram of how long they were
+ * held (buckets of NSDP_NAT_DEFER_BUCKET_US, the last one open). */
+#define NSDP_NAT_DEFER_MAX 1024
+#define NSDP_NAT_DEFER_BUCKET_US 8
+#define NSDP_NAT_DEFER_BUCKETS 512
 
 struct nsdp_nat_conf {
 	/* Addresses in host byte order. */
@@ -65,6 +80,10 @@ struct nsdp_nat_conf {
 	uint32_t icmp_ms;
 	/* Sessions the gateway may hold (the table's capacity). */
 	uint32_t max_sessions;
+	/* Defer: how long a new session's first packet waits at most for
+	 * its record to settle, us (below the 1 s after which the agent
+	 * gives up a record's acknowledgement); 0: defer off. */
+	uint32_t defer_max_us;
 	/* Pool for the ARP requests, replies and announcements it sends. */
 	struct rte_mempool *mbuf_pool;
 };
@@ -104,6 +123,12 @@ struct nsdp_nat_stats {
 	uint64_t arp_ignored; /* not for us, or malformed */
 	uint64_t
 		alloc_failures; /* no mbuf for an ARP packet, or a full tx list */
+	/* defer: first packets held, then let go once their record settled
+	 * or after defer_max_us; sent at once as the queue was full or the
+	 * record was not recorded; dropped when the gateway stopped being
+	 * active while they waited */
+	uint64_t defer_held, defer_settled, defer_timeouts;
+	uint64_t defer_overflow, defer_unrecorded, defer_dropped;
 };
 
 struct nsdp_nat;
@@ -172,6 +197,12 @@ uint32_t nsdp_nat_epoch(const struct nsdp_nat *nat);
 
 /* Sum of the counters (any thread; values may be a few packets old). */
 void nsdp_nat_stats(const struct nsdp_nat *nat, struct nsdp_nat_stats *s);
+
+/* Defer: the histogram of hold times (NSDP_NAT_DEFER_BUCKETS counters;
+ * any thread, a few packets old), and the packets held now (the owning
+ * lcore: its loop does not sleep while some wait). */
+void nsdp_nat_defer_hist(const struct nsdp_nat *nat, uint64_t *buckets);
+unsigned int nsdp_nat_deferred(const struct nsdp_nat *nat);
 
 /* Outside ports in use in the port maps (for tests and status). */
 uint64_t nsdp_nat_ports_in_use(const struct nsdp_nat *nat);

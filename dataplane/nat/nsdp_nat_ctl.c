@@ -1,7 +1,7 @@
 /*
  * nsdp_nat_ctl.c - the NAT44 outside its per-packet path: creation,
  * housekeeping on the lcore (announcements after a promotion, the expiry
- * sweep, next hop resolution), and the mode handshake with the control
+ * sweep, next hop resolution, the held first packets let go), and the mode handshake with the control
  * thread (nsdp_nat_activate/deactivate).
  *
  * Invariants
@@ -37,6 +37,7 @@
 #include <rte_malloc.h>
 
 #include "nsdp_nat_arp.h"
+#include "nsdp_nat_defer.h"
 #include "nsdp_nat_session.h"
 #include "nsdp_nat_state.h"
 #include "nsdp_time.h"
@@ -165,6 +166,7 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 		expire_step(nat, now_ns);
 		nexthop_step(nat, now_ns, tx);
 	}
+	nsdp_nat_defer_release(nat, now_ns, tx);
 	nat->last_housekeep_ns = now_ns;
 }
 
@@ -362,7 +364,8 @@ struct nsdp_nat *nsdp_nat_create(const struct nsdp_nat_conf *conf,
 					    (size_t)NEIGH_SETS * NEIGH_WAYS *
 						    sizeof(struct neigh),
 					    RTE_CACHE_LINE_SIZE);
-	if (!nat->map_bits || !nat->side || !nat->neigh[0] || !nat->neigh[1]) {
+	if (!nat->map_bits || !nat->side || !nat->neigh[0] || !nat->neigh[1] ||
+	    nsdp_nat_defer_init(nat) != 0) {
 		nsdp_nat_free(nat);
 		errno = ENOMEM;
 		return NULL;
@@ -379,6 +382,7 @@ void nsdp_nat_free(struct nsdp_nat *nat)
 
 	if (!nat)
 		return;
+	nsdp_nat_defer_fini(nat);
 	for (i = 0; i < 2; i++)
 		rte_free(nat->neigh[i]);
 	rte_free(nat->map_bits);
@@ -394,6 +398,19 @@ void nsdp_nat_stats(const struct nsdp_nat *nat, struct nsdp_nat_stats *s)
 
 	for (i = 0; i < sizeof(*s) / sizeof(uint64_t); i++)
 		dst[i] = NSDP_STAT_READ(src[i]);
+}
+
+void nsdp_nat_defer_hist(const struct nsdp_nat *nat, uint64_t *buckets)
+{
+	unsigned int i;
+
+	for (i = 0; i < NSDP_NAT_DEFER_BUCKETS; i++)
+		buckets[i] = NSDP_STAT_READ(nat->defer_hist[i]);
+}
+
+unsigned int nsdp_nat_deferred(const struct nsdp_nat *nat)
+{
+	return nat->defer_n;
 }
 
 uint64_t nsdp_nat_ports_in_use(const struct nsdp_nat *nat)

@@ -222,12 +222,15 @@ static inline void session_stamp(struct nsdp_nat *nat, struct ns_session *s,
 static inline void session_record(struct nsdp_nat *nat,
 				  const struct ns_session *s)
 {
+	nat->rec_seq = 0;
 	if (!nat->lane)
 		return;
-	if (likely(nsdp_record(nat->lane, s) == 0))
+	if (likely(nsdp_record(nat->lane, s) == 0)) {
 		NSDP_STAT_INC(nat->st.recorded);
-	else
+		nat->rec_seq = nsdp_lane_last(nat->lane);
+	} else {
 		NSDP_STAT_INC(nat->st.record_drops);
+	}
 }
 
 /* Store a new session; 0 with *pos, or -ENOSPC. A tombstone of the same

@@ -10,6 +10,7 @@
  *   nsdp_nat_ctl.c      create/free, housekeeping, promotion and demotion
  *   nsdp_nat_arp.c      ARP frames, ARP input, neighbour caches
  *   nsdp_nat_session.c  port maps and session life (create, refresh, close)
+ *   nsdp_nat_defer.c    first packets held until their record settles
  */
 #ifndef NSDP_NAT_STATE_H
 #define NSDP_NAT_STATE_H
@@ -98,6 +99,13 @@ struct pkt {
 	struct ns_tuple t;
 };
 
+/* A first packet held (defer), with its record's number in the lane. */
+struct defer_slot {
+	struct rte_mbuf *m;
+	uint64_t seq;
+	uint64_t since_ns;
+};
+
 struct nsdp_nat {
 	/* Written by the lcore only, read by nsdp_nat_stats(). */
 	struct nsdp_nat_stats st __rte_cache_aligned;
@@ -127,6 +135,15 @@ struct nsdp_nat {
 	uint32_t sweep_pos;
 	uint64_t last_housekeep_ns;
 	uint64_t nexthop_asked_ns;
+	/* The number in the lane of the last record put there, 0 when the
+	 * last one was dropped (defer holds only recorded sessions). */
+	uint64_t rec_seq;
+	/* Defer: a ring of the first packets held, oldest first. */
+	struct defer_slot *defer;
+	uint32_t defer_head, defer_n;
+	uint64_t defer_max_ns;
+	/* read by others with NSDP_STAT_READ */
+	uint64_t defer_hist[NSDP_NAT_DEFER_BUCKETS];
 
 	/* The handshake with the control thread: a request is
 	 * (generation << 1 | mode), each one a new generation, and the lcore

@@ -16,6 +16,9 @@
  * - The replay window is not trimmed in retry mode: it waits for the
  *   resend that may replay it.
  *
+ * - An acknowledged record's burst hears of it (nsa_wsettle.c); a held
+ *   one's does not: its tickets stay behind with the batch.
+ *
  * Not here: what goes into a batch (nsa_wpipe.c), the replies that end it
  * (nsa_wreply.c), the resend of the held ones (nsa_wlink.c), the window
  * itself (nsa_replay.c).
@@ -25,6 +28,7 @@
 
 #include "nsa_log.h"
 #include "nsa_wbatch.h"
+#include "nsa_wsettle.h"
 #include "nsdp_time.h"
 
 /* ---- batches ---------------------------------------------------------- */
@@ -42,11 +46,13 @@ struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
 			return NULL;
 		b->sess = malloc(bs * sizeof(*b->sess));
 		b->rflags = malloc(bs);
+		b->ticket = malloc(bs * sizeof(*b->ticket));
 		b->body = malloc(NS_BATCH_HDR_LEN +
 				 (size_t)bs * NS_RECORD_MAX_LEN);
-		if (!b->sess || !b->rflags || !b->body) {
+		if (!b->sess || !b->rflags || !b->ticket || !b->body) {
 			free(b->sess);
 			free(b->rflags);
+			free(b->ticket);
 			free(b->body);
 			free(b);
 			return NULL;
@@ -82,6 +88,7 @@ void nsa_batch_free_all(struct nsa_writer *w)
 		w->free_batches = b->next_free;
 		free(b->sess);
 		free(b->rflags);
+		free(b->ticket);
 		free(b->body);
 		free(b);
 	}
@@ -244,6 +251,7 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 		return;
 	}
 	for (i = 0; i < b->count; i++) {
+		nsa_settle_ack(w, b->ticket[i]);
 		if (b->rflags[i] & NSA_REC_REPLAY)
 			replays++;
 		else if (b->rflags[i] & NSA_REC_STORE)
@@ -260,4 +268,5 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 	w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
 	replay_keep(w, b);
 	nsa_batch_put(w, b);
+	nsa_settle_advance(w);
 }

@@ -30,6 +30,7 @@
 #include "nsa_log.h"
 #include "nsa_wbatch.h"
 #include "nsa_wpipe.h"
+#include "nsa_wsettle.h"
 #include "nsdp_time.h"
 
 /* Log an error reply once per kind (its first word) and writer. */
@@ -244,6 +245,7 @@ int nsa_batch_push(struct nsa_writer *w, struct nsa_link *c,
 
 	b->sess[b->count] = *s;
 	b->rflags[b->count] = rflag;
+	b->ticket[b->count] = nsa_settle_push(w);
 	b->body_len += len;
 	b->count++;
 	if (s->epoch > b->epoch)

@@ -9,6 +9,7 @@
  *   nsa_wreadback.c  refused keys read back; the entry for every record
  *   nsa_wpipe.c      commands and batches into the pipeline, error replies
  *   nsa_wbatch.c     the batch pool, segments in flight, a batch's end
+ *   nsa_wsettle.c    how far each lane's records are acknowledged (defer)
  *
  * Beside the loop, nsa_active_health.c and nsa_compactor.c (active/) read
  * the writers' state from other threads. The role's public headers
@@ -37,6 +38,10 @@
 #define NSA_MAX_LOGGED_KINDS 16
 #define NSA_ERR_BACKOFF_MIN_MS 10
 #define NSA_ERR_BACKOFF_MAX_MS 1000
+/* The settle ledger (nsa_wsettle.c): bursts in flight at most, and how
+ * long one waits for its acknowledgements before it is given up. */
+#define NSA_SETTLE_LEDGER 4096u
+#define NSA_SETTLE_ABANDON_NS 1000000000ull
 
 #define NSA_REC_DROPPED 0x01
 /* Replayed: acknowledged once already, so not counted again. */
@@ -78,6 +83,7 @@ struct nsa_batch {
 	uint16_t resync_slot;
 	struct ns_session *sess; /* [batch_size], kept for resending */
 	uint8_t *rflags; /* [batch_size] NSA_REC_* */
+	uint64_t *ticket; /* [batch_size] settle ledger ids, 0: none */
 	uint8_t *body; /* ns_batch header + records in wire form */
 	size_t body_len;
 	/* Log layout: while its segment is sent and not yet answered, the
@@ -110,6 +116,16 @@ struct nsa_readback {
 };
 
 enum { NSA_RB_QUEUED, NSA_RB_SENT, NSA_RB_DONE };
+
+/* One burst drained from a lane, in the settle ledger (nsa_wsettle.c). */
+struct nsa_settle_entry {
+	uint64_t id; /* its ticket; 0 once it left */
+	uint64_t end; /* the lane's drained count after the burst */
+	uint64_t born_ns;
+	uint32_t pending; /* records in batches, not yet acknowledged */
+	uint8_t lane; /* index in the writer's lanes */
+	uint8_t open; /* its records are still being pushed */
+};
 
 struct nsa_ask {
 	uint16_t slot;
@@ -152,6 +168,11 @@ struct nsa_writer {
 	 * READONLY since the last resend */
 	int err_seen;
 	unsigned int err_backoff_ms;
+
+	/* The settle ledger (nsa_wsettle.c): ids settle_head..tail-1 live;
+	 * ticket is the burst being pushed (0: none). */
+	struct nsa_settle_entry *settle;
+	uint64_t settle_head, settle_tail, ticket;
 
 	struct nsa_resend resend;
 	struct nsa_replay replay; /* frozen while in retry mode */
