@@ -122,6 +122,11 @@ static void usage(FILE *out)
 		"                   natsync-gateway)\n"
 		"  --ring-size N    records the lane holds, a power of two "
 		"(default 65536)\n"
+		"  --defer-us N     the recording gateway defers (holds a new "
+		"session's\n"
+		"                   first packet until the consumer has "
+		"drained its record),\n"
+		"                   at most N us (default 0: defer off)\n"
 		"  --verify         check every translated packet's checksums "
 		"and addresses\n"
 		"                   (in the generator, outside the timed "
@@ -211,6 +216,8 @@ static int nat_conf_build(struct nsdp_nat_conf *c, const struct nsb_gw_opts *o,
 		c->icmp_ms = o->timeout_s * 1000;
 	c->max_sessions = sessions;
 	c->mbuf_pool = pool;
+	/* Only the recording gateway has a lane, so only it defers. */
+	c->defer_max_us = o->defer_us;
 	if (nsdp_nat_conf_check(c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "natsync-gwbench: NAT configuration: %s\n",
 			err);
@@ -240,6 +247,7 @@ static const struct {
 	NUM("rounds", 1, 100, 3, rounds),
 	NUM("burst", 1, NSDP_NAT_BURST, NSDP_NAT_BURST, burst),
 	NUM("ring-size", 64, 1u << 24, 65536, ring_size),
+	NUM("defer-us", 0, 500000, 0, defer_us),
 	NUM("slice-ms", 0, 10000, 0, slice_ms),
 #undef NUM
 };

@@ -61,6 +61,9 @@ struct nsb_gw_opts {
 	unsigned int timeout_s, seconds, warmup_s, rounds, burst;
 	unsigned int ring_size; /* the lane's */
 	unsigned int slice_ms; /* 0: rounds; else both gateways in slices */
+	/* The recording gateway's defer_max_us (0: defer off); the
+	 * consumer settles every record it drains. */
+	unsigned int defer_us;
 	int verify;
 	const char *csv;
 	const char *eal_args; /* replaces the default EAL arguments */

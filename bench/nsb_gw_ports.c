@@ -127,6 +127,10 @@ static void *consumer_main(void *arg)
 		unsigned int n = nsdp_lane_drain(c->lane, buf, CONSUME);
 
 		NSDP_STAT_ADD(c->drained, n);
+		/* Drained is acknowledged here: a deferring gateway lets its
+		 * first packets go. */
+		if (n)
+			nsdp_lane_settle(c->lane, c->lane->drained);
 		if (n == 0)
 			nsdp_sleep_us(50);
 	}

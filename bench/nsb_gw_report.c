@@ -125,6 +125,11 @@ int nsb_gw_round_report(const struct nsb_gw_round *r,
 	       DELTA(created), DELTA(refreshed), DELTA(closed), DELTA(expired),
 	       secs > 0 ? (double)records / secs : 0.0, DELTA(record_drops),
 	       drops_of(&r->after) - drops_of(&r->before), r->sessions_end);
+	if (r->recording && DELTA(defer_held))
+		printf("%s defer held=%" PRIu64 " settled=%" PRIu64
+		       " timeouts=%" PRIu64 " overflow=%" PRIu64 "\n",
+		       r->label, DELTA(defer_held), DELTA(defer_settled),
+		       DELTA(defer_timeouts), DELTA(defer_overflow));
 	fflush(stdout);
 	print_drops(r);
 	if (r->t.packets == 0 || DELTA(tx_outside) == 0) {

@@ -47,6 +47,12 @@ struct nsdp_lane {
 	 * with NSDP_STAT_READ. */
 	uint64_t recorded __rte_cache_aligned;
 	uint64_t dropped;
+	/* Defer: the producer holds packets until their records settle
+	 * (set once), and the number of the newest record a held packet
+	 * waits for: its consumer sends it without waiting to fill a batch,
+	 * and does not sleep long (nsdp_lane_hold). */
+	uint32_t deferring;
+	uint64_t waiting;
 	/* Written by the lane's one consumer: records drained, and the
 	 * number settled (release store, read with nsdp_lane_settled). */
 	uint64_t drained __rte_cache_aligned;
@@ -113,6 +119,12 @@ static inline unsigned int nsdp_record_burst(struct nsdp_lane *lane,
 static inline uint64_t nsdp_lane_last(const struct nsdp_lane *lane)
 {
 	return lane->recorded;
+}
+
+/* Producer: a packet waits for record seq to settle. */
+static inline void nsdp_lane_hold(struct nsdp_lane *lane, uint64_t seq)
+{
+	__atomic_store_n(&lane->waiting, seq, __ATOMIC_RELEASE);
 }
 
 /* Every record numbered up to this one is settled (any thread). */

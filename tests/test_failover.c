@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -402,6 +403,10 @@ static const char *layout = "keys";
  * about the fence a store epoch raises at once, not about a store that
  * does not answer (on a loaded machine 50 ms may pass). */
 static unsigned int promote_wait_ms = 50;
+/* [gateway] defer and defer_max_us (0: defer off), [standby]
+ * table_capacity and [gateway] udp_timeout, set by the defer test. */
+static unsigned int defer_max_us;
+static unsigned int table_capacity = 4096, udp_timeout = 300;
 
 static void write_gateway_config(char id)
 {
@@ -426,7 +431,7 @@ static void write_gateway_config(char id)
 		 "[store]\nseeds = 127.0.0.1:%d\nlayout = %s\n"
 		 "[active]\nflush_us = 200\n"
 		 "[rings]\nlanes = 1\nring_size = 4096\n"
-		 "[standby]\ntable_capacity = 4096\n"
+		 "[standby]\ntable_capacity = %u\n"
 		 "[gateway]\n"
 		 "inside_port = net_af_packet0\n"
 		 "outside_port = net_af_packet1\n"
@@ -437,10 +442,15 @@ static void write_gateway_config(char id)
 		 "idle_sleep_us = 200\n"
 		 "mbufs = 4095\n"
 		 "promote_wait_ms = %u\n"
+		 "defer = %s\n"
+		 "defer_max_us = %u\n"
+		 "udp_timeout = %u\n"
 		 "agent = %s\n",
 		 id == 'A' ? "active" : "standby", id == 'A' ? 1 : 2, eal,
-		 STORE_PORT, layout,
+		 STORE_PORT, layout, table_capacity,
 		 nst_run_path(id == 'A' ? "a.sock" : "b.sock"), promote_wait_ms,
+		 defer_max_us ? "yes" : "no",
+		 defer_max_us ? defer_max_us : 2000, udp_timeout,
 		 external ? "external" : "threads");
 	snprintf(name, sizeof(name), "gw%c.ini", id);
 	nst_write_file(nst_run_path(name), text);
@@ -1584,4 +1594,278 @@ Test(failover, keepalived_heals_a_partition_with_the_fenced_gateway_backup)
 		  (unsigned long)LOAD(tcp_echoed),
 		  (unsigned long)LOAD(tcp_sent));
 	flows_end_whole(server, client, &udp_before);
+}
+
+/* ---- defer ------------------------------------------------------------------ */
+
+/* New UDP flows at a steady rate (one every NF_EVERY_US from the client,
+ * each from a socket of its own that stays open), to NF_PORT on the
+ * server, which notes the translated source each flow's first datagram
+ * came from. After the failover the server sends to every source it
+ * noted; the datagram reaches the client only through a session the new
+ * active holds: a flow whose session it lacks is lost at failover. */
+#define NF_PORT 5003
+#define NF_MAX 4096
+#define NF_EVERY_US 500
+
+static struct {
+	int go, halt;
+	int srv_fd;
+	uint64_t opened;
+	int fd[NF_MAX];
+	uint8_t seen[NF_MAX]; /* the server got the flow's first datagram */
+	uint8_t answered[NF_MAX]; /* the client got the server's datagram */
+	struct sockaddr_in src[NF_MAX]; /* as the server saw the flow */
+	uint64_t seen_ns[NF_MAX];
+} nf;
+
+static void *nf_client_main(void *arg)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	uint64_t next;
+
+	(void)arg;
+	nst_enter_netns("nstfo-c");
+	inet_pton(AF_INET, SERVER_ADDR, &to.sin_addr);
+	to.sin_port = htons(NF_PORT);
+	for (int i = 0;
+	     i < 1200 && !__atomic_load_n(&nf.go, __ATOMIC_ACQUIRE); i++)
+		nsdp_sleep_ms(50);
+	next = nsdp_mono_ns();
+	while (!__atomic_load_n(&nf.halt, __ATOMIC_ACQUIRE) &&
+	       nf.opened < NF_MAX) {
+		uint32_t idx = (uint32_t)nf.opened;
+		int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+
+		if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)))
+			abort();
+		nf.fd[idx] = fd;
+		__atomic_store_n(&nf.opened, idx + 1, __ATOMIC_RELEASE);
+		if (send(fd, &idx, sizeof(idx), 0) != sizeof(idx))
+			abort();
+		next += NF_EVERY_US * 1000ull;
+		while (nsdp_mono_ns() < next)
+			nsdp_sleep_us(50);
+	}
+	return NULL;
+}
+
+static void *nf_server_main(void *arg)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	int fd;
+
+	(void)arg;
+	nst_enter_netns("nstfo-s");
+	sa.sin_port = htons(NF_PORT);
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		abort();
+	__atomic_store_n(&nf.srv_fd, fd, __ATOMIC_RELEASE);
+	while (!LOAD(stop)) {
+		struct pollfd p = {nf.srv_fd, POLLIN, 0};
+		struct sockaddr_in from;
+		socklen_t len = sizeof(from);
+		uint32_t idx;
+
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		if (recvfrom(nf.srv_fd, &idx, sizeof(idx), 0,
+			     (struct sockaddr *)&from, &len) == sizeof(idx) &&
+		    idx < NF_MAX && !nf.seen[idx]) {
+			nf.src[idx] = from;
+			nf.seen_ns[idx] = nsdp_mono_ns();
+			__atomic_store_n(&nf.seen[idx], 1, __ATOMIC_RELEASE);
+		}
+	}
+	return NULL;
+}
+
+/* The server sends to every flow it saw, five times 100 ms apart (the
+ * first may wait for the new active's ARP); the flows the client heard
+ * from. */
+static uint64_t nf_answered(void)
+{
+	uint64_t n = 0;
+
+	for (int r = 0; r < 5; r++) {
+		for (uint64_t i = 0; i < NF_MAX; i++)
+			if (__atomic_load_n(&nf.seen[i], __ATOMIC_ACQUIRE) &&
+			    !nf.answered[i])
+				sendto(nf.srv_fd, "p", 1, 0,
+				       (struct sockaddr *)&nf.src[i],
+				       sizeof(nf.src[i]));
+		nsdp_sleep_ms(100);
+		for (uint64_t i = 0; i < __atomic_load_n(&nf.opened, __ATOMIC_ACQUIRE); i++) {
+			char c;
+
+			if (!nf.answered[i] && recv(nf.fd[i], &c, 1, 0) == 1)
+				nf.answered[i] = 1;
+		}
+	}
+	for (uint64_t i = 0; i < NF_MAX; i++)
+		n += nf.answered[i];
+	return n;
+}
+
+/* Count the flows the server saw (all, and those it saw within the last
+ * 20 ms before at_ns) and, of those, the ones the client did not hear
+ * from after the failover. */
+static void nf_count(uint64_t at_ns, uint64_t *seen, uint64_t *late,
+		     uint64_t *lost, uint64_t *lost_late)
+{
+	*seen = *late = *lost = *lost_late = 0;
+	for (uint64_t i = 0; i < NF_MAX; i++) {
+		int is_late;
+
+		if (!__atomic_load_n(&nf.seen[i], __ATOMIC_ACQUIRE))
+			continue;
+		is_late = nf.seen_ns[i] + 20 * 1000000ull >= at_ns;
+		(*seen)++;
+		*late += (uint64_t)is_late;
+		if (!nf.answered[i]) {
+			(*lost)++;
+			*lost_late += (uint64_t)is_late;
+		}
+	}
+}
+
+static void nf_reset(void)
+{
+	for (uint64_t i = 0; i < nf.opened; i++)
+		close(nf.fd[i]);
+	nf.opened = 0;
+	nf.go = nf.halt = 0;
+	memset(nf.seen, 0, sizeof(nf.seen));
+	memset(nf.answered, 0, sizeof(nf.answered));
+}
+
+/*
+ * defer on: new UDP flows open through the active at 2 000 a second; the
+ * active is SIGKILLed in the middle of them and the standby promoted at
+ * once (the notify script, as keepalived calls it). Every flow whose first
+ * datagram reached the server must be answered through the new active:
+ * with defer, a first packet leaves only once its record was acknowledged
+ * by the store, so the standby has it (the promotion applies everything
+ * published before it). lost_at_failover, the flows the new active has no
+ * session for, must be 0 unless a first packet was let go unacknowledged
+ * (after defer_max_us: 50 ms here, so that a loaded machine does not).
+ *
+ * NATSYNC_DEFER_ROUNDS=N (at most 64; default 1) fails over N times, each
+ * time killing the one that took over; NATSYNC_DEFER=off runs with defer
+ * off; NATSYNC_DEFER_MAX_US sets defer_max_us (default 50 000 here, so
+ * that a loaded machine does not let a first packet go unacknowledged;
+ * the gateway's default is 2 000). Each round prints its figures, and a
+ * RESULT line sums them: scripts/bench-defer.sh.
+ */
+Test(failover, with_defer_no_new_session_is_lost_when_the_active_dies,
+     .timeout = 900)
+{
+	const char *env_rounds = getenv("NATSYNC_DEFER_ROUNDS");
+	const char *env_defer = getenv("NATSYNC_DEFER");
+	const char *env_max = getenv("NATSYNC_DEFER_MAX_US");
+	int rounds = env_rounds ? atoi(env_rounds) : 1;
+	int on = !(env_defer && !strcmp(env_defer, "off"));
+	uint64_t lost_total = 0, lost_max = 0, seen_total = 0;
+	uint64_t late_total = 0, timeouts_total = 0, held_total = 0;
+	char active = 'A', standby = 'B';
+	struct sockaddr_in udp_before;
+	pthread_t server, client, nf_server;
+	struct rlimit rl;
+
+	if (rounds < 1 || rounds > MAX_ROUNDS)
+		rounds = rounds < 1 ? 1 : MAX_ROUNDS;
+	defer_max_us = on ? (env_max ? (unsigned int)atoi(env_max) : 50000)
+			  : 0;
+	table_capacity = 65536;
+	udp_timeout = 10;
+	external = 0;
+	with_keepalived = 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 8192) {
+		rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	scenario_start(on ? "failover-defer" : "failover-nodefer", &server,
+		       &client);
+	udp_before = net.udp_sources[0];
+	nf.srv_fd = -1;
+	pthread_create(&nf_server, NULL, nf_server_main, NULL);
+	cr_assert(WAIT_FOR(__atomic_load_n(&nf.srv_fd, __ATOMIC_ACQUIRE) >= 0,
+			   5));
+	for (int r = 0; r < rounds; r++) {
+		pid_t *dying = active == 'A' ? &gw_a : &gw_b;
+		uint64_t seen, late, lost, lost_late, answered, killed_ns;
+		long held, timeouts, p50, p99;
+		pthread_t nf_client;
+
+		nf_reset();
+		pthread_create(&nf_client, NULL, nf_client_main, NULL);
+		__atomic_store_n(&nf.go, 1, __ATOMIC_RELEASE);
+		/* Kill at a different point of the stream each round. */
+		nsdp_sleep_ms(800 + (unsigned int)(r * 37 % 400));
+		held = stat_value(active, "nat.defer_held");
+		timeouts = stat_value(active, "nat.defer_timeouts");
+		p50 = stat_value(active, "defer.p50_us");
+		p99 = stat_value(active, "defer.p99_us");
+		kill(*dying, SIGKILL);
+		killed_ns = nsdp_mono_ns();
+		__atomic_store_n(&nf.halt, 1, __ATOMIC_RELEASE);
+		waitpid(*dying, NULL, 0);
+		*dying = 0;
+		pthread_join(nf_client, NULL);
+		cr_assert_eq(keepalived_notify(standby, "MASTER"), 0);
+		cr_assert(WAIT_FOR(status_has(standby, "mode=active"), 20));
+		answered = nf_answered();
+		nf_count(killed_ns, &seen, &late, &lost, &lost_late);
+		printf("defer=%s round %d: %c -> %c, %lu flows opened, %lu "
+		       "reached the server (%lu in the last 20 ms), "
+		       "%lu answered through %c: lost_at_failover=%lu "
+		       "(%lu of the last 20 ms); %c had held %ld first "
+		       "packets, %ld let go unacknowledged, held p50 %ld us "
+		       "p99 %ld us\n",
+		       on ? "on" : "off", r, active, standby,
+		       (unsigned long)nf.opened, (unsigned long)seen,
+		       (unsigned long)late, (unsigned long)answered, standby,
+		       (unsigned long)lost, (unsigned long)lost_late, active,
+		       held, timeouts, p50, p99);
+		fflush(stdout);
+		cr_assert_gt(seen, 100, "too few new flows reached the server");
+		lost_total += lost;
+		lost_max = lost > lost_max ? lost : lost_max;
+		seen_total += seen;
+		late_total += late;
+		held_total += (uint64_t)(held > 0 ? held : 0);
+		timeouts_total += (uint64_t)(timeouts > 0 ? timeouts : 0);
+		/* Only a first packet let go unacknowledged (after
+		 * defer_max_us) can leave a flow behind. */
+		if (on) {
+			cr_expect_gt(held, 0, "%c held no first packet",
+				     active);
+			if (timeouts == 0)
+				cr_expect_eq(lost, 0,
+					     "round %d: %lu flows lost with "
+					     "defer on, none let go "
+					     "unacknowledged",
+					     r, (unsigned long)lost);
+		}
+
+		/* The dead gateway comes back as a standby. */
+		*dying = start_gateway(active, "--role standby");
+		cr_assert(WAIT_FOR(status_has(active, "synced=yes"), 20),
+			  "the restarted %c did not resync", active);
+		cr_assert_eq(keepalived_notify(active, "BACKUP"), 0);
+		active = standby;
+		standby = active == 'A' ? 'B' : 'A';
+	}
+	printf("RESULT defer defer=%s defer_max_us=%u rounds=%d flows_seen=%lu "
+	       "flows_seen_last_20ms=%lu lost_at_failover=%lu lost_max=%lu "
+	       "held=%lu unacknowledged=%lu\n",
+	       on ? "on" : "off", defer_max_us, rounds,
+	       (unsigned long)seen_total, (unsigned long)late_total,
+	       (unsigned long)lost_total, (unsigned long)lost_max,
+	       (unsigned long)held_total, (unsigned long)timeouts_total);
+	nf_reset();
+	flows_end_whole(server, client, &udp_before);
+	pthread_join(nf_server, NULL);
+	close(nf.srv_fd);
 }

@@ -146,13 +146,20 @@ static unsigned int take_records(struct nsa_writer *w)
 	return taken;
 }
 
-/* Close batches whose oldest record waited flush_us; returns the ns until
- * the next deadline (or NSA_POLL_MAX_NS). */
+/* Close batches whose oldest record waited flush_us, or every batch when
+ * a held packet waits for a record in one (defer); returns the ns until
+ * the next deadline (or NSA_POLL_MAX_NS; NSA_SETTLE_POLL_NS when a lane's
+ * producer defers). */
 static uint64_t flush_due(struct nsa_writer *w)
 {
 	uint64_t flush_ns = (uint64_t)w->a->conf.flush_us * 1000ull;
-	uint64_t next = NSA_POLL_MAX_NS;
+	uint64_t next = nsa_settle_deferring(w) ? NSA_SETTLE_POLL_NS
+						: NSA_POLL_MAX_NS;
 	unsigned int i;
+
+	/* A packet waits for a record in an open batch (defer). */
+	if (nsa_settle_urgent(w))
+		flush_ns = 0;
 
 	for (i = 0; i < w->n_conns; i++) {
 		struct nsa_link *c = w->conns[i];

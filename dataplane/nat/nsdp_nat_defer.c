@@ -33,6 +33,7 @@ int nsdp_nat_defer_init(struct nsdp_nat *nat)
 	if (nat->defer == NULL)
 		return -ENOMEM;
 	nat->defer_max_ns = (uint64_t)nat->conf.defer_max_us * 1000ull;
+	__atomic_store_n(&nat->lane->deferring, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -63,6 +64,7 @@ int nsdp_nat_defer_hold(struct nsdp_nat *nat, struct rte_mbuf *m, uint64_t seq,
 	d->seq = seq;
 	d->since_ns = now;
 	nat->defer_n++;
+	nsdp_lane_hold(nat->lane, seq);
 	NSDP_STAT_INC(nat->st.defer_held);
 	return 0;
 }

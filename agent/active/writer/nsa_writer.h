@@ -42,6 +42,8 @@
  * long one waits for its acknowledgements before it is given up. */
 #define NSA_SETTLE_LEDGER 4096u
 #define NSA_SETTLE_ABANDON_NS 1000000000ull
+/* An idle writer whose lane's producer defers polls it this often. */
+#define NSA_SETTLE_POLL_NS 20000ull
 
 #define NSA_REC_DROPPED 0x01
 /* Replayed: acknowledged once already, so not counted again. */
@@ -173,6 +175,9 @@ struct nsa_writer {
 	 * ticket is the burst being pushed (0: none). */
 	struct nsa_settle_entry *settle;
 	uint64_t settle_head, settle_tail, ticket;
+	/* Per lane: drained count when a held packet's record last made the
+	 * open batches go (nsa_settle_urgent). */
+	uint64_t settle_flushed[NSDP_MAX_LANES];
 
 	struct nsa_resend resend;
 	struct nsa_replay replay; /* frozen while in retry mode */

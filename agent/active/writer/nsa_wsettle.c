@@ -6,6 +6,11 @@
  * and a gateway with defer on lets go of the first packets of the
  * sessions those records created (dataplane/nat/nsdp_nat.h).
  *
+ * A producer that holds packets says which record it waits for
+ * (nsdp_lane_hold): the writer then sends the batches holding it at once
+ * instead of after flush_us (nsa_settle_urgent), and polls its lanes
+ * often while idle (nsa_settle_deferring).
+ *
  * Invariants:
  * - Entries are in drain order; a lane's settled count only rises, and
  *   never passes a record that was pushed into a batch and neither
@@ -131,4 +136,33 @@ void nsa_settle_advance(struct nsa_writer *w)
 		else
 			return;
 	}
+}
+
+int nsa_settle_urgent(struct nsa_writer *w)
+{
+	int urgent = 0;
+	unsigned int l;
+
+	for (l = 0; l < w->n_lanes; l++) {
+		struct nsdp_lane *lane = w->lanes[l];
+		uint64_t waiting = __atomic_load_n(&lane->waiting,
+						   __ATOMIC_ACQUIRE);
+		uint64_t drained = NSDP_STAT_READ(lane->drained);
+
+		if (waiting > w->settle_flushed[l] && waiting <= drained) {
+			w->settle_flushed[l] = drained;
+			urgent = 1;
+		}
+	}
+	return urgent;
+}
+
+int nsa_settle_deferring(const struct nsa_writer *w)
+{
+	unsigned int l;
+
+	for (l = 0; l < w->n_lanes; l++)
+		if (__atomic_load_n(&w->lanes[l]->deferring, __ATOMIC_ACQUIRE))
+			return 1;
+	return 0;
 }

@@ -34,4 +34,13 @@ void nsa_settle_ack(struct nsa_writer *w, uint64_t t);
  * ticket) is given up and counted (settle_abandoned). */
 void nsa_settle_advance(struct nsa_writer *w);
 
+/* Whether a held packet's record (nsdp_lane_hold) was drained since the
+ * last time this said so: then the open batches are sent now rather than
+ * after flush_us. */
+int nsa_settle_urgent(struct nsa_writer *w);
+
+/* Whether one of the writer's lanes is a deferring producer's: the writer
+ * then polls its lanes at least every NSA_SETTLE_POLL_NS when idle. */
+int nsa_settle_deferring(const struct nsa_writer *w);
+
 #endif
