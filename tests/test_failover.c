@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -1868,4 +1869,80 @@ Test(failover, with_defer_no_new_session_is_lost_when_the_active_dies,
 	flows_end_whole(server, client, &udp_before);
 	pthread_join(nf_server, NULL);
 	close(nf.srv_fd);
+}
+
+/* ---- a promotion the forwarding lcore does not take ------------------------ */
+
+/* The thread of gateway pid that runs the forwarding lcore (DPDK names it
+ * rte-worker-N), or -1. */
+static pid_t lcore_thread(pid_t pid)
+{
+	char path[128], comm[64];
+	pid_t tid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+		 "grep -l '^rte-worker' /proc/%d/task/*/comm 2>/dev/null | "
+		 "head -1",
+		 (int)pid);
+	f = popen(path, "r");
+	if (f == NULL)
+		return -1;
+	if (fgets(comm, sizeof(comm), f) != NULL)
+		sscanf(comm, "/proc/%*d/task/%d/comm", &tid);
+	pclose(f);
+	return tid;
+}
+
+/*
+ * The standby's forwarding lcore is stopped (ptrace stops that one thread;
+ * the rest of the gateway runs) when the active dies and keepalived's
+ * notify promotes it: the lcore takes neither the promotion nor its
+ * withdrawal, and the gateway is stuck. keepalived asks once. Once the
+ * lcore runs again, the gateway must finish the promotion by itself and
+ * forward the flows, with no second promote.
+ */
+Test(failover, a_promotion_the_lcore_did_not_take_is_completed_by_itself)
+{
+	uint64_t tcp_at_kill, udp_at_kill;
+	struct sockaddr_in udp_before;
+	pthread_t server, client;
+	char reply[4096];
+	int status;
+	pid_t tid;
+
+	external = 0;
+	with_keepalived = 0;
+	scenario_start("failover-lcore-stalled", &server, &client);
+	udp_before = net.udp_sources[0];
+	tid = lcore_thread(gw_b);
+	cr_assert_gt(tid, 0, "no rte-worker thread in gateway B");
+	cr_assert_eq(ptrace(PTRACE_SEIZE, tid, NULL, NULL), 0,
+		     "ptrace seize %d: %s", (int)tid, strerror(errno));
+	cr_assert_eq(ptrace(PTRACE_INTERRUPT, tid, NULL, NULL), 0);
+	cr_assert_eq(waitpid(tid, &status, __WALL), tid);
+	cr_assert(WIFSTOPPED(status), "the lcore thread did not stop");
+
+	kill(gw_a, SIGKILL);
+	waitpid(gw_a, NULL, 0);
+	gw_a = 0;
+	tcp_at_kill = LOAD(tcp_sent);
+	udp_at_kill = LOAD(udp_replies);
+	cr_expect_neq(keepalived_notify('B', "MASTER"), 0,
+		      "promote succeeded with the lcore stopped");
+	/* Stuck it stays while the lcore is stopped, retrying. */
+	nsdp_sleep_ms(1500);
+	cr_expect_eq(ctl('B', "status", reply, sizeof(reply)), 1);
+	cr_expect(strstr(reply, "error mode=stuck") != NULL, "B: %s", reply);
+
+	/* The lcore runs again: no one asks B again. */
+	cr_assert_eq(ptrace(PTRACE_DETACH, tid, NULL, NULL), 0,
+		     "ptrace detach: %s", strerror(errno));
+	cr_assert(WAIT_FOR(status_has('B', "mode=active"), 20),
+		  "B did not finish its promotion; see %s",
+		  nst_run_path("gwB.log"));
+	flows_go_on_through('B', tcp_at_kill, udp_at_kill,
+			    "after the lcore ran again");
+	cr_expect_eq(stat_value('B', "nat.created"), 0);
+	flows_end_whole(server, client, &udp_before);
 }
