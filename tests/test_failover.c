@@ -1629,8 +1629,8 @@ static void *nf_client_main(void *arg)
 	nst_enter_netns("nstfo-c");
 	inet_pton(AF_INET, SERVER_ADDR, &to.sin_addr);
 	to.sin_port = htons(NF_PORT);
-	for (int i = 0;
-	     i < 1200 && !__atomic_load_n(&nf.go, __ATOMIC_ACQUIRE); i++)
+	for (int i = 0; i < 1200 && !__atomic_load_n(&nf.go, __ATOMIC_ACQUIRE);
+	     i++)
 		nsdp_sleep_ms(50);
 	next = nsdp_mono_ns();
 	while (!__atomic_load_n(&nf.halt, __ATOMIC_ACQUIRE) &&
@@ -1697,7 +1697,8 @@ static uint64_t nf_answered(void)
 				       (struct sockaddr *)&nf.src[i],
 				       sizeof(nf.src[i]));
 		nsdp_sleep_ms(100);
-		for (uint64_t i = 0; i < __atomic_load_n(&nf.opened, __ATOMIC_ACQUIRE); i++) {
+		for (uint64_t i = 0;
+		     i < __atomic_load_n(&nf.opened, __ATOMIC_ACQUIRE); i++) {
 			char c;
 
 			if (!nf.answered[i] && recv(nf.fd[i], &c, 1, 0) == 1)
@@ -1776,8 +1777,7 @@ Test(failover, with_defer_no_new_session_is_lost_when_the_active_dies,
 
 	if (rounds < 1 || rounds > MAX_ROUNDS)
 		rounds = rounds < 1 ? 1 : MAX_ROUNDS;
-	defer_max_us = on ? (env_max ? (unsigned int)atoi(env_max) : 50000)
-			  : 0;
+	defer_max_us = on ? (env_max ? (unsigned int)atoi(env_max) : 50000) : 0;
 	table_capacity = 65536;
 	udp_timeout = 10;
 	external = 0;
