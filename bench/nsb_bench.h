@@ -61,6 +61,9 @@ struct nsb_result {
 	uint64_t target_rate; /* the source's fixed rate, 0 = flat out */
 	double max_rate; /* load "half": the flat-out run's rate */
 	uint64_t lag_p50_us, lag_p99_us, lag_p999_us;
+	/* The lag's parts: until the batch was sent, and from then on. */
+	uint64_t send_p50_us, send_p99_us, send_p999_us;
+	uint64_t deliver_p50_us, deliver_p99_us, deliver_p999_us;
 	uint64_t drops;
 	const char *standby_match; /* "yes", "no" or "n/a" */
 	unsigned int workers, batch, inflight;

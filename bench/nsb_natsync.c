@@ -141,6 +141,12 @@ static void standby_figures(struct nsa_standby *sb,
 	r->lag_p50_us = nsa_standby_lag_percentile_us(&st, 50);
 	r->lag_p99_us = nsa_standby_lag_percentile_us(&st, 99);
 	r->lag_p999_us = nsa_standby_lag_percentile_us(&st, 99.9);
+	r->send_p50_us = nsa_standby_lag_part_percentile_us(&st, 1, 50);
+	r->send_p99_us = nsa_standby_lag_part_percentile_us(&st, 1, 99);
+	r->send_p999_us = nsa_standby_lag_part_percentile_us(&st, 1, 99.9);
+	r->deliver_p50_us = nsa_standby_lag_part_percentile_us(&st, 0, 50);
+	r->deliver_p99_us = nsa_standby_lag_part_percentile_us(&st, 0, 99);
+	r->deliver_p999_us = nsa_standby_lag_part_percentile_us(&st, 0, 99.9);
 	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	r->table_bytes_per_slot =
 		(double)ts.memory_bytes / (double)conf->table_capacity;

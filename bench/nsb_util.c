@@ -137,6 +137,13 @@ void nsb_result_print(const struct nsb_result *r)
 	if (strcmp(r->mode, "natsync") == 0)
 		printf(" workers=%u batch=%u inflight=%u", r->workers, r->batch,
 		       r->inflight);
+	if (r->send_p50_us || r->deliver_p50_us)
+		printf(" send_p50_us=%" PRIu64 " send_p99_us=%" PRIu64
+		       " send_p999_us=%" PRIu64 " deliver_p50_us=%" PRIu64
+		       " deliver_p99_us=%" PRIu64 " deliver_p999_us=%" PRIu64,
+		       r->send_p50_us, r->send_p99_us, r->send_p999_us,
+		       r->deliver_p50_us, r->deliver_p99_us,
+		       r->deliver_p999_us);
 	printf(" live=%" PRIu64 " value_bytes=%.0f store_bytes_per_session=%s"
 	       " table_bytes_per_slot=%s table_bytes_per_session=%s\n",
 	       r->live, r->value_bytes,

@@ -806,6 +806,13 @@ static uint64_t rank_of(double p, uint64_t n)
 	return (double)k < r ? k + 1 : k;
 }
 
+static void lag_total(struct nsa_standby_stats *st, uint64_t us)
+{
+	struct nsa_lag l = {.total_us = us};
+
+	nsa_standby_lag_record(st, &l);
+}
+
 Test(standby, lag_percentiles_are_upper_bounds_within_a_few_percent)
 {
 	static const double ps[] = {1, 10, 25, 50, 75, 90, 99, 99.9};
@@ -817,7 +824,7 @@ Test(standby, lag_percentiles_are_upper_bounds_within_a_few_percent)
 	/* Lags 1..n us, once each: the p-th percentile is its rank. */
 	memset(&st, 0, sizeof(st));
 	for (v = 1; v <= n; v++)
-		nsa_standby_lag_record(&st, v);
+		lag_total(&st, v);
 	cr_assert_eq(st.lag_count, n);
 	cr_assert_eq(st.lag_max_us, n);
 	cr_assert_eq(st.lag_sum_us, n * (n + 1) / 2);
@@ -834,15 +841,44 @@ Test(standby, lag_percentiles_are_upper_bounds_within_a_few_percent)
 	/* Small lags are exact; lags past the top count as the maximum. */
 	memset(&st, 0, sizeof(st));
 	for (v = 0; v < 20; v++)
-		nsa_standby_lag_record(&st, v);
+		lag_total(&st, v);
 	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 50), 9);
 	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 0), 0);
-	nsa_standby_lag_record(&st, 1ull << 40);
+	lag_total(&st, 1ull << 40);
 	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 100), 1ull << 40);
 	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 90), 18);
 
 	memset(&st, 0, sizeof(st));
 	cr_assert_eq(nsa_standby_lag_percentile_us(&st, 99), 0);
+	cr_assert_eq(st.lag_parts_count, 0);
+}
+
+/* The two parts of a lag (until sent, from then on) have histograms of
+ * their own, counted only for records whose batch said when it was sent. */
+Test(standby, the_lags_parts_are_counted_apart)
+{
+	static struct nsa_standby_stats st;
+	struct nsa_lag l = {0};
+	uint64_t v;
+
+	memset(&st, 0, sizeof(st));
+	for (v = 1; v <= 100; v++) {
+		l.send_us = v;
+		l.deliver_us = 1000 + v;
+		l.total_us = l.send_us + l.deliver_us;
+		nsa_standby_lag_record(&st, &l);
+	}
+	l.send_us = l.deliver_us = 0;
+	l.total_us = 5;
+	nsa_standby_lag_record(&st, &l);
+	cr_assert_eq(st.lag_count, 101);
+	cr_assert_eq(st.lag_parts_count, 100);
+	cr_assert_eq(nsa_standby_lag_part_percentile_us(&st, 1, 100), 100);
+	cr_assert_eq(nsa_standby_lag_part_percentile_us(&st, 0, 100), 1100);
+	cr_assert_eq(nsa_standby_lag_part_percentile_us(&st, 1, 10), 10);
+	v = nsa_standby_lag_part_percentile_us(&st, 0, 50);
+	cr_assert(v >= 1050 && v <= 1050 + 1050 / 32, "p50 %lu",
+		  (unsigned long)v);
 }
 
 /* A batch of an epoch below its gateway's is dropped; the first of each

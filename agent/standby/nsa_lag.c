@@ -76,16 +76,27 @@ void nsa_lag_batch_init(struct nsa_lag_batch *lb)
 /* The wall clock is read once per batch; each record's time is that minus
  * the TSC cycles between its apply and now. */
 void nsa_lag_batch_end(struct nsa_lag_batch *lb,
-		       void (*record)(void *arg, uint64_t lag_us), void *arg)
+		       void (*record)(void *arg, const struct nsa_lag *lag),
+		       void *arg)
 {
 	uint64_t now = nsdp_realtime_ns(), tsc_now = rte_rdtsc();
+	uint64_t sent = lb->sent_ns;
 	uint32_t i;
 
 	for (i = 0; i < lb->n; i++) {
 		uint64_t at = now - (uint64_t)((double)(tsc_now - lb->tsc[i]) *
 					       lb->ns_per_tsc);
+		struct nsa_lag l = {
+			.total_us = at > lb->ts[i] ? (at - lb->ts[i]) / 1000 : 0,
+		};
 
-		record(arg, at > lb->ts[i] ? (at - lb->ts[i]) / 1000 : 0);
+		if (sent) {
+			l.send_us = sent > lb->ts[i] ? (sent - lb->ts[i]) / 1000
+						     : 0;
+			l.deliver_us = at > sent ? (at - sent) / 1000 : 0;
+		}
+		record(arg, &l);
 	}
 	lb->n = 0;
+	lb->sent_ns = 0;
 }

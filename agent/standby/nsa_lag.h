@@ -38,12 +38,23 @@ unsigned int nsa_lag_bucket(uint64_t us);
 uint64_t nsa_lag_percentile_us(const uint64_t hist[NSA_STANDBY_LAG_BUCKETS],
 			       uint64_t count, uint64_t max_us, double p);
 
-/* Each record's timestamp and the TSC when it was in the table. */
+/* Each record's timestamp and the TSC when it was in the table, and when
+ * the batch was sent (its header's sent_ns; 0: not known). */
 struct nsa_lag_batch {
 	uint64_t ts[NS_BATCH_MAX_RECORDS];
 	uint64_t tsc[NS_BATCH_MAX_RECORDS];
 	uint32_t n;
+	uint64_t sent_ns;
 	double ns_per_tsc; /* 0: count every record at the batch's end */
+};
+
+/* One record's lag, us, and its two parts: from its timestamp until its
+ * batch was sent (the active's side: the ring, the batch filling, the
+ * writer), and from then until it was in the table (the store's
+ * notification, the subscriber, the apply); both 0 when the batch did
+ * not say when it was sent. */
+struct nsa_lag {
+	uint64_t total_us, send_us, deliver_us;
 };
 
 void nsa_lag_batch_init(struct nsa_lag_batch *lb);
@@ -57,9 +68,10 @@ static inline void nsa_lag_batch_mark(struct nsa_lag_batch *lb, uint64_t ts_ns)
 	}
 }
 
-/* Hand the lag of each of the batch's records (us) to record(arg, lag),
- * and start over. */
+/* Hand the lag of each of the batch's records to record(arg, lag), and
+ * start over. */
 void nsa_lag_batch_end(struct nsa_lag_batch *lb,
-		       void (*record)(void *arg, uint64_t lag_us), void *arg);
+		       void (*record)(void *arg, const struct nsa_lag *lag),
+		       void *arg);
 
 #endif

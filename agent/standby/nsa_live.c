@@ -29,9 +29,9 @@
 #include "nsa_standby_stats.h"
 #include "nsa_sub.h"
 
-static void lag_record(void *arg, uint64_t lag_us)
+static void lag_record(void *arg, const struct nsa_lag *lag)
 {
-	nsa_standby_lag_record(arg, lag_us);
+	nsa_standby_lag_record(arg, lag);
 }
 
 /* Whether the batch in buf is one to apply: it decodes (into h and body),
@@ -105,6 +105,7 @@ static void batch_apply(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 	ns_batch_iter_init(&it, body, h->body_len);
 	if (sb->ct)
 		seen = nsdp_table_applied(sb->table);
+	sb->lag.sent_ns = h->sent_ns;
 	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
 		/* A STORE batch corrects what a refused write told before. */
 		int applied = h->flags & NS_BATCH_F_STORE

@@ -551,6 +551,13 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(fenced);
 	LOAD(unauthenticated);
 	LOAD(bad_values);
+	LOAD(lag_parts_count);
+	LOAD(lag_send_max_us);
+	LOAD(lag_deliver_max_us);
+	for (i = 0; i < NSA_STANDBY_LAG_BUCKETS; i++) {
+		LOAD(lag_send_hist[i]);
+		LOAD(lag_deliver_hist[i]);
+	}
 	for (i = 0; i < NSA_STANDBY_LAG_BUCKETS; i++)
 		LOAD(lag_hist[i]);
 #undef LOAD

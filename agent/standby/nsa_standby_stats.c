@@ -13,13 +13,37 @@
 #include "nsa_standby_stats.h"
 #include "nsdp_stat.h"
 
-void nsa_standby_lag_record(struct nsa_standby_stats *s, uint64_t lag_us)
+static void max_store(uint64_t *max, uint64_t v)
+{
+	if (v > *max)
+		__atomic_store_n(max, v, __ATOMIC_RELAXED);
+}
+
+void nsa_standby_lag_record(struct nsa_standby_stats *s,
+			    const struct nsa_lag *lag)
 {
 	NSDP_STAT_INC(s->lag_count);
-	NSDP_STAT_ADD(s->lag_sum_us, lag_us);
-	NSDP_STAT_INC(s->lag_hist[nsa_lag_bucket(lag_us)]);
-	if (lag_us > s->lag_max_us)
-		__atomic_store_n(&s->lag_max_us, lag_us, __ATOMIC_RELAXED);
+	NSDP_STAT_ADD(s->lag_sum_us, lag->total_us);
+	NSDP_STAT_INC(s->lag_hist[nsa_lag_bucket(lag->total_us)]);
+	max_store(&s->lag_max_us, lag->total_us);
+	if (lag->send_us == 0 && lag->deliver_us == 0)
+		return;
+	NSDP_STAT_INC(s->lag_parts_count);
+	NSDP_STAT_INC(s->lag_send_hist[nsa_lag_bucket(lag->send_us)]);
+	NSDP_STAT_INC(s->lag_deliver_hist[nsa_lag_bucket(lag->deliver_us)]);
+	max_store(&s->lag_send_max_us, lag->send_us);
+	max_store(&s->lag_deliver_max_us, lag->deliver_us);
+}
+
+uint64_t nsa_standby_lag_part_percentile_us(const struct nsa_standby_stats *s,
+					    int send, double p)
+{
+	return send ? nsa_lag_percentile_us(s->lag_send_hist,
+					    s->lag_parts_count,
+					    s->lag_send_max_us, p)
+		    : nsa_lag_percentile_us(s->lag_deliver_hist,
+					    s->lag_parts_count,
+					    s->lag_deliver_max_us, p);
 }
 
 uint64_t nsa_standby_lag_percentile_us(const struct nsa_standby_stats *s,

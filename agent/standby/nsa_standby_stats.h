@@ -42,6 +42,11 @@ struct nsa_standby_stats {
 	 * (the active's CLOCK_REALTIME) to when the record was in the table
 	 * (see NSA_STANDBY_LAG_BUCKETS in nsa_lag.h). */
 	uint64_t lag_hist[NSA_STANDBY_LAG_BUCKETS];
+	/* The lag's two parts (struct nsa_lag), for the records of batches
+	 * that said when they were sent: until sent, and from then on. */
+	uint64_t lag_parts_count, lag_send_max_us, lag_deliver_max_us;
+	uint64_t lag_send_hist[NSA_STANDBY_LAG_BUCKETS];
+	uint64_t lag_deliver_hist[NSA_STANDBY_LAG_BUCKETS];
 };
 
 /* The p-th percentile (0..100, nearest rank) of the lag: the upper end of
@@ -50,8 +55,16 @@ struct nsa_standby_stats {
 uint64_t nsa_standby_lag_percentile_us(const struct nsa_standby_stats *s,
 				       double p);
 
-/* Count one lag of lag_us in s (lag_count, lag_sum_us, lag_max_us and
- * lag_hist), as the subscriber does for every record it applies. */
-void nsa_standby_lag_record(struct nsa_standby_stats *s, uint64_t lag_us);
+/* The p-th percentile of the lag's part until the batch was sent
+ * (send = 1) or from then on (send = 0), as nsa_standby_lag_percentile_us
+ * does. */
+uint64_t nsa_standby_lag_part_percentile_us(const struct nsa_standby_stats *s,
+					    int send, double p);
+
+/* Count one record's lag in s (lag_count, lag_sum_us, lag_max_us and
+ * lag_hist; its parts when known), as the subscriber does for every
+ * record it applies. */
+void nsa_standby_lag_record(struct nsa_standby_stats *s,
+			    const struct nsa_lag *lag);
 
 #endif
