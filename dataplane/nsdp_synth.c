@@ -59,6 +59,8 @@
 /* Sleep instead of spinning when the pacer is this far ahead: a paced
  * source shares its CPU with the agent and the store on small machines. */
 #define NSDP_SYNTH_SLEEP_NS 20000u
+/* A paced worker's events go in bursts of this many at least. */
+#define NSDP_SYNTH_QUANTUM 32u
 /* Spins on a full ring before each short sleep. */
 #define NSDP_SYNTH_FULL_SPINS 256
 #define NSDP_SYNTH_FULL_NAP_NS 20000u
@@ -319,9 +321,14 @@ static unsigned int nsdp_synth_enqueue_waiting(const struct nsdp_synth *s,
 }
 
 /* How many events may go now so that the worker keeps its share of the
- * rate; waits (checking the stop flag) until at least one may. */
+ * rate; waits (checking the stop flag) until at least quantum may: a
+ * paced worker sends bursts of quantum events and sleeps between them
+ * rather than spinning for each event, as a gateway's lcore gets packets
+ * in bursts, so that on a small machine the CPU it would spin on goes to
+ * the agent and the store. */
 static uint64_t nsdp_synth_pace(const struct nsdp_synth *s, uint64_t start,
-				double ticks_per_event, uint64_t issued)
+				double ticks_per_event, uint64_t issued,
+				uint64_t quantum)
 {
 	for (;;) {
 		uint64_t now = rte_rdtsc();
@@ -329,11 +336,12 @@ static uint64_t nsdp_synth_pace(const struct nsdp_synth *s, uint64_t start,
 			(uint64_t)((double)(now - start) / ticks_per_event) + 1;
 		uint64_t ahead_ns;
 
-		if (due > issued)
+		if (due >= issued + quantum)
 			return due - issued;
 		if (nsdp_synth_stopped(s))
 			return 0;
-		ahead_ns = (uint64_t)(((double)issued * ticks_per_event -
+		ahead_ns = (uint64_t)(((double)(issued + quantum - 1) *
+					       ticks_per_event -
 				       (double)(now - start)) *
 				      1e9 / (double)rte_get_tsc_hz());
 		if (ahead_ns > NSDP_SYNTH_SLEEP_NS) {
@@ -377,8 +385,9 @@ int nsdp_synth_run(struct nsdp_synth *s, unsigned int w)
 		if (want > NSDP_SYNTH_BURST)
 			want = NSDP_SYNTH_BURST;
 		if (ticks_per_event > 0) {
-			uint64_t may = nsdp_synth_pace(s, start,
-						       ticks_per_event, issued);
+			uint64_t may = nsdp_synth_pace(
+				s, start, ticks_per_event, issued,
+				RTE_MIN(want, (uint64_t)NSDP_SYNTH_QUANTUM));
 
 			if (may == 0)
 				break;
