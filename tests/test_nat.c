@@ -2334,11 +2334,28 @@ Test(nat, defer_holds_a_new_sessions_first_packet_until_its_record_settles)
 	fx_close(&f);
 }
 
+/* n new UDP flows from HOST_A, one packet each; the packets the gateway
+ * sent at once. */
+static unsigned int new_udp_flows(struct fx *f, unsigned int n)
+{
+	unsigned int i, sent = 0;
+
+	for (i = 0; i < n; i++) {
+		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
+					     (uint16_t)(10000 + i), REMOTE, 53);
+
+		send_in(f, &fr);
+		sent += f->tx.n_outside;
+		tx_free(&f->tx);
+	}
+	return sent;
+}
+
 Test(nat, defer_lets_a_full_queue_and_an_unrecorded_session_go_at_once)
 {
 	struct nsdp_nat_conf c;
 	struct nsdp_nat_stats s;
-	unsigned int i, sent = 0;
+	unsigned int i, sent;
 	struct fx f;
 
 	conf_default(&c);
@@ -2346,14 +2363,7 @@ Test(nat, defer_lets_a_full_queue_and_an_unrecorded_session_go_at_once)
 	/* A lane of 512 records: once it is full, new sessions are not
 	 * recorded, and their first packets go at once. */
 	fx_open_conf(&f, &c, 8192, 512, 0);
-	for (i = 0; i < 600; i++) {
-		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
-					     (uint16_t)(10000 + i), REMOTE, 53);
-
-		send_in(&f, &fr);
-		sent += f.tx.n_outside;
-		tx_free(&f.tx);
-	}
+	sent = new_udp_flows(&f, 600);
 	s = stats(&f);
 	cr_assert(s.recorded == 512 || s.recorded == 511, "recorded %lu",
 		  (unsigned long)s.recorded);
@@ -2376,15 +2386,7 @@ Test(nat, defer_lets_a_full_queue_and_an_unrecorded_session_go_at_once)
 	/* With a lane that takes everything, the 1025th held one overflows. */
 	fx_close(&f);
 	fx_open_conf(&f, &c, 8192, 8192, 0);
-	sent = 0;
-	for (i = 0; i < NSDP_NAT_DEFER_MAX + 3; i++) {
-		struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A,
-					     (uint16_t)(10000 + i), REMOTE, 53);
-
-		send_in(&f, &fr);
-		sent += f.tx.n_outside;
-		tx_free(&f.tx);
-	}
+	sent = new_udp_flows(&f, NSDP_NAT_DEFER_MAX + 3);
 	s = stats(&f);
 	cr_assert_eq(s.defer_held, NSDP_NAT_DEFER_MAX);
 	cr_assert_eq(s.defer_overflow, 3);
