@@ -88,6 +88,8 @@ int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
 	ld->next_slot = 0;
 	ld->slots_inflight = 0;
 	ld->loaded = 0;
+	ld->values_read = 0;
+	ld->value_bytes = 0;
 	memset(ld->slot_read, 0, sizeof(ld->slot_read));
 	ld->slots_moved = 0;
 	ld->slots_migrating = 0;

@@ -29,6 +29,9 @@ struct nsa_loader_sink {
 	const char *batch_key;
 	size_t batch_key_len;
 	void (*unauthenticated)(void *arg, uint64_t n);
+	/* Optional: n values (log layout: segments and checkpoints) of bytes
+	 * in all came from the store, as each reply of them is read. */
+	void (*read)(void *arg, uint64_t n, uint64_t bytes);
 };
 
 /* nsa_loader_on_readable() and nsa_loader_run(): */
@@ -86,6 +89,10 @@ struct nsa_loader {
 	uint32_t slots_inflight;
 	uint64_t last_rx_ns; /* monotonic: started, or last read a reply */
 	uint64_t loaded; /* sessions the sink took */
+	/* Values read from the store since the load began (nil ones left
+	 * out), and their bytes: in the log layout, every segment or
+	 * checkpoint read, each time it is read. */
+	uint64_t values_read, value_bytes;
 	/* Cluster: the slots the load read whole from the node that serves
 	 * them (see nsa_loader_slot_read). */
 	uint64_t slot_read[NS_SLOTS / 64];

@@ -61,6 +61,14 @@ static void resync_unauthenticated(void *arg, uint64_t n)
 	SB_STAT_ADD(sb, unauthenticated, n);
 }
 
+static void resync_read(void *arg, uint64_t n, uint64_t bytes)
+{
+	struct nsa_standby *sb = arg;
+
+	SB_STAT_ADD(sb, load_values, n);
+	SB_STAT_ADD(sb, load_bytes, bytes);
+}
+
 void nsa_sb_resync_close(struct nsa_standby *sb, struct sb_node *nd)
 {
 	nsa_loader_close(&nd->ld);
@@ -227,7 +235,8 @@ void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node)
 		.arg = sb,
 		.batch_key = sb->conf.batch_key,
 		.batch_key_len = sb->conf.batch_key_len,
-		.unauthenticated = resync_unauthenticated};
+		.unauthenticated = resync_unauthenticated,
+		.read = resync_read};
 	char err[256] = "";
 
 	nsa_sb_resync_close(sb, nd);

@@ -536,6 +536,8 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(batches);
 	LOAD(records);
 	LOAD(loaded);
+	LOAD(load_values);
+	LOAD(load_bytes);
 	LOAD(gaps);
 	LOAD(resyncs);
 	LOAD(bad_messages);

@@ -268,8 +268,18 @@ void nsa_loader_on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 	struct key_batch *b = e->ptr;
 	const redisReply *keys[NSA_VALUES_CHUNK];
 	uint32_t i, m, n = e->count;
+	uint64_t got = 0, bytes = 0;
 
 	if (r->type == REDIS_REPLY_ARRAY && r->elements == n) {
+		for (i = 0; i < n; i++)
+			if (r->element[i]->type == REDIS_REPLY_STRING) {
+				got++;
+				bytes += r->element[i]->len;
+			}
+		ld->values_read += got;
+		ld->value_bytes += bytes;
+		if (got && ld->sink.read)
+			ld->sink.read(ld->sink.arg, got, bytes);
 		for (i = 0; i < n; i += m) {
 			for (m = 0; m < NSA_VALUES_CHUNK && i + m < n; m++)
 				keys[m] = b->keys[b->order[e->pos + i + m]];
