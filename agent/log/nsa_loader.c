@@ -78,6 +78,15 @@ int nsa_loader_open(struct nsa_loader *ld, const struct nsa_store_conf *conf,
 	ld->layout = conf->layout == NSA_LAYOUT_LOG ? &nsa_loader_log
 						    : &nsa_loader_keys;
 	ld->conn_node = node;
+	ld->every_master = 0;
+	return 0;
+}
+
+int nsa_loader_every_master(struct nsa_loader *ld)
+{
+	if (ld->layout != &nsa_loader_log)
+		return -EINVAL;
+	ld->every_master = 1;
 	return 0;
 }
 

@@ -80,12 +80,28 @@ static inline int nsa_loader_key_wanted(const struct nsa_loader *ld,
 	return nsa_loader_key_ours(k) ? ld->layout->key_wanted(k) : 0;
 }
 
-/* Whether the map gives slot to the master being loaded. */
+/* Whether the load reads the sessions of the master the connection is
+ * to (its slots are listed and probed there). */
+static inline int nsa_loader_conn_loaded(const struct nsa_loader *ld)
+{
+	return ld->conn_node == ld->node || ld->every_master;
+}
+
+/* Whether the map gives slot to the master the connection is to. */
 static inline int nsa_loader_node_slot(const struct nsa_loader *ld,
 				       uint32_t slot)
 {
 	return ld->topo->slot_covered[slot] &&
-	       ld->topo->slot_node[slot] == ld->node;
+	       ld->topo->slot_node[slot] == ld->conn_node;
+}
+
+/* Whether the load reads the sessions of slot: the map gives it to the
+ * master being loaded, or to any master when it loads every master. */
+static inline int nsa_loader_keeps_slot(const struct nsa_loader *ld,
+					uint32_t slot)
+{
+	return ld->topo->slot_covered[slot] &&
+	       (ld->every_master || ld->topo->slot_node[slot] == ld->node);
 }
 
 #endif

@@ -233,8 +233,8 @@ int nsa_loader_on_scan(struct nsa_loader *ld, redisReply *r)
 		uint32_t slot;
 
 		ld->keys_done = 1;
-		for (slot = 0; ld->topo->cluster && ld->conn_node == ld->node &&
-			       slot < NS_SLOTS;
+		for (slot = 0; ld->topo->cluster &&
+			       nsa_loader_conn_loaded(ld) && slot < NS_SLOTS;
 		     slot++)
 			if (nsa_loader_node_slot(ld, slot) &&
 			    send_probe(ld, slot) != 0) {
