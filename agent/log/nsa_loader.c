@@ -209,16 +209,23 @@ int nsa_loader_on_readable(struct nsa_loader *ld)
 	return NSA_LOADER_MORE;
 }
 
-int nsa_loader_run(const struct nsa_store_conf *conf,
-		   const struct nsa_topology *topo, unsigned int node,
-		   int by_slot, const struct nsa_loader_sink *sink,
-		   int timeout_ms, char *err, size_t errlen)
+static int run(const struct nsa_store_conf *conf,
+	       const struct nsa_topology *topo, unsigned int node, int every,
+	       int by_slot, const struct nsa_loader_sink *sink, int timeout_ms,
+	       char *err, size_t errlen)
 {
 	struct nsa_loader ld = {0};
 	int rc;
 
 	if (nsa_loader_open(&ld, conf, topo, node, sink, err, errlen) < 0)
 		return NSA_LOADER_FAILED;
+	if (every && nsa_loader_every_master(&ld) < 0) {
+		snprintf(err, errlen,
+			 "a load of every master is for the log "
+			 "layout");
+		nsa_loader_close(&ld);
+		return NSA_LOADER_FAILED;
+	}
 	rc = nsa_loader_begin(&ld, by_slot);
 	while (rc == NSA_LOADER_MORE) {
 		struct pollfd p = {.fd = ld.conn->fd, .events = POLLIN};
@@ -248,4 +255,20 @@ int nsa_loader_run(const struct nsa_store_conf *conf,
 			 topo->nodes[ld.conn_node].addr.port, ld.why);
 	nsa_loader_close(&ld);
 	return rc;
+}
+
+int nsa_loader_run(const struct nsa_store_conf *conf,
+		   const struct nsa_topology *topo, unsigned int node,
+		   int by_slot, const struct nsa_loader_sink *sink,
+		   int timeout_ms, char *err, size_t errlen)
+{
+	return run(conf, topo, node, 0, by_slot, sink, timeout_ms, err, errlen);
+}
+
+int nsa_loader_run_every(const struct nsa_store_conf *conf,
+			 const struct nsa_topology *topo, int by_slot,
+			 const struct nsa_loader_sink *sink, int timeout_ms,
+			 char *err, size_t errlen)
+{
+	return run(conf, topo, 0, 1, by_slot, sink, timeout_ms, err, errlen);
 }

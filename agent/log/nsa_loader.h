@@ -66,6 +66,13 @@ int nsa_loader_run(const struct nsa_store_conf *conf,
 		   int by_slot, const struct nsa_loader_sink *sink,
 		   int timeout_ms, char *err, size_t errlen);
 
+/* nsa_loader_run of every master's sessions in one load (log layout on
+ * a cluster, nsa_loader_every_master), begun on master 0. */
+int nsa_loader_run_every(const struct nsa_store_conf *conf,
+			 const struct nsa_topology *topo, int by_slot,
+			 const struct nsa_loader_sink *sink, int timeout_ms,
+			 char *err, size_t errlen);
+
 void nsa_loader_close(struct nsa_loader *ld);
 
 #endif
