@@ -37,6 +37,10 @@ enum nsa_loader_op {
 /* One store layout's reader. Hooks marked optional may be NULL. */
 struct nsa_loader_layout {
 	const char *scan_match; /* SCAN MATCH pattern */
+	/* Keys asked for in one MGET at most (0: every key of a listing, or
+	 * of one of its slots): large values in smaller replies, so that
+	 * the store sends the next while the reader handles one. */
+	unsigned int mget_keys;
 	/* Whether the loader reads k, a key under natsync's prefix: 1, 0
 	 * when it is the other layout's, -1 when it is not valid (counted as
 	 * bad). */

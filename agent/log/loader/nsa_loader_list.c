@@ -121,8 +121,8 @@ int nsa_loader_send_slots(struct nsa_loader *ld)
 	return 0;
 }
 
-static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
-		     uint32_t n)
+static int send_mget_one(struct nsa_loader *ld, struct key_batch *b,
+			 uint32_t first, uint32_t n)
 {
 	const struct nsa_exp e = {
 		.ptr = b, .kind = NSA_LD_MGET, .pos = first, .count = n};
@@ -138,6 +138,22 @@ static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
 	if (nsa_conn_cmd_end(ld->conn, &e) != 0)
 		return -ENOMEM;
 	b->refs++; /* the MGET's reply holds the keys until it comes */
+	return 0;
+}
+
+/* The MGETs of n keys of b from first: one, or one per mget_keys of the
+ * layout. */
+static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
+		     uint32_t n)
+{
+	const uint32_t most = ld->layout->mget_keys ? ld->layout->mget_keys : n;
+	uint32_t i, k;
+
+	for (i = 0; i < n; i += k) {
+		k = n - i < most ? n - i : most;
+		if (send_mget_one(ld, b, first + i, k) != 0)
+			return -ENOMEM;
+	}
 	return 0;
 }
 

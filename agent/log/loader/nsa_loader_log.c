@@ -37,6 +37,9 @@
 #include "nsa_loader_log.h"
 #include "nsdp_time.h"
 
+/* Segments and checkpoints per MGET (see mget_keys below). */
+#define NSA_LOG_MGET_KEYS 32
+
 /* A segment or checkpoint; a mark is read on its own (send_mark). */
 static int log_key_wanted(const redisReply *k)
 {
@@ -247,6 +250,12 @@ static void log_close(struct nsa_loader *ld)
 
 const struct nsa_loader_layout nsa_loader_log = {
 	.scan_match = NS_SEGMENT_PREFIX "*",
+	/* A segment of 256 records is about 12 KB, a checkpoint up to 196
+	 * KB: a SCAN's thousand of them in one MGET made one reply of 12 MB
+	 * or more, which the store built while the reader waited and the
+	 * reader merged while the store waited (a cold load of 1 000 000
+	 * sessions read them in 0.37-0.60 s, 0.29-0.40 s by 32). */
+	.mget_keys = NSA_LOG_MGET_KEYS,
 	.key_wanted = log_key_wanted,
 	.begin = log_begin,
 	.values = log_values,
