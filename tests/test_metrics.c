@@ -338,6 +338,10 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 	expect_equal("standby-final.prom",
 		     "natsync_standby_records_loaded_total", NULL,
 		     "standby.out", "loaded");
+	expect_equal("standby-final.prom", "natsync_standby_load_values_total",
+		     NULL, "standby.out", "load_values");
+	expect_equal("standby-final.prom", "natsync_standby_load_bytes_total",
+		     NULL, "standby.out", "load_bytes");
 	expect_equal("standby-final.prom", "natsync_standby_gaps_total", NULL,
 		     "standby.out", "gaps");
 	expect_equal("standby-final.prom", "natsync_standby_resyncs_total",

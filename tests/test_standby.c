@@ -1685,6 +1685,89 @@ ParameterizedTest(struct layout_param *p, standby,
 	pair_close(sb, &a);
 }
 
+/* The log's values on every master of a (its segments and checkpoints:
+ * ns:l:* but compaction's marks), counted, their bytes in *bytes. */
+static uint64_t log_values_in_store(const struct active *a, uint64_t *bytes)
+{
+	uint64_t n = 0;
+	unsigned int i;
+
+	*bytes = 0;
+	for (i = 0; i < a->topo.n_nodes; i++) {
+		char cursor[32] = "0";
+
+		do {
+			redisReply *r = redisCommand(
+				a->c[i], "SCAN %s MATCH %s COUNT 1000", cursor,
+				NS_SEGMENT_PREFIX "*");
+			size_t k;
+
+			cr_assert(r && r->type == REDIS_REPLY_ARRAY &&
+				  r->elements == 2);
+			snprintf(cursor, sizeof(cursor), "%s",
+				 r->element[0]->str);
+			for (k = 0; k < r->element[1]->elements; k++) {
+				const redisReply *key =
+					r->element[1]->element[k];
+				redisReply *len;
+
+				if (nsa_logkey_kind(key->str, key->len) ==
+				    NSA_LOGKEY_MARK)
+					continue;
+				len = redisCommand(a->c[i], "STRLEN %b",
+						   key->str, key->len);
+				cr_assert(len &&
+					  len->type == REDIS_REPLY_INTEGER);
+				n++;
+				*bytes += (uint64_t)len->integer;
+				freeReplyObject(len);
+			}
+			freeReplyObject(r);
+		} while (strcmp(cursor, "0") != 0);
+	}
+	return n;
+}
+
+/* Log layout, 3 masters: a master's sessions may lie in any master's
+ * segments (a segment stays where its channel's slot is), yet the cold
+ * load of the 3 reads each segment once, not once per master. */
+Test(standby, log_cold_load_of_three_masters_reads_each_segment_once,
+     .fini = layout_stores_down)
+{
+	const struct layout_param p = {NSA_LAYOUT_LOG, LOG_CLUSTER_PORT};
+	const uint32_t n = 30000;
+	struct nsa_standby_stats st;
+	struct active a;
+	struct nsa_standby *sb;
+	uint64_t values, bytes;
+
+	layout_cluster_up(&p);
+	active_open(&a, p.port, NSA_PUBLISH_AUTO, n);
+	a.log = 1;
+	cr_assert_eq(a.topo.n_nodes, 3);
+	active_write_range(&a, 0, n, NS_EV_CREATE, 0);
+	active_write_range(&a, 0, n / 10, NS_EV_DELETE, 0);
+	values = log_values_in_store(&a, &bytes);
+	cr_assert_gt(values, a.topo.n_nodes);
+	sb = standby_start(p.port, NSA_PUBLISH_AUTO, n + n / 4);
+	cr_assert(wait_synced(sb, 30), "cold load did not finish");
+	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	nsa_standby_stats(sb, &st);
+	printf("cold load of 3 masters: %lu segments (%lu B) in the store, "
+	       "%lu read (%lu B), %lu resyncs\n",
+	       (unsigned long)values, (unsigned long)bytes,
+	       (unsigned long)st.load_values, (unsigned long)st.load_bytes,
+	       (unsigned long)st.resyncs);
+	cr_assert_eq(st.load_values, values,
+		     "%lu segments in the store, %lu read by the cold load",
+		     (unsigned long)values, (unsigned long)st.load_values);
+	cr_assert_eq(st.load_bytes, bytes);
+	/* Each master counts as loaded once. */
+	cr_assert_eq(st.resyncs, a.topo.n_nodes);
+	cr_assert_eq(st.bad_values, 0);
+	pair_close(sb, &a);
+}
+
 /* nsa_compact_node() on master 0 of topo: one round of active id (and
  * epoch), merging what was sent by until_ns. err holds 256 bytes. */
 static int compact_node0(const struct nsa_store_conf *sc,

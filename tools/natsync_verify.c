@@ -156,10 +156,12 @@ static void store_count_bad(void *arg, uint64_t n)
 	t->bad += n;
 }
 
-/* Load master node into sink as a standby does: 0 or -EIO, printed. */
+/* Load master node into sink as a standby does, or every master in one
+ * load (every: log layout on a cluster, each segment read once): 0 or
+ * -EIO, printed. */
 static int node_read(const struct nsa_store_conf *sc,
 		     const struct nsa_topology *topo, unsigned int node,
-		     const struct nsa_loader_sink *sink)
+		     int every, const struct nsa_loader_sink *sink)
 {
 	char err[512];
 	int lr = NSA_LOADER_FAILED;
@@ -168,8 +170,11 @@ static int node_read(const struct nsa_store_conf *sc,
 	 * it is read again (a round per load at most, so a few tries
 	 * suffice). */
 	for (int try = 0; try < VERIFY_LOAD_TRIES; try++) {
-		lr = nsa_loader_run(sc, topo, node, 0, sink, STORE_TIMEOUT_MS,
-				    err, sizeof(err));
+		lr = every ? nsa_loader_run_every(sc, topo, 0, sink,
+						  STORE_TIMEOUT_MS, err,
+						  sizeof(err))
+			   : nsa_loader_run(sc, topo, node, 0, sink,
+					    STORE_TIMEOUT_MS, err, sizeof(err));
 		if (lr != NSA_LOADER_RACED)
 			break;
 	}
@@ -205,10 +210,13 @@ static int table_read_store(struct table *t, const struct nsa_config *conf,
 		free(topo);
 		return -EIO;
 	}
-	for (unsigned int i = 0; i < topo->n_nodes && rc == 0; i++) {
-		if (only_slot < 0 || topo->slot_node[only_slot] == i)
-			rc = node_read(sc, topo, i, &sink);
-	}
+	if (only_slot < 0 && sc->layout == NSA_LAYOUT_LOG && topo->cluster &&
+	    topo->n_nodes > 1)
+		rc = node_read(sc, topo, 0, 1, &sink);
+	else
+		for (unsigned int i = 0; i < topo->n_nodes && rc == 0; i++)
+			if (only_slot < 0 || topo->slot_node[only_slot] == i)
+				rc = node_read(sc, topo, i, 0, &sink);
 	free(topo);
 	if (rc == 0 && t->oom) {
 		fprintf(stderr,

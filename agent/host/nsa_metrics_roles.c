@@ -225,6 +225,8 @@ static const struct nsa_mx_row standby_rows[] = {
 	SB(batches, "Batches applied."),
 	NSA_MX_COUNTER(st.records, "natsync_standby_records_applied_total", "Records applied from batches."),
 	NSA_MX_COUNTER(st.loaded, "natsync_standby_records_loaded_total", "Records applied from the store by loads and resyncs."),
+	SB(load_values, "Values the loads and resyncs read from the store (log layout: segments and checkpoints, each time one is read)."),
+	SB(load_bytes, "Bytes of the values the loads and resyncs read from the store."),
 	NSA_MX_FAMILY("natsync_standby_batches_dropped_total", "counter", "reason", "Batches dropped, by reason: bad (malformed or foreign), stale (old or replayed), unauthenticated (HMAC missing or wrong), fenced (older epoch)."),
 	NSA_MX_SAMPLE(st.bad_messages, "bad"),
 	BY_NAME(stale),

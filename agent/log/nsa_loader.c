@@ -78,6 +78,15 @@ int nsa_loader_open(struct nsa_loader *ld, const struct nsa_store_conf *conf,
 	ld->layout = conf->layout == NSA_LAYOUT_LOG ? &nsa_loader_log
 						    : &nsa_loader_keys;
 	ld->conn_node = node;
+	ld->every_master = 0;
+	return 0;
+}
+
+int nsa_loader_every_master(struct nsa_loader *ld)
+{
+	if (ld->layout != &nsa_loader_log)
+		return -EINVAL;
+	ld->every_master = 1;
 	return 0;
 }
 
@@ -88,6 +97,8 @@ int nsa_loader_begin(struct nsa_loader *ld, int by_slot)
 	ld->next_slot = 0;
 	ld->slots_inflight = 0;
 	ld->loaded = 0;
+	ld->values_read = 0;
+	ld->value_bytes = 0;
 	memset(ld->slot_read, 0, sizeof(ld->slot_read));
 	ld->slots_moved = 0;
 	ld->slots_migrating = 0;
@@ -198,16 +209,23 @@ int nsa_loader_on_readable(struct nsa_loader *ld)
 	return NSA_LOADER_MORE;
 }
 
-int nsa_loader_run(const struct nsa_store_conf *conf,
-		   const struct nsa_topology *topo, unsigned int node,
-		   int by_slot, const struct nsa_loader_sink *sink,
-		   int timeout_ms, char *err, size_t errlen)
+static int run(const struct nsa_store_conf *conf,
+	       const struct nsa_topology *topo, unsigned int node, int every,
+	       int by_slot, const struct nsa_loader_sink *sink, int timeout_ms,
+	       char *err, size_t errlen)
 {
 	struct nsa_loader ld = {0};
 	int rc;
 
 	if (nsa_loader_open(&ld, conf, topo, node, sink, err, errlen) < 0)
 		return NSA_LOADER_FAILED;
+	if (every && nsa_loader_every_master(&ld) < 0) {
+		snprintf(err, errlen,
+			 "a load of every master is for the log "
+			 "layout");
+		nsa_loader_close(&ld);
+		return NSA_LOADER_FAILED;
+	}
 	rc = nsa_loader_begin(&ld, by_slot);
 	while (rc == NSA_LOADER_MORE) {
 		struct pollfd p = {.fd = ld.conn->fd, .events = POLLIN};
@@ -237,4 +255,20 @@ int nsa_loader_run(const struct nsa_store_conf *conf,
 			 topo->nodes[ld.conn_node].addr.port, ld.why);
 	nsa_loader_close(&ld);
 	return rc;
+}
+
+int nsa_loader_run(const struct nsa_store_conf *conf,
+		   const struct nsa_topology *topo, unsigned int node,
+		   int by_slot, const struct nsa_loader_sink *sink,
+		   int timeout_ms, char *err, size_t errlen)
+{
+	return run(conf, topo, node, 0, by_slot, sink, timeout_ms, err, errlen);
+}
+
+int nsa_loader_run_every(const struct nsa_store_conf *conf,
+			 const struct nsa_topology *topo, int by_slot,
+			 const struct nsa_loader_sink *sink, int timeout_ms,
+			 char *err, size_t errlen)
+{
+	return run(conf, topo, 0, 1, by_slot, sink, timeout_ms, err, errlen);
 }

@@ -21,6 +21,14 @@ int nsa_loader_open(struct nsa_loader *ld, const struct nsa_store_conf *conf,
 		    const struct nsa_loader_sink *sink, char *err,
 		    size_t errlen);
 
+/* Log layout on a cluster, between open and begin: the load reads the
+ * sessions of every master, not node's alone, in one pass over every
+ * master's keys (each segment read once); each session goes to the sink
+ * under node, and nsa_loader_slot_read covers every master's slots.
+ * -EINVAL in the keys layout, whose masters each hold their own keys: a
+ * load a master reads each key once already. */
+int nsa_loader_every_master(struct nsa_loader *ld);
+
 /* Queue the first key listings. NSA_LOADER_DONE when there is nothing to
  * read (a master without slots), NSA_LOADER_MORE, or NSA_LOADER_FAILED. */
 int nsa_loader_begin(struct nsa_loader *ld, int by_slot);
@@ -57,6 +65,13 @@ int nsa_loader_run(const struct nsa_store_conf *conf,
 		   const struct nsa_topology *topo, unsigned int node,
 		   int by_slot, const struct nsa_loader_sink *sink,
 		   int timeout_ms, char *err, size_t errlen);
+
+/* nsa_loader_run of every master's sessions in one load (log layout on
+ * a cluster, nsa_loader_every_master), begun on master 0. */
+int nsa_loader_run_every(const struct nsa_store_conf *conf,
+			 const struct nsa_topology *topo, int by_slot,
+			 const struct nsa_loader_sink *sink, int timeout_ms,
+			 char *err, size_t errlen);
 
 void nsa_loader_close(struct nsa_loader *ld);
 

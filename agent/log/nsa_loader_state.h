@@ -29,6 +29,9 @@ struct nsa_loader_sink {
 	const char *batch_key;
 	size_t batch_key_len;
 	void (*unauthenticated)(void *arg, uint64_t n);
+	/* Optional: n values (log layout: segments and checkpoints) of bytes
+	 * in all came from the store, as each reply of them is read. */
+	void (*read)(void *arg, uint64_t n, uint64_t bytes);
 };
 
 /* nsa_loader_on_readable() and nsa_loader_run(): */
@@ -51,9 +54,9 @@ struct nsa_loader_logstate {
 	/* On a cluster a segment holds the records of the slots its master
 	 * served when it was written, so after resharding a master's
 	 * sessions may lie on any master. The load reads the master's
-	 * segments, then every other master's (SCAN, one after the other on
-	 * the same connection), and merges only the records of its slots
-	 * (keep_slots). */
+	 * segments, then every other master's (one after the other on the
+	 * same connection), and merges only the records of its slots
+	 * (keep_slots: every master's when it loads every master). */
 	unsigned int next_other; /* the next master to read after node */
 	uint64_t keep_slots[NS_SLOTS / 64];
 	/* Compaction's mark (nsa_logmerge.h) as read before the first
@@ -80,12 +83,19 @@ struct nsa_loader {
 	/* The master the connection is to: node, or (log layout) another
 	 * master whose segments are read. */
 	unsigned int conn_node;
+	/* Log layout on a cluster: the load reads the sessions of every
+	 * master, each master's keys once (nsa_loader_every_master). */
+	int every_master;
 	int by_slot; /* GETKEYSINSLOT per slot, else SCAN */
 	int keys_done; /* every SCAN or GETKEYSINSLOT is sent */
 	uint32_t next_slot; /* by_slot: the next slot to ask for */
 	uint32_t slots_inflight;
 	uint64_t last_rx_ns; /* monotonic: started, or last read a reply */
 	uint64_t loaded; /* sessions the sink took */
+	/* Values read from the store since the load began (nil ones left
+	 * out), and their bytes: in the log layout, every segment or
+	 * checkpoint read, each time it is read. */
+	uint64_t values_read, value_bytes;
 	/* Cluster: the slots the load read whole from the node that serves
 	 * them (see nsa_loader_slot_read). */
 	uint64_t slot_read[NS_SLOTS / 64];

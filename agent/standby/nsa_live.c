@@ -137,7 +137,7 @@ static void batch_resync_asked(struct nsa_standby *sb, unsigned int node)
 			 "ones are not logged)",
 			 nd->addr.host, nd->addr.port);
 	nd->resync_asked_logged = 1;
-	if (nd->ld.conn)
+	if (nsa_sb_resync_running(sb, node))
 		nd->resync_again = 1;
 	else
 		nsa_sb_resync_start(sb, node);

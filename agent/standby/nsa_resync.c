@@ -61,6 +61,14 @@ static void resync_unauthenticated(void *arg, uint64_t n)
 	SB_STAT_ADD(sb, unauthenticated, n);
 }
 
+static void resync_read(void *arg, uint64_t n, uint64_t bytes)
+{
+	struct nsa_standby *sb = arg;
+
+	SB_STAT_ADD(sb, load_values, n);
+	SB_STAT_ADD(sb, load_bytes, bytes);
+}
+
 void nsa_sb_resync_close(struct nsa_standby *sb, struct sb_node *nd)
 {
 	nsa_loader_close(&nd->ld);
@@ -99,6 +107,7 @@ static void sync_check(struct nsa_standby *sb)
 
 static void topo_refresh(struct nsa_standby *sb);
 static void resync_finish_one(struct nsa_standby *sb, unsigned int node);
+static void load_all_finish(struct nsa_standby *sb);
 
 /* A resync done; another at once when one was asked for meanwhile
  * (NS_BATCH_F_RESYNC). */
@@ -106,6 +115,10 @@ static void resync_finish(struct nsa_standby *sb, unsigned int node)
 {
 	struct sb_node *nd = &sb->nodes[node];
 
+	if (sb->load_all) {
+		load_all_finish(sb);
+		return;
+	}
 	resync_finish_one(sb, node);
 	if (nd->resync_again && !nd->ld.conn) {
 		nd->resync_again = 0;
@@ -113,13 +126,12 @@ static void resync_finish(struct nsa_standby *sb, unsigned int node)
 	}
 }
 
-static void resync_finish_one(struct nsa_standby *sb, unsigned int node)
+/* End the table's resync of nd's loader (done) over the slots in
+ * sb->scope, and close the loader. */
+static void resync_end(struct nsa_standby *sb, struct sb_node *nd)
 {
-	struct sb_node *nd = &sb->nodes[node];
-	uint32_t moved = nd->ld.slots_moved, unread = nd->ld.slots_unread;
 	uint64_t removed;
 
-	node_scope(sb, node, sb->scope);
 	/* A session the store no longer holds leaves conntrack with the
 	 * table. */
 	removed = nsdp_table_resync_finish_each(
@@ -128,31 +140,84 @@ static void resync_finish_one(struct nsa_standby *sb, unsigned int node)
 	if (sb->ct)
 		nsa_commit_flush(sb->ct);
 	nd->resyncing = 0; /* resync_finish ended the table's resync */
-	nsa_sb_resync_close(sb, nd);
-	SB_STAT_ADD(sb, resyncs, 1);
-	NSA_DEBUG("standby: resync of %s:%u done, %" PRIu64 " read, %" PRIu64
-		  " removed, %" PRIu32 " slots migrating",
+	NSA_DEBUG("standby: %s of %s:%u done, %" PRIu64 " read, %" PRIu64
+		  " removed, %" PRIu32 " slots migrating, %" PRIu64
+		  " values (%" PRIu64 " B) read",
+		  sb->load_all ? "load of every master" : "resync",
 		  nd->addr.host, nd->addr.port, nd->ld.loaded, removed,
-		  nd->ld.slots_migrating);
+		  nd->ld.slots_migrating, nd->ld.values_read,
+		  nd->ld.value_bytes);
+	nsa_sb_resync_close(sb, nd);
+}
+
+/* Whether the load that finished on nd's loader read every slot from
+ * whoever held it (moved and unread: the slots it did not). If not,
+ * nd's resync is retried later, and at once with a fresh map when a
+ * master no longer serves some of them. */
+static int resync_complete(struct nsa_standby *sb, struct sb_node *nd,
+			   uint32_t moved, uint32_t unread)
+{
 	if (moved == 0 && unread == 0) {
-		nd->loaded_once = 1;
 		nd->unread_warned = 0;
-		sync_check(sb);
-		return;
+		return 1;
 	}
-	/* Slots left as they were: read again later, and at once with a
-	 * fresh map when the node no longer serves some of them. */
+	/* Slots left as they were: read again later. */
 	if (nd->unread_warned != ((uint64_t)moved << 32 | unread))
 		NSA_WARN(
-			"standby: %s:%u no longer serves %" PRIu32
-			" slot(s) of the map and %" PRIu32
+			"standby: %s:%u%s: %" PRIu32
+			" slot(s) of the map no longer served and %" PRIu32
 			" migrating slot(s) could not be read on their target; "
 			"their sessions were kept",
-			nd->addr.host, nd->addr.port, moved, unread);
+			nd->addr.host, nd->addr.port,
+			sb->load_all ? " (the load of every master)" : "",
+			moved, unread);
 	nd->unread_warned = (uint64_t)moved << 32 | unread;
 	nd->retry_at = nsdp_mono_ns() + SB_BACKOFF_MAX_MS * 1000000ull / 2;
 	if (moved)
 		topo_refresh(sb);
+	return 0;
+}
+
+static void resync_finish_one(struct nsa_standby *sb, unsigned int node)
+{
+	struct sb_node *nd = &sb->nodes[node];
+	uint32_t moved = nd->ld.slots_moved, unread = nd->ld.slots_unread;
+
+	node_scope(sb, node, sb->scope);
+	resync_end(sb, nd);
+	SB_STAT_ADD(sb, resyncs, 1);
+	if (resync_complete(sb, nd, moved, unread)) {
+		nd->loaded_once = 1;
+		sync_check(sb);
+	}
+}
+
+/* The load of every master done (master 0's loader): the table's resync
+ * ends over every slot it read, each master counts as resynced. When a
+ * slot went unread the whole load is retried; else the masters whose
+ * resync was asked for meanwhile are resynced. */
+static void load_all_finish(struct nsa_standby *sb)
+{
+	struct sb_node *lead = &sb->nodes[0];
+	uint32_t moved = lead->ld.slots_moved, unread = lead->ld.slots_unread;
+	unsigned int s, i;
+
+	for (s = 0; s < NS_SLOTS; s++)
+		sb->scope[s] = sb->topo.slot_covered[s] &&
+			       nsa_loader_slot_read(&lead->ld, s);
+	resync_end(sb, lead);
+	SB_STAT_ADD(sb, resyncs, sb->n_nodes);
+	if (!resync_complete(sb, lead, moved, unread))
+		return;
+	sb->load_all = 0;
+	for (i = 0; i < sb->n_nodes; i++)
+		sb->nodes[i].loaded_once = 1;
+	sync_check(sb);
+	for (i = 0; i < sb->n_nodes; i++)
+		if (sb->nodes[i].resync_again) {
+			sb->nodes[i].resync_again = 0;
+			nsa_sb_resync_start(sb, i);
+		}
 }
 
 void nsa_sb_resync_fail(struct nsa_standby *sb, unsigned int node,
@@ -218,23 +283,53 @@ static void topo_refresh(struct nsa_standby *sb)
 	nsa_sb_topo_adopt(sb, &sb->fresh);
 }
 
+void nsa_sb_resync_start_all(struct nsa_standby *sb)
+{
+	unsigned int i;
+
+	for (i = 0; i < sb->n_nodes; i++) {
+		nsa_sb_resync_close(sb, &sb->nodes[i]);
+		sb->nodes[i].retry_at = 0;
+	}
+	sb->load_all = sb->conf.store.layout == NSA_LAYOUT_LOG &&
+		       sb->topo.cluster && sb->n_nodes > 1;
+	if (sb->load_all)
+		nsa_sb_resync_start(sb, 0);
+	else
+		for (i = 0; i < sb->n_nodes; i++)
+			nsa_sb_resync_start(sb, i);
+}
+
+int nsa_sb_resync_running(const struct nsa_standby *sb, unsigned int node)
+{
+	return sb->nodes[sb->load_all ? 0 : node].ld.conn != NULL;
+}
+
 void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node)
 {
-	struct sb_node *nd = &sb->nodes[node];
+	struct sb_node *nd = &sb->nodes[sb->load_all ? 0 : node];
 	const struct nsa_loader_sink sink = {
 		.apply = resync_apply,
 		.bad = resync_bad,
 		.arg = sb,
 		.batch_key = sb->conf.batch_key,
 		.batch_key_len = sb->conf.batch_key_len,
-		.unauthenticated = resync_unauthenticated};
+		.unauthenticated = resync_unauthenticated,
+		.read = resync_read};
 	char err[256] = "";
+	unsigned int i;
 
+	if (sb->load_all) {
+		node = 0;
+		for (i = 0; i < sb->n_nodes; i++)
+			sb->nodes[i].resync_again = 0;
+	}
 	nsa_sb_resync_close(sb, nd);
 	nd->retry_at = 0;
 	nd->resync_again = 0; /* this one begins after what asked for it */
 	if (nsa_loader_open(&nd->ld, &sb->conf.store, &sb->topo, node, &sink,
-			    err, sizeof(err)) < 0) {
+			    err, sizeof(err)) < 0 ||
+	    (sb->load_all && nsa_loader_every_master(&nd->ld) < 0)) {
 		nsa_sb_resync_fail(sb, node, err[0] ? err : "connect");
 		return;
 	}

@@ -10,8 +10,17 @@
 #include "nsa_cluster.h"
 #include "nsa_standby_state.h"
 
-/* Start (or restart) the resync of one master. */
+/* Start (or restart) the resync of one master; while the load of every
+ * master runs (load_all), that load starts over. */
 void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node);
+
+/* The cold load: every master's sessions read, in the log layout on a
+ * cluster by one load of every master (each segment read once, where a
+ * resync of each master would read every segment once per master). */
+void nsa_sb_resync_start_all(struct nsa_standby *sb);
+
+/* Whether a load that reads node's sessions runs now. */
+int nsa_sb_resync_running(const struct nsa_standby *sb, unsigned int node);
 
 /* What a loader call returned: finish, fail, or fall back to SCAN. */
 void nsa_sb_resync_step(struct nsa_standby *sb, unsigned int node, int rc);

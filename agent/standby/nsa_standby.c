@@ -18,7 +18,10 @@
  *   threads read stats (relaxed atomics) and ask for dumps through a
  *   mutex/condvar handshake.
  * - A master's resync is either running (loader connected, table resync
- *   begun) or not; restarting one aborts the running one first.
+ *   begun) or not; restarting one aborts the running one first. The cold
+ *   load in the log layout on a cluster is one load of every master, on
+ *   master 0's loader (each segment read once); a restart asked for any
+ *   master restarts it.
  * - Any subscription trouble (lost connection, sunsubscribe, MOVED, error,
  *   a master change seen by the watcher, nsa_topowatch.c) resets
  *   everything: topology refetched, every master resubscribed and resynced.
@@ -102,6 +105,7 @@ static void sb_teardown(struct nsa_standby *sb)
 		sb->nodes[i].retry_at = 0;
 		nsa_sub_close(&sb->nodes[i].sub);
 	}
+	sb->load_all = 0;
 	sb->n_nodes = 0;
 	nsa_order_rebase(&sb->order);
 	nsa_topowatch_pause(&sb->watch);
@@ -336,8 +340,7 @@ static void sb_run(struct nsa_standby *sb)
 	uint64_t next_purge = nsdp_mono_ns() + SB_PURGE_PERIOD_NS;
 	unsigned int i;
 
-	for (i = 0; i < sb->n_nodes; i++)
-		nsa_sb_resync_start(sb, i);
+	nsa_sb_resync_start_all(sb);
 	for (i = 0; i < sb->n_nodes; i++)
 		nsa_sb_live_drain(
 			sb, i); /* replies read along with the confirmation */
@@ -536,6 +539,8 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(batches);
 	LOAD(records);
 	LOAD(loaded);
+	LOAD(load_values);
+	LOAD(load_bytes);
 	LOAD(gaps);
 	LOAD(resyncs);
 	LOAD(bad_messages);

@@ -70,6 +70,11 @@ struct nsa_standby {
 	struct sb_node nodes[NSA_MAX_NODES];
 	unsigned int n_nodes;
 	uint32_t resync_counter;
+	/* The cold load of every master is one load, on master 0's loader
+	 * (log layout on a cluster: each segment read once), running or
+	 * waiting for its retry; the other masters run none of their own
+	 * meanwhile. */
+	int load_all;
 	int reset; /* the run loop must tear down and start over */
 
 	struct nsa_topowatch watch;

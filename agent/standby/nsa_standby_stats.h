@@ -16,6 +16,9 @@ struct nsa_standby_stats {
 	uint64_t batches; /* batches applied */
 	uint64_t records; /* records applied from batches */
 	uint64_t loaded; /* records applied from the store by loads */
+	/* values the loads and resyncs read from the store (log layout:
+	 * segments and checkpoints, each time one is read) and their bytes */
+	uint64_t load_values, load_bytes;
 	uint64_t gaps; /* sequence gaps seen */
 	uint64_t resyncs; /* resyncs done (the cold load counts) */
 	uint64_t bad_messages; /* malformed, truncated or foreign: dropped */

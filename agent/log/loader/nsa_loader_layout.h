@@ -37,6 +37,10 @@ enum nsa_loader_op {
 /* One store layout's reader. Hooks marked optional may be NULL. */
 struct nsa_loader_layout {
 	const char *scan_match; /* SCAN MATCH pattern */
+	/* Keys asked for in one MGET at most (0: every key of a listing, or
+	 * of one of its slots): large values in smaller replies, so that
+	 * the store sends the next while the reader handles one. */
+	unsigned int mget_keys;
 	/* Whether the loader reads k, a key under natsync's prefix: 1, 0
 	 * when it is the other layout's, -1 when it is not valid (counted as
 	 * bad). */
@@ -80,12 +84,28 @@ static inline int nsa_loader_key_wanted(const struct nsa_loader *ld,
 	return nsa_loader_key_ours(k) ? ld->layout->key_wanted(k) : 0;
 }
 
-/* Whether the map gives slot to the master being loaded. */
+/* Whether the load reads the sessions of the master the connection is
+ * to (its slots are listed and probed there). */
+static inline int nsa_loader_conn_loaded(const struct nsa_loader *ld)
+{
+	return ld->conn_node == ld->node || ld->every_master;
+}
+
+/* Whether the map gives slot to the master the connection is to. */
 static inline int nsa_loader_node_slot(const struct nsa_loader *ld,
 				       uint32_t slot)
 {
 	return ld->topo->slot_covered[slot] &&
-	       ld->topo->slot_node[slot] == ld->node;
+	       ld->topo->slot_node[slot] == ld->conn_node;
+}
+
+/* Whether the load reads the sessions of slot: the map gives it to the
+ * master being loaded, or to any master when it loads every master. */
+static inline int nsa_loader_keeps_slot(const struct nsa_loader *ld,
+					uint32_t slot)
+{
+	return ld->topo->slot_covered[slot] &&
+	       (ld->every_master || ld->topo->slot_node[slot] == ld->node);
 }
 
 #endif

@@ -121,8 +121,8 @@ int nsa_loader_send_slots(struct nsa_loader *ld)
 	return 0;
 }
 
-static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
-		     uint32_t n)
+static int send_mget_one(struct nsa_loader *ld, struct key_batch *b,
+			 uint32_t first, uint32_t n)
 {
 	const struct nsa_exp e = {
 		.ptr = b, .kind = NSA_LD_MGET, .pos = first, .count = n};
@@ -138,6 +138,22 @@ static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
 	if (nsa_conn_cmd_end(ld->conn, &e) != 0)
 		return -ENOMEM;
 	b->refs++; /* the MGET's reply holds the keys until it comes */
+	return 0;
+}
+
+/* The MGETs of n keys of b from first: one, or one per mget_keys of the
+ * layout. */
+static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
+		     uint32_t n)
+{
+	const uint32_t most = ld->layout->mget_keys ? ld->layout->mget_keys : n;
+	uint32_t i, k;
+
+	for (i = 0; i < n; i += k) {
+		k = n - i < most ? n - i : most;
+		if (send_mget_one(ld, b, first + i, k) != 0)
+			return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -233,8 +249,8 @@ int nsa_loader_on_scan(struct nsa_loader *ld, redisReply *r)
 		uint32_t slot;
 
 		ld->keys_done = 1;
-		for (slot = 0; ld->topo->cluster && ld->conn_node == ld->node &&
-			       slot < NS_SLOTS;
+		for (slot = 0; ld->topo->cluster &&
+			       nsa_loader_conn_loaded(ld) && slot < NS_SLOTS;
 		     slot++)
 			if (nsa_loader_node_slot(ld, slot) &&
 			    send_probe(ld, slot) != 0) {
@@ -268,8 +284,18 @@ void nsa_loader_on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 	struct key_batch *b = e->ptr;
 	const redisReply *keys[NSA_VALUES_CHUNK];
 	uint32_t i, m, n = e->count;
+	uint64_t got = 0, bytes = 0;
 
 	if (r->type == REDIS_REPLY_ARRAY && r->elements == n) {
+		for (i = 0; i < n; i++)
+			if (r->element[i]->type == REDIS_REPLY_STRING) {
+				got++;
+				bytes += r->element[i]->len;
+			}
+		ld->values_read += got;
+		ld->value_bytes += bytes;
+		if (got && ld->sink.read)
+			ld->sink.read(ld->sink.arg, got, bytes);
 		for (i = 0; i < n; i += m) {
 			for (m = 0; m < NSA_VALUES_CHUNK && i + m < n; m++)
 				keys[m] = b->keys[b->order[e->pos + i + m]];
