@@ -230,6 +230,7 @@ static const struct nsa_mx_row standby_rows[] = {
 	BY_NAME(stale),
 	BY_NAME(unauthenticated),
 	BY_NAME(fenced),
+	SB(other_pair, "Batches of other gateway pairs sharing the store, passed over (a standby applies only its own pair's sessions)."),
 	SB(bad_values, "Store values that did not match their key."),
 	SB(gaps, "Sequence gaps seen."),
 	SB(resyncs, "Resyncs done (the cold load counts)."),

@@ -7,7 +7,9 @@
  * Invariants:
  * - A batch is applied only when it decodes, carries a valid HMAC when
  *   [store] batch_key_file is set (and so a version 2 header), names the
- *   channel it came by, is not fenced by a newer epoch of its gateway and
+ *   channel it came by, comes from a gateway of the standby's own pair
+ *   ([agent] gateway_id >> 8; other pairs' are passed over, counted), is
+ *   not fenced by a newer epoch of that pair and
  *   is not stale in its sequence nor sent before its subscription began
  *   (less [standby] clock_slack_ms); otherwise it is counted and dropped.
  * - What a drain applied is written to conntrack at its end, together.
@@ -67,7 +69,12 @@ static int batch_admit(struct nsa_standby *sb, unsigned int node,
 		SB_STAT_ADD(sb, unauthenticated, 1);
 		return -1;
 	}
-	rc = nsa_order_epoch(&sb->order, h, &known);
+	/* Another pair's: neither its sessions nor its sequences are ours. */
+	if (h->gateway_id >> 8 != sb->conf.store.pair) {
+		SB_STAT_ADD(sb, other_pair, 1);
+		return -1;
+	}
+	rc = nsa_order_epoch(&sb->order, channel_slot, h, &known);
 	if (rc < 0) {
 		if (rc == NSA_ORDER_FENCED_NEW)
 			NSA_WARN("standby: gateway %u's batches of epoch %u "
