@@ -34,6 +34,8 @@
 #define GONE_PORT 7745
 /* Each test's stores stop with it: a later test may reuse the port. */
 #define LOG_PROMOTED_PORT LOG_COMPACT_PORT
+#define LOST_PORT 7455
+#define LOG_LOST_PORT 7456
 #define PAIRS_PORT 7470 /* 3 nodes: 7470-7472 */
 #define LOG_PAIRS_PORT 7475 /* 3 nodes: 7475-7477 */
 
@@ -102,6 +104,8 @@ static void stop_all(void)
 	nst_store_stop(LOG_COMPACT_PORT);
 	nst_store_stop(LOG_LATE_PORT);
 	nst_store_stop(PAIRS_PORT);
+	nst_store_stop(LOST_PORT);
+	nst_store_stop(LOG_LOST_PORT);
 	nst_store_stop(LOG_PAIRS_PORT);
 }
 
@@ -733,6 +737,63 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 	cr_assert_gt(
 		nst_report_field(nst_run_path("standby2.out"), "other_pair"),
 		0);
+}
+
+/*
+ * The store loses its epoch counter (a restart without persistence) and
+ * the next active takes a lower epoch from it (epoch = 0, no floor): its
+ * standby, which knew a higher one, says so in its log and its REPORT
+ * (epoch_regressions), takes the new epoch and resyncs, and ends equal to
+ * the store and the new active's table instead of dropping every batch as
+ * fenced.
+ */
+E2E_IN_BOTH_LAYOUTS(a_standby_resyncs_when_the_store_lost_the_epoch_counter,
+		    LOST_PORT, LOG_LOST_PORT)
+
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  a_standby_resyncs_when_the_store_lost_the_epoch_counter)
+{
+	static const struct nst_source_plan plan = {2000, 5000, 5000, 0};
+	const int port = l->port;
+	char seeds[64];
+	int pid, rc;
+
+	nst_run_dir_make(in_layout(l, "e2e-lost-epoch"));
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", port);
+	cr_assert_eq(nst_store_start_fresh(port, 0, 0), 0);
+	cr_assert_eq(nst_sh("redis-cli -p %d SET natsync:epoch 1024 >/dev/null",
+			    port),
+		     0);
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	rc = nst_sh("%s -c %s --set agent.epoch=0 --set source.dump= >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("first.out"),
+		    nst_run_path("first.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("first.log"));
+	cr_assert(nst_run_file_has("first.log", "epoch 1280 from the store"));
+
+	/* The store comes back empty, its counter gone; the standby's
+	 * subscription broke, and it resubscribes and resyncs. */
+	cr_assert_eq(nst_store_start_fresh(port, 0, 0), 0);
+	cr_assert_eq(nst_sh("for i in $(seq 100); do [ \"$(grep -c "
+			    "'subscribed to' %s)\" -ge 2 ] && exit 0; sleep "
+			    "0.1; done; exit 1",
+			    nst_run_path("standby.log")),
+		     0, "the standby did not resubscribe");
+	rc = nst_sh("%s -c %s --set agent.epoch=0 --set source.seed=8 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	cr_assert(nst_run_file_has("active.log", "epoch 256 from the store"));
+	nst_verify_exact(seeds, pid, 1000);
+	cr_assert(nst_run_file_has("standby.log", "lost its epoch counter"));
+	stop_standby(pid);
+	cr_assert_eq(nst_report_field(nst_run_path("standby.out"),
+				      "epoch_regressions"),
+		     1);
 }
 
 static void gone_down(void)
