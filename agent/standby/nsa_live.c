@@ -41,13 +41,13 @@ static void lag_record(void *arg, const struct nsa_lag *lag)
  * channel: either an older active still writes (fenced), or the store
  * lost the pair's counter (a restart without persistence) and a new
  * active took a lower epoch from it. Read the counter: when it is there
- * and below known the store lost it; then say so (log, epoch_regressions), take
- * the batch's epoch as the pair's on every channel, and resync every
- * master: the batches dropped meanwhile are in the store. 1 then, 0 when
- * the batch stays fenced (the counter is not below known, or could not
- * be read: counted as fenced, as before). Blocking, on the subscriber
- * thread, bounded as its topology reads are; once per older epoch and
- * channel. */
+ * and below known the store lost it; then say so (log,
+ * epoch_regressions), take the batch's epoch as the pair's on every
+ * channel, and resync every master: the batches dropped meanwhile are in
+ * the store. 1 then, 0 when the batch stays fenced (the counter is not
+ * below known, is absent or could not be read: counted as fenced, as
+ * before). Blocking, on the subscriber thread, bounded as its topology
+ * reads are; once per older epoch and channel. */
 static int epoch_lost(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 		      uint32_t known)
 {

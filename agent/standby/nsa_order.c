@@ -48,9 +48,9 @@ int nsa_order_epoch(struct nsa_order *o, uint16_t channel_slot,
 		g->epoch = h->epoch;
 		return 0;
 	}
+	/* Full: forget everything rather than fence wrongly. */
 	if (o->n_pairs == NSA_ORDER_MAX_PAIRS)
-		o->n_pairs =
-			0; /* forget everything rather than fence wrongly */
+		o->n_pairs = 0;
 	o->pairs[o->n_pairs++] = (struct nsa_pair_epoch){
 		.pair = pair, .channel_slot = channel_slot, .epoch = h->epoch};
 	return 0;
