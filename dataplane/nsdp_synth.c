@@ -19,6 +19,11 @@
  * - Flow i's translated tuple is pool address 203.0.113.(i % 256), port
  *   1024 + i / 256, unique for distinct flows; hence at most
  *   NSDP_SYNTH_MAX_FLOWS = 256 * 64512 flows.
+ * - Flow i's inside source is 10.0.0.0 + i + 1, its first byte raised by
+ *   the gateway pair (gateway_id >> 8, modulo 64): the sources of two
+ *   pairs replicating into one store never share a session key (the
+ *   inside tuple, schema/FORMAT.md), as two real pairs' inside networks
+ *   must not. Pair 0's are those of every earlier version.
  *
  * - A worker stamps its records with nsdp_stamp_next(): they rise strictly
  *   on its lane whatever the wall clock does, so a flow's later event is
@@ -54,6 +59,8 @@
 #define NSDP_SYNTH_PORTS (65536u - NSDP_SYNTH_PORT_MIN)
 #define NSDP_SYNTH_MAX_FLOWS ((uint64_t)NSDP_SYNTH_POOL_SIZE * NSDP_SYNTH_PORTS)
 #define NSDP_SYNTH_ORIG_SRC_BASE 0x0A000000u /* 10.0.0.0/8 */
+/* Gateway pairs with inside sources of their own: 10/8 to 73/8. */
+#define NSDP_SYNTH_PAIRS 64u
 #define NSDP_SYNTH_ORIG_DST_BASE 0xC6120000u /* 198.18.0.0/15 */
 #define NSDP_SYNTH_ORIG_DST_SPAN (1u << 17)
 /* Sleep instead of spinning when the pacer is this far ahead: a paced
@@ -159,7 +166,9 @@ static void nsdp_synth_flow_init(const struct nsdp_synth_conf *conf, uint64_t i,
 	r->epoch = conf->epoch;
 	r->timeout_ms = conf->timeout_ms;
 	/* saddr alone makes orig unique: i + 1 < 2^24 for every allowed i. */
-	r->orig.saddr = NSDP_SYNTH_ORIG_SRC_BASE + (uint32_t)(i + 1);
+	r->orig.saddr = NSDP_SYNTH_ORIG_SRC_BASE +
+			((conf->gateway_id >> 8) % NSDP_SYNTH_PAIRS << 24) +
+			(uint32_t)(i + 1);
 	r->orig.sport =
 		(uint16_t)(NSDP_SYNTH_PORT_MIN + (h >> 8) % NSDP_SYNTH_PORTS);
 	r->orig.daddr = NSDP_SYNTH_ORIG_DST_BASE +

@@ -256,6 +256,11 @@ Test(acl, the_active_user_cannot_scan_or_subscribe)
 		 * read at every connection (agent/fence/nsa_fence.h) */
 		{"GET ns:x", 0},
 		{"GET natsync:epoch", 0},
+		/* another gateway pair's counter: read, never written */
+		{"GET natsync:epoch:2", 0},
+		{"SET natsync:epoch:2 9", 1},
+		{"INCRBY natsync:epoch:2 1", 1},
+		{"GET natsync:epochs", 1},
 	};
 	static const struct acl_case subscribe[] = {
 		{"SSUBSCRIBE ns:b:{0}", 1},
@@ -267,8 +272,9 @@ Test(acl, the_active_user_cannot_scan_or_subscribe)
 }
 
 /* A gateway is a standby (subscriber and loads), then an active (writers),
- * takes each promotion's epoch with INCRBY natsync:epoch, reads it, and
- * closes older writers' connections (agent/fence/nsa_fence.h). It may do that,
+ * takes each promotion's epoch with INCRBY natsync:epoch (natsync:epoch:P
+ * in gateway pair P), reads it, and closes older writers' connections
+ * (agent/fence/nsa_fence.h). It may do that,
  * and may not rewind or drop the epoch counter, nor INCRBY a session
  * key. */
 Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
@@ -290,6 +296,11 @@ Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
 		{"CLUSTER SLOTS", 0},
 		{"GET natsync:epoch", 0},
 		{"CLIENT LIST TYPE normal", 0},
+		/* gateway pair 2's counter, as pair 0's */
+		{"SET natsync:epoch:2 0", 1},
+		{"DEL natsync:epoch:2", 1},
+		{"GET natsync:epoch:2", 0},
+		{"INCRBY natsync:epochs 1", 1},
 	};
 	static struct nsa_config conf;
 	unsigned int killed = 0;
@@ -318,6 +329,20 @@ Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
 	cr_assert_eq(nsa_fence_raise(&conf.store, &killed, err, sizeof(err)), 0,
 		     "%s", err);
 	cr_assert_eq(killed, 0);
+	/* A gateway of pair 2 (gateway_id 2 << 8 | 1): its own counter,
+	 * its own fence. */
+	conf.store.pair = 2;
+	cr_assert_eq(nsa_epoch_take(&conf.store, 0, err, sizeof(err)), 256,
+		     "%s", err);
+	cr_assert_eq(nsa_epoch_register(&conf.store, 513, err, sizeof(err)),
+		     513, "%s", err);
+	cr_assert_eq(
+		nsa_fence_read(&conf.store, NULL, &epoch, err, sizeof(err)), 0,
+		"%s", err);
+	cr_assert_eq(epoch, 513);
+	cr_assert_eq(nsa_fence_raise(&conf.store, &killed, err, sizeof(err)), 0,
+		     "%s", err);
+	conf.store.pair = 0;
 
 	c = login("natsync-gateway", "gateway-pw-3");
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)

@@ -629,3 +629,112 @@ Test(cluster_epoch, the_next_epoch_after_the_masters_failover_is_above)
 		     (long long)e2, err);
 	cr_expect_neq(epoch_master_port(), master);
 }
+
+/* ---- gateway pairs: a counter and a fence each ---- */
+
+/* A connection to the master on port, named name (CLIENT SETNAME). */
+static redisContext *named_connect(int port, const char *name)
+{
+	redisContext *c = raw_connect(port);
+	redisReply *r = redisCommand(c, "CLIENT SETNAME %s", name);
+
+	cr_assert(r && r->type == REDIS_REPLY_STATUS, "SETNAME %s", name);
+	freeReplyObject(r);
+	return c;
+}
+
+/* Whether c's connection is still open on the server. */
+static int still_open(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "PING");
+	int open = r != NULL && r->type == REDIS_REPLY_STATUS;
+
+	if (r)
+		freeReplyObject(r);
+	return open;
+}
+
+/* Pairs 0, 1 and 12 take epochs from counters of their own (natsync:epoch,
+ * natsync:epoch:1, natsync:epoch:12), each starting at the first
+ * generation; pair 1's fence closes the connections named
+ * natsync-writer:1 on every master and no other pair's (not
+ * natsync-writer, nor natsync-writer:12, nor a name that only starts
+ * like one). */
+Test(cluster_live, each_gateway_pair_has_its_own_counter_and_fence)
+{
+	static const char *const names[] = {
+		"natsync-writer", "natsync-writer:1", "natsync-writer:12",
+		"natsync-writer:1x", "natsync-writer:1"};
+	const int ports[] = {CLUSTER_PORT};
+	redisContext *c[CLUSTER_MASTERS][5];
+	char key[NSA_PAIR_NAME_MAX];
+	unsigned int killed = 0;
+	uint64_t e;
+
+	raw_ok(CLUSTER_PORT, "FLUSHALL");
+	for (int m = 1; m < CLUSTER_MASTERS; m++) {
+		char cmd[32];
+
+		snprintf(cmd, sizeof(cmd), "FLUSHALL");
+		raw_ok(CLUSTER_PORT + m, cmd);
+	}
+	conf_seeds(ports, 1);
+	cr_assert_str_eq(nsa_epoch_key(0, key), "natsync:epoch");
+	cr_assert_str_eq(nsa_epoch_key(12, key), "natsync:epoch:12");
+	cr_assert_str_eq(nsa_writer_name(0, key), "natsync-writer");
+	cr_assert_str_eq(nsa_writer_name(12, key), "natsync-writer:12");
+
+	cr_assert_eq(nsa_epoch_take(&conf, 0, err, sizeof(err)), 256, "%s",
+		     err);
+	conf.pair = 1;
+	cr_assert_eq(nsa_epoch_take(&conf, 0, err, sizeof(err)), 256, "%s",
+		     err);
+	cr_assert_eq(nsa_epoch_take(&conf, 0, err, sizeof(err)), 512, "%s",
+		     err);
+	cr_assert_eq(nsa_epoch_register(&conf, 770, err, sizeof(err)), 770,
+		     "%s", err);
+	conf.pair = 12;
+	cr_assert_eq(nsa_epoch_take(&conf, 0, err, sizeof(err)), 256, "%s",
+		     err);
+	cr_assert_eq(nsa_fence_read(&conf, NULL, &e, err, sizeof(err)), 0);
+	cr_assert_eq(e, 256);
+	conf.pair = 0;
+	cr_assert_eq(nsa_fence_read(&conf, NULL, &e, err, sizeof(err)), 0);
+	cr_assert_eq(e, 256);
+	conf.pair = 1;
+	cr_assert_eq(nsa_fence_read(&conf, NULL, &e, err, sizeof(err)), 0);
+	cr_assert_eq(e, 770);
+	cr_assert_eq(nsa_fence_check(&conf, NULL, 512, err, sizeof(err)),
+		     -ESTALE);
+	conf.pair = 12;
+	cr_assert_eq(nsa_fence_check(&conf, NULL, 256, err, sizeof(err)), 0,
+		     "%s", err);
+
+	for (int m = 0; m < CLUSTER_MASTERS; m++)
+		for (int i = 0; i < 5; i++)
+			c[m][i] = named_connect(CLUSTER_PORT + m, names[i]);
+	conf.pair = 1;
+	cr_assert_eq(nsa_fence_raise(&conf, &killed, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(killed, 2 * CLUSTER_MASTERS);
+	for (int m = 0; m < CLUSTER_MASTERS; m++) {
+		for (int i = 0; i < 5; i++) {
+			int closed = i == 1 || i == 4;
+
+			cr_expect_eq(still_open(c[m][i]), !closed,
+				     "master %d: %s is %s", m, names[i],
+				     closed ? "open" : "closed");
+			redisFree(c[m][i]);
+		}
+	}
+	conf.pair = 0;
+	for (int m = 0; m < CLUSTER_MASTERS; m++)
+		c[m][0] = named_connect(CLUSTER_PORT + m, names[2]);
+	cr_assert_eq(nsa_fence_raise(&conf, &killed, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(killed, 0, "pair 0's fence closed pair 12's writers");
+	for (int m = 0; m < CLUSTER_MASTERS; m++) {
+		cr_expect(still_open(c[m][0]));
+		redisFree(c[m][0]);
+	}
+}

@@ -34,6 +34,10 @@
 #define GONE_PORT 7745
 /* Each test's stores stop with it: a later test may reuse the port. */
 #define LOG_PROMOTED_PORT LOG_COMPACT_PORT
+#define LOST_PORT 7455
+#define LOG_LOST_PORT 7456
+#define PAIRS_PORT 7470 /* 3 nodes: 7470-7472 */
+#define LOG_PAIRS_PORT 7475 /* 3 nodes: 7475-7477 */
 
 static void stop_standby(int pid)
 {
@@ -77,8 +81,17 @@ static void run_end_to_end(int port, int masters, const char *name,
 	cr_assert(nst_run_file_has("standby.out", "bad_messages=0"));
 }
 
+/* The agents a pairs test started: killed at its end if still running
+ * (it failed). */
+static int pairs_pids[16];
+static unsigned int pairs_n;
+
 static void stop_all(void)
 {
+	for (unsigned int i = 0; i < pairs_n; i++)
+		if (nst_running(pairs_pids[i]))
+			kill(pairs_pids[i], SIGKILL);
+	pairs_n = 0;
 	nst_store_stop(CLUSTER_PORT);
 	nst_store_stop(PLAIN_PORT);
 	nst_store_stop(LATE_PORT);
@@ -90,6 +103,10 @@ static void stop_all(void)
 	nst_store_stop(LOG_PLAIN_PORT);
 	nst_store_stop(LOG_COMPACT_PORT);
 	nst_store_stop(LOG_LATE_PORT);
+	nst_store_stop(PAIRS_PORT);
+	nst_store_stop(LOST_PORT);
+	nst_store_stop(LOG_LOST_PORT);
+	nst_store_stop(LOG_PAIRS_PORT);
 }
 
 TestSuite(e2e, .fini = stop_all, .timeout = 240);
@@ -412,6 +429,376 @@ Test(e2e, log_promoted_active_compacts_what_its_predecessor_left)
 		     0, "no checkpoint");
 	nst_verify_exact(seeds, pid, 1000);
 	stop_standby(pid);
+}
+
+/*
+ * Two gateway pairs replicating into one 3-master cluster at once: pair 1
+ * (gateway ids 257, 258) and pair 2 (513, 514), each with its standby
+ * (gateway id P << 8 | 2) and actives of the synthetic source (their
+ * inside sources differ by pair). Each pair fails over in turn while its
+ * old active still writes: a new active with epoch = 0 takes the next
+ * epoch of its pair's counter and raises its pair's fence. The old active
+ * of that pair is fenced; the other pair's active goes on untouched (its
+ * writer connections stay open, it is fenced for nothing and every record
+ * is acknowledged), and every standby ends equal to the store's sessions
+ * of its pair.
+ */
+#define PAIRS_FLOWS 20000
+
+/* <name>.ini for an agent of gateway gw (pair gw >> 8). An active runs
+ * events at rate with source seed seed; a standby dumps to <name>.tbl. */
+static void pairs_ini(const char *seeds, const char *layout, const char *name,
+		      unsigned int gw, unsigned long events, unsigned long rate,
+		      unsigned int seed)
+{
+	const int standby = events == 0;
+	char text[2048], file[64];
+	int n = nst_agent_ini(
+		text, sizeof(text), standby ? "standby" : "active", gw, 0,
+		standby ? 512 : 256, standby ? "0" : "0-1", seeds);
+
+	/* Log layout: one pair compacts (pair 1); see
+	 * docs/gateway-and-failover.md, Gateway pairs. */
+	n += snprintf(text + n, sizeof(text) - n, "layout = %s\n%s", layout,
+		      gw >> 8 == 1 ? "log_compact_min_kb = 256\n"
+				   : "log_compact_pct = 0\n");
+	snprintf(file, sizeof(file), "%s.tbl", name);
+	if (standby)
+		snprintf(text + n, sizeof(text) - n,
+			 "[standby]\ntable_capacity = %u\ndump = %s\n",
+			 4 * PAIRS_FLOWS, nst_run_path(file));
+	else
+		snprintf(text + n, sizeof(text) - n,
+			 "[agent]\nepoch = 0\n[rings]\nlanes = 1\n"
+			 "[source]\ntype = synth\nflows = %u\nevents = %lu\n"
+			 "rate = %lu\nseed = %u\nrefresh_pct = 50\n"
+			 "dump = %s\n",
+			 PAIRS_FLOWS, events, rate, seed, nst_run_path(file));
+	snprintf(file, sizeof(file), "%s.ini", name);
+	nst_write_file(nst_run_path(file), text);
+}
+
+/* Wait (secs at most) until <name>.<ext> has a line matching pattern. */
+static int pairs_wait_for(const char *name, const char *ext,
+			  const char *pattern, int secs)
+{
+	char file[64];
+
+	snprintf(file, sizeof(file), "%s.%s", name, ext);
+	return nst_sh("for i in $(seq %d); do grep -q '%s' %s && exit 0; "
+		      "sleep 0.1; done; exit 1",
+		      secs * 10, pattern, nst_run_path(file));
+}
+
+/* The ids of every master's connections named natsync-writer:<pair>,
+ * sorted, into <file> in the run directory. */
+static void pairs_writers(int port, unsigned int pair, const char *file)
+{
+	nst_sh("for p in %d %d %d; do redis-cli -p $p CLIENT LIST TYPE normal; "
+	       "done | grep ' name=natsync-writer:%u ' | cut -d' ' -f1 | sort "
+	       ">%s",
+	       port, port + 1, port + 2, pair, nst_run_path(file));
+}
+
+/* An active's REPORT: it ended, drained, fenced as told (fenced: > 0,
+ * else exactly 0 and every record acknowledged). */
+static void pairs_report(const char *name, int fenced)
+{
+	char out[64];
+	unsigned long records, acked, f;
+
+	snprintf(out, sizeof(out), "%s.out", name);
+	cr_assert_eq(pairs_wait_for(name, "out", "^REPORT", 60), 0,
+		     "%s did not end; see its log", name);
+	nst_sh("cat %s >&2", nst_run_path(out));
+	records = nst_report_field(nst_run_path(out), "records");
+	acked = nst_report_field(nst_run_path(out), "acked");
+	f = nst_report_field(nst_run_path(out), "fenced");
+	cr_assert(nst_run_file_has(out, "drained=yes"), "%s", name);
+	if (fenced) {
+		cr_assert_gt(f, 0, "%s was not fenced", name);
+	} else {
+		cr_assert_eq(f, 0, "%s: %lu records fenced", name, f);
+		cr_assert_eq(acked, records, "%s: %lu of %lu acknowledged",
+			     name, acked, records);
+	}
+}
+
+/* The other pair's fence left active name's writers alone: they never
+ * reconnected, and (keys layout) every connection named as its pair's
+ * writers before the fence (file-before) is there after (file-after). In
+ * the log layout its compaction rounds open and close connections of that
+ * name as they go. */
+static void pairs_untouched(const char *layout, const char *name,
+			    const char *file)
+{
+	char out[64], before[64], after[64];
+
+	snprintf(out, sizeof(out), "%s.out", name);
+	snprintf(before, sizeof(before), "%s-before", file);
+	snprintf(after, sizeof(after), "%s-after", file);
+	cr_assert_eq(nst_report_field(nst_run_path(out), "reconnects"), 0,
+		     "%s's writers reconnected", name);
+	if (strcmp(layout, "keys") == 0)
+		cr_assert_eq(nst_sh("test -s %s && cmp -s %s %s",
+				    nst_run_path(before), nst_run_path(before),
+				    nst_run_path(after)),
+			     0, "the other pair's fence closed %s's writers",
+			     name);
+}
+
+/* natsync-verify of pair's sessions: the store and standby sb (dumped on
+ * request) equal, and the source table src too unless NULL; the counts. */
+static void pairs_verify(const char *seeds, const char *layout,
+			 unsigned int pair, const char *sb, int sb_pid,
+			 const char *src, unsigned long min_sessions)
+{
+	char tbl[64], out[64], source[160] = "";
+	unsigned long store = 0, standby = 0, source_n = 0;
+	int rc;
+
+	snprintf(tbl, sizeof(tbl), "%s.tbl", sb);
+	snprintf(out, sizeof(out), "verify-%u.out", pair);
+	if (src != NULL)
+		snprintf(source, sizeof(source), "-s %s", nst_run_path(src));
+	rc = nst_sh("%s -S %s -L %s --pair %u %s -b %s -p %d -t 20 >%s",
+		    nst_build("tools/natsync-verify"), seeds, layout, pair,
+		    source, nst_run_path(tbl), sb_pid, nst_run_path(out));
+	nst_sh("cat %s >&2", nst_run_path(out));
+	cr_assert_eq(rc, 0, "pair %u: the store and its standby differ", pair);
+	cr_assert_eq(nst_sh("grep -q 'RESULT verify store=[0-9]' %s",
+			    nst_run_path(out)),
+		     0);
+	nst_sh("sed -n 's/^RESULT verify store=\\([0-9]*\\) source=\\([0-9]*\\)"
+	       " standby=\\([0-9]*\\).*/\\1 \\2 \\3/p' %s >%s",
+	       nst_run_path(out), nst_run_path("counts"));
+	{
+		FILE *f = fopen(nst_run_path("counts"), "r");
+
+		cr_assert_not_null(f);
+		cr_assert_eq(
+			fscanf(f, "%lu %lu %lu", &store, &source_n, &standby),
+			3);
+		fclose(f);
+	}
+	printf("pair %u: store=%lu source=%lu standby=%lu\n", pair, store,
+	       source_n, standby);
+	cr_assert_geq(store, min_sessions, "pair %u: %lu sessions", pair,
+		      store);
+	cr_assert_eq(store, standby);
+	if (src != NULL)
+		cr_assert_eq(store, source_n);
+	/* The standby's dump as it is: no session of another pair. */
+	cr_assert_eq(nst_sh("%s -n -b %s | grep -q '^RESULT verify store=0 "
+			    "source=0 standby=%lu '",
+			    nst_build("tools/natsync-verify"),
+			    nst_run_path(tbl), standby),
+		     0, "%s holds sessions of another pair", sb);
+}
+
+static int pairs_spawn(const char *name)
+{
+	int pid = nst_agent_spawn(name, "");
+
+	if (pairs_n < sizeof(pairs_pids) / sizeof(pairs_pids[0]))
+		pairs_pids[pairs_n++] = pid;
+	return pid;
+}
+
+/* How the live standby of a pair that failed over compares with the
+ * store (table file tbl), printed, not asserted: the fence closes the old
+ * active's connections between two commands, and a batch whose writes ran
+ * before it but whose SPUBLISH did not is in the store and never reaches
+ * a live standby (docs/failure-modes.md, split brain); a cold load reads
+ * it. */
+static void pairs_compare(const char *seeds, const char *layout,
+			  unsigned int pair, const char *tbl, int sb_pid)
+{
+	printf("pair %u, live standby %s after its pair's failover:\n", pair,
+	       tbl);
+	fflush(stdout);
+	nst_sh("%s -S %s -L %s --pair %u -b %s -p %d -t 5 2>&1 | grep -v "
+	       "'^  '",
+	       nst_build("tools/natsync-verify"), seeds, layout, pair,
+	       nst_run_path(tbl), sb_pid);
+}
+
+static int pairs_standby(const char *name)
+{
+	int pid = pairs_spawn(name);
+
+	cr_assert_eq(pairs_wait_for(name, "log", "standby: synced", 30), 0,
+		     "%s did not sync", name);
+	return pid;
+}
+
+E2E_IN_BOTH_LAYOUTS(two_pairs_in_one_cluster_fail_over_each_other_untouched,
+		    PAIRS_PORT, LOG_PAIRS_PORT)
+
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  two_pairs_in_one_cluster_fail_over_each_other_untouched)
+{
+	const int p = l->port;
+	char seeds[64];
+	int sb1, sb2, sb1b, sb2c;
+
+	nst_run_dir_make(in_layout(l, "e2e-pairs"));
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+		 p, p + 1, p + 2);
+	cr_assert_eq(nst_store_start(p, 3, 0), 0);
+	pairs_ini(seeds, l->layout, "standby1", 1 << 8 | 2, 0, 0, 0);
+	pairs_ini(seeds, l->layout, "standby2", 2 << 8 | 2, 0, 0, 0);
+	/* Cold loads: pair 1's after its failover, pair 2's at the end. */
+	pairs_ini(seeds, l->layout, "standby1b", 1 << 8 | 2, 0, 0, 0);
+	pairs_ini(seeds, l->layout, "standby2c", 2 << 8 | 2, 0, 0, 0);
+	/* Pair 1: a1 (5 s), then b1 (10 s) takes over 1.5 s into a1. */
+	pairs_ini(seeds, l->layout, "a1", 1 << 8 | 1, 100000, 20000, 7);
+	pairs_ini(seeds, l->layout, "b1", 1 << 8 | 2, 200000, 20000, 8);
+	/* Pair 2: a2 (5 s) untouched by b1; then c2, which d2 takes over
+	 * from while b1 still writes. */
+	pairs_ini(seeds, l->layout, "a2", 2 << 8 | 1, 100000, 20000, 7);
+	pairs_ini(seeds, l->layout, "c2", 2 << 8 | 1, 60000, 20000, 9);
+	pairs_ini(seeds, l->layout, "d2", 2 << 8 | 2, 20000, 10000, 10);
+	sb1 = pairs_standby("standby1");
+	sb2 = pairs_standby("standby2");
+
+	/* Each pair's first active takes its pair's first epoch. */
+	pairs_spawn("a1");
+	cr_assert_eq(
+		pairs_wait_for("a1", "log", "epoch 256 from the store", 10), 0);
+	pairs_spawn("a2");
+	cr_assert_eq(
+		pairs_wait_for("a2", "log", "epoch 256 from the store", 10), 0,
+		"pair 2's first epoch is not 256");
+	nsdp_sleep_ms(1500);
+
+	/* Pair 1 fails over; pair 2's writers stay connected. */
+	pairs_writers(p, 2, "writers2-before");
+	pairs_spawn("b1");
+	cr_assert_eq(pairs_wait_for("b1", "log",
+				    "epoch 512 from the store; [1-9][0-9]* "
+				    "older writer",
+				    10),
+		     0, "b1 took no epoch 512 or closed no writer of a1");
+	nsdp_sleep_ms(500);
+	pairs_writers(p, 2, "writers2-after");
+	pairs_report("a1", 1);
+	pairs_report("a2", 0);
+	pairs_untouched(l->layout, "a2", "writers2");
+	cr_assert_not(nst_run_file_has("a2.log", "fenced"));
+	/* a2 ran to its end untouched: its table is pair 2's, exactly. */
+	pairs_verify(seeds, l->layout, 2, "standby2", sb2, "a2.tbl", 10000);
+	/* A standby of pair 1 loaded after its failover follows b1 through
+	 * pair 2's. */
+	sb1b = pairs_standby("standby1b");
+
+	/* Pair 2 fails over from c2 to d2 while b1 writes. */
+	pairs_spawn("c2");
+	cr_assert_eq(
+		pairs_wait_for("c2", "log", "epoch 512 from the store", 10), 0);
+	nsdp_sleep_ms(1000);
+	pairs_writers(p, 1, "writers1-before");
+	pairs_spawn("d2");
+	cr_assert_eq(pairs_wait_for("d2", "log",
+				    "epoch 768 from the store; [1-9][0-9]* "
+				    "older writer",
+				    10),
+		     0, "d2 took no epoch 768 or closed no writer of c2");
+	nsdp_sleep_ms(500);
+	pairs_writers(p, 1, "writers1-after");
+	pairs_report("c2", 1);
+	pairs_report("d2", 0);
+	pairs_report("b1", 0);
+	pairs_untouched(l->layout, "b1", "writers1");
+	cr_assert_not(nst_run_file_has("b1.log", "fenced"));
+	/* Log layout: pair 1's actives compacted both pairs' segments, and
+	 * the cold loads below read pair 2's from the checkpoints. */
+	if (strcmp(l->layout, "log") == 0)
+		cr_assert(nst_run_file_has("b1.log", "compactor: round"),
+			  "b1 compacted no round");
+	/* Each standby holds its pair's sessions, the other's none: pair
+	 * 1's, live through pair 2's failover, and a cold load of pair 2's
+	 * after it. */
+	pairs_verify(seeds, l->layout, 1, "standby1b", sb1b, NULL, 10000);
+	sb2c = pairs_standby("standby2c");
+	pairs_verify(seeds, l->layout, 2, "standby2c", sb2c, NULL, 10000);
+	pairs_compare(seeds, l->layout, 1, "standby1.tbl", sb1);
+	pairs_compare(seeds, l->layout, 2, "standby2.tbl", sb2);
+	stop_standby(sb1);
+	stop_standby(sb2);
+	stop_standby(sb1b);
+	stop_standby(sb2c);
+	cr_assert(nst_run_file_has("standby1.out", "bad_messages=0"));
+	cr_assert(nst_run_file_has("standby2.out", "bad_messages=0"));
+	cr_assert(nst_run_file_has("standby1b.out", "bad_messages=0"));
+	cr_assert_gt(
+		nst_report_field(nst_run_path("standby1b.out"), "other_pair"),
+		0);
+	/* Each saw the other pair's batches on the channels, and passed
+	 * them over. */
+	cr_assert_gt(
+		nst_report_field(nst_run_path("standby1.out"), "other_pair"),
+		0);
+	cr_assert_gt(
+		nst_report_field(nst_run_path("standby2.out"), "other_pair"),
+		0);
+}
+
+/*
+ * The store loses its epoch counter (a restart without persistence) and
+ * the next active takes a lower epoch from it (epoch = 0, no floor): its
+ * standby, which knew a higher one, says so in its log and its REPORT
+ * (epoch_regressions), takes the new epoch and resyncs, and ends equal to
+ * the store and the new active's table instead of dropping every batch as
+ * fenced.
+ */
+E2E_IN_BOTH_LAYOUTS(a_standby_resyncs_when_the_store_lost_the_epoch_counter,
+		    LOST_PORT, LOG_LOST_PORT)
+
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  a_standby_resyncs_when_the_store_lost_the_epoch_counter)
+{
+	static const struct nst_source_plan plan = {2000, 5000, 5000, 0};
+	const int port = l->port;
+	char seeds[64];
+	int pid, rc;
+
+	nst_run_dir_make(in_layout(l, "e2e-lost-epoch"));
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", port);
+	cr_assert_eq(nst_store_start_fresh(port, 0, 0), 0);
+	cr_assert_eq(nst_sh("redis-cli -p %d SET natsync:epoch 1024 >/dev/null",
+			    port),
+		     0);
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby", "");
+	nst_wait_synced(pid);
+	rc = nst_sh("%s -c %s --set agent.epoch=0 --set source.dump= >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("first.out"),
+		    nst_run_path("first.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("first.log"));
+	cr_assert(nst_run_file_has("first.log", "epoch 1280 from the store"));
+
+	/* The store comes back empty, its counter gone; the standby's
+	 * subscription broke, and it resubscribes and resyncs. */
+	cr_assert_eq(nst_store_start_fresh(port, 0, 0), 0);
+	cr_assert_eq(nst_sh("for i in $(seq 100); do [ \"$(grep -c "
+			    "'subscribed to' %s)\" -ge 2 ] && exit 0; sleep "
+			    "0.1; done; exit 1",
+			    nst_run_path("standby.log")),
+		     0, "the standby did not resubscribe");
+	rc = nst_sh("%s -c %s --set agent.epoch=0 --set source.seed=8 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	cr_assert(nst_run_file_has("active.log", "epoch 256 from the store"));
+	nst_verify_exact(seeds, pid, 1000);
+	cr_assert(nst_run_file_has("standby.log", "lost its epoch counter"));
+	stop_standby(pid);
+	cr_assert_eq(nst_report_field(nst_run_path("standby.out"),
+				      "epoch_regressions"),
+		     1);
 }
 
 static void gone_down(void)

@@ -881,9 +881,11 @@ Test(standby, the_lags_parts_are_counted_apart)
 		  (unsigned long)v);
 }
 
-/* A batch of an epoch below its gateway's is dropped; the first of each
- * such epoch is reported (the standby logs it once) with the epoch known,
- * the others of the same epoch are not; other gateways are apart. */
+/* A batch of an epoch below its gateway pair's on its channel is dropped;
+ * the first of each such epoch is reported (the standby logs it once) with
+ * the epoch known, the others of the same epoch are not. The gateways of
+ * one pair (gateway_id >> 8) share its epoch: the other node's older one
+ * is fenced too; other pairs and other channels are apart. */
 Test(standby, an_older_epoch_is_dropped_and_told_once_per_epoch)
 {
 	struct nsa_order *o = calloc(1, sizeof(*o));
@@ -891,19 +893,29 @@ Test(standby, an_older_epoch_is_dropped_and_told_once_per_epoch)
 	uint32_t known = 0;
 
 	cr_assert_not_null(o);
-	cr_assert_eq(nsa_order_epoch(o, &h, &known), 0);
+	cr_assert_eq(nsa_order_epoch(o, 7, &h, &known), 0);
 	h.epoch = 256;
-	cr_assert_eq(nsa_order_epoch(o, &h, &known), NSA_ORDER_FENCED_NEW);
+	cr_assert_eq(nsa_order_epoch(o, 7, &h, &known), NSA_ORDER_FENCED_NEW);
 	cr_assert_eq(known, 512);
-	cr_assert_eq(nsa_order_epoch(o, &h, &known), -1);
+	cr_assert_eq(nsa_order_epoch(o, 7, &h, &known), -1);
 	h.epoch = 257;
-	cr_assert_eq(nsa_order_epoch(o, &h, &known), NSA_ORDER_FENCED_NEW);
-	h.gateway_id = 3;
+	cr_assert_eq(nsa_order_epoch(o, 7, &h, &known), NSA_ORDER_FENCED_NEW);
+	h.gateway_id = 1;
+	h.epoch = 256 + 1;
+	cr_assert_eq(nsa_order_epoch(o, 7, &h, &known), -1);
 	h.epoch = 1;
-	cr_assert_eq(nsa_order_epoch(o, &h, &known), 0);
+	cr_assert_eq(nsa_order_epoch(o, 7, &h, &known), NSA_ORDER_FENCED_NEW);
+	cr_assert_eq(known, 512);
+	h.gateway_id = 1 << 8 | 2;
+	cr_assert_eq(nsa_order_epoch(o, 7, &h, &known), 0);
+	/* Another channel: nothing orders batches across channels, so the
+	 * older epoch there is not fenced by what came on channel 7. */
+	h.gateway_id = 1;
+	h.epoch = 256;
+	cr_assert_eq(nsa_order_epoch(o, 8, &h, &known), 0);
 	h.gateway_id = 2;
 	h.epoch = 768;
-	cr_assert_eq(nsa_order_epoch(o, &h, &known), 0);
+	cr_assert_eq(nsa_order_epoch(o, 7, &h, &known), 0);
 	free(o);
 }
 

@@ -403,6 +403,39 @@ Test(synth, different_seeds_give_different_events)
 	run_close(&b);
 }
 
+/* Two gateway pairs' sources (gateway_id >> 8) never share an inside
+ * source, hence no session key; pair 0 keeps 10.0.0.0/8. */
+Test(synth, two_pairs_sources_share_no_inside_address)
+{
+	struct nsdp_synth_conf conf = base_conf();
+	struct run a, b;
+	struct table ta, tb;
+	size_t k;
+
+	conf.gateway_id = 1;
+	run_open(&a, &conf, 2, 8192);
+	run_workers(&a, 1);
+	final_table(&a, &ta);
+	run_free_lanes(&a);
+	conf.gateway_id = 2 << 8 | 1;
+	run_open(&b, &conf, 2, 8192);
+	run_workers(&b, 1);
+	final_table(&b, &tb);
+
+	cr_assert_eq(ta.len, tb.len);
+	cr_assert_gt(ta.len, 0);
+	for (k = 0; k < ta.len; k++) {
+		cr_assert_eq(ta.rec[k].orig.saddr >> 24, 10);
+		cr_assert_eq(tb.rec[k].orig.saddr >> 24, 12);
+		cr_assert_eq(tb.rec[k].orig.saddr & 0xffffff,
+			     ta.rec[k].orig.saddr & 0xffffff);
+	}
+	free(ta.rec);
+	free(tb.rec);
+	run_close(&a);
+	run_close(&b);
+}
+
 Test(synth, counts_add_up)
 {
 	struct nsdp_synth_conf conf = base_conf();

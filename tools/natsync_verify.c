@@ -56,8 +56,14 @@ struct table {
 	int oom; /* a session could not be kept: the table is incomplete */
 };
 
+/* --pair: only sessions of this gateway pair (gateway_id >> 8); -1 all. */
+static int64_t only_pair = -1;
+
+/* Keep s in t; a session of another pair than --pair's is passed over. */
 static int table_push(struct table *t, const struct ns_session *s)
 {
+	if (only_pair >= 0 && s->gateway_id >> 8 != only_pair)
+		return 0;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 4096;
 		struct ns_session *p = realloc(t->s, cap * sizeof(*p));
@@ -437,6 +443,10 @@ static void usage(FILE *out)
 		"                          only, not timeouts, stamps, epochs\n"
 		"                          (a kernel gateway's table, dumped\n"
 		"                          from conntrack)\n"
+		"  -r, --pair P            only the sessions of gateway pair P\n"
+		"                          (gateway_id >> 8) in every table:\n"
+		"                          one pair of several sharing a "
+		"store\n"
 		"  -h, --help, -V, --version\n"
 		"\n"
 		"Exit status: 0 equal, 1 different, 2 bad options or input\n"
@@ -459,6 +469,7 @@ int main(int argc, char **argv)
 		{"identity", no_argument, NULL, 'i'},
 		{"layout", required_argument, NULL, 'L'},
 		{"get", required_argument, NULL, 'g'},
+		{"pair", required_argument, NULL, 'r'},
 		NSA_CLI_HELP_LONGOPTS,
 	};
 	/* A gateway's file, [gateway] included, is accepted as it is. */
@@ -474,8 +485,8 @@ int main(int argc, char **argv)
 	int opt, use_store = 1, equal = 0, standby_opt = 0;
 
 	ngw_config_defaults(&gconf);
-	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:niL:g:hV", opts,
-				  NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:niL:g:r:hV",
+				  opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			if (nsa_cli_load(&cli, conf, optarg))
@@ -528,6 +539,21 @@ int main(int argc, char **argv)
 		case 'g':
 			get = optarg;
 			break;
+		case 'r': {
+			char *end;
+
+			errno = 0;
+			only_pair = (int64_t)strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end ||
+			    only_pair > (UINT32_MAX >> 8)) {
+				fprintf(stderr,
+					"natsync-verify: --pair: '%s' is not a "
+					"gateway pair (0..%u)\n",
+					optarg, UINT32_MAX >> 8);
+				return 2;
+			}
+			break;
+		}
 		default:
 			return nsa_cli_help_option(&cli, opt);
 		}

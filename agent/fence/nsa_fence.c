@@ -22,6 +22,25 @@
 
 #include "nsa_fence.h"
 
+const char *nsa_epoch_key(uint32_t pair, char *buf)
+{
+	if (pair == 0)
+		snprintf(buf, NSA_PAIR_NAME_MAX, "%s", NSA_EPOCH_KEY);
+	else
+		snprintf(buf, NSA_PAIR_NAME_MAX, "%s:%u", NSA_EPOCH_KEY, pair);
+	return buf;
+}
+
+const char *nsa_writer_name(uint32_t pair, char *buf)
+{
+	if (pair == 0)
+		snprintf(buf, NSA_PAIR_NAME_MAX, "%s", NSA_WRITER_NAME);
+	else
+		snprintf(buf, NSA_PAIR_NAME_MAX, "%s:%u", NSA_WRITER_NAME,
+			 pair);
+	return buf;
+}
+
 /* A connection to the master that owns key in t (a fresh topology when t
  * is NULL), or NULL with err. */
 static redisContext *key_connect(const struct nsa_store_conf *conf,
@@ -115,24 +134,25 @@ static const char raise_script[] =
 	"if c < e then return redis.call('INCRBY', KEYS[1], e - c) end "
 	"return c";
 
-/* Run script on natsync:epoch with arg, then WAIT for a replica where its
- * master has one (conf->epoch_wait_ms): the counter's value the script
- * returned, or a negative errno with err. */
+/* Run script on the pair's counter with arg, then WAIT for a replica
+ * where its master has one (conf->epoch_wait_ms): the counter's value the
+ * script returned, or a negative errno with err. */
 static int64_t epoch_script(const struct nsa_store_conf *conf,
 			    const char *script, uint64_t arg, char *err,
 			    size_t errlen)
 {
+	char key[NSA_PAIR_NAME_MAX];
 	redisContext *c = NULL;
 	redisReply *r =
-		key_command(conf, NULL, NSA_EPOCH_KEY, &c, err, errlen,
-			    "EVAL %s 1 %s %llu %u", script, NSA_EPOCH_KEY,
+		key_command(conf, NULL, nsa_epoch_key(conf->pair, key), &c, err,
+			    errlen, "EVAL %s 1 %s %llu %u", script, key,
 			    (unsigned long long)arg, NSA_EPOCH_STEP);
 	int64_t rc;
 
 	if (r == NULL)
 		return -EIO;
 	if (r->type != REDIS_REPLY_INTEGER) {
-		nsa_set_err(err, errlen, "EVAL on %s: %s", NSA_EPOCH_KEY,
+		nsa_set_err(err, errlen, "EVAL on %s: %s", key,
 			    r->type == REDIS_REPLY_ERROR ? r->str
 							 : "unexpected reply");
 		rc = -EPROTO;
@@ -143,7 +163,7 @@ static int64_t epoch_script(const struct nsa_store_conf *conf,
 		size_t l = strlen(err);
 
 		nsa_set_err(err + l, errlen - l,
-			    ": %s %lld left unused, not durable", NSA_EPOCH_KEY,
+			    ": %s %lld left unused, not durable", key,
 			    r->integer);
 		rc = -ETIMEDOUT;
 	} else {
@@ -158,9 +178,11 @@ int64_t nsa_epoch_take(const struct nsa_store_conf *conf, uint64_t floor,
 		       char *err, size_t errlen)
 {
 	int64_t e = epoch_script(conf, take_script, floor, err, errlen);
+	char key[NSA_PAIR_NAME_MAX];
 
 	if (e > UINT32_MAX - NSA_EPOCH_STEP) {
-		nsa_set_err(err, errlen, "%s passed 2^32", NSA_EPOCH_KEY);
+		nsa_set_err(err, errlen, "%s passed 2^32",
+			    nsa_epoch_key(conf->pair, key));
 		return -ERANGE;
 	}
 	return e;
@@ -172,9 +194,9 @@ int64_t nsa_epoch_register(const struct nsa_store_conf *conf, uint32_t epoch,
 	return epoch_script(conf, raise_script, epoch, err, errlen);
 }
 
-/* The counter's value from a GET reply; 0 or -EPROTO with err. */
-static int epoch_from_reply(const redisReply *r, uint64_t *epoch, char *err,
-			    size_t errlen)
+/* The counter's value from a GET reply of key; 0 or -EPROTO with err. */
+static int epoch_from_reply(const redisReply *r, const char *key,
+			    uint64_t *epoch, char *err, size_t errlen)
 {
 	char *end;
 
@@ -188,7 +210,7 @@ static int epoch_from_reply(const redisReply *r, uint64_t *epoch, char *err,
 		if (errno == 0 && end != r->str && *end == '\0')
 			return 0;
 	}
-	nsa_set_err(err, errlen, "GET " NSA_EPOCH_KEY ": %s",
+	nsa_set_err(err, errlen, "GET %s: %s", key,
 		    r->type == REDIS_REPLY_ERROR ? r->str : "not a number");
 	return -EPROTO;
 }
@@ -197,14 +219,15 @@ int nsa_fence_read(const struct nsa_store_conf *conf,
 		   const struct nsa_topology *t, uint64_t *epoch, char *err,
 		   size_t errlen)
 {
+	char key[NSA_PAIR_NAME_MAX];
 	redisContext *c = NULL;
-	redisReply *r = key_command(conf, t, NSA_EPOCH_KEY, &c, err, errlen,
-				    "GET %s", NSA_EPOCH_KEY);
+	redisReply *r = key_command(conf, t, nsa_epoch_key(conf->pair, key), &c,
+				    err, errlen, "GET %s", key);
 	int rc;
 
 	if (r == NULL)
 		return -EIO;
-	rc = epoch_from_reply(r, epoch, err, errlen);
+	rc = epoch_from_reply(r, key, epoch, err, errlen);
 	freeReplyObject(r);
 	redisFree(c);
 	return rc;
@@ -229,11 +252,13 @@ int nsa_fence_check(const struct nsa_store_conf *conf,
 	return 0;
 }
 
-/* Close the writer connections CLIENT LIST shows on c; their number, or a
- * negative errno with err. */
-static int fence_node(redisContext *c, char *err, size_t errlen)
+/* Close the connections named name that CLIENT LIST shows on c; their
+ * number, or a negative errno with err. */
+static int fence_node(redisContext *c, const char *name, char *err,
+		      size_t errlen)
 {
 	redisReply *r = redisCommand(c, "CLIENT LIST TYPE normal");
+	char field[NSA_PAIR_NAME_MAX + 8];
 	const char *line;
 	unsigned int sent = 0, killed = 0;
 	int rc = 0;
@@ -248,16 +273,19 @@ static int fence_node(redisContext *c, char *err, size_t errlen)
 			freeReplyObject(r);
 		return r == NULL ? -EIO : -EPROTO;
 	}
+	/* The whole name, followed by the next field: natsync-writer is
+	 * not natsync-writer:1, nor natsync-writer:1 natsync-writer:12. */
+	snprintf(field, sizeof(field), " name=%s ", name);
 	for (line = r->str; line && *line; line = strchr(line, '\n')) {
-		const char *name, *eol;
+		const char *at, *eol;
 		unsigned long long id;
 
 		while (*line == '\n')
 			line++;
 		eol = strchr(line, '\n');
-		name = strstr(line, " name=" NSA_WRITER_NAME);
-		if (sscanf(line, "id=%llu ", &id) != 1 || name == NULL ||
-		    (eol && name > eol))
+		at = strstr(line, field);
+		if (sscanf(line, "id=%llu ", &id) != 1 || at == NULL ||
+		    (eol && at > eol))
 			continue;
 		if (redisAppendCommand(c, "CLIENT KILL ID %llu", id) ==
 		    REDIS_OK)
@@ -291,11 +319,12 @@ int nsa_fence_raise(const struct nsa_store_conf *conf, unsigned int *killed,
 		    char *err, size_t errlen)
 {
 	struct nsa_topology *t = malloc(sizeof(*t));
-	char why[256] = "";
+	char why[256] = "", name[NSA_PAIR_NAME_MAX];
 	unsigned int failed = 0;
 	int rc;
 
 	*killed = 0;
+	nsa_writer_name(conf->pair, name);
 	if (t == NULL) {
 		nsa_set_err(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -308,7 +337,8 @@ int nsa_fence_raise(const struct nsa_store_conf *conf, unsigned int *killed,
 	for (unsigned int i = 0; i < t->n_nodes; i++) {
 		const struct nsa_addr *a = &t->nodes[i].addr;
 		redisContext *c = nsa_store_connect(conf, a, why, sizeof(why));
-		int n = c ? fence_node(c, why, sizeof(why)) : -ECONNREFUSED;
+		int n = c ? fence_node(c, name, why, sizeof(why))
+			  : -ECONNREFUSED;
 
 		if (c)
 			redisFree(c);
@@ -340,19 +370,19 @@ int nsa_fence_watch_read(struct nsa_fence_watch *fw,
 	int rc;
 
 	if (fw->ctx == NULL) {
-		fw->ctx = key_connect(conf, NULL, NSA_EPOCH_KEY, &addr, err,
-				      errlen);
+		nsa_epoch_key(conf->pair, fw->key);
+		fw->ctx = key_connect(conf, NULL, fw->key, &addr, err, errlen);
 		if (fw->ctx == NULL)
 			return -ECONNREFUSED;
 	}
-	r = redisCommand(fw->ctx, "GET %s", NSA_EPOCH_KEY);
+	r = redisCommand(fw->ctx, "GET %s", fw->key);
 	if (r == NULL) {
-		nsa_set_err(err, errlen, "GET " NSA_EPOCH_KEY ": %s",
+		nsa_set_err(err, errlen, "GET %s: %s", fw->key,
 			    fw->ctx->errstr);
 		nsa_fence_watch_close(fw);
 		return -EIO;
 	}
-	rc = epoch_from_reply(r, epoch, err, errlen);
+	rc = epoch_from_reply(r, fw->key, epoch, err, errlen);
 	freeReplyObject(r);
 	/* A redirection or a refusal: find the owner again next time. */
 	if (rc < 0)

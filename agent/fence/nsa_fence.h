@@ -2,17 +2,24 @@
  * nsa_fence.h - the promotion epoch in the store, and the fence that keeps
  * a stale active out of it.
  *
- * One counter, natsync:epoch, issues every promotion's epoch (raised
- * atomically: no two promotions get the same one; WAIT for a replica, so
- * that a failover of its master cannot issue it twice), or learns of a
- * provisional one a gateway made while the store did not answer. A
- * promoted gateway then raises the
- * fence: on every master it closes every connection named
- * NSA_WRITER_NAME. Writers name each connection before they read the
- * counter, and read it on every (re)connection before they write on it;
- * a record whose epoch is below the counter is dropped as fenced. So no
- * connection that was open before the fence writes after it, and none
- * opened after it writes a record of an older epoch.
+ * One counter per gateway pair issues every promotion's epoch of that
+ * pair (raised atomically: no two promotions get the same one; WAIT for a
+ * replica, so that a failover of its master cannot issue it twice), or
+ * learns of a provisional one a gateway made while the store did not
+ * answer. A promoted gateway then raises its pair's fence: on every
+ * master it closes every connection named with its pair's writer name.
+ * Writers name each connection before they read their pair's counter,
+ * and read it on every (re)connection before they write on it; a record
+ * whose epoch is below the counter is dropped as fenced. So no connection
+ * that was open before the fence writes after it, and none opened after
+ * it writes a record of an older epoch.
+ *
+ * A pair is a store-wide scope: [agent] gateway_id >> 8 (the store conf's
+ * pair); its low byte names the node within the pair (provisional
+ * epochs). Pair 0 uses the names of a store with one pair
+ * (natsync:epoch, natsync-writer); pair P natsync:epoch:P and
+ * natsync-writer:P. Pairs share nothing here: one pair's promotion
+ * neither raises another's counter nor closes its writers.
  */
 #ifndef NSA_FENCE_H
 #define NSA_FENCE_H
@@ -23,9 +30,20 @@
 
 #include "nsa_cluster.h"
 
+/* Pair 0's counter and writer name; pair P's add ":P". */
 #define NSA_EPOCH_KEY "natsync:epoch"
 /* CLIENT SETNAME of every writer connection; the fence closes these. */
 #define NSA_WRITER_NAME "natsync-writer"
+/* Room for a pair's counter key or writer name. */
+#define NSA_PAIR_NAME_MAX 32
+/* gateway_id >> NSA_PAIR_SHIFT is its pair. */
+#define NSA_PAIR_SHIFT 8
+
+/* Pair's epoch counter key into buf (NSA_PAIR_NAME_MAX); buf. */
+const char *nsa_epoch_key(uint32_t pair, char *buf);
+
+/* Pair's writer connection name into buf (NSA_PAIR_NAME_MAX); buf. */
+const char *nsa_writer_name(uint32_t pair, char *buf);
 
 /* Epochs come in generations of NSA_EPOCH_STEP. The store issues only
  * multiples of it (low byte 0); a gateway that must forward before the
@@ -48,7 +66,9 @@ static inline uint32_t nsa_epoch_provisional(uint32_t seen, uint32_t gateway_id)
 	return (seen / NSA_EPOCH_STEP + 1) * NSA_EPOCH_STEP + node;
 }
 
-/* A new store epoch: natsync:epoch raised atomically (EVAL) to the next
+/* Everything below works on conf->pair's counter and writers. */
+
+/* A new store epoch: the counter raised atomically (EVAL) to the next
  * multiple of NSA_EPOCH_STEP above both its value and floor, on the
  * master that owns it (following one MOVED), with a fresh connection.
  * Every call returns a different value. Where that master has replicas
@@ -59,7 +79,7 @@ static inline uint32_t nsa_epoch_provisional(uint32_t seen, uint32_t gateway_id)
 int64_t nsa_epoch_take(const struct nsa_store_conf *conf, uint64_t floor,
 		       char *err, size_t errlen);
 
-/* A provisional epoch made known: natsync:epoch raised to epoch when
+/* A provisional epoch made known: the counter raised to epoch when
  * below it (never lowered), and WAITed for as nsa_epoch_take does. The
  * counter's value after: epoch (registered; again on a second call), or
  * above it (a newer epoch was issued: epoch is fenced), or a negative
@@ -83,8 +103,9 @@ int nsa_fence_check(const struct nsa_store_conf *conf,
 		    const struct nsa_topology *t, uint32_t epoch, char *err,
 		    size_t errlen);
 
-/* Close every writer connection (named NSA_WRITER_NAME...) on every
- * master. *killed counts them. 0 when every master did it, otherwise a
+/* Close every writer connection of the pair (named exactly
+ * nsa_writer_name) on every master; other pairs' stay open. *killed
+ * counts them. 0 when every master did it, otherwise a
  * negative errno with the masters that did not in err. */
 int nsa_fence_raise(const struct nsa_store_conf *conf, unsigned int *killed,
 		    char *err, size_t errlen);
@@ -93,6 +114,7 @@ int nsa_fence_raise(const struct nsa_store_conf *conf, unsigned int *killed,
  * gateway's check that no newer epoch took over). */
 struct nsa_fence_watch {
 	redisContext *ctx;
+	char key[NSA_PAIR_NAME_MAX];
 };
 
 /* Read the counter over the kept connection, (re)connecting as needed.

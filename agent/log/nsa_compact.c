@@ -103,14 +103,17 @@ static int bit_get(const uint64_t *bits, unsigned int i)
  * newer active's fence closes the connections: 0 or -EIO. */
 static int round_connect(struct round *r)
 {
+	char name[NSA_PAIR_NAME_MAX];
+
 	for (unsigned int i = 0; i < r->n; i++) {
 		const struct nsa_node *node = &r->topo->nodes[r->first + i];
 
 		r->nr[i].slot = node->channel_slot;
 		r->nr[i].cp_slot = node->channel_slot;
-		r->nr[i].c = nsa_store_connect_named(r->conf, &node->addr,
-						     NSA_WRITER_NAME, NULL,
-						     r->err, r->errlen);
+		r->nr[i].c = nsa_store_connect_named(
+			r->conf, &node->addr,
+			nsa_writer_name(r->conf->pair, name), NULL, r->err,
+			r->errlen);
 		if (r->nr[i].c == NULL)
 			return -EIO;
 	}

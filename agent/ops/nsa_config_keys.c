@@ -53,7 +53,7 @@ _Static_assert(NSA_ROLE_STANDBY == 1 && NSA_PUBLISH_CLASSIC == 2 &&
 /* clang-format off */
 static const struct nsa_key nsa_agent_keys[] = {
 	NSA_ENUM("agent", "role", role, nsa_role_names, "active", "`active` reads the rings and writes the store; `standby` subscribes and keeps the session table."),
-	NSA_NUM("agent", "gateway_id", gateway_id, 0, UINT32_MAX, "1", "Id of this gateway pair, carried in every record."),
+	NSA_NUM("agent", "gateway_id", gateway_id, 0, UINT32_MAX, "1", "Id of this gateway, carried in every record: its gateway pair (`gateway_id >> 8`) and its node in the pair (the low byte, for provisional epochs). Pairs that share a store have their own epoch counter and fence, and a standby takes only its own pair's sessions; pair 0 uses `natsync:epoch` and `natsync-writer`, pair P `natsync:epoch:P` and `natsync-writer:P` (docs/gateway-and-failover.md, Gateway pairs)."),
 	NSA_NUM("agent", "epoch", epoch, 0, UINT32_MAX, "1", "Fencing epoch of the records, raised at every promotion; records of a lower epoch do not overwrite. `0` (active): take a new one from the store at start (`INCRBY natsync:epoch`) and close older writers' connections, as a gateway's promotion does; what an active that follows another (a kernel gateway's) uses. An active whose epoch is below the store's counter writes nothing (docs/failure-modes.md)."),
 	NSA_NUM("agent", "epoch_floor", epoch_floor, 0, UINT32_MAX, "0", "An active with `epoch = 0` takes an epoch above this one, even from a store that lost its counter; when the store does not answer at start, it replicates on a provisional epoch in the generation after it (docs/kernel-gateways.md). `deploy/keepalived-kernel-notify.sh` sets it to the highest epoch the standby it stops applied (its REPORT's `epoch_max`)."),
 	NSA_NUM("agent", "progress_ms", progress_ms, 0, 3600000, "1000", "Period of the progress line, ms; `0` = no progress line."),
@@ -124,6 +124,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 /* Fields that follow from other keys. */
 static void nsa_config_derive(struct nsa_config *c)
 {
+	c->store.pair = c->gateway_id >> 8;
 	c->synth_conf.gateway_id = c->gateway_id;
 	c->synth_conf.epoch = c->epoch;
 	c->ksrc_conf.gateway_id = c->gateway_id;

@@ -43,6 +43,9 @@ struct nsa_store_conf {
 	unsigned int epoch_wait_ms;
 	enum nsa_publish_mode publish;
 	enum nsa_layout layout;
+	/* The gateway pair ([agent] gateway_id >> 8) whose epoch counter
+	 * and writer connections these are (nsa_fence.h). Not a key. */
+	uint32_t pair;
 };
 
 /* Parse "host:port" into addr; 0 or -EINVAL. */

@@ -7,7 +7,9 @@
  * Invariants:
  * - A batch is applied only when it decodes, carries a valid HMAC when
  *   [store] batch_key_file is set (and so a version 2 header), names the
- *   channel it came by, is not fenced by a newer epoch of its gateway and
+ *   channel it came by, comes from a gateway of the standby's own pair
+ *   ([agent] gateway_id >> 8; other pairs' are passed over, counted), is
+ *   not fenced by a newer epoch of that pair and
  *   is not stale in its sequence nor sent before its subscription began
  *   (less [standby] clock_slack_ms); otherwise it is counted and dropped.
  * - What a drain applied is written to conntrack at its end, together.
@@ -21,6 +23,7 @@
 #include "ns_batch.h"
 #include "ns_record.h"
 #include "nsa_commit.h"
+#include "nsa_fence.h"
 #include "nsa_lag.h"
 #include "nsa_live.h"
 #include "nsa_log.h"
@@ -32,6 +35,52 @@
 static void lag_record(void *arg, const struct nsa_lag *lag)
 {
 	nsa_standby_lag_record(arg, lag);
+}
+
+/* A batch of an epoch below known, the newest its pair had on the
+ * channel: either an older active still writes (fenced), or the store
+ * lost the pair's counter (a restart without persistence) and a new
+ * active took a lower epoch from it. Read the counter: when it is there
+ * and below known the store lost it; then say so (log,
+ * epoch_regressions), take the batch's epoch as the pair's on every
+ * channel, and resync every master: the batches dropped meanwhile are in
+ * the store. 1 then, 0 when the batch stays fenced (the counter is not
+ * below known, is absent or could not be read: counted as fenced, as
+ * before). Blocking, on the subscriber thread, bounded as its topology
+ * reads are; once per older epoch and channel. */
+static int epoch_lost(struct nsa_standby *sb, const struct ns_batch_hdr *h,
+		      uint32_t known)
+{
+	const uint32_t pair = h->gateway_id >> 8;
+	char key[NSA_PAIR_NAME_MAX], err[256];
+	uint64_t counter;
+
+	nsa_epoch_key(pair, key);
+	if (nsa_fence_read(&sb->store_quick, &sb->topo, &counter, err,
+			   sizeof(err)) < 0) {
+		NSA_WARN("standby: gateway %u's batches of epoch %u are "
+			 "below its pair's %u, and %s could not be read (%s): "
+			 "dropped as fenced",
+			 h->gateway_id, h->epoch, known, key, err);
+		return 0;
+	}
+	/* Absent (0): no active took an epoch from this store, whose
+	 * actives keep fixed epochs; the batch is of an older one. */
+	if (counter == 0 || counter >= known)
+		return 0;
+	SB_STAT_ADD(sb, epoch_regressions, 1);
+	NSA_WARN("standby: the store lost its epoch counter: %s reads "
+		 "%" PRIu64 ", below epoch %u this standby saw of gateway "
+		 "pair %u, and gateway %u writes with epoch %u. Taking %u "
+		 "as the pair's epoch and resyncing every master (the "
+		 "batches dropped meanwhile are in the store). Sessions of "
+		 "older epochs still in the store are not rewritten; give "
+		 "actives [agent] epoch_floor, as deploy/ does",
+		 key, counter, known, pair, h->gateway_id, h->epoch, h->epoch);
+	nsa_order_epoch_reset(&sb->order, pair, h->epoch);
+	for (unsigned int n = 0; n < sb->n_nodes; n++)
+		nsa_sb_resync_start(sb, n);
+	return 1;
 }
 
 /* Whether the batch in buf is one to apply: it decodes (into h and body),
@@ -67,18 +116,22 @@ static int batch_admit(struct nsa_standby *sb, unsigned int node,
 		SB_STAT_ADD(sb, unauthenticated, 1);
 		return -1;
 	}
-	rc = nsa_order_epoch(&sb->order, h, &known);
+	/* Another pair's: neither its sessions nor its sequences are ours. */
+	if (h->gateway_id >> 8 != sb->conf.store.pair) {
+		SB_STAT_ADD(sb, other_pair, 1);
+		return -1;
+	}
+	rc = nsa_order_epoch(&sb->order, channel_slot, h, &known);
+	if (rc == NSA_ORDER_FENCED_NEW && epoch_lost(sb, h, known))
+		rc = nsa_order_epoch(&sb->order, channel_slot, h, &known);
 	if (rc < 0) {
 		if (rc == NSA_ORDER_FENCED_NEW)
 			NSA_WARN("standby: gateway %u's batches of epoch %u "
-				 "are dropped as fenced: its epoch %u came "
-				 "before. Either an older active still writes, "
-				 "or the store lost natsync:epoch: then raise "
-				 "it above %u as an administrator (SET "
-				 "natsync:epoch to a multiple of 256) and "
-				 "promote or restart that gateway's active. "
-				 "Counted in the fenced drops",
-				 h->gateway_id, h->epoch, known, known);
+				 "are dropped as fenced: its pair's epoch %u "
+				 "came before, and the store's counter is not "
+				 "below it (or absent): an older active still "
+				 "writes. Counted in the fenced drops",
+				 h->gateway_id, h->epoch, known);
 		SB_STAT_ADD(sb, fenced, 1);
 		return -1;
 	}

@@ -2,7 +2,9 @@
  * nsa_order.c - the standby's fencing and sequence state.
  *
  * Invariants:
- * - A gateway's epoch only grows here; a batch below it is fenced.
+ * - A gateway pair's epoch on a channel only grows here (but by
+ *   nsa_order_epoch_reset, when the store lost the pair's counter); a
+ *   batch below it on that channel is fenced.
  * - A (publisher, channel) sequence only grows; a batch at or below it is
  *   stale, one past it by more than one is a gap - except the first after
  *   a resubscription, which a load covers.
@@ -25,15 +27,16 @@
  */
 #include "nsa_order.h"
 
-int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h,
-		    uint32_t *known)
+int nsa_order_epoch(struct nsa_order *o, uint16_t channel_slot,
+		    const struct ns_batch_hdr *h, uint32_t *known)
 {
+	const uint32_t pair = h->gateway_id >> 8;
 	unsigned int i;
 
-	for (i = 0; i < o->n_gws; i++) {
-		struct nsa_gw_epoch *g = &o->gws[i];
+	for (i = 0; i < o->n_pairs; i++) {
+		struct nsa_pair_epoch *g = &o->pairs[i];
 
-		if (g->gateway_id != h->gateway_id)
+		if (g->pair != pair || g->channel_slot != channel_slot)
 			continue;
 		if (h->epoch < g->epoch) {
 			if (g->reported == h->epoch)
@@ -45,11 +48,21 @@ int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h,
 		g->epoch = h->epoch;
 		return 0;
 	}
-	if (o->n_gws == NSA_ORDER_MAX_GATEWAYS)
-		o->n_gws = 0; /* forget everything rather than fence wrongly */
-	o->gws[o->n_gws++] = (struct nsa_gw_epoch){.gateway_id = h->gateway_id,
-						   .epoch = h->epoch};
+	/* Full: forget everything rather than fence wrongly. */
+	if (o->n_pairs == NSA_ORDER_MAX_PAIRS)
+		o->n_pairs = 0;
+	o->pairs[o->n_pairs++] = (struct nsa_pair_epoch){
+		.pair = pair, .channel_slot = channel_slot, .epoch = h->epoch};
 	return 0;
+}
+
+void nsa_order_epoch_reset(struct nsa_order *o, uint32_t pair, uint32_t epoch)
+{
+	for (unsigned int i = 0; i < o->n_pairs; i++)
+		if (o->pairs[i].pair == pair) {
+			o->pairs[i].epoch = epoch;
+			o->pairs[i].reported = 0;
+		}
 }
 
 /* Room for one more (publisher, channel): a free entry, or the least

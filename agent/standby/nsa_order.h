@@ -1,6 +1,6 @@
 /*
  * nsa_order.h - where a batch stands among those the standby saw: its
- * gateway's epoch (fencing), its (publisher, channel) sequence (gaps and
+ * gateway pair's epoch (fencing), its (publisher, channel) sequence (gaps and
  * late deliveries) and its send time (replays).
  */
 #ifndef NSA_ORDER_H
@@ -11,7 +11,7 @@
 #include "ns_batch.h"
 
 #define NSA_ORDER_MAX_PUBS 1024
-#define NSA_ORDER_MAX_GATEWAYS 64
+#define NSA_ORDER_MAX_PAIRS 256 /* (pair, channel) */
 
 /* The last batch seen from one publisher on one channel (named by its
  * slot). Kept across resubscriptions: a publisher's seq on a channel only
@@ -26,8 +26,18 @@ struct nsa_pub_seq {
 	uint64_t used; /* nsa_order.tick when last seen */
 };
 
-struct nsa_gw_epoch {
-	uint32_t gateway_id;
+/* A gateway pair (gateway_id >> 8) on one channel (named by its slot)
+ * and the newest epoch seen there of its gateways: both gateways of a pair
+ * promote in turn on its counter, so the older active's epoch is fenced by
+ * the newer's, whichever node. Per channel: a promotion's fence closes
+ * the old active's connection on a master before the new active writes
+ * there, so on one channel every batch of the old epoch comes before the
+ * first of the new; across channels nothing orders them, and a batch the
+ * old active published before the fence may arrive after the new
+ * active's first on another channel. */
+struct nsa_pair_epoch {
+	uint32_t pair;
+	uint16_t channel_slot;
 	uint32_t epoch;
 	/* The last older epoch told (NSA_ORDER_FENCED_NEW). */
 	uint32_t reported;
@@ -41,19 +51,20 @@ struct nsa_order {
 	 * room: a batch of one not in pubs sent at or before it may be a
 	 * batch of a forgotten one, and is refused. */
 	uint64_t forgotten_ns;
-	struct nsa_gw_epoch gws[NSA_ORDER_MAX_GATEWAYS];
-	unsigned int n_gws;
+	struct nsa_pair_epoch pairs[NSA_ORDER_MAX_PAIRS];
+	unsigned int n_pairs;
 };
 
 enum nsa_seq_verdict { NSA_SEQ_NEXT, NSA_SEQ_GAP, NSA_SEQ_STALE };
 
-/* 0 to apply, -1 to drop a batch from an older epoch of its gateway,
- * NSA_ORDER_FENCED_NEW (also a drop) for the first batch of that older
- * epoch since the last one reported: *known is then the gateway's epoch,
- * to be told. */
+/* For a batch received on the channel of channel_slot: 0 to apply, -1
+ * to drop it as from an older epoch of its gateway pair than one seen on
+ * that channel, NSA_ORDER_FENCED_NEW (also a drop) for the first batch of
+ * that older epoch since the last one reported: *known is then the pair's
+ * epoch there, to be told. */
 #define NSA_ORDER_FENCED_NEW (-2)
-int nsa_order_epoch(struct nsa_order *o, const struct ns_batch_hdr *h,
-		    uint32_t *known);
+int nsa_order_epoch(struct nsa_order *o, uint16_t channel_slot,
+		    const struct ns_batch_hdr *h, uint32_t *known);
 
 /* Where a batch received on the channel of channel_slot stands in its
  * sequence (and remember it unless stale). A batch sent (h->sent_ns, a
@@ -67,5 +78,10 @@ enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
 
 /* Every channel was resubscribed (and will be loaded): no gap next. */
 void nsa_order_rebase(struct nsa_order *o);
+
+/* The store lost pair's counter and a new active took a lower epoch:
+ * take epoch as the pair's on every channel, so that its batches of epoch
+ * and above are applied again. */
+void nsa_order_epoch_reset(struct nsa_order *o, uint32_t pair, uint32_t epoch);
 
 #endif

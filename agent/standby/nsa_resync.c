@@ -35,6 +35,9 @@ static unsigned int resync_apply(void *arg, unsigned int node,
 	if (sb->ct)
 		seen = nsdp_table_applied(sb->table);
 	for (i = 0; i < n; i++) {
+		/* Another gateway pair's session (nsa_live.c). */
+		if (s[i].gateway_id >> 8 != sb->conf.store.pair)
+			continue;
 		if (nsdp_table_apply_resync(sb->table, &s[i], nd->gen,
 					    nd->mark) == 0)
 			loaded++;

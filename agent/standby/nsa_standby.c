@@ -554,6 +554,8 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(lag_sum_us);
 	LOAD(lag_max_us);
 	LOAD(fenced);
+	LOAD(other_pair);
+	LOAD(epoch_regressions);
 	LOAD(unauthenticated);
 	LOAD(bad_values);
 	LOAD(lag_parts_count);

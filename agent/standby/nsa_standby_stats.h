@@ -37,6 +37,11 @@ struct nsa_standby_stats {
 	int live;
 	uint64_t lag_count, lag_sum_us, lag_max_us;
 	uint64_t fenced; /* batches dropped: epoch older than seen */
+	/* batches of other gateway pairs sharing the store: passed over */
+	uint64_t other_pair;
+	/* a pair's batches came with an epoch below what was seen, and the
+	 * store's counter was below it too: the store lost it (resynced) */
+	uint64_t epoch_regressions;
 	/* batches dropped: a batch key is configured and their HMAC is
 	 * missing or wrong */
 	uint64_t unauthenticated;

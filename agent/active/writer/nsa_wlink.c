@@ -67,8 +67,10 @@ static int link_open(struct nsa_writer *w, struct nsa_link *c, char *err,
 		     size_t errlen)
 {
 	const struct nsa_store_conf *store = &w->a->conf.store;
+	char name[NSA_PAIR_NAME_MAX];
 	uint64_t epoch;
-	int rc = nsa_conn_open_named(&c->conn, store, NSA_WRITER_NAME, err,
+	int rc = nsa_conn_open_named(&c->conn, store,
+				     nsa_writer_name(store->pair, name), err,
 				     errlen);
 
 	if (rc == 0) {

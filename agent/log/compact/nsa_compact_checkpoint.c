@@ -218,7 +218,7 @@ redisReply *nsa_compact_cmd(const struct nsa_store_conf *conf, redisContext *c,
 {
 	redisReply *r = redisCommandArgv(c, argc, argv, lens);
 	struct nsa_addr at;
-	char err[128];
+	char err[128], name[NSA_PAIR_NAME_MAX];
 	int hops, ask;
 
 	*moved = NULL;
@@ -228,8 +228,9 @@ redisReply *nsa_compact_cmd(const struct nsa_store_conf *conf, redisContext *c,
 		freeReplyObject(r);
 		if (*moved)
 			redisFree(*moved);
-		*moved = nsa_store_connect_named(conf, &at, NSA_WRITER_NAME,
-						 NULL, err, sizeof(err));
+		*moved = nsa_store_connect_named(
+			conf, &at, nsa_writer_name(conf->pair, name), NULL, err,
+			sizeof(err));
 		if (*moved == NULL)
 			return NULL;
 		if (ask) {
