@@ -31,19 +31,9 @@ ns_options bench-defer.sh --rounds=rounds --defer-max-us=defer_max_us -- "$@"
 dir=${BUILD:-build-test}
 ns_install_deps
 ns_build "$dir" -Dtests=enabled >&2
-results=()
 for mode in off on; do
 	ns_say "bench-defer: $rounds failovers, defer $mode"
-	out=$(NATSYNC_SOURCE_ROOT=$NS_TOP NATSYNC_BUILD_ROOT=$NS_TOP/$dir \
-		NATSYNC_DEFER_ROUNDS=$rounds NATSYNC_DEFER=$mode \
-		NATSYNC_DEFER_MAX_US=$defer_max_us \
-		"$NS_TOP/$dir/tests/test_failover" --jobs 1 \
-		--filter 'failover/with_defer_*' 2>&1) || {
-		printf '%s\n' "$out" >&2
-		echo "bench-defer: the defer $mode run failed" >&2
-		exit 1
-	}
-	printf '%s\n' "$out" | grep '^defer=' >&2 || true
-	results+=("$(printf '%s\n' "$out" | grep '^RESULT defer')")
+	ns_test_rounds "$dir" 'failover/with_defer_*' 'defer=' \
+		NATSYNC_DEFER_ROUNDS="$rounds" NATSYNC_DEFER=$mode \
+		NATSYNC_DEFER_MAX_US="$defer_max_us"
 done
-printf '%s\n' "${results[@]}"

@@ -28,20 +28,10 @@ ns_options bench-failover.sh --rounds=rounds -- "$@"
 dir=${BUILD:-build-test}
 ns_install_deps
 ns_build "$dir" -Dtests=enabled >&2
-results=()
 for how in direct keepalived; do
 	direct=0
 	[ "$how" = keepalived ] || direct=1
 	ns_say "bench-failover: $rounds failovers, $how"
-	out=$(NATSYNC_SOURCE_ROOT=$NS_TOP NATSYNC_BUILD_ROOT=$NS_TOP/$dir \
-		NATSYNC_FAILOVER_ROUNDS=$rounds NATSYNC_FAILOVER_DIRECT=$direct \
-		"$NS_TOP/$dir/tests/test_failover" --jobs 1 \
-		--filter 'failover/keepalived_*' 2>&1) || {
-		printf '%s\n' "$out" >&2
-		echo "bench-failover: the $how run failed" >&2
-		exit 1
-	}
-	printf '%s\n' "$out" | grep '^failover ' >&2 || true
-	results+=("$(printf '%s\n' "$out" | grep '^RESULT failover')")
+	ns_test_rounds "$dir" 'failover/keepalived_*' 'failover ' \
+		NATSYNC_FAILOVER_ROUNDS="$rounds" NATSYNC_FAILOVER_DIRECT=$direct
 done
-printf '%s\n' "${results[@]}"
