@@ -19,6 +19,9 @@
 #   -d DIR      pid files and output: DIR/kernel-{active,standby}.{pid,out,log}
 #               (default /run/natsync)
 #   -g PATH     the natsync-agent binary (default: natsync-agent on PATH)
+#   -i ID       this host's [agent] gateway_id (both roles): the hosts of a
+#               pair share its higher bytes and differ in the low one, so
+#               that they never make the same provisional epoch
 #   -x ARGS     more arguments for the agent it starts (e.g. --set agent.epoch=7)
 # Exit status: 0 when the agent of the new state runs, 1 when it exited at
 # once (its reason is in DIR/kernel-ROLE.log), 2 on bad arguments.
@@ -31,10 +34,16 @@ active_ini=/etc/natsync/kernel-active.ini
 standby_ini=/etc/natsync/kernel-standby.ini
 dir=/run/natsync
 agent=natsync-agent
-extra=""
-ns_short_options a=active_ini s=standby_ini d=dir g=agent x=extra -- "$@"
+extra="" id=""
+ns_short_options a=active_ini s=standby_ini d=dir g=agent i=id x=extra -- "$@"
 ns_vrrp_state keepalived-kernel-notify \
-	"[-a INI] [-s INI] [-d DIR] [-g BINARY] [-x ARGS]" "${NS_ARGS[@]}"
+	"[-a INI] [-s INI] [-d DIR] [-g BINARY] [-i ID] [-x ARGS]" "${NS_ARGS[@]}"
+if [ -n "$id" ]; then
+	case "$id" in
+	*[!0-9]*) echo "keepalived-kernel-notify: -i $id: not a number" >&2; exit 2 ;;
+	esac
+	extra="$extra --set agent.gateway_id=$id"
+fi
 
 # Stop the agent of role, if it runs: SIGTERM lets an active drain its lane
 # and write its REPORT; after 15 s it is killed.
