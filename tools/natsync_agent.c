@@ -555,8 +555,8 @@ static void standby_report(struct nsa_standby *sb)
 	       st.load_bytes, st.gaps, st.resyncs, st.resubscribes,
 	       st.topology_changes, st.stale, st.dead_subscriptions,
 	       st.bad_messages, ts.full_drops, st.fenced, st.other_pair,
-	       st.epoch_regressions, standby_lag_avg_us(&st),
-	       st.lag_max_us, st.lag_count, epoch_max, commit);
+	       st.epoch_regressions, standby_lag_avg_us(&st), st.lag_max_us,
+	       st.lag_count, epoch_max, commit);
 	fflush(stdout);
 }
 

@@ -153,8 +153,8 @@ static unsigned int take_records(struct nsa_writer *w)
 static uint64_t flush_due(struct nsa_writer *w)
 {
 	uint64_t flush_ns = (uint64_t)w->a->conf.flush_us * 1000ull;
-	uint64_t next = nsa_settle_deferring(w) ? NSA_SETTLE_POLL_NS
-						: NSA_POLL_MAX_NS;
+	uint64_t next =
+		nsa_settle_deferring(w) ? NSA_SETTLE_POLL_NS : NSA_POLL_MAX_NS;
 	unsigned int i;
 
 	/* A packet waits for a record in an open batch (defer). */

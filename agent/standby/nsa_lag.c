@@ -87,7 +87,8 @@ void nsa_lag_batch_end(struct nsa_lag_batch *lb,
 		uint64_t at = now - (uint64_t)((double)(tsc_now - lb->tsc[i]) *
 					       lb->ns_per_tsc);
 		struct nsa_lag l = {
-			.total_us = at > lb->ts[i] ? (at - lb->ts[i]) / 1000 : 0,
+			.total_us =
+				at > lb->ts[i] ? (at - lb->ts[i]) / 1000 : 0,
 		};
 
 		if (sent) {

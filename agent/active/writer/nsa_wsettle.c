@@ -145,8 +145,8 @@ int nsa_settle_urgent(struct nsa_writer *w)
 
 	for (l = 0; l < w->n_lanes; l++) {
 		struct nsdp_lane *lane = w->lanes[l];
-		uint64_t waiting = __atomic_load_n(&lane->waiting,
-						   __ATOMIC_ACQUIRE);
+		uint64_t waiting =
+			__atomic_load_n(&lane->waiting, __ATOMIC_ACQUIRE);
 		uint64_t drained = NSDP_STAT_READ(lane->drained);
 
 		if (waiting > w->settle_flushed[l] && waiting <= drained) {
