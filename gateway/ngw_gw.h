@@ -109,5 +109,9 @@ void gw_register_provisional(struct gw *g, double t);
 struct nsa_metrics;
 int ngw_metrics_start(struct gw *g);
 int ngw_health(struct gw *g, char *why, size_t whylen);
+/* ngw_metrics.c: the control socket's "stats" reply, "ok" then one
+ * name=value a line (the fast path's, the table's, the writers' and the
+ * gateway's counters, defer's hold time). */
+int gw_stats(struct gw *g, char *reply, size_t len);
 
 #endif

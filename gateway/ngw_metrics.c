@@ -1,7 +1,8 @@
 /*
  * ngw_metrics.c - natsync-gateway's metrics and health: /metrics and
  * /readyz ([metrics] listen, agent/ops/nsa_metrics.h) and the control socket's
- * "health" command, one logic for both.
+ * "health" command, one logic for both; and the control socket's "stats"
+ * reply (gw_stats), the same counters one name=value a line.
  *
  * All of it runs on the main loop, the thread that promotes and demotes,
  * so g->active and the mode cannot change under a scrape. The fast path's
@@ -20,6 +21,110 @@
 #include "nsdp_nat.h"
 #include "nsdp_stat.h"
 #include "nsdp_table.h"
+
+/* ---- the control socket's stats ----------------------------------------- */
+
+#define STAT_LINE(buf, len, used, name, v)                                    \
+	do {                                                                  \
+		int n_ = snprintf((buf) + (used), (len) - (used),             \
+				  "%s=%" PRIu64 "\n", (name), (uint64_t)(v)); \
+		if (n_ > 0 && (size_t)n_ < (len) - (used))                    \
+			(used) += (size_t)n_;                                 \
+	} while (0)
+
+/* Defer: the hold time under which fraction p of the held packets left,
+ * us (the upper end of its histogram bucket); 0 with none. */
+static uint64_t gw_defer_pct(struct gw *g, double p)
+{
+	uint64_t h[NSDP_NAT_DEFER_BUCKETS], total = 0, seen = 0;
+	unsigned int i;
+
+	nsdp_nat_defer_hist(g->nat, h);
+	for (i = 0; i < NSDP_NAT_DEFER_BUCKETS; i++)
+		total += h[i];
+	if (total == 0)
+		return 0;
+	for (i = 0; i < NSDP_NAT_DEFER_BUCKETS; i++) {
+		seen += h[i];
+		if ((double)seen >= p * (double)total)
+			break;
+	}
+	if (i >= NSDP_NAT_DEFER_BUCKETS)
+		i = NSDP_NAT_DEFER_BUCKETS - 1;
+	return (uint64_t)(i + 1) * NSDP_NAT_DEFER_BUCKET_US;
+}
+
+int gw_stats(struct gw *g, char *reply, size_t len)
+{
+	struct nsdp_nat_stats ns;
+	struct nsdp_table_stats ts;
+	struct nsa_active_stats as = {0};
+	size_t used;
+
+	nsdp_nat_stats(g->nat, &ns);
+	nsdp_table_stats(g->table, &ts);
+	if (g->active)
+		nsa_active_stats(g->active, &as);
+	used = (size_t)snprintf(reply, len, "ok\n");
+#define NAT(f) STAT_LINE(reply, len, used, "nat." #f, ns.f)
+	NAT(rx_inside);
+	NAT(rx_outside);
+	NAT(tx_inside);
+	NAT(tx_outside);
+	NAT(created);
+	NAT(refreshed);
+	NAT(closed);
+	NAT(expired);
+	NAT(recorded);
+	NAT(record_drops);
+	NAT(standby_drops);
+	NAT(not_ipv4);
+	NAT(truncated);
+	NAT(bad_ip_header);
+	NAT(bad_ip_checksum);
+	NAT(ip_options);
+	NAT(fragments);
+	NAT(ttl_expired);
+	NAT(unknown_proto);
+	NAT(icmp_unsupported);
+	NAT(tcp_no_session);
+	NAT(no_session);
+	NAT(not_ours);
+	NAT(to_gateway);
+	NAT(ports_exhausted);
+	NAT(table_full);
+	NAT(neigh_miss);
+	NAT(arp_in);
+	NAT(arp_replies_sent);
+	NAT(arp_requests_sent);
+	NAT(arp_announcements);
+	NAT(arp_ignored);
+	NAT(alloc_failures);
+	NAT(defer_held);
+	NAT(defer_settled);
+	NAT(defer_timeouts);
+	NAT(defer_dropped);
+	NAT(defer_overflow);
+	NAT(defer_unrecorded);
+#undef NAT
+	STAT_LINE(reply, len, used, "defer.p50_us", gw_defer_pct(g, 0.50));
+	STAT_LINE(reply, len, used, "defer.p99_us", gw_defer_pct(g, 0.99));
+	STAT_LINE(reply, len, used, "defer.p999_us", gw_defer_pct(g, 0.999));
+	STAT_LINE(reply, len, used, "port.tx_drops",
+		  NSDP_STAT_READ(g->fwd.tx_drops));
+	STAT_LINE(reply, len, used, "table.live", ts.live);
+	STAT_LINE(reply, len, used, "table.tombstones", ts.tombstones);
+	STAT_LINE(reply, len, used, "table.full_drops", ts.full_drops);
+	STAT_LINE(reply, len, used, "agent.acked", as.acked);
+	STAT_LINE(reply, len, used, "agent.dropped", as.dropped);
+	STAT_LINE(reply, len, used, "gateway.promotions", g->promotions);
+	STAT_LINE(reply, len, used, "gateway.demotions", g->demotions);
+	STAT_LINE(reply, len, used, "gateway.fenced", g->fenced);
+	STAT_LINE(reply, len, used, "agent.fenced", as.fenced);
+	return 0;
+}
+
+/* ---- health and metrics -------------------------------------------------- */
 
 int ngw_health(struct gw *g, char *why, size_t whylen)
 {
