@@ -1166,7 +1166,8 @@ ParameterizedTest(struct layout_param *p, standby,
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.gaps, a.topo.n_nodes);
 	/* the cold loads, then one resync per gap */
-	cr_assert_eq(st.resyncs, 2 * a.topo.n_nodes);
+	cr_assert_eq(st.resyncs, 2 * a.topo.n_nodes, "resyncs %lu",
+		     (unsigned long)st.resyncs);
 	pair_close(sb, &a);
 }
 
