@@ -459,7 +459,10 @@ static void pairs_ini(const char *seeds, const char *layout, const char *name,
 
 	/* Log layout: one pair compacts (pair 1); see
 	 * docs/gateway-and-failover.md, Gateway pairs. */
-	n += snprintf(text + n, sizeof(text) - n, "layout = %s\n%s", layout,
+	/* A reply bound far above a busy sanitizer run's: the actives'
+	 * first epoch ask must not end on a provisional epoch. */
+	n += snprintf(text + n, sizeof(text) - n,
+		      "layout = %s\nconnect_timeout_ms = 5000\n%s", layout,
 		      gw >> 8 == 1 ? "log_compact_min_kb = 256\n"
 				   : "log_compact_pct = 0\n");
 	snprintf(file, sizeof(file), "%s.tbl", name);
@@ -485,9 +488,12 @@ static int pairs_wait_for(const char *name, const char *ext,
 	char file[64];
 
 	snprintf(file, sizeof(file), "%s.%s", name, ext);
+	/* Not found: the file's end, to say why. */
 	return nst_sh("for i in $(seq %d); do grep -q '%s' %s && exit 0; "
-		      "sleep 0.1; done; exit 1",
-		      secs * 10, pattern, nst_run_path(file));
+		      "sleep 0.1; done; echo '%s has no \"%s\"; its end:' >&2; "
+		      "tail -n 20 %s >&2; exit 1",
+		      secs * 10, pattern, nst_run_path(file), file, pattern,
+		      nst_run_path(file));
 }
 
 /* The ids of every master's connections named natsync-writer:<pair>,
@@ -651,9 +657,11 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 	/* Cold loads: pair 1's after its failover, pair 2's at the end. */
 	pairs_ini(seeds, l->layout, "standby1b", 1 << 8 | 2, 0, 0, 0);
 	pairs_ini(seeds, l->layout, "standby2c", 2 << 8 | 2, 0, 0, 0);
-	/* Pair 1: a1 (5 s), then b1 (10 s) takes over 1.5 s into a1. */
-	pairs_ini(seeds, l->layout, "a1", 1 << 8 | 1, 100000, 20000, 7);
-	pairs_ini(seeds, l->layout, "b1", 1 << 8 | 2, 200000, 20000, 8);
+	/* Pair 1: a1 (8 s), then b1 (15 s) takes over 1.5 s after a2's
+	 * start (a1 must still run then, however slow the start-ups of a
+	 * sanitizer run), and still writes through pair 2's failover. */
+	pairs_ini(seeds, l->layout, "a1", 1 << 8 | 1, 160000, 20000, 7);
+	pairs_ini(seeds, l->layout, "b1", 1 << 8 | 2, 300000, 20000, 8);
 	/* Pair 2: a2 (5 s) untouched by b1; then c2, which d2 takes over
 	 * from while b1 still writes. */
 	pairs_ini(seeds, l->layout, "a2", 2 << 8 | 1, 100000, 20000, 7);
