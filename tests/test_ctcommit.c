@@ -660,6 +660,89 @@ Test(ctcommit, a_committed_udp_entry_translates_to_its_committed_port,
 	close(server);
 }
 
+/* Destination NAT (port forwarding, nftables `dnat to`): an entry
+ * committed for the client's flow to the gateway's own 10.99.1.1:8080,
+ * translated to the server's 7777, forwards it there although the gateway
+ * has no dnat rule, unchanged in its source, and the answer comes back
+ * from 10.99.1.1:8080; the entry is a DST_NAT one whose reply tuple comes
+ * from the server. A flow nobody committed reaches no server. */
+#define TR_GW_IN 0x0a630101u
+
+static ssize_t udp_send_to(int fd, uint32_t addr, uint16_t port)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(addr)};
+
+	return sendto(fd, "ping", 4, 0, (struct sockaddr *)&to, sizeof(to));
+}
+
+Test(ctcommit, a_committed_dnat_entry_forwards_to_its_committed_server,
+     .fini = tr_cleanup)
+{
+	struct ns_session s = nst_session(IPPROTO_UDP, NS_EV_CREATE, 1, 1,
+					  60000, nsdp_realtime_ns());
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from);
+	const struct nf_conntrack *ct;
+	struct nsdp_ctcommit *c;
+	int client, other, server;
+	struct ct_dump d;
+	uint32_t status;
+	char buf[16];
+
+	nst_need_root("builds namespaces with nftables");
+	tr_rig();
+	cr_assert_eq(nst_sh("ip -n k2tr-s route add 10.99.1.0/24 via "
+			    "10.99.2.1"),
+		     0);
+	s.orig = (struct ns_tuple){TR_CLIENT, TR_GW_IN, 5555, 8080};
+	s.xlat = (struct ns_tuple){TR_CLIENT, TR_SERVER, 5555, 7777};
+	c = committer("k2tr-g", NSDP_CTCOMMIT_BATCH_DEFAULT);
+	cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_close(c);
+
+	d = ct_table("k2tr-g");
+	ct = ct_find(&d, &s);
+	cr_assert(ct, "no entry for the forwarded flow");
+	cr_assert_eq(ntohl(nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC)),
+		     TR_SERVER, "the reply comes from the server");
+	cr_assert_eq(ntohs(nfct_get_attr_u16(ct, ATTR_REPL_PORT_SRC)), 7777);
+	cr_assert_eq(ntohl(nfct_get_attr_u32(ct, ATTR_REPL_IPV4_DST)),
+		     TR_CLIENT);
+	cr_assert_eq(ntohs(nfct_get_attr_u16(ct, ATTR_REPL_PORT_DST)), 5555);
+	status = nfct_get_attr_u32(ct, ATTR_STATUS);
+	cr_assert(status & IPS_DST_NAT, "status %#x", status);
+	cr_assert_eq(status & IPS_SRC_NAT, 0, "status %#x", status);
+	ct_dump_free(&d);
+
+	server = udp_socket_in("k2tr-s", TR_SERVER, 7777);
+	client = udp_socket_in("k2tr-c", TR_CLIENT, 5555);
+	other = udp_socket_in("k2tr-c", TR_CLIENT, 5556);
+	cr_assert_eq(udp_send_to(client, TR_GW_IN, 8080), 4);
+	cr_assert_eq(recvfrom(server, buf, sizeof(buf), 0,
+			      (struct sockaddr *)&from, &fl),
+		     4, "the forwarded flow reached the server");
+	cr_assert_eq(ntohl(from.sin_addr.s_addr), TR_CLIENT);
+	cr_assert_eq(ntohs(from.sin_port), 5555);
+	cr_assert_eq(sendto(server, "pong", 4, 0, (struct sockaddr *)&from, fl),
+		     4);
+	fl = sizeof(from);
+	cr_assert_eq(recvfrom(client, buf, sizeof(buf), 0,
+			      (struct sockaddr *)&from, &fl),
+		     4, "the answer came back through the gateway");
+	cr_assert_eq(ntohl(from.sin_addr.s_addr), TR_GW_IN);
+	cr_assert_eq(ntohs(from.sin_port), 8080);
+	/* The control: no entry, no forwarding. */
+	cr_assert_eq(udp_send_to(other, TR_GW_IN, 8080), 4);
+	cr_assert_lt(recvfrom(server, buf, sizeof(buf), 0, NULL, NULL), 0,
+		     "a flow nobody committed was forwarded");
+	close(client);
+	close(other);
+	close(server);
+}
+
 Test(ctcommit_standby, a_missing_commit_namespace_stops_the_agent_with_2)
 {
 	int rc;

@@ -254,17 +254,13 @@ static void stop_all(void)
 /* The record the store holds for the flow from the client's port to the
  * server's dport: 1 and *out, or 0 when there is none. Each master is
  * asked; those that do not own the key's slot answer MOVED. */
-static int store_get(uint8_t proto, uint16_t sport, uint16_t dport,
-		     struct ns_session *out)
+static int store_get_tuple(uint8_t proto, const struct ns_tuple *t,
+			   struct ns_session *out)
 {
-	struct ns_tuple t = {.saddr = CLIENT,
-			     .daddr = SERVER,
-			     .sport = sport,
-			     .dport = dport};
 	uint8_t key[NS_KEY_LEN];
 	int found = 0;
 
-	ns_key_build(proto, &t, key);
+	ns_key_build(proto, t, key);
 	for (int i = 0; i < STORE_MASTERS && !found; i++) {
 		redisContext *c = redisConnect("127.0.0.1", STORE_PORT + i);
 		redisReply *r;
@@ -283,6 +279,17 @@ static int store_get(uint8_t proto, uint16_t sport, uint16_t dport,
 		redisFree(c);
 	}
 	return found;
+}
+
+static int store_get(uint8_t proto, uint16_t sport, uint16_t dport,
+		     struct ns_session *out)
+{
+	struct ns_tuple t = {.saddr = CLIENT,
+			     .daddr = SERVER,
+			     .sport = sport,
+			     .dport = dport};
+
+	return store_get_tuple(proto, &t, out);
 }
 
 /* Wait (10 s at most) until the store holds the flow's record with an
@@ -641,6 +648,159 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	close(f_c);
 	close(udp_server);
 	close(listener);
+}
+
+/* ---- destination NAT: a forwarded port ----------------------------- */
+
+#define FWD_PORT 8080 /* the pool address's port both gateways forward */
+#define FWD_TO 9090 /* to the client's port */
+#define FWD_P 7001 /* the server's port of P, forwarded while replicated */
+#define FWD_Q 7002 /* the server's port of Q, made while natsync stopped */
+
+/* A datagram from the server's socket (port sport) to the forwarded port
+ * of the pool address: 1 when the client's socket received it from the
+ * server's address and port, unchanged. */
+static int fwd_to_client(int server, int client, uint16_t sport,
+			 const char *text)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(FWD_PORT),
+				 .sin_addr.s_addr = htonl(POOL)};
+	struct sockaddr_in from;
+	socklen_t flen = sizeof(from);
+	size_t n = strlen(text);
+	char buf[64];
+
+	cr_assert_eq(
+		sendto(server, text, n, 0, (struct sockaddr *)&to, sizeof(to)),
+		(ssize_t)n);
+	return recvfrom(client, buf, sizeof(buf), 0, (struct sockaddr *)&from,
+			&flen) == (ssize_t)n &&
+	       memcmp(buf, text, n) == 0 &&
+	       ntohl(from.sin_addr.s_addr) == SERVER &&
+	       ntohs(from.sin_port) == sport;
+}
+
+/* The client's answer to the server's port dport: the address and port
+ * the server saw it from, as port << 32 | address (0: nothing came). */
+static uint64_t fwd_to_server(int client, int server, uint16_t dport,
+			      const char *text)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(dport),
+				 .sin_addr.s_addr = htonl(SERVER)};
+	struct sockaddr_in from;
+	socklen_t flen = sizeof(from);
+	size_t n = strlen(text);
+	char buf[64];
+
+	cr_assert_eq(
+		sendto(client, text, n, 0, (struct sockaddr *)&to, sizeof(to)),
+		(ssize_t)n);
+	if (recvfrom(server, buf, sizeof(buf), 0, (struct sockaddr *)&from,
+		     &flen) != (ssize_t)n ||
+	    memcmp(buf, text, n) != 0)
+		return 0;
+	return (uint64_t)ntohs(from.sin_port) << 32 |
+	       ntohl(from.sin_addr.s_addr);
+}
+
+#define FROM(addr, port) ((uint64_t)(port) << 32 | (addr))
+
+/*
+ * Port forwarding (destination NAT, nftables `dnat to`): both gateways
+ * forward UDP to the pool address's port 8080 to the client's 9090. Flow
+ * P, from the server's 7001, is made through gateway 1 while natsync
+ * replicates: its record is the forwarded one (the client's address and
+ * port as the translated destination), and gateway 2's conntrack holds it
+ * as a destination NAT entry. Q, from the server's 7002, is made while
+ * natsync is stopped. After the failover, the client speaks first: P's
+ * answer leaves gateway 2 from the pool address's 8080, as the server
+ * expects; Q's, with no entry there, is a new flow that gateway 2
+ * translates into its own range, and reaches the server from another
+ * port: the control that shows the test can fail.
+ */
+Test(failover, a_forwarded_port_flow_continues_on_the_peer)
+{
+	struct ns_tuple t = {SERVER, POOL, FWD_P, FWD_PORT};
+	int client, server_p, server_q;
+	struct ns_session rec = {0};
+	uint64_t q_from;
+	int found = 0;
+
+	nst_need_root("network namespaces, nftables, BPF and conntrack need "
+		      "root");
+	snprintf(run_dir, sizeof(run_dir), "%s",
+		 nst_run_dir_make("kfailover-dnat"));
+	net_setup();
+	cr_assert_eq(nst_sh("set -e; for g in 1 2; do ip netns exec k3gw$g "
+			    "nft add chain ip k3nat pre '{ type nat hook "
+			    "prerouting priority -100; }'; ip netns exec "
+			    "k3gw$g nft add rule ip k3nat pre iifname "
+			    "k3g${g}o udp dport %u dnat to 10.73.0.2:%u; done",
+			    FWD_PORT, FWD_TO),
+		     0);
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
+	make_gw_dir(1);
+	make_gw_dir(2);
+	cr_assert_eq(notify(2, "BACKUP"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(2, "kernel-standby.log", "standby: synced", 30);
+	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(1, "kernel-active.log", "progress: active", 10);
+
+	client = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, FWD_TO);
+	server_p = nst_socket_in("k3s", SOCK_DGRAM, SERVER, FWD_P);
+	server_q = nst_socket_in("k3s", SOCK_DGRAM, SERVER, FWD_Q);
+	cr_assert(fwd_to_client(server_p, client, FWD_P, "p-before"),
+		  "P is forwarded to the client through gateway 1");
+	cr_assert_eq(fwd_to_server(client, server_p, FWD_P, "p-answer"),
+		     FROM(POOL, FWD_PORT),
+		     "P's answer comes from the forwarded port");
+
+	/* Its record: the forwarded destination, the source unchanged. */
+	for (int i = 0;
+	     i < 100 && !(found = store_get_tuple(IPPROTO_UDP, &t, &rec)); i++)
+		nsdp_sleep_ms(100);
+	cr_assert(found, "the store holds no record of P");
+	cr_assert_eq(rec.xlat.saddr, SERVER);
+	cr_assert_eq(rec.xlat.sport, FWD_P);
+	cr_assert_eq(rec.xlat.daddr, CLIENT, "the forwarded address");
+	cr_assert_eq(rec.xlat.dport, FWD_TO, "the forwarded port");
+	cr_assert_eq(nst_sh("for i in $(seq 100); do ip netns exec k3gw2 "
+			    "conntrack -L -p udp 2>/dev/null | grep -q "
+			    "'src=203.0.113.2 dst=203.0.113.1 sport=%u "
+			    "dport=%u src=10.73.0.2 dst=203.0.113.2 sport=%u "
+			    "dport=%u ' && exit 0; sleep 0.1; done; exit 1",
+			    FWD_P, FWD_PORT, FWD_TO, FWD_P),
+		     0, "gateway 2 holds no forwarded entry of P");
+	cr_assert_eq(nst_conntrack_count("k3gw2"), 1);
+
+	/* natsync stops on gateway 1; Q is made then. */
+	stop_active(1);
+	cr_assert(fwd_to_client(server_q, client, FWD_Q, "q-before"));
+	cr_assert_eq(fwd_to_server(client, server_q, FWD_Q, "q-answer"),
+		     FROM(POOL, FWD_PORT));
+	nsdp_sleep_ms(300);
+	cr_assert_eq(nst_conntrack_count("k3gw2"), 1, "nothing replicated Q");
+
+	/* Failover; the client speaks first. */
+	move_addresses();
+	cr_assert_eq(fwd_to_server(client, server_p, FWD_P, "p-after"),
+		     FROM(POOL, FWD_PORT),
+		     "P's answer leaves gateway 2 from the forwarded port");
+	cr_assert(fwd_to_client(server_p, client, FWD_P, "p-after-2"));
+	q_from = fwd_to_server(client, server_q, FWD_Q, "q-after");
+	cr_assert_neq(q_from, FROM(POOL, FWD_PORT),
+		      "Q was never replicated: its answer must not come from "
+		      "the forwarded port");
+	cr_assert(in_range((uint16_t)(q_from >> 32), GW2_PORTS_LO),
+		  "Q's answer is a new flow of gateway 2: port %u",
+		  (unsigned int)(q_from >> 32));
+	close(client);
+	close(server_p);
+	close(server_q);
 }
 
 /* ---- keepalived itself ---------------------------------------------- */

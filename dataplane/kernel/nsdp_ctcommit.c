@@ -4,8 +4,10 @@
  *
  * How an entry must be made to translate: the original tuple, the plain
  * inverse reply tuple (NFCT_SOPT_SETUP_REPLY) and CTA_NAT_SRC with the
- * translated address and port (ATTR_SNAT_IPV4/PORT). The kernel's NAT then
- * rewrites the reply tuple and sets IPS_SRC_NAT. An entry created with the
+ * translated address and port (ATTR_SNAT_IPV4/PORT) where the source is
+ * translated, CTA_NAT_DST (ATTR_DNAT_IPV4/PORT) where the destination is
+ * (port forwarding). The kernel's NAT then rewrites the reply tuple and
+ * sets IPS_SRC_NAT, IPS_DST_NAT or both. An entry created with the
  * already translated reply tuple instead (what `conntrack -I -r/-q` does)
  * looks right in `conntrack -L` and never translates. TCP entries are
  * ESTABLISHED with BE_LIBERAL in both directions (the window was never
@@ -38,7 +40,7 @@
  *   NSDP_CTCOMMIT_ATTEMPTS failures the record is counted in errors.
  *
  * Not here: which records to commit (the standby's subscriber decides),
- * IPv6, destination NAT, zones.
+ * IPv6, zones.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -374,33 +376,59 @@ static void set_state(struct nsdp_ctcommit *c, struct nf_conntrack *ct,
 		nfct_set_attr_u32(ct, ATTR_MARK, c->conf.mark);
 }
 
-/* CTA_NAT_SRC of an ICMP echo: libnetfilter_conntrack writes the
- * translated port of TCP and UDP only, and the kernel takes the ICMP
- * identifier from the same attribute. */
-static void put_icmp_snat(struct nlmsghdr *nlh, const struct ns_session *s)
+/* Which sides s translates: its source (source NAT: masquerade, snat)
+ * and its destination (destination NAT: dnat, port forwarding). An entry
+ * that changes neither is made a source NAT one to itself, as before. */
+static int translates_dst(const struct ns_session *s)
 {
-	struct nlattr *nat = mnl_attr_nest_start(nlh, CTA_NAT_SRC);
-	struct nlattr *proto;
-
-	mnl_attr_put_u32(nlh, CTA_NAT_V4_MINIP, htonl(s->xlat.saddr));
-	mnl_attr_put_u32(nlh, CTA_NAT_V4_MAXIP, htonl(s->xlat.saddr));
-	proto = mnl_attr_nest_start(nlh, CTA_NAT_PROTO);
-	mnl_attr_put_u16(nlh, CTA_PROTONAT_PORT_MIN, htons(s->xlat.sport));
-	mnl_attr_put_u16(nlh, CTA_PROTONAT_PORT_MAX, htons(s->xlat.sport));
-	mnl_attr_nest_end(nlh, proto);
-	mnl_attr_nest_end(nlh, nat);
+	return s->xlat.daddr != s->orig.daddr ||
+	       (s->proto != IPPROTO_ICMP && s->xlat.dport != s->orig.dport);
 }
 
-/* CTA_TUPLE_REPLY of s's entry once translated: from the destination to
- * the translated address and port (ICMP: the echo reply to the translated
- * identifier). */
+static int translates_src(const struct ns_session *s)
+{
+	return s->xlat.saddr != s->orig.saddr ||
+	       s->xlat.sport != s->orig.sport || !translates_dst(s);
+}
+
+/* CTA_NAT_SRC of an ICMP echo: libnetfilter_conntrack writes the
+ * translated port of TCP and UDP only, and the kernel takes the ICMP
+ * identifier from the same attribute. Its destination NAT (CTA_NAT_DST)
+ * has the address alone. */
+static void put_icmp_nat(struct nlmsghdr *nlh, const struct ns_session *s)
+{
+	struct nlattr *nat, *proto;
+
+	if (translates_src(s)) {
+		nat = mnl_attr_nest_start(nlh, CTA_NAT_SRC);
+		mnl_attr_put_u32(nlh, CTA_NAT_V4_MINIP, htonl(s->xlat.saddr));
+		mnl_attr_put_u32(nlh, CTA_NAT_V4_MAXIP, htonl(s->xlat.saddr));
+		proto = mnl_attr_nest_start(nlh, CTA_NAT_PROTO);
+		mnl_attr_put_u16(nlh, CTA_PROTONAT_PORT_MIN,
+				 htons(s->xlat.sport));
+		mnl_attr_put_u16(nlh, CTA_PROTONAT_PORT_MAX,
+				 htons(s->xlat.sport));
+		mnl_attr_nest_end(nlh, proto);
+		mnl_attr_nest_end(nlh, nat);
+	}
+	if (translates_dst(s)) {
+		nat = mnl_attr_nest_start(nlh, CTA_NAT_DST);
+		mnl_attr_put_u32(nlh, CTA_NAT_V4_MINIP, htonl(s->xlat.daddr));
+		mnl_attr_put_u32(nlh, CTA_NAT_V4_MAXIP, htonl(s->xlat.daddr));
+		mnl_attr_nest_end(nlh, nat);
+	}
+}
+
+/* CTA_TUPLE_REPLY of s's entry once translated: from the translated
+ * destination to the translated address and port (ICMP: the echo reply to
+ * the translated identifier). */
 static void put_reply_tuple(struct nlmsghdr *nlh, const struct ns_session *s,
 			    int pclass)
 {
 	struct nlattr *tuple = mnl_attr_nest_start(nlh, CTA_TUPLE_REPLY);
 	struct nlattr *n = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
 
-	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, htonl(s->orig.daddr));
+	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, htonl(s->xlat.daddr));
 	mnl_attr_put_u32(nlh, CTA_IP_V4_DST, htonl(s->xlat.saddr));
 	mnl_attr_nest_end(nlh, n);
 	n = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
@@ -410,7 +438,7 @@ static void put_reply_tuple(struct nlmsghdr *nlh, const struct ns_session *s,
 		mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_TYPE, 0);
 		mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_CODE, 0);
 	} else {
-		mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, htons(s->orig.dport));
+		mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, htons(s->xlat.dport));
 		mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, htons(s->xlat.sport));
 	}
 	mnl_attr_nest_end(nlh, n);
@@ -455,11 +483,17 @@ static size_t build(struct nsdp_ctcommit *c, const struct ct_item *it,
 	set_tuple(ct, s, pclass);
 	if (it->op == CT_CREATE) {
 		nfct_setobjopt(ct, NFCT_SOPT_SETUP_REPLY);
-		if (pclass != CT_ICMP) {
+		if (pclass != CT_ICMP && translates_src(s)) {
 			nfct_set_attr_u32(ct, ATTR_SNAT_IPV4,
 					  htonl(s->xlat.saddr));
 			nfct_set_attr_u16(ct, ATTR_SNAT_PORT,
 					  htons(s->xlat.sport));
+		}
+		if (pclass != CT_ICMP && translates_dst(s)) {
+			nfct_set_attr_u32(ct, ATTR_DNAT_IPV4,
+					  htonl(s->xlat.daddr));
+			nfct_set_attr_u16(ct, ATTR_DNAT_PORT,
+					  htons(s->xlat.dport));
 		}
 		nfct_set_attr_u32(ct, ATTR_STATUS,
 				  IPS_SEEN_REPLY | IPS_ASSURED);
@@ -468,7 +502,7 @@ static size_t build(struct nsdp_ctcommit *c, const struct ct_item *it,
 		set_state(c, ct, pclass, timeout_s);
 	nfct_nlmsg_build(nlh, ct);
 	if (it->op == CT_CREATE && pclass == CT_ICMP)
-		put_icmp_snat(nlh, s);
+		put_icmp_nat(nlh, s);
 	return nlh->nlmsg_len;
 }
 
