@@ -1946,3 +1946,110 @@ Test(failover, a_promotion_the_lcore_did_not_take_is_completed_by_itself)
 	cr_expect_eq(stat_value('B', "nat.created"), 0);
 	flows_end_whole(server, client, &udp_before);
 }
+
+/* The ids of every master's connections named natsync-writer:<pair>,
+ * sorted, into file in the run directory. */
+static void pair_writers(unsigned int pair, const char *file)
+{
+	nst_sh("for p in %d %d %d; do redis-cli -p $p CLIENT LIST TYPE normal; "
+	       "done | grep ' name=natsync-writer:%u ' | cut -d' ' -f1 | sort "
+	       ">%s",
+	       STORE_PORT, STORE_PORT + 1, STORE_PORT + 2, pair,
+	       nst_run_path(file));
+}
+
+/* The value of key in the store (a cluster), as a number; -1 if none. */
+static long store_number(const char *key)
+{
+	char cmd[256], out[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "redis-cli -c -p %d GET %s", STORE_PORT,
+		 key);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	if (fgets(out, sizeof(out), p) == NULL)
+		out[0] = 0;
+	pclose(p);
+	return out[0] >= '0' && out[0] <= '9' ? atol(out) : -1;
+}
+
+/*
+ * Gateway pairs share one store and fence only their own (gateway_id >>
+ * 8, docs/gateway-and-failover.md, Gateway pairs): DPDK gateways A (513)
+ * and B (514) of pair 2 take their epochs from natsync:epoch:2, and B's
+ * promotion closes A's writer connections (natsync-writer:2), fencing A,
+ * while an active agent of pair 1 (257, synthetic source) writes beside
+ * them: its connections stay, none of its records is fenced, every one is
+ * acknowledged, and pair 1's counter and pair 0's are untouched.
+ */
+Test(failover, a_gateway_pair_fences_only_its_own_writers)
+{
+	char text[2048], reply[4096];
+	int n;
+
+	nst_need_root("needs root for network namespaces");
+	external = 0;
+	nst_run_dir_make("failover-pairs");
+	net_setup();
+	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
+	n = nst_agent_ini(text, sizeof(text), "active", 1 << 8 | 1, 0, 256,
+			  "0-1", "127.0.0.1:7800");
+	snprintf(text + n, sizeof(text) - n,
+		 "connect_timeout_ms = 5000\n[agent]\nepoch = 0\n"
+		 "[rings]\nlanes = 1\n[source]\ntype = synth\nflows = 20000\n"
+		 "events = 200000\nrate = 20000\nseed = 3\n");
+	nst_write_file(nst_run_path("pair1.ini"), text);
+	agent_a = nst_agent_spawn("pair1", "");
+	cr_assert(WAIT_FOR(nst_run_file_has("pair1.log",
+					    "epoch 256 from the store"),
+			   15),
+		  "pair 1's active took no epoch; see %s",
+		  nst_run_path("pair1.log"));
+
+	write_gateway_config('A');
+	write_gateway_config('B');
+	gw_a = start_gateway('A', "--set agent.gateway_id=513");
+	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
+		  "A was not promoted; see %s", nst_run_path("gwA.log"));
+	cr_expect_eq(status_value('A', "epoch"), NSA_EPOCH_STEP,
+		     "pair 2's first epoch");
+	gw_b = start_gateway('B', "--set agent.gateway_id=514");
+	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
+		  "B never loaded the table; see %s", nst_run_path("gwB.log"));
+
+	pair_writers(1, "writers1-before");
+	pair_writers(2, "writers2-before");
+	cr_assert_eq(nst_sh("test -s %s && test -s %s",
+			    nst_run_path("writers1-before"),
+			    nst_run_path("writers2-before")),
+		     0, "no writer connection of pair 1 or 2 to watch");
+	cr_assert_eq(ctl('B', "promote", reply, sizeof(reply)), 0, "%s", reply);
+	cr_expect_eq(status_value('B', "epoch"), 2 * NSA_EPOCH_STEP);
+	cr_assert(WAIT_FOR(status_has('A', "mode=standby"), 10),
+		  "A was not fenced; see %s", nst_run_path("gwA.log"));
+	cr_expect(nst_run_file_has("gwA.log", "fenced: "));
+	nsdp_sleep_ms(300);
+	pair_writers(1, "writers1-after");
+	pair_writers(2, "writers2-after");
+	cr_expect_eq(nst_sh("cmp -s %s %s", nst_run_path("writers1-before"),
+			    nst_run_path("writers1-after")),
+		     0, "pair 1's writer connections changed");
+	cr_expect_eq(nst_sh("comm -12 %s %s | grep -q .",
+			    nst_run_path("writers2-before"),
+			    nst_run_path("writers2-after")),
+		     1, "a writer connection of A outlived the fence");
+	cr_expect_eq(store_number("natsync:epoch:2"), 2 * NSA_EPOCH_STEP);
+	cr_expect_eq(store_number("natsync:epoch:1"), NSA_EPOCH_STEP);
+	cr_expect_eq(store_number("natsync:epoch"), -1,
+		     "pair 0's counter was raised");
+
+	cr_assert(WAIT_FOR(nst_run_file_has("pair1.out", "^REPORT"), 30),
+		  "pair 1's active did not end; see %s",
+		  nst_run_path("pair1.log"));
+	agent_a = 0;
+	cr_expect(nst_run_file_has("pair1.out", "fenced=0 "),
+		  "pair 1's active was fenced");
+	cr_expect(nst_run_file_has("pair1.out", "records=200000 acked=200000 "),
+		  "pair 1's records were not all acknowledged");
+}
