@@ -743,6 +743,67 @@ Test(ctcommit, a_committed_dnat_entry_forwards_to_its_committed_server,
 	close(server);
 }
 
+/* Conntrack zones: the gateway puts every packet in zone 5 (`ct zone set
+ * 5` before conntrack); a flow committed into zone 5 translates to its
+ * committed port, and the entry is in zone 5; the same kind of flow
+ * committed into the default zone is not found by the zone's packets and
+ * keeps its own port. */
+Test(ctcommit, a_committed_entry_translates_in_its_zone, .fini = tr_cleanup)
+{
+	struct ns_session s = nst_session(IPPROTO_UDP, NS_EV_CREATE, 1, 1,
+					  60000, nsdp_realtime_ns());
+	struct ns_session t = s;
+	struct nsdp_ctcommit_conf cc = {.batch_bytes = 0, .zone = 5};
+	const struct nf_conntrack *ct;
+	struct nsdp_ctcommit *c;
+	int client, other, server;
+	char err[256] = "";
+	struct ct_dump d;
+
+	nst_need_root("builds namespaces with nftables");
+	tr_rig();
+	cr_assert_eq(nst_sh("ip netns exec k2tr-g nft add table ip k2zone && "
+			    "ip netns exec k2tr-g nft add chain ip k2zone pre "
+			    "'{ type filter hook prerouting priority -300; }' "
+			    "&& ip netns exec k2tr-g nft add rule ip k2zone "
+			    "pre ct zone set 5"),
+		     0);
+	nst_session_snat(&s, TR_CLIENT, 5555, TR_SERVER, 7777, TR_GW_OUT,
+			 40123);
+	nst_session_snat(&t, TR_CLIENT, 5556, TR_SERVER, 7777, TR_GW_OUT,
+			 40124);
+	snprintf(cc.netns, sizeof(cc.netns), "k2tr-g");
+	c = nsdp_ctcommit_open(&cc, err, sizeof(err));
+	cr_assert(c, "%s", err);
+	cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_close(c);
+	c = committer("k2tr-g", NSDP_CTCOMMIT_BATCH_DEFAULT);
+	cr_assert_eq(nsdp_ctcommit_add(c, &t), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_close(c);
+
+	d = ct_table("k2tr-g");
+	ct = ct_find(&d, &s);
+	cr_assert(ct, "no entry of the zone's flow");
+	cr_assert_eq(nfct_get_attr_u16(ct, ATTR_ZONE), 5);
+	ct = ct_find(&d, &t);
+	cr_assert(ct, "no entry of the default zone's flow");
+	cr_assert_eq(nfct_get_attr_u16(ct, ATTR_ZONE), 0);
+	ct_dump_free(&d);
+
+	server = udp_socket_in("k2tr-s", TR_SERVER, 7777);
+	client = udp_socket_in("k2tr-c", TR_CLIENT, 5555);
+	other = udp_socket_in("k2tr-c", TR_CLIENT, 5556);
+	cr_assert_eq(udp_round_trip(client, server), 40123,
+		     "the entry committed into zone 5 translates there");
+	cr_assert_eq(udp_round_trip(other, server), 5556,
+		     "an entry of the default zone is not zone 5's");
+	close(client);
+	close(other);
+	close(server);
+}
+
 Test(ctcommit_standby, a_missing_commit_namespace_stops_the_agent_with_2)
 {
 	int rc;

@@ -114,6 +114,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_STR("standby", "commit_netns", commit_netns, "", "Network namespace (a name under /run/netns) whose conntrack table the commit writes; empty = the agent's own."),
 	NSA_NUM("standby", "commit_batch_bytes", commit_batch_bytes, 0, 1048576, "65536", "Bytes of ctnetlink messages the commit sends per sendmsg; `0` = one message at a time, each awaited (slow, for comparison)."),
 	NSA_NUM("standby", "commit_mark", commit_mark, 0, UINT32_MAX, "0", "Conntrack mark of the entries the commit writes, so that rules and a kernel session source can tell them apart; `0` = no mark set."),
+	NSA_NUM("standby", "commit_zone", commit_zone, 0, 65535, "0", "Conntrack zone the commit writes its entries into (the zone the standby gateway's rules give the NAT'd traffic, `ct zone set`); `0` = the default zone. One zone per agent: run the active with `[source] zone` set to the same zone."),
 
 	/* Prometheus metrics and health (nsa_metrics.h). */
 	NSA_STR("metrics", "listen", metrics_listen, "", "Where the program serves `/metrics` (Prometheus text format), `/healthz` and `/readyz` over HTTP: `ADDR:PORT` (IPv4) or `[ADDR]:PORT` (IPv6), e.g. `127.0.0.1:9464`; empty = off. A port in use stops the program at start (exit status 1)."),

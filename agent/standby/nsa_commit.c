@@ -17,7 +17,8 @@
 struct nsdp_ctcommit *nsa_commit_open(const struct nsa_config *conf)
 {
 	struct nsdp_ctcommit_conf cc = {.batch_bytes = conf->commit_batch_bytes,
-					.mark = conf->commit_mark};
+					.mark = conf->commit_mark,
+					.zone = (uint16_t)conf->commit_zone};
 	struct nsdp_ctcommit *ct;
 	char err[256] = "";
 

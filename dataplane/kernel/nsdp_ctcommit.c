@@ -2,17 +2,19 @@
  * nsdp_ctcommit.c - the conntrack committer (see nsdp_ctcommit.h): records
  * queued, then written as ctnetlink messages, many per sendmsg.
  *
- * How an entry must be made to translate: the original tuple, the plain
- * inverse reply tuple (NFCT_SOPT_SETUP_REPLY) and CTA_NAT_SRC with the
- * translated address and port (ATTR_SNAT_IPV4/PORT) where the source is
- * translated, CTA_NAT_DST (ATTR_DNAT_IPV4/PORT) where the destination is
- * (port forwarding). The kernel's NAT then rewrites the reply tuple and
- * sets IPS_SRC_NAT, IPS_DST_NAT or both. An entry created with the
- * already translated reply tuple instead (what `conntrack -I -r/-q` does)
- * looks right in `conntrack -L` and never translates. TCP entries are
- * ESTABLISHED with BE_LIBERAL in both directions (the window was never
- * seen here), all entries SEEN_REPLY|ASSURED, so that the first packet
- * after a takeover, from either side, belongs to the flow.
+ * Each message is built by nsdp_ctmsg.c. How an entry must be made to
+ * translate: the original tuple, the plain inverse reply tuple
+ * (NFCT_SOPT_SETUP_REPLY) and CTA_NAT_SRC with the translated address and
+ * port (ATTR_SNAT_IPV4/PORT) where the source is translated, CTA_NAT_DST
+ * (ATTR_DNAT_IPV4/PORT) where the destination is (port forwarding). The
+ * kernel's NAT then rewrites the reply tuple and sets IPS_SRC_NAT,
+ * IPS_DST_NAT or both. An entry created with the already translated reply
+ * tuple instead (what `conntrack -I -r/-q` does) looks right in
+ * `conntrack -L` and never translates. TCP entries are ESTABLISHED with
+ * BE_LIBERAL in both directions (the window was never seen here), all
+ * entries SEEN_REPLY|ASSURED, so that the first packet after a takeover,
+ * from either side, belongs to the flow. Every entry goes into the
+ * committer's one zone (conf.zone).
  *
  * Invariants:
  * - One thread calls add and flush; the counters are single-writer
@@ -40,7 +42,7 @@
  *   NSDP_CTCOMMIT_ATTEMPTS failures the record is counted in errors.
  *
  * Not here: which records to commit (the standby's subscriber decides),
- * IPv6, zones.
+ * IPv6, a zone per record (the record carries none).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,22 +65,17 @@
 #include <linux/netlink.h>
 
 #include "nsdp_ctcommit.h"
+#include "nsdp_ctmsg.h"
 #include "nsdp_stat.h"
 
 /* Records queued before a flush is forced. */
 #define CT_QUEUE 1024u
 /* The dedup index: a power of two, at least twice the queue. */
 #define CT_INDEX 2048u
-/* Room one message needs at most (about 230 bytes are used). */
-#define CT_MSG_MAX 512u
 /* How long the kernel's answer to a sendmsg may take. */
 #define CT_RECV_TIMEOUT_S 5
 /* Receive buffer: room for an error for every message of a batch. */
 #define CT_RCVBUF (4u << 20)
-
-/* CT_EVICT: delete whatever entry holds the record's reply tuple. */
-enum ct_op { CT_CREATE, CT_UPDATE, CT_DELETE, CT_EVICT, CT_OPS };
-enum ct_pclass { CT_TCP, CT_UDP, CT_ICMP, CT_PCLASSES };
 
 struct ct_item {
 	struct ns_session s;
@@ -94,9 +91,7 @@ struct nsdp_ctcommit {
 	struct mnl_socket *nl;
 	uint32_t portid;
 	uint32_t seq;
-	/* One object per operation and protocol class: every message sets
-	 * the same attributes of its object, so none is left over. */
-	struct nf_conntrack *ct[CT_OPS][CT_PCLASSES];
+	struct nsdp_ctmsg msg;
 	char *sbuf;
 	size_t sbuf_len;
 	char rbuf[65536];
@@ -128,20 +123,6 @@ uint32_t nsdp_ctcommit_timeout_s(const struct ns_session *s, uint64_t now_ns)
 	else
 		left = total - (now_ns - s->timestamp_ns);
 	return (uint32_t)((left + 999999999ull) / 1000000000ull);
-}
-
-static int pclass_of(uint8_t proto)
-{
-	switch (proto) {
-	case IPPROTO_TCP:
-		return CT_TCP;
-	case IPPROTO_UDP:
-		return CT_UDP;
-	case IPPROTO_ICMP:
-		return CT_ICMP;
-	default:
-		return -1;
-	}
 }
 
 /* ---- the socket, in the namespace ---------------------------------- */
@@ -204,7 +185,6 @@ struct nsdp_ctcommit *nsdp_ctcommit_open(const struct nsdp_ctcommit_conf *conf,
 					 char *err, size_t errlen)
 {
 	struct nsdp_ctcommit *c = calloc(1, sizeof(*c));
-	int op, pc;
 
 	if (!c) {
 		snprintf(err, errlen, "out of memory");
@@ -215,11 +195,7 @@ struct nsdp_ctcommit *nsdp_ctcommit_open(const struct nsdp_ctcommit_conf *conf,
 		c->conf.batch_bytes = NSDP_CTCOMMIT_BATCH_MAX;
 	c->sbuf_len = c->conf.batch_bytes + CT_MSG_MAX;
 	c->sbuf = malloc(c->sbuf_len);
-	for (op = 0; op < CT_OPS; op++)
-		for (pc = 0; pc < CT_PCLASSES; pc++)
-			if (!(c->ct[op][pc] = nfct_new()))
-				goto nomem;
-	if (!c->sbuf)
+	if (!c->sbuf || nsdp_ctmsg_init(&c->msg, conf->mark, conf->zone) != 0)
 		goto nomem;
 	c->seq = (uint32_t)time(NULL);
 	if (open_socket(c, err, errlen) != 0) {
@@ -235,16 +211,11 @@ nomem:
 
 void nsdp_ctcommit_close(struct nsdp_ctcommit *c)
 {
-	int op, pc;
-
 	if (!c)
 		return;
 	if (c->nl)
 		mnl_socket_close(c->nl);
-	for (op = 0; op < CT_OPS; op++)
-		for (pc = 0; pc < CT_PCLASSES; pc++)
-			if (c->ct[op][pc])
-				nfct_destroy(c->ct[op][pc]);
+	nsdp_ctmsg_fini(&c->msg);
 	free(c->sbuf);
 	free(c);
 }
@@ -299,7 +270,7 @@ int nsdp_ctcommit_add(struct nsdp_ctcommit *c, const struct ns_session *s)
 
 	if (s->version != NS_RECORD_VERSION || s->family != NS_FAMILY_IPV4 ||
 	    s->event < NS_EV_CREATE || s->event > NS_EV_DELETE ||
-	    pclass_of(s->proto) < 0) {
+	    nsdp_ctmsg_pclass(s->proto) < 0) {
 		refuse(c, &c->st.refused_proto);
 		return 1;
 	}
@@ -340,170 +311,20 @@ unsigned int nsdp_ctcommit_pending(const struct nsdp_ctcommit *c)
 
 /* ---- messages ------------------------------------------------------ */
 
-static void set_tuple(struct nf_conntrack *ct, const struct ns_session *s,
-		      int pclass)
-{
-	nfct_set_attr_u8(ct, ATTR_L3PROTO, AF_INET);
-	nfct_set_attr_u32(ct, ATTR_IPV4_SRC, htonl(s->orig.saddr));
-	nfct_set_attr_u32(ct, ATTR_IPV4_DST, htonl(s->orig.daddr));
-	nfct_set_attr_u8(ct, ATTR_L4PROTO, s->proto);
-	if (pclass == CT_ICMP) {
-		nfct_set_attr_u8(ct, ATTR_ICMP_TYPE, 8); /* echo request */
-		nfct_set_attr_u8(ct, ATTR_ICMP_CODE, 0);
-		nfct_set_attr_u16(ct, ATTR_ICMP_ID, htons(s->orig.sport));
-	} else {
-		nfct_set_attr_u16(ct, ATTR_PORT_SRC, htons(s->orig.sport));
-		nfct_set_attr_u16(ct, ATTR_PORT_DST, htons(s->orig.dport));
-	}
-}
-
-static void set_state(struct nsdp_ctcommit *c, struct nf_conntrack *ct,
-		      int pclass, uint32_t timeout_s)
-{
-	nfct_set_attr_u32(ct, ATTR_TIMEOUT, timeout_s);
-	if (pclass == CT_TCP) {
-		nfct_set_attr_u8(ct, ATTR_TCP_STATE, TCP_CONNTRACK_ESTABLISHED);
-		nfct_set_attr_u8(ct, ATTR_TCP_FLAGS_ORIG,
-				 IP_CT_TCP_FLAG_BE_LIBERAL);
-		nfct_set_attr_u8(ct, ATTR_TCP_MASK_ORIG,
-				 IP_CT_TCP_FLAG_BE_LIBERAL);
-		nfct_set_attr_u8(ct, ATTR_TCP_FLAGS_REPL,
-				 IP_CT_TCP_FLAG_BE_LIBERAL);
-		nfct_set_attr_u8(ct, ATTR_TCP_MASK_REPL,
-				 IP_CT_TCP_FLAG_BE_LIBERAL);
-	}
-	if (c->conf.mark)
-		nfct_set_attr_u32(ct, ATTR_MARK, c->conf.mark);
-}
-
-/* Which sides s translates: its source (source NAT: masquerade, snat)
- * and its destination (destination NAT: dnat, port forwarding). An entry
- * that changes neither is made a source NAT one to itself, as before. */
-static int translates_dst(const struct ns_session *s)
-{
-	return s->xlat.daddr != s->orig.daddr ||
-	       (s->proto != IPPROTO_ICMP && s->xlat.dport != s->orig.dport);
-}
-
-static int translates_src(const struct ns_session *s)
-{
-	return s->xlat.saddr != s->orig.saddr ||
-	       s->xlat.sport != s->orig.sport || !translates_dst(s);
-}
-
-/* CTA_NAT_SRC of an ICMP echo: libnetfilter_conntrack writes the
- * translated port of TCP and UDP only, and the kernel takes the ICMP
- * identifier from the same attribute. Its destination NAT (CTA_NAT_DST)
- * has the address alone. */
-static void put_icmp_nat(struct nlmsghdr *nlh, const struct ns_session *s)
-{
-	struct nlattr *nat, *proto;
-
-	if (translates_src(s)) {
-		nat = mnl_attr_nest_start(nlh, CTA_NAT_SRC);
-		mnl_attr_put_u32(nlh, CTA_NAT_V4_MINIP, htonl(s->xlat.saddr));
-		mnl_attr_put_u32(nlh, CTA_NAT_V4_MAXIP, htonl(s->xlat.saddr));
-		proto = mnl_attr_nest_start(nlh, CTA_NAT_PROTO);
-		mnl_attr_put_u16(nlh, CTA_PROTONAT_PORT_MIN,
-				 htons(s->xlat.sport));
-		mnl_attr_put_u16(nlh, CTA_PROTONAT_PORT_MAX,
-				 htons(s->xlat.sport));
-		mnl_attr_nest_end(nlh, proto);
-		mnl_attr_nest_end(nlh, nat);
-	}
-	if (translates_dst(s)) {
-		nat = mnl_attr_nest_start(nlh, CTA_NAT_DST);
-		mnl_attr_put_u32(nlh, CTA_NAT_V4_MINIP, htonl(s->xlat.daddr));
-		mnl_attr_put_u32(nlh, CTA_NAT_V4_MAXIP, htonl(s->xlat.daddr));
-		mnl_attr_nest_end(nlh, nat);
-	}
-}
-
-/* CTA_TUPLE_REPLY of s's entry once translated: from the translated
- * destination to the translated address and port (ICMP: the echo reply to
- * the translated identifier). */
-static void put_reply_tuple(struct nlmsghdr *nlh, const struct ns_session *s,
-			    int pclass)
-{
-	struct nlattr *tuple = mnl_attr_nest_start(nlh, CTA_TUPLE_REPLY);
-	struct nlattr *n = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
-
-	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, htonl(s->xlat.daddr));
-	mnl_attr_put_u32(nlh, CTA_IP_V4_DST, htonl(s->xlat.saddr));
-	mnl_attr_nest_end(nlh, n);
-	n = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
-	mnl_attr_put_u8(nlh, CTA_PROTO_NUM, s->proto);
-	if (pclass == CT_ICMP) {
-		mnl_attr_put_u16(nlh, CTA_PROTO_ICMP_ID, htons(s->xlat.sport));
-		mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_TYPE, 0);
-		mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_CODE, 0);
-	} else {
-		mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, htons(s->xlat.dport));
-		mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, htons(s->xlat.sport));
-	}
-	mnl_attr_nest_end(nlh, n);
-	mnl_attr_nest_end(nlh, tuple);
-}
-
 /* Build its message at buf (CT_MSG_MAX bytes of room); its length, or 0
  * when the record has no time left. */
 static size_t build(struct nsdp_ctcommit *c, const struct ct_item *it,
 		    char *buf, uint64_t now_ns)
 {
-	const struct ns_session *s = &it->s;
-	int pclass = pclass_of(s->proto);
-	struct nf_conntrack *ct = c->ct[it->op][pclass];
-	struct nlmsghdr *nlh;
-	struct nfgenmsg *nfh;
 	uint32_t timeout_s = 0;
 
 	if (it->op != CT_DELETE && it->op != CT_EVICT) {
-		timeout_s = nsdp_ctcommit_timeout_s(s, now_ns);
+		timeout_s = nsdp_ctcommit_timeout_s(&it->s, now_ns);
 		if (timeout_s == 0)
 			return 0;
 	}
-	nlh = mnl_nlmsg_put_header(buf);
-	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) |
-			  (it->op == CT_DELETE || it->op == CT_EVICT
-				   ? IPCTNL_MSG_CT_DELETE
-				   : IPCTNL_MSG_CT_NEW);
-	nlh->nlmsg_flags = NLM_F_REQUEST;
-	if (it->op == CT_CREATE)
-		nlh->nlmsg_flags |= NLM_F_CREATE | NLM_F_EXCL;
-	nlh->nlmsg_seq = ++c->seq;
-	nfh = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfh));
-	nfh->nfgen_family = AF_INET;
-	nfh->version = NFNETLINK_V0;
-	nfh->res_id = 0;
-	if (it->op == CT_EVICT) {
-		put_reply_tuple(nlh, s, pclass);
-		return nlh->nlmsg_len;
-	}
-
-	set_tuple(ct, s, pclass);
-	if (it->op == CT_CREATE) {
-		nfct_setobjopt(ct, NFCT_SOPT_SETUP_REPLY);
-		if (pclass != CT_ICMP && translates_src(s)) {
-			nfct_set_attr_u32(ct, ATTR_SNAT_IPV4,
-					  htonl(s->xlat.saddr));
-			nfct_set_attr_u16(ct, ATTR_SNAT_PORT,
-					  htons(s->xlat.sport));
-		}
-		if (pclass != CT_ICMP && translates_dst(s)) {
-			nfct_set_attr_u32(ct, ATTR_DNAT_IPV4,
-					  htonl(s->xlat.daddr));
-			nfct_set_attr_u16(ct, ATTR_DNAT_PORT,
-					  htons(s->xlat.dport));
-		}
-		nfct_set_attr_u32(ct, ATTR_STATUS,
-				  IPS_SEEN_REPLY | IPS_ASSURED);
-	}
-	if (it->op != CT_DELETE)
-		set_state(c, ct, pclass, timeout_s);
-	nfct_nlmsg_build(nlh, ct);
-	if (it->op == CT_CREATE && pclass == CT_ICMP)
-		put_icmp_nat(nlh, s);
-	return nlh->nlmsg_len;
+	return nsdp_ctmsg_build(&c->msg, it->op, &it->s, ++c->seq, timeout_s,
+				buf);
 }
 
 /* ---- a round: every item not done sent once ------------------------- */

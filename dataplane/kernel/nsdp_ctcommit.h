@@ -40,6 +40,9 @@ struct nsdp_ctcommit_conf {
 	uint32_t batch_bytes;
 	/* CTA_MARK of the entries written; 0 = none set. */
 	uint32_t mark;
+	/* Conntrack zone the entries are written into (CTA_ZONE); 0 = the
+	 * default zone. */
+	uint16_t zone;
 };
 
 struct nsdp_ctcommit_stats {
