@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ static int active_pid;
 
 static void net_teardown(void)
 {
-	nst_sh("for n in k5df-c k5df-g k5df-s; do ip netns del $n "
+	nst_sh("for n in k5df-c k5df-g k5df-s k5df-b; do ip netns del $n "
 	       "2>/dev/null; done; true");
 }
 
@@ -450,4 +451,181 @@ Test(kdefer, first_packet_latency_with_defer_off_and_on)
 	       report_field("defer_p50_us"), report_field("defer_p99_us"));
 	fflush(stdout);
 	close(server);
+}
+
+/* ---- failover ----------------------------------------------------------- */
+
+#define FO_RATE 2000 /* new flows a second */
+#define FO_FLOWS 2000
+#define FO_KILL_AFTER_MS 500
+
+static struct {
+	int server, stop;
+	uint16_t first_port;
+	unsigned int sent;
+	uint8_t arrived[65536]; /* by translated (here: client) port */
+} fo;
+
+/* New UDP flows at FO_RATE, one datagram each, until FO_FLOWS or
+ * stopped. */
+static void *fo_client(void *arg)
+{
+	struct timespec next;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	for (unsigned int i = 0;
+	     i < FO_FLOWS && !__atomic_load_n(&fo.stop, __ATOMIC_ACQUIRE);
+	     i++) {
+		close(send_from((uint16_t)(fo.first_port + i), "f"));
+		__atomic_store_n(&fo.sent, i + 1, __ATOMIC_RELEASE);
+		next.tv_nsec += 1000000000L / FO_RATE;
+		if (next.tv_nsec >= 1000000000L) {
+			next.tv_sec++;
+			next.tv_nsec -= 1000000000L;
+		}
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+	}
+	return NULL;
+}
+
+static void *fo_server(void *arg)
+{
+	uint16_t port;
+
+	(void)arg;
+	while (!__atomic_load_n(&fo.stop, __ATOMIC_ACQUIRE))
+		if (arrival(fo.server, 50, &port))
+			fo.arrived[port] = 1;
+	return NULL;
+}
+
+/* The client ports in [first, first + n) that namespace k5df-b's
+ * conntrack holds an entry from. */
+static void committed_ports(uint16_t first, unsigned int n, uint8_t *has)
+{
+	char line[512];
+	FILE *f = popen("ip netns exec k5df-b conntrack -L -p udp 2>/dev/null",
+			"r");
+
+	cr_assert_not_null(f);
+	memset(has, 0, n);
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, "sport=");
+		unsigned long port = p ? strtoul(p + 6, NULL, 10) : 0;
+
+		if (port >= first && port < (unsigned long)first + n)
+			has[port - first] = 1;
+	}
+	pclose(f);
+}
+
+/* One round: flows through gateway A (k5df-g) from first_port on, A dies
+ * FO_KILL_AFTER_MS into them, as a host that fails takes its agent and
+ * its forwarding: the agent stops (SIGSTOP: its queue stays bound), A's
+ * forwarding stops (an nftables drop, a few ms later), the agent is
+ * SIGKILLed. The flows whose first datagram reached the server and whose
+ * entry is not in gateway B's conntrack 2 s later are
+ * lost_at_failover. */
+static unsigned long fo_round(unsigned int defer_max_us, uint16_t first_port,
+			      unsigned long *arrived)
+{
+	pthread_t client, server;
+	uint8_t has[FO_FLOWS];
+	unsigned long lost = 0;
+	unsigned int sent;
+	double window_ms;
+	uint64_t t0;
+
+	active_start(defer_max_us);
+	memset(fo.arrived, 0, sizeof(fo.arrived));
+	fo.first_port = first_port;
+	fo.stop = 0;
+	pthread_create(&server, NULL, fo_server, NULL);
+	pthread_create(&client, NULL, fo_client, NULL);
+	nsdp_sleep_ms(FO_KILL_AFTER_MS);
+	t0 = mono_ns();
+	kill(active_pid, SIGSTOP);
+	cr_assert_eq(nst_sh("ip netns exec k5df-g nft add table ip k5dead && "
+			    "ip netns exec k5df-g nft add chain ip k5dead "
+			    "dropall '{ type filter hook forward priority -300 "
+			    "; policy drop ; }'"),
+		     0);
+	window_ms = (double)(mono_ns() - t0) / 1e6;
+	kill(active_pid, SIGKILL);
+	active_pid = 0;
+	nsdp_sleep_ms(200);
+	__atomic_store_n(&fo.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(client, NULL);
+	pthread_join(server, NULL);
+	sent = __atomic_load_n(&fo.sent, __ATOMIC_ACQUIRE);
+	nsdp_sleep_ms(2000);
+	committed_ports(first_port, FO_FLOWS, has);
+	*arrived = 0;
+	for (unsigned int i = 0; i < FO_FLOWS; i++) {
+		if (!fo.arrived[(uint16_t)(first_port + i)])
+			continue;
+		(*arrived)++;
+		lost += !has[i];
+	}
+	fprintf(stderr,
+		"kdefer failover: defer %s: %u flows sent, %lu reached the "
+		"server, lost_at_failover=%lu (forwarding stopped %.1f ms "
+		"after the agent)\n",
+		defer_max_us ? "on" : "off", sent, *arrived, lost, window_ms);
+	cr_assert_gt(*arrived, FO_RATE * FO_KILL_AFTER_MS / 2000,
+		     "too few flows went through before the failure");
+	nst_sh("ip netns exec k5df-g nft delete table ip k5dead");
+	return lost;
+}
+
+/*
+ * A kernel gateway pair as far as sessions go: gateway A (k5df-g) with
+ * the active agent, gateway B (k5df-b) with a standby agent committing
+ * into its conntrack. New UDP flows open through A at 2 000 a second; A
+ * dies in the middle of them. With defer off, flows whose first datagram
+ * left A just before may be missing from B; with defer on (defer_max_us
+ * 50 ms here, so that a loaded machine does not let a first packet go
+ * unacknowledged), none is: a first packet left only once the store had
+ * its record, which the store publishes to the standby.
+ */
+Test(kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies,
+     .timeout = 240)
+{
+	const char *env = getenv("NATSYNC_KDEFER_MAX_US");
+	unsigned int max_us =
+		env && atoi(env) > 0 ? (unsigned)atoi(env) : 50000;
+	unsigned long lost_off, lost_on, arrived_off, arrived_on;
+	char text[1024];
+	int n, standby;
+
+	rig_start("kdefer-failover");
+	cr_assert_eq(nst_sh("set -e; ip netns del k5df-b 2>/dev/null || true; "
+			    "ip netns add k5df-b; "
+			    "ip netns exec k5df-b nft add table ip k5nat; "
+			    "ip netns exec k5df-b nft add chain ip k5nat post "
+			    "'{ type nat hook postrouting priority 100 ; }'; "
+			    "ip netns exec k5df-b nft add rule ip k5nat post "
+			    "oifname k5dfb1 masquerade"),
+		     0);
+	n = nst_agent_ini(text, sizeof(text), "standby", 2, 0, 256, "0", SEEDS);
+	snprintf(text + n, sizeof(text) - n,
+		 "[standby]\ntable_capacity = 65536\ncommit = conntrack\n"
+		 "commit_netns = k5df-b\n");
+	nst_write_file(nst_run_path("standby.ini"), text);
+	standby = nst_agent_spawn("standby", "");
+	nst_wait_synced(standby);
+	fo.server = nst_socket_in("k5df-s", SOCK_DGRAM, 0, SERVER_PORT);
+
+	lost_off = fo_round(0, 30000, &arrived_off);
+	lost_on = fo_round(max_us, 40000, &arrived_on);
+	kill(standby, SIGKILL);
+	nst_sh("ip netns del k5df-b");
+	close(fo.server);
+	printf("RESULT kdefer_failover rate=%u defer_max_us=%u "
+	       "off_arrived=%lu off_lost_at_failover=%lu on_arrived=%lu "
+	       "on_lost_at_failover=%lu\n",
+	       FO_RATE, max_us, arrived_off, lost_off, arrived_on, lost_on);
+	fflush(stdout);
+	cr_assert_eq(lost_on, 0, "with defer, %lu flows were lost", lost_on);
 }
