@@ -140,6 +140,52 @@ static struct nlmsghdr *queue_msg(char *buf, uint16_t type, uint16_t queue)
 	return nlh;
 }
 
+struct packet_attrs {
+	const struct nlattr *hdr, *payload;
+};
+
+static int on_attr(const struct nlattr *attr, void *data)
+{
+	struct packet_attrs *a = data;
+
+	switch (mnl_attr_get_type(attr)) {
+	case NFQA_PACKET_HDR:
+		if (mnl_attr_validate2(attr, MNL_TYPE_UNSPEC,
+				       sizeof(struct nfqnl_msg_packet_hdr)) ==
+		    0)
+			a->hdr = attr;
+		break;
+	case NFQA_PAYLOAD:
+		a->payload = attr;
+		break;
+	}
+	return MNL_CB_OK;
+}
+
+static void accept_packet(struct nsdp_kdefer *d, uint32_t id);
+static void verdicts_flush(struct nsdp_kdefer *d);
+
+/* A packet queued while the queue is being configured (a rule of the
+ * operator's, or one a killed agent left, was there already): let go at
+ * once, unheld, counted skipped. */
+static int on_early_packet(const struct nlmsghdr *nlh, void *data)
+{
+	struct nsdp_kdefer *d = data;
+	struct packet_attrs a = {0};
+	const struct nfqnl_msg_packet_hdr *ph;
+
+	if (nlh->nlmsg_type != ((NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET) ||
+	    mnl_attr_parse(nlh, sizeof(struct nfgenmsg), on_attr, &a) < 0 ||
+	    !a.hdr)
+		return MNL_CB_OK;
+	ph = mnl_attr_get_payload(a.hdr);
+	accept_packet(d, ntohl(ph->packet_id));
+	verdicts_flush(d);
+	KD_ADD(d, queued, 1);
+	KD_ADD(d, skipped, 1);
+	return MNL_CB_OK;
+}
+
 /* Send a configuration message and wait for its acknowledgement: 0 or
  * -errno. */
 static int config_request(struct nsdp_kdefer *d, struct nlmsghdr *nlh)
@@ -156,9 +202,9 @@ static int config_request(struct nsdp_kdefer *d, struct nlmsghdr *nlh)
 		n = mnl_socket_recvfrom(d->nl, d->msg, sizeof(d->msg));
 		if (n < 0)
 			return -errno;
-		/* An ack (MNL_CB_STOP) or an error; a packet message of a
-		 * rule already there cannot come before the bind's ack. */
-		n = mnl_cb_run(d->msg, (size_t)n, seq, portid, NULL, NULL);
+		/* An ack (MNL_CB_STOP), an error, or a queued packet. */
+		n = mnl_cb_run(d->msg, (size_t)n, seq, portid, on_early_packet,
+			       d);
 		if (n < 0)
 			return errno ? -errno : -EIO;
 		if (n == MNL_CB_STOP)
@@ -301,28 +347,6 @@ void nsdp_kdefer_free(struct nsdp_kdefer *d)
 	free(d->held);
 	free(d->expect);
 	free(d);
-}
-
-struct packet_attrs {
-	const struct nlattr *hdr, *payload;
-};
-
-static int on_attr(const struct nlattr *attr, void *data)
-{
-	struct packet_attrs *a = data;
-
-	switch (mnl_attr_get_type(attr)) {
-	case NFQA_PACKET_HDR:
-		if (mnl_attr_validate2(attr, MNL_TYPE_UNSPEC,
-				       sizeof(struct nfqnl_msg_packet_hdr)) ==
-		    0)
-			a->hdr = attr;
-		break;
-	case NFQA_PAYLOAD:
-		a->payload = attr;
-		break;
-	}
-	return MNL_CB_OK;
 }
 
 /* The reply tuple of the packet's conntrack entry, from its headers: the

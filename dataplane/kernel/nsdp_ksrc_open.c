@@ -196,6 +196,10 @@ static int open_defer(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
 
 	if (!k->conf.defer_max_us)
 		return 0;
+	/* A table a killed agent left would queue packets as soon as the
+	 * queue is bound: gone first. */
+	if (k->conf.defer_rule)
+		nsdp_kdefer_rule_del(k->netns_fd);
 	k->defer_link = attach_defer_prog(k);
 	if (k->defer_link < 0)
 		return fail(why, k->defer_link, err, errlen,
