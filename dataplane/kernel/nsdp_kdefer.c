@@ -1,8 +1,8 @@
 /*
  * nsdp_kdefer.c - the NFQUEUE side of a kernel gateway's defer
  * (nsdp_kdefer.h): the queue bound over libmnl, the packets it hands over
- * read with their conntrack entries, the held ones kept in order, and the
- * verdicts.
+ * read with their headers, the records they wait for, the held ones kept
+ * in order, and the verdicts.
  *
  * The queue copies each packet's headers, not its conntrack entry:
  * NFQA_CT needs the kernel's ctnetlink glue (CONFIG_NETFILTER_NETLINK_GLUE_CT),
