@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -215,7 +215,7 @@ static int open_defer(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
 		rc = nsdp_kdefer_rule_add(k->netns_fd, k->conf.defer_queue, err,
 					  errlen);
 		if (rc != 0) {
-			*why = rc == -EPERM ? -EPERM : rc;
+			*why = rc;
 			return rc;
 		}
 		nsdp_kdefer_rule_del(k->netns_fd);
