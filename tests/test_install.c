@@ -169,6 +169,7 @@ Test(install, destdir_holds_programs_man_pages_units_and_examples)
 		"gateway.example.ini",	      "kernel-active.example.ini",
 		"kernel-standby.example.ini", "redis-users.acl.example",
 		"keepalived.conf.example",    "keepalived-kernel.conf.example",
+		"natsync-defer.nft",
 	};
 	static const char *const scripts[] = {
 		"keepalived-notify.sh",

@@ -70,6 +70,7 @@ struct agent_metrics {
 	const struct nsa_config *conf;
 	struct nsa_active *active; /* the role's, NULL for the other */
 	struct nsa_standby *standby;
+	const struct nsdp_ksrc *ksrc; /* the active's kernel source, or NULL */
 };
 
 static int agent_ready(void *arg, char *why, size_t whylen)
@@ -92,7 +93,13 @@ static void agent_render(void *arg, struct nsa_mx *m)
 			   agent_ready(am, why, sizeof(why)));
 	if (am->active)
 		nsa_metrics_active(m, am->active);
-	else
+	if (am->active && am->ksrc && am->conf->ksrc_conf.defer_max_us) {
+		struct nsdp_ksrc_defer_stats d;
+
+		nsdp_ksrc_defer_stats(am->ksrc, &d);
+		nsa_metrics_kernel_defer(m, &d);
+	}
+	if (!am->active)
 		nsa_metrics_standby(m, am->standby, am->conf->table_capacity);
 }
 
@@ -271,6 +278,7 @@ static int active_open(struct active_run *r)
 	if (!r->active)
 		return 1;
 	r->am.active = r->active;
+	r->am.ksrc = r->src.ksrc;
 	r->mx = agent_metrics_start(&r->am, &mx_failed);
 	if (mx_failed)
 		return 1;
@@ -435,6 +443,20 @@ static int active_report(const struct active_run *r)
 		       ks->captured, ks->creates, ks->refreshes, ks->deletes,
 		       ks->dumped, ks->redumps, ks->ringbuf_drops, ks->filtered,
 		       ks->end_overruns, ks->reconciled, ks->untracked);
+	if (r->src.ksrc && r->conf->ksrc_conf.defer_max_us) {
+		struct nsdp_ksrc_defer_stats d;
+
+		nsdp_ksrc_defer_stats(r->src.ksrc, &d);
+		printf(" defer_queued=%" PRIu64 " defer_held=%" PRIu64
+		       " defer_settled=%" PRIu64 " defer_timeouts=%" PRIu64
+		       " defer_overflow=%" PRIu64 " defer_skipped=%" PRIu64
+		       " defer_unmatched=%" PRIu64 " defer_missed=%" PRIu64
+		       " defer_p50_us=%" PRIu64 " defer_p99_us=%" PRIu64
+		       " defer_p999_us=%" PRIu64,
+		       d.queued, d.held, d.settled, d.timeouts, d.overflow,
+		       d.skipped, d.unmatched, d.missed, d.p50_us, d.p99_us,
+		       d.p999_us);
+	}
 	printf("\n");
 	fflush(stdout);
 	return (sourced && !r->drained) || gateway_gone ? 1 : 0;

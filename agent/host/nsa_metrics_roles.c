@@ -314,3 +314,40 @@ int nsa_metrics_standby_ready(const struct nsa_standby *sb, char *why,
 	}
 	return 1;
 }
+
+/* Defer of a kernel source: how each queued first packet went, and the
+ * hold times, as the DPDK gateway's natsync_gateway_defer_* say it. */
+void nsa_metrics_kernel_defer(struct nsa_mx *m,
+			      const struct nsdp_ksrc_defer_stats *st)
+{
+	const struct nsdp_ksrc_defer_stats d = *st;
+	const struct {
+		const char *outcome;
+		uint64_t v;
+	} rows[] = {{"queued", d.queued},	{"held", d.held},
+		    {"settled", d.settled},	{"timeout", d.timeouts},
+		    {"overflow", d.overflow},	{"skipped", d.skipped},
+		    {"unmatched", d.unmatched}, {"missed", d.missed}};
+
+	nsa_mx_family(
+		m, "natsync_kernel_defer_packets_total", "counter",
+		"Kernel defer: first packets of new NAT'd connections the "
+		"queue handed over (queued), held until their record was "
+		"acknowledged (held), and how each left: settled, timeout "
+		"(after defer_max_us); overflow and skipped (not NAT'd, "
+		"filtered) went at once, unheld; missed passed unheld "
+		"while the queue's socket was full.");
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		nsa_mx_sample(m, "natsync_kernel_defer_packets_total",
+			      (double)rows[i].v, "outcome", rows[i].outcome,
+			      NULL);
+	nsa_mx_family(m, "natsync_kernel_defer_hold_microseconds", "gauge",
+		      "Kernel defer: the hold time under which this quantile "
+		      "of the held packets left, µs (10 µs buckets).");
+	nsa_mx_sample(m, "natsync_kernel_defer_hold_microseconds",
+		      (double)d.p50_us, "quantile", "0.5", NULL);
+	nsa_mx_sample(m, "natsync_kernel_defer_hold_microseconds",
+		      (double)d.p99_us, "quantile", "0.99", NULL);
+	nsa_mx_sample(m, "natsync_kernel_defer_hold_microseconds",
+		      (double)d.p999_us, "quantile", "0.999", NULL);
+}

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "nsa_metrics.h"
+#include "nsdp_ksrc.h"
 
 struct nsa_active;
 struct nsa_standby;
@@ -35,5 +36,10 @@ int nsa_metrics_active_ready(const struct nsa_active *a, unsigned int retry_ms,
  * loaded since. 1, or 0 with the reason in why. */
 int nsa_metrics_standby_ready(const struct nsa_standby *sb, char *why,
 			      size_t whylen);
+
+/* A kernel source's defer (nsdp_ksrc.h): natsync_kernel_defer_packets_total
+ * by outcome and the hold time quantiles. */
+void nsa_metrics_kernel_defer(struct nsa_mx *m,
+			      const struct nsdp_ksrc_defer_stats *st);
 
 #endif

@@ -70,6 +70,8 @@ struct nsa_config {
 	/* [source] type = kernel */
 	struct nsdp_ksrc_conf ksrc_conf;
 	uint32_t ksrc_zone; /* 65536: every zone */
+	int ksrc_defer; /* [source] defer: ksrc_conf.defer_max_us set */
+	uint32_t ksrc_defer_max_us, ksrc_defer_queue;
 
 	/* [standby] */
 	unsigned int table_capacity; /* sessions the table holds */

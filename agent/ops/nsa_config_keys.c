@@ -103,6 +103,10 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("source", "ignore_mark", ksrc_conf.ignore_mark, 0, UINT32_MAX, "0", "Kernel source: entries with exactly this conntrack mark are not captured (set it to the standby's `commit_mark`, so that committed entries are not captured again); `0` = none."),
 	NSA_BOOL("source", "ends", ksrc_conf.ends, "yes", "Kernel source: `yes` turns the kernel's destroy events (ctnetlink) into delete records; `no` leaves ends to the sessions' timeouts."),
 	NSA_NUM("source", "ends_rcvbuf", ksrc_conf.ends_rcvbuf, 4096, 1073741824, "8388608", "Kernel source: bytes of the receive buffer of the ctnetlink socket that takes destroy events; the events of a burst of ends (a flush, a wave of timeouts) that do not fit are lost, counted (`end_overruns`) and found again by a re-dump, which deletes the sessions it no longer finds."),
+	NSA_BOOL("source", "defer", ksrc_defer, "no", "Kernel source: hold the first packet of every new NAT'd connection until the store has acknowledged its record, as OpenBSD pfsync's defer (and the DPDK gateway's `[gateway] defer`): then no connection whose first packet left the gateway is lost at failover. The packet goes through NFQUEUE `defer_queue` (bypassed when the agent is not there); see kernel-gateways.md, \"Defer\"."),
+	NSA_NUM("source", "defer_max_us", ksrc_defer_max_us, 10, 500000, "2000", "Kernel source, with `defer`: the longest a first packet waits, µs; then it goes without the acknowledgement (counted in `defer_timeouts`)."),
+	NSA_NUM("source", "defer_queue", ksrc_defer_queue, 0, 65535, "0", "Kernel source, with `defer`: the NFQUEUE number the first packets go through; one no other program in the gateway's namespace binds."),
+	NSA_BOOL("source", "defer_rule", ksrc_conf.defer_rule, "yes", "Kernel source, with `defer`: `yes` adds the nftables table `natsync_defer` in the gateway's namespace (postrouting, priority 300: the first packet of each entry with source or destination NAT goes to queue `defer_queue`, bypassed when nobody listens) once the agent runs, and deletes it when it stops; `no` leaves the rule to the operator (deploy/natsync-defer.nft)."),
 	NSA_NUM("standby", "table_capacity", table_capacity, 1024, 100000000, "2000000", "Sessions the standby table holds."),
 	NSA_STR("standby", "dump", table_dump, "", "Where SIGUSR1 and exit dump the standby table; empty = none."),
 	NSA_NUM("standby", "topology_check_ms", topology_check_ms, 0, 60000, "1000", "How often the standby asks the store for its topology: it resubscribes and resyncs when the masters changed under a live subscription, and resyncs the masters concerned when slots moved between them, ms; `0` = never."),
@@ -132,6 +136,8 @@ static void nsa_config_derive(struct nsa_config *c)
 	c->ksrc_conf.epoch = c->epoch;
 	c->ksrc_conf.zone_filter = c->ksrc_zone <= UINT16_MAX;
 	c->ksrc_conf.zone = (uint16_t)c->ksrc_zone;
+	c->ksrc_conf.defer_max_us = c->ksrc_defer ? c->ksrc_defer_max_us : 0;
+	c->ksrc_conf.defer_queue = (uint16_t)c->ksrc_defer_queue;
 }
 
 void nsa_config_set_epoch(struct nsa_config *c, uint32_t epoch)

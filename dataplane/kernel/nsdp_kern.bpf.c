@@ -15,6 +15,13 @@
  * not remembered, so the next packet of the flow tries again; user space
  * re-dumps the table when the count rises.
  *
+ * With defer (nsdp_kdefer.h) a second program, of type netfilter, sees a
+ * new NAT'd entry in postrouting before it is confirmed, while its first
+ * packet is on its way to defer's queue, and sends it then (kind HELD):
+ * the user side records it from that event and holds the packet until the
+ * record settles; "seen" then keeps the first program from sending the
+ * entry again once confirmed.
+ *
  * Not here: ends of entries (ctnetlink destroy events in nsdp_ksrc.c), the
  * records (nsdp_ksrc.c).
  */
@@ -90,23 +97,22 @@ static __always_inline int passes_filters(__u32 netns, __u16 zone, __u32 mark)
 	return 1;
 }
 
-SEC("tp_btf/net_dev_queue")
-int BPF_PROG(nsdp_ct_capture, struct sk_buff *skb)
+/* Send ct's event when it is new to us, or half its timeout passed since
+ * we sent it, or its TCP state changed. held: ct is not confirmed yet (its
+ * first packet is about to be queued for defer, nsdp_ksrc.h): its timeout
+ * is relative, and its event says so. */
+static __always_inline int capture(struct nf_conn *ct, int held)
 {
 	struct nsdp_kern_counters *cnt;
 	struct nsdp_kern_event ev = {};
 	struct nsdp_kern_seen *last, now_seen = {};
-	struct nf_conn *ct;
 	unsigned long status;
 	__u32 zero = 0, left;
 	__u64 now;
 	__u8 proto;
 
-	ct = (struct nf_conn *)(BPF_CORE_READ(skb, _nfct) & NFCT_PTRMASK);
-	if (!ct)
-		return 0;
 	status = BPF_CORE_READ(ct, status);
-	if (!(status & IPS_CONFIRMED) || !(status & NAT_BITS))
+	if (!!(status & IPS_CONFIRMED) == held || !(status & NAT_BITS))
 		return 0;
 	if (BPF_CORE_READ(ct, tuplehash[0].tuple.src.l3num) != AF_INET)
 		return 0;
@@ -139,13 +145,17 @@ int BPF_PROG(nsdp_ct_capture, struct sk_buff *skb)
 	    last->tcp_state == ev.tcp_state)
 		return 0;
 
-	/* ct->timeout is in jiffies, compared as u32 by the kernel too. */
-	left = BPF_CORE_READ(ct, timeout) - (__u32)bpf_jiffies64();
+	/* ct->timeout is in jiffies, compared as u32 by the kernel too; an
+	 * entry not yet confirmed holds it relative to its confirmation. */
+	left = BPF_CORE_READ(ct, timeout);
+	if (!held)
+		left -= (__u32)bpf_jiffies64();
 	if ((__s32)left < 0)
 		left = 0;
 	ev.timeout_ms = (__u32)((__u64)left * 1000 / CONFIG_HZ);
 	ev.status = (__u32)status;
-	ev.kind = last ? NSDP_KERN_REFRESH : NSDP_KERN_NEW;
+	ev.kind = held ? NSDP_KERN_HELD
+		       : (last ? NSDP_KERN_REFRESH : NSDP_KERN_NEW);
 
 	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), 0) != 0) {
 		cnt->ringbuf_drops++;
@@ -157,4 +167,32 @@ int BPF_PROG(nsdp_ct_capture, struct sk_buff *skb)
 	now_seen.tcp_state = ev.tcp_state;
 	bpf_map_update_elem(&seen, &ev.key, &now_seen, BPF_ANY);
 	return 0;
+}
+
+static __always_inline struct nf_conn *skb_ct(struct sk_buff *skb)
+{
+	return (struct nf_conn *)(BPF_CORE_READ(skb, _nfct) & NFCT_PTRMASK);
+}
+
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(nsdp_ct_capture, struct sk_buff *skb)
+{
+	struct nf_conn *ct = skb_ct(skb);
+
+	if (ct)
+		capture(ct, 0);
+	return 0;
+}
+
+/* Defer: in postrouting after NAT and just before the queue's rule
+ * (nsdp_kdefer.h), a new entry's first packet; loaded and attached only
+ * with defer on. Always NF_ACCEPT. */
+SEC("netfilter")
+int nsdp_ct_defer(struct bpf_nf_ctx *ctx)
+{
+	struct nf_conn *ct = skb_ct(ctx->skb);
+
+	if (ct)
+		capture(ct, 1);
+	return 1;
 }

@@ -12,6 +12,9 @@ enum nsdp_kern_kind {
 	NSDP_KERN_NEW = 1, /* first time this entry is seen */
 	/* seen, and half its timeout has passed or its TCP state changed */
 	NSDP_KERN_REFRESH = 2,
+	/* first time seen, before it is confirmed: its first packet goes to
+	 * defer's queue next (timeout_ms: the timeout it starts with) */
+	NSDP_KERN_HELD = 3,
 };
 
 /* One direction of a conntrack entry, network byte order. */

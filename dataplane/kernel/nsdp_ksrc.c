@@ -82,6 +82,7 @@
 #include <netinet/in.h>
 
 #include "ns_record.h"
+#include "nsdp_kdefer.h"
 #include "nsdp_kern.h"
 #include "nsdp_kern.skel.h"
 #include "nsdp_klive.h"
@@ -313,10 +314,14 @@ int nsdp_ksrc_on_event(void *ctx, void *data, size_t len)
 
 	if (len < sizeof(*ev))
 		return 0;
-	create = ev->kind == NSDP_KERN_NEW;
+	create = ev->kind != NSDP_KERN_REFRESH;
 	key_to_session(k, &ev->key, create ? NS_EV_CREATE : NS_EV_REFRESH,
 		       ev->timeout_ms, &s);
 	emit(k, &s);
+	/* Its first packet is on its way to defer's queue. */
+	if (ev->kind == NSDP_KERN_HELD && k->defer)
+		nsdp_kdefer_expect(k->defer, ev->key.proto, &ev->key.reply,
+				   nsdp_lane_last(k->lane));
 	live_add(k, &ev->key);
 	ST_ADD(k, captured, 1);
 	if (create)
@@ -448,10 +453,74 @@ static void ksrc_round(struct nsdp_ksrc *k)
 				 __ATOMIC_RELAXED);
 }
 
+/* ---- defer (nsdp_kdefer.h) ---------------------------------------------- */
+
+/* Packets queued since the last round: the events before them are read
+ * first (their entries' HELD events, and a destroyed entry's DELETE before
+ * the CREATE of a new entry with its tuples), then each waits for its
+ * entry's record, or the newest record when none came for it; then every
+ * held packet whose record settled, or whose time is up, goes. */
+static void defer_round(struct nsdp_ksrc *k)
+{
+	int n = nsdp_kdefer_recv(k->defer);
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+
+	if (n > 0) {
+		ring_buffer__consume(k->rb);
+		read_ends(k);
+		for (int i = 0; i < n; i++) {
+			struct nsdp_kern_tuple reply;
+			uint8_t proto;
+			uint64_t seq = 0;
+
+			if (nsdp_kdefer_reply(k->defer, i, &proto, &reply))
+				seq = nsdp_kdefer_match(k->defer, proto,
+							&reply);
+			nsdp_kdefer_decide(k->defer, i,
+					   seq ? seq : nsdp_lane_last(k->lane),
+					   seq != 0, now);
+		}
+		nsdp_lane_hold(k->lane, nsdp_lane_last(k->lane));
+	}
+	nsdp_kdefer_release(k->defer, nsdp_lane_settled(k->lane), now);
+}
+
+/* The stop: no packet is queued any more (the table deleted), what was
+ * queued is recorded and held as before, and the thread stays until every
+ * held packet went (defer_max_us at most: the writers still run). */
+static void defer_finish(struct nsdp_ksrc *k)
+{
+	if (k->conf.defer_rule)
+		nsdp_kdefer_rule_del(k->netns_fd);
+	defer_round(k);
+	while (nsdp_kdefer_release(k->defer, nsdp_lane_settled(k->lane),
+				   now_ns(CLOCK_MONOTONIC)) > 0)
+		usleep(NSDP_KDEFER_POLL_NS / 1000);
+}
+
+/* How long the thread may sleep: POLL_MS, or while packets are held
+ * NSDP_KDEFER_POLL_NS (their records may settle any moment) and no longer
+ * than the oldest one's time. */
+static struct timespec round_wait(const struct nsdp_ksrc *k)
+{
+	uint64_t ns = (uint64_t)POLL_MS * 1000000ULL;
+
+	if (k->defer) {
+		uint64_t due =
+			nsdp_kdefer_next_ns(k->defer, now_ns(CLOCK_MONOTONIC));
+
+		if (due != UINT64_MAX)
+			ns = due < NSDP_KDEFER_POLL_NS ? due
+						       : NSDP_KDEFER_POLL_NS;
+	}
+	return (struct timespec){.tv_sec = (time_t)(ns / 1000000000ULL),
+				 .tv_nsec = (long)(ns % 1000000000ULL)};
+}
+
 static void *ksrc_main(void *arg)
 {
 	struct nsdp_ksrc *k = arg;
-	uint64_t ended;
+	uint64_t ended, last_round = now_ns(CLOCK_MONOTONIC);
 	int rc = dump_diff(k, 1, &ended);
 
 	if (rc != 0) {
@@ -459,14 +528,36 @@ static void *ksrc_main(void *arg)
 			strerror(-rc));
 		k->lost |= LOST_EVENTS; /* the first round dumps again */
 	}
-	while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
-		struct epoll_event evs[2];
+	/* Queued only now: no packet waits for the initial dump. */
+	if (k->defer && k->conf.defer_rule) {
+		char err[256];
 
-		epoll_wait(k->epfd, evs, 2, POLL_MS);
-		ksrc_round(k);
+		if (nsdp_kdefer_rule_add(k->netns_fd, k->conf.defer_queue, err,
+					 sizeof(err)) != 0)
+			fprintf(stderr, "natsync: kernel source: %s\n", err);
+	}
+	while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
+		struct epoll_event evs[3];
+		struct timespec wait = round_wait(k);
+		int n = epoll_pwait2(k->epfd, evs, 3, &wait, NULL), other = 0;
+		uint64_t now;
+
+		for (int i = 0; i < n; i++)
+			other |= evs[i].data.u32 != EV_QUEUE;
+		if (k->defer)
+			defer_round(k);
+		/* The ring buffer and the ends on their events, and every
+		 * POLL_MS (the counters, the losses' check). */
+		now = now_ns(CLOCK_MONOTONIC);
+		if (other || now - last_round >= (uint64_t)POLL_MS * 1000000) {
+			ksrc_round(k);
+			last_round = now;
+		}
 	}
 	/* What happened before the stop is still ours to record. */
 	ksrc_round(k);
+	if (k->defer)
+		defer_finish(k);
 	return NULL;
 }
 
@@ -490,6 +581,28 @@ void nsdp_ksrc_stop(struct nsdp_ksrc *k)
 	__atomic_store_n(&k->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(k->thread, NULL);
 	k->running = 0;
+}
+
+void nsdp_ksrc_defer_stats(const struct nsdp_ksrc *k,
+			   struct nsdp_ksrc_defer_stats *st)
+{
+	struct nsdp_kdefer_stats d;
+
+	memset(st, 0, sizeof(*st));
+	if (!k->defer)
+		return;
+	nsdp_kdefer_stats(k->defer, &d);
+	st->queued = d.queued;
+	st->held = d.held;
+	st->settled = d.settled;
+	st->timeouts = d.timeouts;
+	st->overflow = d.overflow;
+	st->skipped = d.skipped;
+	st->unmatched = d.unmatched;
+	st->missed = d.missed;
+	st->p50_us = nsdp_kdefer_pct_us(&d, 0.50);
+	st->p99_us = nsdp_kdefer_pct_us(&d, 0.99);
+	st->p999_us = nsdp_kdefer_pct_us(&d, 0.999);
 }
 
 void nsdp_ksrc_stats(const struct nsdp_ksrc *k, struct nsdp_ksrc_stats *st)

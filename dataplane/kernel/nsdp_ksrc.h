@@ -46,6 +46,14 @@ struct nsdp_ksrc_conf {
 	 * doubles it); 0: 8 MiB. */
 	uint32_t ends_rcvbuf;
 	uint32_t gateway_id, epoch;
+	/* Defer: the first packet of every new NAT'd connection is held in
+	 * NFQUEUE defer_queue until its record settles (the store acknowledged
+	 * it), defer_max_us at most; 0: off. defer_rule: the source adds the
+	 * nftables table that queues those packets (nsdp_kdefer.h) and deletes
+	 * it when it stops; 0: the operator's own rule queues them. */
+	uint32_t defer_max_us;
+	uint16_t defer_queue;
+	int defer_rule;
 };
 
 struct nsdp_ksrc_stats {
@@ -64,6 +72,21 @@ struct nsdp_ksrc_stats {
 	uint64_t tracked; /* entries in the live set now */
 };
 
+/* Defer's counters (all 0 when it is off). */
+struct nsdp_ksrc_defer_stats {
+	uint64_t queued; /* packets the queue handed over */
+	uint64_t held; /* held for a record */
+	uint64_t settled; /* let go once the record settled */
+	uint64_t timeouts; /* let go after defer_max_us */
+	uint64_t overflow; /* accepted unheld: too many held already */
+	uint64_t skipped; /* accepted unheld: headers not IPv4 TCP, UDP, echo */
+	/* held for the newest record: no event of their own (a later packet
+	 * of a held flow, an entry filtered out or whose event was lost) */
+	uint64_t unmatched;
+	uint64_t missed; /* the kernel let them pass unheld (socket full) */
+	uint64_t p50_us, p99_us, p999_us; /* hold times of those let go */
+};
+
 struct nsdp_ksrc;
 
 /* Check the host, load and attach the BPF program and open the ctnetlink
@@ -74,10 +97,14 @@ struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 				   struct nsdp_lane *lane, int *why, char *err,
 				   size_t errlen);
 
-/* Start the thread: the initial dump, then events until stopped. */
+/* Start the thread: the initial dump, then (with defer and defer_rule)
+ * the nftables table added, then events until stopped; stopping deletes
+ * the table, then lets go of what it holds. */
 int nsdp_ksrc_start(struct nsdp_ksrc *k);
 void nsdp_ksrc_stop(struct nsdp_ksrc *k);
 void nsdp_ksrc_stats(const struct nsdp_ksrc *k, struct nsdp_ksrc_stats *st);
+void nsdp_ksrc_defer_stats(const struct nsdp_ksrc *k,
+			   struct nsdp_ksrc_defer_stats *st);
 
 /* Write the namespace's NAT'd entries as they are now, as CREATE records,
  * to a table file (the format natsync-verify reads); the count or a

@@ -21,9 +21,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <netinet/in.h>
+#include <linux/netfilter.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -74,6 +79,17 @@ static int load_bpf(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
 		skel->rodata->filter_ignore_mark = k->conf.ignore_mark;
 	}
 	bpf_map__set_max_entries(skel->maps.events, k->conf.ringbuf_bytes);
+	/* The defer program only with defer on; a netfilter program, which
+	 * this libbpf may not know by its section name. */
+	if (k->conf.defer_max_us) {
+		bpf_program__set_type(skel->progs.nsdp_ct_defer,
+				      NSDP_BPF_PROG_TYPE_NETFILTER);
+		bpf_program__set_expected_attach_type(skel->progs.nsdp_ct_defer,
+						      NSDP_BPF_NETFILTER);
+		bpf_program__set_autoattach(skel->progs.nsdp_ct_defer, false);
+	} else {
+		bpf_program__set_autoload(skel->progs.nsdp_ct_defer, false);
+	}
 	rc = nsdp_kern__load(skel);
 	if (rc == -EPERM || rc == -EACCES)
 		return fail(why, -EPERM, err, errlen,
@@ -131,6 +147,83 @@ static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
 	return 0;
 }
 
+/* The defer program attached to postrouting in the gateway's namespace
+ * (a netfilter link is made in the namespace of the thread that makes
+ * it), as BPF_LINK_CREATE with the netfilter attributes, which this
+ * libbpf may not have. The link's fd, or -errno. */
+static int attach_defer_prog(struct nsdp_ksrc *k)
+{
+	struct {
+		__u32 prog_fd, target_fd, attach_type, flags;
+		__u32 pf, hooknum;
+		__s32 priority;
+		__u32 nf_flags;
+		__u8 pad[64];
+	} attr = {
+		.prog_fd = (__u32)bpf_program__fd(k->skel->progs.nsdp_ct_defer),
+		.attach_type = NSDP_BPF_NETFILTER,
+		.pf = NFPROTO_IPV4,
+		.hooknum = NF_INET_POST_ROUTING,
+		.priority = NSDP_KDEFER_PRIORITY - 1,
+	};
+	int own = -1, fd, saved;
+
+	if (k->netns_fd >= 0) {
+		own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		if (own < 0 || setns(k->netns_fd, CLONE_NEWNET) != 0) {
+			saved = -errno;
+			if (own >= 0)
+				close(own);
+			return saved;
+		}
+	}
+	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	saved = fd < 0 ? -errno : fd;
+	if (own >= 0) {
+		if (setns(own, CLONE_NEWNET) != 0)
+			abort(); /* would run on in the wrong namespace */
+		close(own);
+	}
+	return saved;
+}
+
+/* Defer: the queue bound, the nftables table tried once (added and
+ * deleted: the thread adds it after its initial dump, so that no packet
+ * waits for that), the lane told that its producer holds packets. */
+static int open_defer(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
+{
+	int rc;
+
+	if (!k->conf.defer_max_us)
+		return 0;
+	/* A table a killed agent left would queue packets as soon as the
+	 * queue is bound: gone first. */
+	if (k->conf.defer_rule)
+		nsdp_kdefer_rule_del(k->netns_fd);
+	k->defer_link = attach_defer_prog(k);
+	if (k->defer_link < 0)
+		return fail(why, k->defer_link, err, errlen,
+			    "defer: cannot attach the BPF netfilter program to "
+			    "postrouting: %s (needs CONFIG_NETFILTER_BPF_LINK, "
+			    "Linux 6.4 or later)",
+			    strerror(-k->defer_link));
+	k->defer = nsdp_kdefer_open(k->netns_fd, k->conf.defer_queue,
+				    k->conf.defer_max_us, why, err, errlen);
+	if (!k->defer)
+		return *why;
+	if (k->conf.defer_rule) {
+		rc = nsdp_kdefer_rule_add(k->netns_fd, k->conf.defer_queue, err,
+					  errlen);
+		if (rc != 0) {
+			*why = rc;
+			return rc;
+		}
+		nsdp_kdefer_rule_del(k->netns_fd);
+	}
+	__atomic_store_n(&k->lane->deferring, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
 /* The live set, bounded by conntrack's limit (read after open_netlink:
  * the conntrack module is loaded then); only with ends. */
 static int open_live_set(struct nsdp_ksrc *k, int *why, char *err,
@@ -152,6 +245,7 @@ struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 {
 	struct nsdp_ksrc *k;
 	struct epoll_event ev = {.events = EPOLLIN};
+	struct epoll_event qev = {.events = EPOLLIN, .data.u32 = EV_QUEUE};
 	char path[128];
 	struct stat st;
 	int netns_fd = -1;
@@ -189,6 +283,7 @@ struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 	k->lane = lane;
 	k->epfd = -1;
 	k->netns_fd = -1;
+	k->defer_link = -1;
 	k->netns_ino = (uint32_t)st.st_ino;
 	if (conf->netns[0])
 		k->netns_fd = netns_fd;
@@ -198,14 +293,17 @@ struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 	k->ncpus = libbpf_num_possible_cpus();
 	if (k->ncpus <= 0 || load_bpf(k, why, err, errlen) != 0 ||
 	    open_netlink(k, k->netns_fd, why, err, errlen) != 0 ||
-	    open_live_set(k, why, err, errlen) != 0)
+	    open_live_set(k, why, err, errlen) != 0 ||
+	    open_defer(k, why, err, errlen) != 0)
 		goto fail;
 	k->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (k->epfd < 0 ||
 	    epoll_ctl(k->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb),
 		      &ev) != 0 ||
 	    (k->ends_h &&
-	     epoll_ctl(k->epfd, EPOLL_CTL_ADD, nfct_fd(k->ends_h), &ev) != 0)) {
+	     epoll_ctl(k->epfd, EPOLL_CTL_ADD, nfct_fd(k->ends_h), &ev) != 0) ||
+	    (k->defer && epoll_ctl(k->epfd, EPOLL_CTL_ADD,
+				   nsdp_kdefer_fd(k->defer), &qev) != 0)) {
 		fail(why, -errno, err, errlen, "kernel source: epoll: %s",
 		     strerror(errno));
 		goto fail;
@@ -225,6 +323,11 @@ void nsdp_ksrc_free(struct nsdp_ksrc *k)
 	if (!k)
 		return;
 	nsdp_ksrc_stop(k);
+	if (k->defer && k->conf.defer_rule)
+		nsdp_kdefer_rule_del(k->netns_fd);
+	nsdp_kdefer_free(k->defer);
+	if (k->defer_link >= 0)
+		close(k->defer_link);
 	if (k->epfd >= 0)
 		close(k->epfd);
 	if (k->netns_fd >= 0)

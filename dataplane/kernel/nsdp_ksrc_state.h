@@ -14,6 +14,7 @@
 
 #include <libnetfilter_conntrack/libnetfilter_conntrack.h>
 
+#include "nsdp_kdefer.h"
 #include "nsdp_kern.h"
 #include "nsdp_kern.skel.h"
 #include "nsdp_klive.h"
@@ -24,6 +25,11 @@
 /* Destroy events come in bursts (a flush, a timeout wave). */
 #define EVENT_RCVBUF (8 << 20)
 #define CT_MAX_PATH "/proc/sys/net/netfilter/nf_conntrack_max"
+/* Newer than the uapi headers this may build with (Linux 6.4). */
+#define NSDP_BPF_PROG_TYPE_NETFILTER 32
+#define NSDP_BPF_NETFILTER 45
+/* epoll data of the defer queue's socket (the others carry 0). */
+#define EV_QUEUE 1
 /* When nf_conntrack_max cannot be read. */
 #define CT_MAX_DEFAULT 262144
 /* Re-dumps logged at most this often (each one is counted). */
@@ -57,6 +63,8 @@ struct nsdp_ksrc {
 	int netns_fd; /* the namespace, for nsdp_ksrc_dump_table */
 	pthread_t thread;
 	int running, stop;
+	struct nsdp_kdefer *defer; /* NULL with defer off */
+	int defer_link; /* the defer program's netfilter link, or -1 */
 	struct nsdp_ksrc_stats st; /* written by the thread */
 };
 

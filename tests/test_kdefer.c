@@ -1,0 +1,631 @@
+/*
+ * test_kdefer.c - defer on a Linux kernel gateway ([source] defer): the
+ * first packet of a new NAT'd connection is held in NFQUEUE until the
+ * store has acknowledged its record, through the real programs: a kernel
+ * NAT gateway in a network namespace, natsync-agent with [source] type =
+ * kernel and defer on (its BPF programs, its nftables table, its queue),
+ * one plain Redis server.
+ *
+ *   netns k5df-c 10.75.0.2 --veth-- 10.75.0.1 netns k5df-g 198.51.100.1
+ *   --veth-- 198.51.100.2 netns k5df-s
+ *
+ * k5df-g forwards and masquerades (nftables) what leaves towards k5df-s.
+ * The test's thread sends from sockets made in k5df-c and receives on one
+ * made in k5df-s. Root is needed.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nsdp_time.h"
+#include "nst_agents.h"
+#include "nst_netns.h"
+#include "nst_skip.h"
+#include "nst_store.h"
+
+#define STORE_PORT 7980
+#define SEEDS "127.0.0.1:7980"
+#define CLIENT_ADDR 0x0a4b0002u /* 10.75.0.2 */
+#define SERVER_ADDR 0xc6336402u /* 198.51.100.2 */
+#define SERVER_PORT 9000
+/* Flows of the latency measurement; NATSYNC_KDEFER_FLOWS sets another
+ * count (docs/kernel-gateways.md). */
+#define DEFAULT_FLOWS 300
+
+static int active_pid;
+
+static void net_teardown(void)
+{
+	nst_sh("for n in k5df-c k5df-g k5df-s k5df-b; do ip netns del $n "
+	       "2>/dev/null; done; true");
+}
+
+static void net_setup(void)
+{
+	int rc;
+
+	net_teardown();
+	rc = nst_sh(
+		"set -e\n"
+		"for n in k5df-c k5df-g k5df-s; do ip netns add $n; "
+		"ip -n $n link set lo up; done\n"
+		"ip link add k5dfc0 netns k5df-c type veth peer name k5dfg0 "
+		"netns k5df-g\n"
+		"ip link add k5dfg1 netns k5df-g type veth peer name k5dfs0 "
+		"netns k5df-s\n"
+		"ip -n k5df-c link set k5dfc0 up\n"
+		"ip -n k5df-g link set k5dfg0 up\n"
+		"ip -n k5df-g link set k5dfg1 up\n"
+		"ip -n k5df-s link set k5dfs0 up\n"
+		"ip -n k5df-c addr add 10.75.0.2/24 dev k5dfc0\n"
+		"ip -n k5df-c route add default via 10.75.0.1\n"
+		"ip -n k5df-g addr add 10.75.0.1/24 dev k5dfg0\n"
+		"ip -n k5df-g addr add 198.51.100.1/24 dev k5dfg1\n"
+		"ip -n k5df-s addr add 198.51.100.2/24 dev k5dfs0\n"
+		"ip netns exec k5df-g sysctl -qw net.ipv4.ip_forward=1\n"
+		"ip netns exec k5df-g sysctl -qw "
+		"net.netfilter.nf_conntrack_udp_timeout=600\n"
+		"ip netns exec k5df-g nft add table ip k5nat\n"
+		"ip netns exec k5df-g nft add chain ip k5nat post "
+		"'{ type nat hook postrouting priority 100 ; }'\n"
+		"ip netns exec k5df-g nft add rule ip k5nat post oifname "
+		"k5dfg1 masquerade\n");
+	cr_assert_eq(rc, 0, "cannot build the test network");
+}
+
+static void stop_all(void)
+{
+	if (active_pid > 0)
+		kill(active_pid, SIGKILL);
+	active_pid = 0;
+	nst_sh("kill -CONT $(cat %s/%d/*/redis.pid 2>/dev/null) 2>/dev/null; "
+	       "true",
+	       nst_build("tests/run"), STORE_PORT);
+	nst_store_stop(STORE_PORT);
+	net_teardown();
+}
+
+TestSuite(kdefer, .fini = stop_all, .timeout = 240);
+
+static void store_signal(int sig)
+{
+	cr_assert_eq(nst_sh("kill -%d $(cat %s/%d/*/redis.pid)", sig,
+			    nst_build("tests/run"), STORE_PORT),
+		     0);
+}
+
+static int table_present(void)
+{
+	return nst_sh("ip netns exec k5df-g nft list table ip natsync_defer "
+		      ">/dev/null 2>&1") == 0;
+}
+
+/* The active with the kernel source; defer_max_us 0: defer off. Returns
+ * once its defer table is in place (or, off, once it runs). */
+static void active_start(unsigned int defer_max_us)
+{
+	char text[1024];
+	int n;
+
+	n = nst_agent_ini(text, sizeof(text), "active", 1, 200, 256, "0",
+			  SEEDS);
+	snprintf(text + n, sizeof(text) - n,
+		 "[rings]\nlanes = 1\n"
+		 "[source]\ntype = kernel\nnetns = k5df-g\n"
+		 "defer = %s\ndefer_max_us = %u\n",
+		 defer_max_us ? "yes" : "no",
+		 defer_max_us ? defer_max_us : 2000);
+	nst_write_file(nst_run_path("active.ini"), text);
+	active_pid = nst_agent_spawn("active", "");
+	cr_assert_eq(nst_sh("for i in $(seq 100); do grep -q 'progress: "
+			    "active' %s && exit 0; sleep 0.1; done; exit 1",
+			    nst_run_path("active.log")),
+		     0, "the active did not start; see %s",
+		     nst_run_path("active.log"));
+	for (int i = 0; i < 100 && defer_max_us && !table_present(); i++)
+		nsdp_sleep_ms(50);
+	cr_assert_eq(table_present(), defer_max_us != 0,
+		     "the defer table is %s",
+		     table_present() ? "there" : "absent");
+}
+
+/* SIGTERM the active; its REPORT then in active.out. */
+static void active_stop(void)
+{
+	kill(active_pid, SIGTERM);
+	active_pid = 0;
+	cr_assert_eq(nst_wait_report(15), 0);
+	nst_sh("cat %s >&2", nst_run_path("active.out"));
+	cr_assert(nst_run_file_has("active.out", "drained=yes"));
+}
+
+static unsigned long report_field(const char *name)
+{
+	return nst_report_field(nst_run_path("active.out"), name);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* A datagram from the client's port to the server; the client socket is
+ * returned (for a later packet of the same flow). */
+static int send_from(uint16_t port, const char *what)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(SERVER_PORT),
+				 .sin_addr.s_addr = htonl(SERVER_ADDR)};
+	int fd = nst_socket_in("k5df-c", SOCK_DGRAM, CLIENT_ADDR, port);
+
+	cr_assert_eq(sendto(fd, what, strlen(what), 0, (struct sockaddr *)&to,
+			    sizeof(to)),
+		     (ssize_t)strlen(what));
+	return fd;
+}
+
+/* A later datagram of the flow of send_from's socket fd. */
+static void send_again(int fd, const char *what)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(SERVER_PORT),
+				 .sin_addr.s_addr = htonl(SERVER_ADDR)};
+
+	cr_assert_eq(sendto(fd, what, strlen(what), 0, (struct sockaddr *)&to,
+			    sizeof(to)),
+		     (ssize_t)strlen(what));
+}
+
+/* Wait up to ms for a datagram at the server: its arrival (CLOCK_MONOTONIC
+ * ns) and source port, or 0 when none came. */
+static uint64_t arrival(int server, unsigned int ms, uint16_t *from_port)
+{
+	struct pollfd p = {.fd = server, .events = POLLIN};
+	struct sockaddr_in from;
+	socklen_t len = sizeof(from);
+	char buf[64];
+
+	if (poll(&p, 1, (int)ms) != 1)
+		return 0;
+	if (recvfrom(server, buf, sizeof(buf), 0, (struct sockaddr *)&from,
+		     &len) <= 0)
+		return 0;
+	if (from_port)
+		*from_port = ntohs(from.sin_port);
+	return mono_ns();
+}
+
+/* The store's record of UDP flow 10.75.0.2:port -> server (JSON), or ""
+ * when the store lacks it. */
+static const char *store_record(uint16_t port, char *buf, size_t len)
+{
+	FILE *f;
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd),
+		 "%s -S " SEEDS " --get udp:10.75.0.2:%u-198.51.100.2:%u "
+		 "2>/dev/null",
+		 nst_build("tools/natsync-verify"), port, SERVER_PORT);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	if (!fgets(buf, (int)len, f))
+		buf[0] = '\0';
+	pclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	return buf;
+}
+
+static void rig_start(const char *name)
+{
+	nst_need_root("network namespaces, nftables, NFQUEUE and BPF need "
+		      "root");
+	nst_run_dir_make(name);
+	net_setup();
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, 0, 0), 0);
+}
+
+Test(kdefer, a_first_packet_waits_until_its_record_is_in_the_store)
+{
+	char rec[512];
+	uint16_t xport;
+	uint64_t t0, t1;
+	int server, a, b, d;
+
+	rig_start("kdefer-hold");
+	server = nst_socket_in("k5df-s", SOCK_DGRAM, 0, SERVER_PORT);
+	active_start(300000);
+
+	/* The store answers: the packet goes once its record is there. */
+	t0 = mono_ns();
+	a = send_from(11001, "a1");
+	t1 = arrival(server, 1000, &xport);
+	cr_assert_neq(t1, 0, "flow a's first packet did not arrive");
+	cr_assert_lt(t1 - t0, 300000000ULL, "flow a waited out defer_max_us");
+	cr_assert_neq(store_record(11001, rec, sizeof(rec))[0], '\0',
+		      "flow a arrived, its session is not in the store");
+	fprintf(stderr, "kdefer: flow a held %.3f ms; store: %s\n",
+		(double)(t1 - t0) / 1e6, rec);
+	/* Its next packet is not queued: only the first is held. */
+	send_again(a, "a2");
+	cr_assert_neq(arrival(server, 1000, NULL), 0);
+
+	/* The store stopped: the first packet of flow b waits defer_max_us
+	 * (300 ms), then goes without the acknowledgement; its record
+	 * arrives once the store runs again. */
+	store_signal(SIGSTOP);
+	t0 = mono_ns();
+	b = send_from(11002, "b1");
+	cr_assert_eq(arrival(server, 200, NULL), 0,
+		     "flow b's first packet arrived while the store was "
+		     "stopped, before defer_max_us");
+	t1 = arrival(server, 2000, NULL);
+	cr_assert_neq(t1, 0, "flow b's first packet never arrived");
+	cr_assert_geq(t1 - t0, 300000000ULL);
+	fprintf(stderr, "kdefer: flow b (store stopped) held %.3f ms\n",
+		(double)(t1 - t0) / 1e6);
+	store_signal(SIGCONT);
+	for (int i = 0; i < 50 && !store_record(11002, rec, sizeof(rec))[0];
+	     i++)
+		nsdp_sleep_ms(100);
+	cr_assert_neq(rec[0], '\0', "flow b's record never reached the store");
+
+	active_stop();
+	cr_assert_not(table_present(), "the stopped agent left its table");
+	cr_assert_eq(report_field("defer_queued"), 2);
+	cr_assert_eq(report_field("defer_held"), 2);
+	cr_assert_eq(report_field("defer_settled"), 1);
+	cr_assert_eq(report_field("defer_timeouts"), 1);
+	cr_assert_eq(report_field("defer_unmatched"), 0);
+	cr_assert_eq(report_field("creates"), 2);
+	cr_assert_eq(report_field("captured"), 2,
+		     "a confirmed entry was sent "
+		     "again");
+
+	/* The agent killed: its table stays, nobody is bound to the queue,
+	 * and new connections pass unheld (bypass); a new agent replaces
+	 * that table. */
+	active_start(300000);
+	kill(active_pid, SIGKILL);
+	active_pid = 0;
+	nsdp_sleep_ms(200);
+	cr_assert(table_present());
+	t0 = mono_ns();
+	d = send_from(11003, "d1");
+	t1 = arrival(server, 1000, NULL);
+	cr_assert_neq(t1, 0, "with the agent dead, a new flow is dropped");
+	fprintf(stderr, "kdefer: flow d (agent killed) took %.3f ms\n",
+		(double)(t1 - t0) / 1e6);
+	active_start(300000);
+	cr_assert_eq(nst_sh("[ $(ip netns exec k5df-g nft list tables | grep "
+			    "-c natsync_defer) = 1 ]"),
+		     0);
+	active_stop();
+	cr_assert_not(table_present());
+
+	close(a);
+	close(b);
+	close(d);
+	close(server);
+}
+
+/* The JSON record without its stamp and timeout (compared apart). */
+static unsigned long split_record(char *js)
+{
+	char *t = strstr(js, "\"timeout_ms\":"), *end;
+	unsigned long timeout;
+
+	cr_assert_not_null(t, "no timeout in %s", js);
+	timeout = strtoul(t + 13, &end, 10);
+	end = strstr(end, ",\"orig_saddr\"");
+	cr_assert_not_null(end);
+	memmove(t, end, strlen(end) + 1);
+	return timeout;
+}
+
+Test(kdefer, the_held_record_equals_the_one_the_bpf_capture_makes)
+{
+	char held[512], captured[512];
+	unsigned long t_held, t_captured;
+	int server, fd;
+
+	rig_start("kdefer-record");
+	server = nst_socket_in("k5df-s", SOCK_DGRAM, 0, SERVER_PORT);
+
+	/* Defer on: the record is made from the HELD event, before the
+	 * entry is confirmed. */
+	active_start(300000);
+	fd = send_from(11010, "h1");
+	cr_assert_neq(arrival(server, 1000, NULL), 0);
+	close(fd);
+	active_stop();
+	cr_assert_eq(report_field("creates"), 1);
+	cr_assert_eq(report_field("defer_held"), 1);
+	cr_assert_eq(report_field("defer_settled"), 1);
+	cr_assert_eq(report_field("defer_unmatched"), 0);
+	cr_assert_eq(report_field("captured"), 1,
+		     "the confirmed entry was "
+		     "sent again");
+	store_record(11010, held, sizeof(held));
+	cr_assert_neq(held[0], '\0');
+
+	/* Defer off: the same flow again, as the tp_btf capture records it
+	 * once the entry is confirmed. */
+	cr_assert_eq(nst_sh("ip netns exec k5df-g conntrack -D -p udp "
+			    ">/dev/null 2>&1"),
+		     0);
+	active_start(0);
+	fd = send_from(11010, "c1");
+	cr_assert_neq(arrival(server, 1000, NULL), 0);
+	close(fd);
+	nsdp_sleep_ms(500);
+	active_stop();
+	cr_assert_eq(report_field("creates"), 1);
+	store_record(11010, captured, sizeof(captured));
+	cr_assert_neq(captured[0], '\0');
+	fprintf(stderr, "kdefer: held:     %s\nkdefer: captured: %s\n", held,
+		captured);
+	cr_assert_str_neq(held, captured, "the second record is not new");
+
+	t_held = split_record(held);
+	t_captured = split_record(captured);
+	cr_assert_str_eq(held, captured);
+	cr_assert_geq(t_held + 1000, t_captured);
+	cr_assert_geq(t_captured + 1000, t_held);
+	close(server);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* flows new flows one after the other, each one's first packet timed from
+ * the client's send to the server; p50 and p99 in µs. */
+static void first_packet_latency(int server, unsigned int flows,
+				 uint16_t first_port, double *p50, double *p99)
+{
+	uint64_t *lat = calloc(flows, sizeof(*lat));
+
+	cr_assert_not_null(lat);
+	for (unsigned int i = 0; i < flows; i++) {
+		uint64_t t0 = mono_ns(), t1;
+		int fd = send_from((uint16_t)(first_port + i), "l");
+
+		t1 = arrival(server, 2000, NULL);
+		cr_assert_neq(t1, 0, "flow %u did not arrive", i);
+		lat[i] = t1 - t0;
+		close(fd);
+	}
+	qsort(lat, flows, sizeof(*lat), cmp_u64);
+	*p50 = (double)lat[flows / 2] / 1e3;
+	*p99 = (double)lat[(flows * 99) / 100] / 1e3;
+	free(lat);
+}
+
+Test(kdefer, first_packet_latency_with_defer_off_and_on)
+{
+	const char *env = getenv("NATSYNC_KDEFER_FLOWS");
+	unsigned int flows = DEFAULT_FLOWS;
+	double off50, off99, on50, on99;
+	int server;
+
+	if (env && atoi(env) > 0 && atoi(env) <= 20000)
+		flows = (unsigned int)atoi(env);
+	rig_start("kdefer-latency");
+	server = nst_socket_in("k5df-s", SOCK_DGRAM, 0, SERVER_PORT);
+
+	active_start(0);
+	first_packet_latency(server, flows, 20000, &off50, &off99);
+	active_stop();
+
+	active_start(2000);
+	first_packet_latency(server, flows, 40000, &on50, &on99);
+	active_stop();
+	cr_assert_eq(report_field("defer_queued"), flows);
+	cr_assert_eq(report_field("defer_held"), flows);
+	cr_assert_eq(report_field("defer_unmatched"), 0);
+	cr_assert_eq(report_field("defer_settled") +
+			     report_field("defer_timeouts"),
+		     flows);
+	cr_assert_eq(report_field("creates"), flows);
+	printf("RESULT kdefer flows=%u off_p50_us=%.0f off_p99_us=%.0f "
+	       "on_p50_us=%.0f on_p99_us=%.0f timeouts=%lu hold_p50_us=%lu "
+	       "hold_p99_us=%lu\n",
+	       flows, off50, off99, on50, on99, report_field("defer_timeouts"),
+	       report_field("defer_p50_us"), report_field("defer_p99_us"));
+	fflush(stdout);
+	close(server);
+}
+
+/* ---- failover ----------------------------------------------------------- */
+
+#define FO_RATE 2000 /* new flows a second */
+#define FO_FLOWS 2000
+#define FO_KILL_AFTER_MS 500
+
+static struct {
+	int server, stop;
+	uint16_t first_port;
+	unsigned int sent;
+	uint8_t arrived[65536]; /* by translated (here: client) port */
+} fo;
+
+/* New UDP flows at FO_RATE, one datagram each, until FO_FLOWS or
+ * stopped. */
+static void *fo_client(void *arg)
+{
+	struct timespec next;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	for (unsigned int i = 0;
+	     i < FO_FLOWS && !__atomic_load_n(&fo.stop, __ATOMIC_ACQUIRE);
+	     i++) {
+		close(send_from((uint16_t)(fo.first_port + i), "f"));
+		__atomic_store_n(&fo.sent, i + 1, __ATOMIC_RELEASE);
+		next.tv_nsec += 1000000000L / FO_RATE;
+		if (next.tv_nsec >= 1000000000L) {
+			next.tv_sec++;
+			next.tv_nsec -= 1000000000L;
+		}
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+	}
+	return NULL;
+}
+
+static void *fo_server(void *arg)
+{
+	uint16_t port;
+
+	(void)arg;
+	while (!__atomic_load_n(&fo.stop, __ATOMIC_ACQUIRE))
+		if (arrival(fo.server, 50, &port))
+			fo.arrived[port] = 1;
+	return NULL;
+}
+
+/* The client ports in [first, first + n) that namespace k5df-b's
+ * conntrack holds an entry from. */
+static void committed_ports(uint16_t first, unsigned int n, uint8_t *has)
+{
+	char line[512];
+	FILE *f = popen("ip netns exec k5df-b conntrack -L -p udp 2>/dev/null",
+			"r");
+
+	cr_assert_not_null(f);
+	memset(has, 0, n);
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, "sport=");
+		unsigned long port = p ? strtoul(p + 6, NULL, 10) : 0;
+
+		if (port >= first && port < (unsigned long)first + n)
+			has[port - first] = 1;
+	}
+	pclose(f);
+}
+
+/* One round: flows through gateway A (k5df-g) from first_port on, A dies
+ * FO_KILL_AFTER_MS into them, as a host that fails takes its agent and
+ * its forwarding: the agent stops (SIGSTOP: its queue stays bound), A's
+ * forwarding stops (an nftables drop, a few ms later), the agent is
+ * SIGKILLed. The flows whose first datagram reached the server and whose
+ * entry is not in gateway B's conntrack 2 s later are
+ * lost_at_failover. */
+static unsigned long fo_round(unsigned int defer_max_us, uint16_t first_port,
+			      unsigned long *arrived)
+{
+	pthread_t client, server;
+	uint8_t has[FO_FLOWS];
+	unsigned long lost = 0;
+	unsigned int sent;
+	double window_ms;
+	uint64_t t0;
+
+	active_start(defer_max_us);
+	memset(fo.arrived, 0, sizeof(fo.arrived));
+	fo.first_port = first_port;
+	fo.stop = 0;
+	pthread_create(&server, NULL, fo_server, NULL);
+	pthread_create(&client, NULL, fo_client, NULL);
+	nsdp_sleep_ms(FO_KILL_AFTER_MS);
+	t0 = mono_ns();
+	kill(active_pid, SIGSTOP);
+	cr_assert_eq(nst_sh("ip netns exec k5df-g nft add table ip k5dead && "
+			    "ip netns exec k5df-g nft add chain ip k5dead "
+			    "dropall '{ type filter hook forward priority -300 "
+			    "; policy drop ; }'"),
+		     0);
+	window_ms = (double)(mono_ns() - t0) / 1e6;
+	kill(active_pid, SIGKILL);
+	active_pid = 0;
+	nsdp_sleep_ms(200);
+	__atomic_store_n(&fo.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(client, NULL);
+	pthread_join(server, NULL);
+	sent = __atomic_load_n(&fo.sent, __ATOMIC_ACQUIRE);
+	nsdp_sleep_ms(2000);
+	committed_ports(first_port, FO_FLOWS, has);
+	*arrived = 0;
+	for (unsigned int i = 0; i < FO_FLOWS; i++) {
+		if (!fo.arrived[(uint16_t)(first_port + i)])
+			continue;
+		(*arrived)++;
+		lost += !has[i];
+	}
+	fprintf(stderr,
+		"kdefer failover: defer %s: %u flows sent, %lu reached the "
+		"server, lost_at_failover=%lu (forwarding stopped %.1f ms "
+		"after the agent)\n",
+		defer_max_us ? "on" : "off", sent, *arrived, lost, window_ms);
+	cr_assert_gt(*arrived, FO_RATE * FO_KILL_AFTER_MS / 2000,
+		     "too few flows went through before the failure");
+	nst_sh("ip netns exec k5df-g nft delete table ip k5dead");
+	return lost;
+}
+
+/*
+ * A kernel gateway pair as far as sessions go: gateway A (k5df-g) with
+ * the active agent, gateway B (k5df-b) with a standby agent committing
+ * into its conntrack. New UDP flows open through A at 2 000 a second; A
+ * dies in the middle of them. With defer off, flows whose first datagram
+ * left A just before may be missing from B; with defer on (defer_max_us
+ * 50 ms here, so that a loaded machine does not let a first packet go
+ * unacknowledged), none is: a first packet left only once the store had
+ * its record, which the store publishes to the standby.
+ */
+Test(kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies,
+     .timeout = 240)
+{
+	const char *env = getenv("NATSYNC_KDEFER_MAX_US");
+	unsigned int max_us =
+		env && atoi(env) > 0 ? (unsigned)atoi(env) : 50000;
+	unsigned long lost_off, lost_on, arrived_off, arrived_on;
+	char text[1024];
+	int n, standby;
+
+	rig_start("kdefer-failover");
+	cr_assert_eq(nst_sh("set -e; ip netns del k5df-b 2>/dev/null || true; "
+			    "ip netns add k5df-b; "
+			    "ip netns exec k5df-b nft add table ip k5nat; "
+			    "ip netns exec k5df-b nft add chain ip k5nat post "
+			    "'{ type nat hook postrouting priority 100 ; }'; "
+			    "ip netns exec k5df-b nft add rule ip k5nat post "
+			    "oifname k5dfb1 masquerade"),
+		     0);
+	n = nst_agent_ini(text, sizeof(text), "standby", 2, 0, 256, "0", SEEDS);
+	snprintf(text + n, sizeof(text) - n,
+		 "[standby]\ntable_capacity = 65536\ncommit = conntrack\n"
+		 "commit_netns = k5df-b\n");
+	nst_write_file(nst_run_path("standby.ini"), text);
+	standby = nst_agent_spawn("standby", "");
+	nst_wait_synced(standby);
+	fo.server = nst_socket_in("k5df-s", SOCK_DGRAM, 0, SERVER_PORT);
+
+	lost_off = fo_round(0, 30000, &arrived_off);
+	lost_on = fo_round(max_us, 40000, &arrived_on);
+	kill(standby, SIGKILL);
+	nst_sh("ip netns del k5df-b");
+	close(fo.server);
+	printf("RESULT kdefer_failover rate=%u defer_max_us=%u "
+	       "off_arrived=%lu off_lost_at_failover=%lu on_arrived=%lu "
+	       "on_lost_at_failover=%lu\n",
+	       FO_RATE, max_us, arrived_off, lost_off, arrived_on, lost_on);
+	fflush(stdout);
+	cr_assert_eq(lost_on, 0, "with defer, %lu flows were lost", lost_on);
+}
