@@ -222,6 +222,9 @@ static void write_on_node(struct writer *w, unsigned int node,
 
 /* ---- the standby ---------------------------------------------------------- */
 
+/* [standby] repair_max_segments of the standbys the next tests start. */
+static unsigned int repair_max = 64;
+
 static struct nsa_standby *standby_start(void)
 {
 	static struct nsa_config conf; /* the standby keeps it */
@@ -233,6 +236,7 @@ static struct nsa_standby *standby_start(void)
 	store_conf(&conf.store);
 	conf.table_capacity = 2 * SESSIONS;
 	conf.clock_slack_ms = 500;
+	conf.repair_max_segments = repair_max;
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
 	cr_assert_eq(nsa_standby_start(sb), 0);
@@ -315,11 +319,15 @@ static struct nsa_standby *pair_synced(struct writer *w,
 static void print_stats(const char *what, const struct nsa_standby_stats *b,
 			const struct nsa_standby_stats *a)
 {
-	printf("%s: gaps %lu, resyncs %lu, load_values %lu (%lu B)\n", what,
-	       (unsigned long)(a->gaps - b->gaps),
+	printf("%s: gaps %lu, resyncs %lu, load_values %lu (%lu B), repairs "
+	       "%lu, repair_values %lu (%lu B)\n",
+	       what, (unsigned long)(a->gaps - b->gaps),
 	       (unsigned long)(a->resyncs - b->resyncs),
 	       (unsigned long)(a->load_values - b->load_values),
-	       (unsigned long)(a->load_bytes - b->load_bytes));
+	       (unsigned long)(a->load_bytes - b->load_bytes),
+	       (unsigned long)(a->repairs - b->repairs),
+	       (unsigned long)(a->repair_values - b->repair_values),
+	       (unsigned long)(a->repair_bytes - b->repair_bytes));
 }
 
 /* ---- fixtures ------------------------------------------------------------ */
@@ -365,6 +373,89 @@ Test(repair, a_lost_announcement_costs_its_segment_not_the_master,
 		      "read %lu (%lu B)",
 		      (unsigned long)(after.load_values - before.load_values),
 		      (unsigned long)(after.load_bytes - before.load_bytes));
+	/* Exactly the two segments missed, nothing else. */
+	cr_assert_eq(after.repairs - before.repairs, 1);
+	cr_assert_eq(after.repair_values - before.repair_values, 2);
+	cr_assert_eq(after.repair_bytes - before.repair_bytes,
+		     w.unannounced_bytes);
+	cr_assert_eq(after.load_values, before.load_values);
+	cr_assert_eq(after.bad_values + after.unauthenticated, 0);
+	nsa_standby_free(sb);
+	writer_close(&w);
+}
+
+/* A gap longer than [standby] repair_max_segments is not read back: the
+ * master is resynced, as before, and nothing is read by a repair. */
+Test(repair, a_gap_longer_than_the_bound_resyncs_the_master, .init = cluster_up,
+     .fini = cluster_down)
+{
+	struct nsa_standby_stats before, after;
+	struct nsa_standby *sb;
+	struct writer w;
+	uint32_t idx[5 * 100];
+
+	repair_max = 4;
+	sb = pair_synced(&w, &before);
+	pick_on_node(&w, 2, 0, idx, 5 * 100);
+	for (unsigned int k = 0; k < 5; k++)
+		write_on_node(&w, 2, idx + k * 100, 100,
+			      k % 2 ? NS_EV_DELETE : NS_EV_REFRESH, 1, 0);
+	write_range(&w, SESSIONS, 3000, NS_EV_CREATE, 1, 1);
+	cr_assert(wait_exact(sb, &w, 15), "the table differs from the store");
+	nsa_standby_stats(sb, &after);
+	print_stats("5 lost announcements, bound 4", &before, &after);
+	cr_assert_eq(after.gaps - before.gaps, 1);
+	cr_assert_eq(after.resyncs - before.resyncs, 1);
+	cr_assert_eq(after.repairs, before.repairs);
+	cr_assert_eq(after.repair_values, before.repair_values);
+	cr_assert_gt(after.load_values, before.load_values);
+	nsa_standby_free(sb);
+	writer_close(&w);
+	repair_max = 64;
+}
+
+/* A batch missed whose segment the store does not hold (published only,
+ * refused, or compacted and expired): the repair reads what is there,
+ * meets the hole and gives up; the master is resynced and the table ends
+ * exact. */
+Test(repair, a_missed_segment_not_in_the_store_resyncs_the_master,
+     .init = cluster_up, .fini = cluster_down)
+{
+	struct nsa_standby_stats before, after;
+	struct nsa_standby *sb;
+	struct ns_session kept[100];
+	char key[NS_SEGMENT_KEY_MAX];
+	struct writer w;
+	uint32_t idx[300];
+	redisReply *r;
+
+	sb = pair_synced(&w, &before);
+	pick_on_node(&w, 0, 0, idx, 300);
+	write_on_node(&w, 0, idx, 100, NS_EV_REFRESH, 1, 0);
+	/* Stored and removed at once: a segment that is gone, and the
+	 * store holds the sessions as they were before it. */
+	for (unsigned int k = 0; k < 100; k++)
+		kept[k] = w.table[idx[100 + k]];
+	write_on_node(&w, 0, idx + 100, 100, NS_EV_DELETE, 1, 0);
+	ns_segment_key(w.topo.nodes[0].channel_slot, 77, w.seq[0], key);
+	r = redisCommand(w.c[0], "DEL %s", key);
+	cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+	freeReplyObject(r);
+	for (unsigned int k = 0; k < 100; k++) {
+		w.table[idx[100 + k]] = kept[k];
+		w.live[idx[100 + k]] = 1;
+	}
+	write_on_node(&w, 0, idx + 200, 100, NS_EV_REFRESH, 1, 0);
+	write_range(&w, SESSIONS, 3000, NS_EV_CREATE, 1, 1);
+	cr_assert(wait_exact(sb, &w, 15), "the table differs from the store");
+	nsa_standby_stats(sb, &after);
+	print_stats("3 lost announcements, the second segment gone", &before,
+		    &after);
+	cr_assert_eq(after.gaps - before.gaps, 1);
+	cr_assert_eq(after.resyncs - before.resyncs, 1);
+	cr_assert_eq(after.repairs, before.repairs);
+	/* Read up to the hole: the first segment. */
+	cr_assert_eq(after.repair_values - before.repair_values, 1);
 	nsa_standby_free(sb);
 	writer_close(&w);
 }
