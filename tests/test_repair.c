@@ -225,7 +225,8 @@ static void write_on_node(struct writer *w, unsigned int node,
 /* [standby] repair_max_segments of the standbys the next tests start. */
 static unsigned int repair_max = 64;
 
-static struct nsa_standby *standby_start(void)
+/* A standby of room for twice sessions. */
+static struct nsa_standby *standby_start_for(uint32_t sessions)
 {
 	static struct nsa_config conf; /* the standby keeps it */
 	struct nsa_standby *sb;
@@ -234,13 +235,18 @@ static struct nsa_standby *standby_start(void)
 	conf.role = NSA_ROLE_STANDBY;
 	conf.gateway_id = 1;
 	store_conf(&conf.store);
-	conf.table_capacity = 2 * SESSIONS;
+	conf.table_capacity = 2 * sessions;
 	conf.clock_slack_ms = 500;
 	conf.repair_max_segments = repair_max;
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
 	cr_assert_eq(nsa_standby_start(sb), 0);
 	return sb;
+}
+
+static struct nsa_standby *standby_start(void)
+{
+	return standby_start_for(SESSIONS);
 }
 
 static int table_exact(struct nsdp_table *t, const struct writer *w)
@@ -458,4 +464,85 @@ Test(repair, a_missed_segment_not_in_the_store_resyncs_the_master,
 	cr_assert_eq(after.repair_values - before.repair_values, 1);
 	nsa_standby_free(sb);
 	writer_close(&w);
+}
+
+/* Poll one counter (its offset in struct nsa_standby_stats) until it is
+ * above was or timeout_s passes; the seconds it took, or -1. */
+static double wait_above(struct nsa_standby *sb, size_t field, uint64_t was,
+			 double t0, double timeout_s)
+{
+	struct nsa_standby_stats st;
+	uint64_t v;
+
+	do {
+		nsa_standby_stats(sb, &st);
+		memcpy(&v, (const char *)&st + field, sizeof(v));
+		if (v > was)
+			return nsdp_now_s() - t0;
+		nsdp_sleep_ms(1);
+	} while (nsdp_now_s() - t0 < timeout_s);
+	return -1;
+}
+
+/* What mending one lost announcement costs, read back or resynced: the
+ * table's size from NATSYNC_REPAIR_SESSIONS (default 100 000), and
+ * [standby] repair_max_segments from NATSYNC_REPAIR_MAX (default 64; 0:
+ * the resync, as before the repair). Prints what was read and how long
+ * until the counter moved (docs/performance.md). */
+Test(repair, one_lost_announcement_measured, .init = cluster_up,
+     .fini = cluster_down, .timeout = 300)
+{
+	const char *env_n = getenv("NATSYNC_REPAIR_SESSIONS");
+	const char *env_max = getenv("NATSYNC_REPAIR_MAX");
+	const uint32_t n = env_n ? (uint32_t)strtoul(env_n, NULL, 10) : 100000;
+	struct nsa_standby_stats before, after;
+	struct nsa_standby *sb;
+	struct writer w;
+	uint32_t idx[512];
+	double t0, secs;
+
+	repair_max = env_max ? (unsigned int)strtoul(env_max, NULL, 10) : 64;
+	cr_assert_geq(n, 10000);
+	writer_open(&w, n + 1000);
+	sb = standby_start_for(n);
+	cr_assert(wait_synced(sb, 20), "standby did not sync");
+	write_range(&w, 0, n, NS_EV_CREATE, 1, 1);
+	cr_assert(wait_exact(sb, &w, 60), "table differs after the writes");
+	nsa_standby_stats(sb, &before);
+	pick_on_node(&w, 1, 0, idx, 512);
+	write_on_node(&w, 1, idx, 256, NS_EV_REFRESH, 1, 0);
+	t0 = nsdp_now_s();
+	write_on_node(&w, 1, idx + 256, 256, NS_EV_REFRESH, 1, 1);
+	secs = repair_max
+		       ? wait_above(sb,
+				    offsetof(struct nsa_standby_stats, repairs),
+				    before.repairs, t0, 60)
+		       : wait_above(sb,
+				    offsetof(struct nsa_standby_stats, resyncs),
+				    before.resyncs, t0, 60);
+	cr_assert_geq(secs, 0, "neither repaired nor resynced in 60 s");
+	cr_assert(wait_exact(sb, &w, 60), "the table differs from the store");
+	nsa_standby_stats(sb, &after);
+	printf("MEASURE sessions=%u repair_max_segments=%u seconds=%.6f "
+	       "repairs=%lu resyncs=%lu repair_values=%lu repair_bytes=%lu "
+	       "load_values=%lu load_bytes=%lu\n",
+	       n, repair_max, secs,
+	       (unsigned long)(after.repairs - before.repairs),
+	       (unsigned long)(after.resyncs - before.resyncs),
+	       (unsigned long)(after.repair_values - before.repair_values),
+	       (unsigned long)(after.repair_bytes - before.repair_bytes),
+	       (unsigned long)(after.load_values - before.load_values),
+	       (unsigned long)(after.load_bytes - before.load_bytes));
+	cr_assert_eq(after.gaps - before.gaps, 1);
+	if (repair_max) {
+		cr_assert_eq(after.repairs - before.repairs, 1);
+		cr_assert_eq(after.repair_values - before.repair_values, 1);
+		cr_assert_eq(after.resyncs, before.resyncs);
+	} else {
+		cr_assert_eq(after.resyncs - before.resyncs, 1);
+		cr_assert_eq(after.repair_values, before.repair_values);
+	}
+	nsa_standby_free(sb);
+	writer_close(&w);
+	repair_max = 64;
 }
