@@ -18,6 +18,12 @@
  *   does not verify, or on any error of the store (MOVED included). What
  *   it applied before giving up are records the store holds: the resync
  *   that follows reads them again.
+ * - The segments are applied as live batches, with the table's epoch and
+ *   timestamp rules, as they would have been in their turn: a record older
+ *   than the table's entry is ignored. A session another publisher (or
+ *   channel, after resharding) deleted meanwhile, whose tombstone the
+ *   table purged since, is not protected: a late live batch has the same
+ *   limit, and the table keeps tombstones while a resync runs.
  * - Every value read is counted (repair_values, repair_bytes), repairs
  *   that gave up included; a repair done counts in repairs.
  * - Blocking, on the subscriber thread, one connection per repair, each
