@@ -39,6 +39,8 @@ struct writer {
 	struct ns_session *table;
 	uint8_t *live;
 	uint32_t size;
+	const char *key; /* sign batches with this batch key (NULL: no) */
+	int forge; /* spoil the next batch's HMAC (then cleared) */
 	/* segments stored but not announced, and their bytes */
 	uint64_t unannounced, unannounced_bytes;
 };
@@ -118,7 +120,16 @@ static void batch_out(struct writer *w, unsigned int node, uint8_t *buf,
 	h.body_len = (uint32_t)(len - NS_BATCH_HDR_LEN);
 	h.channel_slot = w->topo.nodes[node].channel_slot;
 	h.sent_ns = nsdp_realtime_ns();
+	h.flags = w->key ? NS_BATCH_F_HMAC : 0;
 	ns_batch_hdr_encode(&h, buf);
+	if (w->key) {
+		cr_assert_eq(ns_batch_mac((const uint8_t *)w->key,
+					  strlen(w->key), buf, len, buf + len),
+			     0);
+		buf[len] ^= (uint8_t)w->forge;
+		w->forge = 0;
+		len += NS_BATCH_MAC_LEN;
+	}
 	cr_assert_gt(ns_segment_key(h.channel_slot, h.publisher_id, h.seq, key),
 		     0);
 	if (store) {
@@ -224,6 +235,8 @@ static void write_on_node(struct writer *w, unsigned int node,
 
 /* [standby] repair_max_segments of the standbys the next tests start. */
 static unsigned int repair_max = 64;
+/* Their batch key ("": none). */
+static const char *batch_key = "";
 
 /* A standby of room for twice sessions. */
 static struct nsa_standby *standby_start_for(uint32_t sessions)
@@ -238,6 +251,8 @@ static struct nsa_standby *standby_start_for(uint32_t sessions)
 	conf.table_capacity = 2 * sessions;
 	conf.clock_slack_ms = 500;
 	conf.repair_max_segments = repair_max;
+	conf.batch_key_len = strlen(batch_key);
+	memcpy(conf.batch_key, batch_key, conf.batch_key_len);
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
 	cr_assert_eq(nsa_standby_start(sb), 0);
@@ -482,6 +497,59 @@ static double wait_above(struct nsa_standby *sb, size_t field, uint64_t was,
 		nsdp_sleep_ms(1);
 	} while (nsdp_now_s() - t0 < timeout_s);
 	return -1;
+}
+
+/* With a batch key, a segment read back whose HMAC is wrong is refused
+ * (unauthenticated) as a notification would be, and the master resynced;
+ * readers leave that segment out, so the table ends without its records. */
+Test(repair, a_segment_read_back_with_a_wrong_hmac_is_refused,
+     .init = cluster_up, .fini = cluster_down)
+{
+	struct nsa_standby_stats before, after;
+	struct ns_session kept[100];
+	struct nsa_standby *sb;
+	struct writer w;
+	uint32_t idx[200];
+
+	batch_key = "repair-test-batch-key";
+	writer_open(&w, SESSIONS + 10000);
+	w.key = batch_key;
+	sb = standby_start();
+	cr_assert(wait_synced(sb, 20), "standby did not sync");
+	write_range(&w, 0, SESSIONS, NS_EV_CREATE, 1, 1);
+	cr_assert(wait_exact(sb, &w, 10), "table differs after the writes");
+	nsa_standby_stats(sb, &before);
+	pick_on_node(&w, 2, 0, idx, 200);
+	for (unsigned int k = 0; k < 100; k++)
+		kept[k] = w.table[idx[k]];
+	w.forge = 1;
+	write_on_node(&w, 2, idx, 100, NS_EV_DELETE, 1, 0);
+	/* No reader takes the forged segment: the deletes never happened. */
+	for (unsigned int k = 0; k < 100; k++) {
+		w.table[idx[k]] = kept[k];
+		w.live[idx[k]] = 1;
+	}
+	write_on_node(&w, 2, idx + 100, 100, NS_EV_REFRESH, 1, 1);
+	cr_assert(wait_exact(sb, &w, 15), "the table differs from the store");
+	cr_assert_geq(wait_above(sb,
+				 offsetof(struct nsa_standby_stats, resyncs),
+				 before.resyncs, nsdp_now_s(), 15),
+		      0, "no resync");
+	cr_assert(wait_exact(sb, &w, 15), "the table differs after the resync");
+	nsa_standby_stats(sb, &after);
+	print_stats("a forged segment missed", &before, &after);
+	cr_assert_eq(after.gaps - before.gaps, 1);
+	cr_assert_eq(after.repairs, before.repairs);
+	cr_assert_eq(after.repair_values - before.repair_values, 1);
+	/* refused by the repair, then by the resync's load */
+	cr_assert_eq(after.unauthenticated - before.unauthenticated, 2,
+		     "unauthenticated %lu",
+		     (unsigned long)(after.unauthenticated -
+				     before.unauthenticated));
+	cr_assert_eq(after.resyncs - before.resyncs, 1);
+	nsa_standby_free(sb);
+	writer_close(&w);
+	batch_key = "";
 }
 
 /* What mending one lost announcement costs, read back or resynced: the

@@ -165,7 +165,8 @@ int nsa_sb_repair(struct nsa_standby *sb, unsigned int node,
 	redisContext *c;
 	uint64_t seq;
 
-	if (sb->conf.store.layout != NSA_LAYOUT_LOG || from >= gap->seq)
+	if (sb->conf.store.layout != NSA_LAYOUT_LOG ||
+	    sb->conf.repair_max_segments == 0 || from >= gap->seq)
 		return -1;
 	if (missed > sb->conf.repair_max_segments) {
 		NSA_WARN("standby: gap on %s from publisher %u: %" PRIu64
