@@ -191,6 +191,11 @@ int nsa_sb_repair(struct nsa_standby *sb, unsigned int node,
 	}
 	values = sb->st.repair_values - values;
 	bytes = sb->st.repair_bytes - bytes;
+	if (why && why != err) {
+		/* it may be c's own text */
+		snprintf(err, sizeof(err), "%s", why);
+		why = err;
+	}
 	if (c)
 		redisFree(c);
 	if (why) {
