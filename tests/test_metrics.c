@@ -346,6 +346,14 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 		     "standby.out", "gaps");
 	expect_equal("standby-final.prom", "natsync_standby_resyncs_total",
 		     NULL, "standby.out", "resyncs");
+	expect_equal("standby-final.prom", "natsync_standby_repairs_total",
+		     NULL, "standby.out", "repairs");
+	expect_equal("standby-final.prom",
+		     "natsync_standby_repair_values_total", NULL,
+		     "standby.out", "repair_values");
+	expect_equal("standby-final.prom",
+		     "natsync_standby_repair_bytes_total", NULL,
+		     "standby.out", "repair_bytes");
 	expect_equal("standby-final.prom", "natsync_standby_resubscribes_total",
 		     NULL, "standby.out", "resubscribes");
 	expect_equal("standby-final.prom",

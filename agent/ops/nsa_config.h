@@ -87,6 +87,9 @@ struct nsa_config {
 	 * standby subscribed to its channel is refused as a replay: the
 	 * hosts' clock difference plus a batch's wait in a writer. */
 	unsigned int clock_slack_ms;
+	/* Log layout: a sequence gap of at most this many batches is mended
+	 * by reading their segments back; a longer one (or 0) resyncs. */
+	unsigned int repair_max_segments;
 
 	/* [standby] kernel conntrack commit: every record the subscriber
 	 * applies is also written into this host's conntrack table

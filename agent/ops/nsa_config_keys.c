@@ -113,6 +113,8 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("standby", "ping_ms", ping_ms, 0, 60000, "1000", "A subscription silent this long gets a `PING`; unanswered for twice as long it is dead (resubscribe, resync); a resync without a reply for three times as long is retried. ms; `0` = never."),
 	NSA_NUM("standby", "clock_slack_ms", clock_slack_ms, 0, 3600000, "10000", "A batch sent (by its writer's clock) more than this before the standby subscribed to its channel is refused as a replay (`stale`, see security.md): the largest clock difference between the hosts plus the longest a batch waits in a writer, ms."),
 
+	NSA_NUM("standby", "repair_max_segments", repair_max_segments, 0, 4096, "64", "Log layout: a sequence gap of at most this many batches of one publisher on one channel is mended by reading their segments back (`MGET` by name, verified as batches are) instead of resyncing the master; a longer gap, a segment no longer in the store (compacted, expired, never stored) or one that does not verify resyncs as before. Read on the subscriber thread, blocking, within the store's timeouts; `0` = always resync."),
+
 	/* The kernel conntrack commit (Linux kernel NAT gateways). */
 	NSA_ENUM("standby", "commit", commit, nsa_commit_names, "none", "`conntrack`: write every session the standby applies (cold load, resyncs, live batches, deletes) into the kernel's conntrack table over ctnetlink, so that a kernel NAT gateway taking the addresses over translates the flows as the active did (see kernel-gateways.md); `none`: keep the table only."),
 	NSA_STR("standby", "commit_netns", commit_netns, "", "Network namespace (a name under /run/netns) whose conntrack table the commit writes; empty = the agent's own."),

@@ -1,8 +1,10 @@
 /*
  * nsa_live.c - the standby's live batches: each one a subscription
  * delivers is checked, applied to the table, queued for conntrack and
- * timed for the lag histogram; a gap in its sequence, or a batch the store
- * lost (NS_BATCH_F_RESYNC), resyncs its master.
+ * timed for the lag histogram; a gap in its sequence is repaired by
+ * reading the batches missed back (log layout, nsa_repair.c) or else
+ * resyncs its master, and a batch the store lost (NS_BATCH_F_RESYNC)
+ * resyncs its master.
  *
  * Invariants:
  * - A batch is applied only when it decodes, carries a valid HMAC when
@@ -16,7 +18,8 @@
  * - On the subscriber thread only.
  *
  * Not here: the subscriptions and the loop (nsa_standby.c), resyncs
- * (nsa_resync.c), where a batch stands in its sequence (nsa_order.c).
+ * (nsa_resync.c), repairs (nsa_repair.c), where a batch stands in its
+ * sequence (nsa_order.c).
  */
 #include <inttypes.h>
 
@@ -28,6 +31,7 @@
 #include "nsa_live.h"
 #include "nsa_log.h"
 #include "nsa_order.h"
+#include "nsa_repair.h"
 #include "nsa_resync.h"
 #include "nsa_standby_stats.h"
 #include "nsa_sub.h"
@@ -205,11 +209,16 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 
 	if (batch_admit(sb, node, buf, len, &h, &body, &seq) < 0)
 		return;
+	/* Log layout: the batches missed read back first, in order. */
+	if (seq == NSA_SEQ_GAP) {
+		SB_STAT_ADD(sb, gaps, 1);
+		if (nsa_sb_repair(sb, node, &h, sb->order.gap_from) == 0)
+			seq = NSA_SEQ_NEXT;
+	}
 	batch_apply(sb, &h, body);
 	if (h.flags & NS_BATCH_F_RESYNC && seq != NSA_SEQ_GAP)
 		batch_resync_asked(sb, node);
 	if (seq == NSA_SEQ_GAP) {
-		SB_STAT_ADD(sb, gaps, 1);
 		NSA_WARN("standby: gap on %s from publisher %u (seq %" PRIu64
 			 "), resyncing %s:%u",
 			 sb->nodes[node].channel, h.publisher_id, h.seq,

@@ -115,6 +115,7 @@ enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
 		 * store when the load read it, what it sent since should have
 		 * reached us. A publisher silent on the channel for the whole
 		 * load and back later costs one needless resync. */
+		o->gap_from = 1;
 		return loaded && h->seq > 1 ? NSA_SEQ_GAP : NSA_SEQ_NEXT;
 	}
 	/* Already seen, or older than what was: a master cut off from its
@@ -124,6 +125,7 @@ enum nsa_seq_verdict nsa_order_seq(struct nsa_order *o, uint16_t channel_slot,
 	if (h->seq <= p->last)
 		return NSA_SEQ_STALE;
 	v = !p->rebase && h->seq > p->last + 1 ? NSA_SEQ_GAP : NSA_SEQ_NEXT;
+	o->gap_from = p->last + 1;
 	p->rebase = 0;
 	p->last = h->seq;
 	if (h->sent_ns > p->sent_max)

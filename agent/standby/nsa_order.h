@@ -53,6 +53,9 @@ struct nsa_order {
 	uint64_t forgotten_ns;
 	struct nsa_pair_epoch pairs[NSA_ORDER_MAX_PAIRS];
 	unsigned int n_pairs;
+	/* After NSA_SEQ_GAP: the first seq missed (the batches gap_from ..
+	 * the batch's seq - 1 did not come). */
+	uint64_t gap_from;
 };
 
 enum nsa_seq_verdict { NSA_SEQ_NEXT, NSA_SEQ_GAP, NSA_SEQ_STALE };

@@ -187,8 +187,10 @@ static void resync_finish_one(struct nsa_standby *sb, unsigned int node)
 	uint32_t moved = nd->ld.slots_moved, unread = nd->ld.slots_unread;
 
 	node_scope(sb, node, sb->scope);
-	resync_end(sb, nd);
+	/* Counted before the table's resync ends: whoever sees its result
+	 * sees it counted. */
 	SB_STAT_ADD(sb, resyncs, 1);
+	resync_end(sb, nd);
 	if (resync_complete(sb, nd, moved, unread)) {
 		nd->loaded_once = 1;
 		sync_check(sb);
@@ -208,8 +210,8 @@ static void load_all_finish(struct nsa_standby *sb)
 	for (s = 0; s < NS_SLOTS; s++)
 		sb->scope[s] = sb->topo.slot_covered[s] &&
 			       nsa_loader_slot_read(&lead->ld, s);
+	SB_STAT_ADD(sb, resyncs, sb->n_nodes); /* before, as above */
 	resync_end(sb, lead);
-	SB_STAT_ADD(sb, resyncs, sb->n_nodes);
 	if (!resync_complete(sb, lead, moved, unread))
 		return;
 	sb->load_all = 0;

@@ -543,6 +543,9 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(load_bytes);
 	LOAD(gaps);
 	LOAD(resyncs);
+	LOAD(repairs);
+	LOAD(repair_values);
+	LOAD(repair_bytes);
 	LOAD(bad_messages);
 	LOAD(resubscribes);
 	LOAD(topology_changes);

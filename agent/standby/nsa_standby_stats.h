@@ -21,6 +21,10 @@ struct nsa_standby_stats {
 	uint64_t load_values, load_bytes;
 	uint64_t gaps; /* sequence gaps seen */
 	uint64_t resyncs; /* resyncs done (the cold load counts) */
+	/* log layout: gaps mended by reading back the segments missed
+	 * (nsa_repair.c) instead of a resync, and the values and bytes every
+	 * repair read, those that fell back to a resync included */
+	uint64_t repairs, repair_values, repair_bytes;
 	uint64_t bad_messages; /* malformed, truncated or foreign: dropped */
 	uint64_t resubscribes;
 	/* resubscriptions because the store's topology changed while every
