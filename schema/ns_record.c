@@ -396,34 +396,38 @@ int ns_record_to_json(const struct ns_session *s, char *buf, size_t cap)
 	return n;
 }
 
-/* The IPv6 inside addresses of a and b agree (both IPv4: trivially). */
-static int same_inside_v6(const struct ns_session *a,
-			  const struct ns_session *b)
+/* What the wire form carries of a tuple of family fam: IPv4 addresses
+ * only for IPv4 (both tuples) and NAT64 (xlat); the ports always. */
+static int tuple_carried_equal(const struct ns_tuple *a,
+			       const struct ns_tuple *b, int addrs)
 {
-	int v6a = ns_family_is_v6(a->family), v6b = ns_family_is_v6(b->family);
-
-	if (v6a != v6b)
-		return 0;
-	return !v6a ||
-	       memcmp(ns_session_v6_of(a), ns_session_v6_of(b), 2 * 16) == 0;
+	return a->sport == b->sport && a->dport == b->dport &&
+	       (!addrs || (a->saddr == b->saddr && a->daddr == b->daddr));
 }
 
 int ns_session_same_flow(const struct ns_session *a, const struct ns_session *b)
 {
-	return a->proto == b->proto && ns_tuple_equal(&a->orig, &b->orig) &&
-	       same_inside_v6(a, b);
+	int v6 = ns_family_is_v6(a->family);
+
+	if (a->proto != b->proto || v6 != ns_family_is_v6(b->family) ||
+	    !tuple_carried_equal(&a->orig, &b->orig, !v6))
+		return 0;
+	return !v6 ||
+	       memcmp(ns_session_v6_of(a), ns_session_v6_of(b), 2 * 16) == 0;
 }
 
 int ns_session_equal_state(const struct ns_session *a,
 			   const struct ns_session *b)
 {
+	int v6 = ns_family_is_v6(a->family);
+
 	return a->version == b->version && a->family == b->family &&
 	       a->proto == b->proto && a->gateway_id == b->gateway_id &&
 	       a->epoch == b->epoch && a->timeout_ms == b->timeout_ms &&
 	       a->timestamp_ns == b->timestamp_ns &&
-	       ns_tuple_equal(&a->orig, &b->orig) &&
-	       ns_tuple_equal(&a->xlat, &b->xlat) &&
-	       (!ns_family_is_v6(a->family) ||
-		memcmp(ns_session_v6_of(a), ns_session_v6_of(b),
-		       sizeof(struct ns_session_v6)) == 0);
+	       tuple_carried_equal(&a->orig, &b->orig, !v6) &&
+	       tuple_carried_equal(&a->xlat, &b->xlat,
+				   a->family != NS_FAMILY_NAT66) &&
+	       (!v6 || memcmp(ns_session_v6_of(a), ns_session_v6_of(b),
+			      sizeof(struct ns_session_v6)) == 0);
 }

@@ -153,12 +153,14 @@ int ns_record_to_json(const struct ns_session *s, char *buf, size_t cap);
 const char *ns_event_name(uint8_t event);
 
 /* Two sessions are the same table entry when their orig tuples and
- * protocols are equal (IPv6 ones: their families' inside addresses too). */
+ * protocols are equal (IPv6 ones: their ports and IPv6 inside addresses,
+ * a NAT66 and a NAT64 session alike, as their keys). */
 int ns_session_same_flow(const struct ns_session *a,
 			 const struct ns_session *b);
 
 /* Equal in every field the wire form carries except event (timestamp
- * included; reserved ignored). */
+ * included; reserved ignored, and so are the head's address fields an
+ * IPv6 family does not carry). */
 int ns_session_equal_state(const struct ns_session *a,
 			   const struct ns_session *b);
 
