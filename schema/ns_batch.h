@@ -42,6 +42,11 @@
 #define NS_BATCH_MAX_LEN                                               \
 	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_MAX_LEN + \
 	 NS_BATCH_MAC_LEN)
+/* The largest batch of IPv4 records only (what a reader that holds IPv4
+ * sessions only, such as the log's compactor, ever writes). */
+#define NS_BATCH_MAX_LEN_IPV4                                              \
+	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_V1_IPV4_LEN + \
+	 NS_BATCH_MAC_LEN)
 
 struct ns_batch_hdr {
 	uint32_t publisher_id; /* unique per publishing agent worker */
