@@ -2,7 +2,7 @@
  * nsdp_lane.h - the producer side of natsync: what a fast path links.
  *
  * A lane is one lock-free single-producer/single-consumer rte_ring of
- * struct ns_session elements plus the lane's counters, living in a memzone
+ * struct ns_session elements (64-byte lines) plus the lane's counters, living in a memzone
  * named "natsync_lane_<idx>" so that an agent in the same process or in a
  * DPDK secondary process finds it by name. Each fast-path lcore owns one lane
  * and calls nsdp_record() for every session it creates, refreshes or closes.
@@ -57,6 +57,13 @@ struct nsdp_lane {
 	 * number settled (release store, read with nsdp_lane_settled). */
 	uint64_t drained __rte_cache_aligned;
 	uint64_t settled;
+	/* Set once by the producer at its first IPv6 record: from then on a
+	 * drain looks for heads (a lane of IPv4 records never does). */
+	uint32_t has_v6;
+	/* The consumer's: a head whose second line did not fit in the
+	 * previous drain, given first by the next one. */
+	uint32_t carried;
+	struct ns_session carry;
 } __rte_cache_aligned;
 
 /* Create lane idx with a ring of ring_size elements (a power of two) on the
@@ -100,7 +107,26 @@ static inline int nsdp_record(struct nsdp_lane *lane,
 	return 0;
 }
 
-/* Record up to n events in one ring operation; returns how many were
+/* Record one IPv6 session event: s is the head of its two lines (a
+ * struct ns_rec's s). 0, or -ENOBUFS when the ring had no room for both
+ * lines (nothing recorded, the record counted as dropped). Producer only.
+ * natsync-agent's writers do not take IPv6 records yet (schema/README.md):
+ * a lane they drain must not be given one. */
+static inline int nsdp_record_v6(struct nsdp_lane *lane,
+				 const struct ns_session *s)
+{
+	if (unlikely(!__atomic_load_n(&lane->has_v6, __ATOMIC_RELAXED)))
+		__atomic_store_n(&lane->has_v6, 1, __ATOMIC_RELAXED);
+	if (unlikely(rte_ring_sp_enqueue_bulk_elem(lane->ring, s, sizeof(*s), 2,
+						   NULL) != 2)) {
+		NSDP_STAT_INC(lane->dropped);
+		return -ENOBUFS;
+	}
+	NSDP_STAT_INC(lane->recorded);
+	return 0;
+}
+
+/* Record up to n IPv4 events in one ring operation; returns how many were
  * recorded, the rest are dropped and counted. */
 static inline unsigned int nsdp_record_burst(struct nsdp_lane *lane,
 					     const struct ns_session *s,
@@ -133,15 +159,57 @@ static inline uint64_t nsdp_lane_settled(const struct nsdp_lane *lane)
 	return __atomic_load_n(&lane->settled, __ATOMIC_ACQUIRE);
 }
 
-/* Consumer side: dequeue up to n records. */
+/* Consumer side, a lane that has carried IPv6 records: fix up the got
+ * lines just dequeued after the first from of out, so that they end on a
+ * whole session (a lone head at the end is kept for the next drain), and
+ * count the records. Returns the lines given. */
+static inline unsigned int nsdp_lane_drain_v6(struct nsdp_lane *lane,
+					      struct ns_session *out,
+					      unsigned int got)
+{
+	unsigned int i = 0, records = 0;
+
+	while (i < got) {
+		unsigned int lines = ns_session_lines(&out[i]);
+
+		if (i + lines > got) {
+			/* its second line is in the ring (both went in
+			 * together) but not in out */
+			lane->carry = out[i];
+			lane->carried = 1;
+			got = i;
+			break;
+		}
+		i += lines;
+		records++;
+	}
+	NSDP_STAT_ADD(lane->drained, records);
+	return got;
+}
+
+/* Consumer side: dequeue up to n lines (n >= 2), which hold whole records:
+ * an IPv4 record is one line, an IPv6 one two (ns_session_lines). Returns
+ * the lines written to out. */
 static inline unsigned int
 nsdp_lane_drain(struct nsdp_lane *lane, struct ns_session *out, unsigned int n)
 {
-	unsigned int got = rte_ring_sc_dequeue_burst_elem(
-		lane->ring, out, sizeof(*out), n, NULL);
+	unsigned int from = 0, got;
 
-	NSDP_STAT_ADD(lane->drained, got);
-	return got;
+	if (likely(!__atomic_load_n(&lane->has_v6, __ATOMIC_RELAXED))) {
+		got = rte_ring_sc_dequeue_burst_elem(lane->ring, out,
+						     sizeof(*out), n, NULL);
+		NSDP_STAT_ADD(lane->drained, got);
+		return got;
+	}
+	if (lane->carried) {
+		out[0] = lane->carry;
+		lane->carried = 0;
+		from = 1;
+	}
+	got = from + rte_ring_sc_dequeue_burst_elem(lane->ring, out + from,
+						    sizeof(*out), n - from,
+						    NULL);
+	return nsdp_lane_drain_v6(lane, out, got);
 }
 
 /* Consumer side: every record numbered up to upto is settled. */

@@ -25,6 +25,14 @@
  *   inside tuple, schema/FORMAT.md), as two real pairs' inside networks
  *   must not. Pair 0's are those of every earlier version.
  *
+ * - With v6_pct > 0, flow i is IPv6 when its hash says so (v6_pct % of
+ *   flows, the same ones for a seed whatever the events): NAT64 under
+ *   64:ff9b::/96 or NAT66, half each, inside source
+ *   2001:db8:<pair>::<i + 1>, translated to the IPv4 flow's pool address
+ *   and port (NAT64) or to 2001:db8:ffff::<pool address> and that port
+ *   (NAT66). Its second line never changes and is recomputed from i; an
+ *   IPv6 record goes into the lane as its two lines at once.
+ *
  * - A worker stamps its records with nsdp_stamp_next(): they rise strictly
  *   on its lane whatever the wall clock does, so a flow's later event is
  *   never older than its earlier one.
@@ -150,6 +158,64 @@ static inline uint64_t nsdp_flow_hash(uint64_t i)
 	return nsdp_splitmix64(&x);
 }
 
+/* Whether flow i (hash h) is IPv6, and then NAT64 (1) or NAT66 (2). */
+static int nsdp_synth_v6_kind(const struct nsdp_synth_conf *conf, uint64_t h)
+{
+	if (conf->v6_pct == 0 || (h >> 40) % 100 >= conf->v6_pct)
+		return 0;
+	return (h >> 39) & 1 ? 1 : 2;
+}
+
+/* The second line of flow i, an IPv6 flow whose head is r. */
+static void nsdp_synth_line(const struct nsdp_synth_conf *conf, uint64_t i,
+			    const struct ns_session *r, struct ns_session_v6 *x)
+{
+	uint32_t n = (uint32_t)(i + 1), d = r->xlat.daddr, pool;
+
+	memset(x, 0, sizeof(*x));
+	x->orig_saddr[0] = 0x20;
+	x->orig_saddr[1] = 0x01;
+	x->orig_saddr[2] = 0x0d;
+	x->orig_saddr[3] = 0xb8;
+	x->orig_saddr[5] =
+		(uint8_t)((conf->gateway_id >> 8) % NSDP_SYNTH_PAIRS);
+	x->orig_saddr[12] = (uint8_t)(n >> 24);
+	x->orig_saddr[13] = (uint8_t)(n >> 16);
+	x->orig_saddr[14] = (uint8_t)(n >> 8);
+	x->orig_saddr[15] = (uint8_t)n;
+	if (r->family == NS_FAMILY_NAT64) {
+		/* 64:ff9b::/96 and the IPv4 destination */
+		x->orig_daddr[1] = 0x64;
+		x->orig_daddr[2] = 0xff;
+		x->orig_daddr[3] = 0x9b;
+		x->prefix_len = 96;
+	} else {
+		x->orig_daddr[0] = 0x20;
+		x->orig_daddr[1] = 0x01;
+		x->orig_daddr[2] = 0x0d;
+		x->orig_daddr[3] = 0xb8;
+		x->orig_daddr[4] = 0xfe;
+		pool = NSDP_SYNTH_POOL_BASE +
+		       (uint32_t)(i % NSDP_SYNTH_POOL_SIZE);
+		x->xlat_saddr[0] = 0x20;
+		x->xlat_saddr[1] = 0x01;
+		x->xlat_saddr[2] = 0x0d;
+		x->xlat_saddr[3] = 0xb8;
+		x->xlat_saddr[4] = 0xff;
+		x->xlat_saddr[5] = 0xff;
+		x->xlat_saddr[12] = (uint8_t)(pool >> 24);
+		x->xlat_saddr[13] = (uint8_t)(pool >> 16);
+		x->xlat_saddr[14] = (uint8_t)(pool >> 8);
+		x->xlat_saddr[15] = (uint8_t)pool;
+	}
+	x->orig_daddr[12] = (uint8_t)(d >> 24);
+	x->orig_daddr[13] = (uint8_t)(d >> 16);
+	x->orig_daddr[14] = (uint8_t)(d >> 8);
+	x->orig_daddr[15] = (uint8_t)d;
+	if (r->family == NS_FAMILY_NAT66)
+		memcpy(x->xlat_daddr, x->orig_daddr, 16);
+}
+
 /* The fields of flow i's record that never change. */
 static void nsdp_synth_flow_init(const struct nsdp_synth_conf *conf, uint64_t i,
 				 struct ns_session *r)
@@ -180,6 +246,77 @@ static void nsdp_synth_flow_init(const struct nsdp_synth_conf *conf, uint64_t i,
 		(uint16_t)(NSDP_SYNTH_PORT_MIN + i / NSDP_SYNTH_POOL_SIZE);
 	r->xlat.daddr = r->orig.daddr;
 	r->xlat.dport = r->orig.dport;
+	switch (nsdp_synth_v6_kind(conf, h)) {
+	case 1: /* NAT64: the IPv4 side stays the IPv4 flow's */
+		r->family = NS_FAMILY_NAT64;
+		r->orig.saddr = r->orig.daddr = 0;
+		break;
+	case 2:
+		r->family = NS_FAMILY_NAT66;
+		r->orig.saddr = r->orig.daddr = 0;
+		r->xlat.saddr = r->xlat.daddr = 0;
+		break;
+	}
+}
+
+static inline int nsdp_synth_stopped(const struct nsdp_synth *s);
+
+/* Record r (flow i) as its one or two lines: 1 when the ring took it, 0
+ * when it refused (the lane counts a refusal only when not waiting). */
+static int nsdp_synth_put(const struct nsdp_synth *s, struct nsdp_lane *lane,
+			  const struct ns_session *r, uint64_t i)
+{
+	struct ns_rec rec;
+
+	if (!ns_family_is_v6(r->family)) {
+		if (!s->conf.wait_when_full)
+			return nsdp_record(lane, r) == 0;
+		if (rte_ring_sp_enqueue_elem(lane->ring, (void *)(uintptr_t)r,
+					     sizeof(*r)) != 0)
+			return 0;
+		NSDP_STAT_INC(lane->recorded);
+		return 1;
+	}
+	rec.s = *r;
+	nsdp_synth_line(&s->conf, i, r, &rec.v6);
+	if (!s->conf.wait_when_full)
+		return nsdp_record_v6(lane, &rec.s) == 0;
+	__atomic_store_n(&lane->has_v6, 1, __ATOMIC_RELAXED);
+	if (rte_ring_sp_enqueue_bulk_elem(lane->ring, &rec, sizeof(rec.s), 2,
+					  NULL) != 2)
+		return 0;
+	NSDP_STAT_INC(lane->recorded);
+	return 1;
+}
+
+/* The burst of a source with IPv6 flows, record by record: how many went
+ * in, in order (waiting on a full ring unless wait_when_full is 0; then
+ * the first refusal ends the burst, and the rest are dropped). */
+static unsigned int nsdp_synth_put_burst(const struct nsdp_synth *s,
+					 struct nsdp_synth_worker *wk,
+					 unsigned int w, struct nsdp_lane *lane,
+					 unsigned int n)
+{
+	unsigned int j;
+
+	for (j = 0; j < n; j++) {
+		uint64_t i = wk->undo[j].k * s->nworkers + w;
+
+		while (!nsdp_synth_put(s, lane, &wk->burst[j], i)) {
+			if (!s->conf.wait_when_full) {
+				NSDP_STAT_ADD(lane->dropped, n - j - 1);
+				return j;
+			}
+			if (nsdp_synth_stopped(s))
+				return j;
+			NSDP_STAT_INC(wk->full_waits);
+			if (wk->full_waits % NSDP_SYNTH_FULL_SPINS == 0)
+				nsdp_sleep_ns(NSDP_SYNTH_FULL_NAP_NS);
+			else
+				rte_pause();
+		}
+	}
+	return n;
 }
 
 struct nsdp_synth *nsdp_synth_create(const struct nsdp_synth_conf *conf,
@@ -191,7 +328,8 @@ struct nsdp_synth *nsdp_synth_create(const struct nsdp_synth_conf *conf,
 
 	if (conf == NULL || lanes == NULL || nworkers == 0 ||
 	    nworkers > NSDP_MAX_LANES || conf->flows < nworkers ||
-	    conf->flows > NSDP_SYNTH_MAX_FLOWS || conf->refresh_pct > 100) {
+	    conf->flows > NSDP_SYNTH_MAX_FLOWS || conf->refresh_pct > 100 ||
+	    conf->v6_pct > 100) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -410,7 +548,12 @@ int nsdp_synth_run(struct nsdp_synth *s, unsigned int w)
 		for (j = 0; j < n; j++)
 			nsdp_synth_step(s, wk, w, j, now_ns);
 
-		if (s->conf.wait_when_full) {
+		if (s->conf.v6_pct > 0) {
+			sent = nsdp_synth_put_burst(s, wk, w, lane, n);
+			if (!s->conf.wait_when_full)
+				NSDP_STAT_ADD(wk->dropped, n - sent);
+			issued += s->conf.wait_when_full ? sent : n;
+		} else if (s->conf.wait_when_full) {
 			sent = nsdp_synth_enqueue_waiting(s, wk, lane, n);
 			issued += sent;
 		} else {
@@ -465,11 +608,17 @@ uint64_t nsdp_synth_final_table(const struct nsdp_synth *s,
 			&s->workers[i % s->nworkers];
 		uint64_t k = i / s->nworkers;
 
+		struct ns_rec r;
+
 		if (!wk->alive[k])
 			continue;
 		live++;
-		if (fn != NULL)
-			fn(&wk->last[k], arg);
+		if (fn == NULL)
+			continue;
+		r.s = wk->last[k];
+		if (ns_family_is_v6(r.s.family))
+			nsdp_synth_line(&s->conf, i, &r.s, &r.v6);
+		fn(&r.s, arg);
 	}
 	return live;
 }

@@ -26,6 +26,9 @@ struct nsdp_synth_conf {
 	uint64_t seed;
 	uint32_t
 		refresh_pct; /* of events on a live flow, % that are refreshes */
+	/* % of flows that are IPv6, half NAT64 (64:ff9b::/96), half NAT66;
+	 * 0: IPv4 only, as before */
+	uint32_t v6_pct;
 	uint32_t gateway_id;
 	uint32_t epoch;
 	uint32_t timeout_ms;
@@ -62,7 +65,7 @@ void nsdp_synth_stop(struct nsdp_synth *s);
 void nsdp_synth_stats(const struct nsdp_synth *s, struct nsdp_synth_stats *st);
 
 /* The source's table after all events it produced: calls fn for every live
- * flow with the last record written for it. Valid once every worker has
+ * flow with the last record written for it (an IPv6 one as two lines). Valid once every worker has
  * returned. Returns the number of live flows. */
 uint64_t nsdp_synth_final_table(const struct nsdp_synth *s,
 				void (*fn)(const struct ns_session *, void *),

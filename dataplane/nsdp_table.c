@@ -47,7 +47,9 @@
  *   timestamp; tombstones are purged only while no resync is running.
  * - The table keeps v1 IPv4 sessions (all struct ns_session can hold):
  *   version and family read back as NS_RECORD_VERSION and NS_FAMILY_IPV4,
- *   reserved as zeros.
+ *   reserved as zeros. IPv6 sessions go to the table's IPv6 table
+ *   (nsdp_table6.c, when it has one): a table of the same kind whose
+ *   positions also hold a second line, published under the entry's seq.
  *
  * Not done here: expiry of idle sessions (the store's TTL and the active's
  * deletes do that), multi-writer updates, growing.
@@ -129,7 +131,8 @@ found:
 /* Writer's flow lookup: the position of the live or tombstone entry of
  * {proto, orig}, or -1. */
 static int32_t flow_find_writer(const struct nsdp_table *t, uint32_t h,
-				uint8_t proto, const struct ns_tuple *orig)
+				uint8_t proto, const struct ns_tuple *orig,
+				const struct ns_session_v6 *x)
 {
 	uint32_t b = home_bucket(t, h), n;
 
@@ -146,7 +149,10 @@ static int32_t flow_find_writer(const struct nsdp_table *t, uint32_t h,
 			if (ref == 0)
 				continue;
 			p = &t->entries[ref - 1].u.p;
-			if (p->proto == proto && ns_tuple_equal(&p->orig, orig))
+			if (p->proto == proto &&
+			    ns_tuple_equal(&p->orig, orig) &&
+			    (!x || memcmp(t->ext[ref - 1].orig_saddr,
+					  x->orig_saddr, 32) == 0))
 				return (int32_t)(ref - 1);
 		}
 		if (bk->passed == 0)
@@ -170,11 +176,34 @@ static void packed_make(struct packed *p, const struct ns_session *s,
 	p->xlat = s->xlat;
 	p->proto = s->proto;
 	p->flags = (uint8_t)((s->event & FLAG_EVENT_MASK) |
-			     (state << FLAG_STATE_SHIFT));
+			     (state << FLAG_STATE_SHIFT) |
+			     (s->family == NS_FAMILY_NAT64 ? FLAG_NAT64 : 0));
 	p->slot = slot;
 }
 
-/* Writer side of the seqlock. */
+/* Writer side of the seqlock; in the IPv6 table x (not NULL) is the
+ * position's new second line, published with the packed session. */
+static void entry_publish_ext(struct nsdp_table *t, uint32_t pos,
+			      const union packed_words *src,
+			      const struct ns_session_v6 *x)
+{
+	struct entry *e = &t->entries[pos];
+	uint64_t *xw = x ? (uint64_t *)(void *)&t->ext[pos] : NULL;
+	union ext_words xs;
+	uint32_t seq = e->seq;
+	size_t i;
+
+	if (x)
+		memcpy(&xs.x, x, sizeof(xs.x));
+	__atomic_store_n(&e->seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (i = 0; i < PACKED_WORDS; i++)
+		__atomic_store_n(&e->u.w[i], src->w[i], __ATOMIC_RELAXED);
+	for (i = 0; x && i < EXT_WORDS; i++)
+		__atomic_store_n(&xw[i], xs.w[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&e->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
 static void entry_publish(struct entry *e, const union packed_words *src)
 {
 	uint32_t seq = e->seq;
@@ -191,7 +220,7 @@ static void entry_set_state(struct entry *e, uint8_t state)
 {
 	union packed_words u = e->u;
 
-	u.p.flags = (uint8_t)((u.p.flags & FLAG_EVENT_MASK) |
+	u.p.flags = (uint8_t)((u.p.flags & ~FLAG_STATE_MASK) |
 			      (state << FLAG_STATE_SHIFT));
 	entry_publish(e, &u);
 }
@@ -297,6 +326,7 @@ void nsdp_table_free(struct nsdp_table *t)
 {
 	if (!t)
 		return;
+	nsdp_table6_free(t);
 	rte_free(t->entries);
 	rte_free(t->flows);
 	rte_free(t->replies);
@@ -338,7 +368,8 @@ uint64_t nsdp_table_generation(const struct nsdp_table *t)
 
 uint64_t nsdp_table_applied(const struct nsdp_table *t)
 {
-	return NSDP_STAT_READ(t->applied);
+	return NSDP_STAT_READ(t->applied) +
+	       (t->v6 ? NSDP_STAT_READ(t->v6->applied) : 0);
 }
 
 uint64_t nsdp_table_resync_begin(struct nsdp_table *t)
@@ -395,19 +426,20 @@ static void state_count(struct nsdp_table *t, uint8_t state, int add)
 /* Store s into the existing entry pos and keep the reply index in step;
  * gen is the entry's new generation. */
 static void entry_update(struct nsdp_table *t, uint32_t pos,
-			 const struct ns_session *s, uint64_t gen)
+			 const struct ns_session *s,
+			 const struct ns_session_v6 *x, uint64_t gen)
 {
 	struct entry *e = &t->entries[pos];
 	uint8_t old_state = packed_state(&e->u.p);
 	uint8_t state = s->event == NS_EV_DELETE ? ENTRY_TOMB : ENTRY_LIVE;
 	int relink = !(old_state == ENTRY_LIVE && state == ENTRY_LIVE &&
-		       ns_tuple_equal(&e->u.p.xlat, &s->xlat));
+		       ns_tuple_equal(&e->u.p.xlat, &s->xlat) && !x);
 	union packed_words u;
 
 	if (old_state == ENTRY_LIVE && relink)
 		reply_unlink(t, &e->u.p, pos);
 	packed_make(&u.p, s, state, e->u.p.slot);
-	entry_publish(e, &u);
+	entry_publish_ext(t, pos, &u, x);
 	e->gen = gen;
 	if (state == ENTRY_LIVE && relink)
 		reply_link(t, &u.p, pos);
@@ -417,11 +449,13 @@ static void entry_update(struct nsdp_table *t, uint32_t pos,
 
 /* A new entry for s under flow hash h: its position, or -ENOSPC. */
 static int32_t entry_create(struct nsdp_table *t, uint32_t h,
-			    const struct ns_session *s, uint64_t gen,
+			    const struct ns_session *s,
+			    const struct ns_session_v6 *x, uint64_t gen,
 			    uint32_t mark)
 {
 	uint8_t state = s->event == NS_EV_DELETE ? ENTRY_TOMB : ENTRY_LIVE;
-	uint8_t keybuf[NS_KEY_LEN];
+	uint8_t keybuf[NS_KEY_MAX];
+	size_t keylen = NS_KEY_LEN;
 	union packed_words u;
 	struct entry *e;
 	int32_t pos = pos_alloc(t);
@@ -429,9 +463,15 @@ static int32_t entry_create(struct nsdp_table *t, uint32_t h,
 	if (pos < 0)
 		return -ENOSPC;
 	e = &t->entries[pos];
-	ns_key_build(s->proto, &s->orig, keybuf);
-	packed_make(&u.p, s, state, ns_key_slot(keybuf, NS_KEY_LEN));
-	entry_publish(e, &u);
+	if (x) {
+		ns_key_build_v6(s->proto, x->orig_saddr, s->orig.sport,
+				x->orig_daddr, s->orig.dport, keybuf);
+		keylen = NS_KEY_V6_LEN;
+	} else {
+		ns_key_build(s->proto, &s->orig, keybuf);
+	}
+	packed_make(&u.p, s, state, ns_key_slot(keybuf, keylen));
+	entry_publish_ext(t, (uint32_t)pos, &u, x);
 	e->gen = gen;
 	e->mark = mark;
 	idx_insert(t, t->flows, h, (uint32_t)pos);
@@ -445,20 +485,23 @@ void nsdp_table_prefetch(const struct nsdp_table *t, const struct ns_session *s)
 {
 	struct ns_tuple r = reply_tuple(&s->xlat);
 
+	if (ns_family_is_v6(s->family))
+		return;
 	rte_prefetch0(&t->flows[home_bucket(t, key_hash(s->proto, &s->orig))]);
 	rte_prefetch0(&t->replies[home_bucket(t, key_hash(s->proto, &r))]);
 }
 
-/* over: apply s even when it is older than the entry. */
-static int table_apply(struct nsdp_table *t, const struct ns_session *s,
-		       int32_t *posp, int over)
+/* over: apply s even when it is older than the entry. x: s's second
+ * line, in the IPv6 table (s's addresses folded by the caller). */
+int nsdp_table_apply_x(struct nsdp_table *t, const struct ns_session *s,
+		       const struct ns_session_v6 *x, int32_t *posp, int over)
 {
 	uint32_t h = key_hash(s->proto, &s->orig);
-	int32_t pos = flow_find_writer(t, h, s->proto, &s->orig);
+	int32_t pos = flow_find_writer(t, h, s->proto, &s->orig, x);
 
 	*posp = -1;
 	if (pos < 0) {
-		pos = entry_create(t, h, s, t->gen + 1, 0);
+		pos = entry_create(t, h, s, x, t->gen + 1, 0);
 		if (pos < 0) {
 			if (s->event == NS_EV_DELETE)
 				return 0; /* nothing to delete, no room to
@@ -471,7 +514,7 @@ static int table_apply(struct nsdp_table *t, const struct ns_session *s,
 		NSDP_STAT_INC(t->stale_ignored);
 		return 0;
 	} else {
-		entry_update(t, (uint32_t)pos, s, t->gen + 1);
+		entry_update(t, (uint32_t)pos, s, x, t->gen + 1);
 	}
 	*posp = pos;
 	NSDP_STAT_INC(t->gen);
@@ -483,31 +526,47 @@ int nsdp_table_apply(struct nsdp_table *t, const struct ns_session *s)
 {
 	int32_t pos;
 
-	return table_apply(t, s, &pos, 0);
+	if (unlikely(ns_family_is_v6(s->family)))
+		return nsdp_table6_apply(t, s, 0);
+	return nsdp_table_apply_x(t, s, NULL, &pos, 0);
 }
 
 int nsdp_table_apply_store(struct nsdp_table *t, const struct ns_session *s)
 {
 	int32_t pos;
 
-	return table_apply(t, s, &pos, 1);
+	if (unlikely(ns_family_is_v6(s->family)))
+		return nsdp_table6_apply(t, s, 1);
+	return nsdp_table_apply_x(t, s, NULL, &pos, 1);
 }
 
 int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
 			 int32_t *posp)
 {
-	return table_apply(t, s, posp, 0);
+	*posp = -1;
+	if (unlikely(ns_family_is_v6(s->family)))
+		return -EAFNOSUPPORT;
+	return nsdp_table_apply_x(t, s, NULL, posp, 0);
 }
 
 int nsdp_table_apply_resync(struct nsdp_table *t, const struct ns_session *s,
 			    uint64_t gen, uint32_t mark)
 {
+	if (unlikely(ns_family_is_v6(s->family)))
+		return nsdp_table6_apply_resync(t, s, gen, mark);
+	return nsdp_table_resync_x(t, s, NULL, gen, mark);
+}
+
+int nsdp_table_resync_x(struct nsdp_table *t, const struct ns_session *s,
+			const struct ns_session_v6 *x, uint64_t gen,
+			uint32_t mark)
+{
 	uint32_t h = key_hash(s->proto, &s->orig);
-	int32_t pos = flow_find_writer(t, h, s->proto, &s->orig);
+	int32_t pos = flow_find_writer(t, h, s->proto, &s->orig, x);
 	struct entry *e;
 
 	if (pos < 0) {
-		if (entry_create(t, h, s, gen, mark) < 0) {
+		if (entry_create(t, h, s, x, gen, mark) < 0) {
 			NSDP_STAT_INC(t->full_drops);
 			return -ENOSPC;
 		}
@@ -522,12 +581,12 @@ int nsdp_table_apply_resync(struct nsdp_table *t, const struct ns_session *s,
 		NSDP_STAT_INC(t->stale_ignored);
 		return 0;
 	}
-	entry_update(t, (uint32_t)pos, s, gen);
+	entry_update(t, (uint32_t)pos, s, x, gen);
 	NSDP_STAT_INC(t->applied);
 	return 0;
 }
 
-static void entry_remove(struct nsdp_table *t, uint32_t pos)
+void nsdp_table_entry_remove(struct nsdp_table *t, uint32_t pos)
 {
 	struct entry *e = &t->entries[pos];
 	const struct packed *p = &e->u.p;
@@ -543,14 +602,14 @@ static void entry_remove(struct nsdp_table *t, uint32_t pos)
 
 uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t)
 {
-	uint64_t n = 0;
+	uint64_t n = t->ext ? 0 : nsdp_table6_purge(t);
 	uint32_t i;
 
 	if (t->active_resyncs || t->tombstones == 0)
-		return 0;
+		return n;
 	for (i = 0; i < t->used_end; i++) {
 		if (packed_state(&t->entries[i].u.p) == ENTRY_TOMB) {
-			entry_remove(t, i);
+			nsdp_table_entry_remove(t, i);
 			n++;
 		}
 	}
@@ -584,9 +643,11 @@ uint64_t nsdp_table_resync_finish_each(
 			packed_unpack(&e->u.p, &s);
 			removed_fn(&s, arg);
 		}
-		entry_remove(t, i);
+		nsdp_table_entry_remove(t, i);
 		removed++;
 	}
+	removed += nsdp_table6_resync_finish(t, gen, mark, in_scope, removed_fn,
+					     arg);
 	nsdp_table_resync_abort(t);
 	nsdp_table_purge_tombstones(t);
 	return removed;
@@ -595,11 +656,12 @@ uint64_t nsdp_table_resync_finish_each(
 int nsdp_table_remove(struct nsdp_table *t, uint8_t proto,
 		      const struct ns_tuple *orig)
 {
-	int32_t pos = flow_find_writer(t, key_hash(proto, orig), proto, orig);
+	int32_t pos =
+		flow_find_writer(t, key_hash(proto, orig), proto, orig, NULL);
 
 	if (pos < 0)
 		return -ENOENT;
-	entry_remove(t, (uint32_t)pos);
+	nsdp_table_entry_remove(t, (uint32_t)pos);
 	NSDP_STAT_INC(t->gen);
 	return 0;
 }

@@ -24,14 +24,35 @@
 struct nsdp_table;
 
 struct nsdp_table_stats {
-	uint64_t live; /* sessions in the table */
+	uint64_t live; /* sessions in the table, IPv6 ones included */
 	uint64_t tombstones;
 	uint64_t applied, stale_ignored, full_drops;
-	uint64_t memory_bytes; /* memory the table holds */
+	uint64_t memory_bytes; /* memory the table holds, both families */
+	uint64_t live_v6, capacity_v6; /* the IPv6 table's */
+	uint64_t memory_bytes_v6;
 };
 
 struct nsdp_table *nsdp_table_create(const char *name, uint32_t capacity);
 void nsdp_table_free(struct nsdp_table *t);
+
+/*
+ * IPv6 sessions (NAT66, NAT64) live in the table's IPv6 table, made with
+ * room for capacity of them by nsdp_table_add_v6() (0, -EEXIST, -ENOMEM;
+ * writer, before the first IPv6 session). Every entry point below takes a
+ * session of any family (an IPv6 one's second line following it, a
+ * struct ns_rec) unless it says otherwise; without an IPv6 table an IPv6
+ * session is refused with -EAFNOSUPPORT and counted in full_drops. An
+ * IPv6 position costs 148 bytes of capacity (two 64-byte lines and the
+ * two indexes), an IPv4 one 84.
+ */
+int nsdp_table_add_v6(struct nsdp_table *t, uint32_t capacity);
+
+/* The live IPv6 session of proto whose inside tuple is the given one (any
+ * thread): 0 and *out filled, or -ENOENT. */
+int nsdp_table_lookup_v6(const struct nsdp_table *t, uint8_t proto,
+			 const uint8_t saddr[16], uint16_t sport,
+			 const uint8_t daddr[16], uint16_t dport,
+			 struct ns_rec *out);
 
 /*
  * The writer. A table has one writer at a time and the hand-over is
@@ -116,7 +137,8 @@ uint64_t nsdp_table_resync_finish_each(
 	const uint8_t *in_scope,
 	void (*removed)(const struct ns_session *s, void *arg), void *arg);
 
-/* Lookups for the fast path (any thread). 0 and *out filled, or -ENOENT. */
+/* Lookups for the fast path (any thread), IPv4 sessions. 0 and *out
+ * filled, or -ENOENT. */
 int nsdp_table_lookup(const struct nsdp_table *t, uint8_t proto,
 		      const struct ns_tuple *orig, struct ns_session *out);
 int nsdp_table_lookup_reply(const struct nsdp_table *t, uint8_t proto,
@@ -156,7 +178,8 @@ int32_t nsdp_table_find_reply(const struct nsdp_table *t, uint8_t proto,
 int nsdp_table_at(const struct nsdp_table *t, uint32_t pos,
 		  struct ns_session *out);
 
-/* Writer only: like apply, and on success *pos is the entry's position. */
+/* Writer only: like apply, and on success *pos is the entry's position
+ * (IPv4 sessions only: an IPv6 one is -EAFNOSUPPORT). */
 int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
 			 int32_t *pos);
 
@@ -165,7 +188,8 @@ int nsdp_table_apply_pos(struct nsdp_table *t, const struct ns_session *s,
 int nsdp_table_remove(struct nsdp_table *t, uint8_t proto,
 		      const struct ns_tuple *orig);
 
-/* Visit every live session (writer thread, or with writes paused). */
+/* Visit every live session, the IPv6 ones after the IPv4 ones (writer
+ * thread, or with writes paused). */
 uint64_t nsdp_table_walk(const struct nsdp_table *t,
 			 void (*fn)(const struct ns_session *, void *),
 			 void *arg);

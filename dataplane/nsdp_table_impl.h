@@ -33,9 +33,15 @@ enum entry_state { ENTRY_FREE = 0, ENTRY_LIVE = 1, ENTRY_TOMB = 2 };
 
 #define FLAG_EVENT_MASK 0x03u
 #define FLAG_STATE_SHIFT 2
+#define FLAG_STATE_MASK 0x0cu
+/* IPv6 table: the session is NAT64 (else NAT66). */
+#define FLAG_NAT64 0x10u
 
 /* What readers copy: a session minus the bytes that are the same for
- * every v1 IPv4 record, plus the entry's state and cluster slot. */
+ * every v1 IPv4 record, plus the entry's state and cluster slot. In the
+ * IPv6 table (nsdp_table6.c) the same, the IPv6 addresses folded to 32
+ * bits (the index keys; the addresses are in the position's struct
+ * ns_session_v6). */
 struct packed {
 	uint64_t timestamp_ns;
 	uint32_t gateway_id;
@@ -96,6 +102,18 @@ struct nsdp_table {
 	/* read by other threads with relaxed atomics */
 	uint64_t live, tombstones, applied, stale_ignored, full_drops;
 	uint64_t memory_bytes;
+	/* The IPv4 table: its IPv6 table (nsdp_table6.c), or NULL. */
+	struct nsdp_table *v6;
+	/* An IPv6 table: the second line of each position's session,
+	 * published under the entry's seq with its packed session. */
+	struct ns_session_v6 *ext;
+};
+
+#define EXT_WORDS (sizeof(struct ns_session_v6) / sizeof(uint64_t))
+
+union ext_words {
+	struct ns_session_v6 x;
+	uint64_t w[EXT_WORDS];
 };
 
 /* ---- keys and hashing --------------------------------------------- */
@@ -179,7 +197,7 @@ static inline void sig_store(struct idx_bucket *bk, uint32_t w, uint16_t sig)
 
 static inline uint8_t packed_state(const struct packed *p)
 {
-	return (uint8_t)(p->flags >> FLAG_STATE_SHIFT);
+	return (uint8_t)((p->flags & FLAG_STATE_MASK) >> FLAG_STATE_SHIFT);
 }
 
 /* The session a packed entry holds; what packing dropped is the same for
@@ -200,9 +218,15 @@ static inline void packed_unpack(const struct packed *p, struct ns_session *s)
 	};
 }
 
-/* Reader side of the seqlock: a consistent copy of e's packed session. */
-static inline void entry_read(const struct entry *e, union packed_words *dst)
+/* Reader side of the seqlock: a consistent copy of e's packed session,
+ * and of its second line ext into xdst when ext is not NULL (the IPv6
+ * table). */
+static inline void entry_read_ext(const struct entry *e,
+				  union packed_words *dst,
+				  const struct ns_session_v6 *ext,
+				  union ext_words *xdst)
 {
+	const uint64_t *xw = (const uint64_t *)(const void *)ext;
 	uint32_t s1, s2;
 	size_t i;
 
@@ -215,11 +239,42 @@ static inline void entry_read(const struct entry *e, union packed_words *dst)
 		for (i = 0; i < PACKED_WORDS; i++)
 			dst->w[i] =
 				__atomic_load_n(&e->u.w[i], __ATOMIC_RELAXED);
+		for (i = 0; ext && i < EXT_WORDS; i++)
+			xdst->w[i] = __atomic_load_n(&xw[i], __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&e->seq, __ATOMIC_RELAXED);
 		if (s1 == s2)
 			return;
 	}
 }
+
+static inline void entry_read(const struct entry *e, union packed_words *dst)
+{
+	entry_read_ext(e, dst, NULL, NULL);
+}
+
+/* nsdp_table.c, for the IPv6 table: apply s (its addresses folded) with
+ * its second line x, as nsdp_table_apply* do without one. */
+int nsdp_table_apply_x(struct nsdp_table *t, const struct ns_session *s,
+		       const struct ns_session_v6 *x, int32_t *posp, int over);
+int nsdp_table_resync_x(struct nsdp_table *t, const struct ns_session *s,
+			const struct ns_session_v6 *x, uint64_t gen,
+			uint32_t mark);
+void nsdp_table_entry_remove(struct nsdp_table *t, uint32_t pos);
+
+/* nsdp_table6.c, for the IPv4 table's entry points. */
+int nsdp_table6_apply(struct nsdp_table *t, const struct ns_session *s,
+		      int over);
+int nsdp_table6_apply_resync(struct nsdp_table *t, const struct ns_session *s,
+			     uint64_t gen, uint32_t mark);
+uint64_t nsdp_table6_purge(struct nsdp_table *t);
+void nsdp_table6_free(struct nsdp_table *t);
+uint64_t nsdp_table6_resync_finish(
+	struct nsdp_table *t, uint64_t gen, uint32_t mark,
+	const uint8_t *in_scope,
+	void (*removed_fn)(const struct ns_session *s, void *arg), void *arg);
+uint64_t nsdp_table6_walk(const struct nsdp_table *t,
+			  void (*fn)(const struct ns_session *, void *),
+			  void *arg);
 
 #endif

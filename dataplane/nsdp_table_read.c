@@ -1,7 +1,8 @@
 /*
  * nsdp_table_read.c - the readers' side of the session table: lookups by
  * inside tuple and by reply tuple, one at a time or a burst at once, and
- * the writer's walks over the entries (at, walk, dump) and counters.
+ * the writer's walks over the entries (at, walk, dump: the IPv6 table's
+ * sessions too) and counters.
  *
  * Invariants: lookups take no lock and never return a torn or reused
  * entry (see nsdp_table.c); a burst lookup returns what the single
@@ -173,58 +174,76 @@ uint64_t nsdp_table_walk(const struct nsdp_table *t,
 		fn(&s, arg);
 		n++;
 	}
-	return n;
+	return n + nsdp_table6_walk(t, fn, arg);
+}
+
+struct dump_ctx {
+	FILE *f;
+	int64_t n;
+	int err;
+};
+
+static void dump_one(const struct ns_session *s, void *arg)
+{
+	struct dump_ctx *d = arg;
+	uint8_t rec[NS_RECORD_MAX_LEN];
+	int len;
+
+	if (d->err)
+		return;
+	len = ns_record_encode(s, rec, sizeof(rec));
+	if (len < 0) {
+		d->err = len;
+		return;
+	}
+	if (fwrite(rec, 1, (size_t)len, d->f) != (size_t)len)
+		d->err = -EIO;
+	d->n++;
 }
 
 int64_t nsdp_table_dump(const struct nsdp_table *t, const char *path)
 {
-	uint8_t rec[NS_RECORD_MAX_LEN];
-	struct ns_session s;
+	struct dump_ctx d = {0};
 	char tmp[4096];
-	int64_t n = 0;
-	uint32_t i;
-	FILE *f;
-	int err = 0;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	f = fopen(tmp, "wb");
-	if (!f)
+	d.f = fopen(tmp, "wb");
+	if (!d.f)
 		return -errno;
-	for (i = 0; i < t->used_end && !err; i++) {
-		int len;
-
-		if (packed_state(&t->entries[i].u.p) != ENTRY_LIVE)
-			continue;
-		packed_unpack(&t->entries[i].u.p, &s);
-		len = ns_record_encode(&s, rec, sizeof(rec));
-		if (len < 0) {
-			err = len;
-			break;
-		}
-		if (fwrite(rec, 1, (size_t)len, f) != (size_t)len)
-			err = -EIO;
-		n++;
-	}
-	if (fflush(f) != 0 && !err)
-		err = -errno;
-	if (fclose(f) != 0 && !err)
-		err = -EIO;
-	if (!err && rename(tmp, path) != 0)
-		err = -errno;
-	if (err) {
+	nsdp_table_walk(t, dump_one, &d);
+	if (fflush(d.f) != 0 && !d.err)
+		d.err = -errno;
+	if (fclose(d.f) != 0 && !d.err)
+		d.err = -EIO;
+	if (!d.err && rename(tmp, path) != 0)
+		d.err = -errno;
+	if (d.err) {
 		remove(tmp);
-		return err;
+		return d.err;
 	}
-	return n;
+	return d.n;
 }
 
 void nsdp_table_stats(const struct nsdp_table *t, struct nsdp_table_stats *s)
 {
+	const struct nsdp_table *v6 = t->v6;
+
 	s->live = NSDP_STAT_READ(t->live);
 	s->tombstones = NSDP_STAT_READ(t->tombstones);
 	s->applied = NSDP_STAT_READ(t->applied);
 	s->stale_ignored = NSDP_STAT_READ(t->stale_ignored);
 	s->full_drops = NSDP_STAT_READ(t->full_drops);
 	s->memory_bytes = t->memory_bytes;
+	s->live_v6 = v6 ? NSDP_STAT_READ(v6->live) : 0;
+	s->capacity_v6 = v6 ? v6->capacity : 0;
+	s->memory_bytes_v6 = v6 ? v6->memory_bytes : 0;
+	if (!v6)
+		return;
+	s->live += s->live_v6;
+	s->tombstones += NSDP_STAT_READ(v6->tombstones);
+	s->applied += NSDP_STAT_READ(v6->applied);
+	s->stale_ignored += NSDP_STAT_READ(v6->stale_ignored);
+	s->full_drops += NSDP_STAT_READ(v6->full_drops);
+	s->memory_bytes += v6->memory_bytes;
 }

@@ -93,7 +93,7 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 		    const uint8_t **body)
 {
 	struct ns_batch_hdr hdr;
-	struct ns_session s;
+	struct ns_rec r;
 	const uint8_t *pos, *end;
 	uint32_t n = 0;
 	size_t trailer, hdr_len, i;
@@ -145,7 +145,7 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 	pos = buf + hdr_len;
 	end = pos + hdr.body_len;
 	while (pos < end) {
-		int rc = ns_record_decode(pos, (size_t)(end - pos), &s);
+		int rc = ns_record_decode_rec(pos, (size_t)(end - pos), &r);
 
 		/* A record cut by the body's end means body_len and the
 		 * records disagree; a bad record is a bad batch. */
@@ -195,6 +195,19 @@ void ns_batch_iter_init(struct ns_batch_iter *it, const uint8_t *body,
 {
 	it->pos = body;
 	it->end = body + body_len;
+}
+
+int ns_batch_iter_next_rec(struct ns_batch_iter *it, struct ns_rec *r)
+{
+	int rc;
+
+	if (it->pos >= it->end)
+		return 0;
+	rc = ns_record_decode_rec(it->pos, (size_t)(it->end - it->pos), r);
+	if (rc < 0)
+		return rc;
+	it->pos += rc;
+	return 1;
 }
 
 int ns_batch_iter_next(struct ns_batch_iter *it, struct ns_session *s)

@@ -2,7 +2,7 @@
  * ns_batch.h - the batch a notification carries.
  *
  * A batch is a 48-byte header followed by count records in wire form (see
- * ns_record.h) and, when the header's flags say NS_BATCH_F_HMAC, a 32-byte
+ * ns_record.h; any mix of families, each record's length its family's) and, when the header's flags say NS_BATCH_F_HMAC, a 32-byte
  * HMAC-SHA256 trailer over header and records, keyed by a secret the
  * publishers and subscribers of a deployment share. The header
  * says who published it (publisher id, epoch), its place in that
@@ -41,6 +41,11 @@
 #define NS_BATCH_MAC_LEN 32
 #define NS_BATCH_MAX_LEN                                               \
 	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_MAX_LEN + \
+	 NS_BATCH_MAC_LEN)
+/* The largest batch of IPv4 records only (what a reader that holds IPv4
+ * sessions only, such as the log's compactor, ever writes). */
+#define NS_BATCH_MAX_LEN_IPV4                                              \
+	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_V1_IPV4_LEN + \
 	 NS_BATCH_MAC_LEN)
 
 struct ns_batch_hdr {
@@ -104,7 +109,11 @@ struct ns_batch_iter {
 
 void ns_batch_iter_init(struct ns_batch_iter *it, const uint8_t *body,
 			uint32_t body_len);
-/* Returns 1 and fills *s, 0 at the end, negative errno on a bad record. */
+/* Returns 1 and fills *r (a record of any family), 0 at the end, negative
+ * errno on a bad record. */
+int ns_batch_iter_next_rec(struct ns_batch_iter *it, struct ns_rec *r);
+/* The same into one line, for readers of IPv4 sessions only: an IPv6
+ * record stops the iteration with -EAFNOSUPPORT (ns_record_decode). */
 int ns_batch_iter_next(struct ns_batch_iter *it, struct ns_session *s);
 
 #endif

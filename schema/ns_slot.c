@@ -117,6 +117,49 @@ int ns_key_parse(const void *key, size_t len, uint8_t *proto,
 	return 0;
 }
 
+void ns_key_build_v6(uint8_t proto, const uint8_t saddr[16], uint16_t sport,
+		     const uint8_t daddr[16], uint16_t dport,
+		     uint8_t key[NS_KEY_V6_LEN])
+{
+	memcpy(key, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN);
+	key[3] = proto;
+	memcpy(key + 4, saddr, 16);
+	put16(key + 20, sport);
+	memcpy(key + 22, daddr, 16);
+	put16(key + 38, dport);
+}
+
+int ns_key_parse_v6(const void *key, size_t len, uint8_t *proto,
+		    uint8_t saddr[16], uint16_t *sport, uint8_t daddr[16],
+		    uint16_t *dport)
+{
+	const uint8_t *k = key;
+
+	if (len != NS_KEY_V6_LEN ||
+	    memcmp(k, NS_KEY_PREFIX, NS_KEY_PREFIX_LEN) != 0 || k[3] == 0)
+		return -EINVAL;
+	*proto = k[3];
+	memcpy(saddr, k + 4, 16);
+	*sport = get16(k + 20);
+	memcpy(daddr, k + 22, 16);
+	*dport = get16(k + 38);
+	return 0;
+}
+
+size_t ns_key_of(const struct ns_session *s, uint8_t key[NS_KEY_MAX])
+{
+	const struct ns_session_v6 *v6;
+
+	if (!ns_family_is_v6(s->family)) {
+		ns_key_build(s->proto, &s->orig, key);
+		return NS_KEY_LEN;
+	}
+	v6 = ns_session_v6_of(s);
+	ns_key_build_v6(s->proto, v6->orig_saddr, s->orig.sport, v6->orig_daddr,
+			s->orig.dport, key);
+	return NS_KEY_V6_LEN;
+}
+
 /* Every slot is reached well before this (the last one at N = 109757);
  * the bound only keeps the search finite. */
 #define CHANNEL_SEARCH_MAX 10000000u

@@ -21,6 +21,10 @@
 #define NS_KEY_PREFIX_LEN 3
 /* prefix + proto(1) + saddr(4) + sport(2) + daddr(4) + dport(2) */
 #define NS_KEY_LEN 16
+/* An IPv6 inside tuple's: prefix + proto(1) + saddr(16) + sport(2) +
+ * daddr(16) + dport(2). */
+#define NS_KEY_V6_LEN 40
+#define NS_KEY_MAX NS_KEY_V6_LEN
 #define NS_CHANNEL_MAX 24
 
 uint16_t ns_crc16(const void *buf, size_t len);
@@ -36,6 +40,19 @@ void ns_key_build(uint8_t proto, const struct ns_tuple *orig,
  * session key. */
 int ns_key_parse(const void *key, size_t len, uint8_t *proto,
 		 struct ns_tuple *orig);
+
+/* The same for an IPv6 inside tuple (NAT66 and NAT64): NS_KEY_V6_LEN
+ * bytes, addresses in network byte order. */
+void ns_key_build_v6(uint8_t proto, const uint8_t saddr[16], uint16_t sport,
+		     const uint8_t daddr[16], uint16_t dport,
+		     uint8_t key[NS_KEY_V6_LEN]);
+int ns_key_parse_v6(const void *key, size_t len, uint8_t *proto,
+		    uint8_t saddr[16], uint16_t *sport, uint8_t daddr[16],
+		    uint16_t *dport);
+
+/* The key of session s of any family (an IPv6 one's second line follows
+ * it) into key; returns its length, NS_KEY_LEN or NS_KEY_V6_LEN. */
+size_t ns_key_of(const struct ns_session *s, uint8_t key[NS_KEY_MAX]);
 
 /* Write the NUL-terminated notification channel whose slot is slot;
  * returns its length, or -EINVAL for slot >= NS_SLOTS (-EIO if the table

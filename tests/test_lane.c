@@ -282,3 +282,92 @@ Test(lane, producer_and_consumer_threads_move_a_million_records_in_order,
 	cr_assert_eq(lane->dropped, 0);
 	nsdp_lane_free(lane);
 }
+
+/* A NAT66 record numbered seq, both lines. */
+static struct ns_rec numbered_v6(uint64_t seq)
+{
+	struct ns_rec r = {.s = numbered(seq)};
+
+	r.s.family = NS_FAMILY_NAT66;
+	r.s.orig.saddr = r.s.orig.daddr = 0;
+	r.s.xlat.saddr = r.s.xlat.daddr = 0;
+	memset(&r.v6, (int)(seq & 0xff), sizeof(r.v6));
+	return r;
+}
+
+Test(lane, ipv6_records_are_two_lines_and_one_record)
+{
+	struct nsdp_lane *lane = nsdp_lane_create(2, 64, SOCKET_ID_ANY);
+	struct ns_session out[128];
+	unsigned int i, n, rec = 0, ok = 0;
+
+	cr_assert_not_null(lane);
+	/* v4, v6, v4, v6...: 21 pairs and 21 singles fill 63 of 64 slots, the
+	 * next IPv6 record finds one slot and is refused whole */
+	for (i = 0; i < 44; i++) {
+		int rc;
+
+		if (i % 2) {
+			struct ns_rec r = numbered_v6(i);
+
+			rc = nsdp_record_v6(lane, &r.s);
+		} else {
+			struct ns_session s = numbered(i);
+
+			rc = nsdp_record(lane, &s);
+		}
+		ok += rc == 0;
+	}
+	cr_assert_eq(ok, 43);
+	cr_assert_eq(lane->recorded, 43);
+	cr_assert_eq(lane->dropped, 1);
+	cr_assert_eq(rte_ring_count(lane->ring), 64);
+	n = nsdp_lane_drain(lane, out, 128);
+	cr_assert_eq(n, 64);
+	cr_assert_eq(lane->drained, 43);
+	for (i = 0; i < n; i += ns_session_lines(&out[i]), rec++) {
+		cr_assert_eq(out[i].timestamp_ns, rec);
+		if (rec % 2) {
+			struct ns_rec want = numbered_v6(rec);
+
+			cr_assert_arr_eq(&out[i], &want, sizeof(want));
+		}
+	}
+	cr_assert_eq(rec, 43);
+	nsdp_lane_free(lane);
+}
+
+Test(lane, a_drain_never_ends_between_the_lines_of_a_record)
+{
+	struct nsdp_lane *lane = nsdp_lane_create(5, 256, SOCKET_ID_ANY);
+	struct ns_session out[7];
+	unsigned int i, n, lines = 0, rec = 0;
+
+	cr_assert_not_null(lane);
+	for (i = 0; i < 60; i++) {
+		struct ns_rec r = numbered_v6(i);
+		struct ns_session s = numbered(i);
+
+		if (i % 3 == 0)
+			cr_assert_eq(nsdp_record(lane, &s), 0);
+		else
+			cr_assert_eq(nsdp_record_v6(lane, &r.s), 0);
+	}
+	/* 7 lines at a time: a head at the end of a drain waits for the
+	 * next one */
+	while ((n = nsdp_lane_drain(lane, out, 7)) > 0) {
+		cr_assert_leq(n, 7);
+		for (i = 0; i < n; i += ns_session_lines(&out[i]), rec++) {
+			cr_assert_eq(out[i].timestamp_ns, rec);
+			cr_assert_eq(out[i].family, rec % 3 == 0
+							    ? NS_FAMILY_IPV4
+							    : NS_FAMILY_NAT66);
+			cr_assert_leq(i + ns_session_lines(&out[i]), n);
+		}
+		lines += n;
+	}
+	cr_assert_eq(rec, 60);
+	cr_assert_eq(lines, 20 + 40 * 2);
+	cr_assert_eq(lane->drained, 60);
+	nsdp_lane_free(lane);
+}

@@ -114,7 +114,7 @@ Test(record, encode_rejects_what_decode_would_refuse)
 	s.version = 2;
 	cr_assert_eq(ns_record_encode(&s, buf, sizeof(buf)), -EINVAL);
 	s = known_session();
-	s.family = 6;
+	s.family = 5;
 	cr_assert_eq(ns_record_encode(&s, buf, sizeof(buf)), -EINVAL);
 	s = known_session();
 	s.event = 0;
@@ -158,7 +158,8 @@ Test(record, decode_rejects_wrong_version)
 
 Test(record, decode_rejects_unknown_family)
 {
-	assert_decode_fails(1, (const uint8_t[]){6, 0}, 2, -EAFNOSUPPORT);
+	assert_decode_fails(1, (const uint8_t[]){0, 5, 46, 65, 0xff}, 5,
+			    -EAFNOSUPPORT);
 }
 
 Test(record, decode_rejects_bad_event)
@@ -184,11 +185,14 @@ Test(record, decode_leaves_output_untouched_on_error)
 	cr_assert_arr_eq(&d, &before, sizeof(d));
 }
 
-Test(record, wire_len_is_known_only_for_ipv4)
+Test(record, wire_len_is_known_for_ipv4_nat66_and_nat64_only)
 {
 	cr_assert_eq(ns_record_wire_len(NS_FAMILY_IPV4), 48);
-	cr_assert_eq(ns_record_wire_len(6), 0);
+	cr_assert_eq(ns_record_wire_len(NS_FAMILY_NAT66), 96);
+	cr_assert_eq(ns_record_wire_len(NS_FAMILY_NAT64), 76);
 	cr_assert_eq(ns_record_wire_len(0), 0);
+	cr_assert_eq(ns_record_wire_len(5), 0);
+	cr_assert_eq(ns_record_wire_len(46), 0);
 }
 
 Test(record, event_names)
@@ -581,7 +585,8 @@ Test(batch, decode_accepts_empty_and_full_batches)
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), 0);
 	cr_assert_eq(h.count, 0);
 	len = build_batch(batch_buf, NS_BATCH_MAX_RECORDS, 2);
-	cr_assert_eq(len, NS_BATCH_MAX_LEN - NS_BATCH_MAC_LEN);
+	cr_assert_eq(len, NS_BATCH_HDR_LEN +
+				  NS_BATCH_MAX_RECORDS * NS_RECORD_V1_IPV4_LEN);
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), 0);
 	cr_assert_eq(h.count, NS_BATCH_MAX_RECORDS);
 }
@@ -708,7 +713,7 @@ Test(batch, decode_rejects_oversized_batch)
 	/* One more record than the maximum, with a consistent header. */
 	memcpy(batch_buf + len, batch_buf + NS_BATCH_HDR_LEN,
 	       NS_RECORD_V1_IPV4_LEN);
-	h = (struct ns_batch_hdr){.count = NS_BATCH_MAX_RECORDS,
+	h = (struct ns_batch_hdr){.count = NS_BATCH_MAX_RECORDS + 1,
 				  .body_len = (uint32_t)(len +
 							 NS_RECORD_V1_IPV4_LEN -
 							 NS_BATCH_HDR_LEN)};
@@ -716,6 +721,10 @@ Test(batch, decode_rejects_oversized_batch)
 	cr_assert_eq(ns_batch_decode(batch_buf, len + NS_RECORD_V1_IPV4_LEN, &h,
 				     &body),
 		     -EMSGSIZE);
+	/* More bytes than the largest batch (4096 NAT66 records, signed). */
+	cr_assert_eq(
+		ns_batch_decode(batch_buf, NS_BATCH_MAX_LEN + 1, &h, &body),
+		-EMSGSIZE);
 }
 
 static void set_count(uint8_t *buf, uint16_t count)

@@ -563,3 +563,116 @@ Test(verify, store_larger_than_its_memory_is_refused, .timeout = 300)
 	for (int p = STORE_PORT; p < STORE_PORT + 3; p++)
 		nst_sh("redis-cli -p %d flushall >/dev/null", p);
 }
+
+/* Session i of a mixed table: IPv4 (i % 3 == 0), NAT66 (1), NAT64 (2). */
+static struct ns_rec mixed_of(uint32_t i)
+{
+	struct ns_rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.s = session_of(i);
+	if (i % 3 == 0)
+		return r;
+	r.s.family = i % 3 == 1 ? NS_FAMILY_NAT66 : NS_FAMILY_NAT64;
+	r.s.orig.saddr = r.s.orig.daddr = 0;
+	r.v6.orig_saddr[0] = 0x20;
+	r.v6.orig_saddr[14] = (uint8_t)(i >> 8);
+	r.v6.orig_saddr[15] = (uint8_t)i;
+	if (r.s.family == NS_FAMILY_NAT66) {
+		r.s.xlat.saddr = r.s.xlat.daddr = 0;
+		r.v6.orig_daddr[0] = 0x26;
+		r.v6.orig_daddr[15] = 1;
+		memcpy(r.v6.xlat_daddr, r.v6.orig_daddr, 16);
+		r.v6.xlat_saddr[0] = 0x20;
+		r.v6.xlat_saddr[15] = 7;
+		return r;
+	}
+	r.v6.orig_daddr[1] = 0x64;
+	r.v6.orig_daddr[2] = 0xff;
+	r.v6.orig_daddr[3] = 0x9b;
+	for (int b = 0; b < 4; b++)
+		r.v6.orig_daddr[12 + b] =
+			(uint8_t)(r.s.xlat.daddr >> (24 - 8 * b));
+	r.v6.prefix_len = 96;
+	return r;
+}
+
+/* Write the n sessions of r to file, in reverse when backwards. */
+static void mixed_write(const char *file, const struct ns_rec *r, size_t n,
+			int backwards)
+{
+	FILE *f = fopen(nst_run_path(file), "wb");
+	uint8_t buf[NS_RECORD_MAX_LEN];
+
+	cr_assert_not_null(f);
+	for (size_t i = 0; i < n; i++) {
+		int len = ns_record_encode(&r[backwards ? n - 1 - i : i].s, buf,
+					   sizeof(buf));
+
+		cr_assert_gt(len, 0);
+		cr_assert_eq(fwrite(buf, 1, (size_t)len, f), (size_t)len);
+	}
+	cr_assert_eq(fclose(f), 0);
+}
+
+static int verify_files(void)
+{
+	int rc = nst_sh("%s -n -s %s -b %s >%s 2>&1",
+			nst_build("tools/natsync-verify"),
+			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
+			nst_run_path("verify.out"));
+
+	nst_sh("cat %s >&2", nst_run_path("verify.out"));
+	return rc;
+}
+
+Test(verify, mixed_ipv4_and_ipv6_table_files_compare_exactly)
+{
+	static struct ns_rec r[300], changed[300];
+	uint8_t bad[NS_RECORD_MAX_LEN];
+
+	nst_run_dir_make("verify-mixed");
+	for (uint32_t i = 0; i < 300; i++)
+		r[i] = mixed_of(i);
+	mixed_write("source.tbl", r, 300, 0);
+	mixed_write("standby.tbl", r, 300, 1);
+	cr_assert_eq(verify_files(), 0);
+	cr_assert(verify_says("source (300) vs standby (300): equal"));
+
+	/* a translated IPv6 address differs */
+	memcpy(changed, r, sizeof(r));
+	changed[4].v6.xlat_saddr[15] = 8;
+	mixed_write("standby.tbl", changed, 300, 1);
+	cr_assert_eq(verify_files(), 1);
+	cr_assert(verify_says("0 only in source, 0 only in standby, 1 differ"));
+	/* an inside IPv6 address differs: another flow */
+	memcpy(changed, r, sizeof(r));
+	changed[2].v6.orig_saddr[7] = 1;
+	mixed_write("standby.tbl", changed, 300, 1);
+	cr_assert_eq(verify_files(), 1);
+	cr_assert(verify_says("1 only in source, 1 only in standby, 0 differ"));
+	/* a NAT64 record whose prefix length RFC 6052 does not know */
+	mixed_write("standby.tbl", r, 300, 1);
+	cr_assert_eq(ns_record_encode(&r[2].s, bad, sizeof(bad)), 76);
+	bad[72] = 80;
+	{
+		FILE *f = fopen(nst_run_path("standby.tbl"), "ab");
+
+		cr_assert_not_null(f);
+		cr_assert_eq(fwrite(bad, 1, 76, f), 76);
+		fclose(f);
+	}
+	assert_refused(verify_files(), "not a valid session record");
+	/* cut in the middle of a NAT66 record */
+	mixed_write("standby.tbl", r, 299, 0);
+	{
+		FILE *f = fopen(nst_run_path("standby.tbl"), "ab");
+		uint8_t rec[NS_RECORD_MAX_LEN];
+
+		cr_assert_eq(ns_record_encode(&r[1].s, rec, sizeof(rec)), 96);
+		cr_assert_not_null(f);
+		cr_assert_eq(fwrite(rec, 1, 60, f), 60);
+		fclose(f);
+	}
+	assert_refused(verify_files(), "partial record");
+}

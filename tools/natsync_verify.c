@@ -48,8 +48,9 @@
 #define STORE_TIMEOUT_MS 5000
 #define VERIFY_LOAD_TRIES 10
 
+/* Sessions of every family, an IPv6 one with its second line. */
 struct table {
-	struct ns_session *s;
+	struct ns_rec *s;
 	size_t n, cap;
 	const char *name;
 	uint64_t bad; /* store values that are not records */
@@ -66,7 +67,7 @@ static int table_push(struct table *t, const struct ns_session *s)
 		return 0;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 4096;
-		struct ns_session *p = realloc(t->s, cap * sizeof(*p));
+		struct ns_rec *p = realloc(t->s, cap * sizeof(*p));
 
 		if (!p) {
 			t->oom = 1;
@@ -75,14 +76,33 @@ static int table_push(struct table *t, const struct ns_session *s)
 		t->s = p;
 		t->cap = cap;
 	}
-	t->s[t->n++] = *s;
+	t->s[t->n].s = *s;
+	if (ns_family_is_v6(s->family))
+		t->s[t->n].v6 = *ns_session_v6_of(s);
+	else
+		memset(&t->s[t->n].v6, 0, sizeof(t->s[t->n].v6));
+	t->n++;
 	return 0;
 }
 
+/* Order by flow (the session key): IPv4 flows first, then IPv6 ones by
+ * their inside addresses and ports. */
 static int flow_cmp(const void *pa, const void *pb)
 {
-	const struct ns_session *a = pa, *b = pb;
+	const struct ns_rec *ra = pa, *rb = pb;
+	const struct ns_session *a = &ra->s, *b = &rb->s;
+	int v6a = ns_family_is_v6(a->family), v6b = ns_family_is_v6(b->family);
 
+	if (v6a != v6b)
+		return v6a - v6b;
+	if (v6a) {
+		int c = memcmp(ra->v6.orig_saddr, rb->v6.orig_saddr, 32);
+
+		if (a->proto != b->proto)
+			return a->proto < b->proto ? -1 : 1;
+		if (c)
+			return c;
+	}
 	if (a->proto != b->proto)
 		return a->proto < b->proto ? -1 : 1;
 	if (a->orig.saddr != b->orig.saddr)
@@ -96,13 +116,43 @@ static int flow_cmp(const void *pa, const void *pb)
 	return 0;
 }
 
+/* Read one record of a table file into r: 1, 0 at the end of the file,
+ * or a negative errno (a message printed) for a partial or invalid
+ * record. Its first two bytes give its length. */
+static int table_read_record(FILE *f, const char *path, size_t at,
+			     struct ns_rec *r)
+{
+	uint8_t buf[NS_RECORD_MAX_LEN];
+	size_t got = fread(buf, 1, 2, f), len;
+
+	if (got == 0)
+		return 0;
+	len = got == 2 && buf[0] == NS_RECORD_VERSION
+		      ? ns_record_wire_len(buf[1])
+		      : 0;
+	if (got == 2 && len > 2)
+		got += fread(buf + 2, 1, len - 2, f);
+	if (len == 0 || ns_record_decode_rec(buf, got, r) < 0) {
+		if (got < 2 || (len > 0 && got < len))
+			fprintf(stderr,
+				"natsync-verify: %s: ends in a partial record "
+				"(%zu of %zu bytes) after %zu records\n",
+				path, got, len ? len : 2, at);
+		else
+			fprintf(stderr,
+				"natsync-verify: %s: record %zu is not a "
+				"valid session record\n",
+				path, at);
+		return -EINVAL;
+	}
+	return 1;
+}
+
 static int table_read_file(struct table *t, const char *path)
 {
 	FILE *f = fopen(path, "rb");
-	uint8_t buf[NS_RECORD_MAX_LEN];
-	struct ns_session s;
-	size_t reclen = ns_record_wire_len(NS_FAMILY_IPV4), got = 0;
-	int rc = 0;
+	struct ns_rec r;
+	int rc = 0, got;
 
 	if (!f) {
 		fprintf(stderr, "natsync-verify: %s: %s\n", path,
@@ -110,14 +160,10 @@ static int table_read_file(struct table *t, const char *path)
 		return -errno;
 	}
 	t->n = 0;
-	while (rc == 0 && (got = fread(buf, 1, reclen, f)) == reclen) {
-		if (ns_record_decode(buf, reclen, &s) < 0) {
-			fprintf(stderr,
-				"natsync-verify: %s: record %zu is not a "
-				"valid session record\n",
-				path, t->n);
-			rc = -EINVAL;
-		} else if (table_push(t, &s) < 0) {
+	while (rc == 0 && (got = table_read_record(f, path, t->n, &r)) != 0) {
+		if (got < 0) {
+			rc = got;
+		} else if (table_push(t, &r.s) < 0) {
 			fprintf(stderr,
 				"natsync-verify: %s: out of memory after %zu "
 				"records\n",
@@ -129,13 +175,6 @@ static int table_read_file(struct table *t, const char *path)
 		rc = errno ? -errno : -EIO;
 		fprintf(stderr, "natsync-verify: %s: %s\n", path,
 			strerror(-rc));
-	} else if (rc == 0 && got) {
-		/* A dump cut short is not a table of fewer sessions. */
-		fprintf(stderr,
-			"natsync-verify: %s: ends in a partial record (%zu of "
-			"%zu bytes) after %zu records\n",
-			path, got, reclen, t->n);
-		rc = -EINVAL;
 	}
 	fclose(f);
 	if (rc == 0)
@@ -300,10 +339,10 @@ static int get_session(const struct nsa_config *conf, const char *tuple)
 		return 2;
 	}
 	for (size_t i = 0; i < t.n && found < 0; i++)
-		if (ns_session_same_flow(&t.s[i], &want))
+		if (ns_session_same_flow(&t.s[i].s, &want))
 			found = (int)i;
 	if (found >= 0) {
-		ns_record_to_json(&t.s[found], js, sizeof(js));
+		ns_record_to_json(&t.s[found].s, js, sizeof(js));
 		printf("%s\n", js);
 	} else {
 		fprintf(stderr, "natsync-verify: %s: not in the store\n",
@@ -333,7 +372,10 @@ static int same_session(const struct ns_session *a, const struct ns_session *b)
 	return a->family == b->family && a->proto == b->proto &&
 	       a->gateway_id == b->gateway_id &&
 	       !memcmp(&a->orig, &b->orig, sizeof(a->orig)) &&
-	       !memcmp(&a->xlat, &b->xlat, sizeof(a->xlat));
+	       !memcmp(&a->xlat, &b->xlat, sizeof(a->xlat)) &&
+	       (!ns_family_is_v6(a->family) ||
+		!memcmp(ns_session_v6_of(a), ns_session_v6_of(b),
+			sizeof(struct ns_session_v6)));
 }
 
 /* Compare two sorted tables; prints a summary line, returns 1 if equal. */
@@ -351,20 +393,20 @@ static int table_compare(const struct table *a, const struct table *b,
 		if (c < 0) {
 			missing++;
 			if (!quiet && shown++ < 3)
-				show_only(a, &a->s[i]);
+				show_only(a, &a->s[i].s);
 			i++;
 		} else if (c > 0) {
 			extra++;
 			if (!quiet && shown++ < 3)
-				show_only(b, &b->s[j]);
+				show_only(b, &b->s[j].s);
 			j++;
 		} else {
-			if (!same_session(&a->s[i], &b->s[j])) {
+			if (!same_session(&a->s[i].s, &b->s[j].s)) {
 				differ++;
 				if (!quiet && shown++ < 3) {
-					ns_record_to_json(&a->s[i], ja,
+					ns_record_to_json(&a->s[i].s, ja,
 							  sizeof(ja));
-					ns_record_to_json(&b->s[j], jb,
+					ns_record_to_json(&b->s[j].s, jb,
 							  sizeof(jb));
 					fprintf(stderr,
 						"  differ: %s: %s\n  %s: %s\n",

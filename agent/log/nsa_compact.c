@@ -58,7 +58,7 @@
  * (nsa_logmerge.c): the estimate a round's passes are planned by. */
 #define MERGE_BYTES_PER_SESSION 96
 /* A checkpoint's batches in flight, its buffer, on each master. */
-#define CHECKPOINT_BYTES (9 * (size_t)NS_BATCH_MAX_LEN)
+#define CHECKPOINT_BYTES (9 * (size_t)NS_BATCH_MAX_LEN_IPV4)
 
 /* One master of a round. */
 struct node_round {
@@ -358,7 +358,8 @@ static int round_pass(struct round *r, unsigned int lo, unsigned int hi,
 static int round_passes(struct round *r, unsigned int *passes,
 			size_t *merge_bytes)
 {
-	size_t fixed = (size_t)r->n * CHECKPOINT_BYTES + NS_BATCH_MAX_LEN * 64;
+	size_t fixed =
+		(size_t)r->n * CHECKPOINT_BYTES + NS_BATCH_MAX_LEN_IPV4 * 64;
 	uint64_t records = 0;
 	int rc = 0;
 

@@ -9,8 +9,10 @@
  *   written here from that table (records judged by the record table, not
  *   by ns_record_decode); on refusal it writes neither *h nor *body.
  * - an accepted batch: the header fields (version 1 or 2) are the
- *   documented bytes and re-encode to them; the iterator yields exactly count records, each the
- *   record at its offset and re-encoding to its bytes, then 0 for ever.
+ *   documented bytes and re-encode to them; the iterator yields exactly
+ *   count records of any family mix (IPv4, NAT66, NAT64), each the record
+ *   at its offset, moving by its family's length and re-encoding to its
+ *   bytes, then 0 for ever.
  * - every truncation of an accepted batch is -EMSGSIZE; one byte more, a
  *   wrong magic, version, flags or reserved byte, the HMAC or RESYNC flag
  *   flipped or the other version's number, is refused as the model says.
@@ -59,7 +61,7 @@ static int model_batch(const uint8_t *b, size_t len)
 {
 	size_t body_len, pos, n = 0, count, trailer, hdr;
 
-	if (len < 32 || len > 48 + 4096 * 48 + 32)
+	if (len < 32 || len > 48 + 4096 * 96 + 32)
 		return -EMSGSIZE;
 	if (be32(b) != 0x4e534231u)
 		return -EBADMSG;
@@ -67,7 +69,7 @@ static int model_batch(const uint8_t *b, size_t len)
 		return -EPROTO;
 	hdr = hdr_len_of(b[4]);
 	trailer = b[5] & 0x01 ? 32 : 0;
-	if (len < hdr + trailer || len > hdr + 4096 * 48 + 32)
+	if (len < hdr + trailer || len > hdr + 4096 * 96 + 32)
 		return -EMSGSIZE;
 	for (pos = 42; pos < hdr; pos++)
 		if (b[pos] != 0)
@@ -134,23 +136,24 @@ static void check_records(const struct ns_batch_hdr *h, const uint8_t *body)
 {
 	uint8_t wire[NS_RECORD_MAX_LEN];
 	struct ns_batch_iter it;
-	struct ns_session s;
+	struct ns_rec r;
 	size_t off = 0;
 	uint32_t n = 0;
 	int rc;
 
 	ns_batch_iter_init(&it, body, h->body_len);
-	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
+	while ((rc = ns_batch_iter_next_rec(&it, &r)) == 1) {
+		size_t len = ns_record_wire_len(r.s.family);
+
 		NST_FUZZ_CHECK(n < h->count, "iterator yields more than count");
-		NST_FUZZ_CHECK(it.pos == body + off + NS_RECORD_V1_IPV4_LEN,
+		NST_FUZZ_CHECK(len > 0 && it.pos == body + off + len,
 			       "iterator moved by %td, not one record",
 			       it.pos - (body + off));
-		NST_FUZZ_CHECK(ns_record_encode(&s, wire, sizeof(wire)) ==
-					       NS_RECORD_V1_IPV4_LEN &&
-				       memcmp(wire, body + off, sizeof(wire)) ==
-					       0,
+		NST_FUZZ_CHECK(ns_record_encode(&r.s, wire, sizeof(wire)) ==
+					       (int)len &&
+				       memcmp(wire, body + off, len) == 0,
 			       "record %u does not re-encode to its bytes", n);
-		off += NS_RECORD_V1_IPV4_LEN;
+		off += len;
 		n++;
 	}
 	NST_FUZZ_CHECK(rc == 0, "iterator failed (%d) on an accepted batch",
@@ -158,7 +161,7 @@ static void check_records(const struct ns_batch_hdr *h, const uint8_t *body)
 	NST_FUZZ_CHECK(n == h->count && off == h->body_len,
 		       "iterated %u records, %zu bytes; header says %u, %u", n,
 		       off, h->count, h->body_len);
-	NST_FUZZ_CHECK(ns_batch_iter_next(&it, &s) == 0,
+	NST_FUZZ_CHECK(ns_batch_iter_next_rec(&it, &r) == 0,
 		       "iterator did not stay at its end");
 }
 
@@ -185,7 +188,7 @@ static void check_neighbours(const uint8_t *data, size_t size)
 	NST_FUZZ_CHECK(
 		rc == (size == hdr_len_of(data[4]) +
 					       NS_BATCH_MAX_RECORDS *
-						       NS_RECORD_V1_IPV4_LEN +
+						       NS_RECORD_MAX_LEN +
 					       NS_BATCH_MAC_LEN
 			       ? -EMSGSIZE
 			       : -EINVAL),
@@ -260,7 +263,7 @@ static void check_mac(const uint8_t *data, size_t size)
 static void check_raw_iter(const uint8_t *p, size_t len)
 {
 	struct ns_batch_iter it;
-	struct ns_session s;
+	struct ns_rec r;
 	size_t steps = 0, off = 0;
 	int rc;
 
@@ -270,7 +273,7 @@ static void check_raw_iter(const uint8_t *p, size_t len)
 		int want = off < len ? nst_fuzz_model_record(p + off, len - off)
 				     : 0;
 
-		rc = ns_batch_iter_next(&it, &s);
+		rc = ns_batch_iter_next_rec(&it, &r);
 		NST_FUZZ_CHECK(rc == (want > 0 ? 1 : want),
 			       "iterator at %zu returned %d, expected %d", off,
 			       rc, want);

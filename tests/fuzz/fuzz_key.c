@@ -6,7 +6,8 @@
  * Properties, for every input:
  * - ns_key_parse accepts exactly the 16-byte keys that start with "ns:"
  *   and have a non-zero protocol, ns_key_build of what it parsed gives the
- *   key back, and a refusal writes nothing.
+ *   key back, and a refusal writes nothing; ns_key_parse_v6 the same for
+ *   the 40-byte keys of IPv6 inside tuples, with ns_key_build_v6.
  * - ns_crc16 equals a bit-by-bit CRC16-CCITT/XMODEM written here, and
  *   ns_key_slot equals the cluster specification's hash-tag rule written
  *   here, for any bytes.
@@ -105,6 +106,38 @@ static void check_parse(const uint8_t *data, size_t size)
 	}
 }
 
+static void check_parse_v6(const uint8_t *data, size_t size)
+{
+	uint8_t proto = 0xa5, saddr[16], daddr[16], key[NS_KEY_V6_LEN];
+	uint8_t untouched[16];
+	uint16_t sport = 0xa5a5, dport = 0xa5a5;
+	int valid = size == NS_KEY_V6_LEN && memcmp(data, "ns:", 3) == 0 &&
+		    data[3] != 0;
+	int rc;
+
+	memset(saddr, 0xa5, sizeof(saddr));
+	memset(daddr, 0xa5, sizeof(daddr));
+	memset(untouched, 0xa5, sizeof(untouched));
+	rc = ns_key_parse_v6(data, size, &proto, saddr, &sport, daddr, &dport);
+	NST_FUZZ_CHECK(rc == (valid ? 0 : -EINVAL),
+		       "parse_v6 returned %d for a %s key", rc,
+		       valid ? "valid" : "invalid");
+	if (!valid) {
+		NST_FUZZ_CHECK(proto == 0xa5 && sport == 0xa5a5 &&
+				       dport == 0xa5a5 &&
+				       memcmp(saddr, untouched, 16) == 0 &&
+				       memcmp(daddr, untouched, 16) == 0,
+			       "a refused parse_v6 wrote its outputs");
+		return;
+	}
+	ns_key_build_v6(proto, saddr, sport, daddr, dport, key);
+	if (memcmp(key, data, NS_KEY_V6_LEN) != 0) {
+		nst_fuzz_hexdump("input", data, size);
+		nst_fuzz_hexdump("rebuilt", key, sizeof(key));
+		NST_FUZZ_CHECK(0, "build_v6(parse_v6(key)) != key");
+	}
+}
+
 static void check_channel(const uint8_t *data, size_t size)
 {
 	char buf[NS_CHANNEL_MAX], want[NS_CHANNEL_MAX];
@@ -139,6 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	NST_FUZZ_CHECK(slot == ref_slot(data, size), "slot %u, reference %u",
 		       slot, ref_slot(data, size));
 	check_parse(data, size);
+	check_parse_v6(data, size);
 	check_channel(data, size);
 	return 0;
 }

@@ -3,16 +3,18 @@
  * form and the encoder, against the rules of schema/FORMAT.md.
  *
  * Properties, for every input:
- * - ns_record_decode returns what FORMAT.md's refusal table says, in its
- *   documented order (version before length), and writes *out only on
- *   success; a success consumes exactly the family's wire length.
+ * - ns_record_decode_rec returns what FORMAT.md's refusal tables say (the
+ *   IPv4 one and the IPv6 families'), in their documented order (version
+ *   before length), and writes *out only on success; a success consumes
+ *   exactly the family's wire length. ns_record_decode (one line) agrees,
+ *   except that it refuses an IPv6 record with -EAFNOSUPPORT.
  * - encode(decode(x)) == x for the bytes consumed, and decoding that again
  *   gives the same session; the reserved bytes come back zeroed.
  * - every truncation of a record that decodes is -EMSGSIZE.
  * - ns_record_to_json of a decoded session is one NUL-terminated JSON
  *   object whose fields read back to the session, and it refuses a
  *   buffer one byte too short with -ENOSPC.
- * - the first 64 bytes taken as a struct ns_session: its JSON form is the
+ * - the first 128 bytes taken as a struct ns_rec: its JSON form is the
  *   documented one whatever the field values; encode either refuses
  *   it for a reason FORMAT.md names or writes a record that decodes back
  *   to the same state and event (encode never writes what decode
@@ -20,6 +22,7 @@
  *
  * Not here: batches (fuzz_batch.c), keys (fuzz_key.c).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -52,13 +55,23 @@ struct json_member {
 	const char *str;
 };
 
+static void format_ipv6(const uint8_t a[16], char out[INET6_ADDRSTRLEN])
+{
+	NST_FUZZ_CHECK(inet_ntop(AF_INET6, a, out, INET6_ADDRSTRLEN) != NULL,
+		       "inet_ntop");
+}
+
 /* The JSON of s, field by field, as FORMAT.md lists them: an independent
  * rendering, not the encoder's format string. */
-static void check_json(const struct ns_session *s)
+static void check_json(const struct ns_rec *r)
 {
+	const struct ns_session *s = &r->s;
 	char json[JSON_CAP], small[JSON_CAP], want[JSON_CAP];
-	char os[16], od[16], xs[16], xd[16];
+	char os[INET6_ADDRSTRLEN], od[INET6_ADDRSTRLEN];
+	char xs[INET6_ADDRSTRLEN], xd[INET6_ADDRSTRLEN];
+	char prefix[INET6_ADDRSTRLEN + 8] = "";
 	const char *name = ns_event_name(s->event);
+	int v6 = s->family == NS_FAMILY_NAT66 || s->family == NS_FAMILY_NAT64;
 	size_t w = 0;
 	int n;
 
@@ -74,6 +87,24 @@ static void check_json(const struct ns_session *s)
 	format_ipv4(s->orig.daddr, od);
 	format_ipv4(s->xlat.saddr, xs);
 	format_ipv4(s->xlat.daddr, xd);
+	if (v6) {
+		format_ipv6(r->v6.orig_saddr, os);
+		format_ipv6(r->v6.orig_daddr, od);
+	}
+	if (s->family == NS_FAMILY_NAT66) {
+		format_ipv6(r->v6.xlat_saddr, xs);
+		format_ipv6(r->v6.xlat_daddr, xd);
+	}
+	if (s->family == NS_FAMILY_NAT64) {
+		uint8_t pre[16] = {0};
+		unsigned int bytes = r->v6.prefix_len / 8u;
+
+		memcpy(pre, r->v6.orig_daddr, bytes < 16 ? bytes : 16);
+		format_ipv6(pre, prefix);
+		snprintf(prefix + strlen(prefix),
+			 sizeof(prefix) - strlen(prefix), "/%u",
+			 r->v6.prefix_len);
+	}
 	const struct json_member m[] = {
 		{"version", s->version, NULL},
 		{"family", s->family, NULL},
@@ -91,8 +122,12 @@ static void check_json(const struct ns_session *s)
 		{"new_daddr", 0, xd},
 		{"new_sport", s->xlat.sport, NULL},
 		{"new_dport", s->xlat.dport, NULL},
+		{"prefix", 0, prefix},
 	};
-	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+	const size_t members = sizeof(m) / sizeof(m[0]) -
+			       (s->family == NS_FAMILY_NAT64 ? 0 : 1);
+
+	for (size_t i = 0; i < members; i++) {
 		w += (size_t)snprintf(want + w, sizeof(want) - w,
 				      "%s\"%s\":", i ? "," : "{", m[i].name);
 		if (m[i].str)
@@ -114,11 +149,12 @@ static void check_json(const struct ns_session *s)
 		       "to_json with %d bytes did not refuse", n);
 }
 
-static void check_decoded(const uint8_t *data, int rc,
-			  const struct ns_session *s)
+static void check_decoded(const uint8_t *data, int rc, const struct ns_rec *r)
 {
+	const struct ns_session *s = &r->s;
 	uint8_t again[NS_RECORD_MAX_LEN + 8];
-	struct ns_session s2;
+	struct ns_rec r2;
+	struct ns_session *s2 = &r2.s;
 	int enc;
 
 	NST_FUZZ_CHECK((size_t)rc == ns_record_wire_len(s->family),
@@ -137,44 +173,64 @@ static void check_decoded(const uint8_t *data, int rc,
 	}
 	NST_FUZZ_CHECK(again[rc] == 0xee, "encode wrote past its record");
 
-	NST_FUZZ_CHECK(ns_record_decode(again, (size_t)enc, &s2) == rc,
+	NST_FUZZ_CHECK(ns_record_decode_rec(again, (size_t)enc, &r2) == rc,
 		       "re-encoded record does not decode");
-	NST_FUZZ_CHECK(ns_session_equal_state(s, &s2) && s->event == s2.event,
+	NST_FUZZ_CHECK(ns_session_equal_state(s, s2) && s->event == s2->event,
 		       "decode(encode(s)) != s");
-	NST_FUZZ_CHECK(ns_session_same_flow(s, &s2), "same_flow(s, s) is 0");
+	NST_FUZZ_CHECK(memcmp(r, &r2, sizeof(r2)) == 0,
+		       "decode(encode(s)) differs in a byte");
+	NST_FUZZ_CHECK(ns_session_same_flow(s, s2), "same_flow(s, s) is 0");
 
 	/* Every truncation is -EMSGSIZE (version and family are valid). */
 	for (size_t cut = 0; cut < (size_t)rc; cut++)
-		NST_FUZZ_CHECK(ns_record_decode(data, cut, &s2) == -EMSGSIZE,
+		NST_FUZZ_CHECK(ns_record_decode_rec(data, cut, &r2) ==
+				       -EMSGSIZE,
 			       "truncated to %zu bytes: not -EMSGSIZE", cut);
 
-	check_json(s);
+	check_json(r);
 }
 
 /* The input's first bytes as an in-memory session, through the encoder. */
 static void check_encode(const uint8_t *data, size_t size)
 {
 	uint8_t wire[NS_RECORD_MAX_LEN], untouched[NS_RECORD_MAX_LEN];
-	struct ns_session s, d;
+	uint8_t model[NS_RECORD_MAX_LEN];
+	struct ns_rec r, d;
+	size_t len = 0;
 	int rc, valid;
 
-	if (size < sizeof(s))
+	if (size < sizeof(r))
 		return;
-	memcpy(&s, data, sizeof(s));
-	valid = s.version == 1 && s.family == 4 && s.event >= 1 &&
-		s.event <= 3 && s.proto != 0;
-	check_json(&s); /* any field values, as a tool may print them */
+	memcpy(&r, data, sizeof(r));
+	len = ns_record_wire_len(r.s.family);
+	valid = r.s.version == 1 && len > 0 && r.s.event >= 1 &&
+		r.s.event <= 3 && r.s.proto != 0;
+	if (valid && r.s.family == NS_FAMILY_NAT64) {
+		/* the NAT64 rules, on the bytes the record would have */
+		static const uint8_t zero[sizeof(r.v6.zero)];
+
+		memset(model, 0, sizeof(model));
+		memcpy(model + 40, r.v6.orig_daddr, 16);
+		model[64] = (uint8_t)(r.s.xlat.daddr >> 24);
+		model[65] = (uint8_t)(r.s.xlat.daddr >> 16);
+		model[66] = (uint8_t)(r.s.xlat.daddr >> 8);
+		model[67] = (uint8_t)r.s.xlat.daddr;
+		model[72] = r.v6.prefix_len;
+		valid = nst_fuzz_model_nat64(model) &&
+			memcmp(r.v6.zero, zero, sizeof(zero)) == 0;
+	}
+	check_json(&r); /* any field values, as a tool may print them */
 
 	memset(wire, 0x5a, sizeof(wire));
 	memset(untouched, 0x5a, sizeof(untouched));
-	rc = ns_record_encode(&s, wire, sizeof(wire) - 1);
+	rc = ns_record_encode(&r.s, wire, len ? len - 1 : 0);
 	NST_FUZZ_CHECK(rc == (valid ? -ENOSPC : -EINVAL),
-		       "encode into 47 bytes returned %d (valid %d)", rc,
-		       valid);
+		       "encode into %zu bytes returned %d (valid %d)",
+		       len ? len - 1 : 0, rc, valid);
 	NST_FUZZ_CHECK(memcmp(wire, untouched, sizeof(wire)) == 0,
 		       "a refused encode wrote to the buffer");
 
-	rc = ns_record_encode(&s, wire, sizeof(wire));
+	rc = ns_record_encode(&r.s, wire, sizeof(wire));
 	if (!valid) {
 		NST_FUZZ_CHECK(rc == -EINVAL,
 			       "encode of an invalid session "
@@ -182,32 +238,43 @@ static void check_encode(const uint8_t *data, size_t size)
 			       rc);
 		return;
 	}
-	NST_FUZZ_CHECK(rc == NS_RECORD_V1_IPV4_LEN, "encode returned %d", rc);
-	NST_FUZZ_CHECK(ns_record_decode(wire, (size_t)rc, &d) == rc,
+	NST_FUZZ_CHECK(rc == (int)len, "encode returned %d", rc);
+	NST_FUZZ_CHECK(ns_record_decode_rec(wire, (size_t)rc, &d) == rc,
 		       "encode wrote a record decode refuses");
-	NST_FUZZ_CHECK(ns_session_equal_state(&s, &d) && s.event == d.event,
+	NST_FUZZ_CHECK(ns_session_equal_state(&r.s, &d.s) &&
+			       r.s.event == d.s.event,
 		       "decode(encode(s)) != s");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct ns_session s, sentinel;
-	int rc, want;
+	struct ns_rec r, sentinel;
+	struct ns_session one;
+	int rc, rc1, want;
 
-	memset(&s, 0xa5, sizeof(s));
+	memset(&r, 0xa5, sizeof(r));
 	memset(&sentinel, 0xa5, sizeof(sentinel));
-	rc = ns_record_decode(data, size, &s);
+	rc = ns_record_decode_rec(data, size, &r);
 	want = nst_fuzz_model_record(data, size);
 	if (rc != want) {
 		nst_fuzz_hexdump("input", data, size);
 		NST_FUZZ_CHECK(0, "decode returned %d, FORMAT.md says %d", rc,
 			       want);
 	}
+	/* The one-line reader: the same, IPv6 refused. */
+	memset(&one, 0xa5, sizeof(one));
+	rc1 = ns_record_decode(data, size, &one);
+	NST_FUZZ_CHECK(rc1 == (rc > 0 && data[1] != 4 ? -EAFNOSUPPORT : rc),
+		       "one-line decode returned %d, the reader %d", rc1, rc);
+	NST_FUZZ_CHECK(rc1 < 0 || memcmp(&one, &r.s, sizeof(one)) == 0,
+		       "one-line decode differs");
+	NST_FUZZ_CHECK(rc1 >= 0 || memcmp(&one, &sentinel.s, sizeof(one)) == 0,
+		       "a refused one-line decode wrote *out");
 	if (rc < 0)
-		NST_FUZZ_CHECK(memcmp(&s, &sentinel, sizeof(s)) == 0,
+		NST_FUZZ_CHECK(memcmp(&r, &sentinel, sizeof(r)) == 0,
 			       "a refused decode (%d) wrote *out", rc);
 	else
-		check_decoded(data, rc, &s);
+		check_decoded(data, rc, &r);
 
 	check_encode(data, size);
 	return 0;

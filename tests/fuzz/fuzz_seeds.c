@@ -73,6 +73,46 @@ static struct ns_session session(unsigned int i)
 	return s;
 }
 
+/* Session i as IPv4 (i % 3 == 0), NAT66 (1) or NAT64 (2, the prefix
+ * length cycling through those RFC 6052 allows). */
+static struct ns_rec session_rec(unsigned int i)
+{
+	static const uint8_t lens[] = {96, 32, 40, 48, 56, 64};
+	struct ns_rec r;
+	unsigned int at;
+
+	memset(&r, 0, sizeof(r));
+	r.s = session(i);
+	if (i % 3 == 0)
+		return r;
+	r.s.family = i % 3 == 1 ? NS_FAMILY_NAT66 : NS_FAMILY_NAT64;
+	r.s.orig.saddr = r.s.orig.daddr = 0;
+	r.v6.orig_saddr[0] = 0x20;
+	r.v6.orig_saddr[1] = 0x01;
+	r.v6.orig_saddr[15] = (uint8_t)i;
+	if (r.s.family == NS_FAMILY_NAT66) {
+		r.s.xlat.saddr = r.s.xlat.daddr = 0;
+		r.v6.orig_daddr[0] = 0x26;
+		r.v6.orig_daddr[15] = 0x22;
+		memcpy(r.v6.xlat_daddr, r.v6.orig_daddr, 16);
+		r.v6.xlat_saddr[0] = 0x20;
+		r.v6.xlat_saddr[15] = 7;
+		return r;
+	}
+	r.v6.prefix_len = lens[(i / 3) % 6];
+	r.v6.orig_daddr[0] = 0x00;
+	r.v6.orig_daddr[1] = 0x64;
+	r.v6.orig_daddr[2] = 0xff;
+	r.v6.orig_daddr[3] = 0x9b;
+	for (unsigned int b = 0; b < 4; b++) {
+		at = r.v6.prefix_len / 8u + b;
+		if (r.v6.prefix_len < 96 && at >= 8)
+			at++;
+		r.v6.orig_daddr[at] = (uint8_t)(r.s.xlat.daddr >> (24 - 8 * b));
+	}
+	return r;
+}
+
 /* Extremes: every field at 0 or at its largest value. */
 static struct ns_session extreme(int high)
 {
@@ -89,11 +129,11 @@ static struct ns_session extreme(int high)
 
 static int encode(const struct ns_session *s, uint8_t *buf)
 {
-	struct ns_session back;
+	struct ns_rec back;
 	int n = ns_record_encode(s, buf, NS_RECORD_MAX_LEN);
 
-	if (n <= 0 || ns_record_decode(buf, (size_t)n, &back) != n ||
-	    !ns_session_equal_state(s, &back))
+	if (n <= 0 || ns_record_decode_rec(buf, (size_t)n, &back) != n ||
+	    !ns_session_equal_state(s, &back.s))
 		die("a record does not round-trip");
 	return n;
 }
@@ -113,10 +153,25 @@ static void record_seeds(void)
 	write_seed("record-low", wire, (size_t)encode(&s, wire));
 	s = extreme(1);
 	write_seed("record-high", wire, (size_t)encode(&s, wire));
-	/* The in-memory form, for the target's encoder path. */
-	s = session(1);
-	write_seed("session-struct", &s, sizeof(s));
+	for (unsigned int i = 1; i < 18; i += i % 3 == 1 ? 1 : 2) {
+		struct ns_rec r = session_rec(i);
+
+		snprintf(name, sizeof(name), "record-%s-%u",
+			 i % 3 == 1 ? "nat66" : "nat64", i);
+		write_seed(name, wire, (size_t)encode(&r.s, wire));
+	}
+	/* The in-memory form, for the target's encoder path (two lines:
+	 * the target reads a struct ns_rec). */
+	for (unsigned int i = 0; i < 3; i++) {
+		struct ns_rec r = session_rec(i + 3);
+
+		snprintf(name, sizeof(name), "session-struct-%u", i);
+		write_seed(name, &r, sizeof(r));
+	}
 }
+
+/* Whether batch seeds mix IPv4, NAT66 and NAT64 records. */
+static int batch_mixed;
 
 /* The key fuzz_batch signs and verifies with. */
 #define FUZZ_BATCH_KEY "natsync fuzz batch key"
@@ -142,9 +197,9 @@ static void batch_seed_v(const char *name, unsigned int count, uint64_t seq,
 	if (!buf)
 		die("out of memory");
 	for (unsigned int i = 0; i < count; i++) {
-		struct ns_session s = session(i);
+		struct ns_rec r = session_rec(batch_mixed ? i : 3 * i);
 
-		off += (size_t)encode(&s, buf + off);
+		off += (size_t)encode(&r.s, buf + off);
 	}
 	h.body_len = (uint32_t)(off - hdr_len);
 	if (version != NS_BATCH_V1) {
@@ -185,8 +240,13 @@ static void batch_seeds(void)
 	batch_seed("batch-64", 64, 1ull << 32, 0);
 	batch_seed("batch-signed-empty", 0, 1, 1);
 	batch_seed("batch-signed-5", 5, 9, 1);
-	/* The largest batch the format allows. */
+	/* The largest batch of IPv4 records. */
 	batch_seed("batch-max-signed", NS_BATCH_MAX_RECORDS, 5, 1);
+	batch_mixed = 1;
+	batch_seed("batch-mixed-7", 7, 11, 0);
+	batch_seed("batch-mixed-signed-30", 30, 12, 1);
+	batch_seed_v("batch-v1-mixed-4", 4, 13, 0, NS_BATCH_V1);
+	batch_mixed = 0;
 }
 
 static void key_seeds(void)
@@ -219,6 +279,15 @@ static void key_seeds(void)
 		write_seed(name, channel, (size_t)n);
 	}
 	write_seed("tag-user", "{user1000}.following", 20);
+	for (unsigned int i = 1; i < 3; i++) {
+		struct ns_rec r = session_rec(i);
+		uint8_t k6[NS_KEY_MAX];
+
+		if (ns_key_of(&r.s, k6) != NS_KEY_V6_LEN)
+			die("an IPv6 key is not 40 bytes");
+		snprintf(name, sizeof(name), "key-v6-%u", i);
+		write_seed(name, k6, NS_KEY_V6_LEN);
+	}
 }
 
 static void config_seed(const char *name, const char *text)
