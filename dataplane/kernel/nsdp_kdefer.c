@@ -43,6 +43,7 @@
 
 #include "nsdp_kdefer.h"
 #include "nsdp_kern.h"
+#include "nsdp_netns.h"
 
 /* Packets read in one round at most: the round records them all before
  * it reads the next. */
@@ -96,19 +97,11 @@ struct nsdp_kdefer {
 
 struct mnl_socket *nsdp_kdefer_nl_open_in(int netns_fd)
 {
+	int own = nsdp_netns_enter(netns_fd), saved;
 	struct mnl_socket *nl;
-	int own = -1, saved;
 
-	if (netns_fd >= 0) {
-		own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-		if (own < 0 || setns(netns_fd, CLONE_NEWNET) != 0) {
-			saved = errno;
-			if (own >= 0)
-				close(own);
-			errno = saved;
-			return NULL;
-		}
-	}
+	if (own == -2)
+		return NULL;
 	nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
 	if (nl && mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) != 0) {
 		saved = errno;
@@ -116,13 +109,7 @@ struct mnl_socket *nsdp_kdefer_nl_open_in(int netns_fd)
 		nl = NULL;
 		errno = saved;
 	}
-	saved = errno;
-	if (own >= 0) {
-		if (setns(own, CLONE_NEWNET) != 0)
-			abort(); /* would run on in the wrong namespace */
-		close(own);
-	}
-	errno = saved;
+	nsdp_netns_leave(own);
 	return nl;
 }
 

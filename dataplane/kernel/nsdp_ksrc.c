@@ -87,32 +87,19 @@
 #include "nsdp_kern.skel.h"
 #include "nsdp_klive.h"
 #include "nsdp_ksrc.h"
+#include "nsdp_netns.h"
 
 #include "nsdp_ksrc_state.h"
 
 struct nfct_handle *nsdp_ksrc_nfct_open_in(int netns_fd, unsigned int groups)
 {
+	int own = nsdp_netns_enter(netns_fd);
 	struct nfct_handle *h;
-	int own = -1, saved;
 
-	if (netns_fd >= 0) {
-		own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-		if (own < 0 || setns(netns_fd, CLONE_NEWNET) != 0) {
-			saved = errno;
-			if (own >= 0)
-				close(own);
-			errno = saved;
-			return NULL;
-		}
-	}
+	if (own == -2)
+		return NULL;
 	h = nfct_open(CONNTRACK, groups);
-	saved = errno;
-	if (own >= 0) {
-		if (setns(own, CLONE_NEWNET) != 0)
-			abort(); /* would run on in the wrong namespace */
-		close(own);
-	}
-	errno = saved;
+	nsdp_netns_leave(own);
 	return h;
 }
 
