@@ -98,7 +98,8 @@ struct nsa_config {
 	char commit_netns[64]; /* a name under /run/netns; empty = ours */
 	unsigned int commit_batch_bytes; /* per sendmsg; 0 = one at a time */
 	unsigned int commit_mark; /* CTA_MARK of committed entries, 0 = none */
-	unsigned int commit_zone; /* CTA_ZONE of committed entries, 0 = default */
+	unsigned int
+		commit_zone; /* CTA_ZONE of committed entries, 0 = default */
 
 	/* [agent] */
 	unsigned int progress_ms; /* progress line period, 0 = none */
