@@ -169,8 +169,9 @@ static int batch_admit(struct nsa_standby *sb, unsigned int node,
 	}
 	*seq = nsa_order_seq(&sb->order, channel_slot, h, nd->not_before_ns,
 			     nd->loaded_once && !nd->resyncing);
-	/* A gap resyncs the master anyway (on_batch). */
-	if (rc == NSA_ORDER_ROSE && *seq != NSA_SEQ_GAP)
+	/* Even with a gap: its repair (nsa_repair.c) reads back only what
+	 * this batch's publisher published. */
+	if (rc == NSA_ORDER_ROSE)
 		epoch_rose(sb, node, h, known);
 	if (*seq == NSA_SEQ_STALE) {
 		SB_STAT_ADD(sb, stale, 1);
