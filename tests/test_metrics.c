@@ -349,11 +349,10 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 	expect_equal("standby-final.prom", "natsync_standby_repairs_total",
 		     NULL, "standby.out", "repairs");
 	expect_equal("standby-final.prom",
-		     "natsync_standby_repair_values_total", NULL,
-		     "standby.out", "repair_values");
-	expect_equal("standby-final.prom",
-		     "natsync_standby_repair_bytes_total", NULL,
-		     "standby.out", "repair_bytes");
+		     "natsync_standby_repair_values_total", NULL, "standby.out",
+		     "repair_values");
+	expect_equal("standby-final.prom", "natsync_standby_repair_bytes_total",
+		     NULL, "standby.out", "repair_bytes");
 	expect_equal("standby-final.prom", "natsync_standby_resubscribes_total",
 		     NULL, "standby.out", "resubscribes");
 	expect_equal("standby-final.prom",
