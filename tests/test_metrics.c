@@ -368,6 +368,9 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 		     "natsync_standby_dead_subscriptions_total", NULL,
 		     "standby.out", "dead_subscriptions");
 	expect_equal("standby-final.prom",
+		     "natsync_standby_epoch_resyncs_total", NULL, "standby.out",
+		     "epoch_resyncs");
+	expect_equal("standby-final.prom",
 		     "natsync_standby_table_full_drops_total", NULL,
 		     "standby.out", "table_drops");
 	expect_equal("standby-final.prom",

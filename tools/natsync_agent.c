@@ -571,15 +571,16 @@ static void standby_report(struct nsa_standby *sb)
 	       " topology_changes=%" PRIu64 " stale=%" PRIu64
 	       " dead_subscriptions=%" PRIu64 " bad_messages=%" PRIu64
 	       " table_drops=%" PRIu64 " fenced=%" PRIu64 " other_pair=%" PRIu64
-	       " epoch_regressions=%" PRIu64
+	       " epoch_regressions=%" PRIu64 " epoch_resyncs=%" PRIu64
 	       " lag_avg_us=%.0f lag_max_us=%" PRIu64 " lag_count=%" PRIu64
 	       " epoch_max=%" PRIu32 "%s\n",
 	       ts.live, st.batches, st.records, st.loaded, st.load_values,
 	       st.load_bytes, st.gaps, st.resyncs, st.repairs, st.repair_values,
 	       st.repair_bytes, st.resubscribes, st.topology_changes, st.stale,
 	       st.dead_subscriptions, st.bad_messages, ts.full_drops, st.fenced,
-	       st.other_pair, st.epoch_regressions, standby_lag_avg_us(&st),
-	       st.lag_max_us, st.lag_count, epoch_max, commit);
+	       st.other_pair, st.epoch_regressions, st.epoch_resyncs,
+	       standby_lag_avg_us(&st), st.lag_max_us, st.lag_count, epoch_max,
+	       commit);
 	fflush(stdout);
 }
 

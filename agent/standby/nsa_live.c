@@ -3,7 +3,9 @@
  * delivers is checked, applied to the table, queued for conntrack and
  * timed for the lag histogram; a gap in its sequence is repaired by
  * reading the batches missed back (log layout, nsa_repair.c) or else
- * resyncs its master, and a batch the store lost (NS_BATCH_F_RESYNC)
+ * resyncs its master; a batch the store lost (NS_BATCH_F_RESYNC), or the
+ * first batch of a newer epoch of the pair on its channel (the older
+ * active fenced, maybe between a batch's writes and its SPUBLISH),
  * resyncs its master.
  *
  * Invariants:
@@ -87,6 +89,32 @@ static int epoch_lost(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 	return 1;
 }
 
+/* The first batch of a newer epoch of the pair on node's channel
+ * (h->epoch, after known): its active raised the fence before it wrote,
+ * which closed the older actives' connections to that master, maybe
+ * between a batch's writes and its SPUBLISH. Such writes are in the store
+ * and were never announced: read the master again (after a resync under
+ * way, which may have read before them). Logged once per epoch. */
+static void epoch_rose(struct nsa_standby *sb, unsigned int node,
+		       const struct ns_batch_hdr *h, uint32_t known)
+{
+	struct sb_node *nd = &sb->nodes[node];
+
+	SB_STAT_ADD(sb, epoch_resyncs, 1);
+	if (sb->epoch_rose_told != h->epoch)
+		NSA_INFO("standby: gateway pair %u's epoch rose from %u to %u "
+			 "(gateway %u): the older active is fenced, and what "
+			 "it wrote without announcing it is in the store: "
+			 "resyncing each master as the new epoch reaches its "
+			 "channel (further ones of this epoch are not logged)",
+			 h->gateway_id >> 8, known, h->epoch, h->gateway_id);
+	sb->epoch_rose_told = h->epoch;
+	if (nsa_sb_resync_running(sb, node))
+		nd->resync_again = 1;
+	else
+		nsa_sb_resync_start(sb, node);
+}
+
 /* Whether the batch in buf is one to apply: it decodes (into h and body),
  * carries the HMAC the batch key asks for, names the channel it came by
  * and is neither fenced nor stale. 0 with its sequence verdict in *seq,
@@ -141,6 +169,10 @@ static int batch_admit(struct nsa_standby *sb, unsigned int node,
 	}
 	*seq = nsa_order_seq(&sb->order, channel_slot, h, nd->not_before_ns,
 			     nd->loaded_once && !nd->resyncing);
+	/* Even with a gap: its repair (nsa_repair.c) reads back only what
+	 * this batch's publisher published. */
+	if (rc == NSA_ORDER_ROSE)
+		epoch_rose(sb, node, h, known);
 	if (*seq == NSA_SEQ_STALE) {
 		SB_STAT_ADD(sb, stale, 1);
 		return -1;

@@ -4,7 +4,8 @@
  * Invariants:
  * - A gateway pair's epoch on a channel only grows here (but by
  *   nsa_order_epoch_reset, when the store lost the pair's counter); a
- *   batch below it on that channel is fenced.
+ *   batch below it on that channel is fenced, the first above it is told
+ *   (NSA_ORDER_ROSE): a new active fenced the older ones there.
  * - A (publisher, channel) sequence only grows; a batch at or below it is
  *   stale, one past it by more than one is a gap - except the first after
  *   a resubscription, which a load covers.
@@ -45,7 +46,11 @@ int nsa_order_epoch(struct nsa_order *o, uint16_t channel_slot,
 			*known = g->epoch;
 			return NSA_ORDER_FENCED_NEW;
 		}
-		g->epoch = h->epoch;
+		if (h->epoch > g->epoch) {
+			*known = g->epoch;
+			g->epoch = h->epoch;
+			return NSA_ORDER_ROSE;
+		}
 		return 0;
 	}
 	/* Full: forget everything rather than fence wrongly. */

@@ -64,8 +64,13 @@ enum nsa_seq_verdict { NSA_SEQ_NEXT, NSA_SEQ_GAP, NSA_SEQ_STALE };
  * to drop it as from an older epoch of its gateway pair than one seen on
  * that channel, NSA_ORDER_FENCED_NEW (also a drop) for the first batch of
  * that older epoch since the last one reported: *known is then the pair's
- * epoch there, to be told. */
+ * epoch there, to be told. NSA_ORDER_ROSE (to apply) for the first batch
+ * of an epoch above the pair's there: *known is the one it replaces. Its
+ * active fenced the older ones before it wrote, so they send nothing more
+ * on that channel; what they wrote there and never published is in the
+ * store. A pair's first batch on a channel is 0. */
 #define NSA_ORDER_FENCED_NEW (-2)
+#define NSA_ORDER_ROSE 1
 int nsa_order_epoch(struct nsa_order *o, uint16_t channel_slot,
 		    const struct ns_batch_hdr *h, uint32_t *known);
 

@@ -559,6 +559,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(fenced);
 	LOAD(other_pair);
 	LOAD(epoch_regressions);
+	LOAD(epoch_resyncs);
 	LOAD(unauthenticated);
 	LOAD(bad_values);
 	LOAD(lag_parts_count);

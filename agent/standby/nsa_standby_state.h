@@ -70,6 +70,7 @@ struct nsa_standby {
 	struct sb_node nodes[NSA_MAX_NODES];
 	unsigned int n_nodes;
 	uint32_t resync_counter;
+	uint32_t epoch_rose_told; /* the last risen epoch logged (nsa_live) */
 	/* The cold load of every master is one load, on master 0's loader
 	 * (log layout on a cluster: each segment read once), running or
 	 * waiting for its retry; the other masters run none of their own

@@ -46,6 +46,9 @@ struct nsa_standby_stats {
 	/* a pair's batches came with an epoch below what was seen, and the
 	 * store's counter was below it too: the store lost it (resynced) */
 	uint64_t epoch_regressions;
+	/* resyncs of a master begun because a pair's epoch rose on its
+	 * channel: what the fenced active wrote there unannounced */
+	uint64_t epoch_resyncs;
 	/* batches dropped: a batch key is configured and their HMAC is
 	 * missing or wrong */
 	uint64_t unauthenticated;
