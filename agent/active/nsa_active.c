@@ -77,13 +77,25 @@ static int can_take(const struct nsa_writer *w)
 	return 1;
 }
 
-/* flags: NSA_REC_* per record, or NULL for records new from a lane. */
+/* Records still to append from line i of the n lines at s. */
+static unsigned int records_left(const struct ns_session *s, unsigned int i,
+				 unsigned int n)
+{
+	unsigned int left = 0;
+
+	for (; i < n; i += ns_session_lines(&s[i]))
+		left++;
+	return left;
+}
+
+/* n lines, an IPv6 record's two in a row; flags: NSA_REC_* per line (a
+ * second line's NSA_REC_LINE2), or NULL for records new from a lane. */
 static int append_burst(struct nsa_writer *w, const struct ns_session *s,
 			const uint8_t *flags, unsigned int n)
 {
 	unsigned int i;
 
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i += ns_session_lines(&s[i])) {
 		int rc = nsa_append_record(w, &s[i], flags ? flags[i] : 0);
 
 		if (rc != 0) {
@@ -91,8 +103,10 @@ static int append_burst(struct nsa_writer *w, const struct ns_session *s,
 			NSA_ERR("writer %u: out of memory, %u record(s) "
 				"dropped",
 				w->idx,
-				nsa_records_lost(w, flags ? flags + i : NULL,
-						 n - i));
+				flags ? nsa_records_lost(w, flags + i, n - i)
+				      : nsa_records_lost(
+						w, NULL,
+						records_left(s, i, n)));
 			return rc;
 		}
 	}
@@ -117,6 +131,10 @@ static unsigned int take_records(struct nsa_writer *w)
 
 		if (n > burst)
 			n = burst;
+		/* never between an IPv6 record's two lines */
+		if (rs->pos + n < rs->len &&
+		    (rs->flags[rs->pos + n] & NSA_REC_LINE2))
+			n++;
 		append_burst(w, rs->q + rs->pos, rs->flags + rs->pos,
 			     (unsigned int)n);
 		rs->pos += n;
@@ -130,12 +148,23 @@ static unsigned int take_records(struct nsa_writer *w)
 
 	for (k = 0; k < w->n_lanes && can_take(w); k++) {
 		unsigned int l = w->next_lane, n;
+		struct nsdp_lane *lane = w->lanes[l];
+		uint64_t before = NSDP_STAT_READ(lane->drained);
 
 		w->next_lane = (w->next_lane + 1) % w->n_lanes;
 		__atomic_store_n(&w->in_burst, 1, __ATOMIC_SEQ_CST);
-		n = nsdp_lane_drain(w->lanes[l], w->burst, burst);
+		/* Lines: an IPv6 record takes two, and a drain needs room
+		 * for one (with batch_size 1 a lane that carries IPv6 may
+		 * then give two IPv4 records in one burst). */
+		n = nsdp_lane_drain(
+			lane, w->burst,
+			burst < 2 && __atomic_load_n(&lane->has_v6,
+						     __ATOMIC_RELAXED)
+				? 2
+				: burst);
 		if (n > 0) {
-			W_STAT_ADD(w, records, n);
+			W_STAT_ADD(w, records,
+				   NSDP_STAT_READ(lane->drained) - before);
 			nsa_settle_open(w, l);
 			append_burst(w, w->burst, NULL, n);
 			nsa_settle_close(w);

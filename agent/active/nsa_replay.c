@@ -30,8 +30,14 @@ int nsa_replay_init(struct nsa_replay *r, size_t cap)
 		return 0;
 	/* Pages are touched only as the window fills. */
 	r->rp = malloc(cap * sizeof(*r->rp));
-	if (r->rp == NULL)
+	r->v6 = malloc(cap * sizeof(*r->v6));
+	if (r->rp == NULL || r->v6 == NULL) {
+		free(r->rp);
+		free(r->v6);
+		r->rp = NULL;
+		r->v6 = NULL;
 		return -ENOMEM;
+	}
 	r->cap = cap;
 	return 0;
 }
@@ -39,6 +45,7 @@ int nsa_replay_init(struct nsa_replay *r, size_t cap)
 void nsa_replay_fini(struct nsa_replay *r)
 {
 	free(r->rp);
+	free(r->v6);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -76,6 +83,8 @@ int nsa_replay_keep(struct nsa_replay *r, const struct ns_session *s,
 		pos -= r->cap;
 	rec = &r->rp[pos];
 	rec->s = *s;
+	if (ns_session_lines(s) == 2)
+		r->v6[pos] = *ns_session_v6_of(s);
 	rec->wseq = wseq;
 	rec->acked_ns = acked_ns;
 	r->count++;
@@ -96,8 +105,10 @@ size_t nsa_replay_items(const struct nsa_replay *r,
 		rec = &r->rp[pos];
 		if (rec->wseq < r->floor)
 			continue;
-		items[n++] =
-			(struct nsa_resend_item){rec->wseq, i, &rec->s, flags};
+		items[n++] = (struct nsa_resend_item){
+			rec->wseq, i, &rec->s,
+			ns_session_lines(&rec->s) == 2 ? &r->v6[pos] : NULL,
+			flags};
 	}
 	return n;
 }
@@ -114,9 +125,15 @@ static int cmp_item(const void *x, const void *y)
 int nsa_resend_queue(struct nsa_resend *rs, struct nsa_resend_item *items,
 		     size_t n)
 {
-	size_t keep = rs->len - rs->pos, i;
-	struct ns_session *q = malloc((n + keep ? n + keep : 1) * sizeof(*q));
-	uint8_t *qf = malloc(n + keep ? n + keep : 1);
+	size_t keep = rs->len - rs->pos, i, lines = n, at = 0;
+	struct ns_session *q;
+	uint8_t *qf;
+
+	for (i = 0; i < n; i++)
+		if (items[i].v6 != NULL)
+			lines++;
+	q = malloc((lines + keep ? lines + keep : 1) * sizeof(*q));
+	qf = malloc(lines + keep ? lines + keep : 1);
 
 	if (q == NULL || qf == NULL) {
 		free(q);
@@ -125,18 +142,22 @@ int nsa_resend_queue(struct nsa_resend *rs, struct nsa_resend_item *items,
 	}
 	qsort(items, n, sizeof(*items), cmp_item);
 	for (i = 0; i < n; i++) {
-		q[i] = *items[i].s;
-		qf[i] = items[i].flags;
+		q[at] = *items[i].s;
+		qf[at++] = items[i].flags;
+		if (items[i].v6 != NULL) {
+			memcpy(&q[at], items[i].v6, sizeof(*items[i].v6));
+			qf[at++] = NSA_RESEND_LINE2;
+		}
 	}
 	if (keep) {
-		memcpy(q + n, rs->q + rs->pos, keep * sizeof(*q));
-		memcpy(qf + n, rs->flags + rs->pos, keep);
+		memcpy(q + lines, rs->q + rs->pos, keep * sizeof(*q));
+		memcpy(qf + lines, rs->flags + rs->pos, keep);
 	}
 	free(rs->q);
 	free(rs->flags);
 	rs->q = q;
 	rs->flags = qf;
-	rs->len = n + keep;
+	rs->len = lines + keep;
 	rs->pos = 0;
 	return 0;
 }

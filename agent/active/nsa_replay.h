@@ -11,11 +11,16 @@
 
 #include "ns_record.h"
 
+/* The flags of an IPv6 record's second line in the resend queue (the
+ * writer's NSA_REC_LINE2): not a record of its own. */
+#define NSA_RESEND_LINE2 0x10
+
 /* One record of a resend, merged by (wseq, ord). */
 struct nsa_resend_item {
 	uint64_t wseq; /* its batch's opening order */
 	uint64_t ord; /* its place in the batch, or in the window */
 	const struct ns_session *s;
+	const struct ns_session_v6 *v6; /* an IPv6 record's second line */
 	uint8_t flags; /* the caller's, queued along with the record */
 };
 
@@ -26,9 +31,11 @@ struct nsa_replay_rec {
 };
 
 /* A ring in acknowledgement order. Only records of batches opened at or
- * after floor are replayed: records of earlier ones may have left. */
+ * after floor are replayed: records of earlier ones may have left. An
+ * IPv6 record's second line is in v6 at the same position. */
 struct nsa_replay {
 	struct nsa_replay_rec *rp;
+	struct ns_session_v6 *v6;
 	size_t cap, head, count;
 	uint64_t floor;
 };
@@ -56,7 +63,8 @@ static inline void nsa_replay_clear(struct nsa_replay *r)
 	r->head = r->count = 0;
 }
 
-/* Records to send again, with their flags, ahead of the lanes. */
+/* Records to send again, with their flags, ahead of the lanes: lines, an
+ * IPv6 record's two in a row (the second's flags NSA_RESEND_LINE2). */
 struct nsa_resend {
 	struct ns_session *q;
 	uint8_t *flags;

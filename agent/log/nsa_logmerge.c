@@ -324,7 +324,7 @@ int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
 	struct ns_batch_iter it;
 	struct chunk c;
 	const uint8_t *body;
-	int rc = ns_batch_decode(v, len, &h, &body);
+	int rc = ns_batch_decode(v, len, &h, &body), it_rc;
 
 	if (rc < 0)
 		return rc;
@@ -342,7 +342,11 @@ int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
 		return 0;
 	ns_batch_iter_init(&it, body, h.body_len);
 	c.n = 0;
-	while (ns_batch_iter_next(&it, &c.s[c.n]) > 0) {
+	/* ns_batch_decode took every record: the iterator stops early only
+	 * at an IPv6 one, which the merge does not take yet (its keys are
+	 * 16 bytes): the segment is refused below, never cut short
+	 * silently. */
+	while ((it_rc = ns_batch_iter_next(&it, &c.s[c.n])) > 0) {
 		ns_key_build(c.s[c.n].proto, &c.s[c.n].orig, c.key[c.n]);
 		if (!kept(m, c.key[c.n]))
 			continue;
@@ -353,6 +357,8 @@ int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
 	}
 	if ((rc = merge_chunk(m, &c)) != 0)
 		return rc;
+	if (it_rc < 0)
+		return it_rc;
 	m->segments++;
 	return 1;
 }

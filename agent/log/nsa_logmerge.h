@@ -48,7 +48,10 @@ void nsa_logmerge_free(struct nsa_logmerge *m);
 /* Merge one segment value (a batch as published): 0, -ENOMEM, -ENOBUFS, or the
  * decoder's negative errno when it is not a valid batch (nothing merged).
  * A batch flagged STORE is not a segment: -EINVAL; one not signed with
- * the batch key (when m has one): -EACCES. */
+ * the batch key (when m has one): -EACCES. A segment that holds an IPv6
+ * record: -EAFNOSUPPORT, its records before that one merged (the merge
+ * takes IPv4 sessions only so far; its callers count it as a bad value,
+ * or refuse to compact). */
 int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len);
 
 /* As nsa_logmerge_segment, but only a batch sent (its header's sent_ns)

@@ -75,6 +75,8 @@ struct nsa_config {
 
 	/* [standby] */
 	unsigned int table_capacity; /* sessions the table holds */
+	/* IPv6 sessions its IPv6 table holds; 0: no IPv6 table */
+	unsigned int table_capacity_v6;
 	char table_dump[PATH_MAX]; /* where SIGUSR1 / exit dump the table */
 	/* How often the standby asks the store whether its topology changed
 	 * under a subscription that still works; 0 = never. */

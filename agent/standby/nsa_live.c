@@ -186,7 +186,8 @@ static void batch_apply(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 			const uint8_t *body)
 {
 	struct ns_batch_iter it;
-	struct ns_session s;
+	struct ns_rec r;
+	const struct ns_session *s = &r.s; /* any family: r's lines */
 	uint64_t n = 0, seen = 0;
 	int rc;
 
@@ -195,17 +196,17 @@ static void batch_apply(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 	if (sb->ct)
 		seen = nsdp_table_applied(sb->table);
 	sb->lag.sent_ns = h->sent_ns;
-	while ((rc = ns_batch_iter_next(&it, &s)) == 1) {
+	while ((rc = ns_batch_iter_next_rec(&it, &r)) == 1) {
 		/* A STORE batch corrects what a refused write told before. */
 		int applied = h->flags & NS_BATCH_F_STORE
-				      ? nsdp_table_apply_store(sb->table, &s)
-				      : nsdp_table_apply(sb->table, &s);
+				      ? nsdp_table_apply_store(sb->table, s)
+				      : nsdp_table_apply(sb->table, s);
 
 		if (applied == 0)
 			n++;
 		if (sb->ct)
-			nsa_commit_take(sb->ct, sb->table, &s, &seen);
-		nsa_lag_batch_mark(&sb->lag, s.timestamp_ns);
+			nsa_commit_take(sb->ct, sb->table, s, &seen);
+		nsa_lag_batch_mark(&sb->lag, s->timestamp_ns);
 	}
 	nsa_lag_batch_end(&sb->lag, lag_record, &sb->st);
 	SB_STAT_ADD(sb, batches, 1);

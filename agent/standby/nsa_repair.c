@@ -59,7 +59,8 @@ static int segment_apply(struct nsa_standby *sb, unsigned int node,
 	const uint16_t channel_slot = sb->topo.nodes[node].channel_slot;
 	struct ns_batch_hdr h;
 	struct ns_batch_iter it;
-	struct ns_session s;
+	struct ns_rec r;
+	const struct ns_session *s = &r.s; /* any family: r's lines */
 	const uint8_t *body;
 	uint64_t seen = 0;
 
@@ -87,12 +88,12 @@ static int segment_apply(struct nsa_standby *sb, unsigned int node,
 	ns_batch_iter_init(&it, body, h.body_len);
 	if (sb->ct)
 		seen = nsdp_table_applied(sb->table);
-	while (ns_batch_iter_next(&it, &s) == 1) {
-		if (s.gateway_id >> 8 != sb->conf.store.pair)
+	while (ns_batch_iter_next_rec(&it, &r) == 1) {
+		if (s->gateway_id >> 8 != sb->conf.store.pair)
 			continue;
-		nsdp_table_apply(sb->table, &s);
+		nsdp_table_apply(sb->table, s);
 		if (sb->ct)
-			nsa_commit_take(sb->ct, sb->table, &s, &seen);
+			nsa_commit_take(sb->ct, sb->table, s, &seen);
 	}
 	if (sb->ct)
 		nsa_commit_flush(sb->ct);

@@ -410,8 +410,19 @@ struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
 	sb->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	sb->table = table;
 	sb->own_table = table == NULL;
-	if (!sb->table)
+	if (!sb->table) {
 		sb->table = nsdp_table_create("nsa_sb", conf->table_capacity);
+		/* [standby] table_capacity_v6: its IPv6 table */
+		if (sb->table && conf->table_capacity_v6 > 0 &&
+		    nsdp_table_add_v6(sb->table, conf->table_capacity_v6) !=
+			    0) {
+			NSA_ERR("standby: cannot create the IPv6 table of %u "
+				"sessions",
+				conf->table_capacity_v6);
+			nsdp_table_free(sb->table);
+			sb->table = NULL;
+		}
+	}
 	if (sb->wake_fd < 0 || !sb->table) {
 		NSA_ERR("standby: cannot create the table of %u sessions",
 			conf->table_capacity);

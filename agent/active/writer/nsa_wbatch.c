@@ -44,9 +44,10 @@ struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
 		b = calloc(1, sizeof(*b));
 		if (b == NULL)
 			return NULL;
-		b->sess = malloc(bs * sizeof(*b->sess));
-		b->rflags = malloc(bs);
-		b->ticket = malloc(bs * sizeof(*b->ticket));
+		/* Lines: an IPv6 record takes two; untouched by IPv4. */
+		b->sess = malloc(2 * (size_t)bs * sizeof(*b->sess));
+		b->rflags = malloc(2 * (size_t)bs);
+		b->ticket = malloc(2 * (size_t)bs * sizeof(*b->ticket));
 		b->body = malloc(NS_BATCH_HDR_LEN +
 				 (size_t)bs * NS_RECORD_MAX_LEN);
 		if (!b->sess || !b->rflags || !b->ticket || !b->body) {
@@ -60,6 +61,7 @@ struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
 	}
 	b->next_free = NULL;
 	b->count = 0;
+	b->lines = 0;
 	b->epoch = w->a->conf.epoch;
 	b->pending = 0;
 	b->closed = 0;
@@ -194,8 +196,9 @@ static void replay_keep(struct nsa_writer *w, const struct nsa_batch *b)
 		return;
 	nsa_writer_replay_trim(w);
 	cutoff = replay_cutoff(w);
-	for (i = 0; i < b->count; i++) {
-		if (b->rflags[i] & (NSA_REC_DROPPED | NSA_REC_STORE))
+	for (i = 0; i < b->lines; i++) {
+		if (b->rflags[i] &
+		    (NSA_REC_DROPPED | NSA_REC_STORE | NSA_REC_LINE2))
 			continue;
 		if (!nsa_replay_keep(&w->replay, &b->sess[i], b->wseq,
 				     w->now_ns, cutoff))
@@ -215,7 +218,9 @@ unsigned int nsa_records_lost(struct nsa_writer *w, const uint8_t *flags,
 	unsigned int i, lost = 0;
 
 	for (i = 0; i < n; i++)
-		if (flags && (flags[i] & NSA_REC_REPLAY))
+		if (flags && (flags[i] & NSA_REC_LINE2))
+			continue;
+		else if (flags && (flags[i] & NSA_REC_REPLAY))
 			W_STAT_SUB(w, replay_inflight, 1);
 		else if (flags && (flags[i] & NSA_REC_STORE))
 			W_STAT_SUB(w, corrections_due, 1);
@@ -246,11 +251,13 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 			return;
 		NSA_ERR("writer %u: out of memory holding a batch for resend; "
 			"%u records dropped",
-			w->idx, nsa_records_lost(w, b->rflags, b->count));
+			w->idx, nsa_records_lost(w, b->rflags, b->lines));
 		nsa_batch_put(w, b);
 		return;
 	}
-	for (i = 0; i < b->count; i++) {
+	for (i = 0; i < b->lines; i++) {
+		if (b->rflags[i] & NSA_REC_LINE2)
+			continue;
 		nsa_settle_ack(w, b->ticket[i]);
 		if (b->rflags[i] & NSA_REC_REPLAY)
 			replays++;

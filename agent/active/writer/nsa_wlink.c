@@ -238,7 +238,7 @@ static int resend_build(struct nsa_writer *w)
 	struct nsa_resend_item *items;
 
 	for (i = 0; i < w->n_held; i++)
-		n += w->held[i]->count;
+		n += w->held[i]->lines;
 	if (replay)
 		n += w->replay.count;
 	items = malloc((n ? n : 1) * sizeof(*items));
@@ -248,12 +248,17 @@ static int resend_build(struct nsa_writer *w)
 	for (i = 0; i < w->n_held; i++) {
 		struct nsa_batch *b = w->held[i];
 
-		for (j = 0; j < b->count; j++) {
+		for (j = 0; j < b->lines; j++) {
 			uint8_t f = b->rflags[j];
 
+			if (f & NSA_REC_LINE2)
+				continue;
 			if (!(f & NSA_REC_DROPPED))
 				items[n++] = (struct nsa_resend_item){
 					b->wseq, j, &b->sess[j],
+					ns_session_lines(&b->sess[j]) == 2
+						? (const void *)&b->sess[j + 1]
+						: NULL,
 					f & (NSA_REC_REPLAY | NSA_REC_STORE |
 					     NSA_REC_ASKED)};
 			else if (!(f & NSA_REC_REPLAY))

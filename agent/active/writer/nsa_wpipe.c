@@ -114,7 +114,9 @@ static int segment_write(struct nsa_writer *w, struct nsa_link *c,
 
 	for (node = 0; node < w->n_conns && w->conns[node] != c; node++)
 		;
-	for (i = 0; i < b->count; i++) {
+	for (i = 0; i < b->lines; i++) {
+		if (b->rflags[i] & NSA_REC_LINE2)
+			continue;
 		if (b->sess[i].timeout_ms == 0)
 			forever = 1;
 		else if (b->sess[i].timeout_ms > px)
@@ -242,12 +244,21 @@ int nsa_batch_push(struct nsa_writer *w, struct nsa_link *c,
 		   const struct ns_session *s, uint8_t rflag, size_t len)
 {
 	struct nsa_batch *b = c->open;
+	unsigned int at = b->lines;
 
-	b->sess[b->count] = *s;
-	b->rflags[b->count] = rflag;
-	b->ticket[b->count] = nsa_settle_push(w);
+	b->sess[at] = *s;
+	b->rflags[at] = rflag;
+	b->ticket[at] = nsa_settle_push(w);
+	if (unlikely(ns_session_lines(s) == 2)) {
+		memcpy(&b->sess[at + 1], ns_session_v6_of(s),
+		       sizeof(struct ns_session_v6));
+		b->rflags[at + 1] = NSA_REC_LINE2;
+		b->ticket[at + 1] = 0;
+		b->lines++;
+	}
 	b->body_len += len;
 	b->count++;
+	b->lines++;
 	if (s->epoch > b->epoch)
 		b->epoch = s->epoch;
 	if (b->count >= w->a->conf.batch_size)
@@ -258,7 +269,8 @@ int nsa_batch_push(struct nsa_writer *w, struct nsa_link *c,
 /* Which master's batch a key belongs to, and which connection its command
  * goes to (another one, with ASKING, while its slot is being migrated). */
 unsigned int nsa_writer_route(const struct nsa_writer *w, const uint8_t *key,
-			      unsigned int *cmd_conn, int *asking)
+			      size_t key_len, unsigned int *cmd_conn,
+			      int *asking)
 {
 	uint16_t slot;
 	unsigned int node;
@@ -268,7 +280,7 @@ unsigned int nsa_writer_route(const struct nsa_writer *w, const uint8_t *key,
 		*cmd_conn = 0;
 		return 0;
 	}
-	slot = ns_key_slot(key, NS_KEY_LEN);
+	slot = ns_key_slot(key, key_len);
 	node = w->topo.slot_node[slot];
 	*cmd_conn = route_slot(w, slot, node, asking);
 	return node;
@@ -303,15 +315,15 @@ int nsa_record_fenced(struct nsa_writer *w, const struct ns_session *s,
 int nsa_pipe_append(struct nsa_writer *w, const struct ns_session *s,
 		    uint8_t rflag)
 {
-	uint8_t key[NS_KEY_LEN];
+	uint8_t key[NS_KEY_MAX];
 	unsigned int node, cmd_idx;
 	struct nsa_link *c, *cc;
 	struct nsa_batch *b;
 	int asking, len;
 	uint32_t rec;
+	size_t key_len = ns_key_of(s, key);
 
-	ns_key_build(s->proto, &s->orig, key);
-	node = nsa_writer_route(w, key, &cmd_idx, &asking);
+	node = nsa_writer_route(w, key, key_len, &cmd_idx, &asking);
 	if (!(rflag & NSA_REC_ASKED)) {
 		/* Not answered ASK: to the slot's master, migrating or not
 		 * (NSA_REC_ASKED). */
@@ -326,7 +338,7 @@ int nsa_pipe_append(struct nsa_writer *w, const struct ns_session *s,
 	if (c->open == NULL && (c->open = nsa_batch_get(w)) == NULL)
 		return -ENOMEM;
 	b = c->open;
-	rec = b->count;
+	rec = b->lines;
 	len = ns_record_encode(s, b->body + b->body_len, NS_RECORD_MAX_LEN);
 	if (len < 0) {
 		static const char why[] =
@@ -355,11 +367,11 @@ int nsa_pipe_append(struct nsa_writer *w, const struct ns_session *s,
 	if (s->event == NS_EV_DELETE) {
 		nsa_conn_cmd(&cc->conn, 2);
 		nsa_conn_arg_str(&cc->conn, "DEL");
-		nsa_conn_arg(&cc->conn, key, NS_KEY_LEN);
+		nsa_conn_arg(&cc->conn, key, key_len);
 	} else {
 		nsa_conn_cmd(&cc->conn, s->timeout_ms ? 5 : 3);
 		nsa_conn_arg_str(&cc->conn, "SET");
-		nsa_conn_arg(&cc->conn, key, NS_KEY_LEN);
+		nsa_conn_arg(&cc->conn, key, key_len);
 		nsa_conn_arg(&cc->conn, b->body + b->body_len, (size_t)len);
 		if (s->timeout_ms) {
 			nsa_conn_arg_str(&cc->conn, "PX");

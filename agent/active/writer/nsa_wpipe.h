@@ -15,7 +15,8 @@
  * which connection its command goes to (another one, with *asking set,
  * while its slot is being migrated). */
 unsigned int nsa_writer_route(const struct nsa_writer *w, const uint8_t *key,
-			      unsigned int *cmd_conn, int *asking);
+			      size_t key_len, unsigned int *cmd_conn,
+			      int *asking);
 
 /* Whether s (of kind rflag, NSA_REC_*) is below the store's epoch: then it
  * is counted as fenced and goes nowhere. */

@@ -47,7 +47,10 @@ void nsa_readback_queue(struct nsa_writer *w, const struct ns_session *s)
 		w->rb = rb;
 		w->cap_rb = cap;
 	}
-	w->rb[w->n_rb++] = (struct nsa_readback){*s, NSA_RB_QUEUED, 0};
+	w->rb[w->n_rb] = (struct nsa_readback){.s = *s, .state = NSA_RB_QUEUED};
+	if (ns_session_lines(s) == 2)
+		w->rb[w->n_rb].v6 = *ns_session_v6_of(s);
+	w->n_rb++;
 	w->rb_undone++;
 	W_STAT_ADD(w, corrections_due, 1);
 }
@@ -65,13 +68,13 @@ static void readback_done(struct nsa_writer *w, struct nsa_readback *r)
  * last word on the key. */
 static void readback_supersede(struct nsa_writer *w, const struct ns_session *s)
 {
-	uint8_t key[NS_KEY_LEN];
-	size_t i;
+	uint8_t key[NS_KEY_MAX];
+	size_t i, key_len;
 
 	if (w->rb_sent == 0)
 		return;
-	ns_key_build(s->proto, &s->orig, key);
-	if (!rb_slot_seen(w, ns_key_slot(key, NS_KEY_LEN)))
+	key_len = ns_key_of(s, key);
+	if (!rb_slot_seen(w, ns_key_slot(key, key_len)))
 		return;
 	for (i = 0; i < w->n_rb; i++)
 		if (w->rb[i].state == NSA_RB_SENT &&
@@ -90,23 +93,25 @@ void nsa_readback_send(struct nsa_writer *w)
 		struct nsa_readback *r = &w->rb[i];
 		const struct nsa_exp e = {.kind = NSA_EXP_READBACK,
 					  .pos = (uint32_t)i};
-		uint8_t key[NS_KEY_LEN];
+		uint8_t key[NS_KEY_MAX];
 		unsigned int cmd_idx;
 		struct nsa_link *c;
 		uint16_t slot;
+		size_t key_len;
 		int asking;
 
 		if (r->state != NSA_RB_QUEUED)
 			continue;
-		ns_key_build(r->s.proto, &r->s.orig, key);
+		key_len = ns_key_of(&r->s, key);
 		/* The slot's master: an ASK while it migrates sends the
 		 * GET again after the resend. */
-		c = w->conns[nsa_writer_route(w, key, &cmd_idx, &asking)];
+		c = w->conns[nsa_writer_route(w, key, key_len, &cmd_idx,
+					      &asking)];
 		if (c->conn.fd < 0)
 			continue;
 		nsa_conn_cmd(&c->conn, 2);
 		nsa_conn_arg_str(&c->conn, "GET");
-		nsa_conn_arg(&c->conn, key, NS_KEY_LEN);
+		nsa_conn_arg(&c->conn, key, key_len);
 		if (c->conn.exp_count == 0)
 			c->wait_since_ns = w->now_ns;
 		if (nsa_conn_cmd_end(&c->conn, &e) != 0)
@@ -114,7 +119,7 @@ void nsa_readback_send(struct nsa_writer *w)
 		r->state = NSA_RB_SENT;
 		r->superseded = 0;
 		w->rb_sent++;
-		slot = ns_key_slot(key, NS_KEY_LEN);
+		slot = ns_key_slot(key, key_len);
 		w->rb_slots[slot / 8] |= (uint8_t)(1u << (slot % 8));
 	}
 }
@@ -130,14 +135,14 @@ void nsa_readback_lost(struct nsa_writer *w, const struct nsa_exp *e)
  * batch (closing an open batch of other records first). */
 static int readback_append(struct nsa_writer *w, const struct ns_session *s)
 {
-	uint8_t key[NS_KEY_LEN];
+	uint8_t key[NS_KEY_MAX];
 	unsigned int cmd_idx;
 	struct nsa_link *c;
 	struct nsa_batch *b;
 	int asking, len;
+	size_t key_len = ns_key_of(s, key);
 
-	ns_key_build(s->proto, &s->orig, key);
-	c = w->conns[nsa_writer_route(w, key, &cmd_idx, &asking)];
+	c = w->conns[nsa_writer_route(w, key, key_len, &cmd_idx, &asking)];
 	if (c->open != NULL && !c->open->store && nsa_batch_close(w, c) != 0)
 		return -ENOMEM;
 	if (c->open == NULL) {
@@ -164,7 +169,7 @@ void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
 			char type, const char *text, long len)
 {
 	struct nsa_readback *r = &w->rb[e->pos];
-	struct ns_session held = r->s;
+	struct ns_rec held = {.s = r->s, .v6 = r->v6};
 
 	w->rb_sent--;
 	if (type == '-' && nsa_writer_error_retry(w, text, (size_t)len)) {
@@ -190,11 +195,12 @@ void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
 	/* A value that is no session of this flow is no session the
 	 * standbys could hold: the key is as good as absent. */
 	if (text == NULL ||
-	    ns_record_decode((const uint8_t *)text, (size_t)len, &held) < 0 ||
-	    !ns_session_same_flow(&held, &r->s)) {
-		held = r->s;
-		held.event = NS_EV_DELETE;
-		held.timeout_ms = 0;
+	    ns_record_decode_rec((const uint8_t *)text, (size_t)len, &held) <
+		    0 ||
+	    !ns_session_same_flow(&held.s, &r->s)) {
+		held = (struct ns_rec){.s = r->s, .v6 = r->v6};
+		held.s.event = NS_EV_DELETE;
+		held.s.timeout_ms = 0;
 	}
 	if (r->superseded) {
 		W_STAT_SUB(w, corrections_due, 1);
@@ -202,7 +208,7 @@ void nsa_readback_reply(struct nsa_writer *w, const struct nsa_exp *e,
 		/* Nothing new goes out now: read it again after the resend. */
 		r->state = NSA_RB_QUEUED;
 		return;
-	} else if (readback_append(w, &held) != 0) {
+	} else if (readback_append(w, &held.s) != 0) {
 		NSA_ERR("writer %u: out of memory: a standby may hold what "
 			"the store refused",
 			w->idx);

@@ -87,7 +87,7 @@ static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 			 * standbys that got them read the master again. */
 			unsigned int i;
 
-			for (i = 0; i < b->count; i++)
+			for (i = 0; i < b->lines; i++)
 				b->rflags[i] |= NSA_REC_DROPPED;
 			w->log_resync[c->channel_slot / 64] |=
 				1ull << (c->channel_slot % 64);

@@ -56,6 +56,9 @@
  * there, or the target would hold a second copy that MIGRATE refuses
  * (BUSYKEY) and reads would miss. */
 #define NSA_REC_ASKED 0x08
+/* The second line of an IPv6 record (the line before is its head): not a
+ * record of its own, every walk over a batch's lines skips it. */
+#define NSA_REC_LINE2 NSA_RESEND_LINE2
 
 /* What a reply due on a connection answers (nsa_exp.kind). */
 enum nsa_exp_kind {
@@ -71,7 +74,11 @@ struct nsa_batch {
 	struct nsa_batch *next_free;
 	uint64_t wseq; /* writer-wide opening order, merges resends */
 	uint64_t open_ns;
-	unsigned int count;
+	unsigned int count; /* records */
+	/* Lines in sess, rflags and ticket: an IPv6 record takes two (its
+	 * second line flagged NSA_REC_LINE2), so a record's entry is at its
+	 * head's line. */
+	unsigned int lines;
 	/* The highest epoch among the records: a gateway promoted to a new
 	 * epoch is not fenced by standbys because this agent was started
 	 * with an older [agent] epoch (natsync-agent as a secondary). */
@@ -83,9 +90,9 @@ struct nsa_batch {
 	/* No records: NS_BATCH_F_RESYNC on the channel of resync_slot */
 	int resync;
 	uint16_t resync_slot;
-	struct ns_session *sess; /* [batch_size], kept for resending */
-	uint8_t *rflags; /* [batch_size] NSA_REC_* */
-	uint64_t *ticket; /* [batch_size] settle ledger ids, 0: none */
+	struct ns_session *sess; /* [2 * batch_size] lines, for resending */
+	uint8_t *rflags; /* [2 * batch_size] NSA_REC_* per line */
+	uint64_t *ticket; /* [2 * batch_size] settle ledger ids, 0: none */
 	uint8_t *body; /* ns_batch header + records in wire form */
 	size_t body_len;
 	/* Log layout: while its segment is sent and not yet answered, the
@@ -111,6 +118,7 @@ struct nsa_link {
 /* A record the store refused for good, whose key is read back. */
 struct nsa_readback {
 	struct ns_session s; /* the refused record */
+	struct ns_session_v6 v6; /* its second line (IPv6), right after s */
 	uint8_t state; /* NSA_RB_* */
 	/* A record of the same flow went out after the GET: it tells the
 	 * standbys itself, or is refused and read back in turn. */

@@ -188,7 +188,8 @@ static size_t mget_keys(const struct nsa_compact_keys *l, const uint64_t *order,
 }
 
 /* Merge the values of MGET reply r, of the n keys of order: a checkpoint's
- * records flagged as such. 0, -ENOMEM or -ENOBUFS. */
+ * records flagged as such. 0, -ENOMEM, -ENOBUFS or -EAFNOSUPPORT (a
+ * segment holds an IPv6 record). */
 static int merge_reply(const struct nsa_compact_keys *l, const uint64_t *order,
 		       size_t n, const redisReply *r, struct nsa_logmerge *m,
 		       struct nsa_compact_result *res, int count)
@@ -204,7 +205,7 @@ static int merge_reply(const struct nsa_compact_keys *l, const uint64_t *order,
 			continue; /* expired since listed */
 		m->from_checkpoint = l->plan[k] == NSA_PLAN_MERGE_CP;
 		rc = nsa_logmerge_segment(m, (const uint8_t *)v->str, v->len);
-		if (rc == -ENOMEM || rc == -ENOBUFS)
+		if (rc == -ENOMEM || rc == -ENOBUFS || rc == -EAFNOSUPPORT)
 			return rc;
 		if (rc < 0 || !count)
 			continue; /* not a batch, or not signed with the key */
@@ -216,14 +217,13 @@ static int merge_reply(const struct nsa_compact_keys *l, const uint64_t *order,
 
 /* MGET's reply made of a GET of each of the n keys, each following
  * MOVED or ASK (nsa_compact_cmd): an array, NULL when one failed. */
-static redisReply *mget_each(const struct nsa_store_conf *conf,
-			     redisContext *c, size_t n, const char **keys,
-			     const size_t *lens)
+static redisReply *mget_each(const struct nsa_store_conf *conf, redisContext *c,
+			     size_t n, const char **keys, const size_t *lens)
 {
 	redisReply *all = calloc(1, sizeof(*all));
 
-	if (all == NULL || (all->element = calloc(n, sizeof(*all->element))) ==
-				   NULL) {
+	if (all == NULL ||
+	    (all->element = calloc(n, sizeof(*all->element))) == NULL) {
 		free(all);
 		return NULL;
 	}
@@ -248,10 +248,9 @@ static redisReply *mget_each(const struct nsa_store_conf *conf,
 }
 
 int nsa_compact_read(const struct nsa_store_conf *conf, redisContext *c,
-		     const struct nsa_compact_keys *l,
-		     struct nsa_logmerge *m, int count,
-		     struct nsa_compact_result *res, size_t *reply_bytes,
-		     char *err, size_t errlen)
+		     const struct nsa_compact_keys *l, struct nsa_logmerge *m,
+		     int count, struct nsa_compact_result *res,
+		     size_t *reply_bytes, char *err, size_t errlen)
 {
 	uint64_t *order = malloc((l->n ? l->n : 1) * sizeof(*order));
 	const char *argv[NSA_COMPACT_MGET + 1] = {"MGET"};
@@ -286,6 +285,14 @@ int nsa_compact_read(const struct nsa_store_conf *conf, redisContext *c,
 			if (bytes > *reply_bytes)
 				*reply_bytes = bytes;
 			rc = merge_reply(l, order + i, n, r, m, res, count);
+			if (rc == -EAFNOSUPPORT) {
+				/* Never a checkpoint without them. */
+				nsa_set_err(err, errlen,
+					    "a segment holds IPv6 records, "
+					    "which compaction does not take "
+					    "yet: the log is not compacted");
+				rc = -EIO;
+			}
 		}
 		if (r)
 			freeReplyObject(r);
