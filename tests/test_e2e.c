@@ -639,15 +639,16 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 	/* Cold loads: pair 1's after its failover, pair 2's at the end. */
 	pairs_ini(seeds, l->layout, "standby1b", 1 << 8 | 2, 0, 0, 0);
 	pairs_ini(seeds, l->layout, "standby2c", 2 << 8 | 2, 0, 0, 0);
-	/* Pair 1: a1 (8 s), then b1 (15 s) takes over 1.5 s after a2's
+	/* Pair 1: a1 (8 s), then b1 (25 s) takes over 1.5 s after a2's
 	 * start (a1 must still run then, however slow the start-ups of a
 	 * sanitizer run), and still writes through pair 2's failover. */
 	pairs_ini(seeds, l->layout, "a1", 1 << 8 | 1, 160000, 20000, 7);
-	pairs_ini(seeds, l->layout, "b1", 1 << 8 | 2, 300000, 20000, 8);
-	/* Pair 2: a2 (5 s) untouched by b1; then c2, which d2 takes over
-	 * from while b1 still writes. */
-	pairs_ini(seeds, l->layout, "a2", 2 << 8 | 1, 100000, 20000, 7);
-	pairs_ini(seeds, l->layout, "c2", 2 << 8 | 1, 60000, 20000, 9);
+	pairs_ini(seeds, l->layout, "b1", 1 << 8 | 2, 500000, 20000, 8);
+	/* Pair 2: a2 (10 s) untouched by b1, its writers still connected
+	 * after b1's fence; then c2 (8 s), which d2 takes over from while b1
+	 * still writes. */
+	pairs_ini(seeds, l->layout, "a2", 2 << 8 | 1, 200000, 20000, 7);
+	pairs_ini(seeds, l->layout, "c2", 2 << 8 | 1, 160000, 20000, 9);
 	pairs_ini(seeds, l->layout, "d2", 2 << 8 | 2, 20000, 10000, 10);
 	sb1 = pairs_standby("standby1");
 	sb2 = pairs_standby("standby2");
