@@ -657,55 +657,49 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 #define FWD_P 7001 /* the server's port of P, forwarded while replicated */
 #define FWD_Q 7002 /* the server's port of Q, made while natsync stopped */
 
-/* A datagram from the server's socket (port sport) to the forwarded port
- * of the pool address: 1 when the client's socket received it from the
- * server's address and port, unchanged. */
+#define FROM(addr, port) ((uint64_t)(port) << 32 | (addr))
+
+/* A datagram text from socket `from` to addr:port, received on socket
+ * `to`: the address and port it came from there, FROM(address, port), 0
+ * when nothing (or something else) came. */
+static uint64_t fwd_datagram(int from, int to, uint32_t addr, uint16_t port,
+			     const char *text)
+{
+	struct sockaddr_in dst = {.sin_family = AF_INET,
+				  .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(addr)};
+	struct sockaddr_in src;
+	socklen_t slen = sizeof(src);
+	size_t n = strlen(text);
+	char buf[64];
+
+	cr_assert_eq(
+		sendto(from, text, n, 0, (struct sockaddr *)&dst, sizeof(dst)),
+		(ssize_t)n);
+	if (recvfrom(to, buf, sizeof(buf), 0, (struct sockaddr *)&src, &slen) !=
+		    (ssize_t)n ||
+	    memcmp(buf, text, n) != 0)
+		return 0;
+	return FROM(ntohl(src.sin_addr.s_addr), ntohs(src.sin_port));
+}
+
+/* From the server's socket (port sport) to the forwarded port of the pool
+ * address: 1 when the client's socket received it from the server's
+ * address and port, unchanged. */
 static int fwd_to_client(int server, int client, uint16_t sport,
 			 const char *text)
 {
-	struct sockaddr_in to = {.sin_family = AF_INET,
-				 .sin_port = htons(FWD_PORT),
-				 .sin_addr.s_addr = htonl(POOL)};
-	struct sockaddr_in from;
-	socklen_t flen = sizeof(from);
-	size_t n = strlen(text);
-	char buf[64];
-
-	cr_assert_eq(
-		sendto(server, text, n, 0, (struct sockaddr *)&to, sizeof(to)),
-		(ssize_t)n);
-	return recvfrom(client, buf, sizeof(buf), 0, (struct sockaddr *)&from,
-			&flen) == (ssize_t)n &&
-	       memcmp(buf, text, n) == 0 &&
-	       ntohl(from.sin_addr.s_addr) == SERVER &&
-	       ntohs(from.sin_port) == sport;
+	return fwd_datagram(server, client, POOL, FWD_PORT, text) ==
+	       FROM(SERVER, sport);
 }
 
-/* The client's answer to the server's port dport: the address and port
- * the server saw it from, as port << 32 | address (0: nothing came). */
+/* The client's answer to the server's port dport: where the server saw it
+ * from, FROM(address, port) (0: nothing came). */
 static uint64_t fwd_to_server(int client, int server, uint16_t dport,
 			      const char *text)
 {
-	struct sockaddr_in to = {.sin_family = AF_INET,
-				 .sin_port = htons(dport),
-				 .sin_addr.s_addr = htonl(SERVER)};
-	struct sockaddr_in from;
-	socklen_t flen = sizeof(from);
-	size_t n = strlen(text);
-	char buf[64];
-
-	cr_assert_eq(
-		sendto(client, text, n, 0, (struct sockaddr *)&to, sizeof(to)),
-		(ssize_t)n);
-	if (recvfrom(server, buf, sizeof(buf), 0, (struct sockaddr *)&from,
-		     &flen) != (ssize_t)n ||
-	    memcmp(buf, text, n) != 0)
-		return 0;
-	return (uint64_t)ntohs(from.sin_port) << 32 |
-	       ntohl(from.sin_addr.s_addr);
+	return fwd_datagram(client, server, SERVER, dport, text);
 }
-
-#define FROM(addr, port) ((uint64_t)(port) << 32 | (addr))
 
 /*
  * Port forwarding (destination NAT, nftables `dnat to`): both gateways
