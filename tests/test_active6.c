@@ -37,6 +37,7 @@
 #include "nst_agents.h"
 #include "nst_session.h"
 #include "nst_store.h"
+#include "nst_sub.h"
 
 #define PORT_KEYS 7930
 #define PORT_LOG 7933
@@ -503,38 +504,10 @@ static void *sub_main(void *arg)
 
 static void sub_start(struct sub *s, int port, const struct plan *p)
 {
-	struct nsa_store_conf sc;
-	struct nsa_topology t;
-	char err[256];
-	unsigned int i;
-
 	memset(s, 0, sizeof(*s));
-	memset(&sc, 0, sizeof(sc));
-	snprintf(sc.seeds[0].host, NSA_HOST_MAX, "127.0.0.1");
-	sc.seeds[0].port = (uint16_t)port;
-	sc.n_seeds = 1;
-	sc.connect_timeout_ms = 1000;
-	sc.publish = NSA_PUBLISH_AUTO;
-	cr_assert_eq(nsa_topology_fetch(&sc, &t, err, sizeof(err)), 0, "%s",
-		     err);
 	s->plan = p;
 	s->next_ev = calloc(p->n_flows, 1);
-	for (i = 0; i < t.n_nodes; i++) {
-		char ch[NS_CHANNEL_MAX];
-		redisReply *r;
-
-		nsa_topology_channel(&t, i, ch);
-		s->c[i] = redisConnect(t.nodes[i].addr.host,
-				       t.nodes[i].addr.port);
-		cr_assert(s->c[i] && !s->c[i]->err);
-		r = redisCommand(s->c[i], "%s %s",
-				 t.sharded_pubsub ? "SSUBSCRIBE" : "SUBSCRIBE",
-				 ch);
-		cr_assert(r && r->type == REDIS_REPLY_ARRAY, "subscribe %s",
-			  ch);
-		freeReplyObject(r);
-	}
-	s->n = t.n_nodes;
+	s->n = nst_subscribe_every_master(port, NSA_PUBLISH_AUTO, s->c);
 	cr_assert_eq(pthread_create(&s->thread, NULL, sub_main, s), 0);
 }
 
