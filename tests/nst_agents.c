@@ -82,16 +82,20 @@ int nst_read_pid(const char *path)
 int nst_spawn(const char *program, const char *name, const char *args,
 	      int append)
 {
-	const char *to = append ? ">>" : ">";
 	char ini[64], out[64], log[64], pidf[64];
 
 	snprintf(ini, sizeof(ini), "%s.ini", name);
 	snprintf(out, sizeof(out), "%s.out", name);
 	snprintf(log, sizeof(log), "%s.log", name);
 	snprintf(pidf, sizeof(pidf), "%s.pid", name);
-	nst_sh("%s -c %s %s %s%s 2%s%s & echo $! >%s", program,
-	       nst_run_path(ini), args, to, nst_run_path(out), to,
-	       nst_run_path(log), nst_run_path(pidf));
+	/* Emptied here, not by the background shell's redirection: that one
+	 * may run after the caller already looks for the new program's lines
+	 * and finds the last one's. */
+	if (!append)
+		nst_sh(": >%s; : >%s", nst_run_path(out), nst_run_path(log));
+	nst_sh("%s -c %s %s >>%s 2>>%s & echo $! >%s", program,
+	       nst_run_path(ini), args, nst_run_path(out), nst_run_path(log),
+	       nst_run_path(pidf));
 	return nst_read_pid(nst_run_path(pidf));
 }
 

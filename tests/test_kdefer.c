@@ -145,7 +145,10 @@ static void active_stop(void)
 {
 	kill(active_pid, SIGTERM);
 	active_pid = 0;
-	cr_assert_eq(nst_wait_report(15), 0);
+	if (nst_wait_report(15) != 0)
+		nst_sh("tail -n 30 %s >&2", nst_run_path("active.log"));
+	cr_assert(nst_run_file_has("active.out", "^REPORT"),
+		  "no REPORT 15 s after SIGTERM");
 	nst_sh("cat %s >&2", nst_run_path("active.out"));
 	cr_assert(nst_run_file_has("active.out", "drained=yes"));
 }
