@@ -715,7 +715,7 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 	pairs_verify(seeds, l->layout, 2, "standby2c", sb2c, NULL, 10000);
 	/* The live standbys too: the fence may have closed an old active's
 	 * connection between a batch's writes and its SPUBLISH, and each
-	 * resynced the masters its pair's new epoch reached
+	 * resynced every master when its pair's epoch rose
 	 * (epoch_resyncs), reading what was never published. */
 	pairs_verify(seeds, l->layout, 1, "standby1", sb1, NULL, 10000);
 	pairs_verify(seeds, l->layout, 2, "standby2", sb2, NULL, 10000);

@@ -234,7 +234,7 @@ static const struct nsa_mx_row standby_rows[] = {
 	BY_NAME(fenced),
 	SB(other_pair, "Batches of other gateway pairs sharing the store, passed over (a standby applies only its own pair's sessions)."),
 	SB(epoch_regressions, "Times a gateway pair's batches came with an epoch below the one seen while the store's counter was below it too (the store lost it): the standby took the lower epoch and resynced every master."),
-	SB(epoch_resyncs, "Resyncs of a master begun because its gateway pair's epoch rose on its channel: the new active fenced the old one, which may have written a batch there without publishing it."),
+	SB(epoch_resyncs, "Resyncs of a master begun because its gateway pair's epoch rose (every master, once per epoch): the new active fenced the old one, which may have written a batch without publishing it."),
 	SB(bad_values, "Store values that did not match their key."),
 	SB(gaps, "Sequence gaps seen."),
 	SB(resyncs, "Resyncs done (the cold load counts)."),

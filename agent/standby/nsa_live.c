@@ -3,10 +3,10 @@
  * delivers is checked, applied to the table, queued for conntrack and
  * timed for the lag histogram; a gap in its sequence is repaired by
  * reading the batches missed back (log layout, nsa_repair.c) or else
- * resyncs its master; a batch the store lost (NS_BATCH_F_RESYNC), or the
- * first batch of a newer epoch of the pair on its channel (the older
- * active fenced, maybe between a batch's writes and its SPUBLISH),
- * resyncs its master.
+ * resyncs its master; a batch the store lost (NS_BATCH_F_RESYNC) resyncs
+ * its master, and the first batch of a newer epoch of the pair (the older
+ * active fenced, maybe between a batch's writes and its SPUBLISH)
+ * resyncs every master.
  *
  * Invariants:
  * - A batch is applied only when it decodes, carries a valid HMAC when
@@ -89,30 +89,39 @@ static int epoch_lost(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 	return 1;
 }
 
-/* The first batch of a newer epoch of the pair on node's channel
- * (h->epoch, after known): its active raised the fence before it wrote,
- * which closed the older actives' connections to that master, maybe
- * between a batch's writes and its SPUBLISH. Such writes are in the store
- * and were never announced: read the master again (after a resync under
- * way, which may have read before them). Logged once per epoch. */
-static void epoch_rose(struct nsa_standby *sb, unsigned int node,
-		       const struct ns_batch_hdr *h, uint32_t known)
+/* Read node's master again: now, or after the resync under way, which
+ * began before what asks for this one. */
+static void resync_or_again(struct nsa_standby *sb, unsigned int node)
 {
-	struct sb_node *nd = &sb->nodes[node];
-
-	SB_STAT_ADD(sb, epoch_resyncs, 1);
-	if (sb->epoch_rose_told != h->epoch)
-		NSA_INFO("standby: gateway pair %u's epoch rose from %u to %u "
-			 "(gateway %u): the older active is fenced, and what "
-			 "it wrote without announcing it is in the store: "
-			 "resyncing each master as the new epoch reaches its "
-			 "channel (further ones of this epoch are not logged)",
-			 h->gateway_id >> 8, known, h->epoch, h->gateway_id);
-	sb->epoch_rose_told = h->epoch;
 	if (nsa_sb_resync_running(sb, node))
-		nd->resync_again = 1;
+		sb->nodes[node].resync_again = 1;
 	else
 		nsa_sb_resync_start(sb, node);
+}
+
+/* The first batch of a newer epoch of the pair (h->epoch, after known)
+ * on a channel: its active raised the fence on every master before it
+ * wrote, which closed the older actives' connections, maybe between a
+ * batch's writes and its SPUBLISH. Such writes are in the store and were
+ * never announced, on any master, including those on which the new active
+ * publishes nothing: read every master again, once per epoch (the first
+ * batches of that epoch on the other channels come after the fence as
+ * well). Logged once per epoch. */
+static void epoch_rose(struct nsa_standby *sb, const struct ns_batch_hdr *h,
+		       uint32_t known)
+{
+	if (sb->epoch_rose_told == h->epoch)
+		return;
+	NSA_INFO("standby: gateway pair %u's epoch rose from %u to %u "
+		 "(gateway %u): the older active is fenced, and what it "
+		 "wrote without announcing it is in the store: resyncing "
+		 "every master",
+		 h->gateway_id >> 8, known, h->epoch, h->gateway_id);
+	sb->epoch_rose_told = h->epoch;
+	for (unsigned int n = 0; n < sb->n_nodes; n++) {
+		SB_STAT_ADD(sb, epoch_resyncs, 1);
+		resync_or_again(sb, n);
+	}
 }
 
 /* Whether the batch in buf is one to apply: it decodes (into h and body),
@@ -172,7 +181,7 @@ static int batch_admit(struct nsa_standby *sb, unsigned int node,
 	/* Even with a gap: its repair (nsa_repair.c) reads back only what
 	 * this batch's publisher published. */
 	if (rc == NSA_ORDER_ROSE)
-		epoch_rose(sb, node, h, known);
+		epoch_rose(sb, h, known);
 	if (*seq == NSA_SEQ_STALE) {
 		SB_STAT_ADD(sb, stale, 1);
 		return -1;
@@ -227,10 +236,7 @@ static void batch_resync_asked(struct nsa_standby *sb, unsigned int node)
 			 "ones are not logged)",
 			 nd->addr.host, nd->addr.port);
 	nd->resync_asked_logged = 1;
-	if (nsa_sb_resync_running(sb, node))
-		nd->resync_again = 1;
-	else
-		nsa_sb_resync_start(sb, node);
+	resync_or_again(sb, node);
 }
 
 static void on_batch(struct nsa_standby *sb, unsigned int node,
