@@ -4,8 +4,9 @@
  *
  * A promotion takes its epoch from the store, closes older writers'
  * connections on every master, lets the subscriber apply what the old
- * active published before that (the barrier), and only then hands the
- * table to the fast path. A store that does not answer within
+ * active published before that (the barrier) and read every master again
+ * (what it wrote without publishing it), and only then hands the table to
+ * the fast path. A store that does not answer within
  * promote_wait_ms does not hold it up: the gateway forwards on a
  * provisional epoch (nsa_fence.h) and makes it known to the store, then
  * fences, once the store answers. An active that finds a newer epoch
@@ -173,6 +174,16 @@ static int64_t gw_promote_epoch(struct gw *g, char *reply, size_t len)
 			 "before the fence; the table may miss its last "
 			 "sessions",
 			 GW_BARRIER_MS);
+	/* The fence may have closed the old active's connection between a
+	 * batch's writes and its SPUBLISH: those writes are in the store,
+	 * never announced. Read every master again (the store answered the
+	 * epoch: it is up), bounded so that a slow store does not hold the
+	 * promotion long. */
+	if (nsa_standby_resync_all(g->sb, GW_PROMOTE_RESYNC_MS) != 0)
+		NSA_WARN("promote: the resync of every master after the fence "
+			 "did not end within %d ms; the table may miss what "
+			 "the old active wrote without publishing it",
+			 GW_PROMOTE_RESYNC_MS);
 	/* From here the fast path is the table's only writer. */
 	nsa_standby_stop(g->sb);
 	nsdp_table_walk(g->table, max_epoch_cb, &table_max);

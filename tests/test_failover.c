@@ -63,6 +63,7 @@
 #include "nsdp_time.h"
 #include "nst_agents.h"
 #include "nst_netns.h"
+#include "nst_session.h"
 #include "nst_skip.h"
 #include "nst_store.h"
 
@@ -2059,4 +2060,86 @@ Test(failover, a_gateway_pair_fences_only_its_own_writers)
 		  "pair 1's active was fenced");
 	cr_expect(nst_run_file_has("pair1.out", "records=200000 acked=200000 "),
 		  "pair 1's records were not all acknowledged");
+}
+
+/* Write n sessions of gateway gateway_id and epoch into the store (keys
+ * layout), each on the master of its key's slot, and publish none: what
+ * an active whose SPUBLISH the fence cut off leaves behind. */
+static void store_unannounced(uint32_t gateway_id, uint32_t epoch, uint32_t n)
+{
+	static struct nsa_topology topo;
+	struct nsa_store_conf sc = {.n_seeds = 1, .connect_timeout_ms = 1000};
+	redisContext *c[NSA_MAX_NODES] = {0};
+	char err[256];
+	uint32_t i;
+
+	snprintf(sc.seeds[0].host, sizeof(sc.seeds[0].host), "127.0.0.1");
+	sc.seeds[0].port = STORE_PORT;
+	cr_assert_eq(nsa_topology_fetch(&sc, &topo, err, sizeof(err)), 0, "%s",
+		     err);
+	for (i = 0; i < topo.n_nodes; i++) {
+		c[i] = redisConnect("127.0.0.1", topo.nodes[i].addr.port);
+		cr_assert(c[i] && !c[i]->err);
+	}
+	for (i = 0; i < n; i++) {
+		struct ns_session s =
+			nst_session(IPPROTO_UDP, NS_EV_CREATE, gateway_id,
+				    epoch, 600000, nsdp_realtime_ns());
+		uint8_t key[NS_KEY_LEN], val[NS_RECORD_MAX_LEN];
+		redisReply *r;
+		int len;
+
+		nst_session_flow(&s, i);
+		ns_key_build(s.proto, &s.orig, key);
+		len = ns_record_encode(&s, val, sizeof(val));
+		cr_assert_gt(len, 0);
+		r = redisCommand(c[topo.slot_node[ns_key_slot(key, NS_KEY_LEN)]],
+				 "SET %b %b PX %u", key, (size_t)NS_KEY_LEN,
+				 val, (size_t)len, s.timeout_ms);
+		cr_assert(r && r->type == REDIS_REPLY_STATUS, "SET refused");
+		freeReplyObject(r);
+	}
+	for (i = 0; i < topo.n_nodes; i++)
+		redisFree(c[i]);
+}
+
+/*
+ * The fence can close the old active's connection between a batch's
+ * writes and its SPUBLISH: the store holds the sessions, no subscriber was
+ * told. The promoted gateway reads every master again after the fence, so
+ * its table holds them too: here 60 sessions written by A (its gateway id
+ * and epoch) into the store alone, none published; B, synced before, ends
+ * its promotion with exactly those 60.
+ */
+Test(failover, a_promotion_reads_back_what_the_fenced_active_never_published)
+{
+	char reply[4096];
+	long epoch_a;
+
+	nst_need_root("needs root for network namespaces");
+	external = 0;
+	nst_run_dir_make("failover-unannounced");
+	net_setup();
+	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
+	write_gateway_config('A');
+	write_gateway_config('B');
+	gw_a = start_gateway('A', "");
+	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
+		  "A was not promoted; see %s", nst_run_path("gwA.log"));
+	gw_b = start_gateway('B', "");
+	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
+		  "B never loaded the table; see %s", nst_run_path("gwB.log"));
+	epoch_a = status_value('A', "epoch");
+	store_unannounced(1, (uint32_t)epoch_a, 60);
+	nsdp_sleep_ms(200);
+	cr_expect_eq(stat_value('B', "table.live"), 0,
+		     "B was told of sessions nobody published");
+
+	cr_assert_eq(ctl('B', "promote", reply, sizeof(reply)), 0, "%s", reply);
+	cr_expect_eq(stat_value('B', "table.live"), 60,
+		     "B's table after its promotion: %ld sessions, the store "
+		     "60",
+		     stat_value('B', "table.live"));
+	cr_assert(WAIT_FOR(status_has('A', "mode=standby"), 10),
+		  "A was not fenced; see %s", nst_run_path("gwA.log"));
 }

@@ -89,16 +89,6 @@ static int epoch_lost(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 	return 1;
 }
 
-/* Read node's master again: now, or after the resync under way, which
- * began before what asks for this one. */
-static void resync_or_again(struct nsa_standby *sb, unsigned int node)
-{
-	if (nsa_sb_resync_running(sb, node))
-		sb->nodes[node].resync_again = 1;
-	else
-		nsa_sb_resync_start(sb, node);
-}
-
 /* The first batch of a newer epoch of the pair (h->epoch, after known)
  * on a channel: its active raised the fence on every master before it
  * wrote, which closed the older actives' connections, maybe between a
@@ -120,7 +110,7 @@ static void epoch_rose(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 	sb->epoch_rose_told = h->epoch;
 	for (unsigned int n = 0; n < sb->n_nodes; n++) {
 		SB_STAT_ADD(sb, epoch_resyncs, 1);
-		resync_or_again(sb, n);
+		nsa_sb_resync_after(sb, n);
 	}
 }
 
@@ -236,7 +226,7 @@ static void batch_resync_asked(struct nsa_standby *sb, unsigned int node)
 			 "ones are not logged)",
 			 nd->addr.host, nd->addr.port);
 	nd->resync_asked_logged = 1;
-	resync_or_again(sb, node);
+	nsa_sb_resync_after(sb, node);
 }
 
 static void on_batch(struct nsa_standby *sb, unsigned int node,

@@ -310,6 +310,14 @@ int nsa_sb_resync_running(const struct nsa_standby *sb, unsigned int node)
 	return sb->nodes[sb->load_all ? 0 : node].ld.conn != NULL;
 }
 
+void nsa_sb_resync_after(struct nsa_standby *sb, unsigned int node)
+{
+	if (nsa_sb_resync_running(sb, node))
+		sb->nodes[node].resync_again = 1;
+	else
+		nsa_sb_resync_start(sb, node);
+}
+
 void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node)
 {
 	struct sb_node *nd = &sb->nodes[sb->load_all ? 0 : node];

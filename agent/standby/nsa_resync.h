@@ -19,6 +19,10 @@ void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node);
  * resync of each master would read every segment once per master). */
 void nsa_sb_resync_start_all(struct nsa_standby *sb);
 
+/* Read node's master again: now, or after the resync under way, which
+ * began before what asks for this one. */
+void nsa_sb_resync_after(struct nsa_standby *sb, unsigned int node);
+
 /* Whether a load that reads node's sessions runs now. */
 int nsa_sb_resync_running(const struct nsa_standby *sb, unsigned int node);
 

@@ -234,6 +234,31 @@ static void barrier_serve(struct nsa_standby *sb)
 	__atomic_store_n(&sb->barrier_done, sb->barrier_sent, __ATOMIC_RELEASE);
 }
 
+/* Resync every master once per request, and say it is done once none is
+ * running, asked for again, waiting for its retry or never loaded. */
+static void resync_serve(struct nsa_standby *sb)
+{
+	uint64_t req = __atomic_load_n(&sb->resync_req, __ATOMIC_ACQUIRE);
+	unsigned int i;
+
+	if (req != sb->resync_sent) {
+		for (i = 0; i < sb->n_nodes; i++)
+			nsa_sb_resync_after(sb, i);
+		sb->resync_sent = req;
+	}
+	if (sb->resync_sent ==
+	    __atomic_load_n(&sb->resync_done, __ATOMIC_RELAXED))
+		return;
+	for (i = 0; i < sb->n_nodes; i++) {
+		const struct sb_node *nd = &sb->nodes[i];
+
+		if (!nd->loaded_once || nd->resync_again || nd->retry_at ||
+		    nsa_sb_resync_running(sb, i))
+			return;
+	}
+	__atomic_store_n(&sb->resync_done, sb->resync_sent, __ATOMIC_RELEASE);
+}
+
 /* The masters changed under working subscriptions (reset), or slots
  * moved between the same masters (the map adopted). */
 static void sb_follow_topology(struct nsa_standby *sb)
@@ -345,6 +370,8 @@ static void sb_run(struct nsa_standby *sb)
 		nsa_sb_live_drain(
 			sb, i); /* replies read along with the confirmation */
 	sb->barrier_sent = 0; /* new subscriptions: ping again if asked */
+	/* The load just begun covers every resync asked for so far. */
+	sb->resync_sent = __atomic_load_n(&sb->resync_req, __ATOMIC_ACQUIRE);
 
 	while (!sb_stopping(sb) && !sb->reset) {
 		uint64_t now = nsdp_mono_ns();
@@ -374,6 +401,8 @@ static void sb_run(struct nsa_standby *sb)
 		nsa_dumpreq_serve(&sb->dump, sb->table);
 		if (!sb->reset)
 			barrier_serve(sb);
+		if (!sb->reset)
+			resync_serve(sb);
 	}
 }
 
@@ -498,21 +527,36 @@ void nsa_standby_stop(struct nsa_standby *sb)
 	sb->running = 0;
 }
 
-int nsa_standby_barrier(struct nsa_standby *sb, int timeout_ms)
+/* Ask the subscriber thread for one more of what *req counts, and wait
+ * until *done reaches it, at most timeout_ms. */
+static int sb_ask(struct nsa_standby *sb, uint64_t *req, const uint64_t *done,
+		  int timeout_ms)
 {
 	uint64_t deadline = nsdp_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
-	uint64_t req;
+	uint64_t want;
 
 	if (!sb || !sb->running)
 		return -ENOTCONN;
-	req = __atomic_add_fetch(&sb->barrier_req, 1, __ATOMIC_ACQ_REL);
+	want = __atomic_add_fetch(req, 1, __ATOMIC_ACQ_REL);
 	sb_wake(sb);
-	while (__atomic_load_n(&sb->barrier_done, __ATOMIC_ACQUIRE) < req) {
+	while (__atomic_load_n(done, __ATOMIC_ACQUIRE) < want) {
 		if (nsdp_mono_ns() >= deadline)
 			return -ETIMEDOUT;
 		nsdp_sleep_ms(1);
 	}
 	return 0;
+}
+
+int nsa_standby_barrier(struct nsa_standby *sb, int timeout_ms)
+{
+	return sb ? sb_ask(sb, &sb->barrier_req, &sb->barrier_done, timeout_ms)
+		  : -ENOTCONN;
+}
+
+int nsa_standby_resync_all(struct nsa_standby *sb, int timeout_ms)
+{
+	return sb ? sb_ask(sb, &sb->resync_req, &sb->resync_done, timeout_ms)
+		  : -ENOTCONN;
 }
 
 void nsa_standby_free(struct nsa_standby *sb)

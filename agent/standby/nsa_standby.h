@@ -41,6 +41,13 @@ void nsa_standby_stop(struct nsa_standby *sb);
  * table holds everything the old active published. 0, -ETIMEDOUT, or
  * -ENOTCONN when the subscriber is not running. */
 int nsa_standby_barrier(struct nsa_standby *sb, int timeout_ms);
+/* Resync every master (each after a resync under way there) and wait
+ * until each of those resyncs ended, at most timeout_ms: the table then
+ * holds what the store held at the call, published or not. What a
+ * promotion needs after the fence, when the old active may have written
+ * without publishing. 0, -ETIMEDOUT, or -ENOTCONN when the subscriber is
+ * not running. */
+int nsa_standby_resync_all(struct nsa_standby *sb, int timeout_ms);
 void nsa_standby_free(struct nsa_standby *sb);
 
 struct nsdp_table *nsa_standby_table(struct nsa_standby *sb);

@@ -89,6 +89,9 @@ struct nsa_standby {
 	/* nsa_standby_barrier: asked (by the caller), pinged for and done
 	 * (by the thread). */
 	uint64_t barrier_req, barrier_sent, barrier_done;
+	/* nsa_standby_resync_all: asked (by the caller), begun and done (by
+	 * the thread). */
+	uint64_t resync_req, resync_sent, resync_done;
 	/* [standby] commit = conntrack: what the table takes is also written
 	 * into the kernel's conntrack table; NULL = commit none. */
 	struct nsdp_ctcommit *ct;
