@@ -2093,9 +2093,10 @@ static void store_unannounced(uint32_t gateway_id, uint32_t epoch, uint32_t n)
 		ns_key_build(s.proto, &s.orig, key);
 		len = ns_record_encode(&s, val, sizeof(val));
 		cr_assert_gt(len, 0);
-		r = redisCommand(c[topo.slot_node[ns_key_slot(key, NS_KEY_LEN)]],
-				 "SET %b %b PX %u", key, (size_t)NS_KEY_LEN,
-				 val, (size_t)len, s.timeout_ms);
+		r = redisCommand(
+			c[topo.slot_node[ns_key_slot(key, NS_KEY_LEN)]],
+			"SET %b %b PX %u", key, (size_t)NS_KEY_LEN, val,
+			(size_t)len, s.timeout_ms);
 		cr_assert(r && r->type == REDIS_REPLY_STATUS, "SET refused");
 		freeReplyObject(r);
 	}

@@ -1325,6 +1325,31 @@ ParameterizedTest(struct layout_param *p, standby,
 	pair_close(sb, &a);
 }
 
+/* Active A (gateway 1, epoch 256) of a standby on p's store: 1000
+ * sessions written and published, then 300 created and 100 deleted in the
+ * store alone (the fence cut its SPUBLISHes off); then a becomes B, which
+ * promoted and fenced A: gateway 2 of the same pair, epoch 512, a new
+ * publisher from seq 1. Returns the standby. */
+static struct nsa_standby *fenced_with_unannounced(struct active *a,
+						   const struct layout_param *p)
+{
+	struct nsa_standby *sb;
+
+	layout_cluster_up(p);
+	sb = pair_open(a, p->port, NSA_PUBLISH_AUTO, 2000, 100000);
+	a->log = p->layout == NSA_LAYOUT_LOG;
+	a->epoch = 256;
+	active_write_range(a, 0, 1000, NS_EV_CREATE, 1);
+	cr_assert(wait_exact(sb, a, 10));
+	active_write_range(a, 1000, 300, NS_EV_CREATE, 0);
+	active_write_range(a, 0, 100, NS_EV_DELETE, 0);
+	a->gateway_id = 2;
+	a->epoch = 512;
+	a->publisher_id = 78;
+	memset(a->seq, 0, sizeof(a->seq));
+	return sb;
+}
+
 /*
  * The fence closes the old active's connection between two commands: its
  * writes of a batch (SET/DEL of the keys, or the log's segment) ran, its
@@ -1349,21 +1374,8 @@ ParameterizedTest(struct layout_param *p, standby,
 	double t0;
 	int exact;
 
-	layout_cluster_up(p);
-	sb = pair_open(&a, p->port, NSA_PUBLISH_AUTO, 2000, 100000);
-	a.log = p->layout == NSA_LAYOUT_LOG;
-	a.epoch = 256;
-	active_write_range(&a, 0, 1000, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(sb, &a, 10));
-	/* A's last writes: in the store, never announced. */
-	active_write_range(&a, 1000, 300, NS_EV_CREATE, 0);
-	active_write_range(&a, 0, 100, NS_EV_DELETE, 0);
+	sb = fenced_with_unannounced(&a, p);
 	nsdp_sleep_ms(200);
-	/* B: promoted, fenced A, writes with the pair's next epoch. */
-	a.gateway_id = 2;
-	a.epoch = 512;
-	a.publisher_id = 78;
-	memset(a.seq, 0, sizeof(a.seq));
 	t0 = nsdp_now_s();
 	active_write_range(&a, 1300, 300, NS_EV_CREATE, 1);
 	exact = wait_exact(sb, &a, 10);
@@ -1406,18 +1418,7 @@ ParameterizedTest(struct layout_param *p, standby,
 	uint64_t missing = 0, extra = 0;
 	int exact;
 
-	layout_cluster_up(p);
-	sb = pair_open(&a, p->port, NSA_PUBLISH_AUTO, 2000, 100000);
-	a.log = p->layout == NSA_LAYOUT_LOG;
-	a.epoch = 256;
-	active_write_range(&a, 0, 1000, NS_EV_CREATE, 1);
-	cr_assert(wait_exact(sb, &a, 10));
-	active_write_range(&a, 1000, 300, NS_EV_CREATE, 0);
-	active_write_range(&a, 0, 100, NS_EV_DELETE, 0);
-	a.gateway_id = 2;
-	a.epoch = 512;
-	a.publisher_id = 78;
-	memset(a.seq, 0, sizeof(a.seq));
+	sb = fenced_with_unannounced(&a, p);
 	pick_on_node(&a, 0, 1300, idx, 100);
 	active_write(&a, idx, 100, NS_EV_CREATE, 1);
 	exact = wait_exact(sb, &a, 5);
