@@ -444,6 +444,8 @@ Test(e2e, log_promoted_active_compacts_what_its_predecessor_left)
  * of its pair.
  */
 #define PAIRS_FLOWS 20000
+/* An active's events when the test stops it: 100 s at its 20 000/s. */
+#define PAIRS_UNTIL_STOPPED 2000000UL
 
 /* <name>.ini for an agent of gateway gw (pair gw >> 8). An active runs
  * events at rate with source seed seed; a standby dumps to <name>.tbl. */
@@ -628,7 +630,7 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 {
 	const int p = l->port;
 	char seeds[64];
-	int sb1, sb2, sb1b, sb2c;
+	int sb1, sb2, sb1b, sb2c, a1, a2, b1, c2;
 
 	nst_run_dir_make(in_layout(l, "e2e-pairs"));
 	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
@@ -639,25 +641,30 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 	/* Cold loads: pair 1's after its failover, pair 2's at the end. */
 	pairs_ini(seeds, l->layout, "standby1b", 1 << 8 | 2, 0, 0, 0);
 	pairs_ini(seeds, l->layout, "standby2c", 2 << 8 | 2, 0, 0, 0);
-	/* Pair 1: a1 (8 s), then b1 (25 s) takes over 1.5 s after a2's
-	 * start (a1 must still run then, however slow the start-ups of a
-	 * sanitizer run), and still writes through pair 2's failover. */
-	pairs_ini(seeds, l->layout, "a1", 1 << 8 | 1, 160000, 20000, 7);
-	pairs_ini(seeds, l->layout, "b1", 1 << 8 | 2, 500000, 20000, 8);
-	/* Pair 2: a2 (10 s) untouched by b1, its writers still connected
-	 * after b1's fence; then c2 (8 s), which d2 takes over from while b1
+	/* The actives a fence must find writing run until the test stops
+	 * them (PAIRS_UNTIL_STOPPED events), not for a fixed time, which a
+	 * slow sanitizer run's start-ups could outlast. Pair 1: a1, then b1
+	 * takes over and still writes through pair 2's failover. */
+	pairs_ini(seeds, l->layout, "a1", 1 << 8 | 1, PAIRS_UNTIL_STOPPED,
+		  20000, 7);
+	pairs_ini(seeds, l->layout, "b1", 1 << 8 | 2, PAIRS_UNTIL_STOPPED,
+		  20000, 8);
+	/* Pair 2: a2 untouched by b1, its writers still connected after
+	 * b1's fence; then c2, which d2 (2 s) takes over from while b1
 	 * still writes. */
-	pairs_ini(seeds, l->layout, "a2", 2 << 8 | 1, 200000, 20000, 7);
-	pairs_ini(seeds, l->layout, "c2", 2 << 8 | 1, 160000, 20000, 9);
+	pairs_ini(seeds, l->layout, "a2", 2 << 8 | 1, PAIRS_UNTIL_STOPPED,
+		  20000, 7);
+	pairs_ini(seeds, l->layout, "c2", 2 << 8 | 1, PAIRS_UNTIL_STOPPED,
+		  20000, 9);
 	pairs_ini(seeds, l->layout, "d2", 2 << 8 | 2, 20000, 10000, 10);
 	sb1 = pairs_standby("standby1");
 	sb2 = pairs_standby("standby2");
 
 	/* Each pair's first active takes its pair's first epoch. */
-	pairs_spawn("a1");
+	a1 = pairs_spawn("a1");
 	cr_assert_eq(
 		pairs_wait_for("a1", "log", "epoch 256 from the store", 10), 0);
-	pairs_spawn("a2");
+	a2 = pairs_spawn("a2");
 	cr_assert_eq(
 		pairs_wait_for("a2", "log", "epoch 256 from the store", 10), 0,
 		"pair 2's first epoch is not 256");
@@ -665,7 +672,7 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 
 	/* Pair 1 fails over; pair 2's writers stay connected. */
 	pairs_writers(p, 2, "writers2-before");
-	pairs_spawn("b1");
+	b1 = pairs_spawn("b1");
 	cr_assert_eq(pairs_wait_for("b1", "log",
 				    "epoch 512 from the store; [1-9][0-9]* "
 				    "older writer",
@@ -673,6 +680,8 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 		     0, "b1 took no epoch 512 or closed no writer of a1");
 	nsdp_sleep_ms(500);
 	pairs_writers(p, 2, "writers2-after");
+	kill(a1, SIGTERM);
+	kill(a2, SIGTERM);
 	pairs_report("a1", 1);
 	pairs_report("a2", 0);
 	pairs_untouched(l->layout, "a2", "writers2");
@@ -684,7 +693,7 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 	sb1b = pairs_standby("standby1b");
 
 	/* Pair 2 fails over from c2 to d2 while b1 writes. */
-	pairs_spawn("c2");
+	c2 = pairs_spawn("c2");
 	cr_assert_eq(
 		pairs_wait_for("c2", "log", "epoch 512 from the store", 10), 0);
 	nsdp_sleep_ms(1000);
@@ -697,6 +706,11 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 		     0, "d2 took no epoch 768 or closed no writer of c2");
 	nsdp_sleep_ms(500);
 	pairs_writers(p, 1, "writers1-after");
+	kill(c2, SIGTERM);
+	/* Log layout: b1 stops once it has compacted a round (below). */
+	if (strcmp(l->layout, "log") == 0)
+		pairs_wait_for("b1", "log", "compactor: round", 30);
+	kill(b1, SIGTERM);
 	pairs_report("c2", 1);
 	pairs_report("d2", 0);
 	pairs_report("b1", 0);

@@ -56,8 +56,9 @@
  * stop, and when the gateway is gone. */
 #define ATTACHED_STOP_DRAIN_MS 2000
 #define GATEWAY_GONE_DRAIN_MS 5000
-/* The kernel source stopped: how long the writers get for the rest. */
-#define KERNEL_STOP_DRAIN_MS 10000
+/* A source stopped (the kernel one, or the synthetic one before its last
+ * event): how long the writers get for the rest. */
+#define SOURCE_STOP_DRAIN_MS 10000
 
 /* The gateway we attached to died: its shared EAL state is no longer ours
  * to tidy (a new gateway may be rewriting it; rte_eal_cleanup() then
@@ -181,10 +182,14 @@ static void usage(FILE *out)
 		"are missing (see docs/kernel-gateways.md). SIGUSR1 writes "
 		"the kernel's\n"
 		"NAT'd table to [source] dump.\n"
-		"Signals: SIGINT/SIGTERM stop (a standby dumps its table first "
-		"when\n"
-		"[standby] dump is set); SIGUSR1 makes a standby dump its "
-		"table.\n"
+		"Signals: SIGINT/SIGTERM stop (an active first replicates what "
+		"its source\n"
+		"made, 10 s at most, 2 s for a gateway's lanes, and REPORTs "
+		"drained=yes\n"
+		"when all of it was acknowledged;\n"
+		"a standby dumps its table first when [standby] dump is set); "
+		"SIGUSR1\n"
+		"makes a standby dump its table.\n"
 		"With [standby] commit = conntrack a standby also writes "
 		"every session\n"
 		"into the kernel's conntrack table (root; [standby] "
@@ -222,11 +227,11 @@ static int stop_kernel_source(struct nsa_source *src, struct nsa_active *a,
 	int drained;
 
 	nsa_source_stop(src);
-	drained = nsa_active_drain(a, KERNEL_STOP_DRAIN_MS) == 0;
+	drained = nsa_active_drain(a, SOURCE_STOP_DRAIN_MS) == 0;
 	if (!drained)
 		NSA_ERR("active: the kernel source's records were not all "
 			"acknowledged within %d ms",
-			KERNEL_STOP_DRAIN_MS);
+			SOURCE_STOP_DRAIN_MS);
 	nsdp_ksrc_stats(src->ksrc, ks);
 	kernel_table_dump(src, conf);
 	return drained;
@@ -393,6 +398,16 @@ static void active_stop(struct active_run *r)
 		r->t_end = nsdp_now_s();
 	if (r->src.synth) {
 		nsa_source_stop(&r->src);
+		/* Stopped before its last event: what it made is replicated
+		 * (as the kernel source's is) before the REPORT says so. */
+		if (!r->drained) {
+			r->drained = nsa_active_drain(r->active,
+						      SOURCE_STOP_DRAIN_MS) == 0;
+			if (!r->drained)
+				NSA_ERR("active: the source's records were not "
+					"all acknowledged within %d ms",
+					SOURCE_STOP_DRAIN_MS);
+		}
 		nsdp_synth_stats(r->src.synth, &r->ss);
 		if (conf->source_dump[0]) {
 			int64_t n = nsdp_synth_dump(r->src.synth,
