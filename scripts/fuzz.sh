@@ -10,7 +10,7 @@
 #
 #   scripts/fuzz.sh [--seconds N] [--build-only] [MESON-TEST-ARGS...]
 #
-#   --seconds N   per target (default 30; 4 targets run one after another)
+#   --seconds N   per target (default 30; 4 targets, one a core at a time)
 #   --build-only  configure and build the targets, run nothing
 #
 # Reproduce a failure: build-fuzz/tests/fuzz/fuzz_NAME ARTIFACT-FILE.
