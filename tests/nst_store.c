@@ -83,6 +83,15 @@ void nst_store_stop(int port)
 	       port);
 }
 
+void nst_store_writers(int port, int masters, unsigned int pair,
+		       const char *path)
+{
+	nst_sh("for p in $(seq %d %d); do redis-cli -p $p CLIENT LIST "
+	       "TYPE normal | grep ' name=natsync-writer:%u ' | "
+	       "cut -d' ' -f1 | sed \"s/^/$p:/\"; done | sort >%s",
+	       port, port + masters - 1, pair, path);
+}
+
 int nst_store_start_fresh(int port, int masters, int replicas)
 {
 	nst_store_stop(port);

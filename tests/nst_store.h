@@ -19,6 +19,12 @@ void nst_store_stop(int port);
  * failure the store is stopped again (a suite's .fini does not run when
  * its .init fails). Returns 0 or -1. */
 int nst_store_start_fresh(int port, int masters, int replicas);
+/* The connections of gateway pair pair's writers (client name
+ * natsync-writer:<pair>) on the masters port .. port + masters - 1, one
+ * "port:id=N" a line, sorted, into the file at path: a client id is a
+ * node's own, so the port names the connection. */
+void nst_store_writers(int port, int masters, unsigned int pair,
+		       const char *path);
 
 /* Run a shell command; returns its exit status. */
 int nst_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

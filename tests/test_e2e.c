@@ -498,14 +498,11 @@ static int pairs_wait_for(const char *name, const char *ext,
 		      nst_run_path(file));
 }
 
-/* The ids of every master's connections named natsync-writer:<pair>,
- * sorted, into <file> in the run directory. */
+/* Pair pair's writer connections (nst_store_writers) into <file> in the
+ * run directory. */
 static void pairs_writers(int port, unsigned int pair, const char *file)
 {
-	nst_sh("for p in %d %d %d; do redis-cli -p $p CLIENT LIST TYPE normal; "
-	       "done | grep ' name=natsync-writer:%u ' | cut -d' ' -f1 | sort "
-	       ">%s",
-	       port, port + 1, port + 2, pair, nst_run_path(file));
+	nst_store_writers(port, 3, pair, nst_run_path(file));
 }
 
 /* An active's REPORT: it ended, drained, fenced as told (fenced: > 0,
