@@ -353,6 +353,9 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 		     "repair_values");
 	expect_equal("standby-final.prom", "natsync_standby_repair_bytes_total",
 		     NULL, "standby.out", "repair_bytes");
+	expect_equal("standby-final.prom",
+		     "natsync_standby_refused_segments_total", NULL,
+		     "standby.out", "refused_segments");
 	expect_equal("standby-final.prom", "natsync_standby_resubscribes_total",
 		     NULL, "standby.out", "resubscribes");
 	expect_equal("standby-final.prom",

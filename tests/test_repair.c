@@ -41,6 +41,7 @@ struct writer {
 	uint32_t size;
 	const char *key; /* sign batches with this batch key (NULL: no) */
 	int forge; /* spoil the next batch's HMAC (then cleared) */
+	int cut; /* cut the next batch's last byte: it no longer decodes */
 	/* segments stored but not announced, and their bytes */
 	uint64_t unannounced, unannounced_bytes;
 };
@@ -130,6 +131,8 @@ static void batch_out(struct writer *w, unsigned int node, uint8_t *buf,
 		w->forge = 0;
 		len += NS_BATCH_MAC_LEN;
 	}
+	len -= (size_t)w->cut;
+	w->cut = 0;
 	cr_assert_gt(ns_segment_key(h.channel_slot, h.publisher_id, h.seq, key),
 		     0);
 	if (store) {
@@ -235,6 +238,8 @@ static void write_on_node(struct writer *w, unsigned int node,
 
 /* [standby] repair_max_segments of the standbys the next tests start. */
 static unsigned int repair_max = 64;
+/* Their [store] layout. */
+static enum nsa_layout layout = NSA_LAYOUT_LOG;
 /* Their batch key ("": none). */
 static const char *batch_key = "";
 
@@ -248,6 +253,7 @@ static struct nsa_standby *standby_start_for(uint32_t sessions)
 	conf.role = NSA_ROLE_STANDBY;
 	conf.gateway_id = 1;
 	store_conf(&conf.store);
+	conf.store.layout = layout;
 	conf.table_capacity = 2 * sessions;
 	conf.clock_slack_ms = 500;
 	conf.repair_max_segments = repair_max;
@@ -499,17 +505,57 @@ static double wait_above(struct nsa_standby *sb, size_t field, uint64_t was,
 	return -1;
 }
 
+/* A batch of deletes of idx[0..n) on node that every reader refuses
+ * (its HMAC spoiled when forge, else cut by a byte), stored, and announced
+ * when announce; no reader takes it, so the store keeps the sessions as
+ * they were. */
+static void write_refused(struct writer *w, unsigned int node,
+			  const uint32_t *idx, unsigned int n, int forge,
+			  int announce)
+{
+	struct ns_session kept[100];
+
+	cr_assert_leq(n, 100);
+	for (unsigned int k = 0; k < n; k++)
+		kept[k] = w->table[idx[k]];
+	if (forge)
+		w->forge = 1;
+	else
+		w->cut = 1;
+	write_on_node(w, node, idx, n, NS_EV_DELETE, 1, announce);
+	for (unsigned int k = 0; k < n; k++) {
+		w->table[idx[k]] = kept[k];
+		w->live[idx[k]] = 1;
+	}
+}
+
+/* The counters of one gap mended by a repair that read values segments
+ * and refused one of them: no resync, nothing loaded. */
+static void expect_refused_one(const struct nsa_standby_stats *b,
+			       const struct nsa_standby_stats *a,
+			       uint64_t values)
+{
+	cr_assert_eq(a->gaps - b->gaps, 1);
+	cr_assert_eq(a->repairs - b->repairs, 1);
+	cr_assert_eq(a->repair_values - b->repair_values, values);
+	cr_assert_eq(a->refused_segments - b->refused_segments, 1);
+	cr_assert_eq(a->resyncs, b->resyncs, "a resync of the master");
+	cr_assert_eq(a->load_values, b->load_values);
+}
+
 /* With a batch key, a segment read back whose HMAC is wrong is refused
- * (unauthenticated) as a notification would be, and the master resynced;
- * readers leave that segment out, so the table ends without its records. */
-Test(repair, a_segment_read_back_with_a_wrong_hmac_is_refused,
+ * for good (unauthenticated, refused_segments) as a notification would
+ * be; readers leave it out too, so it costs the standby that segment's
+ * sessions and nothing else: the repair goes on, no resync. The same for
+ * a batch whose notification and segment are both forged: dropped live,
+ * refused again when the gap after it is repaired. */
+Test(repair, a_segment_refused_for_good_costs_its_sessions_not_the_master,
      .init = cluster_up, .fini = cluster_down)
 {
 	struct nsa_standby_stats before, after;
-	struct ns_session kept[100];
 	struct nsa_standby *sb;
 	struct writer w;
-	uint32_t idx[200];
+	uint32_t idx[400];
 
 	batch_key = "repair-test-batch-key";
 	writer_open(&w, SESSIONS + 10000);
@@ -519,37 +565,126 @@ Test(repair, a_segment_read_back_with_a_wrong_hmac_is_refused,
 	write_range(&w, 0, SESSIONS, NS_EV_CREATE, 1, 1);
 	cr_assert(wait_exact(sb, &w, 10), "table differs after the writes");
 	nsa_standby_stats(sb, &before);
-	pick_on_node(&w, 2, 0, idx, 200);
-	for (unsigned int k = 0; k < 100; k++)
-		kept[k] = w.table[idx[k]];
-	w.forge = 1;
-	write_on_node(&w, 2, idx, 100, NS_EV_DELETE, 1, 0);
-	/* No reader takes the forged segment: the deletes never happened. */
-	for (unsigned int k = 0; k < 100; k++) {
-		w.table[idx[k]] = kept[k];
-		w.live[idx[k]] = 1;
+	cr_assert_eq(before.resyncs, w.topo.n_nodes);
+	pick_on_node(&w, 2, 0, idx, 400);
+	/* Stored only, then stored and announced (dropped live, and the
+	 * next batch shows the gap): the repair reads it and refuses it. */
+	for (unsigned int announce = 0; announce < 2; announce++) {
+		nsa_standby_stats(sb, &before);
+		write_refused(&w, 2, idx + 200 * announce, 100, 1, announce);
+		write_on_node(&w, 2, idx + 200 * announce + 100, 100,
+			      NS_EV_REFRESH, 1, 1);
+		cr_assert(wait_exact(sb, &w, 15),
+			  "the table differs from the store");
+		/* A resync would begin with the gap: time to count it. */
+		nsdp_sleep_ms(300);
+		nsa_standby_stats(sb, &after);
+		print_stats(announce ? "a forged batch announced"
+				     : "a forged segment missed",
+			    &before, &after);
+		expect_refused_one(&before, &after, 1);
+		/* refused live too when announced */
+		cr_assert_eq(after.unauthenticated - before.unauthenticated,
+			     1 + announce);
 	}
-	write_on_node(&w, 2, idx + 100, 100, NS_EV_REFRESH, 1, 1);
-	cr_assert(wait_exact(sb, &w, 15), "the table differs from the store");
-	cr_assert_geq(wait_above(sb,
-				 offsetof(struct nsa_standby_stats, resyncs),
-				 before.resyncs, nsdp_now_s(), 15),
-		      0, "no resync");
-	cr_assert(wait_exact(sb, &w, 15), "the table differs after the resync");
-	nsa_standby_stats(sb, &after);
-	print_stats("a forged segment missed", &before, &after);
-	cr_assert_eq(after.gaps - before.gaps, 1);
-	cr_assert_eq(after.repairs, before.repairs);
-	cr_assert_eq(after.repair_values - before.repair_values, 1);
-	/* refused by the repair, then by the resync's load */
-	cr_assert_eq(after.unauthenticated - before.unauthenticated, 2,
-		     "unauthenticated %lu",
-		     (unsigned long)(after.unauthenticated -
-				     before.unauthenticated));
-	cr_assert_eq(after.resyncs - before.resyncs, 1);
 	nsa_standby_free(sb);
 	writer_close(&w);
 	batch_key = "";
+}
+
+/* A segment that no longer decodes (cut by a byte) in the middle of a gap
+ * of three: the two around it are applied, it costs its sessions
+ * (bad_values, refused_segments), and the master is not resynced. */
+Test(repair, a_segment_that_does_not_decode_costs_its_sessions,
+     .init = cluster_up, .fini = cluster_down)
+{
+	struct nsa_standby_stats before, after;
+	struct nsa_standby *sb;
+	struct writer w;
+	uint32_t idx[300];
+
+	sb = pair_synced(&w, &before);
+	pick_on_node(&w, 0, 0, idx, 300);
+	write_on_node(&w, 0, idx, 100, NS_EV_REFRESH, 1, 0);
+	write_refused(&w, 0, idx + 100, 100, 0, 0);
+	write_on_node(&w, 0, idx + 200, 100, NS_EV_DELETE, 1, 0);
+	write_range(&w, SESSIONS, 3000, NS_EV_CREATE, 1, 1);
+	cr_assert(wait_exact(sb, &w, 15), "the table differs from the store");
+	nsdp_sleep_ms(300);
+	nsa_standby_stats(sb, &after);
+	print_stats("3 lost announcements, the second segment cut", &before,
+		    &after);
+	expect_refused_one(&before, &after, 3);
+	cr_assert_eq(after.repair_bytes - before.repair_bytes,
+		     w.unannounced_bytes);
+	cr_assert_eq(after.bad_values - before.bad_values, 1);
+	cr_assert_eq(after.resyncs, before.resyncs, "a resync of the master");
+	cr_assert_eq(after.load_values, before.load_values);
+	nsa_standby_free(sb);
+	writer_close(&w);
+}
+
+/* The keys layout's equivalent: a stored value that is not a session, or
+ * a session's record under another session's key, costs that key alone
+ * (bad_values) in the cold load; the rest of the table is exact and the
+ * live batches after it apply. */
+Test(repair, keys_a_value_refused_costs_its_key, .init = cluster_up,
+     .fini = cluster_down)
+{
+	const uint32_t n = 6000;
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+	struct writer w;
+	uint8_t k0[NS_KEY_LEN], k1[NS_KEY_LEN], rec[NS_RECORD_MAX_LEN];
+	int rec_len;
+	redisReply *r;
+
+	writer_open(&w, n + 3000);
+	for (uint32_t k = 0; k < n; k++) {
+		struct ns_session s = nst_session(k % 3 ? 6 : 17, NS_EV_CREATE,
+						  1, 1, 60000,
+						  nsdp_realtime_ns());
+		uint8_t key[NS_KEY_LEN];
+
+		nst_session_flow(&s, k);
+		ns_key_build(s.proto, &s.orig, key);
+		rec_len = ns_record_encode(&s, rec, sizeof(rec));
+		cr_assert_gt(rec_len, 0);
+		r = redisCommand(w.c[node_of(&w, &s)], "SET %b %b PX 60000",
+				 key, sizeof(key), rec, (size_t)rec_len);
+		cr_assert(r && r->type == REDIS_REPLY_STATUS);
+		freeReplyObject(r);
+		w.table[k] = s;
+		w.live[k] = 1;
+	}
+	/* Key 10 holds garbage; key 11 holds session 12's record. */
+	ns_key_build(w.table[10].proto, &w.table[10].orig, k0);
+	ns_key_build(w.table[11].proto, &w.table[11].orig, k1);
+	rec_len = ns_record_encode(&w.table[12], rec, sizeof(rec));
+	r = redisCommand(w.c[node_of(&w, &w.table[10])], "SET %b %s", k0,
+			 sizeof(k0), "not a record");
+	cr_assert(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	r = redisCommand(w.c[node_of(&w, &w.table[11])], "SET %b %b", k1,
+			 sizeof(k1), rec, (size_t)rec_len);
+	cr_assert(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	w.live[10] = w.live[11] = 0;
+	layout = NSA_LAYOUT_KEYS;
+	sb = standby_start_for(n);
+	layout = NSA_LAYOUT_LOG;
+	cr_assert(wait_synced(sb, 20), "standby did not sync");
+	cr_assert(wait_exact(sb, &w, 10), "the table differs from the store");
+	write_range(&w, n, 3000, NS_EV_CREATE, 0, 1);
+	cr_assert(wait_exact(sb, &w, 10), "the live batches did not apply");
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.loaded, n - 2);
+	cr_assert_eq(st.bad_values, 2);
+	cr_assert_eq(st.resyncs, w.topo.n_nodes);
+	cr_assert_eq(st.gaps, 0);
+	cr_assert_eq(st.refused_segments, 0);
+	nsa_standby_free(sb);
+	writer_close(&w);
 }
 
 /* What mending one lost announcement costs, read back or resynced: the

@@ -582,7 +582,8 @@ static void standby_report(struct nsa_standby *sb)
 	       " records=%" PRIu64 " loaded=%" PRIu64 " load_values=%" PRIu64
 	       " load_bytes=%" PRIu64 " gaps=%" PRIu64 " resyncs=%" PRIu64
 	       " repairs=%" PRIu64 " repair_values=%" PRIu64
-	       " repair_bytes=%" PRIu64 " resubscribes=%" PRIu64
+	       " repair_bytes=%" PRIu64 " refused_segments=%" PRIu64
+	       " resubscribes=%" PRIu64
 	       " topology_changes=%" PRIu64 " stale=%" PRIu64
 	       " dead_subscriptions=%" PRIu64 " bad_messages=%" PRIu64
 	       " table_drops=%" PRIu64 " fenced=%" PRIu64 " other_pair=%" PRIu64
@@ -591,7 +592,7 @@ static void standby_report(struct nsa_standby *sb)
 	       " epoch_max=%" PRIu32 "%s\n",
 	       ts.live, st.batches, st.records, st.loaded, st.load_values,
 	       st.load_bytes, st.gaps, st.resyncs, st.repairs, st.repair_values,
-	       st.repair_bytes, st.resubscribes, st.topology_changes, st.stale,
+	       st.repair_bytes, st.refused_segments, st.resubscribes, st.topology_changes, st.stale,
 	       st.dead_subscriptions, st.bad_messages, ts.full_drops, st.fenced,
 	       st.other_pair, st.epoch_regressions, st.epoch_resyncs,
 	       standby_lag_avg_us(&st), st.lag_max_us, st.lag_count, epoch_max,

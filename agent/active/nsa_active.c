@@ -52,6 +52,11 @@
 /* Spin this long without work before sleeping in poll(). */
 #define NSA_SPIN_NS (50ull * 1000ull)
 #define NSA_POLL_MAX_NS (1000ull * 1000ull)
+/* Records taken this recently: the stream is live, and a lane is looked
+ * at again within flush_us (no lane wakes a sleeping writer). */
+#define NSA_LIVE_NS (100ull * 1000ull * 1000ull)
+/* The shortest idle wait (a flush_us of 0 would spin in ppoll). */
+#define NSA_POLL_MIN_NS (20ull * 1000ull)
 
 /* ---- the writer loop ---------------------------------------------------- */
 
@@ -178,7 +183,9 @@ static unsigned int take_records(struct nsa_writer *w)
 /* Close batches whose oldest record waited flush_us, or every batch when
  * a held packet waits for a record in one (defer); returns the ns until
  * the next deadline (or NSA_POLL_MAX_NS; NSA_SETTLE_POLL_NS when a lane's
- * producer defers). */
+ * producer defers; flush_us while the stream is live, since a record that
+ * comes into a lane while the writer sleeps waits for the wait's end: with
+ * 1 ms it waited 0.5 ms on average before its batch even opened). */
 static uint64_t flush_due(struct nsa_writer *w)
 {
 	uint64_t flush_ns = (uint64_t)w->a->conf.flush_us * 1000ull;
@@ -189,6 +196,8 @@ static uint64_t flush_due(struct nsa_writer *w)
 	/* A packet waits for a record in an open batch (defer). */
 	if (nsa_settle_urgent(w))
 		flush_ns = 0;
+	if (w->now_ns - w->took_ns < NSA_LIVE_NS && flush_ns < next)
+		next = flush_ns > NSA_POLL_MIN_NS ? flush_ns : NSA_POLL_MIN_NS;
 
 	for (i = 0; i < w->n_conns; i++) {
 		struct nsa_link *c = w->conns[i];
@@ -293,6 +302,8 @@ static void *writer_main(void *arg)
 		for (i = 0; i < w->n_conns; i++)
 			io += nsa_link_send(w, w->conns[i]);
 
+		if (taken > 0)
+			w->took_ns = w->now_ns;
 		if (taken > 0 || io > 0) {
 			idle_since = 0;
 			continue;

@@ -241,6 +241,7 @@ static const struct nsa_mx_row standby_rows[] = {
 	SB(repairs, "Log layout: sequence gaps mended by reading back the segments missed, without a resync."),
 	SB(repair_values, "Log layout: segments the repairs read from the store (those of repairs that fell back to a resync included)."),
 	SB(repair_bytes, "Log layout: bytes of the segments the repairs read."),
+	SB(refused_segments, "Log layout: segments a repair read and refused for good (not decoding, not signed with the batch key, or not matching their key): their sessions left out, as every reader leaves them, without a resync."),
 	SB(resubscribes, "Resubscriptions to every master."),
 	SB(topology_changes, "Resubscriptions because the masters changed under working subscriptions."),
 	SB(dead_subscriptions, "Subscriptions given up: PING unanswered."),

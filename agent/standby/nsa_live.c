@@ -179,34 +179,48 @@ static int batch_admit(struct nsa_standby *sb, unsigned int node,
 	return 0;
 }
 
+/* Records decoded and their table buckets prefetched before the first of
+ * them is applied: the applies overlap their cache misses (and, with the
+ * table in 4 KiB pages, their TLB misses), which were most of the
+ * subscriber's time at 400 000 records/s. */
+#define LIVE_CHUNK 16
+
 /* Apply every record of an admitted batch, queue what the table took for
  * conntrack, and time the records for the lag histogram. */
 static void batch_apply(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 			const uint8_t *body)
 {
 	struct ns_batch_iter it;
-	struct ns_rec r;
-	const struct ns_session *s = &r.s; /* any family: r's lines */
+	struct ns_rec r[LIVE_CHUNK];
 	uint64_t n = 0, seen = 0;
-	int rc;
+	unsigned int got, i;
 
 	NSDP_TABLE_ASSERT_WRITER(sb->table, NSDP_TABLE_SUBSCRIBER);
 	ns_batch_iter_init(&it, body, h->body_len);
 	if (sb->ct)
 		seen = nsdp_table_applied(sb->table);
 	sb->lag.sent_ns = h->sent_ns;
-	while ((rc = ns_batch_iter_next_rec(&it, &r)) == 1) {
-		/* A STORE batch corrects what a refused write told before. */
-		int applied = h->flags & NS_BATCH_F_STORE
-				      ? nsdp_table_apply_store(sb->table, s)
-				      : nsdp_table_apply(sb->table, s);
+	do {
+		for (got = 0; got < LIVE_CHUNK &&
+			      ns_batch_iter_next_rec(&it, &r[got]) == 1;
+		     got++)
+			nsdp_table_prefetch(sb->table, &r[got].s);
+		for (i = 0; i < got; i++) {
+			const struct ns_session *s = &r[i].s; /* any family */
+			/* A STORE batch corrects what a refused write told
+			 * before. */
+			int applied =
+				h->flags & NS_BATCH_F_STORE
+					? nsdp_table_apply_store(sb->table, s)
+					: nsdp_table_apply(sb->table, s);
 
-		if (applied == 0)
-			n++;
-		if (sb->ct)
-			nsa_commit_take(sb->ct, sb->table, s, &seen);
-		nsa_lag_batch_mark(&sb->lag, s->timestamp_ns);
-	}
+			if (applied == 0)
+				n++;
+			if (sb->ct)
+				nsa_commit_take(sb->ct, sb->table, s, &seen);
+			nsa_lag_batch_mark(&sb->lag, s->timestamp_ns);
+		}
+	} while (got == LIVE_CHUNK);
 	nsa_lag_batch_end(&sb->lag, lag_record, &sb->st);
 	SB_STAT_ADD(sb, batches, 1);
 	SB_STAT_ADD(sb, records, n);

@@ -11,13 +11,21 @@
  *   [store] batch_key_file is set (so a version 2 header), and its header
  *   names the publisher, seq and channel its key does; a record of
  *   another gateway pair is passed over, as a resync does.
+ * - A segment refused for good (it does not decode, is not signed with
+ *   the batch key, or its header does not match its key) is counted
+ *   (bad_values or unauthenticated, and refused_segments) and passed
+ *   over, and the repair goes on: every reader of the log leaves it out
+ *   the same way (nsa_logmerge.c), so a resync would give the table
+ *   without its records too, at the cost of reading the whole master.
+ *   Refusing it costs the standby that segment's sessions and nothing
+ *   else.
  * - The repair gives up, and the caller resyncs as before, when the gap is
  *   longer than [standby] repair_max_segments, when a segment is not in
  *   the store (folded into a checkpoint and expired, expired, or never
- *   stored: a batch published only, or one the store refused), when one
- *   does not verify, or on any error of the store (MOVED included). What
- *   it applied before giving up are records the store holds: the resync
- *   that follows reads them again.
+ *   stored: a batch published only, or one the store refused), or on any
+ *   error of the store (MOVED included). What it applied before giving up
+ *   are records the store holds: the resync that follows reads them
+ *   again.
  * - The segments are applied as live batches, with the table's epoch and
  *   timestamp rules, as they would have been in their turn: a record older
  *   than the table's entry is ignored. A session another publisher (or
@@ -25,7 +33,8 @@
  *   table purged since, is not protected: a late live batch has the same
  *   limit, and the table keeps tombstones while a resync runs.
  * - Every value read is counted (repair_values, repair_bytes), repairs
- *   that gave up included; a repair done counts in repairs.
+ *   that gave up included; a repair done counts in repairs, those with
+ *   segments refused for good included.
  * - Blocking, on the subscriber thread, one connection per repair, each
  *   reply within the store's timeouts (the standby's quick ones): at most
  *   repair_max_segments values, REPAIR_CHUNK per MGET (their keys share
@@ -50,8 +59,8 @@
 /* Segments per MGET: at most 16 × 196 688 B (about 3 MiB) per reply. */
 #define REPAIR_CHUNK 16
 
-/* Check one segment read back for seq and apply its records. 0, or -1
- * with why (counted). */
+/* Check one segment read back for seq and apply its records. 0, or 1
+ * when it is refused for good, with why (counted). */
 static int segment_apply(struct nsa_standby *sb, unsigned int node,
 			 const struct ns_batch_hdr *gap, uint64_t seq,
 			 const uint8_t *buf, size_t len, const char **why)
@@ -66,23 +75,23 @@ static int segment_apply(struct nsa_standby *sb, unsigned int node,
 
 	if (ns_batch_decode(buf, len, &h, &body) < 0) {
 		SB_STAT_ADD(sb, bad_values, 1);
-		*why = "a segment does not decode";
-		return -1;
+		*why = "it does not decode";
+		return 1;
 	}
 	if (sb->conf.batch_key_len &&
 	    (h.version == NS_BATCH_V1 ||
 	     ns_batch_verify(buf, len, (const uint8_t *)sb->conf.batch_key,
 			     sb->conf.batch_key_len) != 0)) {
 		SB_STAT_ADD(sb, unauthenticated, 1);
-		*why = "a segment is not signed with the batch key";
-		return -1;
+		*why = "it is not signed with the batch key";
+		return 1;
 	}
 	if (h.publisher_id != gap->publisher_id || h.seq != seq ||
 	    (h.version != NS_BATCH_V1 && h.channel_slot != channel_slot) ||
 	    h.flags & (NS_BATCH_F_STORE | NS_BATCH_F_RESYNC)) {
 		SB_STAT_ADD(sb, bad_values, 1);
-		*why = "a segment's header does not match its key";
-		return -1;
+		*why = "its header does not match its key";
+		return 1;
 	}
 	NSDP_TABLE_ASSERT_WRITER(sb->table, NSDP_TABLE_SUBSCRIBER);
 	ns_batch_iter_init(&it, body, h.body_len);
@@ -148,8 +157,15 @@ static int chunk_read(struct nsa_standby *sb, unsigned int node,
 		}
 		SB_STAT_ADD(sb, repair_values, 1);
 		SB_STAT_ADD(sb, repair_bytes, v->len);
-		rc = segment_apply(sb, node, gap, first + i,
-				   (const uint8_t *)v->str, v->len, why);
+		if (segment_apply(sb, node, gap, first + i,
+				  (const uint8_t *)v->str, v->len, why) == 0)
+			continue;
+		SB_STAT_ADD(sb, refused_segments, 1);
+		NSA_WARN("standby: segment %s refused for good: %s; its "
+			 "records are left out, as every reader of the log "
+			 "leaves them (no resync)",
+			 keys[i], *why);
+		*why = NULL;
 	}
 	freeReplyObject(r);
 	return rc;

@@ -601,6 +601,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(repairs);
 	LOAD(repair_values);
 	LOAD(repair_bytes);
+	LOAD(refused_segments);
 	LOAD(bad_messages);
 	LOAD(resubscribes);
 	LOAD(topology_changes);

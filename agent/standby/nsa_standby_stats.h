@@ -25,6 +25,10 @@ struct nsa_standby_stats {
 	 * (nsa_repair.c) instead of a resync, and the values and bytes every
 	 * repair read, those that fell back to a resync included */
 	uint64_t repairs, repair_values, repair_bytes;
+	/* log layout: segments a repair read and refused for good (they do
+	 * not decode, verify or match their key): their sessions are left
+	 * out, as every reader leaves them, and the repair goes on */
+	uint64_t refused_segments;
 	uint64_t bad_messages; /* malformed, truncated or foreign: dropped */
 	uint64_t resubscribes;
 	/* resubscriptions because the store's topology changed while every

@@ -226,6 +226,9 @@ struct nsa_writer {
 	uint64_t seg_low_ns;
 
 	uint64_t now_ns;
+	/* When records were last taken from a lane (monotonic ns): while
+	 * the stream is live, an idle wait is cut to flush_us (flush_due). */
+	uint64_t took_ns;
 	int in_burst; /* set while drained records are not yet counted */
 	struct nsa_active_stats st; /* written by this writer only */
 	struct ns_session burst[NSA_BURST];
