@@ -239,22 +239,23 @@ static void plan_live(const struct plan *p, uint64_t *v4, uint64_t *v6)
 /* ---- the store -------------------------------------------------------- */
 
 struct store_view {
+	struct nsa_store_conf sc;
 	struct nsa_topology topo;
 	redisContext *c[NSA_MAX_NODES];
 };
 
 static void store_view_open(struct store_view *v, int port)
 {
-	struct nsa_store_conf sc;
+	struct nsa_store_conf *sc = &v->sc;
 	char err[256];
 	unsigned int i;
 
-	memset(&sc, 0, sizeof(sc));
-	snprintf(sc.seeds[0].host, NSA_HOST_MAX, "127.0.0.1");
-	sc.seeds[0].port = (uint16_t)port;
-	sc.n_seeds = 1;
-	sc.connect_timeout_ms = 1000;
-	cr_assert_eq(nsa_topology_fetch(&sc, &v->topo, err, sizeof(err)), 0,
+	memset(sc, 0, sizeof(*sc));
+	snprintf(sc->seeds[0].host, NSA_HOST_MAX, "127.0.0.1");
+	sc->seeds[0].port = (uint16_t)port;
+	sc->n_seeds = 1;
+	sc->connect_timeout_ms = 1000;
+	cr_assert_eq(nsa_topology_fetch(sc, &v->topo, err, sizeof(err)), 0,
 		     "topology: %s", err);
 	for (i = 0; i < v->topo.n_nodes; i++) {
 		v->c[i] = redisConnect(v->topo.nodes[i].addr.host,
@@ -643,6 +644,37 @@ static struct nsdp_lane **lanes_create(unsigned int n, unsigned int size)
 	return lanes;
 }
 
+/* Cut the standby's subscriptions: it subscribes again and resyncs every
+ * master; wait for those resyncs. */
+static void resync_forced(struct nsa_standby *sb, int port)
+{
+	uint64_t deadline = mono_ms() + 15000, before;
+	struct nsa_standby_stats st;
+	struct store_view v;
+	long long killed = 0;
+	unsigned int i;
+
+	nsa_standby_stats(sb, &st);
+	before = st.resyncs;
+	store_view_open(&v, port);
+	/* The standby drops the others as the first one closes. */
+	for (i = 0; i < v.topo.n_nodes; i++) {
+		redisReply *r = redisCommand(v.c[i], "CLIENT KILL TYPE pubsub");
+
+		cr_assert(r && r->type == REDIS_REPLY_INTEGER, "node %u", i);
+		killed += r->integer;
+		freeReplyObject(r);
+	}
+	cr_assert_gt(killed, 0, "no subscription cut");
+	do {
+		nsdp_sleep_ms(20);
+		nsa_standby_stats(sb, &st);
+	} while ((st.resyncs < before + v.topo.n_nodes || !st.synced) &&
+		 mono_ms() < deadline);
+	cr_assert_geq(st.resyncs, before + v.topo.n_nodes, "resyncs");
+	store_view_close(&v);
+}
+
 /* A standby started on the store alone: its initial load (a resync of
  * every master) gives it exactly the plan's live sessions. */
 static void cold_load_holds(int port, enum nsa_layout layout,
@@ -659,21 +691,15 @@ static void compact_round(int port)
 {
 	const struct nsa_compact_round rd = {
 		.id = 0xf00000a6u, .gen = 1, .epoch = 1, .grace_ms = 1000};
-	static struct nsa_topology topo;
 	struct nsa_compact_result res;
-	struct nsa_store_conf sc;
+	struct store_view v;
 	char err[256] = "";
 	int rc;
 
-	memset(&sc, 0, sizeof(sc));
-	snprintf(sc.seeds[0].host, NSA_HOST_MAX, "127.0.0.1");
-	sc.seeds[0].port = (uint16_t)port;
-	sc.n_seeds = 1;
-	sc.connect_timeout_ms = 1000;
-	sc.layout = NSA_LAYOUT_LOG;
-	cr_assert_eq(nsa_topology_fetch(&sc, &topo, err, sizeof(err)), 0,
-		     "topology: %s", err);
-	rc = nsa_compact_all(&sc, &topo, &rd, &res, err, sizeof(err));
+	store_view_open(&v, port);
+	v.sc.layout = NSA_LAYOUT_LOG;
+	rc = nsa_compact_all(&v.sc, &v.topo, &rd, &res, err, sizeof(err));
+	store_view_close(&v);
 	cr_assert_eq(rc, 0, "compaction round: %s", err);
 	cr_expect_gt(res.live, 0, "sessions in the checkpoints");
 }
@@ -738,6 +764,8 @@ static void replicate_mixed(int port, enum nsa_layout layout)
 		cr_expect_eq(v6, p.n_v6, "IPv6 records in segments");
 	}
 	store_view_close(&v);
+	expect_standby_holds(sb, &p);
+	resync_forced(sb, port);
 	expect_standby_holds(sb, &p);
 	nsa_standby_free(sb);
 	nsa_active_stop(a);

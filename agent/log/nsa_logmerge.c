@@ -190,6 +190,16 @@ static uint64_t *slot_of(const struct nsa_logmerge *m, const uint8_t *key,
 	return &m->idx[i];
 }
 
+/* Index entry pos (of hash h) in idx of cap slots, where it is not. */
+static void idx_put(uint64_t *idx, size_t cap, uint64_t h, size_t pos)
+{
+	size_t j = h & (cap - 1);
+
+	while (idx[j] != 0)
+		j = (j + 1) & (cap - 1);
+	idx[j] = (uint64_t)HASH_TAG(h) << 32 | (uint32_t)(pos + 1);
+}
+
 /* Twice the index (rebuilt from the entries) and room for as many entries
  * as it may index. */
 static int grow(struct nsa_logmerge *m)
@@ -209,14 +219,8 @@ static int grow(struct nsa_logmerge *m)
 	m->idx = idx;
 	m->e = e;
 	m->cap = cap;
-	for (i = 0; i < m->used; i++) {
-		uint64_t h = key_hash(e[i].key);
-		size_t j = h & (cap - 1);
-
-		while (idx[j] != 0)
-			j = (j + 1) & (cap - 1);
-		idx[j] = (uint64_t)HASH_TAG(h) << 32 | (uint32_t)(i + 1);
-	}
+	for (i = 0; i < m->used; i++)
+		idx_put(idx, cap, key_hash(e[i].key), i);
 	return 0;
 }
 
@@ -322,14 +326,8 @@ static int grow6(struct nsa_logmerge *m)
 	m->idx6 = idx;
 	m->e6 = e;
 	m->cap6 = cap;
-	for (i = 0; i < m->used6; i++) {
-		uint64_t h = key6_hash(e[i].key);
-		size_t j = h & (cap - 1);
-
-		while (idx[j] != 0)
-			j = (j + 1) & (cap - 1);
-		idx[j] = (uint64_t)HASH_TAG(h) << 32 | (uint32_t)(i + 1);
-	}
+	for (i = 0; i < m->used6; i++)
+		idx_put(idx, cap, key6_hash(e[i].key), i);
 	return 0;
 }
 
