@@ -8,7 +8,9 @@
  * them too), and a store that restarts mid-stream gets every record again
  * (the resend and replay paths carry the second lines). A live standby
  * ([standby] table_capacity_v6) ends with exactly the live sessions of
- * both families in its table.
+ * both families in its table, and keeps them through a forced resync;
+ * a standby loaded cold from the store holds the same, in the log layout
+ * after a compaction round too.
  *
  * Ports: 7930-7932 (keys cluster), 7933-7935 (log cluster), 7936 (plain
  * server, restarted).
