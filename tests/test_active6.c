@@ -532,7 +532,9 @@ static void sub_finish(struct sub *s, uint64_t expect)
 
 /* ---- a standby -------------------------------------------------------- */
 
-static struct nsa_standby *standby_up(int port, enum nsa_layout layout)
+/* cap_v6: its [standby] table_capacity_v6. */
+static struct nsa_standby *standby_up(int port, enum nsa_layout layout,
+				      uint32_t cap_v6)
 {
 	static struct nsa_config conf; /* the standby keeps it */
 	uint64_t deadline = mono_ms() + 10000;
@@ -549,7 +551,7 @@ static struct nsa_standby *standby_up(int port, enum nsa_layout layout)
 	conf.store.publish = NSA_PUBLISH_AUTO;
 	conf.store.layout = layout;
 	conf.table_capacity = 65536;
-	conf.table_capacity_v6 = 16384;
+	conf.table_capacity_v6 = cap_v6;
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
 	cr_assert_eq(nsa_standby_start(sb), 0);
@@ -682,9 +684,19 @@ static void resync_forced(struct nsa_standby *sb, int port)
 static void cold_load_holds(int port, enum nsa_layout layout,
 			    const struct plan *p)
 {
-	struct nsa_standby *sb = standby_up(port, layout);
+	struct nsa_standby *sb = standby_up(port, layout, 16384);
+	struct nsdp_table_stats ts;
+	uint64_t live4, live6;
 
 	expect_standby_holds(sb, p);
+	nsa_standby_free(sb);
+	/* Without an IPv6 table its IPv6 sessions are refused and counted,
+	 * as the live path counts them. */
+	plan_live(p, &live4, &live6);
+	sb = standby_up(port, layout, 0);
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	cr_expect_eq(ts.live, live4, "IPv4 sessions without an IPv6 table");
+	cr_expect_eq(ts.full_drops, live6, "IPv6 sessions refused");
 	nsa_standby_free(sb);
 }
 
@@ -723,7 +735,7 @@ static void replicate_mixed(int port, enum nsa_layout layout)
 	plan_init(&p, 20000);
 	conf_for(&c, port, layout);
 	sub_start(&s, port, &p);
-	sb = standby_up(port, layout);
+	sb = standby_up(port, layout, 16384);
 	a = nsa_active_create(&c, lanes, 2);
 	cr_assert_not_null(a);
 	cr_assert_eq(nsa_active_start(a), 0);
