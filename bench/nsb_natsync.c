@@ -45,11 +45,20 @@ struct table_check {
 static void check_flow(const struct ns_session *s, void *arg)
 {
 	struct table_check *c = arg;
-	struct ns_session got;
+	struct ns_rec got;
+	int rc;
 
 	c->flows++;
-	if (nsdp_table_lookup(c->table, s->proto, &s->orig, &got) != 0 ||
-	    !ns_session_equal_state(s, &got))
+	if (ns_family_is_v6(s->family)) {
+		const struct ns_session_v6 *x = ns_session_v6_of(s);
+
+		rc = nsdp_table_lookup_v6(c->table, s->proto, x->orig_saddr,
+					  s->orig.sport, x->orig_daddr,
+					  s->orig.dport, &got);
+	} else {
+		rc = nsdp_table_lookup(c->table, s->proto, &s->orig, &got.s);
+	}
+	if (rc != 0 || !ns_session_equal_state(s, &got.s))
 		c->mismatches++;
 }
 

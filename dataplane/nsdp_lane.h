@@ -110,8 +110,8 @@ static inline int nsdp_record(struct nsdp_lane *lane,
 /* Record one IPv6 session event: s is the head of its two lines (a
  * struct ns_rec's s). 0, or -ENOBUFS when the ring had no room for both
  * lines (nothing recorded, the record counted as dropped). Producer only.
- * natsync-agent's writers store and publish IPv6 records; its cold load
- * and resync do not read them back yet (schema/README.md). */
+ * natsync-agent's writers store and publish IPv6 records, and its
+ * standby's live path, cold load and resync read them back. */
 static inline int nsdp_record_v6(struct nsdp_lane *lane,
 				 const struct ns_session *s)
 {

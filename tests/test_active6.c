@@ -8,7 +8,9 @@
  * them too), and a store that restarts mid-stream gets every record again
  * (the resend and replay paths carry the second lines). A live standby
  * ([standby] table_capacity_v6) ends with exactly the live sessions of
- * both families in its table.
+ * both families in its table, and keeps them through a forced resync;
+ * a standby loaded cold from the store holds the same, in the log layout
+ * after a compaction round too.
  *
  * Ports: 7930-7932 (keys cluster), 7933-7935 (log cluster), 7936 (plain
  * server, restarted).
@@ -28,6 +30,7 @@
 #include "ns_slot.h"
 #include "nsa_active.h"
 #include "nsa_cluster.h"
+#include "nsa_compact.h"
 #include "nsa_config.h"
 #include "nsa_standby.h"
 #include "nsdp_lane.h"
@@ -162,7 +165,8 @@ static void plan_init(struct plan *p, uint32_t n_flows)
 	p->n_flows = n_flows;
 	p->n_ev = calloc(n_flows, 1);
 	p->ev = calloc((size_t)n_flows * MAX_EVENTS, sizeof(*p->ev));
-	p->ts = 1000;
+	/* now: a log layout load leaves out records past their timeout */
+	p->ts = nsdp_realtime_ns();
 	cr_assert(p->n_ev && p->ev);
 }
 
@@ -237,22 +241,23 @@ static void plan_live(const struct plan *p, uint64_t *v4, uint64_t *v6)
 /* ---- the store -------------------------------------------------------- */
 
 struct store_view {
+	struct nsa_store_conf sc;
 	struct nsa_topology topo;
 	redisContext *c[NSA_MAX_NODES];
 };
 
 static void store_view_open(struct store_view *v, int port)
 {
-	struct nsa_store_conf sc;
+	struct nsa_store_conf *sc = &v->sc;
 	char err[256];
 	unsigned int i;
 
-	memset(&sc, 0, sizeof(sc));
-	snprintf(sc.seeds[0].host, NSA_HOST_MAX, "127.0.0.1");
-	sc.seeds[0].port = (uint16_t)port;
-	sc.n_seeds = 1;
-	sc.connect_timeout_ms = 1000;
-	cr_assert_eq(nsa_topology_fetch(&sc, &v->topo, err, sizeof(err)), 0,
+	memset(sc, 0, sizeof(*sc));
+	snprintf(sc->seeds[0].host, NSA_HOST_MAX, "127.0.0.1");
+	sc->seeds[0].port = (uint16_t)port;
+	sc->n_seeds = 1;
+	sc->connect_timeout_ms = 1000;
+	cr_assert_eq(nsa_topology_fetch(sc, &v->topo, err, sizeof(err)), 0,
 		     "topology: %s", err);
 	for (i = 0; i < v->topo.n_nodes; i++) {
 		v->c[i] = redisConnect(v->topo.nodes[i].addr.host,
@@ -527,7 +532,9 @@ static void sub_finish(struct sub *s, uint64_t expect)
 
 /* ---- a standby -------------------------------------------------------- */
 
-static struct nsa_standby *standby_up(int port, enum nsa_layout layout)
+/* cap_v6: its [standby] table_capacity_v6. */
+static struct nsa_standby *standby_up(int port, enum nsa_layout layout,
+				      uint32_t cap_v6)
 {
 	static struct nsa_config conf; /* the standby keeps it */
 	uint64_t deadline = mono_ms() + 10000;
@@ -544,7 +551,7 @@ static struct nsa_standby *standby_up(int port, enum nsa_layout layout)
 	conf.store.publish = NSA_PUBLISH_AUTO;
 	conf.store.layout = layout;
 	conf.table_capacity = 65536;
-	conf.table_capacity_v6 = 16384;
+	conf.table_capacity_v6 = cap_v6;
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
 	cr_assert_eq(nsa_standby_start(sb), 0);
@@ -641,6 +648,76 @@ static struct nsdp_lane **lanes_create(unsigned int n, unsigned int size)
 	return lanes;
 }
 
+/* Cut the standby's subscriptions: it subscribes again and resyncs every
+ * master; wait for those resyncs. */
+static void resync_forced(struct nsa_standby *sb, int port)
+{
+	uint64_t deadline = mono_ms() + 15000, before;
+	struct nsa_standby_stats st;
+	struct store_view v;
+	long long killed = 0;
+	unsigned int i;
+
+	nsa_standby_stats(sb, &st);
+	before = st.resyncs;
+	store_view_open(&v, port);
+	/* The standby drops the others as the first one closes. */
+	for (i = 0; i < v.topo.n_nodes; i++) {
+		redisReply *r = redisCommand(v.c[i], "CLIENT KILL TYPE pubsub");
+
+		cr_assert(r && r->type == REDIS_REPLY_INTEGER, "node %u", i);
+		killed += r->integer;
+		freeReplyObject(r);
+	}
+	cr_assert_gt(killed, 0, "no subscription cut");
+	do {
+		nsdp_sleep_ms(20);
+		nsa_standby_stats(sb, &st);
+	} while ((st.resyncs < before + v.topo.n_nodes || !st.synced) &&
+		 mono_ms() < deadline);
+	cr_assert_geq(st.resyncs, before + v.topo.n_nodes, "resyncs");
+	store_view_close(&v);
+}
+
+/* A standby started on the store alone: its initial load (a resync of
+ * every master) gives it exactly the plan's live sessions. */
+static void cold_load_holds(int port, enum nsa_layout layout,
+			    const struct plan *p)
+{
+	struct nsa_standby *sb = standby_up(port, layout, 16384);
+	struct nsdp_table_stats ts;
+	uint64_t live4, live6;
+
+	expect_standby_holds(sb, p);
+	nsa_standby_free(sb);
+	/* Without an IPv6 table its IPv6 sessions are refused and counted,
+	 * as the live path counts them. */
+	plan_live(p, &live4, &live6);
+	sb = standby_up(port, layout, 0);
+	nsdp_table_stats(nsa_standby_table(sb), &ts);
+	cr_expect_eq(ts.live, live4, "IPv4 sessions without an IPv6 table");
+	cr_expect_eq(ts.full_drops, live6, "IPv6 sessions refused");
+	nsa_standby_free(sb);
+}
+
+/* One compaction round over every master, no writer running. */
+static void compact_round(int port)
+{
+	const struct nsa_compact_round rd = {
+		.id = 0xf00000a6u, .gen = 1, .epoch = 1, .grace_ms = 1000};
+	struct nsa_compact_result res;
+	struct store_view v;
+	char err[256] = "";
+	int rc;
+
+	store_view_open(&v, port);
+	v.sc.layout = NSA_LAYOUT_LOG;
+	rc = nsa_compact_all(&v.sc, &v.topo, &rd, &res, err, sizeof(err));
+	store_view_close(&v);
+	cr_assert_eq(rc, 0, "compaction round: %s", err);
+	cr_expect_gt(res.live, 0, "sessions in the checkpoints");
+}
+
 static void replicate_mixed(int port, enum nsa_layout layout)
 {
 	struct nsdp_lane **lanes = lanes_create(2, 4096);
@@ -658,7 +735,7 @@ static void replicate_mixed(int port, enum nsa_layout layout)
 	plan_init(&p, 20000);
 	conf_for(&c, port, layout);
 	sub_start(&s, port, &p);
-	sb = standby_up(port, layout);
+	sb = standby_up(port, layout, 16384);
 	a = nsa_active_create(&c, lanes, 2);
 	cr_assert_not_null(a);
 	cr_assert_eq(nsa_active_start(a), 0);
@@ -702,8 +779,18 @@ static void replicate_mixed(int port, enum nsa_layout layout)
 	}
 	store_view_close(&v);
 	expect_standby_holds(sb, &p);
+	resync_forced(sb, port);
+	expect_standby_holds(sb, &p);
 	nsa_standby_free(sb);
 	nsa_active_stop(a);
+	/* What the active wrote, loaded cold (the initial load is a resync
+	 * of every master): exact per family too; in the log layout again
+	 * after a compaction round folded the segments into checkpoints. */
+	cold_load_holds(port, layout, &p);
+	if (layout == NSA_LAYOUT_LOG) {
+		compact_round(port);
+		cold_load_holds(port, layout, &p);
+	}
 	nsa_active_free(a);
 	plan_free(&p);
 }

@@ -293,16 +293,16 @@ static unsigned int route_add(void *arg, const struct ns_session *s,
 			      unsigned int n)
 {
 	struct round *r = arg;
-	uint8_t key[NS_KEY_LEN];
+	uint8_t key[NS_KEY_MAX];
 
+	/* An IPv6 session comes alone (n = 1), its second line after it. */
 	for (unsigned int i = 0; i < n; i++) {
 		unsigned int node = 0;
 
 		if (!r->single) {
 			uint16_t slot;
 
-			ns_key_build(s[i].proto, &s[i].orig, key);
-			slot = ns_key_slot(key, NS_KEY_LEN);
+			slot = ns_key_slot(key, ns_key_of(&s[i], key));
 			if (r->topo->slot_covered[slot])
 				node = r->topo->slot_node[slot];
 		}

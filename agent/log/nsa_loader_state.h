@@ -17,7 +17,8 @@
 /* Where the sessions go. */
 struct nsa_loader_sink {
 	/* n sessions read from master node, each under its own key; returns
-	 * how many were taken. */
+	 * how many were taken. An IPv6 session comes alone (n = 1), its
+	 * second line (struct ns_session_v6) after it. */
 	unsigned int (*apply)(void *arg, unsigned int node,
 			      const struct ns_session *s, unsigned int n);
 	/* n keys or values under natsync's prefix that are not valid. */

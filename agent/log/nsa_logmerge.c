@@ -135,6 +135,19 @@ static size_t merge_bytes(size_t cap)
 	return IDX_BYTES(cap) + ENTRIES_BYTES(cap);
 }
 
+/* An IPv6 session, as nsa_logmerge_entry (below, their merge). */
+struct nsa_logmerge_entry6 {
+	uint8_t key[NS_KEY_V6_LEN];
+	struct ns_rec r;
+};
+
+#define ENTRIES6_BYTES(cap) ((cap) / 2 * sizeof(struct nsa_logmerge_entry6))
+
+static size_t v6_bytes(size_t cap)
+{
+	return IDX_BYTES(cap) + ENTRIES6_BYTES(cap);
+}
+
 int nsa_logmerge_init(struct nsa_logmerge *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -153,9 +166,14 @@ void nsa_logmerge_free(struct nsa_logmerge *m)
 {
 	block_free(m->idx, IDX_BYTES(m->cap));
 	block_free(m->e, ENTRIES_BYTES(m->cap));
+	free(m->idx6);
+	free(m->e6);
 	m->idx = NULL;
 	m->e = NULL;
+	m->idx6 = NULL;
+	m->e6 = NULL;
 	m->cap = m->used = 0;
+	m->cap6 = m->used6 = 0;
 }
 
 /* The slot of key (hash), or the empty one where it goes. */
@@ -170,6 +188,16 @@ static uint64_t *slot_of(const struct nsa_logmerge *m, const uint8_t *key,
 					 NS_KEY_LEN) != 0))
 		i = (i + 1) & (m->cap - 1);
 	return &m->idx[i];
+}
+
+/* Index entry pos (of hash h) in idx of cap slots, where it is not. */
+static void idx_put(uint64_t *idx, size_t cap, uint64_t h, size_t pos)
+{
+	size_t j = h & (cap - 1);
+
+	while (idx[j] != 0)
+		j = (j + 1) & (cap - 1);
+	idx[j] = (uint64_t)HASH_TAG(h) << 32 | (uint32_t)(pos + 1);
 }
 
 /* Twice the index (rebuilt from the entries) and room for as many entries
@@ -191,20 +219,15 @@ static int grow(struct nsa_logmerge *m)
 	m->idx = idx;
 	m->e = e;
 	m->cap = cap;
-	for (i = 0; i < m->used; i++) {
-		uint64_t h = key_hash(e[i].key);
-		size_t j = h & (cap - 1);
-
-		while (idx[j] != 0)
-			j = (j + 1) & (cap - 1);
-		idx[j] = (uint64_t)HASH_TAG(h) << 32 | (uint32_t)(i + 1);
-	}
+	for (i = 0; i < m->used; i++)
+		idx_put(idx, cap, key_hash(e[i].key), i);
 	return 0;
 }
 
 size_t nsa_logmerge_bytes(const struct nsa_logmerge *m)
 {
-	return m->idx ? merge_bytes(m->cap) : 0;
+	return (m->idx ? merge_bytes(m->cap) : 0) +
+	       (m->cap6 ? v6_bytes(m->cap6) : 0);
 }
 
 /* Room for n more sessions: 0, -ENOMEM, or -ENOBUFS past max_bytes (a
@@ -224,13 +247,14 @@ static int reserve(struct nsa_logmerge *m, size_t n)
 	return 0;
 }
 
-static int kept(const struct nsa_logmerge *m, const uint8_t *key)
+static int kept(const struct nsa_logmerge *m, const uint8_t *key,
+		size_t key_len)
 {
 	uint16_t slot;
 
 	if (m->keep_slots == NULL)
 		return 1;
-	slot = ns_key_slot(key, NS_KEY_LEN);
+	slot = ns_key_slot(key, key_len);
 	return (m->keep_slots[slot / 64] >> (slot % 64)) & 1;
 }
 
@@ -255,15 +279,121 @@ static void merge_one(struct nsa_logmerge *m, const struct ns_session *s,
 		x->s = *s; /* as new counts as newer: the same record twice */
 }
 
+/* ---- IPv6 sessions ----------------------------------------------------
+ * As the IPv4 merge, on arrays of their own (calloc'd: far fewer of them
+ * in a mixed load, and no prefetching). */
+static uint64_t key6_hash(const uint8_t *k)
+{
+	uint64_t a = 0, w;
+
+	for (size_t i = 0; i < NS_KEY_V6_LEN; i += 8) {
+		memcpy(&w, k + i, 8);
+		a = (a ^ w) * 0x9e3779b97f4a7c15ull;
+		a ^= a >> 29;
+	}
+	a ^= a >> 33;
+	a *= 0xff51afd7ed558ccdull;
+	a ^= a >> 33;
+	return a;
+}
+
+static uint64_t *slot6_of(const struct nsa_logmerge *m, const uint8_t *key,
+			  uint64_t hash)
+{
+	const uint32_t tag = HASH_TAG(hash);
+	size_t i = hash & (m->cap6 - 1);
+
+	while (m->idx6[i] != 0 &&
+	       (SLOT_TAG(m->idx6[i]) != tag ||
+		memcmp(m->e6[SLOT_POS(m->idx6[i]) - 1].key, key,
+		       NS_KEY_V6_LEN) != 0))
+		i = (i + 1) & (m->cap6 - 1);
+	return &m->idx6[i];
+}
+
+static int grow6(struct nsa_logmerge *m)
+{
+	size_t cap = m->cap6 ? m->cap6 * 2 : MERGE_MIN_CAP, i;
+	uint64_t *idx = calloc(cap, sizeof(*idx));
+	struct nsa_logmerge_entry6 *e =
+		idx ? realloc(m->e6, ENTRIES6_BYTES(cap)) : NULL;
+
+	if (e == NULL) {
+		free(idx);
+		return -ENOMEM;
+	}
+	free(m->idx6);
+	m->idx6 = idx;
+	m->e6 = e;
+	m->cap6 = cap;
+	for (i = 0; i < m->used6; i++)
+		idx_put(idx, cap, key6_hash(e[i].key), i);
+	return 0;
+}
+
+/* Room for one more IPv6 session, within max_bytes with the IPv4 part. */
+static int reserve6(struct nsa_logmerge *m)
+{
+	while (2 * (m->used6 + 1) > m->cap6) {
+		size_t next = m->cap6 ? m->cap6 * 2 : MERGE_MIN_CAP;
+		size_t during = merge_bytes(m->cap) + v6_bytes(next) +
+				IDX_BYTES(m->cap6);
+
+		if (m->max_bytes && during > m->max_bytes)
+			return -ENOBUFS;
+		if (m->cap6 >= ((size_t)1 << 32) || grow6(m) != 0)
+			return -ENOMEM;
+		if (during > m->peak_bytes)
+			m->peak_bytes = during;
+	}
+	return 0;
+}
+
+static int merge_v6(struct nsa_logmerge *m, const struct ns_rec *r)
+{
+	uint8_t key[NS_KEY_MAX];
+	struct nsa_logmerge_entry6 *x;
+	uint64_t h, *slot;
+	int rc;
+
+	ns_key_of(&r->s, key);
+	if (!kept(m, key, NS_KEY_V6_LEN))
+		return 0;
+	if ((rc = reserve6(m)) != 0)
+		return rc;
+	h = key6_hash(key);
+	slot = slot6_of(m, key, h);
+	m->records++;
+	if (*slot == 0) {
+		x = &m->e6[m->used6++];
+		memcpy(x->key, key, NS_KEY_V6_LEN);
+		*slot = (uint64_t)HASH_TAG(h) << 32 | (uint32_t)m->used6;
+	} else {
+		x = &m->e6[SLOT_POS(*slot) - 1];
+		if (r->s.epoch < x->r.s.epoch ||
+		    (r->s.epoch == x->r.s.epoch &&
+		     r->s.timestamp_ns < x->r.s.timestamp_ns))
+			return 0;
+	}
+	x->r = *r;
+	x->r.s.reserved[0] = (uint8_t)(m->from_checkpoint != 0);
+	return 0;
+}
+
 int nsa_logmerge_record(struct nsa_logmerge *m, const struct ns_session *s)
 {
 	uint8_t key[NS_KEY_LEN];
-
-	ns_key_build(s->proto, &s->orig, key);
 	struct ns_session c = *s;
 	int rc;
 
-	if (!kept(m, key))
+	ns_key_build(s->proto, &s->orig, key);
+
+	if (ns_session_lines(s) == 2) {
+		struct ns_rec r = {.s = *s, .v6 = *ns_session_v6_of(s)};
+
+		return merge_v6(m, &r);
+	}
+	if (!kept(m, key, NS_KEY_LEN))
 		return 0;
 	if ((rc = reserve(m, 1)) != 0)
 		return rc;
@@ -323,6 +453,7 @@ int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
 	struct ns_batch_hdr h;
 	struct ns_batch_iter it;
 	struct chunk c;
+	struct ns_rec r;
 	const uint8_t *body;
 	int rc = ns_batch_decode(v, len, &h, &body), it_rc;
 
@@ -342,13 +473,18 @@ int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
 		return 0;
 	ns_batch_iter_init(&it, body, h.body_len);
 	c.n = 0;
-	/* ns_batch_decode took every record: the iterator stops early only
-	 * at an IPv6 one, which the merge does not take yet (its keys are
-	 * 16 bytes): the segment is refused below, never cut short
-	 * silently. */
-	while ((it_rc = ns_batch_iter_next(&it, &c.s[c.n])) > 0) {
+	/* ns_batch_decode took every record: the iterator does not stop
+	 * early. An IPv6 session is merged as it comes (its key is another,
+	 * so its order against the chunk's does not matter). */
+	while ((it_rc = ns_batch_iter_next_rec(&it, &r)) > 0) {
+		if (ns_session_lines(&r.s) == 2) {
+			if ((rc = merge_v6(m, &r)) != 0)
+				return rc;
+			continue;
+		}
+		c.s[c.n] = r.s;
 		ns_key_build(c.s[c.n].proto, &c.s[c.n].orig, c.key[c.n]);
-		if (!kept(m, c.key[c.n]))
+		if (!kept(m, c.key[c.n], NS_KEY_LEN))
 			continue;
 		c.s[c.n].reserved[0] = (uint8_t)(m->from_checkpoint != 0);
 		c.hash[c.n] = key_hash(c.key[c.n]);
@@ -410,6 +546,16 @@ emit(const struct nsa_logmerge *m, uint64_t now_ns, struct emit_what w,
 	}
 	if (n > 0)
 		taken += fn(arg, ss, n);
+	for (i = 0; i < m->used6; i++) {
+		struct ns_rec r = m->e6[i].r;
+		int tomb = r.s.event == NS_EV_DELETE && w.tombstones &&
+			   (w.old_too || !r.s.reserved[0]);
+
+		if (!tomb && !nsa_logmerge_live(&r.s, now_ns))
+			continue;
+		r.s.reserved[0] = 0;
+		taken += fn(arg, &r.s, 1);
+	}
 	return taken;
 }
 

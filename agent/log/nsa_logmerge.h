@@ -15,11 +15,17 @@
 #include "nsa_logmark.h"
 
 struct nsa_logmerge_entry;
+struct nsa_logmerge_entry6;
 
 struct nsa_logmerge {
 	struct nsa_logmerge_entry *e; /* the sessions, dense: used of them */
 	uint64_t *idx; /* open addressing into e, cap a power of 2 */
 	size_t cap, used;
+	/* The IPv6 sessions (40-byte keys, two lines each), apart: an IPv4
+	 * merge keeps its 80 B a session. Empty (cap6 0) until one comes. */
+	struct nsa_logmerge_entry6 *e6;
+	uint64_t *idx6;
+	size_t cap6, used6;
 	uint64_t records; /* records merged */
 	uint64_t segments; /* segments merged */
 	/* NULL, or a bitmap of NS_SLOTS bits: only records whose session key
@@ -48,10 +54,8 @@ void nsa_logmerge_free(struct nsa_logmerge *m);
 /* Merge one segment value (a batch as published): 0, -ENOMEM, -ENOBUFS, or the
  * decoder's negative errno when it is not a valid batch (nothing merged).
  * A batch flagged STORE is not a segment: -EINVAL; one not signed with
- * the batch key (when m has one): -EACCES. A segment that holds an IPv6
- * record: -EAFNOSUPPORT, its records before that one merged (the merge
- * takes IPv4 sessions only so far; its callers count it as a bad value,
- * or refuse to compact). */
+ * the batch key (when m has one): -EACCES. Records of every family are
+ * merged, an IPv6 session under its 40-byte key. */
 int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len);
 
 /* As nsa_logmerge_segment, but only a batch sent (its header's sent_ns)
@@ -59,11 +63,13 @@ int nsa_logmerge_segment(struct nsa_logmerge *m, const uint8_t *v, size_t len);
 int nsa_logmerge_segment_until(struct nsa_logmerge *m, const uint8_t *v,
 			       size_t len, uint64_t until_ns);
 
-/* Merge one record: 0, -ENOMEM or -ENOBUFS. */
+/* Merge one record (an IPv6 one's second line after it): 0, -ENOMEM or
+ * -ENOBUFS. */
 int nsa_logmerge_record(struct nsa_logmerge *m, const struct ns_session *s);
 
 /* Call fn with the live records at realtime now_ns, in chunks of at most
- * 16; returns the sum of what fn returned. Leaves m as it is. */
+ * 16, an IPv6 one alone (n = 1, its second line after it); returns the
+ * sum of what fn returned. Leaves m as it is. */
 uint64_t nsa_logmerge_emit(const struct nsa_logmerge *m, uint64_t now_ns,
 			   unsigned int (*fn)(void *arg,
 					      const struct ns_session *s,

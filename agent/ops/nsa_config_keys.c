@@ -89,6 +89,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("source", "rate", synth_conf.rate, 0, UINT64_MAX, "0", "Synthetic source: events per second over all workers; `0` = as fast as possible."),
 	NSA_NUM("source", "seed", synth_conf.seed, 0, UINT64_MAX, "1", "Synthetic source: random seed; the same configuration yields the same events and final table."),
 	NSA_NUM("source", "refresh_pct", synth_conf.refresh_pct, 0, 100, "60", "Synthetic source: of events on a live flow, the percentage that are refreshes."),
+	NSA_NUM("source", "v6_pct", synth_conf.v6_pct, 0, 100, "0", "Synthetic source: the percentage of flows that are IPv6, half NAT64 (`64:ff9b::/96`), half NAT66; `0` = IPv4 only. A standby that takes them needs `[standby] table_capacity_v6`."),
 	NSA_NUM("source", "timeout_ms", synth_conf.timeout_ms, 1, 86400000, "300000", "Synthetic source: idle timeout of its sessions, ms; the store key expires after it."),
 	NSA_BOOL("source", "wait_when_full", synth_conf.wait_when_full, "yes", "Synthetic source: `yes` retries a full ring (test source, nothing lost); `no` drops and counts, as the fast path does."),
 	NSA_NUM("source", "clock_step_back_ms", synth_conf.clock_step_back_ms, 0, 86400000, "0", "Synthetic source, for tests: halfway through its events the source's wall clock steps back by this much, ms; `0` = no step."),

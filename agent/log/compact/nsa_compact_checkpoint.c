@@ -61,7 +61,7 @@ int nsa_checkpoint_open(struct nsa_checkpoint *cp, redisContext *c,
 	cp->res = res;
 	cp->err = err;
 	cp->errlen = errlen;
-	cp->buf = malloc(NS_BATCH_MAX_LEN_IPV4);
+	cp->buf = malloc(NS_BATCH_MAX_LEN);
 	return cp->buf ? 0 : -ENOMEM;
 }
 
@@ -130,7 +130,7 @@ unsigned int nsa_checkpoint_add(void *arg, const struct ns_session *s,
 
 	for (i = 0; i < n && !cp->failed; i++) {
 		int len = ns_record_encode(&s[i], cp->buf + cp->len,
-					   NS_BATCH_MAX_LEN_IPV4 - cp->len);
+					   NS_BATCH_MAX_LEN - cp->len);
 		uint64_t exp = s[i].timestamp_ns +
 			       (uint64_t)s[i].timeout_ms * 1000000u;
 

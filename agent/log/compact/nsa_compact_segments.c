@@ -188,8 +188,7 @@ static size_t mget_keys(const struct nsa_compact_keys *l, const uint64_t *order,
 }
 
 /* Merge the values of MGET reply r, of the n keys of order: a checkpoint's
- * records flagged as such. 0, -ENOMEM, -ENOBUFS or -EAFNOSUPPORT (a
- * segment holds an IPv6 record). */
+ * records flagged as such. 0, -ENOMEM or -ENOBUFS. */
 static int merge_reply(const struct nsa_compact_keys *l, const uint64_t *order,
 		       size_t n, const redisReply *r, struct nsa_logmerge *m,
 		       struct nsa_compact_result *res, int count)
@@ -205,7 +204,7 @@ static int merge_reply(const struct nsa_compact_keys *l, const uint64_t *order,
 			continue; /* expired since listed */
 		m->from_checkpoint = l->plan[k] == NSA_PLAN_MERGE_CP;
 		rc = nsa_logmerge_segment(m, (const uint8_t *)v->str, v->len);
-		if (rc == -ENOMEM || rc == -ENOBUFS || rc == -EAFNOSUPPORT)
+		if (rc == -ENOMEM || rc == -ENOBUFS)
 			return rc;
 		if (rc < 0 || !count)
 			continue; /* not a batch, or not signed with the key */
@@ -285,14 +284,6 @@ int nsa_compact_read(const struct nsa_store_conf *conf, redisContext *c,
 			if (bytes > *reply_bytes)
 				*reply_bytes = bytes;
 			rc = merge_reply(l, order + i, n, r, m, res, count);
-			if (rc == -EAFNOSUPPORT) {
-				/* Never a checkpoint without them. */
-				nsa_set_err(err, errlen,
-					    "a segment holds IPv6 records, "
-					    "which compaction does not take "
-					    "yet: the log is not compacted");
-				rc = -EIO;
-			}
 		}
 		if (r)
 			freeReplyObject(r);
