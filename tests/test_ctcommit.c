@@ -394,6 +394,81 @@ Test(ctcommit, commits_icmp_echo_with_the_translated_identifier)
 	nst_sh("ip netns del %s", NS_COMMIT);
 }
 
+/* A NAT66 record of proto from [fd00::1]:40000 to [2001:db8::80]:443,
+ * translated to [2001:db8:1::7]:1025 (ICMPv6: the echo identifier). */
+static struct ns_rec nat66(uint8_t proto)
+{
+	struct ns_rec r = {0};
+
+	r.s = nst_session(proto, NS_EV_CREATE, 1, 1, 30000,
+			  nsdp_realtime_ns());
+	r.s.family = NS_FAMILY_NAT66;
+	r.s.orig.saddr = r.s.orig.daddr = r.s.xlat.saddr = r.s.xlat.daddr = 0;
+	r.s.orig.sport = 40000;
+	r.s.orig.dport = r.s.xlat.dport = proto == IPPROTO_ICMPV6 ? 0 : 443;
+	r.s.xlat.sport = 1025;
+	inet_pton(AF_INET6, "fd00::1", r.v6.orig_saddr);
+	inet_pton(AF_INET6, "2001:db8::80", r.v6.orig_daddr);
+	inet_pton(AF_INET6, "2001:db8:1::7", r.v6.xlat_saddr);
+	inet_pton(AF_INET6, "2001:db8::80", r.v6.xlat_daddr);
+	return r;
+}
+
+Test(ctcommit, commits_nat66_tcp_udp_and_icmpv6_echo_with_their_translation)
+{
+	static const uint8_t p6[3] = {IPPROTO_TCP, IPPROTO_UDP,
+				      IPPROTO_ICMPV6};
+	struct nsdp_ctcommit_stats st;
+	struct nsdp_ctcommit *c;
+	struct ns_rec r;
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_COMMIT);
+	c = committer(NS_COMMIT, NSDP_CTCOMMIT_BATCH_DEFAULT);
+	for (int i = 0; i < 3; i++) {
+		r = nat66(p6[i]);
+		cr_assert_eq(nsdp_ctcommit_add(c, &r.s), 0, "proto %u",
+			     p6[i]);
+	}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_stats(c, &st);
+	cr_expect_eq(st.committed, 3);
+	cr_expect_eq(nst_sh("test $(ip netns exec %s conntrack -L -f ipv6 "
+			    "2>/dev/null | grep -c 'src=fd00::1 "
+			    "dst=2001:db8::80 .*src=2001:db8::80 "
+			    "dst=2001:db8:1::7 .*\\[ASSURED\\]') = 3",
+			    NS_COMMIT),
+		     0, "all three reply to the translated address");
+	cr_expect_eq(nst_sh("ip netns exec %s conntrack -L -f ipv6 "
+			    "2>/dev/null | grep -q 'src=fd00::1 "
+			    "dst=2001:db8::80 sport=40000 dport=443 "
+			    "src=2001:db8::80 dst=2001:db8:1::7 sport=443 "
+			    "dport=1025'",
+			    NS_COMMIT),
+		     0, "the reply carries the translated port");
+	cr_expect_eq(nst_sh("ip netns exec %s conntrack -L -f ipv6 -p icmpv6 "
+			    "2>/dev/null | grep -q 'src=fd00::1 "
+			    "dst=2001:db8::80 type=128 code=0 id=40000 "
+			    "src=2001:db8::80 dst=2001:db8:1::7 type=129 "
+			    "code=0 id=1025'",
+			    NS_COMMIT),
+		     0, "the echo reply carries the translated identifier");
+	/* A delete of each takes it out again: none left. */
+	for (int i = 0; i < 3; i++) {
+		r = nat66(p6[i]);
+		r.s.event = NS_EV_DELETE;
+		r.s.timestamp_ns++;
+		cr_assert_eq(nsdp_ctcommit_add(c, &r.s), 0);
+	}
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	cr_expect_eq(nst_sh("test $(ip netns exec %s conntrack -L -f ipv6 "
+			    "2>/dev/null | grep -c src=) = 0",
+			    NS_COMMIT),
+		     0, "the deletes removed all three");
+	nsdp_ctcommit_close(c);
+	nst_sh("ip netns del %s", NS_COMMIT);
+}
+
 /* ---- through the standby -------------------------------------------- */
 
 #define SB_PORT 7970

@@ -164,7 +164,8 @@ static const char *notify_command(int gw)
 		 "%s -a %s -s %s -d %s/gw%d -g %s -x '--set store.seeds=" SEEDS
 		 " --set source.netns=k3gw%d --set standby.commit_netns=k3gw%d "
 		 "--set source.dump= --set standby.dump= --set "
-		 "standby.table_capacity=65536 --set agent.progress_ms=200 "
+		 "standby.table_capacity=65536 --set "
+		 "standby.table_capacity_v6=1024 --set agent.progress_ms=200 "
 		 "--set agent.gateway_id=%d'",
 		 nst_src("deploy/keepalived-kernel-notify.sh"),
 		 nst_src("deploy/kernel-active.example.ini"),
@@ -795,6 +796,171 @@ Test(failover, a_forwarded_port_flow_continues_on_the_peer)
 	close(client);
 	close(server_p);
 	close(server_q);
+}
+
+/* ---- IPv6: NAT66 through ip6 snat ------------------------------------ */
+
+#define CLIENT6 "fd73::2"
+#define SERVER6 "2001:db8:73::2"
+#define POOL6 "2001:db8:73::1"
+#define PORT_A6 5011 /* TCP */
+#define PORT_U6 5013 /* UDP */
+
+/* IPv6 beside the rig's IPv4: both gateways snat to POOL6 into their
+ * port ranges; gateway 1 holds the addresses; gw2_takes: gateway 2 takes
+ * them (the failover's second half, after move_addresses). */
+static void net6_add(int gw2_takes)
+{
+	if (gw2_takes) {
+		cr_assert_eq(nst_sh("set -e\n"
+				    "ip -n k3gw2 addr add fd73::1/64 dev k3g2i "
+				    "nodad\n"
+				    "ip -n k3gw2 addr add " POOL6
+				    "/64 dev k3g2o "
+				    "nodad\n"),
+			     0);
+		return;
+	}
+	cr_assert_eq(
+		nst_sh("set -e\n"
+		       "ip -n k3c addr add " CLIENT6 "/64 dev k3cbr nodad\n"
+		       "ip -n k3c route add default via fd73::1\n"
+		       "ip -n k3s addr add " SERVER6 "/64 dev k3sbr nodad\n"
+		       "ip -n k3gw1 addr add fd73::1/64 dev k3g1i nodad\n"
+		       "ip -n k3gw1 addr add " POOL6 "/64 dev k3g1o nodad\n"
+		       "for g in 1 2; do\n"
+		       " ip netns exec k3gw$g sysctl -qw "
+		       "net.ipv6.conf.all.forwarding=1\n"
+		       " ip netns exec k3gw$g nft add table ip6 k3nat6\n"
+		       " ip netns exec k3gw$g nft add chain ip6 k3nat6 post "
+		       "'{ type nat hook postrouting priority 100; }'\n"
+		       " ip netns exec k3gw$g nft add rule ip6 k3nat6 post "
+		       "oifname k3g${g}o meta l4proto '{ tcp, udp }' snat to "
+		       "'[" POOL6 "]':${g}0000-${g}9999\n"
+		       "done\n"),
+		0, "cannot add IPv6 to the test network");
+}
+
+static int socket6_in(const char *ns, int type, const char *addr, uint16_t port)
+{
+	struct sockaddr_in6 sin = {.sin6_family = AF_INET6,
+				   .sin6_port = htons(port)};
+	struct timeval tv = {.tv_sec = 3};
+	int self = nst_netns_visit(ns);
+	int fd = socket(AF_INET6, type | SOCK_CLOEXEC, 0);
+
+	nst_netns_back(self);
+	cr_assert(fd >= 0);
+	inet_pton(AF_INET6, addr, &sin.sin6_addr);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0,
+		     "bind [%s]:%u", addr, port);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static struct sockaddr_in6 addr6(const char *addr, uint16_t port)
+{
+	struct sockaddr_in6 a = {.sin6_family = AF_INET6,
+				 .sin6_port = htons(port)};
+
+	inet_pton(AF_INET6, addr, &a.sin6_addr);
+	return a;
+}
+
+/* A datagram from the client's socket to the server's: the port the
+ * server saw it from, 0 when none came or not from POOL6. */
+static uint16_t udp6_to_server(int client, int server, const char *text)
+{
+	struct sockaddr_in6 to = addr6(SERVER6, UDP_PORT), from,
+			    pool = addr6(POOL6, 0);
+	socklen_t fl6 = sizeof(from);
+	size_t n = strlen(text);
+	char buf[64];
+
+	cr_assert_eq(
+		sendto(client, text, n, 0, (struct sockaddr *)&to, sizeof(to)),
+		(ssize_t)n);
+	if (recvfrom(server, buf, sizeof(buf), 0, (struct sockaddr *)&from,
+		     &fl6) != (ssize_t)n ||
+	    memcmp(&from.sin6_addr, &pool.sin6_addr, 16) != 0)
+		return 0;
+	return ntohs(from.sin6_port);
+}
+
+static int udp6_to_client(int server, int client, uint16_t xport,
+			  const char *text)
+{
+	struct sockaddr_in6 to = addr6(POOL6, xport);
+	size_t n = strlen(text);
+	char buf[64];
+
+	cr_assert_eq(
+		sendto(server, text, n, 0, (struct sockaddr *)&to, sizeof(to)),
+		(ssize_t)n);
+	return recv(client, buf, sizeof(buf), 0) == (ssize_t)n &&
+	       memcmp(buf, text, n) == 0;
+}
+
+/* An IPv6 TCP connection and a UDP flow through gateway 1's ip6 snat are
+ * replicated into gateway 2's conntrack, and carry on through gateway 2
+ * with their translation after gateway 1's active is killed (SIGKILL) and
+ * its links go down. */
+Test(failover, ipv6_tcp_and_udp_flows_continue_on_the_peer)
+{
+	struct sockaddr_in6 srv = addr6(SERVER6, TCP_PORT), peer;
+	socklen_t pl = sizeof(peer);
+	int listener, a_c, a_s, u_c, u_s;
+	uint16_t a_x, u_x;
+
+	nst_need_root("network namespaces, nftables, BPF and conntrack need "
+		      "root");
+	snprintf(run_dir, sizeof(run_dir), "%s",
+		 nst_run_dir_make("kfailover-v6"));
+	net_setup();
+	net6_add(0);
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
+	make_gw_dir(1);
+	make_gw_dir(2);
+	cr_assert_eq(notify(2, "BACKUP"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(2, "kernel-standby.log", "standby: synced", 30);
+	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(1, "kernel-active.log", "progress: active", 10);
+
+	listener = socket6_in("k3s", SOCK_STREAM, SERVER6, TCP_PORT);
+	cr_assert_eq(listen(listener, 4), 0);
+	u_s = socket6_in("k3s", SOCK_DGRAM, SERVER6, UDP_PORT);
+	a_c = socket6_in("k3c", SOCK_STREAM, CLIENT6, PORT_A6);
+	cr_assert_eq(connect(a_c, (struct sockaddr *)&srv, sizeof(srv)), 0);
+	a_s = accept(listener, (struct sockaddr *)&peer, &pl);
+	cr_assert(a_s >= 0);
+	a_x = ntohs(peer.sin6_port);
+	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 1) &&
+		  tcp_xfer(a_s, a_c, XFER_BYTES, 2));
+	u_c = socket6_in("k3c", SOCK_DGRAM, CLIENT6, PORT_U6);
+	u_x = udp6_to_server(u_c, u_s, "u-before");
+	cr_assert(udp6_to_client(u_s, u_c, u_x, "u-before-reply"));
+	cr_assert(in_range(a_x, GW1_PORTS_LO) && in_range(u_x, GW1_PORTS_LO),
+		  "gateway 1 translates into its range: %u %u", a_x, u_x);
+	wait_committed("k3gw2", PORT_A6, TCP_PORT, a_x);
+	wait_committed("k3gw2", PORT_U6, UDP_PORT, u_x);
+
+	cr_assert_eq(kill(role_pid(1, "active"), SIGKILL), 0);
+	move_addresses();
+	net6_add(1);
+	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 3),
+		  "the client's bytes reach the server through gateway 2");
+	cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, 4),
+		  "the server's bytes reach the client through gateway 2");
+	cr_assert_eq(udp6_to_server(u_c, u_s, "u-after"), u_x,
+		     "the UDP flow leaves gateway 2 from its port");
+	cr_assert(udp6_to_client(u_s, u_c, u_x, "u-after-reply"));
+	close(a_c);
+	close(a_s);
+	close(u_c);
+	close(u_s);
+	close(listener);
 }
 
 /* ---- keepalived itself ---------------------------------------------- */

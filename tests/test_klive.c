@@ -61,14 +61,14 @@ Test(klive, holds_what_was_added_until_removed_across_growth)
 	struct nsdp_kern_key k;
 
 	cr_assert_not_null(l);
-	cr_assert_eq(nsdp_klive_bytes(l), 4096 * 32);
+	cr_assert_eq(nsdp_klive_bytes(l), 4096 * 80);
 	for (uint32_t i = 0; i < N; i++) {
 		k = key_of(i);
 		cr_assert_eq(nsdp_klive_add(l, &k), 0, "entry %u", i);
 	}
 	cr_assert_eq(nsdp_klive_count(l), N);
 	/* 200 000 entries, at most 3/4 full: 2^19 slots, 16 MiB. */
-	cr_assert_eq(nsdp_klive_bytes(l), (size_t)(1 << 19) * 32);
+	cr_assert_eq(nsdp_klive_bytes(l), (size_t)(1 << 19) * 80);
 	for (uint32_t i = 0; i < N; i += 2) {
 		k = key_of(i);
 		cr_assert_eq(nsdp_klive_remove(l, &k), 1, "entry %u", i);
@@ -135,7 +135,7 @@ Test(klive, a_full_set_refuses_and_takes_again_after_a_removal_or_a_new_bound)
 	nsdp_klive_set_bound(l, 8192);
 	cr_assert_eq(nsdp_klive_add(l, &k), 0);
 	cr_assert_eq(nsdp_klive_count(l), 3073);
-	cr_assert_eq(nsdp_klive_bytes(l), 8192 * 32);
+	cr_assert_eq(nsdp_klive_bytes(l), 8192 * 80);
 	nsdp_klive_free(l);
 }
 

@@ -431,6 +431,104 @@ Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
 	cr_assert_eq(report_field("redumps"), 0);
 }
 
+/* IPv6 beside the rig's IPv4: client fd71::2 behind an ip6 masquerade
+ * gateway (2001:db8:71::1) towards the server 2001:db8:71::2. */
+static void net6_setup(void)
+{
+	cr_assert_eq(
+		nst_sh("set -e\n"
+		       "ip -n k1ks-c addr add fd71::2/64 dev k1ksc0 nodad\n"
+		       "ip -n k1ks-c route add default via fd71::1\n"
+		       "ip -n k1ks-g addr add fd71::1/64 dev k1ksg0 nodad\n"
+		       "ip -n k1ks-g addr add 2001:db8:71::1/64 dev k1ksg1 "
+		       "nodad\n"
+		       "ip -n k1ks-s addr add 2001:db8:71::2/64 dev k1kss0 "
+		       "nodad\n"
+		       "ip netns exec k1ks-g sysctl -qw "
+		       "net.ipv6.conf.all.forwarding=1\n"
+		       "ip netns exec k1ks-g nft add table ip6 k1nat6\n"
+		       "ip netns exec k1ks-g nft add chain ip6 k1nat6 post "
+		       "'{ type nat hook postrouting priority 100 ; }'\n"
+		       "ip netns exec k1ks-g nft add rule ip6 k1nat6 post "
+		       "oifname k1ksg1 masquerade\n"),
+		0, "cannot add IPv6 to the test network");
+}
+
+/* From the client: n UDP flows (source ports FIRST_PORT + i), n TCP
+ * connections to a listener on the server (accepted, kept open until all
+ * are made) and one ICMPv6 echo; 0 when all went. */
+static int make_flows6(unsigned int n)
+{
+	return nst_sh(
+		"ip netns exec k1ks-s python3 -c '\n"
+		"import socket, time\n"
+		"s = socket.socket(socket.AF_INET6)\n"
+		"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+		"s.bind((\"2001:db8:71::2\", %d)); s.listen(%u)\n"
+		"s.settimeout(10); c = [s.accept() for i in range(%u)]\n"
+		"time.sleep(1)' &\n"
+		"sleep 0.3\n"
+		"ip netns exec k1ks-c python3 -c '\n"
+		"import socket\n"
+		"d = (\"2001:db8:71::2\", %d)\n"
+		"for i in range(%u):\n"
+		"  u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+		"  u.bind((\"fd71::2\", %d + i)); u.sendto(b\"x\", d); u.close()\n"
+		"t = [socket.create_connection((\"2001:db8:71::2\", %d), 5) "
+		"for i in range(%u)]\n"
+		"p = socket.socket(socket.AF_INET6, socket.SOCK_RAW, 58)\n"
+		"p.settimeout(5)\n"
+		"p.sendto(bytes([128, 0, 0, 0, 0, 7, 0, 1]), "
+		"(\"2001:db8:71::2\", 0))\n"
+		"while p.recv(64)[0] != 129: pass'\n"
+		"rc=$?; wait; exit $rc",
+		TCP_PORT + 10, n, n, UDP_PORT, n, FIRST_PORT, TCP_PORT + 10,
+		n);
+}
+
+/* IPv6 entries `conntrack -L -f ipv6` shows in the gateway. */
+static unsigned long conntrack6_count(void)
+{
+	FILE *f = popen("ip netns exec k1ks-g conntrack -L -f ipv6 "
+			"2>/dev/null | grep -c src=",
+			"r");
+	unsigned long n = 0;
+
+	cr_assert(f);
+	if (fscanf(f, "%lu", &n) != 1)
+		n = 0;
+	pclose(f);
+	return n;
+}
+
+#define FLOWS6 100u
+
+/* NAT66: every new ip6 masqueraded flow (UDP, TCP, ICMPv6 echo) is one
+ * CREATE, every entry conntrack -D removes one DELETE. */
+Test(ksrc, every_new_nat66_flow_is_one_create_and_each_removal_one_delete)
+{
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	rig_start(&r, "ksrc-v6", 4 << 20);
+	net6_setup();
+	active_start(&r, "");
+	cr_assert_eq(make_flows6(FLOWS6), 0, "the IPv6 flows did not go");
+	wait_for("IPv6 conntrack entries", conntrack6_count, 2 * FLOWS6 + 1);
+	cr_assert_eq(nst_sh("ip netns exec k1ks-g conntrack -D -f ipv6 -p udp "
+			    ">/dev/null 2>&1"),
+		     0);
+	wait_for("IPv6 entries after deleting UDP", conntrack6_count,
+		 FLOWS6 + 1);
+	nsdp_sleep_ms(300); /* a round or more: the ends are read */
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), 2 * FLOWS6 + 1,
+		     "one CREATE per new flow");
+	cr_assert_eq(report_field("deletes"), FLOWS6);
+	cr_assert_eq(report_field("dumped"), 0);
+	cr_assert_eq(report_field("ringbuf_drops"), 0);
+}
+
 /* The active is stopped (SIGSTOP) while the flows are made, so the
  * smallest ring buffer (64 KiB, about 1 170 events) overflows; once it
  * runs again, the drops it finds make it dump the table, and nothing is

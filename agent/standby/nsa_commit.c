@@ -35,9 +35,11 @@ struct nsdp_ctcommit *nsa_commit_open(const struct nsa_config *conf)
 
 void nsa_commit_remove(const struct ns_session *s, void *ct)
 {
-	struct ns_session del = *s;
+	struct ns_rec del = {.s = *s};
 
-	del.event = NS_EV_DELETE;
-	del.timestamp_ns++; /* newer than what was committed */
-	nsdp_ctcommit_add(ct, &del);
+	if (ns_session_lines(s) == 2) /* NAT66: its addresses too */
+		del.v6 = *ns_session_v6_of(s);
+	del.s.event = NS_EV_DELETE;
+	del.s.timestamp_ns++; /* newer than what was committed */
+	nsdp_ctcommit_add(ct, &del.s);
 }

@@ -47,6 +47,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,12 +80,17 @@
 
 struct ct_item {
 	struct ns_session s;
+	struct ns_session_v6 v6; /* s's second line when NAT66 */
 	uint8_t op;
 	uint8_t fails;
 	uint8_t turns; /* create <-> update <-> evict turns taken */
 	uint8_t done;
 	int result; /* errno of this round's answer, 0 = went in */
 };
+
+/* ns_session_v6_of(&it->s) reads v6. */
+_Static_assert(offsetof(struct ct_item, v6) == sizeof(struct ns_session),
+	       "the second line follows the first");
 
 struct nsdp_ctcommit {
 	struct nsdp_ctcommit_conf conf;
@@ -222,6 +228,16 @@ void nsdp_ctcommit_close(struct nsdp_ctcommit *c)
 
 /* ---- the queue ----------------------------------------------------- */
 
+/* An IPv6 address folded into 64 bits, for the hash. */
+static uint64_t fold6(const uint8_t a[16])
+{
+	uint64_t hi, lo;
+
+	memcpy(&hi, a, 8);
+	memcpy(&lo, a + 8, 8);
+	return hi ^ (lo * 0x9e3779b97f4a7c15ull);
+}
+
 static uint32_t flow_hash(const struct ns_session *s)
 {
 	uint64_t h = ((uint64_t)s->orig.saddr << 32 | s->orig.daddr) ^
@@ -229,6 +245,9 @@ static uint32_t flow_hash(const struct ns_session *s)
 		      (uint64_t)s->orig.dport << 8 | s->proto) *
 			     0x9e3779b97f4a7c15ull;
 
+	if (s->family == NS_FAMILY_NAT66)
+		h ^= fold6(ns_session_v6_of(s)->orig_saddr) ^
+		     (fold6(ns_session_v6_of(s)->orig_daddr) << 1);
 	h ^= h >> 29;
 	h *= 0xbf58476d1ce4e5b9ull;
 	h ^= h >> 32;
@@ -237,6 +256,12 @@ static uint32_t flow_hash(const struct ns_session *s)
 
 static int same_flow(const struct ns_session *a, const struct ns_session *b)
 {
+	if (a->family != b->family)
+		return 0;
+	if (a->family == NS_FAMILY_NAT66 &&
+	    memcmp(ns_session_v6_of(a)->orig_saddr,
+		   ns_session_v6_of(b)->orig_saddr, 32) != 0)
+		return 0;
 	return a->proto == b->proto && a->orig.saddr == b->orig.saddr &&
 	       a->orig.daddr == b->orig.daddr &&
 	       a->orig.sport == b->orig.sport && a->orig.dport == b->orig.dport;
@@ -262,13 +287,23 @@ static uint8_t first_op(const struct ns_session *s)
 					   : CT_CREATE;
 }
 
+/* s, and its second line when it has one. */
+static void set_item(struct ct_item *it, const struct ns_session *s)
+{
+	it->s = *s;
+	if (ns_session_lines(s) == 2)
+		it->v6 = *ns_session_v6_of(s);
+}
+
 int nsdp_ctcommit_add(struct nsdp_ctcommit *c, const struct ns_session *s)
 {
 	uint32_t h;
 	struct ct_item *it;
 	int rc;
 
-	if (s->version != NS_RECORD_VERSION || s->family != NS_FAMILY_IPV4 ||
+	/* NAT64 is no conntrack entry: the kernel does not translate it. */
+	if (s->version != NS_RECORD_VERSION ||
+	    (s->family != NS_FAMILY_IPV4 && s->family != NS_FAMILY_NAT66) ||
 	    s->event < NS_EV_CREATE || s->event > NS_EV_DELETE ||
 	    nsdp_ctmsg_pclass(s->proto) < 0) {
 		refuse(c, &c->st.refused_proto);
@@ -293,13 +328,14 @@ int nsdp_ctcommit_add(struct nsdp_ctcommit *c, const struct ns_session *s)
 			refuse(c, &c->st.refused_duplicate);
 			return 1;
 		}
-		it->s = *s;
+		set_item(it, s);
 		it->op = first_op(s);
 		CT_STAT_ADD(c, coalesced, 1);
 		return 0;
 	}
 	it = &c->q[c->n];
-	*it = (struct ct_item){.s = *s, .op = first_op(s)};
+	*it = (struct ct_item){.op = first_op(s)};
+	set_item(it, s);
 	c->index[h] = (uint16_t)(++c->n);
 	return 0;
 }

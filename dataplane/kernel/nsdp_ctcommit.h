@@ -76,9 +76,10 @@ struct nsdp_ctcommit *nsdp_ctcommit_open(const struct nsdp_ctcommit_conf *conf,
 					 char *err, size_t errlen);
 void nsdp_ctcommit_close(struct nsdp_ctcommit *c);
 
-/* Queue s; flushes first when the queue is full. 0 when queued (or merged
- * into the queued record of its flow), 1 when refused as bad input
- * (counted), or what a flush returned. */
+/* Queue s (IPv4, or NAT66 with its second line after it; NAT64 is
+ * refused: the kernel has no such entry); flushes first when the queue is
+ * full. 0 when queued (or merged into the queued record of its flow), 1
+ * when refused as bad input (counted), or what a flush returned. */
 int nsdp_ctcommit_add(struct nsdp_ctcommit *c, const struct ns_session *s);
 
 /* Write everything queued and wait for the kernel's answers, retrying what

@@ -26,10 +26,11 @@ int nsdp_ctmsg_init(struct nsdp_ctmsg *m, uint32_t mark, uint16_t zone)
 	m->zone = zone;
 	for (int op = 0; op < CT_OPS; op++)
 		for (int pc = 0; pc < CT_PCLASSES; pc++)
-			if (!(m->ct[op][pc] = nfct_new())) {
-				nsdp_ctmsg_fini(m);
-				return -ENOMEM;
-			}
+			for (int l3 = 0; l3 < CT_L3S; l3++)
+				if (!(m->ct[op][pc][l3] = nfct_new())) {
+					nsdp_ctmsg_fini(m);
+					return -ENOMEM;
+				}
 	return 0;
 }
 
@@ -37,10 +38,11 @@ void nsdp_ctmsg_fini(struct nsdp_ctmsg *m)
 {
 	for (int op = 0; op < CT_OPS; op++)
 		for (int pc = 0; pc < CT_PCLASSES; pc++)
-			if (m->ct[op][pc]) {
-				nfct_destroy(m->ct[op][pc]);
-				m->ct[op][pc] = NULL;
-			}
+			for (int l3 = 0; l3 < CT_L3S; l3++)
+				if (m->ct[op][pc][l3]) {
+					nfct_destroy(m->ct[op][pc][l3]);
+					m->ct[op][pc][l3] = NULL;
+				}
 }
 
 int nsdp_ctmsg_pclass(uint8_t proto)
@@ -51,10 +53,16 @@ int nsdp_ctmsg_pclass(uint8_t proto)
 	case IPPROTO_UDP:
 		return CT_UDP;
 	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
 		return CT_ICMP;
 	default:
 		return -1;
 	}
+}
+
+static int is_v6(const struct ns_session *s)
+{
+	return s->family == NS_FAMILY_NAT66;
 }
 
 static void set_tuple(const struct nsdp_ctmsg *m, struct nf_conntrack *ct,
@@ -62,12 +70,21 @@ static void set_tuple(const struct nsdp_ctmsg *m, struct nf_conntrack *ct,
 {
 	if (m->zone)
 		nfct_set_attr_u16(ct, ATTR_ZONE, m->zone);
-	nfct_set_attr_u8(ct, ATTR_L3PROTO, AF_INET);
-	nfct_set_attr_u32(ct, ATTR_IPV4_SRC, htonl(s->orig.saddr));
-	nfct_set_attr_u32(ct, ATTR_IPV4_DST, htonl(s->orig.daddr));
+	if (is_v6(s)) {
+		const struct ns_session_v6 *v6 = ns_session_v6_of(s);
+
+		nfct_set_attr_u8(ct, ATTR_L3PROTO, AF_INET6);
+		nfct_set_attr(ct, ATTR_IPV6_SRC, v6->orig_saddr);
+		nfct_set_attr(ct, ATTR_IPV6_DST, v6->orig_daddr);
+	} else {
+		nfct_set_attr_u8(ct, ATTR_L3PROTO, AF_INET);
+		nfct_set_attr_u32(ct, ATTR_IPV4_SRC, htonl(s->orig.saddr));
+		nfct_set_attr_u32(ct, ATTR_IPV4_DST, htonl(s->orig.daddr));
+	}
 	nfct_set_attr_u8(ct, ATTR_L4PROTO, s->proto);
 	if (pclass == CT_ICMP) {
-		nfct_set_attr_u8(ct, ATTR_ICMP_TYPE, 8); /* echo request */
+		/* echo request */
+		nfct_set_attr_u8(ct, ATTR_ICMP_TYPE, is_v6(s) ? 128 : 8);
 		nfct_set_attr_u8(ct, ATTR_ICMP_CODE, 0);
 		nfct_set_attr_u16(ct, ATTR_ICMP_ID, htons(s->orig.sport));
 	} else {
@@ -100,14 +117,41 @@ static void set_state(const struct nsdp_ctmsg *m, struct nf_conntrack *ct,
  * that changes neither is made a source NAT one to itself, as before. */
 static int translates_dst(const struct ns_session *s)
 {
+	const struct ns_session_v6 *v6 = ns_session_v6_of(s);
+
+	if (is_v6(s) && memcmp(v6->xlat_daddr, v6->orig_daddr, 16) != 0)
+		return 1;
 	return s->xlat.daddr != s->orig.daddr ||
 	       (s->proto != IPPROTO_ICMP && s->xlat.dport != s->orig.dport);
 }
 
 static int translates_src(const struct ns_session *s)
 {
+	const struct ns_session_v6 *v6 = ns_session_v6_of(s);
+
+	if (is_v6(s) && memcmp(v6->xlat_saddr, v6->orig_saddr, 16) != 0)
+		return 1;
 	return s->xlat.saddr != s->orig.saddr ||
 	       s->xlat.sport != s->orig.sport || !translates_dst(s);
+}
+
+/* The translated source (src) or destination address of s as a NAT
+ * range of one. */
+static void put_nat_ip(struct nlmsghdr *nlh, const struct ns_session *s,
+		       int src)
+{
+	const struct ns_session_v6 *v6 = ns_session_v6_of(s);
+	uint32_t a4 = htonl(src ? s->xlat.saddr : s->xlat.daddr);
+
+	if (is_v6(s)) {
+		const uint8_t *a = src ? v6->xlat_saddr : v6->xlat_daddr;
+
+		mnl_attr_put(nlh, CTA_NAT_V6_MINIP, 16, a);
+		mnl_attr_put(nlh, CTA_NAT_V6_MAXIP, 16, a);
+		return;
+	}
+	mnl_attr_put_u32(nlh, CTA_NAT_V4_MINIP, a4);
+	mnl_attr_put_u32(nlh, CTA_NAT_V4_MAXIP, a4);
 }
 
 /* CTA_NAT_SRC of an ICMP echo: libnetfilter_conntrack writes the
@@ -120,8 +164,7 @@ static void put_icmp_nat(struct nlmsghdr *nlh, const struct ns_session *s)
 
 	if (translates_src(s)) {
 		nat = mnl_attr_nest_start(nlh, CTA_NAT_SRC);
-		mnl_attr_put_u32(nlh, CTA_NAT_V4_MINIP, htonl(s->xlat.saddr));
-		mnl_attr_put_u32(nlh, CTA_NAT_V4_MAXIP, htonl(s->xlat.saddr));
+		put_nat_ip(nlh, s, 1);
 		proto = mnl_attr_nest_start(nlh, CTA_NAT_PROTO);
 		mnl_attr_put_u16(nlh, CTA_PROTONAT_PORT_MIN,
 				 htons(s->xlat.sport));
@@ -132,8 +175,7 @@ static void put_icmp_nat(struct nlmsghdr *nlh, const struct ns_session *s)
 	}
 	if (translates_dst(s)) {
 		nat = mnl_attr_nest_start(nlh, CTA_NAT_DST);
-		mnl_attr_put_u32(nlh, CTA_NAT_V4_MINIP, htonl(s->xlat.daddr));
-		mnl_attr_put_u32(nlh, CTA_NAT_V4_MAXIP, htonl(s->xlat.daddr));
+		put_nat_ip(nlh, s, 0);
 		mnl_attr_nest_end(nlh, nat);
 	}
 }
@@ -147,15 +189,30 @@ static void put_reply_tuple(struct nlmsghdr *nlh, const struct ns_session *s,
 	struct nlattr *tuple = mnl_attr_nest_start(nlh, CTA_TUPLE_REPLY);
 	struct nlattr *n = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
 
-	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, htonl(s->xlat.daddr));
-	mnl_attr_put_u32(nlh, CTA_IP_V4_DST, htonl(s->xlat.saddr));
+	if (is_v6(s)) {
+		mnl_attr_put(nlh, CTA_IP_V6_SRC, 16,
+			     ns_session_v6_of(s)->xlat_daddr);
+		mnl_attr_put(nlh, CTA_IP_V6_DST, 16,
+			     ns_session_v6_of(s)->xlat_saddr);
+	} else {
+		mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, htonl(s->xlat.daddr));
+		mnl_attr_put_u32(nlh, CTA_IP_V4_DST, htonl(s->xlat.saddr));
+	}
 	mnl_attr_nest_end(nlh, n);
 	n = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
 	mnl_attr_put_u8(nlh, CTA_PROTO_NUM, s->proto);
 	if (pclass == CT_ICMP) {
-		mnl_attr_put_u16(nlh, CTA_PROTO_ICMP_ID, htons(s->xlat.sport));
-		mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_TYPE, 0);
-		mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_CODE, 0);
+		if (is_v6(s)) {
+			mnl_attr_put_u16(nlh, CTA_PROTO_ICMPV6_ID,
+					 htons(s->xlat.sport));
+			mnl_attr_put_u8(nlh, CTA_PROTO_ICMPV6_TYPE, 129);
+			mnl_attr_put_u8(nlh, CTA_PROTO_ICMPV6_CODE, 0);
+		} else {
+			mnl_attr_put_u16(nlh, CTA_PROTO_ICMP_ID,
+					 htons(s->xlat.sport));
+			mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_TYPE, 0);
+			mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_CODE, 0);
+		}
 	} else {
 		mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, htons(s->xlat.dport));
 		mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, htons(s->xlat.sport));
@@ -169,7 +226,7 @@ size_t nsdp_ctmsg_build(struct nsdp_ctmsg *m, enum ct_op op,
 			uint32_t timeout_s, char *buf)
 {
 	int pclass = nsdp_ctmsg_pclass(s->proto);
-	struct nf_conntrack *ct = m->ct[op][pclass];
+	struct nf_conntrack *ct = m->ct[op][pclass][is_v6(s)];
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	struct nfgenmsg *nfh;
 
@@ -182,7 +239,7 @@ size_t nsdp_ctmsg_build(struct nsdp_ctmsg *m, enum ct_op op,
 		nlh->nlmsg_flags |= NLM_F_CREATE | NLM_F_EXCL;
 	nlh->nlmsg_seq = seq;
 	nfh = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfh));
-	nfh->nfgen_family = AF_INET;
+	nfh->nfgen_family = is_v6(s) ? AF_INET6 : AF_INET;
 	nfh->version = NFNETLINK_V0;
 	nfh->res_id = 0;
 	if (op == CT_EVICT) {
@@ -196,14 +253,22 @@ size_t nsdp_ctmsg_build(struct nsdp_ctmsg *m, enum ct_op op,
 	if (op == CT_CREATE) {
 		nfct_setobjopt(ct, NFCT_SOPT_SETUP_REPLY);
 		if (pclass != CT_ICMP && translates_src(s)) {
-			nfct_set_attr_u32(ct, ATTR_SNAT_IPV4,
-					  htonl(s->xlat.saddr));
+			if (is_v6(s))
+				nfct_set_attr(ct, ATTR_SNAT_IPV6,
+					      ns_session_v6_of(s)->xlat_saddr);
+			else
+				nfct_set_attr_u32(ct, ATTR_SNAT_IPV4,
+						  htonl(s->xlat.saddr));
 			nfct_set_attr_u16(ct, ATTR_SNAT_PORT,
 					  htons(s->xlat.sport));
 		}
 		if (pclass != CT_ICMP && translates_dst(s)) {
-			nfct_set_attr_u32(ct, ATTR_DNAT_IPV4,
-					  htonl(s->xlat.daddr));
+			if (is_v6(s))
+				nfct_set_attr(ct, ATTR_DNAT_IPV6,
+					      ns_session_v6_of(s)->xlat_daddr);
+			else
+				nfct_set_attr_u32(ct, ATTR_DNAT_IPV4,
+						  htonl(s->xlat.daddr));
 			nfct_set_attr_u16(ct, ATTR_DNAT_PORT,
 					  htons(s->xlat.dport));
 		}

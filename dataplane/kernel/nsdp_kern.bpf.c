@@ -2,7 +2,7 @@
 /*
  * nsdp_kern.bpf.c - the kernel session source's BPF side: every packet a
  * device queues for transmission (tp_btf/net_dev_queue) carries its
- * conntrack entry in skb->_nfct; a confirmed IPv4 entry with source or
+ * conntrack entry in skb->_nfct; a confirmed IPv4 or IPv6 entry with source or
  * destination NAT is sent to user space through a ring buffer when it is
  * new to us, and again once half of its timeout has passed since we last
  * sent it, or its TCP state changed. A NAT'd packet leaves through a device after POSTROUTING, where
@@ -33,7 +33,9 @@
 #include "nsdp_kern.h"
 
 #define AF_INET 2
+#define AF_INET6 10
 #define IPPROTO_ICMP 1
+#define IPPROTO_ICMPV6 58
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
 #define NFCT_PTRMASK (~7UL)
@@ -71,13 +73,18 @@ struct {
 	__type(value, struct nsdp_kern_counters);
 } counters SEC(".maps");
 
-static __always_inline void read_tuple(struct nf_conn *ct, int dir,
+static __always_inline void read_tuple(struct nf_conn *ct, int dir, int v6,
 				       struct nsdp_kern_tuple *t)
 {
 	struct nf_conntrack_tuple *tu = &ct->tuplehash[dir].tuple;
 
-	t->src = BPF_CORE_READ(tu, src.u3.ip);
-	t->dst = BPF_CORE_READ(tu, dst.u3.ip);
+	if (v6) {
+		bpf_core_read(t->src6, sizeof(t->src6), &tu->src.u3.all);
+		bpf_core_read(t->dst6, sizeof(t->dst6), &tu->dst.u3.all);
+	} else {
+		t->src = BPF_CORE_READ(tu, src.u3.ip);
+		t->dst = BPF_CORE_READ(tu, dst.u3.ip);
+	}
 	t->sport = BPF_CORE_READ(tu, src.u.all);
 	t->dport = BPF_CORE_READ(tu, dst.u.all);
 }
@@ -110,16 +117,20 @@ static __always_inline int capture(struct nf_conn *ct, int held)
 	__u32 zero = 0, left;
 	__u64 now;
 	__u8 proto;
+	__u16 l3;
 
 	status = BPF_CORE_READ(ct, status);
 	if (!!(status & IPS_CONFIRMED) == held || !(status & NAT_BITS))
 		return 0;
-	if (BPF_CORE_READ(ct, tuplehash[0].tuple.src.l3num) != AF_INET)
+	l3 = BPF_CORE_READ(ct, tuplehash[0].tuple.src.l3num);
+	if (l3 != AF_INET && l3 != AF_INET6)
 		return 0;
 	proto = BPF_CORE_READ(ct, tuplehash[0].tuple.dst.protonum);
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP &&
-	    proto != IPPROTO_ICMP)
+	    proto != (l3 == AF_INET ? IPPROTO_ICMP : IPPROTO_ICMPV6))
 		return 0;
+
+	ev.key.family = (__u8)l3;
 
 	ev.key.proto = proto;
 	ev.key.netns = BPF_CORE_READ(ct, ct_net.net, ns.inum);
@@ -134,8 +145,8 @@ static __always_inline int capture(struct nf_conn *ct, int held)
 		cnt->filtered++;
 		return 0;
 	}
-	read_tuple(ct, 0, &ev.key.orig);
-	read_tuple(ct, 1, &ev.key.reply);
+	read_tuple(ct, 0, l3 == AF_INET6, &ev.key.orig);
+	read_tuple(ct, 1, l3 == AF_INET6, &ev.key.reply);
 
 	if (proto == IPPROTO_TCP)
 		ev.tcp_state = BPF_CORE_READ(ct, proto.tcp.state);

@@ -17,10 +17,17 @@ enum nsdp_kern_kind {
 	NSDP_KERN_HELD = 3,
 };
 
-/* One direction of a conntrack entry, network byte order. */
+/* One direction of a conntrack entry, network byte order. IPv4: src and
+ * dst, the rest of src6 and dst6 zero; IPv6: src6 and dst6. */
 struct nsdp_kern_tuple {
-	__u32 src;
-	__u32 dst;
+	union {
+		__u32 src;
+		__u32 src6[4];
+	};
+	union {
+		__u32 dst;
+		__u32 dst6[4];
+	};
 	__u16 sport; /* ICMP: the id */
 	__u16 dport; /* ICMP: type << 8 | code */
 };
@@ -32,7 +39,7 @@ struct nsdp_kern_key {
 	__u32 netns; /* inode of the entry's network namespace */
 	__u16 zone;
 	__u8 proto;
-	__u8 pad;
+	__u8 family; /* AF_INET or AF_INET6 */
 };
 
 struct nsdp_kern_seen {

@@ -32,11 +32,11 @@ struct klive_slot {
 	struct nsdp_kern_tuple orig, reply;
 	__u16 zone;
 	__u8 proto; /* 0: empty */
-	__u8 pad;
+	__u8 family;
 	uint32_t gen;
 };
 
-_Static_assert(sizeof(struct klive_slot) == 32, "a slot is 32 bytes");
+_Static_assert(sizeof(struct klive_slot) == 80, "a slot is 80 bytes");
 
 struct nsdp_klive {
 	struct klive_slot *slot;
@@ -63,7 +63,13 @@ static uint32_t slot_hash(const struct nsdp_klive *l,
 	h = mix(h, (uint64_t)s->orig.sport << 16 | s->orig.dport);
 	h = mix(h, (uint64_t)s->reply.src << 32 | s->reply.dst);
 	h = mix(h, (uint64_t)s->reply.sport << 16 | s->reply.dport);
-	h = mix(h, (uint64_t)s->zone << 8 | s->proto);
+	h = mix(h,
+		(uint64_t)s->family << 24 | (uint64_t)s->zone << 8 | s->proto);
+	/* IPv6: the rest of the addresses (zero for IPv4). */
+	for (int i = 1; i < 4; i++) {
+		h = mix(h, (uint64_t)s->orig.src6[i] << 32 | s->orig.dst6[i]);
+		h = mix(h, (uint64_t)s->reply.src6[i] << 32 | s->reply.dst6[i]);
+	}
 	/* splitmix64's finaliser: every bit of the words reaches the low
 	 * bits the mask keeps. */
 	h ^= h >> 30;
@@ -80,11 +86,12 @@ static void key_to_slot(const struct nsdp_kern_key *key, struct klive_slot *s)
 	s->reply = key->reply;
 	s->zone = key->zone;
 	s->proto = key->proto;
+	s->family = key->family;
 }
 
 static int same_entry(const struct klive_slot *a, const struct klive_slot *b)
 {
-	return memcmp(a, b, offsetof(struct klive_slot, pad)) == 0;
+	return memcmp(a, b, offsetof(struct klive_slot, gen)) == 0;
 }
 
 /* The slot holding s, or the empty slot where it belongs. */
@@ -254,6 +261,7 @@ uint64_t nsdp_klive_sweep(struct nsdp_klive *l,
 		key.reply = s->reply;
 		key.zone = s->zone;
 		key.proto = s->proto;
+		key.family = s->family;
 		remove_at(l, i);
 		ended(&key, arg);
 		n++;

@@ -6,10 +6,10 @@
  * entry the dump did not return has ended unseen (its destroy event was
  * lost) and gets its DELETE: nsdp_klive_sweep.
  *
- * Open addressing, linear probing, 32 bytes a slot; it grows by doubling
- * at three quarters full, up to a bound of slots the caller sets (sized by
- * conntrack's nf_conntrack_max), so a tracked session costs 43 to 85
- * bytes. One thread uses it.
+ * Open addressing, linear probing, 80 bytes a slot (room for IPv6
+ * addresses); it grows by doubling at three quarters full, up to a bound
+ * of slots the caller sets (sized by conntrack's nf_conntrack_max), so a
+ * tracked session costs 107 to 213 bytes. One thread uses it.
  */
 #ifndef NSDP_KLIVE_H
 #define NSDP_KLIVE_H

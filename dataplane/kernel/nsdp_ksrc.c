@@ -126,30 +126,48 @@ static uint64_t now_ns(clockid_t clk)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static int supported_proto(uint8_t proto)
+static int supported_proto(uint8_t family, uint8_t proto)
 {
 	return proto == IPPROTO_TCP || proto == IPPROTO_UDP ||
-	       proto == IPPROTO_ICMP;
+	       proto == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP);
+}
+
+/* An IPv6 entry's addresses: NAT66, orig as is, xlat the reply tuple
+ * inverted. */
+static void key_to_v6(const struct nsdp_kern_key *key, struct ns_session_v6 *v6)
+{
+	memcpy(v6->orig_saddr, key->orig.src6, 16);
+	memcpy(v6->orig_daddr, key->orig.dst6, 16);
+	memcpy(v6->xlat_saddr, key->reply.dst6, 16);
+	memcpy(v6->xlat_daddr, key->reply.src6, 16);
 }
 
 /* The record of an entry: orig as is, xlat the reply tuple inverted. */
 static void key_to_session(const struct nsdp_ksrc *k,
 			   const struct nsdp_kern_key *key, uint8_t event,
-			   uint32_t timeout_ms, struct ns_session *s)
+			   uint32_t timeout_ms, struct ns_rec *r)
 {
-	memset(s, 0, sizeof(*s));
+	struct ns_session *s = &r->s;
+
+	memset(r, 0, sizeof(*r));
 	s->version = NS_RECORD_VERSION;
 	s->family = NS_FAMILY_IPV4;
+	if (key->family == AF_INET6) {
+		s->family = NS_FAMILY_NAT66;
+		key_to_v6(key, &r->v6);
+	}
 	s->proto = key->proto;
 	s->event = event;
 	s->gateway_id = k->conf.gateway_id;
 	s->epoch = k->conf.epoch;
 	s->timeout_ms = timeout_ms;
-	s->orig.saddr = ntohl(key->orig.src);
-	s->orig.daddr = ntohl(key->orig.dst);
-	s->xlat.saddr = ntohl(key->reply.dst);
-	s->xlat.daddr = ntohl(key->reply.src);
-	if (key->proto == IPPROTO_ICMP) {
+	if (key->family != AF_INET6) {
+		s->orig.saddr = ntohl(key->orig.src);
+		s->orig.daddr = ntohl(key->orig.dst);
+		s->xlat.saddr = ntohl(key->reply.dst);
+		s->xlat.daddr = ntohl(key->reply.src);
+	}
+	if (key->proto == IPPROTO_ICMP || key->proto == IPPROTO_ICMPV6) {
 		/* The echo identifier, as the DPDK gateway keys it. */
 		s->orig.sport = ntohs(key->orig.sport);
 		s->xlat.sport = ntohs(key->reply.sport);
@@ -163,8 +181,10 @@ static void key_to_session(const struct nsdp_ksrc *k,
 
 /* Into the lane; a full lane is waited on (the BPF ring buffer holds what
  * comes meanwhile, and counts what it cannot). */
-static void emit(struct nsdp_ksrc *k, struct ns_session *s)
+static void emit(struct nsdp_ksrc *k, struct ns_rec *r)
 {
+	struct ns_session *s = &r->s;
+
 	s->timestamp_ns =
 		nsdp_stamp_next(&k->last_stamp, now_ns(CLOCK_REALTIME));
 	while (rte_ring_free_count(k->lane->ring) == 0 &&
@@ -172,7 +192,10 @@ static void emit(struct nsdp_ksrc *k, struct ns_session *s)
 		ST_ADD(k, lane_waits, 1);
 		usleep(100);
 	}
-	nsdp_record(k->lane, s);
+	if (ns_session_lines(s) == 2)
+		nsdp_record_v6(k->lane, s);
+	else
+		nsdp_record(k->lane, s);
 }
 
 /* An entry as ctnetlink gives it: 1 and its key when it is one we keep. */
@@ -181,12 +204,15 @@ static int ct_to_key(const struct nsdp_ksrc *k, const struct nf_conntrack *ct,
 {
 	uint32_t status = nfct_get_attr_u32(ct, ATTR_STATUS);
 
-	if (nfct_get_attr_u8(ct, ATTR_L3PROTO) != AF_INET ||
+	uint8_t l3 = nfct_get_attr_u8(ct, ATTR_L3PROTO);
+
+	if ((l3 != AF_INET && l3 != AF_INET6) ||
 	    !(status & (IPS_SRC_NAT | IPS_DST_NAT)))
 		return 0;
 	memset(key, 0, sizeof(*key));
+	key->family = l3;
 	key->proto = nfct_get_attr_u8(ct, ATTR_L4PROTO);
-	if (!supported_proto(key->proto))
+	if (!supported_proto(l3, key->proto))
 		return 0;
 	if (nfct_attr_is_set(ct, ATTR_ZONE))
 		key->zone = nfct_get_attr_u16(ct, ATTR_ZONE);
@@ -199,12 +225,23 @@ static int ct_to_key(const struct nsdp_ksrc *k, const struct nf_conntrack *ct,
 	    nfct_get_attr_u32(ct, ATTR_MARK) == k->conf.ignore_mark)
 		return 0;
 	key->netns = k->netns_ino;
-	key->orig.src = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC);
-	key->orig.dst = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_DST);
+	if (l3 == AF_INET6) {
+		memcpy(key->orig.src6, nfct_get_attr(ct, ATTR_ORIG_IPV6_SRC),
+		       16);
+		memcpy(key->orig.dst6, nfct_get_attr(ct, ATTR_ORIG_IPV6_DST),
+		       16);
+		memcpy(key->reply.src6, nfct_get_attr(ct, ATTR_REPL_IPV6_SRC),
+		       16);
+		memcpy(key->reply.dst6, nfct_get_attr(ct, ATTR_REPL_IPV6_DST),
+		       16);
+	} else {
+		key->orig.src = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC);
+		key->orig.dst = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_DST);
+		key->reply.src = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC);
+		key->reply.dst = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_DST);
+	}
 	key->orig.sport = nfct_get_attr_u16(ct, ATTR_ORIG_PORT_SRC);
 	key->orig.dport = nfct_get_attr_u16(ct, ATTR_ORIG_PORT_DST);
-	key->reply.src = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC);
-	key->reply.dst = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_DST);
 	key->reply.sport = nfct_get_attr_u16(ct, ATTR_REPL_PORT_SRC);
 	key->reply.dport = nfct_get_attr_u16(ct, ATTR_REPL_PORT_DST);
 	return 1;
@@ -233,7 +270,7 @@ int nsdp_ksrc_on_dumped(enum nf_conntrack_msg_type type,
 	struct nsdp_ksrc *k = arg;
 	struct nsdp_kern_key key;
 	struct nsdp_kern_seen seen = {0};
-	struct ns_session s;
+	struct ns_rec r;
 	uint32_t timeout_ms;
 
 	(void)type;
@@ -242,8 +279,8 @@ int nsdp_ksrc_on_dumped(enum nf_conntrack_msg_type type,
 	if (live_add(k, &key) == 1 && !k->dump_all)
 		return NFCT_CB_CONTINUE; /* its last state was sent */
 	timeout_ms = nfct_get_attr_u32(ct, ATTR_TIMEOUT) * 1000;
-	key_to_session(k, &key, NS_EV_CREATE, timeout_ms, &s);
-	emit(k, &s);
+	key_to_session(k, &key, NS_EV_CREATE, timeout_ms, &r);
+	emit(k, &r);
 	ST_ADD(k, dumped, 1);
 	seen.sent_ns = now_ns(CLOCK_MONOTONIC);
 	seen.half_timeout_ns = (uint64_t)timeout_ms * 500000ULL;
@@ -258,11 +295,11 @@ int nsdp_ksrc_on_dumped(enum nf_conntrack_msg_type type,
  * DELETE into the lane. */
 static void send_end(struct nsdp_ksrc *k, const struct nsdp_kern_key *key)
 {
-	struct ns_session s;
+	struct ns_rec r;
 
 	bpf_map__delete_elem(k->skel->maps.seen, key, sizeof(*key), 0);
-	key_to_session(k, key, NS_EV_DELETE, 0, &s);
-	emit(k, &s);
+	key_to_session(k, key, NS_EV_DELETE, 0, &r);
+	emit(k, &r);
 }
 
 int nsdp_ksrc_on_destroyed(enum nf_conntrack_msg_type type,
@@ -296,15 +333,15 @@ int nsdp_ksrc_on_event(void *ctx, void *data, size_t len)
 {
 	struct nsdp_ksrc *k = ctx;
 	const struct nsdp_kern_event *ev = data;
-	struct ns_session s;
+	struct ns_rec r;
 	int create;
 
 	if (len < sizeof(*ev))
 		return 0;
 	create = ev->kind != NSDP_KERN_REFRESH;
 	key_to_session(k, &ev->key, create ? NS_EV_CREATE : NS_EV_REFRESH,
-		       ev->timeout_ms, &s);
-	emit(k, &s);
+		       ev->timeout_ms, &r);
+	emit(k, &r);
 	/* Its first packet is on its way to defer's queue. */
 	if (ev->kind == NSDP_KERN_HELD && k->defer)
 		nsdp_kdefer_expect(k->defer, ev->key.proto, &ev->key.reply,
@@ -340,7 +377,7 @@ static void read_counters(const struct nsdp_ksrc *k,
  * return. 0, or -errno of a dump that failed (nothing diffed). */
 static int dump_diff(struct nsdp_ksrc *k, int all, uint64_t *ended)
 {
-	uint32_t family = AF_INET;
+	uint32_t family = AF_UNSPEC; /* IPv4 and IPv6 */
 	int rc;
 
 	*ended = 0;
@@ -614,16 +651,16 @@ static int on_table_entry(enum nf_conntrack_msg_type type,
 	struct table_file *t = arg;
 	struct nsdp_kern_key key;
 	uint8_t buf[NS_RECORD_MAX_LEN];
-	struct ns_session s;
+	struct ns_rec r;
 	int n;
 
 	(void)type;
 	if (t->n < 0 || !ct_to_key(t->k, ct, &key))
 		return NFCT_CB_CONTINUE;
 	key_to_session(t->k, &key, NS_EV_CREATE,
-		       nfct_get_attr_u32(ct, ATTR_TIMEOUT) * 1000, &s);
-	s.timestamp_ns = nsdp_stamp_next(&t->stamp, now_ns(CLOCK_REALTIME));
-	n = ns_record_encode(&s, buf, sizeof(buf));
+		       nfct_get_attr_u32(ct, ATTR_TIMEOUT) * 1000, &r);
+	r.s.timestamp_ns = nsdp_stamp_next(&t->stamp, now_ns(CLOCK_REALTIME));
+	n = ns_record_encode(&r.s, buf, sizeof(buf));
 	if (n > 0 && fwrite(buf, 1, (size_t)n, t->f) == (size_t)n)
 		t->n++;
 	else
@@ -636,7 +673,7 @@ int64_t nsdp_ksrc_dump_table(const struct nsdp_ksrc *k, const char *path)
 {
 	struct table_file t = {.k = k};
 	struct nfct_handle *h = nsdp_ksrc_nfct_open_in(k->netns_fd, 0);
-	uint32_t family = AF_INET;
+	uint32_t family = AF_INET; /* what natsync-verify reads back */
 
 	if (!h)
 		return -errno;
