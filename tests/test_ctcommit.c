@@ -270,6 +270,39 @@ Test(ctcommit, commits_updates_and_deletes_snat_sessions_field_by_field)
 	nst_sh("ip netns del %s", NS_COMMIT);
 }
 
+/* A destination NAT entry, then a source NAT one of the same protocol:
+ * the second carries no destination NAT of the first (the committer
+ * builds every message of a kind from one reused object). */
+Test(ctcommit, a_source_nat_entry_after_a_destination_nat_one_is_source_nat_only)
+{
+	uint64_t now = nsdp_realtime_ns();
+	struct ns_session dnat = flow(IPPROTO_UDP, NS_EV_CREATE, 1, 120, now);
+	struct ns_session snat = flow(IPPROTO_UDP, NS_EV_CREATE, 2, 120, now);
+	struct nsdp_ctcommit *c;
+	struct ct_dump d;
+
+	nst_need_root("writes a namespace's conntrack table");
+	netns_fresh(NS_COMMIT);
+	c = committer(NS_COMMIT, NSDP_CTCOMMIT_BATCH_DEFAULT);
+	dnat.xlat.saddr = dnat.orig.saddr;
+	dnat.xlat.sport = dnat.orig.sport;
+	dnat.xlat.daddr = dnat.orig.daddr + 1;
+	dnat.xlat.dport = (uint16_t)(dnat.orig.dport + 1);
+	cr_assert_eq(nsdp_ctcommit_add(c, &dnat), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &snat), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	d = ct_table(NS_COMMIT);
+	cr_assert_eq(d.n, 2, "%u entries", d.n);
+	cr_assert(nfct_get_attr_u32(ct_find(&d, &dnat), ATTR_STATUS) &
+		  IPS_DST_NAT);
+	/* Reply from the original destination, to the translated source;
+	 * no IPS_DST_NAT. */
+	ct_check(&d, &snat, 110, 120);
+	ct_dump_free(&d);
+	nsdp_ctcommit_close(c);
+}
+
 Test(ctcommit, one_at_a_time_commits_the_same_entries)
 {
 	struct nsdp_ctcommit_stats st;

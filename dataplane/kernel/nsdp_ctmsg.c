@@ -221,6 +221,12 @@ static void put_reply_tuple(struct nlmsghdr *nlh, const struct ns_session *s,
 	mnl_attr_nest_end(nlh, tuple);
 }
 
+/* A create's translation attributes: set for the sides it translates. */
+static const enum nf_conntrack_attr nat_attrs[] = {
+	ATTR_SNAT_IPV4, ATTR_SNAT_IPV6, ATTR_SNAT_PORT,
+	ATTR_DNAT_IPV4, ATTR_DNAT_IPV6, ATTR_DNAT_PORT,
+};
+
 size_t nsdp_ctmsg_build(struct nsdp_ctmsg *m, enum ct_op op,
 			const struct ns_session *s, uint32_t seq,
 			uint32_t timeout_s, char *buf)
@@ -251,6 +257,10 @@ size_t nsdp_ctmsg_build(struct nsdp_ctmsg *m, enum ct_op op,
 
 	set_tuple(m, ct, s, pclass);
 	if (op == CT_CREATE) {
+		/* The object is reused: the last entry's translation goes. */
+		for (size_t i = 0; i < sizeof(nat_attrs) / sizeof(nat_attrs[0]);
+		     i++)
+			nfct_attr_unset(ct, nat_attrs[i]);
 		nfct_setobjopt(ct, NFCT_SOPT_SETUP_REPLY);
 		if (pclass != CT_ICMP && translates_src(s)) {
 			if (is_v6(s))
