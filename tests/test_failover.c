@@ -758,11 +758,18 @@ static long scenario_start(const char *name, pthread_t *server,
 	gw_a = start_gateway('A', with_keepalived ? "--role standby" : "");
 	gw_b = start_gateway('B', "");
 	if (with_keepalived) {
-		/* Both standbys, loaded; keepalived elects A (priority). */
+		/* Both standbys, loaded; A's keepalived first, B's once A is
+		 * MASTER. Started together, the one whose first script answer
+		 * came first could win: with nopreempt, priority decides only
+		 * between two that start their master-down timers together,
+		 * and under load B's ran out first. */
 		cr_assert(WAIT_FOR(status_has('A', "synced=yes") &&
 					   status_has('B', "synced=yes"),
 				   20));
 		keepalived_start('A');
+		cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
+			  "keepalived did not make A MASTER; see %s",
+			  nst_run_path("keepalivedA.log"));
 		keepalived_start('B');
 	}
 	cr_assert(
