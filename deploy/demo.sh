@@ -9,6 +9,9 @@
 #   deploy/demo.sh [--events 2000000] [--flows 200000] [--masters 3]
 #                  [--replicas 0] [--port 7000] [--workers 1] [--lanes 1]
 #                  [--batch 256] [--rate 0] [--plain] [--layout keys|log]
+#                  [--v6-pct 0]
+# --v6-pct P: P % of the flows are IPv6 (half NAT66, half NAT64), the
+# standby with an IPv6 table as large as its IPv4 one.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -26,9 +29,11 @@ rate=0
 plain=0
 # [store] layout of both agents (schema/FORMAT.md).
 layout=keys
+v6_pct=0
 ns_options demo.sh --events=events --flows=flows --masters=masters \
 	--replicas=replicas --port=port --workers=workers --lanes=lanes \
-	--batch=batch --rate=rate --plain=plain=1 --layout=layout -- "$@"
+	--batch=batch --rate=rate --plain=plain=1 --layout=layout \
+	--v6-pct=v6_pct -- "$@"
 
 ns_install_deps
 ns_build build-demo
@@ -73,6 +78,7 @@ seeds = $seeds
 layout = $layout
 [standby]
 table_capacity = $((flows * 2 > 1024 ? flows * 2 : 1024))
+table_capacity_v6 = $((v6_pct > 0 ? (flows * 2 > 1024 ? flows * 2 : 1024) : 0))
 dump = $run/standby.tbl
 INI
 cat >"$run/active.ini" <<INI
@@ -94,6 +100,7 @@ flows = $flows
 events = $events
 rate = $rate
 seed = 42
+v6_pct = $v6_pct
 dump = $run/source.tbl
 INI
 
