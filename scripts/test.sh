@@ -6,7 +6,7 @@
 # root, and the faults suite), then the fuzz targets for a bounded time
 # (scripts/fuzz.sh), then the whole suite again under AddressSanitizer and
 # UndefinedBehaviorSanitizer and the ring and worker tests under
-# ThreadSanitizer (scripts/sanitize.sh). About 28 minutes on 2 cores
+# ThreadSanitizer (scripts/sanitize.sh). About 30 minutes on 2 cores
 # (docs/testing.md).
 # Extra arguments go to `meson test` (e.g. --suite unit) and skip the
 # fuzzing and the sanitizer runs.
