@@ -273,7 +273,8 @@ Test(ctcommit, commits_updates_and_deletes_snat_sessions_field_by_field)
 /* A destination NAT entry, then a source NAT one of the same protocol:
  * the second carries no destination NAT of the first (the committer
  * builds every message of a kind from one reused object). */
-Test(ctcommit, a_source_nat_entry_after_a_destination_nat_one_is_source_nat_only)
+Test(ctcommit,
+     a_source_nat_entry_after_a_destination_nat_one_is_source_nat_only)
 {
 	uint64_t now = nsdp_realtime_ns();
 	struct ns_session dnat = flow(IPPROTO_UDP, NS_EV_CREATE, 1, 120, now);
@@ -433,8 +434,7 @@ static struct ns_rec nat66(uint8_t proto)
 {
 	struct ns_rec r = {0};
 
-	r.s = nst_session(proto, NS_EV_CREATE, 1, 1, 30000,
-			  nsdp_realtime_ns());
+	r.s = nst_session(proto, NS_EV_CREATE, 1, 1, 30000, nsdp_realtime_ns());
 	r.s.family = NS_FAMILY_NAT66;
 	r.s.orig.saddr = r.s.orig.daddr = r.s.xlat.saddr = r.s.xlat.daddr = 0;
 	r.s.orig.sport = 40000;
@@ -449,8 +449,7 @@ static struct ns_rec nat66(uint8_t proto)
 
 Test(ctcommit, commits_nat66_tcp_udp_and_icmpv6_echo_with_their_translation)
 {
-	static const uint8_t p6[3] = {IPPROTO_TCP, IPPROTO_UDP,
-				      IPPROTO_ICMPV6};
+	static const uint8_t p6[3] = {IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMPV6};
 	struct nsdp_ctcommit_stats st;
 	struct nsdp_ctcommit *c;
 	struct ns_rec r;
@@ -460,8 +459,7 @@ Test(ctcommit, commits_nat66_tcp_udp_and_icmpv6_echo_with_their_translation)
 	c = committer(NS_COMMIT, NSDP_CTCOMMIT_BATCH_DEFAULT);
 	for (int i = 0; i < 3; i++) {
 		r = nat66(p6[i]);
-		cr_assert_eq(nsdp_ctcommit_add(c, &r.s), 0, "proto %u",
-			     p6[i]);
+		cr_assert_eq(nsdp_ctcommit_add(c, &r.s), 0, "proto %u", p6[i]);
 	}
 	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
 	nsdp_ctcommit_stats(c, &st);

@@ -482,8 +482,7 @@ static int make_flows6(unsigned int n)
 		"(\"2001:db8:71::2\", 0))\n"
 		"while p.recv(64)[0] != 129: pass'\n"
 		"rc=$?; wait; exit $rc",
-		TCP_PORT + 10, n, n, UDP_PORT, n, FIRST_PORT, TCP_PORT + 10,
-		n);
+		TCP_PORT + 10, n, n, UDP_PORT, n, FIRST_PORT, TCP_PORT + 10, n);
 }
 
 /* IPv6 entries `conntrack -L -f ipv6` shows in the gateway. */

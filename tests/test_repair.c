@@ -641,9 +641,9 @@ Test(repair, keys_a_value_refused_costs_its_key, .init = cluster_up,
 
 	writer_open(&w, n + 3000);
 	for (uint32_t k = 0; k < n; k++) {
-		struct ns_session s = nst_session(k % 3 ? 6 : 17, NS_EV_CREATE,
-						  1, 1, 60000,
-						  nsdp_realtime_ns());
+		struct ns_session s =
+			nst_session(k % 3 ? 6 : 17, NS_EV_CREATE, 1, 1, 60000,
+				    nsdp_realtime_ns());
 		uint8_t key[NS_KEY_LEN];
 
 		nst_session_flow(&s, k);

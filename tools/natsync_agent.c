@@ -401,8 +401,9 @@ static void active_stop(struct active_run *r)
 		/* Stopped before its last event: what it made is replicated
 		 * (as the kernel source's is) before the REPORT says so. */
 		if (!r->drained) {
-			r->drained = nsa_active_drain(r->active,
-						      SOURCE_STOP_DRAIN_MS) == 0;
+			r->drained =
+				nsa_active_drain(r->active,
+						 SOURCE_STOP_DRAIN_MS) == 0;
 			if (!r->drained)
 				NSA_ERR("active: the source's records were not "
 					"all acknowledged within %d ms",
@@ -583,20 +584,20 @@ static void standby_report(struct nsa_standby *sb)
 	       " load_bytes=%" PRIu64 " gaps=%" PRIu64 " resyncs=%" PRIu64
 	       " repairs=%" PRIu64 " repair_values=%" PRIu64
 	       " repair_bytes=%" PRIu64 " refused_segments=%" PRIu64
-	       " resubscribes=%" PRIu64
-	       " topology_changes=%" PRIu64 " stale=%" PRIu64
-	       " dead_subscriptions=%" PRIu64 " bad_messages=%" PRIu64
-	       " table_drops=%" PRIu64 " fenced=%" PRIu64 " other_pair=%" PRIu64
+	       " resubscribes=%" PRIu64 " topology_changes=%" PRIu64
+	       " stale=%" PRIu64 " dead_subscriptions=%" PRIu64
+	       " bad_messages=%" PRIu64 " table_drops=%" PRIu64
+	       " fenced=%" PRIu64 " other_pair=%" PRIu64
 	       " epoch_regressions=%" PRIu64 " epoch_resyncs=%" PRIu64
 	       " lag_avg_us=%.0f lag_max_us=%" PRIu64 " lag_count=%" PRIu64
 	       " epoch_max=%" PRIu32 "%s\n",
 	       ts.live, st.batches, st.records, st.loaded, st.load_values,
 	       st.load_bytes, st.gaps, st.resyncs, st.repairs, st.repair_values,
-	       st.repair_bytes, st.refused_segments, st.resubscribes, st.topology_changes, st.stale,
-	       st.dead_subscriptions, st.bad_messages, ts.full_drops, st.fenced,
-	       st.other_pair, st.epoch_regressions, st.epoch_resyncs,
-	       standby_lag_avg_us(&st), st.lag_max_us, st.lag_count, epoch_max,
-	       commit);
+	       st.repair_bytes, st.refused_segments, st.resubscribes,
+	       st.topology_changes, st.stale, st.dead_subscriptions,
+	       st.bad_messages, ts.full_drops, st.fenced, st.other_pair,
+	       st.epoch_regressions, st.epoch_resyncs, standby_lag_avg_us(&st),
+	       st.lag_max_us, st.lag_count, epoch_max, commit);
 	fflush(stdout);
 }
 

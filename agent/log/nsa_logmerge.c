@@ -303,10 +303,9 @@ static uint64_t *slot6_of(const struct nsa_logmerge *m, const uint8_t *key,
 	const uint32_t tag = HASH_TAG(hash);
 	size_t i = hash & (m->cap6 - 1);
 
-	while (m->idx6[i] != 0 &&
-	       (SLOT_TAG(m->idx6[i]) != tag ||
-		memcmp(m->e6[SLOT_POS(m->idx6[i]) - 1].key, key,
-		       NS_KEY_V6_LEN) != 0))
+	while (m->idx6[i] != 0 && (SLOT_TAG(m->idx6[i]) != tag ||
+				   memcmp(m->e6[SLOT_POS(m->idx6[i]) - 1].key,
+					  key, NS_KEY_V6_LEN) != 0))
 		i = (i + 1) & (m->cap6 - 1);
 	return &m->idx6[i];
 }

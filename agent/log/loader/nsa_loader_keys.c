@@ -42,8 +42,7 @@ static int value_session(const redisReply *k, const redisReply *v,
 	if (ns_record_decode_rec((const uint8_t *)v->str, v->len, r) !=
 	    (int)v->len)
 		return -1;
-	if (ns_key_of(&r->s, key) != k->len ||
-	    memcmp(k->str, key, k->len) != 0)
+	if (ns_key_of(&r->s, key) != k->len || memcmp(k->str, key, k->len) != 0)
 		return -1;
 	return 1;
 }
