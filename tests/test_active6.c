@@ -274,43 +274,52 @@ static void store_view_close(struct store_view *v)
 		redisFree(v->c[i]);
 }
 
-/* Keys under ns:* that are not segments, by length: 16 and 40 bytes. */
-static void store_count_keys(struct store_view *v, uint64_t *k16, uint64_t *k40,
-			     uint64_t *other)
+/* Every key matching pattern on every master, each given to fn with the
+ * master's connection. */
+static void store_scan(struct store_view *v, const char *pattern,
+		       void (*fn)(redisContext *c, const redisReply *k,
+				  uint64_t *n),
+		       uint64_t *n)
 {
-	unsigned int i;
-
-	*k16 = *k40 = *other = 0;
-	for (i = 0; i < v->topo.n_nodes; i++) {
+	for (unsigned int i = 0; i < v->topo.n_nodes; i++) {
 		char cursor[32] = "0";
 
 		do {
 			redisReply *r = redisCommand(
-				v->c[i], "SCAN %s MATCH ns:* COUNT 1000",
-				cursor);
-			size_t j;
+				v->c[i], "SCAN %s MATCH %s COUNT 1000", cursor,
+				pattern);
 
 			cr_assert(r && r->type == REDIS_REPLY_ARRAY &&
 				  r->elements == 2);
 			snprintf(cursor, sizeof(cursor), "%s",
 				 r->element[0]->str);
-			for (j = 0; j < r->element[1]->elements; j++) {
-				const redisReply *k = r->element[1]->element[j];
-
-				if (k->len >= NS_SEGMENT_PREFIX_LEN &&
-				    memcmp(k->str, NS_SEGMENT_PREFIX,
-					   NS_SEGMENT_PREFIX_LEN) == 0)
-					continue;
-				if (k->len == NS_KEY_LEN)
-					(*k16)++;
-				else if (k->len == NS_KEY_V6_LEN)
-					(*k40)++;
-				else
-					(*other)++;
-			}
+			for (size_t j = 0; j < r->element[1]->elements; j++)
+				fn(v->c[i], r->element[1]->element[j], n);
 			freeReplyObject(r);
 		} while (strcmp(cursor, "0") != 0);
 	}
+}
+
+/* n[0..2]: keys of 16 bytes, of 40, others; segments are not counted. */
+static void count_key(redisContext *c, const redisReply *k, uint64_t *n)
+{
+	(void)c;
+	if (k->len >= NS_SEGMENT_PREFIX_LEN &&
+	    memcmp(k->str, NS_SEGMENT_PREFIX, NS_SEGMENT_PREFIX_LEN) == 0)
+		return;
+	n[k->len == NS_KEY_LEN ? 0 : k->len == NS_KEY_V6_LEN ? 1 : 2]++;
+}
+
+/* Keys under ns:* that are not segments, by length: 16 and 40 bytes. */
+static void store_count_keys(struct store_view *v, uint64_t *k16, uint64_t *k40,
+			     uint64_t *other)
+{
+	uint64_t n[3] = {0};
+
+	store_scan(v, "ns:*", count_key, n);
+	*k16 = n[0];
+	*k40 = n[1];
+	*other = n[2];
 }
 
 /* Every flow against the plan: a live flow's key (on its slot's master)
@@ -362,56 +371,43 @@ static uint32_t store_check_flows(struct store_view *v, const struct plan *p)
 	return store_check_range(v, p, 0, p->n_flows);
 }
 
+/* n[0..2]: the segment's records, its IPv6 ones, 1 if it does not
+ * decode whole. */
+static void count_segment(redisContext *c, const redisReply *k, uint64_t *n)
+{
+	redisReply *g = redisCommand(c, "GET %b", k->str, k->len);
+	struct ns_batch_hdr h;
+	struct ns_batch_iter it;
+	const uint8_t *body;
+	struct ns_rec rec;
+	int rc;
+
+	cr_assert(g && g->type == REDIS_REPLY_STRING);
+	if (ns_batch_decode((const uint8_t *)g->str, g->len, &h, &body) != 0) {
+		n[2]++;
+		freeReplyObject(g);
+		return;
+	}
+	ns_batch_iter_init(&it, body, h.body_len);
+	while ((rc = ns_batch_iter_next_rec(&it, &rec)) == 1) {
+		n[0]++;
+		n[1] += ns_session_lines(&rec.s) == 2;
+	}
+	n[2] += rc < 0;
+	freeReplyObject(g);
+}
+
 /* Log layout: every segment decodes whole; the records they hold, and
  * how many of them are IPv6. */
 static void store_count_segments(struct store_view *v, uint64_t *records,
 				 uint64_t *v6, uint64_t *bad)
 {
-	unsigned int i;
+	uint64_t n[3] = {0};
 
-	*records = *v6 = *bad = 0;
-	for (i = 0; i < v->topo.n_nodes; i++) {
-		char cursor[32] = "0";
-
-		do {
-			redisReply *r = redisCommand(
-				v->c[i], "SCAN %s MATCH ns:l:* COUNT 1000",
-				cursor);
-			size_t j;
-
-			cr_assert(r && r->type == REDIS_REPLY_ARRAY &&
-				  r->elements == 2);
-			snprintf(cursor, sizeof(cursor), "%s",
-				 r->element[0]->str);
-			for (j = 0; j < r->element[1]->elements; j++) {
-				const redisReply *k = r->element[1]->element[j];
-				redisReply *g = redisCommand(v->c[i], "GET %b",
-							     k->str, k->len);
-				struct ns_batch_hdr h;
-				struct ns_batch_iter it;
-				const uint8_t *body;
-				struct ns_rec rec;
-				int rc;
-
-				cr_assert(g && g->type == REDIS_REPLY_STRING);
-				if (ns_batch_decode((const uint8_t *)g->str,
-						    g->len, &h, &body) != 0) {
-					(*bad)++;
-					freeReplyObject(g);
-					continue;
-				}
-				ns_batch_iter_init(&it, body, h.body_len);
-				while ((rc = ns_batch_iter_next_rec(
-						&it, &rec)) == 1) {
-					(*records)++;
-					*v6 += ns_session_lines(&rec.s) == 2;
-				}
-				*bad += rc < 0;
-				freeReplyObject(g);
-			}
-			freeReplyObject(r);
-		} while (strcmp(cursor, "0") != 0);
-	}
+	store_scan(v, "ns:l:*", count_segment, n);
+	*records = n[0];
+	*v6 = n[1];
+	*bad = n[2];
 }
 
 /* ---- a subscriber ----------------------------------------------------- */
