@@ -353,9 +353,9 @@ Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
 }
 
 /* The log layout's active user: the writers store segments, the
- * compactor lists, reads, checkpoints and expires them on every master,
- * and the user still may not subscribe, read outside ns:* or touch the
- * epoch. */
+ * compactor takes the store's compaction lease, lists, reads,
+ * checkpoints and expires them on every master, and the user still
+ * may not subscribe, read outside ns:* or touch the epoch. */
 Test(acl, the_active_log_user_replicates_and_compacts_the_log)
 {
 	static const struct acl_case cases[] = {
@@ -367,6 +367,10 @@ Test(acl, the_active_log_user_replicates_and_compacts_the_log)
 		{"PEXPIRE ns:l:{0}:x 5000", 0},
 		{"GETRANGE ns:l:{0}:x 0 47", 0},
 		{"CLUSTER NODES", 0},
+		/* the compaction lease, and no other key outside ns:* */
+		{"PEXPIRE natsync:compact-lease 1000", 0},
+		{"SET natsync:compact-lease2 x", 1},
+		{"INCRBY natsync:compact-lease 1", 1},
 	};
 	static struct nsa_config conf;
 	static struct nsa_topology topo;

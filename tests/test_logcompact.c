@@ -13,6 +13,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@
 #define FAILOVER_PORT 7913 /* 6 nodes: 7913-7918 */
 #define BUDGET_PORT 7919 /* plain */
 #define RESHARD_PORT 7920 /* 3 nodes: 7920-7922 */
+#define PAIRS_PORT 7923 /* 3 nodes: 7923-7925 */
 #define FLOWS 20000
 #define BATCH 200
 #define GRACE_MS 200
@@ -828,4 +830,95 @@ Test(logcompact, a_master_failed_over_right_after_a_round_loses_no_session,
 	assert_exact("after the round that followed it", NULL);
 	cr_assert_neq(rc, 0, "the round went on without a replica");
 	cr_assert(strstr(err, "no replica acknowledged") != NULL, "%s", err);
+}
+
+/* ---- two pairs' compactors at once ------------------------------------- */
+
+/* One pair's active compacting: its own store conf (its pair's epoch
+ * counter and writer name) and compactor id. */
+struct pair_round {
+	struct nsa_store_conf sc;
+	uint32_t id;
+	uint64_t gen;
+	int rc;
+	struct nsa_compact_result res;
+	char err[256];
+};
+
+static void *pair_round_main(void *arg)
+{
+	struct pair_round *p = arg;
+	const struct nsa_compact_round rd = {.id = p->id,
+					     .gen = p->gen,
+					     .epoch = 1,
+					     .grace_ms = GRACE_MS};
+
+	p->rc = nsa_compact_all(&p->sc, &st.topo, &rd, &p->res, p->err,
+				sizeof(p->err));
+	return NULL;
+}
+
+/* The actives of two gateway pairs (1 and 2) compact one 3-master log at
+ * once, round after round, while both pairs' writers write: a round
+ * either completes or is skipped because the other pair's holds the
+ * store's lease, at least one of each start completes, and after the
+ * expiries a cold load holds exactly what the writes leave. */
+Test(logcompact, two_pairs_compacting_at_once_lose_no_session)
+{
+	struct writer w[2] = {{.publisher_id = 0x00000101u, .epoch = 1},
+			      {.publisher_id = 0x00000201u, .epoch = 1}};
+	static struct pair_round p[2];
+	unsigned int done = 0, skipped = 0;
+	uint32_t next = 0;
+
+	store_open(PAIRS_PORT, 3, 0);
+	for (unsigned int i = 0; i < 2; i++) {
+		memset(&p[i], 0, sizeof(p[i]));
+		p[i].sc = st.sc;
+		p[i].sc.pair = i + 1;
+		p[i].id = ((i + 1) << 8) | 0xffu;
+	}
+	for (unsigned int round = 0; round < 6; round++) {
+		pthread_t t[2];
+
+		write_flows(&w[round % 2], next, 400, NS_EV_CREATE);
+		next += 400;
+		for (unsigned int i = 0; i < 2; i++) {
+			p[i].gen = round + 1;
+			cr_assert_eq(pthread_create(&t[i], NULL,
+						    pair_round_main, &p[i]),
+				     0);
+		}
+		/* Segments listed by one round and not the other. */
+		for (unsigned int k = 0; k < 4; k++) {
+			write_flows(&w[k % 2], next, 100, NS_EV_CREATE);
+			write_flows(&w[(k + 1) % 2], next - 300, 50,
+				    NS_EV_DELETE);
+			next += 100;
+		}
+		for (unsigned int i = 0; i < 2; i++) {
+			cr_assert_eq(pthread_join(t[i], NULL), 0);
+			printf("round %u of pair %u: %d %s\n", round, i + 1,
+			       p[i].rc, p[i].err);
+			cr_assert(p[i].rc == 0 || p[i].rc == -EBUSY,
+				  "pair %u: %d %s", i + 1, p[i].rc, p[i].err);
+			done += p[i].rc == 0;
+			skipped += p[i].rc == -EBUSY;
+		}
+		expiries_pass();
+		assert_exact("two pairs compacting", NULL);
+	}
+	printf("%u rounds completed, %u skipped (the other pair's lease)\n",
+	       done, skipped);
+	/* Every round released the lease. */
+	for (unsigned int i = 0; i < st.topo.n_nodes; i++) {
+		redisReply *r = redisCommand(st.c[i], "EXISTS %s",
+					     NSA_COMPACT_LEASE_KEY);
+
+		cr_assert(r);
+		cr_assert(r->type != REDIS_REPLY_INTEGER || r->integer == 0);
+		freeReplyObject(r);
+	}
+	cr_assert_geq(done, 6);
+	cr_assert_eq(done + skipped, 12);
 }

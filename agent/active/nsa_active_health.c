@@ -44,6 +44,8 @@ void nsa_active_stats(const struct nsa_active *a, struct nsa_active_stats *s)
 	s->compact_peak = __atomic_load_n(&a->compact_peak, __ATOMIC_RELAXED);
 	s->compact_marks_refused =
 		__atomic_load_n(&a->compact_marks_refused, __ATOMIC_RELAXED);
+	s->compact_lease_skipped =
+		__atomic_load_n(&a->compact_lease_skipped, __ATOMIC_RELAXED);
 	s->inflight = s->records - s->acked - s->dropped;
 }
 

@@ -42,6 +42,9 @@ struct nsa_active_stats {
 	uint64_t compactions, compact_bytes;
 	/* The last round's peak memory; the marks rounds refused. */
 	uint64_t compact_peak, compact_marks_refused;
+	/* Rounds skipped: another round (another pair's active) held the
+	 * store's compaction lease, or took it over. */
+	uint64_t compact_lease_skipped;
 	uint64_t inflight; /* records sent, not yet acknowledged */
 	/* Bursts whose acknowledgements the settle ledger gave up waiting
 	 * for (nsa_wsettle.c): a defer lets their packets go on its own. */

@@ -15,12 +15,16 @@
  *   active compacts instead).
  * - It reads the writers' state only through atomics; it writes only its
  *   own counters (compactions, compact_bytes, compact_peak,
- *   compact_marks_refused).
+ *   compact_marks_refused, compact_lease_skipped).
+ * - A round that finds the store's compaction lease held (another pair's
+ *   active compacting the same log) is skipped, counted and tried again
+ *   at the next poll past a pause (nsa_compact.c: one round at a time).
  *
  * Not here: a round over the masters (nsa_compact.c), the segments in
  * flight and their low mark (nsa_wbatch.c), the counters read
  * (nsa_active_health.c).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -93,6 +97,19 @@ static void compact_log_round(const struct nsa_compact_result *r,
 			 (unsigned long long)r->marks_refused);
 }
 
+/* A round skipped for the lease: counted, logged the first time and then
+ * every 100th, as two pairs compacting skip rounds all along. */
+static void compact_log_skipped(struct nsa_active *a, const char *err)
+{
+	uint64_t n = __atomic_add_fetch(&a->compact_lease_skipped, 1,
+					__ATOMIC_RELAXED);
+
+	if (n % 100 == 1)
+		NSA_INFO("compactor: round skipped: %s (%llu skipped so far; "
+			 "retried later)",
+			 err, (unsigned long long)n);
+}
+
 /* The store's topology into t: 0, or -1 (logged). */
 static int compact_topology(struct nsa_active *a, struct nsa_topology *t)
 {
@@ -148,7 +165,9 @@ static int64_t compact_round(struct nsa_active *a, struct compactor *k)
 	if (t && compact_topology(a, t) == 0) {
 		rc = nsa_compact_all(&a->conf.store, t, &rd, &r, err,
 				     sizeof(err));
-		if (rc != 0)
+		if (rc == -EBUSY)
+			compact_log_skipped(a, err);
+		else if (rc != 0)
 			NSA_WARN("compactor: %s (retried later)", err);
 	}
 	if (rc == 0) {
@@ -274,9 +293,11 @@ void nsa_compactor_stop(struct nsa_active *a)
 	pthread_join(a->compactor, NULL);
 	a->compactor_started = 0;
 	nsa_active_stats(a, &st);
-	NSA_INFO("compactor: %llu round(s); segments %llu bytes, "
+	NSA_INFO("compactor: %llu round(s), %llu skipped for the lease; "
+		 "segments %llu bytes, "
 		 "checkpoints %llu bytes; write amplification %.2f",
 		 (unsigned long long)st.compactions,
+		 (unsigned long long)st.compact_lease_skipped,
 		 (unsigned long long)st.log_bytes,
 		 (unsigned long long)st.compact_bytes,
 		 st.acked ? (double)(st.log_bytes + st.compact_bytes) /

@@ -2,8 +2,10 @@
  * nsa_compact.c - compaction rounds: checkpointing the log of every master,
  * or of one (schema/FORMAT.md, Compaction).
  *
- * A round reads every master's mark and takes the newest valid one, lists
- * every master (watching for slots that move meanwhile), plans what it
+ * A round takes the store's compaction lease (compact/nsa_compact_lease.c:
+ * one round at a time, whatever its gateway pair), reads every master's
+ * mark and takes the newest valid one, lists every master (watching for
+ * slots that move meanwhile), plans what it
  * merges and covers (compact/nsa_compact_plan.c), checks that its epoch is
  * still the store's, merges what it planned a range of slots at a time
  * within its budget (compact/nsa_compact_segments.c), writes the live
@@ -35,6 +37,9 @@
  * - A round of a fenced active writes nothing: its connections are named
  *   as writers (a newer active's fence closes them) and it reads the
  *   store's epoch once they are, before its first write (nsa_fence.h).
+ * - A round writes its marks only while it holds the lease (checked right
+ *   before them, renewed between passes): no other round read the marks
+ *   since this one did, so no mark replaces one this round did not merge.
  * - A round blocks on connections of its own (hiredis, the store's
  *   timeouts), never on the writers'.
  *
@@ -48,6 +53,7 @@
 #include "ns_batch.h"
 #include "nsa_compact.h"
 #include "nsa_compact_checkpoint.h"
+#include "nsa_compact_lease.h"
 #include "nsa_compact_parts.h"
 #include "nsa_compact_plan.h"
 #include "nsa_compact_segments.h"
@@ -81,6 +87,7 @@ struct round {
 	int single;
 	unsigned int first, n;
 	struct node_round *nr;
+	struct nsa_compact_lease lease; /* held from the marks read on */
 	struct nsa_logmark *mk; /* the newest valid mark of any master */
 	struct nsa_logmark *done; /* this round's */
 	uint64_t unsettled[NS_SLOTS / 64]; /* slots moving while listed */
@@ -118,6 +125,19 @@ static int round_connect(struct round *r)
 			return -EIO;
 	}
 	return 0;
+}
+
+/* The store's compaction lease, named after the round's pair, compactor,
+ * epoch and gen: 0, or -EBUSY when another round holds it. */
+static int round_lease(struct round *r)
+{
+	char holder[sizeof(r->lease.holder)];
+
+	snprintf(holder, sizeof(holder),
+		 "pair:%u:compactor:%08x:epoch:%u:gen:%llu", r->conf->pair,
+		 r->rd->id, r->rd->epoch, (unsigned long long)r->rd->gen);
+	return nsa_compact_lease_take(&r->lease, r->conf, r->topo, holder,
+				      r->err, r->errlen);
 }
 
 /* The newest valid mark of every master's into r->mk (a master failed
@@ -406,6 +426,9 @@ static int round_merge(struct round *r, int drop_old)
 				    a, r->rd->budget_bytes);
 		first = 0;
 		a = b;
+		if (rc == 0)
+			rc = nsa_compact_lease_keep(&r->lease, 0, r->err,
+						    r->errlen);
 	}
 	return rc;
 }
@@ -427,6 +450,8 @@ static int round_commit(struct round *r)
 			rc = nsa_store_wait_replica(r->nr[i].c, wait_ms, r->err,
 						    r->errlen);
 	}
+	if (rc == 0)
+		rc = nsa_compact_lease_keep(&r->lease, 1, r->err, r->errlen);
 	if (rc == 0) {
 		len = nsa_logmark_format(r->done, r->rd->key,
 					 r->rd->key ? r->rd->key_len : 0, text,
@@ -533,6 +558,7 @@ static int round_plan(struct round *r, int *drop_old)
 
 static void round_free(struct round *r)
 {
+	nsa_compact_lease_drop(&r->lease);
 	for (unsigned int i = 0; r->nr && i < r->n; i++) {
 		nsa_checkpoint_close(&r->nr[i].cp);
 		nsa_compact_keys_free(&r->nr[i].l);
@@ -560,6 +586,8 @@ static int round_run(struct round *r)
 		rc = -ENOMEM;
 	if (rc == 0)
 		rc = round_connect(r);
+	if (rc == 0)
+		rc = round_lease(r);
 	if (rc == 0)
 		rc = round_marks(r);
 	if (rc == 0)

@@ -13,6 +13,12 @@
 #include "nsa_cluster.h"
 #include "nsa_compact_round.h"
 
+/* The store's compaction lease: a round holds it (its value names the
+ * round) from before it reads the marks until its expiries are given, so
+ * that the rounds of every gateway pair's actives over the one log
+ * follow one another; a round that finds it held ends with -EBUSY. */
+#define NSA_COMPACT_LEASE_KEY "natsync:compact-lease"
+
 /* Compact every master of topo in one round, blocking: the newest valid
  * mark of every master's is in force; every master's keys are listed and
  * what the round merges (per family of segments, up to the highest seq
@@ -25,7 +31,8 @@
  * marks, are acknowledged by a replica where masters have some. res sums
  * the masters. 0, or a negative errno with the reason in err (nothing
  * expired then; -ESTALE: fenced, nothing written; -EAGAIN: a segment of
- * the caller's own not answered yet, see rd->settled). */
+ * the caller's own not answered yet, see rd->settled; -EBUSY: another round
+ * holds the lease, or took it over, nothing marked). */
 int nsa_compact_all(const struct nsa_store_conf *conf,
 		    const struct nsa_topology *topo,
 		    const struct nsa_compact_round *rd,

@@ -248,6 +248,7 @@ struct nsa_active {
 	int compactor_started;
 	uint64_t compactions, compact_bytes;
 	uint64_t compact_peak, compact_marks_refused;
+	uint64_t compact_lease_skipped;
 	struct nsa_writer *w[];
 };
 
