@@ -17,7 +17,9 @@
  *   checkpoints, named by no mark, are read by no one): a round stalled
  *   for a lease period cannot replace a later round's mark.
  * - The connection is named as a writer of the holder's pair: a newer
- *   active's fence closes it, and the round stops at its next renewal.
+ *   active's fence closes it, and the round stops at its next renewal;
+ *   its release then goes on a connection of its own, so that the newer
+ *   active's rounds do not wait for the lease to expire.
  *
  * Not here: the round (nsa_compact.c), when rounds run (nsa_compactor.c).
  */
@@ -78,9 +80,11 @@ int nsa_compact_lease_take(struct nsa_compact_lease *l,
 			    NSA_COMPACT_LEASE_KEY);
 		return -EIO;
 	}
-	l->c = nsa_store_connect_named(
-		conf, &topo->nodes[topo->slot_node[slot]].addr,
-		nsa_writer_name(conf->pair, name), NULL, err, errlen);
+	l->conf = conf;
+	l->addr = topo->nodes[topo->slot_node[slot]].addr;
+	l->c = nsa_store_connect_named(conf, &l->addr,
+				       nsa_writer_name(conf->pair, name), NULL,
+				       err, errlen);
 	if (l->c == NULL)
 		return -EIO;
 	snprintf(l->holder, sizeof(l->holder), "%s", holder);
@@ -130,17 +134,31 @@ int nsa_compact_lease_keep(struct nsa_compact_lease *l, int force, char *err,
 	return rc;
 }
 
+/* The release script on c: whether c answered. */
+static int lease_release(const struct nsa_compact_lease *l, redisContext *c)
+{
+	redisReply *r = redisCommand(c, "EVAL %s 1 %s %s", drop_script,
+				     NSA_COMPACT_LEASE_KEY, l->holder);
+
+	if (r == NULL)
+		return 0;
+	freeReplyObject(r);
+	return 1;
+}
+
 void nsa_compact_lease_drop(struct nsa_compact_lease *l)
 {
 	if (l->c == NULL)
 		return;
-	if (l->holder[0]) {
-		redisReply *r =
-			redisCommand(l->c, "EVAL %s 1 %s %s", drop_script,
-				     NSA_COMPACT_LEASE_KEY, l->holder);
+	if (l->holder[0] && (l->c->err || !lease_release(l, l->c))) {
+		char err[256];
+		redisContext *c =
+			nsa_store_connect(l->conf, &l->addr, err, sizeof(err));
 
-		if (r)
-			freeReplyObject(r);
+		if (c != NULL) {
+			lease_release(l, c);
+			redisFree(c);
+		}
 	}
 	redisFree(l->c);
 	l->c = NULL;

@@ -19,6 +19,8 @@
 
 struct nsa_compact_lease {
 	redisContext *c; /* to the key's master, named as a writer */
+	const struct nsa_store_conf *conf;
+	struct nsa_addr addr; /* the key's master */
 	char holder[96];
 	uint64_t renewed_ns; /* CLOCK_MONOTONIC: taken or last renewed */
 };
@@ -36,7 +38,9 @@ int nsa_compact_lease_take(struct nsa_compact_lease *l,
 int nsa_compact_lease_keep(struct nsa_compact_lease *l, int force, char *err,
 			   size_t errlen);
 
-/* Release the lease if it is still ours, and the connection. */
+/* Release the lease if it is still ours (on a new connection when the
+ * fence closed the lease's: a fenced round leaves no lease behind for the
+ * newer active's rounds to wait out), and the connection. */
 void nsa_compact_lease_drop(struct nsa_compact_lease *l);
 
 #endif
