@@ -300,6 +300,10 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 		return;
 	}
 	if (b->retry || w->retry_mode) {
+		/* The resend leaves out the records refused for good: no
+		 * rewrite of them, so the standbys read the master. */
+		if (b->lost)
+			log_resync_ask(w, b->channel_slot);
 		w->retry_mode = 1;
 		if (nsa_batch_hold(w, b) == 0)
 			return;

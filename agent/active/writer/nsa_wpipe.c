@@ -211,7 +211,8 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
  * was published there before (closed first): its segment under the new
  * seq, its announcement flagged NS_BATCH_F_REWRITE, so that a standby
  * reads that segment back. 0 when sent, -EAGAIN to try again later,
- * -ENOENT when no connection serves the channel. */
+ * -ENOENT when no connection serves the channel, -ESTALE when the writer
+ * is fenced below the batch's epoch. */
 static int lost_rewrite(struct nsa_writer *w, const struct nsa_batch *lost)
 {
 	struct nsa_link *c = NULL;
@@ -221,6 +222,8 @@ static int lost_rewrite(struct nsa_writer *w, const struct nsa_batch *lost)
 	for (i = 0; i < w->topo.n_nodes && i < w->n_conns; i++)
 		if (w->conns[i]->channel_slot == lost->channel_slot)
 			c = w->conns[i];
+	if (lost->epoch < w->fence)
+		return -ESTALE; /* a newer active took over: never written */
 	if (c == NULL)
 		return -ENOENT;
 	if (c->conn.fd < 0)
@@ -265,7 +268,7 @@ static void lost_send(struct nsa_writer *w)
 			w->lost[k++] = b;
 			continue;
 		}
-		if (rc != 0)
+		if (rc != 0 && rc != -ESTALE)
 			w->log_resync[b->channel_slot / 64] |=
 				1ull << (b->channel_slot % 64);
 		nsa_batch_put(w, b);
