@@ -9,11 +9,12 @@
  * fill the body exactly. After that, iterating cannot fail on a batch it
  * accepted.
  *
- * Three flags are known. NS_BATCH_F_HMAC: the body is followed by an
+ * Four flags are known. NS_BATCH_F_HMAC: the body is followed by an
  * HMAC-SHA256 trailer (OpenSSL's one-shot HMAC, compared in constant time).
  * NS_BATCH_F_STORE only tells the subscriber how to apply the records.
  * NS_BATCH_F_RESYNC asks it to read a master again; such a batch has no
- * records (and is no STORE batch).
+ * records (and is no STORE batch). NS_BATCH_F_REWRITE marks records
+ * published again, their segment written again (neither STORE nor RESYNC).
  * Unknown flags, non-zero reserved bytes, or bytes after the body (and
  * trailer), are rejected rather than skipped, so that a later format is
  * never half-understood. The MAC covers the whole header, so version 2's
@@ -105,7 +106,8 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 	if ((buf[OFF_VERSION] != NS_BATCH_VERSION &&
 	     buf[OFF_VERSION] != NS_BATCH_V1) ||
 	    (buf[OFF_FLAGS] &
-	     ~(NS_BATCH_F_HMAC | NS_BATCH_F_STORE | NS_BATCH_F_RESYNC)) != 0)
+	     ~(NS_BATCH_F_HMAC | NS_BATCH_F_STORE | NS_BATCH_F_RESYNC |
+	       NS_BATCH_F_REWRITE)) != 0)
 		return -EPROTO;
 	hdr_len = ns_batch_hdr_len(buf[OFF_VERSION]);
 	trailer = buf[OFF_FLAGS] & NS_BATCH_F_HMAC ? NS_BATCH_MAC_LEN : 0;
@@ -134,6 +136,10 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 	/* A resync request carries no records. */
 	if (hdr.flags & NS_BATCH_F_RESYNC &&
 	    (hdr.count != 0 || hdr.flags & NS_BATCH_F_STORE))
+		return -EPROTO;
+	/* A rewrite is a segment's batch again: records, nothing else. */
+	if (hdr.flags & NS_BATCH_F_REWRITE &&
+	    hdr.flags & (NS_BATCH_F_STORE | NS_BATCH_F_RESYNC))
 		return -EPROTO;
 	if (hdr.count > NS_BATCH_MAX_RECORDS)
 		return -EMSGSIZE;

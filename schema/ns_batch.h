@@ -38,6 +38,12 @@
  * (log layout) after its notification went out: a subscriber reads the
  * sessions of the channel's master again from the store. */
 #define NS_BATCH_F_RESYNC 0x04u
+/* flags: the records of an earlier batch of this publisher and channel
+ * whose segment the store refused for good (log layout), published again
+ * with their segment written again under this batch's seq: a subscriber
+ * reads that segment back, and resyncs the channel's master when the store
+ * does not hold it. */
+#define NS_BATCH_F_REWRITE 0x08u
 #define NS_BATCH_MAC_LEN 32
 #define NS_BATCH_MAX_LEN                                               \
 	(NS_BATCH_HDR_LEN + NS_BATCH_MAX_RECORDS * NS_RECORD_MAX_LEN + \

@@ -50,6 +50,7 @@
 #define PORT_OOM 7215
 #define PORT_ACL_STANDBY 7216
 #define PORT_SETTLE 7217
+#define PORT_LOG_REWRITE 7218
 #define PORT_FENCE 7220 /* 7220-7222 */
 #define PORT_RESHARD 7203
 #define PORT_ASK 7206 /* 7206-7208 */
@@ -1554,6 +1555,127 @@ Test(active, log_standby_agrees_with_a_store_refusing_segments, .timeout = 90)
 	/* The cold load, then at least one asked for. */
 	cr_expect_geq(sst.resyncs, 2);
 	expect_agreement(&d);
+	writer_down(a, &p);
+	nsa_standby_free(sb);
+}
+
+/* The standby's table against the store's log over flows [0, n), waited
+ * for (10 s at most) until they agree; the last difference seen. */
+static struct disagreement wait_log_agreement(struct nsa_standby *sb, int port,
+					      uint32_t n)
+{
+	uint64_t deadline = mono_ms() + 10000;
+	struct disagreement d;
+
+	for (;;) {
+		d = standby_vs_log(sb, port, n);
+		if ((d.only_standby | d.only_store | d.differ) == 0 ||
+		    mono_ms() >= deadline)
+			return d;
+		nsdp_sleep_ms(100);
+	}
+}
+
+/* Flows [first, first + n) of p with event ev, drained. */
+static void plan_write_drained(struct plan *p, struct nsdp_lane **lanes,
+			       struct nsa_active *a, uint32_t first, uint32_t n,
+			       uint8_t ev)
+{
+	for (uint32_t i = first; i < first + n; i++)
+		plan_write(p, lanes, 1, i, ev);
+	cr_assert_eq(nsa_active_drain(a, 20000), 0, "drained");
+}
+
+/* The log layout's store refuses segments for good for a moment (the
+ * writer's ACL user may not SET), then takes them again: the writer
+ * writes each refused batch again under a new seq, announced as such
+ * (NS_BATCH_F_REWRITE), and the standby reads back those segments alone,
+ * not its master. */
+Test(active, log_a_refused_segment_is_written_again_and_read_back,
+     .timeout = 60)
+{
+	const uint32_t n = 600;
+	struct nsdp_lane **lanes = lanes_create(1, 4096);
+	struct nsa_standby_stats before, after;
+	struct nsa_active_stats st;
+	struct ns_session one = flow_record(0, NS_EV_REFRESH, 1);
+	uint8_t buf[NS_RECORD_MAX_LEN];
+	uint64_t refused, deadline;
+	struct nsa_standby *sb;
+	struct disagreement d;
+	struct nsa_config c;
+	struct nsa_active *a;
+	struct plan p;
+	int rec_len = ns_record_encode(&one, buf, sizeof(buf));
+
+	cr_assert_gt(rec_len, 0);
+	store_up(PORT_LOG_REWRITE, 0);
+	store_admin(PORT_LOG_REWRITE,
+		    "ACL SETUSER natsync on >secret ~* &* +@all");
+	standby_layout = NSA_LAYOUT_LOG;
+	sb = standby_up(PORT_LOG_REWRITE, 4096);
+	standby_layout = NSA_LAYOUT_KEYS;
+	plan_init(&p, n);
+	/* A log reader expires records by their stamps: real ones. */
+	p.ts = nsdp_realtime_ns();
+	conf_for(&c, PORT_LOG_REWRITE, 1, NSA_PUBLISH_AUTO);
+	c.store.layout = NSA_LAYOUT_LOG;
+	snprintf(c.store.user, sizeof(c.store.user), "natsync");
+	snprintf(c.store.password, sizeof(c.store.password), "secret");
+	a = writer_up(&c, lanes, 1);
+	plan_write_drained(&p, lanes, a, 0, 200, NS_EV_CREATE);
+	d = wait_log_agreement(sb, PORT_LOG_REWRITE, n);
+	expect_agreement(&d);
+	nsa_standby_stats(sb, &before);
+
+	/* Every segment of 200 refreshes refused (NOPERM), announced. */
+	store_admin(PORT_LOG_REWRITE, "ACL SETUSER natsync -set");
+	plan_write_drained(&p, lanes, a, 0, 200, NS_EV_REFRESH);
+	nsa_active_stats(a, &st);
+	refused = st.other_errors;
+	cr_assert_gt(refused, 0, "no segment refused");
+	cr_expect_eq(st.dropped, 200);
+	/* Taken again: the next segments, then the refused ones again. */
+	store_admin(PORT_LOG_REWRITE, "ACL SETUSER natsync +set");
+	plan_write_drained(&p, lanes, a, 200, 200, NS_EV_CREATE);
+	deadline = mono_ms() + 10000;
+	do {
+		nsdp_sleep_ms(50);
+		nsa_standby_stats(sb, &after);
+	} while (after.repairs - before.repairs < refused &&
+		 after.resyncs == before.resyncs && mono_ms() < deadline);
+	d = wait_log_agreement(sb, PORT_LOG_REWRITE, n);
+	nsa_standby_stats(sb, &after);
+	cr_log_info("refused %llu segments; standby: resyncs %llu, repairs "
+		    "%llu, repair_values %llu (%llu B)",
+		    (unsigned long long)refused,
+		    (unsigned long long)(after.resyncs - before.resyncs),
+		    (unsigned long long)(after.repairs - before.repairs),
+		    (unsigned long long)(after.repair_values -
+					 before.repair_values),
+		    (unsigned long long)(after.repair_bytes -
+					 before.repair_bytes));
+	cr_expect_eq(after.resyncs, before.resyncs, "a resync of the master");
+	cr_expect_eq(after.load_values, before.load_values);
+	cr_expect_eq(after.repairs - before.repairs, refused);
+	cr_expect_eq(after.repair_values - before.repair_values, refused);
+	cr_expect_eq(after.repair_bytes - before.repair_bytes,
+		     refused * NS_BATCH_HDR_LEN + 200 * (uint64_t)rec_len);
+	cr_expect_eq(after.refused_segments + after.bad_values, 0);
+	nsa_active_stats(a, &st);
+	cr_expect_eq(st.log_rewrites, refused);
+	cr_expect_eq(st.log_rewrite_bytes,
+		     after.repair_bytes - before.repair_bytes);
+	/* The refreshes are in the store again, so in every table. */
+	expect_agreement(&d);
+	for (uint32_t f = 0; f < 200; f++) {
+		struct ns_session s = flow_record(f, NS_EV_CREATE, 0), got;
+
+		cr_assert_eq(nsdp_table_lookup(nsa_standby_table(sb), s.proto,
+					       &s.orig, &got),
+			     0);
+		cr_expect_eq(got.timeout_ms, TIMEOUT_REFRESH_MS, "flow %u", f);
+	}
 	writer_down(a, &p);
 	nsa_standby_free(sb);
 }

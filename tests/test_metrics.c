@@ -278,6 +278,9 @@ Test(metrics, agent_pair_scrapes_pass_promtool_and_equal_the_report_lines)
 		     "reason=\"fenced\"", "active.out", "fenced");
 	expect_equal("active-final.prom", "natsync_store_corrections_total",
 		     NULL, "active.out", "store_corrections");
+	expect_equal("active-final.prom",
+		     "natsync_log_segments_rewritten_total", NULL, "active.out",
+		     "log_rewrites");
 	cr_expect_eq(
 		metric("active-final.prom", "natsync_records_dropped_total",
 		       "reason=\"store_refused\"") +

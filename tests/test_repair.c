@@ -42,6 +42,8 @@ struct writer {
 	const char *key; /* sign batches with this batch key (NULL: no) */
 	int forge; /* spoil the next batch's HMAC (then cleared) */
 	int cut; /* cut the next batch's last byte: it no longer decodes */
+	uint8_t flags; /* more header flags for the next batch (then 0) */
+	size_t last_len; /* the last batch's bytes */
 	/* segments stored but not announced, and their bytes */
 	uint64_t unannounced, unannounced_bytes;
 };
@@ -121,7 +123,8 @@ static void batch_out(struct writer *w, unsigned int node, uint8_t *buf,
 	h.body_len = (uint32_t)(len - NS_BATCH_HDR_LEN);
 	h.channel_slot = w->topo.nodes[node].channel_slot;
 	h.sent_ns = nsdp_realtime_ns();
-	h.flags = w->key ? NS_BATCH_F_HMAC : 0;
+	h.flags = (uint8_t)((w->key ? NS_BATCH_F_HMAC : 0) | w->flags);
+	w->flags = 0;
 	ns_batch_hdr_encode(&h, buf);
 	if (w->key) {
 		cr_assert_eq(ns_batch_mac((const uint8_t *)w->key,
@@ -133,6 +136,7 @@ static void batch_out(struct writer *w, unsigned int node, uint8_t *buf,
 	}
 	len -= (size_t)w->cut;
 	w->cut = 0;
+	w->last_len = len;
 	cr_assert_gt(ns_segment_key(h.channel_slot, h.publisher_id, h.seq, key),
 		     0);
 	if (store) {
@@ -590,6 +594,53 @@ Test(repair, a_segment_refused_for_good_costs_its_sessions_not_the_master,
 	nsa_standby_free(sb);
 	writer_close(&w);
 	batch_key = "";
+}
+
+/* A batch whose segment the store refused (announced, not stored) is
+ * written again by the active under a new seq, announced with
+ * NS_BATCH_F_REWRITE: the standby reads back that segment alone and
+ * applies it, no resync. A rewrite the store refused too (not stored)
+ * is not found: the standby resyncs the master. */
+Test(repair, a_rewritten_segment_is_read_back_alone, .init = cluster_up,
+     .fini = cluster_down)
+{
+	struct nsa_standby_stats before, after;
+	struct nsa_standby *sb;
+	struct writer w;
+	uint32_t idx[100];
+
+	sb = pair_synced(&w, &before);
+	pick_on_node(&w, 1, 0, idx, 100);
+	/* Refused: announced only; then written again and announced. */
+	write_on_node(&w, 1, idx, 100, NS_EV_REFRESH, 0, 1);
+	w.flags = NS_BATCH_F_REWRITE;
+	write_on_node(&w, 1, idx, 100, NS_EV_REFRESH, 1, 1);
+	cr_assert(wait_exact(sb, &w, 10), "the table differs from the store");
+	cr_assert_gt(wait_above(sb, offsetof(struct nsa_standby_stats, repairs),
+				before.repairs, nsdp_now_s(), 5),
+		     -1, "no repair");
+	nsa_standby_stats(sb, &after);
+	print_stats("a rewritten segment", &before, &after);
+	cr_assert_eq(after.repairs - before.repairs, 1);
+	cr_assert_eq(after.repair_values - before.repair_values, 1);
+	cr_assert_eq(after.repair_bytes - before.repair_bytes, w.last_len);
+	cr_assert_eq(after.gaps, before.gaps);
+	cr_assert_eq(after.resyncs, before.resyncs, "a resync of the master");
+	cr_assert_eq(after.load_values, before.load_values);
+
+	/* The rewrite refused too: nothing to read back, a resync. */
+	before = after;
+	w.flags = NS_BATCH_F_REWRITE;
+	write_on_node(&w, 1, idx, 100, NS_EV_REFRESH, 0, 1);
+	cr_assert_gt(wait_above(sb, offsetof(struct nsa_standby_stats, resyncs),
+				before.resyncs, nsdp_now_s(), 10),
+		     -1, "no resync");
+	nsa_standby_stats(sb, &after);
+	print_stats("a rewrite not in the store", &before, &after);
+	cr_assert_eq(after.repairs, before.repairs);
+	cr_assert_eq(after.repair_values, before.repair_values);
+	nsa_standby_free(sb);
+	writer_close(&w);
 }
 
 /* A segment that no longer decodes (cut by a byte) in the middle of a gap

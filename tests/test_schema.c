@@ -632,8 +632,13 @@ Test(batch, decode_rejects_wrong_version_and_unknown_flags)
 	batch_buf[4] = 0;
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);
 	batch_buf[4] = NS_BATCH_VERSION;
-	batch_buf[5] = 0x08;
+	batch_buf[5] = 0x10;
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);
+	/* A rewrite is neither a correction nor a resync request. */
+	batch_buf[5] = NS_BATCH_F_REWRITE | NS_BATCH_F_STORE;
+	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);
+	batch_buf[5] = NS_BATCH_F_REWRITE;
+	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), 0);
 	/* RESYNC carries no records. */
 	batch_buf[5] = NS_BATCH_F_RESYNC;
 	cr_assert_eq(ns_batch_decode(batch_buf, len, &h, &body), -EPROTO);

@@ -442,12 +442,13 @@ static int active_report(const struct active_run *r)
 	       " replayed=%" PRIu64 " reconnects=%" PRIu64
 	       " clusterdown=%" PRIu64 " errors=%" PRIu64 " drops=%" PRIu64
 	       " lane_drops=%" PRIu64 " agent_drops=%" PRIu64
-	       " store_corrections=%" PRIu64 " fenced=%" PRIu64 " drained=%s",
+	       " store_corrections=%" PRIu64 " log_rewrites=%" PRIu64
+	       " fenced=%" PRIu64 " drained=%s",
 	       st.records, st.acked, secs,
 	       secs > 0 ? (double)st.acked / secs : 0.0, st.batches, st.resent,
 	       st.replayed, st.reconnects, st.clusterdown, st.other_errors,
 	       st.lane_drops + st.dropped, st.lane_drops, st.dropped,
-	       st.store_corrections, st.fenced,
+	       st.store_corrections, st.log_rewrites, st.fenced,
 	       sourced ? (r->drained ? "yes" : "no") : "n/a");
 	if (r->src.ksrc)
 		printf(" captured=%" PRIu64 " creates=%" PRIu64

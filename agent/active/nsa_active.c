@@ -509,6 +509,8 @@ void nsa_active_free(struct nsa_active *a)
 		}
 		for (j = 0; j < w->n_held; j++)
 			nsa_batch_put(w, w->held[j]);
+		for (j = 0; j < w->n_lost; j++)
+			nsa_batch_put(w, w->lost[j]);
 		free(w->held);
 		free(w->rb);
 		nsa_batch_free_all(w);

@@ -39,6 +39,9 @@ struct nsa_active_stats {
 	 * published), and the compactor's rounds and the bytes of the
 	 * checkpoints it wrote back (schema/FORMAT.md, Compaction). */
 	uint64_t log_bytes;
+	/* Segments the store refused for good, written again under a new
+	 * seq and acknowledged (NS_BATCH_F_REWRITE), and their bytes. */
+	uint64_t log_rewrites, log_rewrite_bytes;
 	uint64_t compactions, compact_bytes;
 	/* The last round's peak memory; the marks rounds refused. */
 	uint64_t compact_peak, compact_marks_refused;

@@ -69,6 +69,7 @@ static const struct nsa_mx_row active_rows[] = {
 	NSA_MX_COUNTER(st.store_corrections, "natsync_store_corrections_total", "Records published with what the store holds after it refused a write for good."),
 	NSA_MX_COUNTER(st.compactions, "natsync_compaction_rounds_total", "Compaction rounds completed (layout log)."),
 	NSA_MX_COUNTER(st.compact_lease_skipped, "natsync_compaction_rounds_skipped_total", "Compaction rounds skipped because another round (another gateway pair's active) held the store's compaction lease."),
+	NSA_MX_COUNTER(st.log_rewrites, "natsync_log_segments_rewritten_total", "Log layout: segments the store refused for good, written again under a new seq and acknowledged."),
 	NSA_MX_GAUGE(fence_epoch, "natsync_fence_epoch", "The store's epoch counter as the writers last read it; above natsync_epoch, this active is fenced."),
 };
 #undef NSA_MX_STRUCT

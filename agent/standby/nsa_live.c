@@ -4,7 +4,8 @@
  * timed for the lag histogram; a gap in its sequence is repaired by
  * reading the batches missed back (log layout, nsa_repair.c) or else
  * resyncs its master; a batch the store lost (NS_BATCH_F_RESYNC) resyncs
- * its master, and the first batch of a newer epoch of the pair (the older
+ * its master, one it lost and took again (NS_BATCH_F_REWRITE) is read
+ * back (nsa_repair.c, the master resynced if that fails), and the first batch of a newer epoch of the pair (the older
  * active fenced, maybe between a batch's writes and its SPUBLISH)
  * resyncs every master.
  *
@@ -258,7 +259,12 @@ static void on_batch(struct nsa_standby *sb, unsigned int node,
 		if (nsa_sb_repair(sb, node, &h, sb->order.gap_from) == 0)
 			seq = NSA_SEQ_NEXT;
 	}
-	batch_apply(sb, &h, body);
+	/* A rewrite's records are those of a batch applied before: what
+	 * counts is whether the store holds them again, read back. */
+	if (!(h.flags & NS_BATCH_F_REWRITE))
+		batch_apply(sb, &h, body);
+	else if (seq != NSA_SEQ_GAP && nsa_sb_repair_rewrite(sb, node, &h) != 0)
+		batch_resync_asked(sb, node);
 	if (h.flags & NS_BATCH_F_RESYNC && seq != NSA_SEQ_GAP)
 		batch_resync_asked(sb, node);
 	if (seq == NSA_SEQ_GAP) {

@@ -40,6 +40,10 @@
  *   repair_max_segments values, REPAIR_CHUNK per MGET (their keys share
  *   the channel's hash tag, so one slot).
  *
+ * A segment the store refused for good and the active wrote again under a
+ * new seq (NS_BATCH_F_REWRITE) is read back the same way, alone, when its
+ * announcement comes: the store holds it, or the master is resynced.
+ *
  * Not here: finding the gap (nsa_order.c), the resync it falls back to
  * (nsa_resync.c), live batches (nsa_live.c).
  */
@@ -171,29 +175,20 @@ static int chunk_read(struct nsa_standby *sb, unsigned int node,
 	return rc;
 }
 
-int nsa_sb_repair(struct nsa_standby *sb, unsigned int node,
-		  const struct ns_batch_hdr *gap, uint64_t from)
+/* Read back and apply the segments from .. gap->seq - 1 of gap's
+ * publisher on node's channel (what: why they are read, for the log). 0,
+ * or -1 when the master must be resynced (logged). */
+static int repair_read(struct nsa_standby *sb, unsigned int node,
+		       const struct ns_batch_hdr *gap, uint64_t from,
+		       const char *what)
 {
 	const struct sb_node *nd = &sb->nodes[node];
-	const uint64_t missed = gap->seq - from;
 	uint64_t values = sb->st.repair_values, bytes = sb->st.repair_bytes;
 	const char *why = NULL;
 	char err[256] = "";
 	redisContext *c;
 	uint64_t seq;
 
-	if (sb->conf.store.layout != NSA_LAYOUT_LOG ||
-	    sb->conf.repair_max_segments == 0 || from >= gap->seq)
-		return -1;
-	if (missed > sb->conf.repair_max_segments) {
-		NSA_WARN("standby: gap on %s from publisher %u: %" PRIu64
-			 " batches missed (seq %" PRIu64 "..%" PRIu64
-			 "), more than [standby] repair_max_segments %u: "
-			 "not repaired",
-			 nd->channel, gap->publisher_id, missed, from,
-			 gap->seq - 1, sb->conf.repair_max_segments);
-		return -1;
-	}
 	c = nsa_store_connect(&sb->store_quick, &nd->addr, err, sizeof(err));
 	if (c == NULL)
 		why = err;
@@ -216,18 +211,51 @@ int nsa_sb_repair(struct nsa_standby *sb, unsigned int node,
 	if (c)
 		redisFree(c);
 	if (why) {
-		NSA_WARN("standby: gap on %s from publisher %u (seq %" PRIu64
-			 "..%" PRIu64 " missed): repair gave up after %" PRIu64
+		NSA_WARN("standby: %s on %s from publisher %u (seq %" PRIu64
+			 "..%" PRIu64 "): repair gave up after %" PRIu64
 			 " segments (%" PRIu64 " B) read: %s",
-			 nd->channel, gap->publisher_id, from, gap->seq - 1,
-			 values, bytes, why);
+			 what, nd->channel, gap->publisher_id, from,
+			 gap->seq - 1, values, bytes, why);
 		return -1;
 	}
 	SB_STAT_ADD(sb, repairs, 1);
-	NSA_INFO("standby: gap on %s from publisher %u repaired: seq %" PRIu64
+	NSA_INFO("standby: %s on %s from publisher %u repaired: seq %" PRIu64
 		 "..%" PRIu64 " read back, %" PRIu64 " segments (%" PRIu64
 		 " B)",
-		 nd->channel, gap->publisher_id, from, gap->seq - 1, values,
-		 bytes);
+		 what, nd->channel, gap->publisher_id, from, gap->seq - 1,
+		 values, bytes);
 	return 0;
+}
+
+int nsa_sb_repair(struct nsa_standby *sb, unsigned int node,
+		  const struct ns_batch_hdr *gap, uint64_t from)
+{
+	const struct sb_node *nd = &sb->nodes[node];
+	const uint64_t missed = gap->seq - from;
+
+	if (sb->conf.store.layout != NSA_LAYOUT_LOG ||
+	    sb->conf.repair_max_segments == 0 || from >= gap->seq)
+		return -1;
+	if (missed > sb->conf.repair_max_segments) {
+		NSA_WARN("standby: gap on %s from publisher %u: %" PRIu64
+			 " batches missed (seq %" PRIu64 "..%" PRIu64
+			 "), more than [standby] repair_max_segments %u: "
+			 "not repaired",
+			 nd->channel, gap->publisher_id, missed, from,
+			 gap->seq - 1, sb->conf.repair_max_segments);
+		return -1;
+	}
+	return repair_read(sb, node, gap, from, "gap");
+}
+
+int nsa_sb_repair_rewrite(struct nsa_standby *sb, unsigned int node,
+			  const struct ns_batch_hdr *h)
+{
+	struct ns_batch_hdr next = *h;
+
+	if (sb->conf.store.layout != NSA_LAYOUT_LOG ||
+	    sb->conf.repair_max_segments == 0)
+		return -1;
+	next.seq = h->seq + 1;
+	return repair_read(sb, node, &next, h->seq, "rewritten segment");
 }

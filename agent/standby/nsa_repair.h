@@ -20,4 +20,13 @@
 int nsa_sb_repair(struct nsa_standby *sb, unsigned int node,
 		  const struct ns_batch_hdr *gap, uint64_t from);
 
+/* h, admitted on node's channel in its turn, announces a segment the store
+ * refused for good, written again under h's seq (NS_BATCH_F_REWRITE): read
+ * that segment back and apply it, instead of h's records. 0 when done; -1
+ * when the master must be resynced instead (the keys layout, [standby]
+ * repair_max_segments 0, the segment not in the store or not verified, a
+ * store error; logged). */
+int nsa_sb_repair_rewrite(struct nsa_standby *sb, unsigned int node,
+			  const struct ns_batch_hdr *h);
+
 #endif

@@ -68,6 +68,9 @@ struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
 	b->retry = 0;
 	b->store = 0;
 	b->resync = 0;
+	b->lost = 0;
+	b->taken = 0;
+	b->rewrite = 0;
 	b->body_len = NS_BATCH_HDR_LEN;
 	b->wseq = w->wseq++;
 	b->open_ns = w->now_ns;
@@ -230,22 +233,77 @@ unsigned int nsa_records_lost(struct nsa_writer *w, const uint8_t *flags,
 	return lost;
 }
 
+static void log_resync_ask(struct nsa_writer *w, uint16_t slot)
+{
+	w->log_resync[slot / 64] |= 1ull << (slot % 64);
+}
+
+/* Log layout: b's segment was refused for good; keep b for its rewrite
+ * (nsa_log_resync_send), or, with no room, ask its standbys to read the
+ * master again. */
+static void lost_keep(struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (w->n_lost == NSA_MAX_LOST) {
+		log_resync_ask(w, b->channel_slot);
+		nsa_batch_put(w, b);
+		return;
+	}
+	b->lost_ns = w->now_ns;
+	b->taken = 0;
+	w->lost[w->n_lost++] = b;
+}
+
+void nsa_log_lost_taken(struct nsa_writer *w, uint16_t slot)
+{
+	unsigned int i;
+
+	for (i = 0; i < w->n_lost; i++)
+		if (w->lost[i]->channel_slot == slot)
+			w->lost[i]->taken = 1;
+}
+
+/* A rewrite is never held for the resend nor rewritten again: a standby
+ * that does not find its segment resyncs by itself; one that may not
+ * have had its announcement is asked to. */
+static void rewrite_finalize(struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (b->retry || w->retry_mode) {
+		log_resync_ask(w, b->channel_slot);
+		if (b->retry)
+			w->retry_mode = 1;
+	} else if (!(b->rflags[0] & NSA_REC_DROPPED)) {
+		W_STAT_ADD(w, log_rewrites, 1);
+		W_STAT_ADD(w, log_rewrite_bytes,
+			   b->body_len +
+				   (w->a->conf.batch_key_len ? NS_BATCH_MAC_LEN
+							     : 0));
+	}
+	nsa_batch_put(w, b);
+}
+
 void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 {
 	unsigned int i, dropped = 0, replays = 0, stores = 0;
 
+	if (b->rewrite) {
+		rewrite_finalize(w, b);
+		return;
+	}
 	if (b->resync) {
 		/* Not held for the resend (it has no records): asked for
 		 * again, and sent once the writer is out of retry mode. */
 		if (b->retry || w->retry_mode)
-			w->log_resync[b->resync_slot / 64] |=
-				1ull << (b->resync_slot % 64);
+			log_resync_ask(w, b->resync_slot);
 		if (b->retry)
 			w->retry_mode = 1;
 		nsa_batch_put(w, b);
 		return;
 	}
 	if (b->retry || w->retry_mode) {
+		/* The resend leaves out the records refused for good: no
+		 * rewrite of them, so the standbys read the master. */
+		if (b->lost)
+			log_resync_ask(w, b->channel_slot);
 		w->retry_mode = 1;
 		if (nsa_batch_hold(w, b) == 0)
 			return;
@@ -274,6 +332,9 @@ void nsa_batch_finalize(struct nsa_writer *w, struct nsa_batch *b)
 	W_STAT_ADD(w, batches, 1);
 	w->err_backoff_ms = NSA_ERR_BACKOFF_MIN_MS;
 	replay_keep(w, b);
-	nsa_batch_put(w, b);
+	if (b->lost)
+		lost_keep(w, b);
+	else
+		nsa_batch_put(w, b);
 	nsa_settle_advance(w);
 }

@@ -30,6 +30,10 @@ void nsa_seg_track(struct nsa_writer *w, struct nsa_batch *b);
 /* b's segment was answered, or its connection lost. */
 void nsa_seg_untrack(struct nsa_writer *w, struct nsa_batch *b);
 
+/* Log layout: the master of channel slot took a segment: the batches it
+ * refused before are due for their rewrite. */
+void nsa_log_lost_taken(struct nsa_writer *w, uint16_t slot);
+
 /* Let acknowledgements older than replay_ms leave the replay window. */
 void nsa_writer_replay_trim(struct nsa_writer *w);
 

@@ -52,11 +52,13 @@ static void log_error_once(struct nsa_writer *w, const char *text, size_t len)
 		memcpy(w->logged[w->n_logged++], kind, k + 1);
 	if (w->a->conf.store.layout == NSA_LAYOUT_LOG)
 		/* A segment cannot be read back by key (schema/FORMAT.md,
-		 * Log layout): the standbys read the master again. */
+		 * Log layout): it is written again, or the standbys read
+		 * the master again. */
 		NSA_ERR("writer %u: store refused a command: %.*s (records "
-			"counted as dropped, lost from the store; the "
-			"standbys are told to read the master again; further "
-			"'%s' errors are counted, not logged)",
+			"counted as dropped, written again once the master "
+			"takes a segment, else the standbys are told to read "
+			"the master again; further '%s' errors are counted, "
+			"not logged)",
 			w->idx, (int)(len > 200 ? 200 : len), text, kind);
 	else
 		NSA_ERR("writer %u: store refused a command: %.*s (records "
@@ -159,7 +161,8 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 		.count = (uint16_t)b->count,
 		.flags = (uint8_t)((conf->batch_key_len ? NS_BATCH_F_HMAC : 0) |
 				   (b->store ? NS_BATCH_F_STORE : 0) |
-				   (b->resync ? NS_BATCH_F_RESYNC : 0)),
+				   (b->resync ? NS_BATCH_F_RESYNC : 0) |
+				   (b->rewrite ? NS_BATCH_F_REWRITE : 0)),
 		.seq = ++w->seq[c->channel_slot],
 		.body_len = (uint32_t)(b->body_len - NS_BATCH_HDR_LEN),
 		/* Signed with the records: a standby refuses the batch on
@@ -172,6 +175,7 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 	uint8_t mac[NS_BATCH_MAC_LEN];
 	size_t mac_len = 0;
 
+	b->channel_slot = c->channel_slot;
 	if (segment)
 		nsa_seg_track(w, b);
 	/* After nsa_seg_track's low mark: not before it. */
@@ -203,16 +207,88 @@ int nsa_batch_close(struct nsa_writer *w, struct nsa_link *c)
 	return 0;
 }
 
-/* Log layout: tell the standbys of every master that refused a segment
- * for good to read it again, one NS_BATCH_F_RESYNC batch on its channel
- * after what it published before (closed first). Not while the writer
- * resends: the request follows the resent batches. */
+/* Write lost's records again as a new batch on its channel, after what
+ * was published there before (closed first): its segment under the new
+ * seq, its announcement flagged NS_BATCH_F_REWRITE, so that a standby
+ * reads that segment back. 0 when sent, -EAGAIN to try again later,
+ * -ENOENT when no connection serves the channel, -ESTALE when the writer
+ * is fenced below the batch's epoch. */
+static int lost_rewrite(struct nsa_writer *w, const struct nsa_batch *lost)
+{
+	struct nsa_link *c = NULL;
+	struct nsa_batch *b;
+	unsigned int i;
+
+	for (i = 0; i < w->topo.n_nodes && i < w->n_conns; i++)
+		if (w->conns[i]->channel_slot == lost->channel_slot)
+			c = w->conns[i];
+	if (lost->epoch < w->fence)
+		return -ESTALE; /* a newer active took over: never written */
+	if (c == NULL)
+		return -ENOENT;
+	if (c->conn.fd < 0)
+		return -EAGAIN;
+	if (c->open != NULL && nsa_batch_close(w, c) != 0)
+		return -EAGAIN;
+	if ((b = nsa_batch_get(w)) == NULL)
+		return -EAGAIN;
+	b->count = lost->count;
+	b->lines = lost->lines;
+	b->epoch = lost->epoch;
+	memcpy(b->sess, lost->sess, lost->lines * sizeof(*b->sess));
+	for (i = 0; i < lost->lines; i++) {
+		b->rflags[i] = lost->rflags[i] & NSA_REC_LINE2;
+		b->ticket[i] = 0;
+	}
+	memcpy(b->body, lost->body, lost->body_len);
+	b->body_len = lost->body_len;
+	b->rewrite = 1;
+	c->open = b;
+	if (nsa_batch_close(w, c) != 0) {
+		c->open = NULL;
+		nsa_batch_put(w, b);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+/* The batches whose segment was refused: rewritten once their master took
+ * a segment again; after NSA_LOST_HOLD_NS without, or with no connection
+ * to their channel, their standbys are asked to read the master. */
+static void lost_send(struct nsa_writer *w)
+{
+	unsigned int i, k = 0;
+
+	for (i = 0; i < w->n_lost; i++) {
+		struct nsa_batch *b = w->lost[i];
+		int rc = b->taken ? lost_rewrite(w, b) : -EAGAIN;
+
+		if (rc == -EAGAIN &&
+		    w->now_ns - b->lost_ns < NSA_LOST_HOLD_NS) {
+			w->lost[k++] = b;
+			continue;
+		}
+		if (rc != 0 && rc != -ESTALE)
+			w->log_resync[b->channel_slot / 64] |=
+				1ull << (b->channel_slot % 64);
+		nsa_batch_put(w, b);
+	}
+	w->n_lost = k;
+}
+
+/* Log layout: rewrite the batches whose segment the store refused for
+ * good (lost_send); tell the standbys of every master whose refused
+ * segment was not rewritten to read it again, one NS_BATCH_F_RESYNC batch
+ * on its channel after what it published before (closed first). Not while
+ * the writer resends: the rewrite and the request follow the resent
+ * batches. */
 void nsa_log_resync_send(struct nsa_writer *w)
 {
 	unsigned int i;
 
 	if (w->retry_mode)
 		return;
+	lost_send(w);
 	for (i = 0; i < w->topo.n_nodes && i < w->n_conns; i++) {
 		struct nsa_link *c = w->conns[i];
 		uint16_t slot = c->channel_slot;

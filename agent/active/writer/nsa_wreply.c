@@ -64,7 +64,8 @@ void nsa_link_kill(struct nsa_writer *w, struct nsa_link *c, const char *why)
 
 /* A reply for a batch: an error worth a resend puts the writer in retry
  * mode; a refusal for good drops the record (its key is read back) or, for
- * a segment, the whole batch (its standbys read the master again). */
+ * a segment, the whole batch (written again once its master takes a
+ * segment: nsa_log_resync_send). */
 static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 			 const struct nsa_exp *e, char type, const char *t,
 			 size_t len)
@@ -83,15 +84,17 @@ static void handle_reply(struct nsa_writer *w, struct nsa_link *c,
 			nsa_readback_queue(w, &b->sess[e->pos]);
 		} else if (e->kind == NSA_EXP_SEGMENT) {
 			/* The log cannot be read back by key: the records
-			 * are lost from the store (schema/FORMAT.md), and the
-			 * standbys that got them read the master again. */
+			 * are lost from the store (schema/FORMAT.md) until
+			 * the batch is written again (finalize keeps it);
+			 * a rewrite refused is not, its standbys resync. */
 			unsigned int i;
 
 			for (i = 0; i < b->lines; i++)
 				b->rflags[i] |= NSA_REC_DROPPED;
-			w->log_resync[c->channel_slot / 64] |=
-				1ull << (c->channel_slot % 64);
+			b->lost = !b->rewrite;
 		}
+	} else if (e->kind == NSA_EXP_SEGMENT) {
+		nsa_log_lost_taken(w, b->channel_slot);
 	}
 	reply_settle(w, c, e);
 }

@@ -37,6 +37,11 @@
 #define NSA_MAX_ASK 32
 #define NSA_MAX_LOGGED_KINDS 16
 #define NSA_ERR_BACKOFF_MIN_MS 10
+/* Log layout: batches whose segment the store refused for good, kept for
+ * their rewrite, and how long one waits for its master to take a segment
+ * again before its standbys are told to read the master instead. */
+#define NSA_MAX_LOST 32
+#define NSA_LOST_HOLD_NS 2000000000ull
 #define NSA_ERR_BACKOFF_MAX_MS 1000
 /* The settle ledger (nsa_wsettle.c): bursts in flight at most, and how
  * long one waits for its acknowledgements before it is given up. */
@@ -90,6 +95,13 @@ struct nsa_batch {
 	/* No records: NS_BATCH_F_RESYNC on the channel of resync_slot */
 	int resync;
 	uint16_t resync_slot;
+	/* Log layout: the channel slot it was published on (at its close);
+	 * its segment refused for good (kept for a rewrite by finalize);
+	 * its master took a segment since (the rewrite is due); a rewrite
+	 * itself (NS_BATCH_F_REWRITE), never rewritten again. */
+	uint16_t channel_slot;
+	int lost, taken, rewrite;
+	uint64_t lost_ns;
 	struct ns_session *sess; /* [2 * batch_size] lines, for resending */
 	uint8_t *rflags; /* [2 * batch_size] NSA_REC_* per line */
 	uint64_t *ticket; /* [2 * batch_size] settle ledger ids, 0: none */
@@ -207,6 +219,12 @@ struct nsa_writer {
 	 * and whose standbys are yet to be told to read it again
 	 * (NS_BATCH_F_RESYNC). */
 	uint64_t log_resync[NS_SLOTS / 64];
+	/* Log layout: batches whose segment the store refused for good,
+	 * oldest first, each written again under a new seq once its master
+	 * takes a segment, or given up for a RESYNC after NSA_LOST_HOLD_NS
+	 * (nsa_log_resync_send). */
+	struct nsa_batch *lost[NSA_MAX_LOST];
+	unsigned int n_lost;
 
 	/* Health (nsa_active_writer_health), written by this writer, read
 	 * by any thread with relaxed atomics: since when it has been
