@@ -106,10 +106,10 @@ int nst_store_start_fresh(int port, int masters, int replicas)
  * of themselves and of each other, without their clocks: the nodes, their
  * roles, epochs, links and slots, a slot being moved included. Each
  * redis-cli waits 5 s at most (a stopped master answers nothing). */
-#define NST_STORE_SHAPE                                                        \
-	"for p in $(seq %d %d); do "                                           \
-	"timeout 5 redis-cli -p $p info server | grep '^redis_mode:' || "      \
-	"exit 1; timeout 5 redis-cli -p $p cluster nodes | "                   \
+#define NST_STORE_SHAPE                                                   \
+	"for p in $(seq %d %d); do "                                      \
+	"timeout 5 redis-cli -p $p info server | grep '^redis_mode:' || " \
+	"exit 1; timeout 5 redis-cli -p $p cluster nodes | "              \
 	"cut -d' ' -f1-4,7- | sort || exit 1; done"
 
 int nst_store_reuse(int port, int masters)
