@@ -102,6 +102,37 @@ int nst_store_start_fresh(int port, int masters, int replicas)
 	return -1;
 }
 
+/* What port's nodes (a cluster of masters masters, or a plain server) say
+ * of themselves and of each other, without their clocks: the nodes, their
+ * roles, epochs, links and slots, a slot being moved included. Each
+ * redis-cli waits 5 s at most (a stopped master answers nothing). */
+#define NST_STORE_SHAPE                                                   \
+	"for p in $(seq %d %d); do "                                      \
+	"timeout 5 redis-cli -p $p info server | grep '^redis_mode:' || " \
+	"exit 1; timeout 5 redis-cli -p $p cluster nodes | "              \
+	"cut -d' ' -f1-4,7- | sort || exit 1; done"
+
+int nst_store_reuse(int port, int masters)
+{
+	const char *run = nst_build("tests/run");
+	int last = port + (masters ? masters : 1) - 1;
+
+	if (nst_sh("test -s %s/%d/shape && { " NST_STORE_SHAPE "; } 2>/dev/null"
+		   " | cmp -s - %s/%d/shape && "
+		   "for p in $(seq %d %d); do timeout 5 redis-cli -p $p "
+		   "flushall sync | grep -qx OK && timeout 5 redis-cli -p $p "
+		   "script flush | grep -qx OK || exit 1; done",
+		   run, port, port, last, run, port, port, last) == 0)
+		return 0;
+	if (nst_store_start_fresh(port, masters, 0) != 0)
+		return -1;
+	if (nst_sh("{ " NST_STORE_SHAPE "; } >%s/%d/shape", port, last, run,
+		   port) == 0)
+		return 0;
+	nst_store_stop(port);
+	return -1;
+}
+
 int nst_eal_init(unsigned int mem_mb)
 {
 	static int done;

@@ -19,6 +19,15 @@ void nst_store_stop(int port);
  * failure the store is stopped again (a suite's .fini does not run when
  * its .init fails). Returns 0 or -1. */
 int nst_store_start_fresh(int port, int masters, int replicas);
+/* A fresh store, or an emptied one: the store an earlier test of the
+ * executable left on port (masters masters, no replicas; 0: a plain
+ * server) when nothing changed its shape since nst_store_reuse() started
+ * it (no node stopped or failed over, no slot moved), FLUSHALL and SCRIPT
+ * FLUSH on every node; else nst_store_start_fresh() (a cluster's start
+ * costs 3-5 s, most of it Redis's wait before a new master declares the
+ * cluster up). The test executable stops it when all its tests ran.
+ * Returns 0 or -1. */
+int nst_store_reuse(int port, int masters);
 /* The connections of gateway pair pair's writers (client name
  * natsync-writer:<pair>) on the masters port .. port + masters - 1, one
  * "port:id=N" a line, sorted, into the file at path: a client id is a
