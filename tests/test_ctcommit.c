@@ -797,8 +797,7 @@ static int udp6_socket_in(const char *ns, const char *addr, uint16_t port)
 
 	nst_netns_back(self);
 	cr_assert_eq(inet_pton(AF_INET6, addr, &sa.sin6_addr), 1);
-	cr_assert(fd >= 0 &&
-			  bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
+	cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
 		  "cannot bind [%s]:%u in %s", addr, port, ns);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
@@ -907,9 +906,8 @@ static ssize_t udp_send_to(int fd, uint32_t addr, uint16_t port)
  * [fd99:1::1]:8080 translated to [fd99:2::2]:7777. */
 static void dnat6_forwards(void)
 {
-	struct ns_rec r = rec66(IPPROTO_UDP, 60000, TR6_CLIENT, 5555,
-				TR6_GW_IN, 8080, TR6_CLIENT, 5555, TR6_SERVER,
-				7777);
+	struct ns_rec r = rec66(IPPROTO_UDP, 60000, TR6_CLIENT, 5555, TR6_GW_IN,
+				8080, TR6_CLIENT, 5555, TR6_SERVER, 7777);
 	char src[INET6_ADDRSTRLEN], addr[INET6_ADDRSTRLEN];
 	const struct nf_conntrack *ct;
 	struct nsdp_ctcommit *c;
@@ -1033,12 +1031,12 @@ Test(ctcommit, a_committed_entry_translates_in_its_zone, .fini = tr_cleanup)
 	struct ns_session s = nst_session(IPPROTO_UDP, NS_EV_CREATE, 1, 1,
 					  60000, nsdp_realtime_ns());
 	struct ns_session t = s;
-	struct ns_rec s6 = rec66(IPPROTO_UDP, 60000, TR6_CLIENT, 5555,
-				 TR6_SERVER, 7777, TR6_GW_OUT, 40125,
-				 TR6_SERVER, 7777);
-	struct ns_rec t6 = rec66(IPPROTO_UDP, 60000, TR6_CLIENT, 5556,
-				 TR6_SERVER, 7777, TR6_GW_OUT, 40126,
-				 TR6_SERVER, 7777);
+	struct ns_rec s6 =
+		rec66(IPPROTO_UDP, 60000, TR6_CLIENT, 5555, TR6_SERVER, 7777,
+		      TR6_GW_OUT, 40125, TR6_SERVER, 7777);
+	struct ns_rec t6 =
+		rec66(IPPROTO_UDP, 60000, TR6_CLIENT, 5556, TR6_SERVER, 7777,
+		      TR6_GW_OUT, 40126, TR6_SERVER, 7777);
 	struct nsdp_ctcommit_conf cc = {.batch_bytes = 0, .zone = 5};
 	const struct nf_conntrack *ct;
 	struct nsdp_ctcommit *c;
