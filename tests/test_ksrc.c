@@ -456,8 +456,11 @@ static void net6_setup(void)
 
 /* From the client: n UDP flows (source ports FIRST_PORT + i), n TCP
  * connections to a listener on the server (accepted, kept open until all
- * are made) and one ICMPv6 echo; 0 when all went. */
-static int make_flows6(unsigned int n)
+ * are made), one ICMPv6 echo and n_fwd UDP flows to the gateway's
+ * [fd71::1]:FWD6_PORT (source ports FIRST_PORT + n + i); 0 when all went. */
+#define FWD6_PORT 8080
+
+static int make_flows6(unsigned int n, unsigned int n_fwd)
 {
 	return nst_sh(
 		"ip netns exec k1ks-s python3 -c '\n"
@@ -480,9 +483,14 @@ static int make_flows6(unsigned int n)
 		"p.settimeout(5)\n"
 		"p.sendto(bytes([128, 0, 0, 0, 0, 7, 0, 1]), "
 		"(\"2001:db8:71::2\", 0))\n"
-		"while p.recv(64)[0] != 129: pass'\n"
+		"while p.recv(64)[0] != 129: pass\n"
+		"for i in range(%u):\n"
+		"  u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+		"  u.bind((\"fd71::2\", %d + i))\n"
+		"  u.sendto(b\"x\", (\"fd71::1\", %d)); u.close()'\n"
 		"rc=$?; wait; exit $rc",
-		TCP_PORT + 10, n, n, UDP_PORT, n, FIRST_PORT, TCP_PORT + 10, n);
+		TCP_PORT + 10, n, n, UDP_PORT, n, FIRST_PORT, TCP_PORT + 10, n,
+		n_fwd, FIRST_PORT + n, FWD6_PORT);
 }
 
 /* IPv6 entries `conntrack -L -f ipv6` shows in the gateway. */
@@ -501,9 +509,28 @@ static unsigned long conntrack6_count(void)
 }
 
 #define FLOWS6 100u
+#define FWD6 10u
 
-/* NAT66: every new ip6 masqueraded flow (UDP, TCP, ICMPv6 echo) is one
- * CREATE, every entry conntrack -D removes one DELETE. */
+/* Entries with destination NAT (conntrack's [DST_NAT] is not printed, the
+ * forwarded port is): the IPv6 entries to the gateway's FWD6_PORT. */
+static unsigned long conntrack6_fwd_count(void)
+{
+	FILE *f = popen("ip netns exec k1ks-g conntrack -L -f ipv6 -p udp "
+			"--orig-port-dst 8080 --reply-port-src 9000 2>/dev/null "
+			"| grep -c src=",
+			"r");
+	unsigned long n = 0;
+
+	cr_assert(f);
+	if (fscanf(f, "%lu", &n) != 1)
+		n = 0;
+	pclose(f);
+	return n;
+}
+
+/* NAT66: every new ip6 masqueraded flow (UDP, TCP, ICMPv6 echo) and every
+ * flow an ip6 `dnat to` forwards to the server is one CREATE, every entry
+ * conntrack -D removes one DELETE. */
 Test(ksrc, every_new_nat66_flow_is_one_create_and_each_removal_one_delete)
 {
 	struct run r;
@@ -511,9 +538,18 @@ Test(ksrc, every_new_nat66_flow_is_one_create_and_each_removal_one_delete)
 	nst_need_root("network namespaces, nftables and BPF need root");
 	rig_start(&r, "ksrc-v6", 4 << 20);
 	net6_setup();
+	cr_assert_eq(nst_sh("ip netns exec k1ks-g nft add chain ip6 k1nat6 pre "
+			    "'{ type nat hook prerouting priority -100 ; }' && "
+			    "ip netns exec k1ks-g nft add rule ip6 k1nat6 pre "
+			    "iifname k1ksg0 udp dport %d dnat to "
+			    "'[2001:db8:71::2]:%d'",
+			    FWD6_PORT, UDP_PORT),
+		     0);
 	active_start(&r, "");
-	cr_assert_eq(make_flows6(FLOWS6), 0, "the IPv6 flows did not go");
-	wait_for("IPv6 conntrack entries", conntrack6_count, 2 * FLOWS6 + 1);
+	cr_assert_eq(make_flows6(FLOWS6, FWD6), 0, "the IPv6 flows did not go");
+	wait_for("IPv6 conntrack entries", conntrack6_count,
+		 2 * FLOWS6 + 1 + FWD6);
+	cr_assert_eq(conntrack6_fwd_count(), FWD6);
 	cr_assert_eq(nst_sh("ip netns exec k1ks-g conntrack -D -f ipv6 -p udp "
 			    ">/dev/null 2>&1"),
 		     0);
@@ -521,9 +557,9 @@ Test(ksrc, every_new_nat66_flow_is_one_create_and_each_removal_one_delete)
 		 FLOWS6 + 1);
 	nsdp_sleep_ms(300); /* a round or more: the ends are read */
 	run_stop(&r);
-	cr_assert_eq(report_field("creates"), 2 * FLOWS6 + 1,
+	cr_assert_eq(report_field("creates"), 2 * FLOWS6 + 1 + FWD6,
 		     "one CREATE per new flow");
-	cr_assert_eq(report_field("deletes"), FLOWS6);
+	cr_assert_eq(report_field("deletes"), FLOWS6 + FWD6);
 	cr_assert_eq(report_field("dumped"), 0);
 	cr_assert_eq(report_field("ringbuf_drops"), 0);
 }
@@ -630,19 +666,32 @@ Test(ksrc, the_mark_filter_keeps_only_the_marked_entries)
 }
 
 /* [source] zone: only the UDP flows, put in conntrack zone 5 by a rule
- * before conntrack (they get no reply, so their zone needs none). */
+ * before conntrack (they get no reply, so their zone needs none); IPv4
+ * first (compared entry by entry: the SIGUSR1 table is IPv4's), then
+ * IPv6 beside it, counted. */
 Test(ksrc, the_zone_filter_keeps_only_the_entries_of_its_zone)
 {
 	struct run r;
 
 	nst_need_root("network namespaces, nftables and BPF need root");
 	run_start(&r, "ksrc-zone", 4 << 20, "--set source.zone=5");
-	cr_assert_eq(nst_sh("ip netns exec k1ks-g nft add chain ip k1nat "
-			    "zoneudp '{ type filter hook prerouting priority "
-			    "-300 ; }' && ip netns exec k1ks-g nft add rule ip "
-			    "k1nat zoneudp udp dport 9000-9004 ct zone set 5"),
+	net6_setup();
+	cr_assert_eq(nst_sh("set -e; for f in ip ip6; do ip netns exec k1ks-g "
+			    "nft add table $f k1zone; ip netns exec k1ks-g nft "
+			    "add chain $f k1zone pre '{ type filter hook "
+			    "prerouting priority -300 ; }'; ip netns exec "
+			    "k1ks-g nft add rule $f k1zone pre udp dport "
+			    "9000-9004 ct zone set 5; done"),
 		     0);
-	assert_only_the_udp_flows_replicated(&r);
+	make_flows();
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+	cr_assert_eq(make_flows6(FLOWS6, 0), 0, "the IPv6 flows did not go");
+	wait_for("IPv6 conntrack entries", conntrack6_count, 2 * FLOWS6 + 1);
+	nsdp_sleep_ms(300); /* a round or more: the events are read */
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), n_flows + FLOWS6);
+	cr_assert_geq(report_field("filtered"), n_flows + FLOWS6 + 1);
 }
 
 /* [source] ignore_mark: the marked UDP flows are left out, as entries a
