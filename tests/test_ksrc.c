@@ -868,6 +868,22 @@ static void *late_udp_flows(void *arg)
 	return NULL;
 }
 
+/* Stop the run; its REPORTs say that destroy events were lost, that the
+ * standby's commit met no error, and that the ended sessions (at least
+ * ended of them) were deleted, by their events or by the dump-diff. */
+static void stop_after_lost_ends(struct run *r, unsigned long ended)
+{
+	run_stop(r);
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
+	cr_assert(nst_run_file_has("standby.out", "ct_errors=0"));
+	cr_assert_gt(report_field("end_overruns"), 0,
+		     "no destroy event was lost: the test proved nothing");
+	cr_assert_geq(report_field("redumps"), 1);
+	cr_assert_gt(report_field("reconciled"), 0);
+	cr_assert_geq(report_field("deletes") + report_field("reconciled"),
+		      ended);
+}
+
 /* After the ends: LATE_FLOWS new UDP flows while the active catches up;
  * then exactly expect sessions everywhere, and the active's REPORT says
  * that destroy events were lost and that the ended sessions (at least
@@ -883,16 +899,7 @@ static void late_flows_leave_no_ghost(struct run *r, unsigned long expect,
 	cr_assert_eq(LOAD(client_errors), 0);
 	wait_for("datagrams and connections at the server", server_saw, made);
 	expect_no_ghosts(r, expect);
-
-	run_stop(r);
-	nst_sh("cat %s >&2", nst_run_path("standby.out"));
-	cr_assert(nst_run_file_has("standby.out", "ct_errors=0"));
-	cr_assert_gt(report_field("end_overruns"), 0,
-		     "no destroy event was lost: the test proved nothing");
-	cr_assert_geq(report_field("redumps"), 1);
-	cr_assert_gt(report_field("reconciled"), 0);
-	cr_assert_geq(report_field("deletes") + report_field("reconciled"),
-		      ended);
+	stop_after_lost_ends(r, ended);
 }
 
 /* The UDP entries are deleted while the active is stopped (SIGSTOP), so
@@ -946,15 +953,7 @@ Test(ksrc_ends, an_ipv6_delete_whose_destroy_events_were_lost_leaves_no_ghost)
 	cr_assert_eq(kill(r.active, SIGCONT), 0);
 	wait_for("IPv6 entries in the standby's conntrack after the deletes",
 		 standby_conntrack6_count, FLOWS6);
-
-	run_stop(&r);
-	cr_assert(nst_run_file_has("standby.out", "ct_errors=0"));
-	cr_assert_gt(report_field("end_overruns"), 0,
-		     "no destroy event was lost: the test proved nothing");
-	cr_assert_geq(report_field("redumps"), 1);
-	cr_assert_gt(report_field("reconciled"), 0);
-	cr_assert_geq(report_field("deletes") + report_field("reconciled"),
-		      FLOWS6 + 1);
+	stop_after_lost_ends(&r, FLOWS6 + 1);
 }
 
 /* A flush of the whole table with the active running: its destroy events
