@@ -4,7 +4,7 @@
  * scripts/bench-kernel-failover.sh), run inside a network namespace with
  * `ip netns exec`.
  *
- *   natsync-kflows send --dst A.B.C.D [--src ADDR] [--flows N]
+ *   natsync-kflows send --dst ADDR [--src ADDR] [--flows N]
  *                       [--threads T] [--rate R] [--first-port P]
  *                       [--dport D]
  *     N new UDP flows as fast as the kernel takes them (or R flows/s in
@@ -12,6 +12,8 @@
  *     up to 65535, then the next destination port from D), built by hand
  *     on a raw socket and sent 64 at a time with sendmmsg, so that making
  *     a flow costs no socket, bind or close; T threads share the range.
+ *     An IPv6 --dst makes IPv6 flows (the kernel writes the IPv6 header,
+ *     its source address and the UDP checksum; --src is IPv4's only).
  *     Prints
  *       RESULT kflows sent=S errors=E seconds=X rate=R end_ns=NS
  *     end_ns being CLOCK_REALTIME when the last datagram left.
@@ -25,8 +27,9 @@
  *       RESULT kevents rcvbuf=B events=N overruns=O
  *     overruns being the ENOBUFS the socket reported (events lost).
  *
- *   natsync-kflows count
- *     Dumps the conntrack table of its namespace over ctnetlink and
+ *   natsync-kflows count [--family 4|6]
+ *     Dumps the conntrack table of its namespace (IPv4's, or IPv6's with
+ *     --family 6) over ctnetlink and
  *     prints
  *       RESULT kct entries=N snat=S
  *     S being the entries whose status has IPS_SRC_NAT: the ones the
@@ -50,6 +53,7 @@
 #include <netinet/udp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,11 +70,17 @@
 
 static struct {
 	struct in_addr src, dst;
+	struct in6_addr dst6;
+	int family; /* AF_INET, AF_INET6: of --dst, or --family for count */
 	uint64_t flows;
 	unsigned int threads;
 	double rate;
 	unsigned int first_port, dport;
-} opt = {.flows = 100000, .threads = 2, .first_port = 1024, .dport = 9000};
+} opt = {.family = AF_INET,
+	 .flows = 100000,
+	 .threads = 2,
+	 .first_port = 1024,
+	 .dport = 9000};
 
 struct worker {
 	pthread_t tid;
@@ -101,10 +111,18 @@ static void *send_main(void *arg)
 	struct iovec iov[BURST];
 	struct mmsghdr msgs[BURST];
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = opt.dst};
+	struct sockaddr_in6 to6 = {.sin6_family = AF_INET6,
+				   .sin6_addr = opt.dst6};
 	double t0 = nsdp_now_s(), per_s = opt.rate / opt.threads;
-	int fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+	int v6 = opt.family == AF_INET6;
+	int fd = v6 ? socket(AF_INET6, SOCK_RAW, IPPROTO_UDP)
+		    : socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+	/* IPv6 needs the UDP checksum (conntrack marks a datagram without
+	 * one invalid): the kernel computes it at this offset. */
+	int csum_at = offsetof(struct udphdr, check);
 
-	if (fd < 0) {
+	if (fd < 0 || (v6 && setsockopt(fd, IPPROTO_IPV6, IPV6_CHECKSUM,
+					&csum_at, sizeof(csum_at)) != 0)) {
 		perror("natsync-kflows: raw socket");
 		w->errors = w->count;
 		return NULL;
@@ -122,10 +140,13 @@ static void *send_main(void *arg)
 					    .daddr = opt.dst.s_addr};
 		pkts[k].udp.len = htons(sizeof(struct udphdr) + PAYLOAD);
 		memcpy(pkts[k].payload, "natsync", PAYLOAD);
-		iov[k] = (struct iovec){&pkts[k], sizeof(pkts[k])};
+		iov[k] = v6 ? (struct iovec){&pkts[k].udp,
+					     sizeof(pkts[k]) -
+						     sizeof(pkts[k].ip)}
+			    : (struct iovec){&pkts[k], sizeof(pkts[k])};
 		msgs[k] = (struct mmsghdr){0};
-		msgs[k].msg_hdr.msg_name = &to;
-		msgs[k].msg_hdr.msg_namelen = sizeof(to);
+		msgs[k].msg_hdr.msg_name = v6 ? (void *)&to6 : (void *)&to;
+		msgs[k].msg_hdr.msg_namelen = v6 ? sizeof(to6) : sizeof(to);
 		msgs[k].msg_hdr.msg_iov = &iov[k];
 		msgs[k].msg_hdr.msg_iovlen = 1;
 	}
@@ -176,7 +197,7 @@ static int run_send(void)
 	double t0, secs;
 	uint64_t end_ns;
 
-	if (opt.dst.s_addr == 0) {
+	if (opt.dst.s_addr == 0 && opt.family == AF_INET) {
 		fprintf(stderr, "natsync-kflows: send needs --dst\n");
 		return 2;
 	}
@@ -327,7 +348,8 @@ static int run_count(void)
 			       (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET,
 		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
 		       .nlmsg_seq = 1},
-		 .g = {.nfgen_family = AF_INET, .version = NFNETLINK_V0}};
+		 .g = {.nfgen_family = (uint8_t)opt.family,
+		       .version = NFNETLINK_V0}};
 	struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
 	static char buf[1 << 16] __attribute__((aligned(8)));
 	uint64_t entries = 0, snat = 0;
@@ -376,7 +398,7 @@ static void usage(FILE *f)
 	      "                             [--rate R] [--first-port P] "
 	      "[--dport D]\n"
 	      "       natsync-kflows events [--rcvbuf BYTES] [--ready FILE]\n"
-	      "       natsync-kflows count\n"
+	      "       natsync-kflows count [--family 4|6]\n"
 	      "       natsync-kflows -h | -V\n",
 	      f);
 }
@@ -388,7 +410,8 @@ int main(int argc, char **argv)
 		NSB_OPT("flows", 'n'), NSB_OPT("threads", 't'),
 		NSB_OPT("rate", 'r'),  NSB_OPT("first-port", 'p'),
 		NSB_OPT("dport", 'D'), NSB_OPT("rcvbuf", 'b'),
-		NSB_OPT("ready", 'R'), NSB_OPT_HELP_END};
+		NSB_OPT("ready", 'R'), NSB_OPT("family", 'f'),
+		NSB_OPT_HELP_END};
 	const char *mode, *ready = NULL;
 	long rcvbuf = 0;
 	int c;
@@ -410,6 +433,11 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
+			if (inet_pton(AF_INET6, optarg, &opt.dst6) == 1) {
+				opt.family = AF_INET6;
+				break;
+			}
+			/* fall through */
 		case 's':
 			if (inet_pton(AF_INET, optarg,
 				      c == 'd' ? &opt.dst : &opt.src) != 1) {
@@ -440,6 +468,13 @@ int main(int argc, char **argv)
 			break;
 		case 'R':
 			ready = optarg;
+			break;
+		case 'f':
+			if (strcmp(optarg, "4") && strcmp(optarg, "6")) {
+				usage(stderr);
+				return 2;
+			}
+			opt.family = optarg[0] == '6' ? AF_INET6 : AF_INET;
 			break;
 		case 'h':
 			usage(stdout);

@@ -72,6 +72,11 @@ struct nsb_result {
 	double store_bytes_per_session;
 	double table_bytes_per_slot; /* standby table memory / capacity */
 	double table_bytes_per_session; /* standby table memory / live */
+	/* A mix of families ([source] v6_pct): the IPv6 events and live
+	 * sessions among the above, and the store bytes per session of
+	 * each family (negative when not measured). */
+	uint64_t events_v6, live_v6;
+	double store_bytes_v4, store_bytes_v6;
 };
 
 /* The store as INFO memory and DBSIZE see it, summed over the masters. */
@@ -127,6 +132,11 @@ int nsb_store_flush(const struct nsa_store_conf *store);
 
 /* Store bytes per session added between two probes, or -1 when the store
  * was not empty before or holds no key after. */
+/* MEMORY USAGE of every key of the store, summed by family (index 0:
+ * IPv4 keys, 1: IPv6 keys, told apart by their length), with the keys
+ * counted in keys[]. */
+int nsb_store_usage_by_family(const struct nsa_store_conf *store,
+			      uint64_t usage[2], uint64_t keys[2]);
 double nsb_store_bytes_per_session(const struct nsb_store_mem *a,
 				   const struct nsb_store_mem *b);
 

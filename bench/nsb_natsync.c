@@ -42,6 +42,55 @@ struct table_check {
 	uint64_t flows, mismatches;
 };
 
+struct v6_count {
+	uint64_t live, wire_bytes; /* IPv6 sessions, their records' bytes */
+};
+
+static void count_v6(const struct ns_session *s, void *arg)
+{
+	struct v6_count *c = arg;
+
+	if (!ns_family_is_v6(s->family))
+		return;
+	c->live++;
+	c->wire_bytes += ns_record_wire_len(s->family);
+}
+
+/* Each family's store bytes per session in a mix: the store's growth
+ * (r->store_bytes_per_session per live session) split between the
+ * families. Keys layout: in the shares MEMORY USAGE gives their keys (so
+ * the overhead INFO counts beyond the keys, expiry entries and hash
+ * tables, goes to each in proportion). Log layout: segments hold both,
+ * so in the shares of their record bytes (schema/FORMAT.md's lengths;
+ * v6_wire: the IPv6 sessions' records, NAT66 and NAT64). */
+static void store_bytes_by_family(const struct nsa_config *conf,
+				  struct nsb_result *r, uint64_t v6_wire)
+{
+	uint64_t live4 = r->live - r->live_v6, usage[2], keys[2];
+	double total = r->store_bytes_per_session * (double)r->live;
+	double w4 = (double)ns_record_wire_len(NS_FAMILY_IPV4);
+
+	if (r->store_bytes_per_session < 0 || r->live_v6 == 0 || live4 == 0)
+		return;
+	if (conf->store.layout == NSA_LAYOUT_LOG) {
+		double per_byte =
+			total / ((double)live4 * w4 + (double)v6_wire);
+
+		r->store_bytes_v4 = per_byte * w4;
+		r->store_bytes_v6 =
+			per_byte * (double)v6_wire / (double)r->live_v6;
+		return;
+	}
+	if (nsb_store_usage_by_family(&conf->store, usage, keys) != 0 ||
+	    keys[0] == 0 || keys[1] == 0)
+		return;
+	total = r->store_bytes_per_session * (double)(keys[0] + keys[1]);
+	r->store_bytes_v4 = total * (double)usage[0] /
+			    (double)(usage[0] + usage[1]) / (double)keys[0];
+	r->store_bytes_v6 = total * (double)usage[1] /
+			    (double)(usage[0] + usage[1]) / (double)keys[1];
+}
+
 static void check_flow(const struct ns_session *s, void *arg)
 {
 	struct table_check *c = arg;
@@ -75,12 +124,6 @@ static uint64_t table_mismatches(const struct nsdp_synth *synth,
 	if (ts.live > c.flows)
 		c.mismatches += ts.live - c.flows;
 	return c.mismatches;
-}
-
-static void no_op(const struct ns_session *s, void *arg)
-{
-	(void)s;
-	(void)arg;
 }
 
 static struct nsa_standby *standby_attach(const struct nsa_config *active_conf)
@@ -204,6 +247,7 @@ int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,
 	struct nsa_active *active = NULL;
 	struct nsa_active_stats st;
 	struct nsdp_synth_stats ss = {0};
+	struct v6_count v6 = {0};
 	double t0;
 	int rc = 1, drained;
 
@@ -239,7 +283,9 @@ int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,
 	nsa_active_stats(active, &st);
 	r->events = ss.produced;
 	r->drops = st.lane_drops + st.dropped + ss.dropped;
-	r->live = nsdp_synth_final_table(src.synth, no_op, NULL);
+	r->events_v6 = ss.v6_records;
+	r->live = nsdp_synth_final_table(src.synth, count_v6, &v6);
+	r->live_v6 = v6.live;
 	if (sb) {
 		r->standby_match = standby_verdict(sb, src.synth, st.acked);
 		standby_figures(sb, conf, r);
@@ -263,6 +309,7 @@ out:
 		    r->store_bytes_per_session >= 0 && r->live > 0)
 			r->store_bytes_per_session *=
 				(double)after.keys / (double)r->live;
+		store_bytes_by_family(conf, r, v6.wire_bytes);
 	}
 	return rc;
 }

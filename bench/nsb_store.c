@@ -24,6 +24,7 @@
 #include "nsb_bench.h"
 #include "nsa_cluster.h"
 #include "nsa_log.h"
+#include "ns_slot.h"
 
 typedef int (*master_fn)(redisContext *c, const struct nsa_addr *addr,
 			 void *arg);
@@ -126,6 +127,64 @@ static int flush_master(redisContext *c, const struct nsa_addr *addr, void *arg)
 int nsb_store_flush(const struct nsa_store_conf *store)
 {
 	return for_each_master(store, flush_master, NULL);
+}
+
+struct family_usage {
+	uint64_t usage[2], keys[2];
+};
+
+/* One SCAN step's keys: MEMORY USAGE of each, pipelined, added by family. */
+static int usage_of_keys(redisContext *c, const struct nsa_addr *addr,
+			 const redisReply *names, struct family_usage *fu)
+{
+	for (size_t i = 0; i < names->elements; i++)
+		redisAppendCommand(c, "MEMORY USAGE %b", names->element[i]->str,
+				   names->element[i]->len);
+	for (size_t i = 0; i < names->elements; i++) {
+		int v6 = names->element[i]->len != NS_KEY_LEN;
+		redisReply *r = NULL;
+
+		if (redisGetReply(c, (void **)&r) != REDIS_OK)
+			r = NULL;
+		r = expect(c, addr, "MEMORY USAGE", r, REDIS_REPLY_INTEGER);
+		if (!r)
+			return -EIO;
+		fu->usage[v6] += (uint64_t)r->integer;
+		fu->keys[v6]++;
+		freeReplyObject(r);
+	}
+	return 0;
+}
+
+static int usage_master(redisContext *c, const struct nsa_addr *addr, void *arg)
+{
+	char cursor[32] = "0";
+	int rc = 0;
+
+	do {
+		redisReply *r =
+			expect(c, addr, "SCAN",
+			       redisCommand(c, "SCAN %s COUNT 1000", cursor),
+			       REDIS_REPLY_ARRAY);
+
+		if (!r || r->elements != 2)
+			return -EIO;
+		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+		rc = usage_of_keys(c, addr, r->element[1], arg);
+		freeReplyObject(r);
+	} while (rc == 0 && strcmp(cursor, "0") != 0);
+	return rc;
+}
+
+int nsb_store_usage_by_family(const struct nsa_store_conf *store,
+			      uint64_t usage[2], uint64_t keys[2])
+{
+	struct family_usage fu = {0};
+	int rc = for_each_master(store, usage_master, &fu);
+
+	memcpy(usage, fu.usage, sizeof(fu.usage));
+	memcpy(keys, fu.keys, sizeof(fu.keys));
+	return rc;
 }
 
 double nsb_store_bytes_per_session(const struct nsb_store_mem *a,

@@ -101,6 +101,8 @@ void nsb_result_init(struct nsb_result *r, const char *mode,
 	r->store_bytes_per_session = -1;
 	r->table_bytes_per_slot = -1;
 	r->table_bytes_per_session = -1;
+	r->store_bytes_v4 = -1;
+	r->store_bytes_v6 = -1;
 }
 
 double nsb_rate(const struct nsb_result *r)
@@ -145,11 +147,21 @@ void nsb_result_print(const struct nsb_result *r)
 		       r->deliver_p50_us, r->deliver_p99_us,
 		       r->deliver_p999_us);
 	printf(" live=%" PRIu64 " value_bytes=%.0f store_bytes_per_session=%s"
-	       " table_bytes_per_slot=%s table_bytes_per_session=%s\n",
+	       " table_bytes_per_slot=%s table_bytes_per_session=%s",
 	       r->live, r->value_bytes,
 	       figure(a, sizeof(a), r->store_bytes_per_session, "n/a"),
 	       figure(b, sizeof(b), r->table_bytes_per_slot, "n/a"),
 	       figure(c, sizeof(c), r->table_bytes_per_session, "n/a"));
+	if (r->events_v6 > 0 && r->seconds > 0)
+		printf(" v6_events=%" PRIu64 " rate_v4=%.0f rate_v6=%.0f"
+		       " live_v6=%" PRIu64 " store_bytes_per_session_v4=%s"
+		       " store_bytes_per_session_v6=%s",
+		       r->events_v6,
+		       (double)(r->events - r->events_v6) / r->seconds,
+		       (double)r->events_v6 / r->seconds, r->live_v6,
+		       figure(a, sizeof(a), r->store_bytes_v4, "n/a"),
+		       figure(b, sizeof(b), r->store_bytes_v6, "n/a"));
+	printf("\n");
 	fflush(stdout);
 }
 

@@ -96,6 +96,7 @@ struct nsdp_synth_worker {
 	uint64_t creates;
 	uint64_t refreshes;
 	uint64_t deletes;
+	uint64_t v6_records;
 	int started;
 	int finished;
 	/* Private to the worker while it runs. */
@@ -317,6 +318,16 @@ static unsigned int nsdp_synth_put_burst(const struct nsdp_synth *s,
 		}
 	}
 	return n;
+}
+
+static unsigned int nsdp_synth_count_v6(const struct ns_session *burst,
+					unsigned int n)
+{
+	unsigned int j, v6 = 0;
+
+	for (j = 0; j < n; j++)
+		v6 += ns_family_is_v6(burst[j].family);
+	return v6;
 }
 
 struct nsdp_synth *nsdp_synth_create(const struct nsdp_synth_conf *conf,
@@ -568,6 +579,9 @@ int nsdp_synth_run(struct nsdp_synth *s, unsigned int w)
 		memset(by_event, 0, sizeof(by_event));
 		for (j = 0; j < sent; j++)
 			by_event[wk->burst[j].event & 3]++;
+		if (s->conf.v6_pct > 0)
+			NSDP_STAT_ADD(wk->v6_records,
+				      nsdp_synth_count_v6(wk->burst, sent));
 		NSDP_STAT_ADD(wk->creates, by_event[NS_EV_CREATE]);
 		NSDP_STAT_ADD(wk->refreshes, by_event[NS_EV_REFRESH]);
 		NSDP_STAT_ADD(wk->deletes, by_event[NS_EV_DELETE]);
@@ -594,6 +608,7 @@ void nsdp_synth_stats(const struct nsdp_synth *s, struct nsdp_synth_stats *st)
 		st->creates += NSDP_STAT_READ(wk->creates);
 		st->refreshes += NSDP_STAT_READ(wk->refreshes);
 		st->deletes += NSDP_STAT_READ(wk->deletes);
+		st->v6_records += NSDP_STAT_READ(wk->v6_records);
 	}
 }
 

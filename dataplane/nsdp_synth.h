@@ -44,6 +44,7 @@ struct nsdp_synth_stats {
 	uint64_t dropped; /* events the ring refused (wait_when_full = 0) */
 	uint64_t full_waits; /* times the source waited on a full ring */
 	uint64_t creates, refreshes, deletes;
+	uint64_t v6_records; /* of produced, IPv6 (NAT66, NAT64) ones */
 	int done;
 };
 

@@ -22,7 +22,7 @@
 # timed from the last flow sent until the standby's conntrack count
 # reached the active's (the entries are written as they come: there is no
 # failover step). Ends with
-#   RESULT kfailover method=conntrackd|natsync flows=N entries=E
+#   RESULT kfailover method=conntrackd|natsync family=4|6 flows=N entries=E
 #     present=P listed=L ms=T [sync_ms=W commit_cmd_ms=C external_cache=X]
 # entries: the active's entries with IPS_SRC_NAT (`natsync-kflows
 # count`); present: the standby's entries with IPS_SRC_NAT after failover
@@ -34,15 +34,23 @@
 # Root only; run it alone on the machine (under the test lock).
 #
 #   scripts/bench-kernel-failover.sh [--flows N] [--threads T] [--rate R]
-#                                    [--port P]
-# Defaults: --flows 20000 --threads 2 --rate 0 --port 7931.
+#                                    [--port P] [--family 4|6]
+# Defaults: --flows 20000 --threads 2 --rate 0 --port 7931 --family 4.
+# --family 6: the same with IPv6 flows (client fd74::2 behind an ip6
+# masquerade to 2001:db8:74::1, server 2001:db8:74::2; conntrackd's link
+# stays IPv4), the natsync standby with an IPv6 table.
 set -euo pipefail
 # shellcheck source=../deploy/lib.sh
 . "$(dirname "$0")/../deploy/lib.sh"
 cd "$NS_TOP"
 
-flows=20000 threads=2 rate=0 port=7931
-ns_options bench-kernel-failover.sh --flows=flows --threads=threads --rate=rate --port=port -- "$@"
+flows=20000 threads=2 rate=0 port=7931 family=4
+ns_options bench-kernel-failover.sh --flows=flows --threads=threads --rate=rate --port=port --family=family -- "$@"
+case $family in
+4) dst=198.51.100.2 cfam=ipv4 v6_table=0 ;;
+6) dst=2001:db8:74::2 cfam=ipv6 v6_table=$((flows * 4 + 65536)) ;;
+*) echo "bench-kernel-failover: --family is 4 or 6" >&2; exit 2 ;;
+esac
 
 # conntrackd, if it runs (the EXIT trap calls it too).
 bench_stop() {
@@ -66,12 +74,31 @@ ip -n k4fo-b link set k4fob9 up
 ip -n k4fo-a addr add 10.74.9.1/24 dev k4foa9
 ip -n k4fo-b addr add 10.74.9.2/24 dev k4fob9
 ns_nat_gateway k4fo-b
+if [ "$family" = 6 ]; then
+	ip -n k4fo-c addr add fd74::2/64 dev k4foc0 nodad
+	ip -n k4fo-c route add default via fd74::1
+	ip -n k4fo-a addr add fd74::1/64 dev k4foa0 nodad
+	ip -n k4fo-a addr add 2001:db8:74::1/64 dev k4foa1 nodad
+	ip -n k4fo-s addr add $dst/64 dev k4fos0 nodad
+	for g in a b; do
+		ip netns exec k4fo-$g sysctl -qw net.ipv6.conf.all.forwarding=1
+		ip netns exec k4fo-$g nft add table ip6 k4nat6
+		ip netns exec k4fo-$g nft add chain ip6 k4nat6 post \
+			"{ type nat hook postrouting priority 100; }"
+		ip netns exec k4fo-$g nft add rule ip6 k4nat6 post \
+			oifname "k4fo${g}1" masquerade
+	done
+	ip netns exec k4fo-s nft add table ip6 k4drop6
+	ip netns exec k4fo-s nft add chain ip6 k4drop6 in \
+		"{ type filter hook input priority 0; }"
+	ip netns exec k4fo-s nft add rule ip6 k4drop6 in udp dport 9000-9099 drop
+fi
 
 now_ns() { date +%s%N; }
 count() { ip netns exec "$1" conntrack -C; }
 # Entries with IPS_SRC_NAT (natsync-kflows count): the ones that translate.
-snat() { ip netns exec "$1" "$kflows" count | field snat; }
-listed() { ip netns exec "$1" conntrack -L --src-nat 2>/dev/null | wc -l; }
+snat() { ip netns exec "$1" "$kflows" count --family "$family" | field snat; }
+listed() { ip netns exec "$1" conntrack -L -f $cfam --src-nat 2>/dev/null | wc -l; }
 field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
 # A second after method $1 is ready, the flows: prints natsync-kflows'
 # line and sets end_ns (when the last flow was sent) and entries (the
@@ -79,8 +106,8 @@ field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
 run_flows() {
 	local gen
 	sleep 1
-	echo "bench-kernel-failover: $1, $flows flows, rate $rate" >&2
-	gen=$(ip netns exec k4fo-c "$kflows" send --dst 198.51.100.2 \
+	echo "bench-kernel-failover: $1, $flows IPv$family flows, rate $rate" >&2
+	gen=$(ip netns exec k4fo-c "$kflows" send --dst $dst \
 		--flows "$flows" --threads "$threads" --rate "$rate")
 	echo "$gen"
 	end_ns=$(echo "$gen" | field end_ns)
@@ -176,7 +203,7 @@ t1=$(now_ns)
 t2=$(wait_count k4fo-b $((base + entries)))
 present=$(snat k4fo-b)
 [ "$t2" -ne 0 ] || t2=$(now_ns)
-echo "RESULT kfailover method=conntrackd flows=$flows entries=$entries" \
+echo "RESULT kfailover method=conntrackd family=$family flows=$flows entries=$entries" \
 	"present=$present listed=$(listed k4fo-b)" \
 	"ms=$(((t2 - t0) / 1000000)) sync_ms=$(((${synced:-$t} - end_ns) / 1000000))" \
 	"commit_cmd_ms=$(((t1 - t0) / 1000000)) external_cache=$ext"
@@ -189,7 +216,8 @@ ip netns exec k4fo-b conntrack -F 2>/dev/null || true
 ns_store_start "one plain Redis on 127.0.0.1:$port" --plain --port "$port" \
 	--dir "$run/store"
 ns_agent_ini standby "$port" 0 '[standby]' \
-	"table_capacity = $((flows * 4 + 65536))" 'commit = conntrack' \
+	"table_capacity = $((flows * 4 + 65536))" \
+	"table_capacity_v6 = $v6_table" 'commit = conntrack' \
 	'commit_netns = k4fo-b' >"$run/standby.ini"
 ns_agent_ini active "$port" 0 '[source]' 'type = kernel' 'netns = k4fo-a' \
 	>"$run/active.ini"
@@ -215,6 +243,6 @@ wait "$active" || true
 wait "$standby" || true
 pids=()
 grep -h REPORT "$run/active.out" "$run/standby.out"
-echo "RESULT kfailover method=natsync flows=$flows entries=$entries" \
+echo "RESULT kfailover method=natsync family=$family flows=$flows entries=$entries" \
 	"present=$present listed=$(listed k4fo-b)" \
 	"ms=$(((t2 - end_ns) / 1000000))"

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,12 +63,12 @@ static int dump_cb(enum nf_conntrack_msg_type type, struct nf_conntrack *ct,
 	return NFCT_CB_CONTINUE;
 }
 
-/* Every IPv4 entry of namespace name's conntrack table. */
-static struct ct_dump ct_table(const char *name)
+/* Every entry of family (AF_INET, AF_INET6) of namespace name's conntrack
+ * table. */
+static struct ct_dump ct_table_of(const char *name, uint32_t family)
 {
 	struct ct_dump d = {0};
 	struct nfct_handle *h;
-	uint32_t family = AF_INET;
 	int self = nst_netns_visit(name);
 
 	h = nfct_open(CONNTRACK, 0);
@@ -77,6 +79,11 @@ static struct ct_dump ct_table(const char *name)
 		     "conntrack dump of %s", name);
 	nfct_close(h);
 	return d;
+}
+
+static struct ct_dump ct_table(const char *name)
+{
+	return ct_table_of(name, AF_INET);
 }
 
 static void ct_dump_free(struct ct_dump *d)
@@ -428,23 +435,35 @@ Test(ctcommit, commits_icmp_echo_with_the_translated_identifier)
 	nst_sh("ip netns del %s", NS_COMMIT);
 }
 
+/* A NAT66 record of proto, created now with timeout_ms: orig from
+ * [os]:osp to [od]:odp, xlat from [xs]:xsp to [xd]:xdp. */
+static struct ns_rec rec66(uint8_t proto, uint32_t timeout_ms, const char *os,
+			   uint16_t osp, const char *od, uint16_t odp,
+			   const char *xs, uint16_t xsp, const char *xd,
+			   uint16_t xdp)
+{
+	struct ns_rec r = {0};
+
+	r.s = nst_session(proto, NS_EV_CREATE, 1, 1, timeout_ms,
+			  nsdp_realtime_ns());
+	r.s.family = NS_FAMILY_NAT66;
+	r.s.orig = (struct ns_tuple){0, 0, osp, odp};
+	r.s.xlat = (struct ns_tuple){0, 0, xsp, xdp};
+	inet_pton(AF_INET6, os, r.v6.orig_saddr);
+	inet_pton(AF_INET6, od, r.v6.orig_daddr);
+	inet_pton(AF_INET6, xs, r.v6.xlat_saddr);
+	inet_pton(AF_INET6, xd, r.v6.xlat_daddr);
+	return r;
+}
+
 /* A NAT66 record of proto from [fd00::1]:40000 to [2001:db8::80]:443,
  * translated to [2001:db8:1::7]:1025 (ICMPv6: the echo identifier). */
 static struct ns_rec nat66(uint8_t proto)
 {
-	struct ns_rec r = {0};
+	uint16_t dport = proto == IPPROTO_ICMPV6 ? 0 : 443;
 
-	r.s = nst_session(proto, NS_EV_CREATE, 1, 1, 30000, nsdp_realtime_ns());
-	r.s.family = NS_FAMILY_NAT66;
-	r.s.orig.saddr = r.s.orig.daddr = r.s.xlat.saddr = r.s.xlat.daddr = 0;
-	r.s.orig.sport = 40000;
-	r.s.orig.dport = r.s.xlat.dport = proto == IPPROTO_ICMPV6 ? 0 : 443;
-	r.s.xlat.sport = 1025;
-	inet_pton(AF_INET6, "fd00::1", r.v6.orig_saddr);
-	inet_pton(AF_INET6, "2001:db8::80", r.v6.orig_daddr);
-	inet_pton(AF_INET6, "2001:db8:1::7", r.v6.xlat_saddr);
-	inet_pton(AF_INET6, "2001:db8::80", r.v6.xlat_daddr);
-	return r;
+	return rec66(proto, 30000, "fd00::1", 40000, "2001:db8::80", dport,
+		     "2001:db8:1::7", 1025, "2001:db8::80", dport);
 }
 
 Test(ctcommit, commits_nat66_tcp_udp_and_icmpv6_echo_with_their_translation)
@@ -734,6 +753,106 @@ static void tr_rig(void)
 		0);
 }
 
+/* IPv6 beside the rig's IPv4: client fd99:1::2, gateway fd99:1::1 and
+ * fd99:2::1 (ip6 masquerade out of k2tr-g1), server fd99:2::2, which routes
+ * the client's network back through the gateway (for destination NAT). */
+#define TR6_CLIENT "fd99:1::2"
+#define TR6_GW_IN "fd99:1::1"
+#define TR6_GW_OUT "fd99:2::1"
+#define TR6_SERVER "fd99:2::2"
+
+static void tr_rig6(void)
+{
+	cr_assert_eq(
+		nst_sh("set -e\n"
+		       "ip -n k2tr-c addr add " TR6_CLIENT "/64 dev k2tr-c0 "
+		       "nodad\n"
+		       "ip -n k2tr-g addr add " TR6_GW_IN "/64 dev k2tr-g0 "
+		       "nodad\n"
+		       "ip -n k2tr-g addr add " TR6_GW_OUT "/64 dev k2tr-g1 "
+		       "nodad\n"
+		       "ip -n k2tr-s addr add " TR6_SERVER "/64 dev k2tr-s0 "
+		       "nodad\n"
+		       "ip -n k2tr-c route add default via " TR6_GW_IN "\n"
+		       "ip -n k2tr-s route add fd99:1::/64 via " TR6_GW_OUT "\n"
+		       "ip netns exec k2tr-g sysctl -qw "
+		       "net.ipv6.conf.all.forwarding=1\n"
+		       "ip netns exec k2tr-g nft -f - <<'EOF'\n"
+		       "table ip6 nat {\n"
+		       " chain post { type nat hook postrouting priority 100; "
+		       "oifname \"k2tr-g1\" masquerade; }\n"
+		       "}\nEOF\n"),
+		0, "cannot add IPv6 to the rig");
+}
+
+/* A UDP socket bound to [addr]:port in namespace ns, reads timing out
+ * after 1 s. */
+static int udp6_socket_in(const char *ns, const char *addr, uint16_t port)
+{
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6,
+				  .sin6_port = htons(port)};
+	struct timeval tv = {.tv_sec = 1};
+	int self = nst_netns_visit(ns);
+	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	nst_netns_back(self);
+	cr_assert_eq(inet_pton(AF_INET6, addr, &sa.sin6_addr), 1);
+	cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
+		  "cannot bind [%s]:%u in %s", addr, port, ns);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* A datagram from socket `from` to [addr]:port, received on socket `to`:
+ * the port it came from there (0: nothing came), its address in src. */
+static uint16_t udp6_pass(int from, int to, const char *addr, uint16_t port,
+			  char src[INET6_ADDRSTRLEN])
+{
+	struct sockaddr_in6 dst = {.sin6_family = AF_INET6,
+				   .sin6_port = htons(port)};
+	struct sockaddr_in6 got;
+	socklen_t gl = sizeof(got);
+	char buf[16];
+
+	cr_assert_eq(inet_pton(AF_INET6, addr, &dst.sin6_addr), 1);
+	cr_assert_eq(sendto(from, "ping", 4, 0, (struct sockaddr *)&dst,
+			    sizeof(dst)),
+		     4);
+	if (recvfrom(to, buf, sizeof(buf), 0, (struct sockaddr *)&got, &gl) !=
+	    4)
+		return 0;
+	inet_ntop(AF_INET6, &got.sin6_addr, src, INET6_ADDRSTRLEN);
+	return ntohs(got.sin6_port);
+}
+
+/* The IPv6 entry of d whose original source port is sport, or NULL. */
+static const struct nf_conntrack *ct_find6(const struct ct_dump *d,
+					   uint16_t sport)
+{
+	for (unsigned int i = 0; i < d->n; i++)
+		if (nfct_get_attr_u8(d->ct[i], ATTR_L3PROTO) == AF_INET6 &&
+		    ntohs(nfct_get_attr_u16(d->ct[i], ATTR_ORIG_PORT_SRC)) ==
+			    sport)
+			return d->ct[i];
+	return NULL;
+}
+
+/* udp6_pass from client to the server's 7777 and the server's answer
+ * back, which must come from the server: the port the server saw. */
+static uint16_t udp6_round_trip(int client, int server)
+{
+	char src[INET6_ADDRSTRLEN], back[INET6_ADDRSTRLEN];
+	uint16_t port = udp6_pass(client, server, TR6_SERVER, 7777, src);
+
+	if (port == 0)
+		return 0;
+	cr_assert_str_eq(src, TR6_GW_OUT, "masqueraded to the gateway");
+	cr_assert_eq(udp6_pass(server, client, TR6_GW_OUT, port, back), 7777,
+		     "the answer came back through the gateway");
+	cr_assert_str_eq(back, TR6_SERVER);
+	return port;
+}
+
 Test(ctcommit, a_committed_udp_entry_translates_to_its_committed_port,
      .fini = tr_cleanup)
 {
@@ -781,6 +900,57 @@ static ssize_t udp_send_to(int fd, uint32_t addr, uint16_t port)
 				 .sin_addr.s_addr = htonl(addr)};
 
 	return sendto(fd, "ping", 4, 0, (struct sockaddr *)&to, sizeof(to));
+}
+
+/* The same for IPv6 (`dnat ip6 to`): a NAT66 record from the client to
+ * [fd99:1::1]:8080 translated to [fd99:2::2]:7777. */
+static void dnat6_forwards(void)
+{
+	struct ns_rec r = rec66(IPPROTO_UDP, 60000, TR6_CLIENT, 5555, TR6_GW_IN,
+				8080, TR6_CLIENT, 5555, TR6_SERVER, 7777);
+	char src[INET6_ADDRSTRLEN], addr[INET6_ADDRSTRLEN];
+	const struct nf_conntrack *ct;
+	struct nsdp_ctcommit *c;
+	int client, other, server;
+	struct ct_dump d;
+	uint32_t status;
+
+	tr_rig6();
+	c = committer("k2tr-g", NSDP_CTCOMMIT_BATCH_DEFAULT);
+	cr_assert_eq(nsdp_ctcommit_add(c, &r.s), 0);
+	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
+	nsdp_ctcommit_close(c);
+
+	d = ct_table_of("k2tr-g", AF_INET6);
+	cr_assert_eq(d.n, 1, "%u IPv6 entries", d.n);
+	ct = ct_find6(&d, 5555);
+	cr_assert(ct, "no entry for the forwarded IPv6 flow");
+	inet_ntop(AF_INET6, nfct_get_attr(ct, ATTR_REPL_IPV6_SRC), addr,
+		  sizeof(addr));
+	cr_assert_str_eq(addr, TR6_SERVER, "the reply comes from the server");
+	cr_assert_eq(ntohs(nfct_get_attr_u16(ct, ATTR_REPL_PORT_SRC)), 7777);
+	inet_ntop(AF_INET6, nfct_get_attr(ct, ATTR_REPL_IPV6_DST), addr,
+		  sizeof(addr));
+	cr_assert_str_eq(addr, TR6_CLIENT);
+	status = nfct_get_attr_u32(ct, ATTR_STATUS);
+	cr_assert(status & IPS_DST_NAT, "status %#x", status);
+	cr_assert_eq(status & IPS_SRC_NAT, 0, "status %#x", status);
+	ct_dump_free(&d);
+
+	server = udp6_socket_in("k2tr-s", TR6_SERVER, 7777);
+	client = udp6_socket_in("k2tr-c", TR6_CLIENT, 5555);
+	other = udp6_socket_in("k2tr-c", TR6_CLIENT, 5556);
+	cr_assert_eq(udp6_pass(client, server, TR6_GW_IN, 8080, src), 5555,
+		     "the forwarded IPv6 flow reached the server unchanged");
+	cr_assert_str_eq(src, TR6_CLIENT);
+	cr_assert_eq(udp6_pass(server, client, TR6_CLIENT, 5555, src), 8080,
+		     "the answer comes back from the forwarded port");
+	cr_assert_str_eq(src, TR6_GW_IN);
+	cr_assert_eq(udp6_pass(other, server, TR6_GW_IN, 8080, src), 0,
+		     "an IPv6 flow nobody committed was forwarded");
+	close(client);
+	close(other);
+	close(server);
 }
 
 Test(ctcommit, a_committed_dnat_entry_forwards_to_its_committed_server,
@@ -847,18 +1017,26 @@ Test(ctcommit, a_committed_dnat_entry_forwards_to_its_committed_server,
 	close(client);
 	close(other);
 	close(server);
+	dnat6_forwards();
 }
 
 /* Conntrack zones: the gateway puts every packet in zone 5 (`ct zone set
  * 5` before conntrack); a flow committed into zone 5 translates to its
  * committed port, and the entry is in zone 5; the same kind of flow
  * committed into the default zone is not found by the zone's packets and
- * keeps its own port. */
+ * keeps its own port. The same for IPv6 beside it (NAT66 records, the ip6
+ * table's packets in zone 5 too). */
 Test(ctcommit, a_committed_entry_translates_in_its_zone, .fini = tr_cleanup)
 {
 	struct ns_session s = nst_session(IPPROTO_UDP, NS_EV_CREATE, 1, 1,
 					  60000, nsdp_realtime_ns());
 	struct ns_session t = s;
+	struct ns_rec s6 =
+		rec66(IPPROTO_UDP, 60000, TR6_CLIENT, 5555, TR6_SERVER, 7777,
+		      TR6_GW_OUT, 40125, TR6_SERVER, 7777);
+	struct ns_rec t6 =
+		rec66(IPPROTO_UDP, 60000, TR6_CLIENT, 5556, TR6_SERVER, 7777,
+		      TR6_GW_OUT, 40126, TR6_SERVER, 7777);
 	struct nsdp_ctcommit_conf cc = {.batch_bytes = 0, .zone = 5};
 	const struct nf_conntrack *ct;
 	struct nsdp_ctcommit *c;
@@ -868,11 +1046,13 @@ Test(ctcommit, a_committed_entry_translates_in_its_zone, .fini = tr_cleanup)
 
 	nst_need_root("builds namespaces with nftables");
 	tr_rig();
-	cr_assert_eq(nst_sh("ip netns exec k2tr-g nft add table ip k2zone && "
-			    "ip netns exec k2tr-g nft add chain ip k2zone pre "
-			    "'{ type filter hook prerouting priority -300; }' "
-			    "&& ip netns exec k2tr-g nft add rule ip k2zone "
-			    "pre ct zone set 5"),
+	tr_rig6();
+	cr_assert_eq(nst_sh("set -e; for f in ip ip6; do ip netns exec k2tr-g "
+			    "nft add table $f k2zone; ip netns exec k2tr-g nft "
+			    "add chain $f k2zone pre '{ type filter hook "
+			    "prerouting priority -300; }'; ip netns exec "
+			    "k2tr-g nft add rule $f k2zone pre ct zone set 5; "
+			    "done"),
 		     0);
 	nst_session_snat(&s, TR_CLIENT, 5555, TR_SERVER, 7777, TR_GW_OUT,
 			 40123);
@@ -882,10 +1062,12 @@ Test(ctcommit, a_committed_entry_translates_in_its_zone, .fini = tr_cleanup)
 	c = nsdp_ctcommit_open(&cc, err, sizeof(err));
 	cr_assert(c, "%s", err);
 	cr_assert_eq(nsdp_ctcommit_add(c, &s), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &s6.s), 0);
 	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
 	nsdp_ctcommit_close(c);
 	c = committer("k2tr-g", NSDP_CTCOMMIT_BATCH_DEFAULT);
 	cr_assert_eq(nsdp_ctcommit_add(c, &t), 0);
+	cr_assert_eq(nsdp_ctcommit_add(c, &t6.s), 0);
 	cr_assert_eq(nsdp_ctcommit_flush(c), 0);
 	nsdp_ctcommit_close(c);
 
@@ -897,6 +1079,15 @@ Test(ctcommit, a_committed_entry_translates_in_its_zone, .fini = tr_cleanup)
 	cr_assert(ct, "no entry of the default zone's flow");
 	cr_assert_eq(nfct_get_attr_u16(ct, ATTR_ZONE), 0);
 	ct_dump_free(&d);
+	d = ct_table_of("k2tr-g", AF_INET6);
+	cr_assert_eq(d.n, 2, "%u IPv6 entries", d.n);
+	ct = ct_find6(&d, 5555);
+	cr_assert(ct, "no entry of the zone's IPv6 flow");
+	cr_assert_eq(nfct_get_attr_u16(ct, ATTR_ZONE), 5);
+	ct = ct_find6(&d, 5556);
+	cr_assert(ct, "no entry of the default zone's IPv6 flow");
+	cr_assert_eq(nfct_get_attr_u16(ct, ATTR_ZONE), 0);
+	ct_dump_free(&d);
 
 	server = udp_socket_in("k2tr-s", TR_SERVER, 7777);
 	client = udp_socket_in("k2tr-c", TR_CLIENT, 5555);
@@ -905,6 +1096,16 @@ Test(ctcommit, a_committed_entry_translates_in_its_zone, .fini = tr_cleanup)
 		     "the entry committed into zone 5 translates there");
 	cr_assert_eq(udp_round_trip(other, server), 5556,
 		     "an entry of the default zone is not zone 5's");
+	close(client);
+	close(other);
+	close(server);
+	server = udp6_socket_in("k2tr-s", TR6_SERVER, 7777);
+	client = udp6_socket_in("k2tr-c", TR6_CLIENT, 5555);
+	other = udp6_socket_in("k2tr-c", TR6_CLIENT, 5556);
+	cr_assert_eq(udp6_round_trip(client, server), 40125,
+		     "the IPv6 entry committed into zone 5 translates there");
+	cr_assert_eq(udp6_round_trip(other, server), 5556,
+		     "an IPv6 entry of the default zone is not zone 5's");
 	close(client);
 	close(other);
 	close(server);

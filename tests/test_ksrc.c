@@ -456,8 +456,11 @@ static void net6_setup(void)
 
 /* From the client: n UDP flows (source ports FIRST_PORT + i), n TCP
  * connections to a listener on the server (accepted, kept open until all
- * are made) and one ICMPv6 echo; 0 when all went. */
-static int make_flows6(unsigned int n)
+ * are made), one ICMPv6 echo and n_fwd UDP flows to the gateway's
+ * [fd71::1]:FWD6_PORT (source ports FIRST_PORT + n + i); 0 when all went. */
+#define FWD6_PORT 8080
+
+static int make_flows6(unsigned int n, unsigned int n_fwd)
 {
 	return nst_sh(
 		"ip netns exec k1ks-s python3 -c '\n"
@@ -480,17 +483,53 @@ static int make_flows6(unsigned int n)
 		"p.settimeout(5)\n"
 		"p.sendto(bytes([128, 0, 0, 0, 0, 7, 0, 1]), "
 		"(\"2001:db8:71::2\", 0))\n"
-		"while p.recv(64)[0] != 129: pass'\n"
+		"while p.recv(64)[0] != 129: pass\n"
+		"for i in range(%u):\n"
+		"  u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+		"  u.bind((\"fd71::2\", %d + i))\n"
+		"  u.sendto(b\"x\", (\"fd71::1\", %d)); u.close()'\n"
 		"rc=$?; wait; exit $rc",
-		TCP_PORT + 10, n, n, UDP_PORT, n, FIRST_PORT, TCP_PORT + 10, n);
+		TCP_PORT + 10, n, n, UDP_PORT, n, FIRST_PORT, TCP_PORT + 10, n,
+		n_fwd, FIRST_PORT + n, FWD6_PORT);
 }
 
-/* IPv6 entries `conntrack -L -f ipv6` shows in the gateway. */
+/* IPv6 entries `conntrack -L -f ipv6` shows in namespace ns. */
+static unsigned long conntrack6_count_in(const char *ns)
+{
+	char cmd[128];
+	unsigned long n = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd),
+		 "ip netns exec %s conntrack -L -f ipv6 2>/dev/null | grep -c "
+		 "src=",
+		 ns);
+	f = popen(cmd, "r");
+	cr_assert(f);
+	if (fscanf(f, "%lu", &n) != 1)
+		n = 0;
+	pclose(f);
+	return n;
+}
+
+/* The same in the gateway. */
 static unsigned long conntrack6_count(void)
 {
-	FILE *f = popen("ip netns exec k1ks-g conntrack -L -f ipv6 "
-			"2>/dev/null | grep -c src=",
-			"r");
+	return conntrack6_count_in("k1ks-g");
+}
+
+#define FLOWS6 100u
+#define FWD6 10u
+
+/* Entries with destination NAT (conntrack's [DST_NAT] is not printed, the
+ * forwarded port is): the IPv6 entries to the gateway's FWD6_PORT. */
+static unsigned long conntrack6_fwd_count(void)
+{
+	FILE *f =
+		popen("ip netns exec k1ks-g conntrack -L -f ipv6 -p udp "
+		      "--orig-port-dst 8080 --reply-port-src 9000 2>/dev/null "
+		      "| grep -c src=",
+		      "r");
 	unsigned long n = 0;
 
 	cr_assert(f);
@@ -500,10 +539,9 @@ static unsigned long conntrack6_count(void)
 	return n;
 }
 
-#define FLOWS6 100u
-
-/* NAT66: every new ip6 masqueraded flow (UDP, TCP, ICMPv6 echo) is one
- * CREATE, every entry conntrack -D removes one DELETE. */
+/* NAT66: every new ip6 masqueraded flow (UDP, TCP, ICMPv6 echo) and every
+ * flow an ip6 `dnat to` forwards to the server is one CREATE, every entry
+ * conntrack -D removes one DELETE. */
 Test(ksrc, every_new_nat66_flow_is_one_create_and_each_removal_one_delete)
 {
 	struct run r;
@@ -511,9 +549,18 @@ Test(ksrc, every_new_nat66_flow_is_one_create_and_each_removal_one_delete)
 	nst_need_root("network namespaces, nftables and BPF need root");
 	rig_start(&r, "ksrc-v6", 4 << 20);
 	net6_setup();
+	cr_assert_eq(nst_sh("ip netns exec k1ks-g nft add chain ip6 k1nat6 pre "
+			    "'{ type nat hook prerouting priority -100 ; }' && "
+			    "ip netns exec k1ks-g nft add rule ip6 k1nat6 pre "
+			    "iifname k1ksg0 udp dport %d dnat to "
+			    "'[2001:db8:71::2]:%d'",
+			    FWD6_PORT, UDP_PORT),
+		     0);
 	active_start(&r, "");
-	cr_assert_eq(make_flows6(FLOWS6), 0, "the IPv6 flows did not go");
-	wait_for("IPv6 conntrack entries", conntrack6_count, 2 * FLOWS6 + 1);
+	cr_assert_eq(make_flows6(FLOWS6, FWD6), 0, "the IPv6 flows did not go");
+	wait_for("IPv6 conntrack entries", conntrack6_count,
+		 2 * FLOWS6 + 1 + FWD6);
+	cr_assert_eq(conntrack6_fwd_count(), FWD6);
 	cr_assert_eq(nst_sh("ip netns exec k1ks-g conntrack -D -f ipv6 -p udp "
 			    ">/dev/null 2>&1"),
 		     0);
@@ -521,9 +568,9 @@ Test(ksrc, every_new_nat66_flow_is_one_create_and_each_removal_one_delete)
 		 FLOWS6 + 1);
 	nsdp_sleep_ms(300); /* a round or more: the ends are read */
 	run_stop(&r);
-	cr_assert_eq(report_field("creates"), 2 * FLOWS6 + 1,
+	cr_assert_eq(report_field("creates"), 2 * FLOWS6 + 1 + FWD6,
 		     "one CREATE per new flow");
-	cr_assert_eq(report_field("deletes"), FLOWS6);
+	cr_assert_eq(report_field("deletes"), FLOWS6 + FWD6);
 	cr_assert_eq(report_field("dumped"), 0);
 	cr_assert_eq(report_field("ringbuf_drops"), 0);
 }
@@ -630,19 +677,32 @@ Test(ksrc, the_mark_filter_keeps_only_the_marked_entries)
 }
 
 /* [source] zone: only the UDP flows, put in conntrack zone 5 by a rule
- * before conntrack (they get no reply, so their zone needs none). */
+ * before conntrack (they get no reply, so their zone needs none); IPv4
+ * first (compared entry by entry: the SIGUSR1 table is IPv4's), then
+ * IPv6 beside it, counted. */
 Test(ksrc, the_zone_filter_keeps_only_the_entries_of_its_zone)
 {
 	struct run r;
 
 	nst_need_root("network namespaces, nftables and BPF need root");
 	run_start(&r, "ksrc-zone", 4 << 20, "--set source.zone=5");
-	cr_assert_eq(nst_sh("ip netns exec k1ks-g nft add chain ip k1nat "
-			    "zoneudp '{ type filter hook prerouting priority "
-			    "-300 ; }' && ip netns exec k1ks-g nft add rule ip "
-			    "k1nat zoneudp udp dport 9000-9004 ct zone set 5"),
+	net6_setup();
+	cr_assert_eq(nst_sh("set -e; for f in ip ip6; do ip netns exec k1ks-g "
+			    "nft add table $f k1zone; ip netns exec k1ks-g nft "
+			    "add chain $f k1zone pre '{ type filter hook "
+			    "prerouting priority -300 ; }'; ip netns exec "
+			    "k1ks-g nft add rule $f k1zone pre udp dport "
+			    "9000-9004 ct zone set 5; done"),
 		     0);
-	assert_only_the_udp_flows_replicated(&r);
+	make_flows();
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows);
+	cr_assert_eq(make_flows6(FLOWS6, 0), 0, "the IPv6 flows did not go");
+	wait_for("IPv6 conntrack entries", conntrack6_count, 2 * FLOWS6 + 1);
+	nsdp_sleep_ms(300); /* a round or more: the events are read */
+	run_stop(&r);
+	cr_assert_eq(report_field("creates"), n_flows + FLOWS6);
+	cr_assert_geq(report_field("filtered"), n_flows + FLOWS6 + 1);
 }
 
 /* [source] ignore_mark: the marked UDP flows are left out, as entries a
@@ -693,8 +753,9 @@ Test(ksrc, missing_namespace_or_privileges_exit_2_saying_which)
  * smallest ([source] ends_rcvbuf, about ten events), so that a flush in
  * the gateway loses most of its destroy events (end_overruns). */
 #define STANDBY_NS "k1ks-b"
-#define COMMIT_ARGS \
-	"--set standby.commit=conntrack --set standby.commit_netns=" STANDBY_NS
+#define COMMIT_ARGS                                                             \
+	"--set standby.commit=conntrack --set standby.commit_netns=" STANDBY_NS \
+	" --set standby.table_capacity_v6=4096"
 #define TINY_ENDS_ARGS "--set source.ends_rcvbuf=4096"
 /* UDP flows made after the ends: client ports above the first n_flows,
  * which NATSYNC_KSRC_FLOWS may raise to MAX_ENDS_FLOWS for a measurement
@@ -807,6 +868,22 @@ static void *late_udp_flows(void *arg)
 	return NULL;
 }
 
+/* Stop the run; its REPORTs say that destroy events were lost, that the
+ * standby's commit met no error, and that the ended sessions (at least
+ * ended of them) were deleted, by their events or by the dump-diff. */
+static void stop_after_lost_ends(struct run *r, unsigned long ended)
+{
+	run_stop(r);
+	nst_sh("cat %s >&2", nst_run_path("standby.out"));
+	cr_assert(nst_run_file_has("standby.out", "ct_errors=0"));
+	cr_assert_gt(report_field("end_overruns"), 0,
+		     "no destroy event was lost: the test proved nothing");
+	cr_assert_geq(report_field("redumps"), 1);
+	cr_assert_gt(report_field("reconciled"), 0);
+	cr_assert_geq(report_field("deletes") + report_field("reconciled"),
+		      ended);
+}
+
 /* After the ends: LATE_FLOWS new UDP flows while the active catches up;
  * then exactly expect sessions everywhere, and the active's REPORT says
  * that destroy events were lost and that the ended sessions (at least
@@ -822,16 +899,7 @@ static void late_flows_leave_no_ghost(struct run *r, unsigned long expect,
 	cr_assert_eq(LOAD(client_errors), 0);
 	wait_for("datagrams and connections at the server", server_saw, made);
 	expect_no_ghosts(r, expect);
-
-	run_stop(r);
-	nst_sh("cat %s >&2", nst_run_path("standby.out"));
-	cr_assert(nst_run_file_has("standby.out", "ct_errors=0"));
-	cr_assert_gt(report_field("end_overruns"), 0,
-		     "no destroy event was lost: the test proved nothing");
-	cr_assert_geq(report_field("redumps"), 1);
-	cr_assert_gt(report_field("reconciled"), 0);
-	cr_assert_geq(report_field("deletes") + report_field("reconciled"),
-		      ended);
+	stop_after_lost_ends(r, ended);
 }
 
 /* The UDP entries are deleted while the active is stopped (SIGSTOP), so
@@ -853,6 +921,39 @@ Test(ksrc_ends, a_delete_whose_destroy_events_were_lost_leaves_no_ghost)
 		 n_flows);
 	cr_assert_eq(kill(r.active, SIGCONT), 0);
 	late_flows_leave_no_ghost(&r, n_flows + LATE_FLOWS, n_flows);
+}
+
+static unsigned long standby_conntrack6_count(void)
+{
+	return conntrack6_count_in(STANDBY_NS);
+}
+
+/* IPv6: the NAT66 entries' destroy events lost the same way (the UDP and
+ * ICMPv6 ones deleted while the active is stopped): the sessions leave the
+ * standby's conntrack all the same, through the re-dump's diff, and the
+ * TCP ones stay. */
+Test(ksrc_ends, an_ipv6_delete_whose_destroy_events_were_lost_leaves_no_ghost)
+{
+	struct run r;
+
+	nst_need_root("network namespaces, nftables and BPF need root");
+	ends_run_start(&r, "ksrc-lost-deletes6");
+	net6_setup();
+	cr_assert_eq(make_flows6(FLOWS6, 0), 0, "the IPv6 flows did not go");
+	wait_for("IPv6 conntrack entries", conntrack6_count, 2 * FLOWS6 + 1);
+	wait_for("IPv6 entries in the standby's conntrack",
+		 standby_conntrack6_count, 2 * FLOWS6 + 1);
+
+	cr_assert_eq(kill(r.active, SIGSTOP), 0);
+	cr_assert_eq(nst_sh("ip netns exec k1ks-g conntrack -D -f ipv6 -p udp "
+			    ">/dev/null 2>&1 && ip netns exec k1ks-g conntrack "
+			    "-D -f ipv6 -p icmpv6 >/dev/null 2>&1"),
+		     0);
+	wait_for("IPv6 entries after the deletes", conntrack6_count, FLOWS6);
+	cr_assert_eq(kill(r.active, SIGCONT), 0);
+	wait_for("IPv6 entries in the standby's conntrack after the deletes",
+		 standby_conntrack6_count, FLOWS6);
+	stop_after_lost_ends(&r, FLOWS6 + 1);
 }
 
 /* A flush of the whole table with the active running: its destroy events
