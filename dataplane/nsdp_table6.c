@@ -326,8 +326,7 @@ int nsdp_table_lookup_v6(const struct nsdp_table *t, uint8_t proto,
 			 const uint8_t daddr[16], uint16_t dport,
 			 struct ns_rec *out)
 {
-	return nsdp_table_find_v6(t, proto, saddr, sport, daddr, dport, out) <
-			       0
+	return nsdp_table_find_v6(t, proto, saddr, sport, daddr, dport, out) < 0
 		       ? -ENOENT
 		       : 0;
 }

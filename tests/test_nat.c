@@ -2971,8 +2971,8 @@ Test(nat, nat64_bad_input_is_dropped_and_counted_once_each)
 			l4[0] = 1;
 			break;
 		case S6_PAYLOAD_LONG:
-			ip6->payload_len = rte_cpu_to_be_16(
-				(uint16_t)(len - ETH6 + 1));
+			ip6->payload_len =
+				rte_cpu_to_be_16((uint16_t)(len - ETH6 + 1));
 			break;
 		case S6_VERSION:
 			ip6->vtc_flow = rte_cpu_to_be_32(4u << 28);

@@ -31,7 +31,8 @@
  *   reused) puts it back in SYN sent.
  *
  * Not done here: ICMP errors (neither sent nor translated), fragments,
- * IP options, VLANs, hairpinning, ping to the gateway.
+ * IP options, VLANs, hairpinning, ping to the gateway; IPv6 frames and
+ * NAT64 return traffic, which this path hands to nsdp_nat64.c.
  */
 #include <stddef.h>
 #include <string.h>
