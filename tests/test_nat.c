@@ -3018,3 +3018,29 @@ Test(nat, nat64_standby_drops_ipv6_and_answers_no_solicitation)
 	no_record(&f);
 	fx_close(&f);
 }
+
+Test(nat, nat64_a_padded_minimum_ipv4_frame_becomes_an_exact_ipv6_one)
+{
+	struct nsb_frame back;
+	struct rte_mbuf *m;
+	struct ns_rec r;
+	struct fx f;
+	uint8_t buf[128];
+	uint32_t len;
+
+	fx_open64(&f);
+	r = nat64_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	back = fr_in(IPPROTO_UDP, REMOTE, 53, r.s.xlat.saddr, r.s.xlat.sport);
+	back.payload = 4; /* 46 bytes, padded to 60 */
+	len = nsb_frame_write(&back, buf);
+	cr_assert_eq(len, 46);
+	memset(buf + len, 0xee, 60 - len);
+	m = rte_pktmbuf_alloc(f.pool);
+	memcpy(rte_pktmbuf_append(m, 60), buf, 60);
+	nsdp_nat_outside(f.nat, &m, 1, f.now, &f.tx);
+	m = take(&f, 0);
+	back.dport = 40000;
+	check_v6_of(m, &back, 49); /* 66 bytes: no padding left */
+	rte_pktmbuf_free(m);
+	fx_close(&f);
+}

@@ -245,6 +245,15 @@ static inline void l4_rewrite(uint8_t proto, uint8_t *l4, int inbound,
 	word_store(l4 + cksum_at, c);
 }
 
+/* Cut what follows the packet (Ethernet padding): the other family's
+ * header length differs, so the padding would no longer be at the end of
+ * a minimum frame. */
+static inline void frame_fit(struct rte_mbuf *m, uint32_t len)
+{
+	if (rte_pktmbuf_pkt_len(m) > len)
+		rte_pktmbuf_trim(m, (uint16_t)(rte_pktmbuf_pkt_len(m) - len));
+}
+
 /* IPv6 -> IPv4 (RFC 7915 section 5) of p for session s: returns the
  * Ethernet header, 20 bytes further on. */
 static struct rte_ether_hdr *xlat_6to4(struct nsdp_nat *nat, struct rte_mbuf *m,
@@ -279,6 +288,7 @@ static struct rte_ether_hdr *xlat_6to4(struct nsdp_nat *nat, struct rte_mbuf *m,
 	*e = eth;
 	e->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
 	rte_pktmbuf_adj(m, GROWTH);
+	frame_fit(m, ETH_LEN + total);
 
 	if (icmp)
 		delta = csum_icmp6_len(delta, len, 0);
@@ -315,6 +325,7 @@ static struct rte_ether_hdr *xlat_4to6(struct rte_mbuf *m, const struct pkt *p,
 		rte_cpu_to_be_32(6u << 28 | (uint32_t)h4.type_of_service
 						    << RTE_IPV6_HDR_TC_SHIFT);
 	ip6->payload_len = rte_cpu_to_be_16(len);
+	frame_fit(m, ETH_LEN + IP6_LEN + len);
 	ip6->proto = icmp ? IPPROTO_ICMPV6 : p->proto;
 	ip6->hop_limits = (uint8_t)(h4.time_to_live - 1);
 	memcpy(ip6->src_addr, r->v6.orig_daddr, 16);
