@@ -3044,3 +3044,32 @@ Test(nat, nat64_a_padded_minimum_ipv4_frame_becomes_an_exact_ipv6_one)
 	rte_pktmbuf_free(m);
 	fx_close(&f);
 }
+
+Test(nat, nat64_conf_check_and_create_refuse_what_nat64_cannot_run_with)
+{
+	struct nsdp_nat_conf c;
+	struct nsdp_table *t;
+	char err[128];
+
+	conf_nat64(&c);
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), 0);
+	c.nat64_prefix_len = 64;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "the NAT64 prefix must be a /96");
+	conf_nat64(&c);
+	c.inside_addr6[0] = 0xff;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "inside_addr6 is a multicast address");
+	conf_nat64(&c);
+	v6_of(c.inside_addr6, INSIDE_ADDR);
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "inside_addr6 is in the NAT64 prefix");
+	/* a table without an IPv6 table has nowhere to keep the sessions */
+	conf_nat64(&c);
+	t = nsdp_table_create("nst_nat64_no_v6", 64);
+	cr_assert_not_null(t);
+	errno = 0;
+	cr_assert_null(nsdp_nat_create(&c, t, NULL));
+	cr_assert_eq(errno, EINVAL);
+	nsdp_table_free(t);
+}

@@ -241,23 +241,8 @@ static inline void translate(struct pkt *p, int inbound, uint32_t addr_host,
 	ip->hdr_checksum = csum_apply(
 		ip->hdr_checksum, csum_delta16(addr_delta, old_ttl, new_ttl));
 
-	switch (p->proto) {
-	case IPPROTO_TCP:
-		port_at = inbound ? offsetof(struct rte_tcp_hdr, dst_port)
-				  : offsetof(struct rte_tcp_hdr, src_port);
-		cksum_at = offsetof(struct rte_tcp_hdr, cksum);
-		break;
-	case IPPROTO_UDP:
-		port_at = inbound ? offsetof(struct rte_udp_hdr, dst_port)
-				  : offsetof(struct rte_udp_hdr, src_port);
-		cksum_at = offsetof(struct rte_udp_hdr, dgram_cksum);
-		break;
-	default: /* ICMP echo: the identifier, no pseudo header */
-		port_at = offsetof(struct rte_icmp_hdr, icmp_ident);
-		cksum_at = offsetof(struct rte_icmp_hdr, icmp_cksum);
-		addr_delta = 0;
-		break;
-	}
+	if (!l4_offsets(p->proto, inbound, &port_at, &cksum_at))
+		addr_delta = 0; /* ICMP echo: no pseudo header */
 	old_port = word_load(l4 + port_at);
 	word_store(l4 + port_at, new_port);
 	c = word_load(l4 + cksum_at);

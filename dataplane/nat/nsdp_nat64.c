@@ -217,24 +217,10 @@ static inline void l4_rewrite(uint8_t proto, uint8_t *l4, int inbound,
 	size_t port_at, cksum_at;
 	uint16_t old, new, c;
 
-	switch (proto) {
-	case IPPROTO_TCP:
-		port_at = inbound ? offsetof(struct rte_tcp_hdr, dst_port)
-				  : offsetof(struct rte_tcp_hdr, src_port);
-		cksum_at = offsetof(struct rte_tcp_hdr, cksum);
-		break;
-	case IPPROTO_UDP:
-		port_at = inbound ? offsetof(struct rte_udp_hdr, dst_port)
-				  : offsetof(struct rte_udp_hdr, src_port);
-		cksum_at = offsetof(struct rte_udp_hdr, dgram_cksum);
-		break;
-	default: /* echo: type and identifier */
-		old = word_load(l4);
+	if (!l4_offsets(proto, inbound, &port_at, &cksum_at)) {
+		old = word_load(l4); /* echo: the type changes too */
 		l4[0] = new_type;
 		delta = csum_delta16(delta, old, word_load(l4));
-		port_at = offsetof(struct rte_icmp_hdr, icmp_ident);
-		cksum_at = offsetof(struct rte_icmp_hdr, icmp_cksum);
-		break;
 	}
 	old = word_load(l4 + port_at);
 	new = rte_cpu_to_be_16(new_port);

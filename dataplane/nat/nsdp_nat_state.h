@@ -18,14 +18,17 @@
 #define NSDP_NAT_STATE_H
 
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include <rte_common.h>
 #include <rte_ether.h>
+#include <rte_icmp.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
 #include <rte_tcp.h>
+#include <rte_udp.h>
 
 #include "nsdp_nat.h"
 #include "nsdp_stat.h"
@@ -368,6 +371,31 @@ static inline uint16_t csum_apply(uint16_t cksum, uint32_t delta)
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	return (uint16_t)~sum;
+}
+
+/* Where the port a translation rewrites (the destination port inbound,
+ * the source port outbound; ICMP echo: the identifier) and the checksum
+ * lie in the L4 header of proto. 1 when the checksum covers a
+ * pseudo-header (TCP, UDP), 0 for ICMP echo. */
+static inline int l4_offsets(uint8_t proto, int inbound, size_t *port_at,
+			     size_t *cksum_at)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		*port_at = inbound ? offsetof(struct rte_tcp_hdr, dst_port)
+				   : offsetof(struct rte_tcp_hdr, src_port);
+		*cksum_at = offsetof(struct rte_tcp_hdr, cksum);
+		return 1;
+	case IPPROTO_UDP:
+		*port_at = inbound ? offsetof(struct rte_udp_hdr, dst_port)
+				   : offsetof(struct rte_udp_hdr, src_port);
+		*cksum_at = offsetof(struct rte_udp_hdr, dgram_cksum);
+		return 1;
+	default:
+		*port_at = offsetof(struct rte_icmp_hdr, icmp_ident);
+		*cksum_at = offsetof(struct rte_icmp_hdr, icmp_cksum);
+		return 0;
+	}
 }
 
 /* Raw 16-bit words of a header, as they lie in the packet. */
