@@ -42,6 +42,7 @@ static const struct {
 	REASON(not_ours),	 REASON(to_gateway),
 	REASON(ports_exhausted), REASON(table_full),
 	REASON(neigh_miss),	 REASON(alloc_failures),
+	REASON(ip6_ext_headers), REASON(udp6_zero_checksum),
 	REASON(arp_ignored),
 #undef REASON
 };

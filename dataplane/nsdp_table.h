@@ -54,6 +54,35 @@ int nsdp_table_lookup_v6(const struct nsdp_table *t, uint8_t proto,
 			 const uint8_t daddr[16], uint16_t dport,
 			 struct ns_rec *out);
 
+/* The same, returning the session's position in the IPv6 table (below
+ * nsdp_table_positions_v6()), or -ENOENT. */
+int32_t nsdp_table_find_v6(const struct nsdp_table *t, uint8_t proto,
+			   const uint8_t saddr[16], uint16_t sport,
+			   const uint8_t daddr[16], uint16_t dport,
+			   struct ns_rec *out);
+
+/* The live NAT64 session of proto (its inside protocol: ICMPv6 for ICMP
+ * echo) whose IPv4 reply tuple is reply, host order as
+ * nsdp_table_find_reply() takes it (any thread): its position in the
+ * IPv6 table and *out filled, or -ENOENT. */
+int32_t nsdp_table_find_reply64(const struct nsdp_table *t, uint8_t proto,
+				const struct ns_tuple *reply,
+				struct ns_rec *out);
+
+/* Positions of the IPv6 table (its capacity; 0 without one), and the live
+ * session at one of them (writer): 0, or -ENOENT. */
+uint32_t nsdp_table_positions_v6(const struct nsdp_table *t);
+int nsdp_table_at_v6(const struct nsdp_table *t, uint32_t pos,
+		     struct ns_rec *out);
+
+/* Writer only, IPv6 sessions: nsdp_table_apply_pos() and
+ * nsdp_table_remove() by position for the IPv6 table (a fast path that
+ * keeps per-session state by position). -EAFNOSUPPORT for an IPv4
+ * session or without an IPv6 table; -ENOENT for a free position. */
+int nsdp_table_apply_pos_v6(struct nsdp_table *t, const struct ns_session *s,
+			    int32_t *pos);
+int nsdp_table_remove_v6(struct nsdp_table *t, uint32_t pos);
+
 /*
  * The writer. A table has one writer at a time and the hand-over is
  * explicit: a writer takes the table before its first write and gives it

@@ -20,8 +20,11 @@
  * entries, indexes and lookups are untouched: an IPv4 session costs
  * nothing more than one family test.
  *
- * Not here: reply lookups by IPv6 reply tuple and positions for a fast
- * path's per-session state (the NAT64/NAT66 gateways will need them).
+ * A fast path finds a NAT64 session by its IPv4 reply tuple (the reply
+ * index holds the unfolded outside addresses) and keeps per-session state
+ * by the positions of the IPv6 table, as it does for IPv4.
+ *
+ * Not here: reply lookups of NAT66 sessions (by IPv6 reply tuple).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -111,21 +114,53 @@ void nsdp_table6_free(struct nsdp_table *t)
 	t->v6 = NULL;
 }
 
-int nsdp_table6_apply(struct nsdp_table *t, const struct ns_session *s,
-		      int over)
+static int apply6(struct nsdp_table *t, const struct ns_session *s,
+		  int32_t *pos, int over)
 {
 	struct ns_session f;
-	int32_t pos;
 	int rc;
 
+	*pos = -1;
 	if (!t->v6) {
 		NSDP_STAT_INC(t->full_drops);
 		return -EAFNOSUPPORT;
 	}
 	f = folded(s);
-	rc = nsdp_table_apply_x(enter(t), &f, ns_session_v6_of(s), &pos, over);
+	rc = nsdp_table_apply_x(enter(t), &f, ns_session_v6_of(s), pos, over);
 	leave(t);
 	return rc;
+}
+
+int nsdp_table6_apply(struct nsdp_table *t, const struct ns_session *s,
+		      int over)
+{
+	int32_t pos;
+
+	return apply6(t, s, &pos, over);
+}
+
+int nsdp_table_apply_pos_v6(struct nsdp_table *t, const struct ns_session *s,
+			    int32_t *pos)
+{
+	if (!ns_family_is_v6(s->family)) {
+		*pos = -1;
+		return -EAFNOSUPPORT;
+	}
+	return apply6(t, s, pos, 0);
+}
+
+int nsdp_table_remove_v6(struct nsdp_table *t, uint32_t pos)
+{
+	struct nsdp_table *v6 = t->v6;
+
+	if (!v6 || pos >= v6->used_end ||
+	    packed_state(&v6->entries[pos].u.p) == ENTRY_FREE)
+		return -ENOENT;
+	enter(t);
+	nsdp_table_entry_remove(v6, pos);
+	NSDP_STAT_INC(v6->gen);
+	leave(t);
+	return 0;
 }
 
 int nsdp_table6_apply_resync(struct nsdp_table *t, const struct ns_session *s,
@@ -205,30 +240,43 @@ uint64_t nsdp_table6_walk(const struct nsdp_table *t,
 	return n;
 }
 
-int nsdp_table_lookup_v6(const struct nsdp_table *t, uint8_t proto,
-			 const uint8_t saddr[16], uint16_t sport,
-			 const uint8_t daddr[16], uint16_t dport,
-			 struct ns_rec *out)
+uint32_t nsdp_table_positions_v6(const struct nsdp_table *t)
+{
+	return t->v6 ? t->v6->capacity : 0;
+}
+
+int nsdp_table_at_v6(const struct nsdp_table *t, uint32_t pos,
+		     struct ns_rec *out)
 {
 	const struct nsdp_table *v6 = t->v6;
-	struct ns_tuple key = {.saddr = fold(saddr),
-			       .daddr = fold(daddr),
-			       .sport = sport,
-			       .dport = dport};
-	uint32_t h, b, n;
 
-	if (!v6)
+	if (!v6 || pos >= v6->used_end ||
+	    packed_state(&v6->entries[pos].u.p) != ENTRY_LIVE)
 		return -ENOENT;
-	h = key_hash(proto, &key);
-	b = home_bucket(v6, h);
+	unpack6(&v6->entries[pos].u.p, &v6->ext[pos], out);
+	return 0;
+}
+
+/* Probe the IPv6 table's flows index for the inside tuple key (addresses
+ * folded) whose addresses are saddr and daddr, or its replies index for
+ * the NAT64 session whose reply tuple is key (saddr, daddr NULL). */
+static int32_t find6(const struct nsdp_table *v6, uint8_t proto,
+		     const struct ns_tuple *key, const uint8_t *saddr,
+		     const uint8_t *daddr, struct ns_rec *out)
+{
+	const struct idx_bucket *index = saddr ? v6->flows : v6->replies;
+	uint32_t h = key_hash(proto, key);
+	uint32_t b = home_bucket(v6, h), n;
+
 	for (n = 0; n < v6->n_buckets; n++) {
-		const struct idx_bucket *bk = &v6->flows[b];
+		const struct idx_bucket *bk = &index[b];
 		uint32_t m = sig_match(bk, (uint16_t)h);
 
 		while (m) {
 			uint32_t w = (uint32_t)__builtin_ctz(m), ref;
 			union packed_words u;
 			union ext_words x;
+			int hit;
 
 			m &= m - 1;
 			ref = __atomic_load_n(&bk->ref[w], __ATOMIC_ACQUIRE);
@@ -236,13 +284,19 @@ int nsdp_table_lookup_v6(const struct nsdp_table *t, uint8_t proto,
 				continue;
 			entry_read_ext(&v6->entries[ref - 1], &u,
 				       &v6->ext[ref - 1], &x);
-			if (packed_state(&u.p) == ENTRY_LIVE &&
-			    u.p.proto == proto &&
-			    ns_tuple_equal(&u.p.orig, &key) &&
-			    memcmp(x.x.orig_saddr, saddr, 16) == 0 &&
-			    memcmp(x.x.orig_daddr, daddr, 16) == 0) {
+			if (packed_state(&u.p) != ENTRY_LIVE ||
+			    u.p.proto != proto)
+				continue;
+			if (saddr)
+				hit = ns_tuple_equal(&u.p.orig, key) &&
+				      memcmp(x.x.orig_saddr, saddr, 16) == 0 &&
+				      memcmp(x.x.orig_daddr, daddr, 16) == 0;
+			else
+				hit = (u.p.flags & FLAG_NAT64) &&
+				      reply_matches(&u.p, key);
+			if (hit) {
 				unpack6(&u.p, &x.x, out);
-				return 0;
+				return (int32_t)(ref - 1);
 			}
 		}
 		if (__atomic_load_n(&bk->passed, __ATOMIC_ACQUIRE) == 0)
@@ -250,4 +304,38 @@ int nsdp_table_lookup_v6(const struct nsdp_table *t, uint8_t proto,
 		b = next_bucket(v6, b);
 	}
 	return -ENOENT;
+}
+
+int32_t nsdp_table_find_v6(const struct nsdp_table *t, uint8_t proto,
+			   const uint8_t saddr[16], uint16_t sport,
+			   const uint8_t daddr[16], uint16_t dport,
+			   struct ns_rec *out)
+{
+	struct ns_tuple key = {.saddr = fold(saddr),
+			       .daddr = fold(daddr),
+			       .sport = sport,
+			       .dport = dport};
+
+	if (!t->v6)
+		return -ENOENT;
+	return find6(t->v6, proto, &key, saddr, daddr, out);
+}
+
+int nsdp_table_lookup_v6(const struct nsdp_table *t, uint8_t proto,
+			 const uint8_t saddr[16], uint16_t sport,
+			 const uint8_t daddr[16], uint16_t dport,
+			 struct ns_rec *out)
+{
+	return nsdp_table_find_v6(t, proto, saddr, sport, daddr, dport, out) < 0
+		       ? -ENOENT
+		       : 0;
+}
+
+int32_t nsdp_table_find_reply64(const struct nsdp_table *t, uint8_t proto,
+				const struct ns_tuple *reply,
+				struct ns_rec *out)
+{
+	if (!t->v6)
+		return -ENOENT;
+	return find6(t->v6, proto, reply, NULL, NULL, out);
 }

@@ -402,6 +402,14 @@ static int gw_setup(struct gw *g)
 			g->conf.agent.table_capacity);
 		return -ENOMEM;
 	}
+	/* [standby] table_capacity_v6: NAT64 sessions, and the IPv6
+	 * sessions the subscriber applies */
+	if (g->conf.agent.table_capacity_v6 > 0 &&
+	    nsdp_table_add_v6(g->table, g->conf.agent.table_capacity_v6) != 0) {
+		NSA_ERR("cannot create the IPv6 table of %u sessions",
+			g->conf.agent.table_capacity_v6);
+		return -ENOMEM;
+	}
 	g->sb = nsa_standby_create_on(&g->conf.agent, g->table);
 	if (!g->sb)
 		return -ENOMEM;

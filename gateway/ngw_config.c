@@ -14,6 +14,7 @@
  */
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ngw_config.h"
@@ -86,6 +87,10 @@ static const struct nsa_key ngw_keys[] = {
 	NSA_NUM("gateway", "defer_max_us", gw.defer_max_us, 10, 500000,
 		"2000",
 		"With `defer`: the longest a first packet waits, µs; then it goes without the acknowledgement (counted in `defer_timeouts`)."),
+	NSA_STR("gateway", "inside_address6", gw.inside_address6, "",
+		"The gateway's own IPv6 address on the inside (it answers neighbour solicitations for it); setting it turns NAT64 on: inside IPv6 hosts reach IPv4 servers through `nat64_prefix`, translated to the pool (TCP, UDP, ICMPv6 echo; see docs/gateway-and-failover.md). Needs `[standby] table_capacity_v6`, where the NAT64 sessions live."),
+	NSA_STR("gateway", "nat64_prefix", gw.nat64_prefix, "64:ff9b::/96",
+		"The NAT64 prefix (RFC 6052): an IPv4 server's address is the destination's low 32 bits. Only a /96."),
 	NSA_NUM("gateway", "rx_descriptors", gw.rx_descriptors, 64, 16384,
 		"1024", "Receive descriptors per port."),
 	NSA_NUM("gateway", "tx_descriptors", gw.tx_descriptors, 64, 16384,
@@ -93,6 +98,30 @@ static const struct nsa_key ngw_keys[] = {
 	NSA_NUM("gateway", "mbufs", gw.mbufs, 1023, 1048575, "8191",
 		"Mbufs in the gateway's packet pool."),
 };
+
+/* The address and length of an IPv6 prefix "addr/len" into addr; the
+ * length, or -1 when text is not one. */
+static int ngw_prefix6(const char *text, uint8_t addr[16])
+{
+	char buf[64];
+	char *slash, *end;
+	long len;
+
+	memset(addr, 0, 16);
+	if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf))
+		return -1;
+	slash = strchr(buf, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	len = strtol(slash + 1, &end, 10);
+	if (*end || end == slash + 1 || len < 0 || len > 128 ||
+	    inet_pton(AF_INET6, buf, addr) != 1) {
+		memset(addr, 0, 16);
+		return -1;
+	}
+	return (int)len;
+}
 
 /* The NAT's configuration from [gateway], [agent] gateway_id and [standby]
  * table_capacity. */
@@ -110,6 +139,12 @@ static void ngw_config_derive(struct nsa_config *agent)
 	nat->udp_ms = c->gw.udp_timeout * 1000u;
 	nat->icmp_ms = c->gw.icmp_timeout * 1000u;
 	nat->defer_max_us = c->gw.defer ? c->gw.defer_max_us : 0;
+	/* ngw_config_check reports what does not parse */
+	if (!c->gw.inside_address6[0] ||
+	    inet_pton(AF_INET6, c->gw.inside_address6, nat->inside_addr6) != 1)
+		memset(nat->inside_addr6, 0, sizeof(nat->inside_addr6));
+	nat->nat64_prefix_len =
+		(uint8_t)ngw_prefix6(c->gw.nat64_prefix, nat->nat64_prefix);
 }
 
 const struct nsa_key_table ngw_config_keys = {
@@ -138,6 +173,46 @@ static int ngw_in_pool(const struct nsdp_nat_conf *nat, uint32_t addr,
 	snprintf(err, errlen, "[gateway] %s: %s is in the pool %s-%s", key, a,
 		 first, last);
 	return -1;
+}
+
+/* NAT64 (when inside_address6 is set): an IPv6 address outside the
+ * prefix, a /96 prefix, and an IPv6 table for its sessions. */
+static int ngw_check_nat64(const struct ngw_config *c, char *err,
+			   size_t errlen)
+{
+	const struct ngw_gateway_conf *gw = &c->gw;
+	uint8_t a[16], p[16];
+
+	if (!gw->inside_address6[0])
+		return 0;
+	if (inet_pton(AF_INET6, gw->inside_address6, a) != 1 || a[0] == 0xff) {
+		snprintf(err, errlen,
+			 "[gateway] inside_address6: %s is not a unicast "
+			 "IPv6 address",
+			 gw->inside_address6);
+		return -1;
+	}
+	if (ngw_prefix6(gw->nat64_prefix, p) != 96) {
+		snprintf(err, errlen,
+			 "[gateway] nat64_prefix: %s is not an IPv6 /96 "
+			 "prefix (the only length supported)",
+			 gw->nat64_prefix);
+		return -1;
+	}
+	if (memcmp(a, p, 12) == 0) {
+		snprintf(err, errlen,
+			 "[gateway] inside_address6: %s is in the NAT64 "
+			 "prefix %s",
+			 gw->inside_address6, gw->nat64_prefix);
+		return -1;
+	}
+	if (c->agent.table_capacity_v6 == 0) {
+		snprintf(err, errlen,
+			 "[standby] table_capacity_v6: NAT64 "
+			 "(inside_address6) needs an IPv6 table; set it");
+		return -1;
+	}
+	return 0;
 }
 
 /* What natsync-gateway needs on top of nsa_config_finish: two distinct
@@ -195,6 +270,8 @@ int ngw_config_check(const struct ngw_config *c, char *err, size_t errlen)
 			 nat->port_min, nat->port_max);
 		return -1;
 	}
+	if (ngw_check_nat64(c, err, errlen))
+		return -1;
 	if (c->agent.lanes != 1) {
 		snprintf(err, errlen,
 			 "[rings] lanes: natsync-gateway forwards on one lcore "

@@ -48,6 +48,10 @@ struct ngw_gateway_conf {
 	 * acknowledgement, at most defer_max_us (nat.defer_max_us). */
 	int defer;
 	unsigned int defer_max_us;
+	/* NAT64, as written (parsed into nat.inside_addr6, nat.nat64_prefix
+	 * and nat.nat64_prefix_len): on when inside_address6 is set. */
+	char inside_address6[64];
+	char nat64_prefix[64];
 };
 
 struct ngw_config {

@@ -106,6 +106,12 @@ int gw_stats(struct gw *g, char *reply, size_t len)
 	NAT(defer_dropped);
 	NAT(defer_overflow);
 	NAT(defer_unrecorded);
+	NAT(ip6_ext_headers);
+	NAT(udp6_zero_checksum);
+	NAT(nd_in);
+	NAT(nd_adverts_sent);
+	NAT(nd_solicits_sent);
+	NAT(nd_ignored);
 #undef NAT
 	STAT_LINE(reply, len, used, "defer.p50_us", gw_defer_pct(g, 0.50));
 	STAT_LINE(reply, len, used, "defer.p99_us", gw_defer_pct(g, 0.99));
@@ -113,6 +119,7 @@ int gw_stats(struct gw *g, char *reply, size_t len)
 	STAT_LINE(reply, len, used, "port.tx_drops",
 		  NSDP_STAT_READ(g->fwd.tx_drops));
 	STAT_LINE(reply, len, used, "table.live", ts.live);
+	STAT_LINE(reply, len, used, "table.live_v6", ts.live_v6);
 	STAT_LINE(reply, len, used, "table.tombstones", ts.tombstones);
 	STAT_LINE(reply, len, used, "table.full_drops", ts.full_drops);
 	STAT_LINE(reply, len, used, "agent.acked", as.acked);
@@ -204,6 +211,8 @@ static const struct nsa_mx_row gateway_rows[] = {
 	DROP(table_full),
 	DROP(neigh_miss),
 	DROP(alloc_failures),
+	DROP(ip6_ext_headers),
+	DROP(udp6_zero_checksum),
 	NSA_MX_SAMPLE(tx_drops, "tx_drops"),
 	NSA_MX_GAUGE(ts.live, "natsync_gateway_sessions", "Sessions in the gateway's table."),
 	SESSIONS(created, "Sessions the fast path created."),

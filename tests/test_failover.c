@@ -25,6 +25,14 @@
  * restarts as a standby and resyncs; B is demoted and A promoted again
  * (failback), and the same connection goes on through A.
  *
+ * NAT64, in the first of those tests: the client also has fd00:1::2/64
+ * and a route to 64:ff9b::/96 via the gateways' inside_address6
+ * fd00:1::1, and a TCP connection and a UDP flow of its own reach the
+ * IPv4 server through NAT64 the same way. At the kill the IPv6 client
+ * falls silent and, once B is promoted, the server speaks first on the
+ * TCP connection (B's first packet of it comes from the outside, to a host
+ * it has to solicit), then the client goes on.
+ *
  * Both ways to run the agent: threads inside the gateways, and
  * natsync-agent secondary processes attached to the gateways' rings
  * (hugepages, started with deploy/agent-secondary.sh).
@@ -75,6 +83,13 @@
 #define POOL_LAST "198.51.100.11"
 #define TICK_MS 20
 #define MAX_SOURCES 8
+/* NAT64: the server's ports for the IPv6 client's flows, and the
+ * addresses (the server as the client sees it: 64:ff9b::198.51.100.2). */
+#define TCP6_PORT 5011
+#define UDP6_PORT 5012
+#define CLIENT6_ADDR "fd00:1::2"
+#define INSIDE6_ADDR "fd00:1::1"
+#define SERVER6_ADDR "64:ff9b::c633:6402"
 
 /* What the client and server threads saw; written by them, read by the
  * test with atomics. */
@@ -99,6 +114,9 @@ static struct {
 #define ADD(f, v) __atomic_add_fetch(&net.f, (v), __ATOMIC_RELEASE)
 
 /* ---- the network -------------------------------------------------------- */
+
+/* Set by a test: the gateways also do NAT64 and the client has IPv6. */
+static int nat64;
 
 static void net_teardown(void)
 {
@@ -150,6 +168,15 @@ static void net_setup(void)
 		"for d in nstfoAi nstfoAo nstfoBi nstfoBo; do ethtool -K $d "
 		"tx off >/dev/null; done\n");
 	cr_assert_eq(rc, 0, "cannot build the test network (root needed)");
+	if (!nat64)
+		return;
+	rc = nst_sh("set -e\n"
+		    "ip netns exec nstfo-c sysctl -qw "
+		    "net.ipv6.conf.br0.disable_ipv6=0\n"
+		    "ip -n nstfo-c addr add " CLIENT6_ADDR "/64 dev br0 nodad\n"
+		    "ip -n nstfo-c -6 route add 64:ff9b::/96 via " INSIDE6_ADDR
+		    "\n");
+	cr_assert_eq(rc, 0, "cannot give the client IPv6");
 }
 
 /* ---- server (nstfo-s) ------------------------------------------------------ */
@@ -395,6 +422,187 @@ static void *burst_main(void *arg)
 	return NULL;
 }
 
+/* ---- NAT64 flows: an IPv6 client, the IPv4 server ------------------------- */
+
+/* What the IPv6 client's flows saw; the thread writes, the test reads with
+ * atomics. quiet: the client sends nothing; speak: the server sends
+ * SPEAK_BYTES of its own on the TCP connection (once). */
+#define SPEAK_BYTES 32
+
+static struct {
+	int quiet, speak;
+	uint64_t tcp_sent, tcp_echoed, tcp_mismatch, tcp_closed, accepts;
+	uint64_t udp_sent, udp_replies;
+	uint64_t spoken, heard; /* server-first bytes sent, received */
+	uint64_t n_udp_sources;
+	struct sockaddr_in tcp_peer, udp_source;
+} f6;
+
+#define LOAD6(f) __atomic_load_n(&f6.f, __ATOMIC_ACQUIRE)
+#define ADD6(f, v) __atomic_add_fetch(&f6.f, (v), __ATOMIC_RELEASE)
+
+/* The server side, sockets made in nstfo-s: echo TCP (and speak first
+ * when told), echo UDP noting its translated source. */
+struct server6 {
+	int lfd, ufd, cfd;
+};
+
+static void server6_step(struct server6 *sv, const struct pollfd *p)
+{
+	char buf[4096];
+	ssize_t n;
+
+	if (p[0].revents & POLLIN) {
+		struct sockaddr_in peer;
+		socklen_t len = sizeof(peer);
+		int fd = accept(sv->lfd, (struct sockaddr *)&peer, &len);
+
+		if (fd >= 0) {
+			if (sv->cfd >= 0)
+				close(sv->cfd);
+			sv->cfd = fd;
+			f6.tcp_peer = peer;
+			ADD6(accepts, 1);
+		}
+	}
+	if (p[1].revents & POLLIN) {
+		struct sockaddr_in from;
+		socklen_t len = sizeof(from);
+
+		n = recvfrom(sv->ufd, buf, sizeof(buf), 0,
+			     (struct sockaddr *)&from, &len);
+		if (n > 0) {
+			if (LOAD6(n_udp_sources) == 0 ||
+			    from.sin_addr.s_addr !=
+				    f6.udp_source.sin_addr.s_addr ||
+			    from.sin_port != f6.udp_source.sin_port) {
+				f6.udp_source = from;
+				ADD6(n_udp_sources, 1);
+			}
+			sendto(sv->ufd, buf, (size_t)n, 0,
+			       (struct sockaddr *)&from, len);
+		}
+	}
+	if (sv->cfd >= 0 && (p[2].revents & (POLLIN | POLLHUP))) {
+		n = read(sv->cfd, buf, sizeof(buf));
+		if (n <= 0 || write(sv->cfd, buf, (size_t)n) != n) {
+			close(sv->cfd);
+			sv->cfd = -1;
+		}
+	}
+	if (sv->cfd >= 0 && LOAD6(speak) && LOAD6(spoken) == 0) {
+		char msg[SPEAK_BYTES];
+
+		memset(msg, 's', sizeof(msg));
+		if (write(sv->cfd, msg, sizeof(msg)) == (ssize_t)sizeof(msg))
+			ADD6(spoken, sizeof(msg));
+	}
+}
+
+/* The client side, sockets made in nstfo-c: a tick of stream bytes and a
+ * ping, unless quiet; what comes back is checked. Server-first bytes come
+ * before any echo of what was sent after them, as the client is quiet
+ * while the server speaks. */
+static void client6_step(int tfd, int ufd, double *next_tick,
+			 const struct pollfd *p)
+{
+	uint8_t buf[4096];
+	double t = nsdp_now_s();
+
+	if (t >= *next_tick && !LOAD6(quiet)) {
+		uint8_t msg[32];
+		uint64_t base = LOAD6(tcp_sent);
+		ssize_t n;
+
+		for (size_t i = 0; i < sizeof(msg); i++)
+			msg[i] = stream_byte(base + i);
+		n = send(tfd, msg, sizeof(msg), MSG_NOSIGNAL);
+		if (n > 0)
+			ADD6(tcp_sent, (uint64_t)n);
+		if (send(ufd, "ping6", 5, 0) == 5)
+			ADD6(udp_sent, 1);
+		*next_tick = t + TICK_MS / 1000.0;
+	}
+	if (p[3].revents & (POLLIN | POLLHUP | POLLERR)) {
+		ssize_t n = recv(tfd, buf, sizeof(buf), 0);
+
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			ADD6(tcp_closed, 1);
+		for (ssize_t i = 0; i < n; i++) {
+			if (LOAD6(heard) < LOAD6(spoken) &&
+			    LOAD6(tcp_echoed) == LOAD6(tcp_sent)) {
+				if (buf[i] != 's')
+					ADD6(tcp_mismatch, 1);
+				ADD6(heard, 1);
+				continue;
+			}
+			if (buf[i] != stream_byte(LOAD6(tcp_echoed)))
+				ADD6(tcp_mismatch, 1);
+			ADD6(tcp_echoed, 1);
+		}
+	}
+	if ((p[4].revents & POLLIN) && recv(ufd, buf, sizeof(buf), 0) > 0)
+		ADD6(udp_replies, 1);
+}
+
+/* Both ends in one thread: a socket keeps the namespace it was made in. */
+static void *flow6_main(void *arg)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct sockaddr_in6 to = {.sin6_family = AF_INET6};
+	struct server6 sv = {.cfd = -1};
+	double next_tick = 0;
+	int one = 1, tfd = -1, ufd;
+
+	(void)arg;
+	nst_enter_netns("nstfo-s");
+	sv.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	sv.ufd = socket(AF_INET, SOCK_DGRAM, 0);
+	setsockopt(sv.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sa.sin_port = htons(TCP6_PORT);
+	if (bind(sv.lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(sv.lfd, 4) != 0)
+		abort();
+	sa.sin_port = htons(UDP6_PORT);
+	if (bind(sv.ufd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		abort();
+
+	nst_enter_netns("nstfo-c");
+	inet_pton(AF_INET6, SERVER6_ADDR, &to.sin6_addr);
+	to.sin6_port = htons(UDP6_PORT);
+	ufd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	if (ufd < 0 || connect(ufd, (struct sockaddr *)&to, sizeof(to)) != 0)
+		abort();
+	/* Non-blocking connect: the server side accepts in the same loop. */
+	to.sin6_port = htons(TCP6_PORT);
+	tfd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	setsockopt(tfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(tfd, (struct sockaddr *)&to, sizeof(to)) != 0 &&
+	    errno != EINPROGRESS)
+		abort();
+
+	while (!LOAD(stop)) {
+		struct pollfd p[5] = {{sv.lfd, POLLIN, 0},
+				      {sv.ufd, POLLIN, 0},
+				      {sv.cfd, POLLIN, 0},
+				      {tfd, POLLIN, 0},
+				      {ufd, POLLIN, 0}};
+
+		if (poll(p, 5, TICK_MS) < 0)
+			break;
+		server6_step(&sv, p);
+		if (LOAD6(accepts) > 0)
+			client6_step(tfd, ufd, &next_tick, p);
+	}
+	close(tfd);
+	close(ufd);
+	if (sv.cfd >= 0)
+		close(sv.cfd);
+	close(sv.lfd);
+	close(sv.ufd);
+	return NULL;
+}
+
 /* ---- gateways --------------------------------------------------------------- */
 
 /* Set by each test: 1 when the agents run as DPDK secondary processes. */
@@ -433,11 +641,11 @@ static void write_gateway_config(char id)
 		 "[store]\nseeds = 127.0.0.1:%d\nlayout = %s\n"
 		 "[active]\nflush_us = 200\n"
 		 "[rings]\nlanes = 1\nring_size = 4096\n"
-		 "[standby]\ntable_capacity = %u\n"
+		 "[standby]\ntable_capacity = %u\n%s"
 		 "[gateway]\n"
 		 "inside_port = net_af_packet0\n"
 		 "outside_port = net_af_packet1\n"
-		 "inside_address = 10.1.0.1\n"
+		 "inside_address = 10.1.0.1\n%s"
 		 "pool = " POOL_FIRST "-" POOL_LAST "\n"
 		 "ports = 20000-29999\n"
 		 "control_socket = %s\n"
@@ -450,6 +658,8 @@ static void write_gateway_config(char id)
 		 "agent = %s\n",
 		 id == 'A' ? "active" : "standby", id == 'A' ? 1 : 2, eal,
 		 STORE_PORT, layout, table_capacity,
+		 nat64 ? "table_capacity_v6 = 1024\n" : "",
+		 nat64 ? "inside_address6 = " INSIDE6_ADDR "\n" : "",
 		 nst_run_path(id == 'A' ? "a.sock" : "b.sock"), promote_wait_ms,
 		 defer_max_us ? "yes" : "no",
 		 defer_max_us ? defer_max_us : 2000, udp_timeout,
@@ -737,6 +947,84 @@ static int flows_progress(uint64_t more_bytes, uint64_t more_udp, double secs)
 			secs);
 }
 
+static pthread_t flow6_thread;
+
+/* The IPv6 client's flows, through A's NAT64: both sessions (and only
+ * they) in B's IPv6 table. */
+static void flows6_start(void)
+{
+	char reply[4096];
+
+	memset(&f6, 0, sizeof(f6));
+	pthread_create(&flow6_thread, NULL, flow6_main, NULL);
+	cr_assert(WAIT_FOR(LOAD6(tcp_echoed) >= 640 && LOAD6(udp_replies) >= 20,
+			   20),
+		  "no NAT64 traffic through gateway A: tcp echoed %lu, udp "
+		  "%lu, accepts %lu; A: %s",
+		  (unsigned long)LOAD6(tcp_echoed),
+		  (unsigned long)LOAD6(udp_replies),
+		  (unsigned long)LOAD6(accepts),
+		  (ctl('A', "stats", reply, sizeof(reply)), reply));
+	cr_assert(WAIT_FOR(stat_value('B', "table.live_v6") == 2, 10),
+		  "standby B's IPv6 table holds %ld sessions, not the 2 "
+		  "NAT64 ones",
+		  stat_value('B', "table.live_v6"));
+}
+
+/* The IPv6 client falls silent once all it sent came back. */
+static void flows6_quiet(void)
+{
+	__atomic_store_n(&f6.quiet, 1, __ATOMIC_RELEASE);
+	cr_assert(WAIT_FOR(LOAD6(tcp_echoed) == LOAD6(tcp_sent), 5),
+		  "NAT64: %lu of %lu bytes echoed before the kill",
+		  (unsigned long)LOAD6(tcp_echoed),
+		  (unsigned long)LOAD6(tcp_sent));
+}
+
+/* The server speaks first through gateway id, then the client goes on:
+ * its bytes and pings come back. */
+static void flows6_go_on_through(char id, const char *when)
+{
+	char reply[4096];
+	uint64_t sent, udp;
+
+	__atomic_store_n(&f6.speak, 1, __ATOMIC_RELEASE);
+	cr_assert(WAIT_FOR(LOAD6(heard) == SPEAK_BYTES, 15),
+		  "%s: the server's first %d bytes: %lu came through %c: %s",
+		  when, SPEAK_BYTES, (unsigned long)LOAD6(heard), id,
+		  (ctl(id, "stats", reply, sizeof(reply)), reply));
+	sent = LOAD6(tcp_sent);
+	udp = LOAD6(udp_replies);
+	__atomic_store_n(&f6.quiet, 0, __ATOMIC_RELEASE);
+	cr_assert(WAIT_FOR(LOAD6(tcp_echoed) >= sent + 640 &&
+				   LOAD6(udp_replies) >= udp + 20,
+			   30),
+		  "%s: NAT64 tcp echoed %lu (sent %lu), udp replies %lu "
+		  "(was %lu); %c: %s",
+		  when, (unsigned long)LOAD6(tcp_echoed), (unsigned long)sent,
+		  (unsigned long)LOAD6(udp_replies), (unsigned long)udp, id,
+		  (ctl(id, "stats", reply, sizeof(reply)), reply));
+}
+
+/* After the stop: one connection, exactly the bytes sent and the
+ * server's, one translated UDP source, a TCP peer from the pool. */
+static void flows6_end_whole(void)
+{
+	char addr[INET_ADDRSTRLEN];
+
+	pthread_join(flow6_thread, NULL);
+	cr_expect_eq(LOAD6(tcp_mismatch), 0, "NAT64: bytes differ");
+	cr_expect_eq(LOAD6(tcp_closed), 0, "NAT64: the connection closed");
+	cr_expect_eq(LOAD6(accepts), 1, "NAT64: the client connected again");
+	cr_expect_eq(LOAD6(heard), SPEAK_BYTES);
+	cr_expect_eq(LOAD6(n_udp_sources), 1,
+		     "NAT64: the server saw the UDP flow from %lu sources",
+		     (unsigned long)LOAD6(n_udp_sources));
+	inet_ntop(AF_INET, &f6.tcp_peer.sin_addr, addr, sizeof(addr));
+	cr_expect(strcmp(addr, POOL_FIRST) == 0 || strcmp(addr, POOL_LAST) == 0,
+		  "NAT64: the server saw the TCP client as %s", addr);
+}
+
 /* The network, the store, A active and B a synced standby, the client's
  * TCP connection and UDP flow through A, both sessions on B; A's epoch. */
 static long scenario_start(const char *name, pthread_t *server,
@@ -801,6 +1089,8 @@ static long scenario_start(const char *name, pthread_t *server,
 	/* B holds both sessions before A dies. */
 	cr_assert(WAIT_FOR(status_value('B', "sessions") >= 2, 10),
 		  "standby B did not receive the sessions");
+	if (nat64)
+		flows6_start();
 	return epoch_a;
 }
 
@@ -853,6 +1143,8 @@ static void failover_scenario(const char *name)
 	cr_assert_eq(LOAD(n_udp_sources), 1);
 	cr_assert_eq(LOAD(accepts), 1);
 
+	if (nat64)
+		flows6_quiet();
 	kill(gw_a, SIGKILL);
 	waitpid(gw_a, NULL, 0);
 	gw_a = 0;
@@ -868,6 +1160,8 @@ static void failover_scenario(const char *name)
 
 	flows_go_on_through('B', tcp_sent_at_kill, udp_before_n,
 			    "after failover");
+	if (nat64)
+		flows6_go_on_through('B', "after failover");
 	/* B forwarded with the replicated sessions. */
 	cr_expect_eq(stat_value('B', "nat.created"), 0,
 		     "B created sessions for flows it should have had");
@@ -887,6 +1181,10 @@ static void failover_scenario(const char *name)
 			   20),
 		  "the restarted gateway A did not resync as a standby");
 	cr_assert(status_has('A', "mode=standby"));
+	if (nat64)
+		cr_assert(WAIT_FOR(stat_value('A', "table.live_v6") == 2, 10),
+			  "the restarted A's IPv6 table holds %ld sessions",
+			  stat_value('A', "table.live_v6"));
 	if (external)
 		agent_a = start_agent('A');
 
@@ -903,6 +1201,13 @@ static void failover_scenario(const char *name)
 		  (unsigned long)LOAD(tcp_echoed),
 		  (unsigned long)LOAD(tcp_sent),
 		  (ctl('A', "stats", reply, sizeof(reply)), reply));
+	if (nat64) {
+		__atomic_store_n(&f6.speak, 0, __ATOMIC_RELEASE);
+		flows6_quiet();
+		__atomic_store_n(&f6.spoken, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&f6.heard, 0, __ATOMIC_RELEASE);
+		flows6_go_on_through('A', "after failback");
+	}
 	cr_expect_eq(stat_value('A', "nat.created"), 0,
 		     "A created sessions for flows B had replicated");
 	/* The demoted B resyncs as a standby. */
@@ -912,6 +1217,8 @@ static void failover_scenario(const char *name)
 		  "the demoted gateway B did not resync");
 
 	flows_end_whole(server, client, &udp_before);
+	if (nat64)
+		flows6_end_whole();
 	/* One translated source per flow, the same before and after. */
 	cr_expect_eq(LOAD(n_udp_sources), 1,
 		     "the server saw the UDP flow from %lu sources",
@@ -923,9 +1230,11 @@ static void failover_scenario(const char *name)
 		  addr);
 }
 
+/* With NAT64 flows beside the NAT44 ones (the same gateways). */
 Test(failover, tcp_and_udp_flows_survive_the_active_gateways_death)
 {
 	external = 0;
+	nat64 = 1;
 	failover_scenario("failover-threads");
 }
 
@@ -1267,6 +1576,8 @@ static void store_down_failover(const char *name, int epoch_master_only)
 
 	/* The burst's flows are the server's other UDP sources. */
 	flows_end_whole(server, client, &udp_before);
+	if (nat64)
+		flows6_end_whole();
 }
 
 Test(failover, with_every_master_stopped_the_standby_forwards_at_once)
@@ -1522,6 +1833,8 @@ Test(failover, keepalived_moves_the_flows_when_the_active_dies, .timeout = 900)
 		standby = active == 'A' ? 'B' : 'A';
 	}
 	flows_end_whole(server, client, &udp_before);
+	if (nat64)
+		flows6_end_whole();
 	cr_expect_eq(LOAD(n_udp_sources), 1);
 	qsort(outage, (size_t)rounds, sizeof(outage[0]), cmp_u64);
 	qsort(promoted, (size_t)rounds, sizeof(promoted[0]), cmp_u64);
@@ -1610,6 +1923,8 @@ Test(failover, keepalived_heals_a_partition_with_the_fenced_gateway_backup)
 		  (unsigned long)LOAD(tcp_echoed),
 		  (unsigned long)LOAD(tcp_sent));
 	flows_end_whole(server, client, &udp_before);
+	if (nat64)
+		flows6_end_whole();
 }
 
 /* ---- defer ------------------------------------------------------------------ */
@@ -1882,6 +2197,8 @@ Test(failover, with_defer_no_new_session_is_lost_when_the_active_dies,
 	       (unsigned long)held_total, (unsigned long)timeouts_total);
 	nf_reset();
 	flows_end_whole(server, client, &udp_before);
+	if (nat64)
+		flows6_end_whole();
 	pthread_join(nf_server, NULL);
 	close(nf.srv_fd);
 }
@@ -1960,6 +2277,8 @@ Test(failover, a_promotion_the_lcore_did_not_take_is_completed_by_itself)
 			    "after the lcore ran again");
 	cr_expect_eq(stat_value('B', "nat.created"), 0);
 	flows_end_whole(server, client, &udp_before);
+	if (nat64)
+		flows6_end_whole();
 }
 
 /* Pair pair's writer connections (nst_store_writers) into file in the

@@ -2,7 +2,9 @@
  * test_nat.c - the NAT44 fast path: translation and checksums both ways,
  * session life (create, TCP states, refresh rate limit, RST, idle expiry),
  * port allocation, ARP and neighbors, standby and promotion over a
- * replicated table, and the policy for bad input.
+ * replicated table, and the policy for bad input; then NAT64 (IPv6 inside,
+ * IPv4 outside): translations both ways, records, neighbour discovery,
+ * shared ports, promotion, expiry and its drops.
  *
  * Frames are built byte by byte (bench/nsb_frame.h, which natsync-gwbench
  * shares) into mbufs and run through
@@ -214,6 +216,8 @@ static void fx_open_conf(struct fx *f, const struct nsdp_nat_conf *conf,
 	else
 		conf_default(&f->conf);
 	f->conf.mbuf_pool = f->pool;
+	if (f->conf.inside_addr6[0]) /* NAT64: an IPv6 table as large */
+		cr_assert_eq(nsdp_table_add_v6(f->table, capacity), 0);
 	f->nat = nsdp_nat_create(&f->conf, f->table, f->lane);
 	cr_assert_not_null(f->nat, "nat: %s", strerror(errno));
 	f->now = nsdp_realtime_ns();
@@ -2393,4 +2397,679 @@ Test(nat, defer_lets_a_full_queue_and_an_unrecorded_session_go_at_once)
 	cr_assert_eq(sent, 3);
 	settle_all(&f);
 	fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* NAT64                                                                */
+/* ------------------------------------------------------------------ */
+
+/* The gateway's inside IPv6 address fd00::1, and an inside host fd00::64
+ * (with its own MAC address). */
+static const uint8_t gw6[16] = {0xfd, 0, [15] = 1};
+static const uint8_t host6[16] = {0xfd, 0, [15] = 0x64};
+static const struct rte_ether_addr host6_mac = {{2, 0xb, 0, 0, 0, 0x64}};
+static const uint8_t wkp[12] = {0, 0x64, 0xff, 0x9b};
+
+#define ETH6 (14u + 40u)
+
+static void conf_nat64(struct nsdp_nat_conf *c)
+{
+	conf_default(c);
+	memcpy(c->inside_addr6, gw6, 16);
+	memcpy(c->nat64_prefix, wkp, 12);
+	c->nat64_prefix_len = 96;
+}
+
+/* 64:ff9b::v4 */
+static void v6_of(uint8_t out[16], uint32_t v4)
+{
+	uint32_t be = rte_cpu_to_be_32(v4);
+
+	memcpy(out, wkp, 12);
+	memcpy(out + 12, &be, 4);
+}
+
+/* Where the checksum of proto (TCP, UDP, ICMP or ICMPv6) lies. */
+static size_t cksum_at(uint8_t proto)
+{
+	return proto == IPPROTO_TCP ? 16 : proto == IPPROTO_UDP ? 6 : 2;
+}
+
+/* An IPv6 frame from s6 to d6 with hop limit hop whose L4 part is fr's
+ * (ICMP echo as ICMPv6 echo), checksummed from scratch; its length. */
+static uint32_t frame6_write(const struct nsb_frame *fr, const uint8_t s6[16],
+			     const uint8_t d6[16], uint8_t hop, uint8_t *buf)
+{
+	uint8_t b4[2048];
+	uint32_t l4_len = nsb_frame_write(fr, b4) - 34;
+	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)buf;
+	struct rte_ipv6_hdr *ip6 = (struct rte_ipv6_hdr *)(eth + 1);
+	uint8_t *l4 = (uint8_t *)(ip6 + 1);
+	uint16_t c;
+
+	memset(buf, 0, ETH6);
+	eth->dst_addr = fr->dst;
+	eth->src_addr = fr->src;
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+	ip6->vtc_flow = rte_cpu_to_be_32(6u << 28);
+	ip6->payload_len = rte_cpu_to_be_16((uint16_t)l4_len);
+	ip6->proto = fr->proto == IPPROTO_ICMP ? IPPROTO_ICMPV6 : fr->proto;
+	ip6->hop_limits = hop;
+	memcpy(ip6->src_addr, s6, 16);
+	memcpy(ip6->dst_addr, d6, 16);
+	memcpy(l4, b4 + 34, l4_len);
+	if (ip6->proto == IPPROTO_ICMPV6)
+		l4[0] = fr->icmp_type == RTE_IP_ICMP_ECHO_REQUEST ? 128 : 129;
+	memset(l4 + cksum_at(fr->proto), 0, 2);
+	c = rte_ipv6_udptcp_cksum(ip6, l4);
+	memcpy(l4 + cksum_at(fr->proto), &c, 2);
+	return ETH6 + l4_len;
+}
+
+/* fr's L4 part from host6 to 64:ff9b::<fr.daddr>, through the inside. */
+static void send6(struct fx *f, const struct nsb_frame *fr, uint8_t hop)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
+	uint8_t buf[2048], d6[16];
+	struct nsb_frame e = *fr;
+	uint32_t len;
+
+	v6_of(d6, fr->daddr);
+	e.src = host6_mac;
+	len = frame6_write(&e, host6, d6, hop, buf);
+	cr_assert_not_null(m);
+	memcpy(rte_pktmbuf_append(m, (uint16_t)len), buf, len);
+	nsdp_nat_inside(f->nat, &m, 1, f->now, &f->tx);
+}
+
+/* Exactly one NAT64 record (two lines) waiting in the lane, of event. */
+static struct ns_rec one_record64(struct fx *f, uint8_t event)
+{
+	struct ns_session l[8];
+	unsigned int n = drain(f, l, 8);
+	struct ns_rec r;
+
+	cr_assert_eq(n, 2, "expected one NAT64 record (2 lines), got %u", n);
+	cr_assert_eq(l[0].family, NS_FAMILY_NAT64);
+	cr_assert_eq(l[0].event, event, "event %u, expected %u", l[0].event,
+		     event);
+	cr_assert_eq(l[0].gateway_id, GATEWAY_ID);
+	cr_assert_eq(l[0].epoch, EPOCH);
+	r.s = l[0];
+	memcpy(&r.v6, &l[1], sizeof(r.v6));
+	cr_assert(memcmp(r.v6.orig_saddr, host6, 16) == 0, "orig_saddr");
+	cr_assert_eq(r.v6.prefix_len, 96);
+	return r;
+}
+
+/* An IPv4 frame m is exactly fr (TCP, UDP, ICMP) after NAT64: the L4
+ * part byte for byte (checksum recomputed from scratch by nsb_frame),
+ * the IPv4 header as RFC 7915 makes it (no DF at this size), a good
+ * header checksum. */
+static void check_v4_of(struct rte_mbuf *m, const struct nsb_frame *fr)
+{
+	uint8_t buf[2048];
+	uint32_t len = nsb_frame_write(fr, buf);
+	struct rte_ipv4_hdr *ip = ip_of(m), *want = (void *)(buf + 14);
+
+	cr_assert_eq(rte_pktmbuf_pkt_len(m), len, "length %u, expected %u",
+		     rte_pktmbuf_pkt_len(m), len);
+	cr_assert_eq(rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->ether_type,
+		     rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4));
+	cr_assert_eq(ip->version_ihl, 0x45);
+	cr_assert_eq(ip->type_of_service, 0);
+	cr_assert_eq(ip->total_length, want->total_length);
+	cr_assert_eq(ip->fragment_offset, 0);
+	cr_assert_eq(ip->time_to_live, fr->ttl);
+	cr_assert_eq(ip->next_proto_id, fr->proto);
+	cr_assert_eq(ip->src_addr, want->src_addr);
+	cr_assert_eq(ip->dst_addr, want->dst_addr);
+	cr_assert_eq(ip->hdr_checksum, nsb_frame_ip_cksum(ip));
+	cr_assert(memcmp(l4_of(m), buf + 34, len - 34) == 0,
+		  "L4 part differs from the expected one");
+}
+
+/* An IPv6 frame m is exactly fr's L4 part from 64:ff9b::<fr.saddr> to
+ * host6, hop limit hop, checksummed from scratch, for host6's MAC. */
+static void check_v6_of(struct rte_mbuf *m, const struct nsb_frame *fr,
+			uint8_t hop)
+{
+	uint8_t buf[2048], s6[16];
+	uint32_t len;
+
+	v6_of(s6, fr->saddr);
+	len = frame6_write(fr, s6, host6, hop, buf);
+	cr_assert_eq(rte_pktmbuf_pkt_len(m), len, "length %u, expected %u",
+		     rte_pktmbuf_pkt_len(m), len);
+	cr_assert(memcmp(rte_pktmbuf_mtod_offset(m, uint8_t *, 14), buf + 14,
+			 len - 14) == 0,
+		  "IPv6 packet differs from the expected one");
+	check_eth(m, &inside_mac, &host6_mac);
+}
+
+static void fx_open64(struct fx *f)
+{
+	struct nsdp_nat_conf c;
+
+	conf_nat64(&c);
+	fx_open_conf(f, &c, 4096, 4096, 0);
+}
+
+/* One flow of proto from host6:sport to REMOTE:dport there and back;
+ * returns its record. */
+static struct ns_rec nat64_round_trip(struct fx *f, uint8_t proto,
+				      uint16_t sport, uint16_t dport)
+{
+	struct nsb_frame out = fr_out(proto, HOST_A, sport, REMOTE, dport);
+	struct nsb_frame want, back;
+	struct rte_mbuf *m;
+	struct ns_rec r;
+	uint8_t d6[16];
+
+	send6(f, &out, 64);
+	m = take(f, 1);
+	r = one_record64(f, NS_EV_CREATE);
+	cr_assert_eq(r.s.proto, proto == IPPROTO_ICMP ? IPPROTO_ICMPV6 : proto);
+	cr_assert_eq(r.s.orig.sport, sport);
+	cr_assert_eq(r.s.orig.dport, dport);
+	cr_assert_eq(r.s.xlat.daddr, REMOTE);
+	cr_assert_eq(r.s.xlat.dport, dport);
+	cr_assert(r.s.xlat.saddr == POOL_FIRST || r.s.xlat.saddr == POOL_LAST);
+	cr_assert(r.s.xlat.sport >= 1024);
+	v6_of(d6, REMOTE);
+	cr_assert(memcmp(r.v6.orig_daddr, d6, 16) == 0, "orig_daddr");
+
+	want = out;
+	want.saddr = r.s.xlat.saddr;
+	want.sport = r.s.xlat.sport;
+	want.ttl = 63;
+	check_v4_of(m, &want);
+	check_eth(m, &outside_mac, &router_mac);
+	rte_pktmbuf_free(m);
+
+	/* the reply: to the pool address and port, back to host6 */
+	back = fr_in(proto, REMOTE, dport, r.s.xlat.saddr, r.s.xlat.sport);
+	if (proto == IPPROTO_ICMP) /* the identifier travels in sport */
+		back.sport = r.s.xlat.sport;
+	m = pass_out(f, &back);
+	back.dport = sport;
+	if (proto == IPPROTO_ICMP)
+		back.sport = sport;
+	check_v6_of(m, &back, 49);
+	rte_pktmbuf_free(m);
+	cr_assert_eq(nsdp_nat_ports_in_use(f->nat), 1);
+	return r;
+}
+
+Test(nat, nat64_udp_is_translated_exactly_both_ways_and_recorded_once)
+{
+	struct fx f;
+	struct nsdp_table_stats ts;
+	struct ns_rec r;
+
+	fx_open64(&f);
+	r = nat64_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	cr_assert_eq(r.s.timeout_ms, UDP_MS);
+	no_record(&f); /* the reply refreshes nothing yet */
+	nsdp_table_stats(f.table, &ts);
+	cr_assert_eq(ts.live_v6, 1);
+	cr_assert_eq(ts.live, 1);
+	cr_assert_eq(stats(&f).created, 1);
+	fx_close(&f);
+}
+
+Test(nat, nat64_tcp_syn_and_syn_ack_are_translated_exactly_and_establish)
+{
+	struct fx f;
+	struct ns_rec r;
+
+	fx_open64(&f);
+	r = nat64_round_trip(&f, IPPROTO_TCP, 40001, 443);
+	cr_assert_eq(r.s.timeout_ms, TCP_SYN_MS);
+	/* the SYN-ACK established it: refreshed with the longer timeout */
+	r = one_record64(&f, NS_EV_REFRESH);
+	cr_assert_eq(r.s.timeout_ms, TCP_EST_MS);
+	fx_close(&f);
+}
+
+Test(nat, nat64_icmpv6_echo_becomes_icmp_echo_and_back)
+{
+	struct fx f;
+	struct ns_rec r;
+
+	fx_open64(&f);
+	r = nat64_round_trip(&f, IPPROTO_ICMP, 0x1234, 0);
+	cr_assert_eq(r.s.timeout_ms, ICMP_MS);
+	fx_close(&f);
+}
+
+Test(nat, nat64_a_non_syn_tcp_segment_opens_nothing_and_an_rst_closes)
+{
+	struct nsb_frame fr = fr_out(IPPROTO_TCP, HOST_A, 40002, REMOTE, 80);
+	struct fx f;
+	struct ns_rec r;
+
+	fx_open64(&f);
+	fr.tcp_flags = RTE_TCP_ACK_FLAG;
+	send6(&f, &fr, 64);
+	cr_assert_eq(f.tx.n_outside, 0);
+	cr_assert_eq(stats(&f).tcp_no_session, 1);
+	no_record(&f);
+	r = nat64_round_trip(&f, IPPROTO_TCP, 40002, 80);
+	one_record64(&f, NS_EV_REFRESH);
+	fr.tcp_flags = RTE_TCP_RST_FLAG;
+	send6(&f, &fr, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	r = one_record64(&f, NS_EV_DELETE);
+	cr_assert_eq(r.s.orig.sport, 40002);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
+	cr_assert_eq(table_live(&f), 0);
+	cr_assert_eq(stats(&f).closed, 1);
+	fx_close(&f);
+}
+
+Test(nat, nat64_and_nat44_sessions_never_share_an_outside_port)
+{
+	struct nsdp_nat_conf c;
+	struct nsb_frame fr;
+	struct ns_session s4;
+	struct ns_rec r;
+	struct fx f;
+
+	/* one address, two UDP ports */
+	conf_nat64(&c);
+	c.pool_last = c.pool_first;
+	c.port_min = 1024;
+	c.port_max = 1025;
+	fx_open_conf(&f, &c, 1024, 1024, 0);
+	fr = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	send6(&f, &fr, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	r = one_record64(&f, NS_EV_CREATE);
+	s4 = open_udp(&f, HOST_B, 40000);
+	cr_assert_neq(s4.xlat.sport, r.s.xlat.sport);
+	/* both ports taken: neither family gets a third */
+	fr.sport = 40001;
+	send6(&f, &fr, 64);
+	fr = fr_out(IPPROTO_UDP, HOST_B, 40001, REMOTE, 53);
+	send_in(&f, &fr);
+	cr_assert_eq(f.tx.n_outside, 0);
+	cr_assert_eq(stats(&f).ports_exhausted, 2);
+	no_record(&f);
+	fx_close(&f);
+}
+
+Test(nat, nat64_idle_session_expires_with_a_delete_record_and_frees_its_port)
+{
+	struct fx f;
+	unsigned int i;
+
+	fx_open64(&f);
+	nat64_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	f.now += (uint64_t)UDP_MS * MS + SEC;
+	for (i = 0; i < 4; i++)
+		nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	one_record64(&f, NS_EV_DELETE);
+	cr_assert_eq(stats(&f).expired, 1);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
+	cr_assert_eq(table_live(&f), 0);
+	fx_close(&f);
+}
+
+Test(nat, nat64_promotion_forwards_replicated_sessions_and_marks_their_ports)
+{
+	struct nsdp_nat_conf c;
+	struct nsb_frame back, fr;
+	struct ns_session s4;
+	struct ns_rec r;
+	struct fx f;
+	uint8_t d6[16];
+
+	conf_nat64(&c);
+	c.pool_last = c.pool_first;
+	c.port_min = 1024;
+	c.port_max = 1025;
+	fx_open_conf(&f, &c, 1024, 1024, 1);
+	/* what the subscriber applied: host6:40000 -> REMOTE:53 as 1024 */
+	memset(&r, 0, sizeof(r));
+	r.s.version = NS_RECORD_VERSION;
+	r.s.family = NS_FAMILY_NAT64;
+	r.s.proto = IPPROTO_UDP;
+	r.s.event = NS_EV_CREATE;
+	r.s.gateway_id = 7;
+	r.s.epoch = 3;
+	r.s.timeout_ms = UDP_MS;
+	r.s.timestamp_ns = f.now - SEC;
+	r.s.orig = (struct ns_tuple){0, 0, 40000, 53};
+	r.s.xlat = (struct ns_tuple){POOL_FIRST, REMOTE, 1024, 53};
+	memcpy(r.v6.orig_saddr, host6, 16);
+	v6_of(d6, REMOTE);
+	memcpy(r.v6.orig_daddr, d6, 16);
+	r.v6.prefix_len = 96;
+	cr_assert_eq(nsdp_table_apply(f.table, &r.s), 0);
+	cr_assert_eq(with_lcore(&f, 1, EPOCH, NULL), 0, "activate");
+	learn_router(&f);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 1);
+
+	/* a new NAT44 session takes the other port */
+	s4 = open_udp(&f, HOST_B, 40000);
+	cr_assert_eq(s4.xlat.sport, 1025);
+
+	/* the reply finds the replicated session; the host is solicited
+	 * first (unknown), then, once it answered, reached */
+	back = fr_in(IPPROTO_UDP, REMOTE, 53, POOL_FIRST, 1024);
+	send_out(&f, &back);
+	cr_assert_eq(stats(&f).neigh_miss, 1);
+	cr_assert_eq(stats(&f).nd_solicits_sent, 1);
+	cr_assert_eq(f.tx.n_inside, 1);
+	tx_free(&f.tx);
+	/* adopted with its timer restarted: nothing to record yet */
+	no_record(&f);
+	fr = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	send6(&f, &fr, 64); /* the host speaks: learned */
+	rte_pktmbuf_free(take(&f, 1));
+	no_record(&f);
+	send_out(&f, &back);
+	{
+		struct rte_mbuf *m = take(&f, 0);
+
+		back.dport = 40000;
+		check_v6_of(m, &back, 49);
+		rte_pktmbuf_free(m);
+	}
+	fx_close(&f);
+}
+
+/* A Neighbor Solicitation from host6 for target (hop limit hop) into
+ * buf, to target's solicited-node group; its length. */
+static uint32_t ns_write(const uint8_t target[16], uint8_t hop, uint8_t *buf)
+{
+	static const uint8_t group_head[13] = {0xff, 2, [11] = 1, [12] = 0xff};
+	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)buf;
+	struct rte_ipv6_hdr *ip6 = (struct rte_ipv6_hdr *)(eth + 1);
+	uint8_t *nd = (uint8_t *)(ip6 + 1);
+	struct rte_ether_addr group_mac = {
+		{0x33, 0x33, 0xff, target[13], target[14], target[15]}};
+	uint16_t c;
+
+	memset(buf, 0, ETH6 + 32);
+	eth->dst_addr = group_mac;
+	eth->src_addr = host6_mac;
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+	ip6->vtc_flow = rte_cpu_to_be_32(6u << 28);
+	ip6->payload_len = rte_cpu_to_be_16(32);
+	ip6->proto = IPPROTO_ICMPV6;
+	ip6->hop_limits = hop;
+	memcpy(ip6->src_addr, host6, 16);
+	memcpy(ip6->dst_addr, group_head, 13);
+	memcpy(ip6->dst_addr + 13, target + 13, 3);
+	nd[0] = 135;
+	memcpy(nd + 8, target, 16);
+	nd[24] = 1; /* source link-layer address */
+	nd[25] = 1;
+	memcpy(nd + 26, &host6_mac, 6);
+	c = rte_ipv6_udptcp_cksum(ip6, nd);
+	memcpy(nd + 2, &c, 2);
+	return ETH6 + 32;
+}
+
+static void send_raw_in(struct fx *f, const uint8_t *buf, uint32_t len)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
+
+	cr_assert_not_null(m);
+	memcpy(rte_pktmbuf_append(m, (uint16_t)len), buf, len);
+	nsdp_nat_inside(f->nat, &m, 1, f->now, &f->tx);
+}
+
+Test(nat, nat64_neighbor_solicitation_for_the_inside_address_is_answered)
+{
+	static const uint8_t other[16] = {0xfd, 0, [15] = 2};
+	struct rte_ipv6_hdr *ip6;
+	struct rte_mbuf *m;
+	uint8_t buf[256], *nd;
+	uint32_t len;
+	struct fx f;
+
+	fx_open64(&f);
+	len = ns_write(gw6, 255, buf);
+	send_raw_in(&f, buf, len);
+	m = take(&f, 0);
+	check_eth(m, &inside_mac, &host6_mac);
+	cr_assert_eq(rte_pktmbuf_pkt_len(m), ETH6 + 32);
+	ip6 = rte_pktmbuf_mtod_offset(m, struct rte_ipv6_hdr *, 14);
+	nd = (uint8_t *)(ip6 + 1);
+	cr_assert_eq(ip6->proto, IPPROTO_ICMPV6);
+	cr_assert_eq(ip6->hop_limits, 255);
+	cr_assert_eq(rte_be_to_cpu_16(ip6->payload_len), 32);
+	cr_assert(memcmp(ip6->src_addr, gw6, 16) == 0, "NA source");
+	cr_assert(memcmp(ip6->dst_addr, host6, 16) == 0, "NA destination");
+	cr_assert_eq(nd[0], 136);
+	cr_assert_eq(nd[1], 0);
+	cr_assert_eq(nd[4], 0xe0, "router, solicited, override");
+	cr_assert(memcmp(nd + 8, gw6, 16) == 0, "target");
+	cr_assert_eq(nd[24], 2, "target link-layer address option");
+	cr_assert_eq(nd[25], 1);
+	cr_assert(memcmp(nd + 26, &inside_mac, 6) == 0);
+	cr_assert_eq(rte_ipv6_udptcp_cksum(ip6, nd), 0, "ICMPv6 checksum");
+	rte_pktmbuf_free(m);
+	cr_assert_eq(stats(&f).nd_in, 1);
+	/* this answer, and the announcement at the promotion */
+	cr_assert_eq(stats(&f).nd_adverts_sent, 2);
+
+	/* not for us, or not from the link: learned from or ignored, no
+	 * answer */
+	len = ns_write(other, 255, buf);
+	send_raw_in(&f, buf, len);
+	len = ns_write(gw6, 254, buf);
+	send_raw_in(&f, buf, len);
+	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0);
+	cr_assert_eq(stats(&f).nd_ignored, 2);
+	cr_assert_eq(stats(&f).nd_adverts_sent, 2);
+	no_record(&f);
+
+	/* the host's address was learned from the first: a reply to it
+	 * needs no solicitation (nat64_round_trip checks the MAC) */
+	nat64_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	cr_assert_eq(stats(&f).nd_solicits_sent, 0);
+	fx_close(&f);
+}
+
+enum spoil6 {
+	S6_DST_OUTSIDE_PREFIX,
+	S6_DST_GATEWAY,
+	S6_DST_POOL,
+	S6_HOP_1,
+	S6_FRAGMENT,
+	S6_HOP_BY_HOP,
+	S6_UDP_NO_CKSUM,
+	S6_ECHO_REPLY,
+	S6_ICMP6_ERROR,
+	S6_PAYLOAD_LONG,
+	S6_VERSION,
+	S6_TRUNCATED,
+	S6_ETH_DST,
+	S6_PROTO_GRE,
+};
+
+static const struct {
+	const char *what;
+	enum spoil6 spoil;
+	uint8_t proto;
+	size_t counter;
+} bad6[] = {
+	{"outside the prefix", S6_DST_OUTSIDE_PREFIX, IPPROTO_UDP,
+	 STAT(not_ours)},
+	{"to the gateway", S6_DST_GATEWAY, IPPROTO_UDP, STAT(to_gateway)},
+	{"to a pool address", S6_DST_POOL, IPPROTO_UDP, STAT(to_gateway)},
+	{"hop limit 1", S6_HOP_1, IPPROTO_UDP, STAT(ttl_expired)},
+	{"fragment header", S6_FRAGMENT, IPPROTO_UDP, STAT(fragments)},
+	{"hop-by-hop header", S6_HOP_BY_HOP, IPPROTO_UDP,
+	 STAT(ip6_ext_headers)},
+	{"UDP without checksum", S6_UDP_NO_CKSUM, IPPROTO_UDP,
+	 STAT(udp6_zero_checksum)},
+	{"echo reply", S6_ECHO_REPLY, IPPROTO_ICMP, STAT(no_session)},
+	{"ICMPv6 error", S6_ICMP6_ERROR, IPPROTO_ICMP, STAT(icmp_unsupported)},
+	{"payload length past the frame", S6_PAYLOAD_LONG, IPPROTO_UDP,
+	 STAT(bad_ip_header)},
+	{"version 4 in an IPv6 frame", S6_VERSION, IPPROTO_UDP,
+	 STAT(bad_ip_header)},
+	{"truncated header", S6_TRUNCATED, IPPROTO_UDP, STAT(truncated)},
+	{"not our MAC address", S6_ETH_DST, IPPROTO_UDP, STAT(not_ours)},
+	{"GRE", S6_PROTO_GRE, IPPROTO_UDP, STAT(unknown_proto)},
+};
+
+static uint64_t stat_at(const struct nsdp_nat_stats *s, size_t off)
+{
+	return *(const uint64_t *)(const void *)((const uint8_t *)s + off);
+}
+
+Test(nat, nat64_bad_input_is_dropped_and_counted_once_each)
+{
+	struct fx f;
+	unsigned int i;
+
+	fx_open64(&f);
+	for (i = 0; i < sizeof(bad6) / sizeof(bad6[0]); i++) {
+		struct nsb_frame fr =
+			fr_out(bad6[i].proto, HOST_A, 40000, REMOTE, 53);
+		struct nsdp_nat_stats before = stats(&f), after;
+		uint8_t buf[2048], d6[16];
+		struct rte_ipv6_hdr *ip6 = (void *)(buf + 14);
+		uint8_t *l4 = buf + ETH6;
+		uint32_t len;
+
+		fr.src = host6_mac;
+		v6_of(d6, REMOTE);
+		len = frame6_write(&fr, host6, d6, 64, buf);
+		switch (bad6[i].spoil) {
+		case S6_DST_OUTSIDE_PREFIX:
+			ip6->dst_addr[1] = 0x65;
+			break;
+		case S6_DST_GATEWAY:
+			memcpy(ip6->dst_addr, gw6, 16);
+			break;
+		case S6_DST_POOL:
+			v6_of(ip6->dst_addr, POOL_LAST);
+			break;
+		case S6_HOP_1:
+			ip6->hop_limits = 1;
+			break;
+		case S6_FRAGMENT:
+			ip6->proto = IPPROTO_FRAGMENT;
+			break;
+		case S6_HOP_BY_HOP:
+			ip6->proto = IPPROTO_HOPOPTS;
+			break;
+		case S6_UDP_NO_CKSUM:
+			l4[6] = l4[7] = 0;
+			break;
+		case S6_ECHO_REPLY:
+			l4[0] = 129;
+			break;
+		case S6_ICMP6_ERROR:
+			l4[0] = 1;
+			break;
+		case S6_PAYLOAD_LONG:
+			ip6->payload_len =
+				rte_cpu_to_be_16((uint16_t)(len - ETH6 + 1));
+			break;
+		case S6_VERSION:
+			ip6->vtc_flow = rte_cpu_to_be_32(4u << 28);
+			break;
+		case S6_TRUNCATED:
+			len = ETH6 - 1;
+			break;
+		case S6_ETH_DST:
+			buf[0] ^= 0x10;
+			break;
+		case S6_PROTO_GRE:
+			ip6->proto = 47;
+			break;
+		}
+		send_raw_in(&f, buf, len);
+		after = stats(&f);
+		cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0, "%s: sent",
+			     bad6[i].what);
+		cr_assert_eq(stat_at(&after, bad6[i].counter),
+			     stat_at(&before, bad6[i].counter) + 1,
+			     "%s: not counted", bad6[i].what);
+		cr_assert_eq(after.created, 0, "%s: created", bad6[i].what);
+	}
+	no_record(&f);
+	cr_assert_eq(table_live(&f), 0);
+	fx_close(&f);
+}
+
+Test(nat, nat64_standby_drops_ipv6_and_answers_no_solicitation)
+{
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	struct nsdp_nat_conf c;
+	uint8_t buf[256];
+	struct fx f;
+
+	conf_nat64(&c);
+	fx_open_conf(&f, &c, 1024, 1024, 1);
+	send6(&f, &fr, 64);
+	send_raw_in(&f, buf, ns_write(gw6, 255, buf));
+	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0);
+	cr_assert_eq(stats(&f).standby_drops, 1);
+	cr_assert_eq(stats(&f).nd_ignored, 1);
+	no_record(&f);
+	fx_close(&f);
+}
+
+Test(nat, nat64_a_padded_minimum_ipv4_frame_becomes_an_exact_ipv6_one)
+{
+	struct nsb_frame back;
+	struct rte_mbuf *m;
+	struct ns_rec r;
+	struct fx f;
+	uint8_t buf[128];
+	uint32_t len;
+
+	fx_open64(&f);
+	r = nat64_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	back = fr_in(IPPROTO_UDP, REMOTE, 53, r.s.xlat.saddr, r.s.xlat.sport);
+	back.payload = 4; /* 46 bytes, padded to 60 */
+	len = nsb_frame_write(&back, buf);
+	cr_assert_eq(len, 46);
+	memset(buf + len, 0xee, 60 - len);
+	m = rte_pktmbuf_alloc(f.pool);
+	memcpy(rte_pktmbuf_append(m, 60), buf, 60);
+	nsdp_nat_outside(f.nat, &m, 1, f.now, &f.tx);
+	m = take(&f, 0);
+	back.dport = 40000;
+	check_v6_of(m, &back, 49); /* 66 bytes: no padding left */
+	rte_pktmbuf_free(m);
+	fx_close(&f);
+}
+
+Test(nat, nat64_conf_check_and_create_refuse_what_nat64_cannot_run_with)
+{
+	struct nsdp_nat_conf c;
+	struct nsdp_table *t;
+	char err[128];
+
+	conf_nat64(&c);
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), 0);
+	c.nat64_prefix_len = 64;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "the NAT64 prefix must be a /96");
+	conf_nat64(&c);
+	c.inside_addr6[0] = 0xff;
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "inside_addr6 is a multicast address");
+	conf_nat64(&c);
+	v6_of(c.inside_addr6, INSIDE_ADDR);
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "inside_addr6 is in the NAT64 prefix");
+	/* a table without an IPv6 table has nowhere to keep the sessions */
+	conf_nat64(&c);
+	t = nsdp_table_create("nst_nat64_no_v6", 64);
+	cr_assert_not_null(t);
+	errno = 0;
+	cr_assert_null(nsdp_nat_create(&c, t, NULL));
+	cr_assert_eq(errno, EINVAL);
+	nsdp_table_free(t);
 }

@@ -31,7 +31,8 @@
  *   reused) puts it back in SYN sent.
  *
  * Not done here: ICMP errors (neither sent nor translated), fragments,
- * IP options, VLANs, hairpinning, ping to the gateway.
+ * IP options, VLANs, hairpinning, ping to the gateway; IPv6 frames and
+ * NAT64 return traffic, which this path hands to nsdp_nat64.c.
  */
 #include <stddef.h>
 #include <string.h>
@@ -41,8 +42,8 @@
 #include <rte_prefetch.h>
 #include <rte_udp.h>
 
+#include "nsdp_nat64.h"
 #include "nsdp_nat_arp.h"
-#include "nsdp_nat_defer.h"
 #include "nsdp_nat_session.h"
 #include "nsdp_nat_state.h"
 
@@ -95,20 +96,8 @@ static inline uint64_t *l4_parse(struct nsdp_nat *nat, struct rte_mbuf *m,
 
 	p->l4 = l4;
 	switch (p->proto) {
-	case IPPROTO_TCP: {
-		const struct rte_tcp_hdr *tcp = (const struct rte_tcp_hdr *)l4;
-		uint32_t doff;
-
-		if (unlikely(have < sizeof(*tcp)))
-			return &nat->st.truncated;
-		doff = (uint32_t)(tcp->data_off >> 4) * 4;
-		if (unlikely(doff < sizeof(*tcp) || doff > l4_len))
-			return &nat->st.truncated;
-		p->t.sport = rte_be_to_cpu_16(tcp->src_port);
-		p->t.dport = rte_be_to_cpu_16(tcp->dst_port);
-		p->tcp_flags = tcp->tcp_flags;
-		return NULL;
-	}
+	case IPPROTO_TCP:
+		return tcp_parse(nat, l4, have, l4_len, &p->t, &p->tcp_flags);
 	case IPPROTO_UDP: {
 		const struct rte_udp_hdr *udp = (const struct rte_udp_hdr *)l4;
 
@@ -169,6 +158,10 @@ static inline int frame_accept(struct nsdp_nat *nat, enum nat_port port,
 		     rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))) {
 		if (eth->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP))
 			nsdp_nat_arp_input(nat, port, m, now, tx);
+		else if (eth->ether_type ==
+				 rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) &&
+			 port == PORT_INSIDE && nat->side6)
+			nsdp_nat64_inside(nat, m, now, tx);
 		else
 			drop(m, &nat->st.not_ipv4);
 		return 0;
@@ -221,45 +214,6 @@ frame_parse(struct nsdp_nat *nat, enum nat_port port, struct rte_mbuf *m,
 	return 1;
 }
 
-/* ---- checksums (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')) ---------- */
-
-/* The helpers work on the 16-bit words as they lie in the packet (network
- * order); one's complement sums do not depend on the byte order as long
- * as every term is taken the same way. */
-static inline uint32_t csum_delta16(uint32_t acc, uint16_t old, uint16_t new)
-{
-	return acc + (uint16_t)~old + new;
-}
-
-static inline uint32_t csum_delta32(uint32_t acc, uint32_t old, uint32_t new)
-{
-	acc = csum_delta16(acc, (uint16_t)(old >> 16), (uint16_t)(new >> 16));
-	return csum_delta16(acc, (uint16_t)old, (uint16_t) new);
-}
-
-static inline uint16_t csum_apply(uint16_t cksum, uint32_t delta)
-{
-	uint32_t sum = (uint32_t)(uint16_t)~cksum + delta;
-
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)~sum;
-}
-
-/* Raw 16-bit words of a header, as they lie in the packet. */
-static inline uint16_t word_load(const uint8_t *at)
-{
-	uint16_t v;
-
-	memcpy(&v, at, sizeof(v));
-	return v;
-}
-
-static inline void word_store(uint8_t *at, uint16_t v)
-{
-	memcpy(at, &v, sizeof(v));
-}
-
 /* Rewrite the source address and port (outbound) or the destination
  * address and port (inbound; for ICMP echo the identifier either way) and
  * decrement the TTL, updating every checksum. */
@@ -287,23 +241,8 @@ static inline void translate(struct pkt *p, int inbound, uint32_t addr_host,
 	ip->hdr_checksum = csum_apply(
 		ip->hdr_checksum, csum_delta16(addr_delta, old_ttl, new_ttl));
 
-	switch (p->proto) {
-	case IPPROTO_TCP:
-		port_at = inbound ? offsetof(struct rte_tcp_hdr, dst_port)
-				  : offsetof(struct rte_tcp_hdr, src_port);
-		cksum_at = offsetof(struct rte_tcp_hdr, cksum);
-		break;
-	case IPPROTO_UDP:
-		port_at = inbound ? offsetof(struct rte_udp_hdr, dst_port)
-				  : offsetof(struct rte_udp_hdr, src_port);
-		cksum_at = offsetof(struct rte_udp_hdr, dgram_cksum);
-		break;
-	default: /* ICMP echo: the identifier, no pseudo header */
-		port_at = offsetof(struct rte_icmp_hdr, icmp_ident);
-		cksum_at = offsetof(struct rte_icmp_hdr, icmp_cksum);
-		addr_delta = 0;
-		break;
-	}
+	if (!l4_offsets(p->proto, inbound, &port_at, &cksum_at))
+		addr_delta = 0; /* ICMP echo: no pseudo header */
 	old_port = word_load(l4 + port_at);
 	word_store(l4 + port_at, new_port);
 	c = word_load(l4 + cksum_at);
@@ -329,33 +268,13 @@ static inline unsigned int session_touch(struct nsdp_nat *nat, int32_t pos,
 					 uint64_t now)
 {
 	struct side *sd = &nat->side[pos];
-	uint32_t timeout;
 
 	if (unlikely(!side_owns(sd, s)))
 		nsdp_nat_side_adopt(nat, sd, s, now);
 	sd->last_seen_ns = now;
-	if (p->proto == IPPROTO_TCP) {
-		uint8_t f = p->tcp_flags & TCP_FLAGS_SEEN;
-
-		if (f & RTE_TCP_RST_FLAG)
-			return TOUCH_CLOSES;
-		if (f & RTE_TCP_FIN_FLAG)
-			sd->tcp = TCP_CLOSING;
-		else if (inbound && sd->tcp == TCP_SYN_SENT &&
-			 f == (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG))
-			sd->tcp = TCP_ESTABLISHED;
-		else if (!inbound && sd->tcp == TCP_CLOSING &&
-			 f == RTE_TCP_SYN_FLAG)
-			sd->tcp = TCP_SYN_SENT; /* the flow's tuple reused */
-	}
-	timeout = timeout_for(nat, p->proto, sd->tcp);
-	if (timeout != sd->timeout_ms) {
-		sd->timeout_ms = timeout;
-		nsdp_nat_session_refresh(nat, sd, s, now);
-		return TOUCH_WROTE;
-	}
-	if ((int64_t)(now - sd->last_record_ns) >=
-	    (int64_t)((uint64_t)timeout * NAT_NS_PER_MS / 2)) {
+	if (p->proto == IPPROTO_TCP && tcp_track(sd, p->tcp_flags, inbound))
+		return TOUCH_CLOSES;
+	if (refresh_due(nat, sd, p->proto, now)) {
 		nsdp_nat_session_refresh(nat, sd, s, now);
 		return TOUCH_WROTE;
 	}
@@ -418,10 +337,13 @@ static inline void burst_invalidate(struct burst *b, unsigned int i,
 }
 
 /* Stage 3 for packet i, in arrival order: find (again, when stale),
- * create, touch or close its session, or drop it. */
+ * create, touch or close its session, or drop it. An inbound packet no
+ * NAT44 session takes may be NAT64 return traffic: that path takes it
+ * whole (translated and forwarded here, ahead of the burst). */
 static __rte_always_inline void burst_session(struct nsdp_nat *nat,
 					      struct burst *b, unsigned int i,
-					      int inbound, uint64_t now)
+					      int inbound, uint64_t now,
+					      struct nsdp_nat_tx *tx)
 {
 	const struct pkt *p = &b->p[i];
 	struct ns_session *s = &b->s[i];
@@ -436,6 +358,11 @@ static __rte_always_inline void burst_session(struct nsdp_nat *nat,
 	if (pos >= 0) {
 		touch = session_touch(nat, pos, s, p, inbound, now);
 	} else {
+		if (inbound && nat->side6 &&
+		    nsdp_nat64_outside(nat, b->m[i], p, now, tx) == 0) {
+			b->m[i] = NULL;
+			return;
+		}
 		why = inbound ? &nat->st.no_session : new_flow_refused(nat, p);
 		if (!why)
 			pos = nsdp_nat_session_create(nat, p, now, s, &why);
@@ -459,28 +386,6 @@ static __rte_always_inline void burst_session(struct nsdp_nat *nat,
 	if (touch)
 		burst_invalidate(b, i, pos);
 	b->pos[i] = pos;
-}
-
-/* Rewrite the Ethernet header for next hop nh on port and queue m (or
- * hold it until record defer_seq settles, when not 0), or drop it and ask
- * for nh. */
-static inline void forward(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
-			   enum nat_port port, struct pkt *p,
-			   struct rte_mbuf *m, uint32_t nh, uint64_t now,
-			   uint64_t defer_seq)
-{
-	const struct neigh *n = neigh_lookup(nat, port, nh);
-
-	if (unlikely(!n)) {
-		drop(m, &nat->st.neigh_miss);
-		nsdp_nat_neigh_ask(nat, tx, port, nh, now);
-		return;
-	}
-	rte_ether_addr_copy(&n->mac, &p->eth->dst_addr);
-	rte_ether_addr_copy(&nat->port_mac[port], &p->eth->src_addr);
-	if (defer_seq && nsdp_nat_defer_hold(nat, m, defer_seq, now) == 0)
-		return;
-	tx_put(nat, tx, port, m);
 }
 
 /* The whole path for a burst received on rx; inlined into both public
@@ -520,7 +425,7 @@ nat_burst(struct nsdp_nat *nat, enum nat_port rx, struct rte_mbuf **pkts,
 
 	/* 3. sessions, in arrival order */
 	for (i = 0; i < b.n; i++)
-		burst_session(nat, &b, i, inbound, now);
+		burst_session(nat, &b, i, inbound, now, tx);
 
 	/* 4. translate */
 	for (i = 0; i < b.n; i++) {
@@ -545,7 +450,7 @@ nat_burst(struct nsdp_nat *nat, enum nat_port rx, struct rte_mbuf **pkts,
 		else
 			nh = nat->conf.next_hop ? nat->conf.next_hop
 						: b.p[i].t.daddr;
-		forward(nat, tx, out, &b.p[i], b.m[i], nh, now, b.defer[i]);
+		forward(nat, tx, out, b.p[i].eth, b.m[i], nh, now, b.defer[i]);
 	}
 }
 

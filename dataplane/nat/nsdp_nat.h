@@ -3,7 +3,8 @@
  * spine.
  *
  * Source NAT of inside traffic (TCP, UDP, ICMP echo) to a pool of outside
- * addresses. One struct nsdp_nat belongs to one forwarding lcore: it is the
+ * addresses, and stateful NAT64 (RFC 6146, nsdp_nat64.c) of inside IPv6
+ * traffic to a /96 prefix onto the same pool and ports. One struct nsdp_nat belongs to one forwarding lcore: it is the
  * only writer of the gateway's session table (struct nsdp_table) while the
  * gateway is active, and it records every session it creates, refreshes
  * (at most once per half timeout) or closes into its lane.
@@ -36,7 +37,8 @@
  * inconsistent with the frame, IP options, fragments, TTL <= 1, protocols
  * other than TCP/UDP/ICMP, ICMP other than echo request/reply, TCP packets
  * other than a SYN for an unknown session, packets addressed to none of
- * the gateway's addresses, frames that are neither IPv4 nor ARP. TCP and
+ * the gateway's addresses, frames that are neither IPv4 nor ARP (nor
+ * IPv6, with NAT64 on). TCP and
  * UDP checksums are not verified: they are updated incrementally, so a bad
  * one stays bad and the receiver drops the packet.
  */
@@ -86,6 +88,13 @@ struct nsdp_nat_conf {
 	uint32_t defer_max_us;
 	/* Pool for the ARP requests, replies and announcements it sends. */
 	struct rte_mempool *mbuf_pool;
+	/* NAT64 (nsdp_nat64.c): on when inside_addr6 is not all zeroes;
+	 * then the table must have an IPv6 table (nsdp_table_add_v6).
+	 * Network byte order. The prefix is a /96 (the IPv4 destination is
+	 * the address's low 32 bits). */
+	uint8_t inside_addr6[16]; /* the gateway's own address on the inside */
+	uint8_t nat64_prefix[16];
+	uint8_t nat64_prefix_len; /* 96 */
 };
 
 enum nsdp_nat_mode {
@@ -129,6 +138,17 @@ struct nsdp_nat_stats {
 	 * active while they waited */
 	uint64_t defer_held, defer_settled, defer_timeouts;
 	uint64_t defer_overflow, defer_unrecorded, defer_dropped;
+	/* NAT64 drops that have no IPv4 twin above (the others count where
+	 * IPv4 counts them: truncated, bad_ip_header for a bad version or
+	 * payload length, fragments, ttl_expired for the hop limit,
+	 * unknown_proto, icmp_unsupported, not_ours for a destination outside
+	 * the prefix, to_gateway, tcp_no_session, no_session, ...) */
+	uint64_t ip6_ext_headers; /* extension headers other than fragments */
+	uint64_t udp6_zero_checksum; /* IPv6 UDP without a checksum */
+	/* neighbour discovery on the inside: NS and NA received, NA sent
+	 * (answers and announcements), NS sent, and ND not for us,
+	 * malformed, or received while a standby */
+	uint64_t nd_in, nd_adverts_sent, nd_solicits_sent, nd_ignored;
 };
 
 struct nsdp_nat;

@@ -11,6 +11,7 @@
 #include <rte_ether.h>
 #include <rte_mbuf.h>
 
+#include "nsdp_nat_defer.h"
 #include "nsdp_nat_state.h"
 
 /* The set of NEIGH_WAYS entries ip belongs to on port. */
@@ -75,5 +76,27 @@ int nsdp_nat_arp_send(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
 void nsdp_nat_arp_input(struct nsdp_nat *nat, enum nat_port port,
 			struct rte_mbuf *m, uint64_t now,
 			struct nsdp_nat_tx *tx);
+
+/* Rewrite the Ethernet header eth of m for IPv4 next hop nh on port and
+ * queue m (or hold it until record defer_seq settles, when not 0), or
+ * drop it and ask for nh. */
+static inline void forward(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
+			   enum nat_port port, struct rte_ether_hdr *eth,
+			   struct rte_mbuf *m, uint32_t nh, uint64_t now,
+			   uint64_t defer_seq)
+{
+	const struct neigh *n = neigh_lookup(nat, port, nh);
+
+	if (unlikely(!n)) {
+		drop(m, &nat->st.neigh_miss);
+		nsdp_nat_neigh_ask(nat, tx, port, nh, now);
+		return;
+	}
+	rte_ether_addr_copy(&n->mac, &eth->dst_addr);
+	rte_ether_addr_copy(&nat->port_mac[port], &eth->src_addr);
+	if (defer_seq && nsdp_nat_defer_hold(nat, m, defer_seq, now) == 0)
+		return;
+	tx_put(nat, tx, port, m);
+}
 
 #endif

@@ -36,6 +36,7 @@
 #include <rte_arp.h>
 #include <rte_malloc.h>
 
+#include "nsdp_nat64.h"
 #include "nsdp_nat_arp.h"
 #include "nsdp_nat_defer.h"
 #include "nsdp_nat_session.h"
@@ -44,9 +45,6 @@
 
 /* The housekeeper asks for an unresolved next hop at most this often. */
 #define NEXTHOP_RETRY_NS NAT_NS_PER_S
-/* Expiry sweep: the whole table per period, at least this many per call. */
-#define SWEEP_PERIOD_NS NAT_NS_PER_S
-#define SWEEP_MIN 64u
 
 /* ---- housekeeping (lcore) ----------------------------------------- */
 
@@ -91,18 +89,8 @@ static void announce_step(struct nsdp_nat *nat, uint64_t now,
 /* Visit the next slice of positions and end the idle sessions there. */
 static void expire_step(struct nsdp_nat *nat, uint64_t now)
 {
-	uint64_t elapsed =
-		now > nat->last_housekeep_ns ? now - nat->last_housekeep_ns : 0;
-	uint64_t slice;
-	uint32_t n = nat->n_positions, i;
+	uint32_t n = nat->n_positions, slice = sweep_slice(nat, n, now), i;
 
-	if (elapsed > SWEEP_PERIOD_NS)
-		elapsed = SWEEP_PERIOD_NS;
-	slice = (uint64_t)n * elapsed / SWEEP_PERIOD_NS;
-	if (slice < SWEEP_MIN)
-		slice = SWEEP_MIN;
-	if (slice > n)
-		slice = n;
 	for (i = 0; i < slice; i++) {
 		uint32_t pos = nat->sweep_pos;
 		struct side *sd = &nat->side[pos];
@@ -153,6 +141,7 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 				nat->epoch_now = __atomic_load_n(
 					&nat->epoch, __ATOMIC_RELAXED);
 				nat->announce_next = 0;
+				nat->announce6 = nat->side6 != NULL;
 				nat->sweep_pos = 0;
 				nat->nexthop_asked_ns = now_ns;
 			} else {
@@ -165,6 +154,8 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 		announce_step(nat, now_ns, tx);
 		expire_step(nat, now_ns);
 		nexthop_step(nat, now_ns, tx);
+		if (nat->side6)
+			nsdp_nat64_housekeep(nat, now_ns, tx);
 	}
 	nsdp_nat_defer_release(nat, now_ns, tx);
 	nat->last_housekeep_ns = now_ns;
@@ -224,6 +215,8 @@ static void rebuild_from_table(struct nsdp_nat *nat, uint64_t now)
 		nsdp_nat_port_mark(nat, s.proto, s.xlat.saddr, s.xlat.sport);
 		nsdp_nat_side_adopt(nat, &nat->side[pos], &s, now);
 	}
+	if (nat->side6)
+		nsdp_nat64_rebuild(nat, now);
 }
 
 int nsdp_nat_activate(struct nsdp_nat *nat, uint32_t epoch, int timeout_ms)
@@ -288,6 +281,13 @@ uint32_t nsdp_nat_epoch(const struct nsdp_nat *nat)
 
 /* ---- creation and counters ---------------------------------------- */
 
+static int nat64_on(const struct nsdp_nat_conf *c)
+{
+	static const uint8_t zero[16];
+
+	return memcmp(c->inside_addr6, zero, sizeof(zero)) != 0;
+}
+
 int nsdp_nat_conf_check(const struct nsdp_nat_conf *c, char *err, size_t errlen)
 {
 	const char *why = NULL;
@@ -314,6 +314,13 @@ int nsdp_nat_conf_check(const struct nsdp_nat_conf *c, char *err, size_t errlen)
 		why = "every timeout must be at least 1 ms";
 	else if (c->max_sessions == 0)
 		why = "max_sessions is 0";
+	else if (nat64_on(c) && c->nat64_prefix_len != 96)
+		why = "the NAT64 prefix must be a /96";
+	else if (nat64_on(c) && c->inside_addr6[0] == 0xff)
+		why = "inside_addr6 is a multicast address";
+	else if (nat64_on(c) &&
+		 memcmp(c->inside_addr6, c->nat64_prefix, 12) == 0)
+		why = "inside_addr6 is in the NAT64 prefix";
 	if (!why)
 		return 0;
 	if (err && errlen)
@@ -370,6 +377,15 @@ struct nsdp_nat *nsdp_nat_create(const struct nsdp_nat_conf *conf,
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (nat64_on(conf)) {
+		int rc = nsdp_nat64_init(nat);
+
+		if (rc != 0) {
+			nsdp_nat_free(nat);
+			errno = -rc;
+			return NULL;
+		}
+	}
 	for (i = 0; i < MAP_PROTOS * nat->n_pool; i++)
 		nat->maps[i].bits = nat->map_bits + (size_t)i * nat->map_words;
 	nsdp_nat_maps_clear(nat);
@@ -383,6 +399,7 @@ void nsdp_nat_free(struct nsdp_nat *nat)
 	if (!nat)
 		return;
 	nsdp_nat_defer_fini(nat);
+	nsdp_nat64_fini(nat);
 	for (i = 0; i < 2; i++)
 		rte_free(nat->neigh[i]);
 	rte_free(nat->map_bits);

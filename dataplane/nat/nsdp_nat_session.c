@@ -22,12 +22,19 @@
  *   the first packet of a flow towards an unresolved next hop is dropped,
  *   its retransmission finds the session.
  *
+ * NAT64 sessions (family 64) take their ports from the same maps (an
+ * ICMPv6 echo session from the ICMP one), so a NAT44 and a NAT64 session
+ * never share an outside port; they live in the table's IPv6 table, with
+ * their side state in side6 by its positions.
+ *
  * Not here: endpoint-dependent mappings. A port held by two replicated
  * sessions (which this gateway never creates) is freed when the first of
  * them goes.
  */
 #include <errno.h>
 #include <string.h>
+
+#include <rte_hash_crc.h>
 
 #include "nsdp_nat_session.h"
 #include "nsdp_nat_state.h"
@@ -40,6 +47,7 @@ static inline int map_proto(uint8_t proto)
 	case IPPROTO_UDP:
 		return MAP_UDP;
 	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6: /* NAT64 echo: the same identifiers */
 		return MAP_ICMP;
 	default:
 		return -1;
@@ -211,7 +219,6 @@ static inline void session_stamp(struct nsdp_nat *nat, struct ns_session *s,
 				 uint8_t event, uint64_t now)
 {
 	s->version = NS_RECORD_VERSION;
-	s->family = NS_FAMILY_IPV4;
 	s->event = event;
 	s->gateway_id = nat->conf.gateway_id;
 	s->epoch = nat->epoch_now;
@@ -277,6 +284,7 @@ int32_t nsdp_nat_session_create(struct nsdp_nat *nat, const struct pkt *p,
 		return -1;
 	}
 	memset(s, 0, sizeof(*s));
+	s->family = NS_FAMILY_IPV4;
 	s->proto = p->proto;
 	s->orig = p->t;
 	s->xlat = p->t;
@@ -318,4 +326,126 @@ void nsdp_nat_session_close(struct nsdp_nat *nat, int32_t pos,
 	port_free(nat, s->proto, s->xlat.saddr, s->xlat.sport);
 	session_stamp(nat, s, NS_EV_DELETE, now);
 	session_record(nat, s);
+}
+
+/* ---- NAT64 sessions ------------------------------------------------ */
+
+void nsdp_nat64_side_adopt(const struct nsdp_nat *nat, struct side6 *sd6,
+			   const struct ns_rec *r, uint64_t now)
+{
+	nsdp_nat_side_adopt(nat, &sd6->sd, &r->s, now);
+	memcpy(sd6->saddr, r->v6.orig_saddr, 16);
+	memcpy(sd6->daddr, r->v6.orig_daddr, 16);
+}
+
+static inline void session_record_v6(struct nsdp_nat *nat,
+				     const struct ns_rec *r)
+{
+	nat->rec_seq = 0;
+	if (!nat->lane)
+		return;
+	if (likely(nsdp_record_v6(nat->lane, &r->s) == 0)) {
+		NSDP_STAT_INC(nat->st.recorded);
+		nat->rec_seq = nsdp_lane_last(nat->lane);
+	} else {
+		NSDP_STAT_INC(nat->st.record_drops);
+	}
+}
+
+/* session_store() for the IPv6 table. */
+static int session_store_v6(struct nsdp_nat *nat, const struct ns_rec *r,
+			    int32_t *pos)
+{
+	struct ns_rec check;
+	int attempt;
+
+	NSDP_TABLE_ASSERT_WRITER(nat->table, NSDP_TABLE_FASTPATH);
+	for (attempt = 0; attempt < 2; attempt++) {
+		if (nsdp_table_apply_pos_v6(nat->table, &r->s, pos) != 0 ||
+		    *pos < 0)
+			return -ENOSPC;
+		if (nsdp_table_at_v6(nat->table, (uint32_t)*pos, &check) == 0 &&
+		    check.s.xlat.saddr == r->s.xlat.saddr &&
+		    check.s.xlat.sport == r->s.xlat.sport &&
+		    check.s.timestamp_ns == r->s.timestamp_ns)
+			return 0;
+		nsdp_table_remove_v6(nat->table, (uint32_t)*pos);
+	}
+	return -ENOSPC;
+}
+
+int32_t nsdp_nat64_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
+				  uint64_t now, struct ns_rec *r,
+				  uint64_t **why)
+{
+	struct nsdp_table_stats ts;
+	struct side6 *sd6;
+	uint32_t addr;
+	uint16_t port;
+	int32_t pos;
+	uint8_t tcp = p->proto == IPPROTO_TCP ? TCP_SYN_SENT : TCP_NONE;
+
+	nsdp_table_stats(nat->table, &ts);
+	if (unlikely(ts.live >= nat->conf.max_sessions ||
+		     ts.live_v6 >= nat->n_positions6)) {
+		*why = &nat->st.table_full;
+		return -1;
+	}
+	if (unlikely(port_alloc(nat, map_proto(p->proto),
+				rte_hash_crc(p->ip6->src_addr, 16, 0), &addr,
+				&port) != 0)) {
+		*why = &nat->st.ports_exhausted;
+		return -1;
+	}
+	memset(r, 0, sizeof(*r));
+	r->s.family = NS_FAMILY_NAT64;
+	r->s.proto = p->proto;
+	r->s.orig.sport = p->t.sport;
+	r->s.orig.dport = p->t.dport;
+	r->s.xlat.saddr = addr;
+	r->s.xlat.daddr = p->t.daddr;
+	r->s.xlat.sport = port;
+	r->s.xlat.dport = p->t.dport;
+	r->s.timeout_ms = timeout_for(nat, p->proto, tcp);
+	memcpy(r->v6.orig_saddr, p->ip6->src_addr, 16);
+	memcpy(r->v6.orig_daddr, p->ip6->dst_addr, 16);
+	r->v6.prefix_len = nat->conf.nat64_prefix_len;
+	session_stamp(nat, &r->s, NS_EV_CREATE, now);
+	if (unlikely(session_store_v6(nat, r, &pos) != 0)) {
+		port_free(nat, p->proto, addr, port);
+		*why = &nat->st.table_full;
+		return -1;
+	}
+	sd6 = &nat->side6[pos];
+	side_set(&sd6->sd, &r->s, tcp, now, now);
+	memcpy(sd6->saddr, r->v6.orig_saddr, 16);
+	memcpy(sd6->daddr, r->v6.orig_daddr, 16);
+	NSDP_STAT_INC(nat->st.created);
+	session_record_v6(nat, r);
+	return pos;
+}
+
+void nsdp_nat64_session_refresh(struct nsdp_nat *nat, struct side *sd,
+				struct ns_rec *r, uint64_t now)
+{
+	int32_t pos;
+
+	NSDP_TABLE_ASSERT_WRITER(nat->table, NSDP_TABLE_FASTPATH);
+	r->s.timeout_ms = sd->timeout_ms;
+	session_stamp(nat, &r->s, NS_EV_REFRESH, now);
+	nsdp_table_apply_pos_v6(nat->table, &r->s, &pos);
+	sd->last_record_ns = now;
+	NSDP_STAT_INC(nat->st.refreshed);
+	session_record_v6(nat, r);
+}
+
+void nsdp_nat64_session_close(struct nsdp_nat *nat, int32_t pos,
+			      struct ns_rec *r, uint64_t now)
+{
+	NSDP_TABLE_ASSERT_WRITER(nat->table, NSDP_TABLE_FASTPATH);
+	nsdp_table_remove_v6(nat->table, (uint32_t)pos);
+	nat->side6[pos].sd.live = 0;
+	port_free(nat, r->s.proto, r->s.xlat.saddr, r->s.xlat.sport);
+	session_stamp(nat, &r->s, NS_EV_DELETE, now);
+	session_record_v6(nat, r);
 }

@@ -36,4 +36,16 @@ void nsdp_nat_session_refresh(struct nsdp_nat *nat, struct side *sd,
 void nsdp_nat_session_close(struct nsdp_nat *nat, int32_t pos,
 			    struct ns_session *s, uint64_t now);
 
+/* The same for NAT64 sessions (family 64, in the IPv6 table; positions
+ * are the IPv6 table's, side state in side6). */
+void nsdp_nat64_side_adopt(const struct nsdp_nat *nat, struct side6 *sd6,
+			   const struct ns_rec *r, uint64_t now);
+int32_t nsdp_nat64_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
+				  uint64_t now, struct ns_rec *r,
+				  uint64_t **why);
+void nsdp_nat64_session_refresh(struct nsdp_nat *nat, struct side *sd,
+				struct ns_rec *r, uint64_t now);
+void nsdp_nat64_session_close(struct nsdp_nat *nat, int32_t pos,
+			      struct ns_rec *r, uint64_t now);
+
 #endif

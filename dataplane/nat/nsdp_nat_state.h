@@ -11,18 +11,24 @@
  *   nsdp_nat_arp.c      ARP frames, ARP input, neighbour caches
  *   nsdp_nat_session.c  port maps and session life (create, refresh, close)
  *   nsdp_nat_defer.c    first packets held until their record settles
+ *   nsdp_nat64.c        NAT64: IPv6 in, IPv4 out and back (RFC 7915)
+ *   nsdp_nat_nd.c       IPv6 neighbour discovery on the inside
  */
 #ifndef NSDP_NAT_STATE_H
 #define NSDP_NAT_STATE_H
 
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <rte_common.h>
 #include <rte_ether.h>
+#include <rte_icmp.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
 #include <rte_tcp.h>
+#include <rte_udp.h>
 
 #include "nsdp_nat.h"
 #include "nsdp_stat.h"
@@ -41,6 +47,10 @@
 #define TCP_FLAGS_SEEN                                            \
 	(RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG | RTE_TCP_RST_FLAG | \
 	 RTE_TCP_FIN_FLAG)
+
+/* Expiry sweep: the whole table per period, at least this many per call. */
+#define SWEEP_PERIOD_NS NAT_NS_PER_S
+#define SWEEP_MIN 64u
 
 /* What nsdp_nat_housekeep() still has to announce after a promotion. */
 #define ANNOUNCE_DONE UINT32_MAX
@@ -99,6 +109,40 @@ struct pkt {
 	struct ns_tuple t;
 };
 
+/* An inside IPv6 frame the NAT64 parser accepted: headers in place, the
+ * ports (ICMPv6 echo: identifier as sport, 0 as dport) and the embedded
+ * IPv4 destination (host order) in t; t.saddr is 0. */
+struct pkt6 {
+	struct rte_ether_hdr *eth;
+	struct rte_ipv6_hdr *ip6;
+	void *l4;
+	uint8_t proto; /* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMPV6 */
+	uint8_t tcp_flags;
+	uint8_t icmp_type;
+	struct ns_tuple t;
+};
+
+/* Per position of the IPv6 table: side (its orig with the ports only)
+ * and the session's inside addresses. */
+struct side6 {
+	struct side sd;
+	uint8_t saddr[16];
+	uint8_t daddr[16];
+};
+
+/* IPv6 neighbour cache (inside): NEIGH6_SETS sets of NEIGH_WAYS. */
+#define NEIGH6_SET_BITS 8
+#define NEIGH6_SETS (1u << NEIGH6_SET_BITS)
+
+struct neigh6 {
+	uint8_t ip[16];
+	uint8_t state;
+	uint8_t pad;
+	struct rte_ether_addr mac;
+	uint64_t updated_ns;
+	uint64_t asked_ns;
+};
+
 /* A first packet held (defer), with its record's number in the lane. */
 struct defer_slot {
 	struct rte_mbuf *m;
@@ -125,6 +169,10 @@ struct nsdp_nat {
 	struct neigh *neigh[2];
 	struct rte_ether_addr port_mac[2];
 	uint32_t port_ip[2]; /* sender address of our ARP requests */
+	/* NAT64 (side6 NULL: off) */
+	struct side6 *side6;
+	uint32_t n_positions6;
+	struct neigh6 *neigh6;
 
 	/* The lcore's alone. */
 	enum nsdp_nat_mode mode;
@@ -133,6 +181,9 @@ struct nsdp_nat {
 	uint64_t last_stamp_ns; /* of the last record (nsdp_stamp_next) */
 	uint32_t announce_next;
 	uint32_t sweep_pos;
+	uint32_t sweep_pos6;
+	uint32_t announce6; /* an unsolicited NA is due (promotion) */
+	uint16_t ip_id; /* IPv4 identification of translated packets */
 	uint64_t last_housekeep_ns;
 	uint64_t nexthop_asked_ns;
 	/* The number in the lane of the last record put there, 0 when the
@@ -167,6 +218,27 @@ static inline void drop(struct rte_mbuf *m, uint64_t *why)
 {
 	NSDP_STAT_INC(*why);
 	rte_pktmbuf_free(m);
+}
+
+/* The ports and flags of the TCP header at l4 (have bytes of it in the
+ * segment, l4_len in the packet) into t and flags: NULL, or the counter
+ * of the reason to drop the packet. */
+static inline uint64_t *tcp_parse(struct nsdp_nat *nat, const uint8_t *l4,
+				  uint32_t have, uint32_t l4_len,
+				  struct ns_tuple *t, uint8_t *flags)
+{
+	const struct rte_tcp_hdr *tcp = (const struct rte_tcp_hdr *)l4;
+	uint32_t doff;
+
+	if (unlikely(have < sizeof(*tcp)))
+		return &nat->st.truncated;
+	doff = (uint32_t)(tcp->data_off >> 4) * 4;
+	if (unlikely(doff < sizeof(*tcp) || doff > l4_len))
+		return &nat->st.truncated;
+	t->sport = rte_be_to_cpu_16(tcp->src_port);
+	t->dport = rte_be_to_cpu_16(tcp->dst_port);
+	*flags = tcp->tcp_flags;
+	return NULL;
 }
 
 /* ---- transmit lists ----------------------------------------------- */
@@ -216,6 +288,40 @@ static inline uint32_t timeout_for(const struct nsdp_nat *nat, uint8_t proto,
 	}
 }
 
+/* The TCP state of sd after a segment with flags (inbound: from the
+ * outside); 1 when the segment ends the session (RST). */
+static inline int tcp_track(struct side *sd, uint8_t flags, int inbound)
+{
+	uint8_t f = flags & TCP_FLAGS_SEEN;
+
+	if (f & RTE_TCP_RST_FLAG)
+		return 1;
+	if (f & RTE_TCP_FIN_FLAG)
+		sd->tcp = TCP_CLOSING;
+	else if (inbound && sd->tcp == TCP_SYN_SENT &&
+		 f == (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG))
+		sd->tcp = TCP_ESTABLISHED;
+	else if (!inbound && sd->tcp == TCP_CLOSING && f == RTE_TCP_SYN_FLAG)
+		sd->tcp = TCP_SYN_SENT; /* the flow's tuple reused */
+	return 0;
+}
+
+/* Whether the session of sd, of proto, seen at now, is to be recorded
+ * again: its timeout changed (sd takes the new one), or half of it went
+ * by since its last record. */
+static inline int refresh_due(const struct nsdp_nat *nat, struct side *sd,
+			      uint8_t proto, uint64_t now)
+{
+	uint32_t timeout = timeout_for(nat, proto, sd->tcp);
+
+	if (timeout != sd->timeout_ms) {
+		sd->timeout_ms = timeout;
+		return 1;
+	}
+	return (int64_t)(now - sd->last_record_ns) >=
+	       (int64_t)((uint64_t)timeout * NAT_NS_PER_MS / 2);
+}
+
 static inline int side_owns(const struct side *sd, const struct ns_session *s)
 {
 	return sd->live && sd->proto == s->proto &&
@@ -223,6 +329,87 @@ static inline int side_owns(const struct side *sd, const struct ns_session *s)
 	       sd->orig.daddr == s->orig.daddr &&
 	       sd->orig.sport == s->orig.sport &&
 	       sd->orig.dport == s->orig.dport;
+}
+
+/* Positions of n the expiry sweep visits in this call: its share of the
+ * time since the last one, at least SWEEP_MIN, at most n. */
+static inline uint32_t sweep_slice(const struct nsdp_nat *nat, uint32_t n,
+				   uint64_t now)
+{
+	uint64_t elapsed =
+		now > nat->last_housekeep_ns ? now - nat->last_housekeep_ns : 0;
+	uint64_t slice;
+
+	if (elapsed > SWEEP_PERIOD_NS)
+		elapsed = SWEEP_PERIOD_NS;
+	slice = (uint64_t)n * elapsed / SWEEP_PERIOD_NS;
+	if (slice < SWEEP_MIN)
+		slice = SWEEP_MIN;
+	return (uint32_t)(slice > n ? n : slice);
+}
+
+/* ---- checksums (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')) ---------- */
+
+/* The helpers work on the 16-bit words as they lie in the packet (network
+ * order); one's complement sums do not depend on the byte order as long
+ * as every term is taken the same way. */
+static inline uint32_t csum_delta16(uint32_t acc, uint16_t old, uint16_t new)
+{
+	return acc + (uint16_t)~old + new;
+}
+
+static inline uint32_t csum_delta32(uint32_t acc, uint32_t old, uint32_t new)
+{
+	acc = csum_delta16(acc, (uint16_t)(old >> 16), (uint16_t)(new >> 16));
+	return csum_delta16(acc, (uint16_t)old, (uint16_t) new);
+}
+
+static inline uint16_t csum_apply(uint16_t cksum, uint32_t delta)
+{
+	uint32_t sum = (uint32_t)(uint16_t)~cksum + delta;
+
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* Where the port a translation rewrites (the destination port inbound,
+ * the source port outbound; ICMP echo: the identifier) and the checksum
+ * lie in the L4 header of proto. 1 when the checksum covers a
+ * pseudo-header (TCP, UDP), 0 for ICMP echo. */
+static inline int l4_offsets(uint8_t proto, int inbound, size_t *port_at,
+			     size_t *cksum_at)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		*port_at = inbound ? offsetof(struct rte_tcp_hdr, dst_port)
+				   : offsetof(struct rte_tcp_hdr, src_port);
+		*cksum_at = offsetof(struct rte_tcp_hdr, cksum);
+		return 1;
+	case IPPROTO_UDP:
+		*port_at = inbound ? offsetof(struct rte_udp_hdr, dst_port)
+				   : offsetof(struct rte_udp_hdr, src_port);
+		*cksum_at = offsetof(struct rte_udp_hdr, dgram_cksum);
+		return 1;
+	default:
+		*port_at = offsetof(struct rte_icmp_hdr, icmp_ident);
+		*cksum_at = offsetof(struct rte_icmp_hdr, icmp_cksum);
+		return 0;
+	}
+}
+
+/* Raw 16-bit words of a header, as they lie in the packet. */
+static inline uint16_t word_load(const uint8_t *at)
+{
+	uint16_t v;
+
+	memcpy(&v, at, sizeof(v));
+	return v;
+}
+
+static inline void word_store(uint8_t *at, uint16_t v)
+{
+	memcpy(at, &v, sizeof(v));
 }
 
 #endif
