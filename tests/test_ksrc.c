@@ -463,14 +463,20 @@ static void net6_setup(void)
 static int make_flows6(unsigned int n, unsigned int n_fwd)
 {
 	return nst_sh(
+		"ready=$(mktemp -u)\n"
 		"ip netns exec k1ks-s python3 -c '\n"
-		"import socket, time\n"
+		"import socket, sys, time\n"
 		"s = socket.socket(socket.AF_INET6)\n"
 		"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
 		"s.bind((\"2001:db8:71::2\", %d)); s.listen(%u)\n"
+		"open(sys.argv[1], \"w\").close()\n"
 		"s.settimeout(10); c = [s.accept() for i in range(%u)]\n"
-		"time.sleep(1)' &\n"
-		"sleep 0.3\n"
+		"time.sleep(1)' \"$ready\" &\n"
+		/* The listener first: a loaded machine starts python in
+		 * more than a fixed pause (a CI run: connection refused). */
+		"for i in $(seq 200); do [ -e \"$ready\" ] && break; "
+		"sleep 0.05; done\n"
+		"rm -f \"$ready\"\n"
 		"ip netns exec k1ks-c python3 -c '\n"
 		"import socket\n"
 		"d = (\"2001:db8:71::2\", %d)\n"
