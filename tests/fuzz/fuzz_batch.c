@@ -14,8 +14,9 @@
  *   at its offset, moving by its family's length and re-encoding to its
  *   bytes, then 0 for ever.
  * - every truncation of an accepted batch is -EMSGSIZE; one byte more, a
- *   wrong magic, version, flags or reserved byte, the HMAC or RESYNC flag
- *   flipped or the other version's number, is refused as the model says.
+ *   wrong magic, version, flags or reserved byte, the HMAC, RESYNC or
+ *   REWRITE flag flipped or the other version's number, is refused as the
+ *   model says.
  * - ns_batch_verify accepts a batch only with the HMAC flag and a trailer
  *   that is ns_batch_mac of the rest under the key: signing an accepted
  *   batch makes it verify, and any one flipped bit, or another key, makes
@@ -65,7 +66,7 @@ static int model_batch(const uint8_t *b, size_t len)
 		return -EMSGSIZE;
 	if (be32(b) != 0x4e534231u)
 		return -EBADMSG;
-	if ((b[4] != 1 && b[4] != 2) || (b[5] & ~0x07) != 0)
+	if ((b[4] != 1 && b[4] != 2) || (b[5] & ~0x0f) != 0)
 		return -EPROTO;
 	hdr = hdr_len_of(b[4]);
 	trailer = b[5] & 0x01 ? 32 : 0;
@@ -78,6 +79,9 @@ static int model_batch(const uint8_t *b, size_t len)
 	body_len = be32(b + 28);
 	/* RESYNC (0x04): no records, and not a store value. */
 	if ((b[5] & 0x04) && (count != 0 || (b[5] & 0x02)))
+		return -EPROTO;
+	/* REWRITE (0x08): records, neither a store value nor a resync. */
+	if ((b[5] & 0x08) && (b[5] & 0x06))
 		return -EPROTO;
 	if (count > 4096)
 		return -EMSGSIZE;
@@ -211,13 +215,15 @@ static void check_neighbours(const uint8_t *data, size_t size)
 			       "a reserved byte was not -EPROTO");
 		copy[47] = 0;
 	}
-	copy[5] = (uint8_t)(data[5] | 0x08);
+	copy[5] = (uint8_t)(data[5] | 0x10);
 	NST_FUZZ_CHECK(ns_batch_decode(copy, size, &h, &body) == -EPROTO,
 		       "an unknown flag was not -EPROTO");
 	copy[5] = (uint8_t)(data[5] ^ NS_BATCH_F_RESYNC);
 	check_against_model(copy, size, "RESYNC flag flipped");
 	copy[5] = (uint8_t)(data[5] ^ NS_BATCH_F_HMAC);
 	check_against_model(copy, size, "HMAC flag flipped");
+	copy[5] = (uint8_t)(data[5] ^ NS_BATCH_F_REWRITE);
+	check_against_model(copy, size, "REWRITE flag flipped");
 }
 
 /* The trailer of an accepted batch, under the MAC. */
