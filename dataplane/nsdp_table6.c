@@ -38,7 +38,12 @@
 
 static uint32_t fold(const uint8_t a[16])
 {
-	return rte_hash_crc(a, 16, IDX_HASH_SEED);
+	/* rte_hash_crc loads 8 bytes at a time: an address read in place
+	 * from a packet need not be 8-byte aligned. */
+	uint64_t w[2];
+
+	memcpy(w, a, sizeof(w));
+	return rte_hash_crc(w, 16, IDX_HASH_SEED);
 }
 
 /* The head s with its IPv6 addresses folded: the key the indexes use. */

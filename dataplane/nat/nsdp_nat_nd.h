@@ -27,8 +27,11 @@
 static inline struct neigh6 *neigh6_set(struct nsdp_nat *nat,
 					const uint8_t ip[16])
 {
-	uint32_t h = rte_hash_crc(ip, 16, 0) >> (32 - NEIGH6_SET_BITS);
+	uint64_t w[2]; /* aligned for rte_hash_crc's 8-byte loads */
+	uint32_t h;
 
+	memcpy(w, ip, sizeof(w));
+	h = rte_hash_crc(w, 16, 0) >> (32 - NEIGH6_SET_BITS);
 	return &nat->neigh6[h * NEIGH_WAYS];
 }
 

@@ -379,6 +379,7 @@ int32_t nsdp_nat64_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
 				  uint64_t **why)
 {
 	struct nsdp_table_stats ts;
+	uint64_t src6[2];
 	struct side6 *sd6;
 	uint32_t addr;
 	uint16_t port;
@@ -391,8 +392,10 @@ int32_t nsdp_nat64_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
 		*why = &nat->st.table_full;
 		return -1;
 	}
+	/* Aligned for rte_hash_crc's 8-byte loads (the packet's is not). */
+	memcpy(src6, p->ip6->src_addr, sizeof(src6));
 	if (unlikely(port_alloc(nat, map_proto(p->proto),
-				rte_hash_crc(p->ip6->src_addr, 16, 0), &addr,
+				rte_hash_crc(src6, 16, 0), &addr,
 				&port) != 0)) {
 		*why = &nat->st.ports_exhausted;
 		return -1;
