@@ -105,9 +105,8 @@ int ns_batch_decode(const uint8_t *buf, size_t len, struct ns_batch_hdr *h,
 		return -EBADMSG;
 	if ((buf[OFF_VERSION] != NS_BATCH_VERSION &&
 	     buf[OFF_VERSION] != NS_BATCH_V1) ||
-	    (buf[OFF_FLAGS] &
-	     ~(NS_BATCH_F_HMAC | NS_BATCH_F_STORE | NS_BATCH_F_RESYNC |
-	       NS_BATCH_F_REWRITE)) != 0)
+	    (buf[OFF_FLAGS] & ~(NS_BATCH_F_HMAC | NS_BATCH_F_STORE |
+				NS_BATCH_F_RESYNC | NS_BATCH_F_REWRITE)) != 0)
 		return -EPROTO;
 	hdr_len = ns_batch_hdr_len(buf[OFF_VERSION]);
 	trailer = buf[OFF_FLAGS] & NS_BATCH_F_HMAC ? NS_BATCH_MAC_LEN : 0;

@@ -1646,15 +1646,15 @@ Test(active, log_a_refused_segment_is_written_again_and_read_back,
 		 after.resyncs == before.resyncs && mono_ms() < deadline);
 	d = wait_log_agreement(sb, PORT_LOG_REWRITE, n);
 	nsa_standby_stats(sb, &after);
-	cr_log_info("refused %llu segments; standby: resyncs %llu, repairs "
-		    "%llu, repair_values %llu (%llu B)",
-		    (unsigned long long)refused,
-		    (unsigned long long)(after.resyncs - before.resyncs),
-		    (unsigned long long)(after.repairs - before.repairs),
-		    (unsigned long long)(after.repair_values -
-					 before.repair_values),
-		    (unsigned long long)(after.repair_bytes -
-					 before.repair_bytes));
+	cr_log_info(
+		"refused %llu segments; standby: resyncs %llu, repairs "
+		"%llu, repair_values %llu (%llu B)",
+		(unsigned long long)refused,
+		(unsigned long long)(after.resyncs - before.resyncs),
+		(unsigned long long)(after.repairs - before.repairs),
+		(unsigned long long)(after.repair_values -
+				     before.repair_values),
+		(unsigned long long)(after.repair_bytes - before.repair_bytes));
 	cr_expect_eq(after.resyncs, before.resyncs, "a resync of the master");
 	cr_expect_eq(after.load_values, before.load_values);
 	cr_expect_eq(after.repairs - before.repairs, refused);

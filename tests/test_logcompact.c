@@ -848,10 +848,8 @@ struct pair_round {
 static void *pair_round_main(void *arg)
 {
 	struct pair_round *p = arg;
-	const struct nsa_compact_round rd = {.id = p->id,
-					     .gen = p->gen,
-					     .epoch = 1,
-					     .grace_ms = GRACE_MS};
+	const struct nsa_compact_round rd = {
+		.id = p->id, .gen = p->gen, .epoch = 1, .grace_ms = GRACE_MS};
 
 	p->rc = nsa_compact_all(&p->sc, &st.topo, &rd, &p->res, p->err,
 				sizeof(p->err));

@@ -274,9 +274,9 @@ static void rewrite_finalize(struct nsa_writer *w, struct nsa_batch *b)
 	} else if (!(b->rflags[0] & NSA_REC_DROPPED)) {
 		W_STAT_ADD(w, log_rewrites, 1);
 		W_STAT_ADD(w, log_rewrite_bytes,
-			   b->body_len +
-				   (w->a->conf.batch_key_len ? NS_BATCH_MAC_LEN
-							     : 0));
+			   b->body_len + (w->a->conf.batch_key_len
+						  ? NS_BATCH_MAC_LEN
+						  : 0));
 	}
 	nsa_batch_put(w, b);
 }
