@@ -212,7 +212,8 @@ static void write_configs(unsigned int ringbuf_bytes)
 
 	n = nst_agent_ini(text, sizeof(text), "standby", 1, 0, 256, "0", SEEDS);
 	snprintf(text + n, sizeof(text) - n,
-		 "[standby]\ntable_capacity = %u\ndump = %s\n",
+		 "[standby]\ntable_capacity = %u\ntable_capacity_v6 = 4096\n"
+		 "dump = %s\n",
 		 4 * n_flows > 65536 ? 4 * n_flows : 65536,
 		 nst_run_path("standby.tbl"));
 	nst_write_file(nst_run_path("standby.ini"), text);
@@ -545,9 +546,43 @@ static unsigned long conntrack6_fwd_count(void)
 	return n;
 }
 
+/* The store's record of the first forwarded IPv6 flow, read back with
+ * natsync-verify --get: from the client to the gateway's FWD6_PORT,
+ * forwarded to the server's UDP_PORT and masqueraded, its port kept. */
+static void assert_forwarded6_record(void)
+{
+	unsigned int sport = FIRST_PORT + FLOWS6;
+	char want[256];
+
+	cr_assert_eq(nst_sh("%s -S " SEEDS " --get 'udp:[fd71::2]:%u-"
+			    "[fd71::1]:%d' >%s 2>&1",
+			    nst_build("tools/natsync-verify"), sport, FWD6_PORT,
+			    nst_run_path("get.out")),
+		     0,
+		     "the store holds no record of the forwarded flow; see %s",
+		     nst_run_path("get.out"));
+	snprintf(want, sizeof(want),
+		 "\"orig_saddr\":\"fd71::2\",\"orig_daddr\":\"fd71::1\","
+		 "\"orig_sport\":%u,\"orig_dport\":%d,"
+		 "\"new_saddr\":\"2001:db8:71::1\","
+		 "\"new_daddr\":\"2001:db8:71::2\",\"new_sport\":%u,"
+		 "\"new_dport\":%d}",
+		 sport, FWD6_PORT, sport, UDP_PORT);
+	cr_assert(nst_run_file_has("get.out",
+				   "\"family\":6,\"event\":\"create\","
+				   "\"proto\":17,\"gateway_id\":1,"),
+		  "not a NAT66 UDP create of gateway 1; see %s",
+		  nst_run_path("get.out"));
+	cr_assert_eq(nst_sh("grep -qF '%s' %s", want, nst_run_path("get.out")),
+		     0, "the forwarded record is not %s; see %s", want,
+		     nst_run_path("get.out"));
+}
+
 /* NAT66: every new ip6 masqueraded flow (UDP, TCP, ICMPv6 echo) and every
  * flow an ip6 `dnat to` forwards to the server is one CREATE, every entry
- * conntrack -D removes one DELETE. */
+ * conntrack -D removes one DELETE; the store and the standby equal
+ * conntrack entry by entry, and the forwarded flow's record carries the
+ * forwarded destination. */
 Test(ksrc, every_new_nat66_flow_is_one_create_and_each_removal_one_delete)
 {
 	struct run r;
@@ -567,12 +602,16 @@ Test(ksrc, every_new_nat66_flow_is_one_create_and_each_removal_one_delete)
 	wait_for("IPv6 conntrack entries", conntrack6_count,
 		 2 * FLOWS6 + 1 + FWD6);
 	cr_assert_eq(conntrack6_fwd_count(), FWD6);
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, 2 * FLOWS6 + 1 + FWD6);
+	assert_forwarded6_record();
 	cr_assert_eq(nst_sh("ip netns exec k1ks-g conntrack -D -f ipv6 -p udp "
 			    ">/dev/null 2>&1"),
 		     0);
 	wait_for("IPv6 entries after deleting UDP", conntrack6_count,
 		 FLOWS6 + 1);
-	nsdp_sleep_ms(300); /* a round or more: the ends are read */
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, FLOWS6 + 1);
 	run_stop(&r);
 	cr_assert_eq(report_field("creates"), 2 * FLOWS6 + 1 + FWD6,
 		     "one CREATE per new flow");
@@ -684,8 +723,7 @@ Test(ksrc, the_mark_filter_keeps_only_the_marked_entries)
 
 /* [source] zone: only the UDP flows, put in conntrack zone 5 by a rule
  * before conntrack (they get no reply, so their zone needs none); IPv4
- * first (compared entry by entry: the SIGUSR1 table is IPv4's), then
- * IPv6 beside it, counted. */
+ * first, then IPv6 beside it, each compared entry by entry. */
 Test(ksrc, the_zone_filter_keeps_only_the_entries_of_its_zone)
 {
 	struct run r;
@@ -705,7 +743,8 @@ Test(ksrc, the_zone_filter_keeps_only_the_entries_of_its_zone)
 	verify_equal(r.standby, n_flows);
 	cr_assert_eq(make_flows6(FLOWS6, 0), 0, "the IPv6 flows did not go");
 	wait_for("IPv6 conntrack entries", conntrack6_count, 2 * FLOWS6 + 1);
-	nsdp_sleep_ms(300); /* a round or more: the events are read */
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, n_flows + FLOWS6);
 	run_stop(&r);
 	cr_assert_eq(report_field("creates"), n_flows + FLOWS6);
 	cr_assert_geq(report_field("filtered"), n_flows + FLOWS6 + 1);
@@ -937,7 +976,8 @@ static unsigned long standby_conntrack6_count(void)
 /* IPv6: the NAT66 entries' destroy events lost the same way (the UDP and
  * ICMPv6 ones deleted while the active is stopped): the sessions leave the
  * standby's conntrack all the same, through the re-dump's diff, and the
- * TCP ones stay. */
+ * TCP ones stay; the store and the standby's table equal the gateway's
+ * conntrack entry by entry. */
 Test(ksrc_ends, an_ipv6_delete_whose_destroy_events_were_lost_leaves_no_ghost)
 {
 	struct run r;
@@ -959,6 +999,8 @@ Test(ksrc_ends, an_ipv6_delete_whose_destroy_events_were_lost_leaves_no_ghost)
 	cr_assert_eq(kill(r.active, SIGCONT), 0);
 	wait_for("IPv6 entries in the standby's conntrack after the deletes",
 		 standby_conntrack6_count, FLOWS6);
+	dump_kernel_table(r.active);
+	verify_equal(r.standby, 2UL * n_flows + FLOWS6);
 	stop_after_lost_ends(&r, FLOWS6 + 1);
 }
 

@@ -76,8 +76,11 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <libmnl/libmnl.h>
 #include <libnetfilter_conntrack/libnetfilter_conntrack.h>
 #include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/types.h>
 #include <netinet/in.h>
 
@@ -198,9 +201,59 @@ static void emit(struct nsdp_ksrc *k, struct ns_rec *r)
 		nsdp_record(k->lane, s);
 }
 
-/* An entry as ctnetlink gives it: 1 and its key when it is one we keep. */
-static int ct_to_key(const struct nsdp_ksrc *k, const struct nf_conntrack *ct,
-		     struct nsdp_kern_key *key)
+/* The echo fields of one tuple nest of an ICMP entry's message as the BPF
+ * program reads them from the kernel's tuple: the identifier in sport,
+ * the type and code in dport's two bytes. libnetfilter_conntrack parses
+ * the reply tuple's identifier and type but has no attribute that reads
+ * them (its ports' attributes stay unset for ICMP). */
+static void icmp_tuple(const struct nlattr *tuple, struct nsdp_kern_tuple *t)
+{
+	const struct nlattr *a, *p;
+	uint8_t type_code[2] = {0, 0};
+
+	mnl_attr_for_each_nested(a, tuple)
+	{
+		if (mnl_attr_get_type(a) != CTA_TUPLE_PROTO)
+			continue;
+		mnl_attr_for_each_nested(p, a)
+		{
+			uint16_t at = mnl_attr_get_type(p);
+
+			if (mnl_attr_get_payload_len(p) < 1)
+				continue;
+			if ((at == CTA_PROTO_ICMP_ID ||
+			     at == CTA_PROTO_ICMPV6_ID) &&
+			    mnl_attr_get_payload_len(p) >= 2)
+				t->sport = mnl_attr_get_u16(p);
+			else if (at == CTA_PROTO_ICMP_TYPE ||
+				 at == CTA_PROTO_ICMPV6_TYPE)
+				type_code[0] = mnl_attr_get_u8(p);
+			else if (at == CTA_PROTO_ICMP_CODE ||
+				 at == CTA_PROTO_ICMPV6_CODE)
+				type_code[1] = mnl_attr_get_u8(p);
+		}
+	}
+	memcpy(&t->dport, type_code, sizeof(type_code));
+}
+
+/* Both tuples' echo fields of an ICMP entry, from its message. */
+static void icmp_tuples(const struct nlmsghdr *nlh, struct nsdp_kern_key *key)
+{
+	const struct nlattr *a;
+
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
+		if (mnl_attr_get_type(a) == CTA_TUPLE_ORIG)
+			icmp_tuple(a, &key->orig);
+		else if (mnl_attr_get_type(a) == CTA_TUPLE_REPLY)
+			icmp_tuple(a, &key->reply);
+	}
+}
+
+/* An entry as ctnetlink gives it (nlh its message): 1 and its key, the
+ * BPF program's for the same entry, when it is one we keep. */
+static int ct_to_key(const struct nsdp_ksrc *k, const struct nlmsghdr *nlh,
+		     const struct nf_conntrack *ct, struct nsdp_kern_key *key)
 {
 	uint32_t status = nfct_get_attr_u32(ct, ATTR_STATUS);
 
@@ -240,6 +293,10 @@ static int ct_to_key(const struct nsdp_ksrc *k, const struct nf_conntrack *ct,
 		key->reply.src = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC);
 		key->reply.dst = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_DST);
 	}
+	if (key->proto == IPPROTO_ICMP || key->proto == IPPROTO_ICMPV6) {
+		icmp_tuples(nlh, key);
+		return 1;
+	}
 	key->orig.sport = nfct_get_attr_u16(ct, ATTR_ORIG_PORT_SRC);
 	key->orig.dport = nfct_get_attr_u16(ct, ATTR_ORIG_PORT_DST);
 	key->reply.sport = nfct_get_attr_u16(ct, ATTR_REPL_PORT_SRC);
@@ -264,7 +321,8 @@ static int live_add(struct nsdp_ksrc *k, const struct nsdp_kern_key *key)
 	return rc;
 }
 
-int nsdp_ksrc_on_dumped(enum nf_conntrack_msg_type type,
+int nsdp_ksrc_on_dumped(const struct nlmsghdr *nlh,
+			enum nf_conntrack_msg_type type,
 			struct nf_conntrack *ct, void *arg)
 {
 	struct nsdp_ksrc *k = arg;
@@ -274,7 +332,7 @@ int nsdp_ksrc_on_dumped(enum nf_conntrack_msg_type type,
 	uint32_t timeout_ms;
 
 	(void)type;
-	if (!ct_to_key(k, ct, &key))
+	if (!ct_to_key(k, nlh, ct, &key))
 		return NFCT_CB_CONTINUE;
 	if (live_add(k, &key) == 1 && !k->dump_all)
 		return NFCT_CB_CONTINUE; /* its last state was sent */
@@ -302,14 +360,15 @@ static void send_end(struct nsdp_ksrc *k, const struct nsdp_kern_key *key)
 	emit(k, &r);
 }
 
-int nsdp_ksrc_on_destroyed(enum nf_conntrack_msg_type type,
+int nsdp_ksrc_on_destroyed(const struct nlmsghdr *nlh,
+			   enum nf_conntrack_msg_type type,
 			   struct nf_conntrack *ct, void *arg)
 {
 	struct nsdp_ksrc *k = arg;
 	struct nsdp_kern_key key;
 
 	(void)type;
-	if (!ct_to_key(k, ct, &key))
+	if (!ct_to_key(k, nlh, ct, &key))
 		return NFCT_CB_CONTINUE;
 	if (k->live)
 		nsdp_klive_remove(k->live, &key);
@@ -645,7 +704,8 @@ struct table_file {
 	uint64_t stamp;
 };
 
-static int on_table_entry(enum nf_conntrack_msg_type type,
+static int on_table_entry(const struct nlmsghdr *nlh,
+			  enum nf_conntrack_msg_type type,
 			  struct nf_conntrack *ct, void *arg)
 {
 	struct table_file *t = arg;
@@ -655,7 +715,7 @@ static int on_table_entry(enum nf_conntrack_msg_type type,
 	int n;
 
 	(void)type;
-	if (t->n < 0 || !ct_to_key(t->k, ct, &key))
+	if (t->n < 0 || !ct_to_key(t->k, nlh, ct, &key))
 		return NFCT_CB_CONTINUE;
 	key_to_session(t->k, &key, NS_EV_CREATE,
 		       nfct_get_attr_u32(ct, ATTR_TIMEOUT) * 1000, &r);
@@ -673,7 +733,7 @@ int64_t nsdp_ksrc_dump_table(const struct nsdp_ksrc *k, const char *path)
 {
 	struct table_file t = {.k = k};
 	struct nfct_handle *h = nsdp_ksrc_nfct_open_in(k->netns_fd, 0);
-	uint32_t family = AF_INET; /* what natsync-verify reads back */
+	uint32_t family = AF_UNSPEC; /* IPv4 and IPv6, as the capture */
 
 	if (!h)
 		return -errno;
@@ -683,7 +743,7 @@ int64_t nsdp_ksrc_dump_table(const struct nsdp_ksrc *k, const char *path)
 		nfct_close(h);
 		return t.n;
 	}
-	nfct_callback_register(h, NFCT_T_ALL, on_table_entry, &t);
+	nfct_callback_register2(h, NFCT_T_ALL, on_table_entry, &t);
 	if (nfct_query(h, NFCT_Q_DUMP, &family) != 0 && t.n >= 0)
 		t.n = -errno;
 	if (fclose(t.f) != 0 && t.n >= 0)

@@ -128,7 +128,7 @@ static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
 			    "kernel source: ctnetlink: %s (needs "
 			    "CAP_NET_ADMIN and nf_conntrack_netlink)",
 			    strerror(errno));
-	nfct_callback_register(k->dump_h, NFCT_T_ALL, nsdp_ksrc_on_dumped, k);
+	nfct_callback_register2(k->dump_h, NFCT_T_ALL, nsdp_ksrc_on_dumped, k);
 	if (!k->conf.ends)
 		return 0;
 	k->ends_h =
@@ -137,8 +137,8 @@ static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
 		return fail(why, -errno, err, errlen,
 			    "kernel source: ctnetlink destroy events: %s",
 			    strerror(errno));
-	nfct_callback_register(k->ends_h, NFCT_T_DESTROY,
-			       nsdp_ksrc_on_destroyed, k);
+	nfct_callback_register2(k->ends_h, NFCT_T_DESTROY,
+				nsdp_ksrc_on_destroyed, k);
 	fcntl(nfct_fd(k->ends_h), F_SETFL, O_NONBLOCK);
 	if (setsockopt(nfct_fd(k->ends_h), SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
 		       sizeof(rcvbuf)) != 0)

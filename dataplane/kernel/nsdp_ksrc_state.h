@@ -73,9 +73,11 @@ struct nsdp_ksrc {
 /* nsdp_ksrc.c: the ring buffer's and ctnetlink's callbacks (arg/data: the
  * struct nsdp_ksrc). */
 int nsdp_ksrc_on_event(void *ctx, void *data, size_t len);
-int nsdp_ksrc_on_dumped(enum nf_conntrack_msg_type type,
+int nsdp_ksrc_on_dumped(const struct nlmsghdr *nlh,
+			enum nf_conntrack_msg_type type,
 			struct nf_conntrack *ct, void *arg);
-int nsdp_ksrc_on_destroyed(enum nf_conntrack_msg_type type,
+int nsdp_ksrc_on_destroyed(const struct nlmsghdr *nlh,
+			   enum nf_conntrack_msg_type type,
 			   struct nf_conntrack *ct, void *arg);
 
 /* nsdp_ksrc.c: a ctnetlink handle opened in namespace netns_fd (-1:
