@@ -570,40 +570,144 @@ static unsigned int ct_count(const char *netns)
 	return n;
 }
 
-/* The conntrack table of netns equals the standby table file, entry by
- * entry: as many entries, each one the session's translation. Returns
- * the count. */
-static unsigned int ct_equals_table(const char *netns, const char *file)
+/* The IPv6 entry of NAT66 record r is in d (IPv6 entries) and translates:
+ * reply tuple from the translated destination to the translated address
+ * and port, status SRC_NAT|SEEN_REPLY|ASSURED, timeout in [lo, hi] s. */
+static void ct_check66(const struct ct_dump *d, const struct ns_rec *r,
+		       uint32_t lo, uint32_t hi)
 {
-	uint8_t rec[NS_RECORD_V1_IPV4_LEN];
-	struct ct_dump d = ct_table(netns);
-	unsigned int n = 0;
+	const struct ns_session *s = &r->s;
+
+	for (unsigned int i = 0; i < d->n; i++) {
+		const struct nf_conntrack *ct = d->ct[i];
+		uint32_t status = nfct_get_attr_u32(ct, ATTR_STATUS),
+			 timeout = nfct_get_attr_u32(ct, ATTR_TIMEOUT);
+
+		if (nfct_get_attr_u8(ct, ATTR_L4PROTO) != s->proto ||
+		    memcmp(nfct_get_attr(ct, ATTR_ORIG_IPV6_SRC),
+			   r->v6.orig_saddr, 16) ||
+		    memcmp(nfct_get_attr(ct, ATTR_ORIG_IPV6_DST),
+			   r->v6.orig_daddr, 16) ||
+		    ntohs(nfct_get_attr_u16(ct, ATTR_ORIG_PORT_SRC)) !=
+			    s->orig.sport ||
+		    ntohs(nfct_get_attr_u16(ct, ATTR_ORIG_PORT_DST)) !=
+			    s->orig.dport)
+			continue;
+		cr_assert_eq(memcmp(nfct_get_attr(ct, ATTR_REPL_IPV6_SRC),
+				    r->v6.xlat_daddr, 16),
+			     0);
+		cr_assert_eq(memcmp(nfct_get_attr(ct, ATTR_REPL_IPV6_DST),
+				    r->v6.xlat_saddr, 16),
+			     0, "reply goes to the translated address");
+		cr_assert_eq(ntohs(nfct_get_attr_u16(ct, ATTR_REPL_PORT_DST)),
+			     s->xlat.sport,
+			     "reply goes to the translated port");
+		cr_assert_eq(status & ALL_STATUS, ALL_STATUS, "status %#x",
+			     status);
+		cr_assert(timeout >= lo && timeout <= hi,
+			  "timeout %u not in [%u, %u]", timeout, lo, hi);
+		return;
+	}
+	cr_assert_fail("no IPv6 entry for proto %u sport %u", s->proto,
+		       s->orig.sport);
+}
+
+/* What a standby table file holds, by family. */
+struct table_counts {
+	unsigned int v4, nat66, nat64;
+};
+
+/* The conntrack tables of netns (IPv4 and IPv6) equal the standby table
+ * file, entry by entry: as many entries of each family, each one the
+ * session's translation; its NAT64 sessions have none (the kernel's
+ * conntrack has no NAT64 entry). Returns the file's counts. */
+static struct table_counts ct_equals_table(const char *netns, const char *file)
+{
+	uint8_t rec[NS_RECORD_MAX_LEN];
+	struct ct_dump d = ct_table(netns), d6 = ct_table_of(netns, AF_INET6);
+	struct table_counts n = {0};
 	FILE *f = fopen(nst_run_path(file), "rb");
 
 	cr_assert_not_null(f);
-	while (fread(rec, 1, sizeof(rec), f) == sizeof(rec)) {
-		struct ns_session s;
+	while (fread(rec, 1, 2, f) == 2) {
+		size_t len = ns_record_wire_len(rec[1]);
+		struct ns_rec r;
 
-		cr_assert_eq(ns_record_decode(rec, sizeof(rec), &s),
-			     (int)sizeof(rec));
-		ct_check(&d, &s, 1, s.timeout_ms / 1000);
-		n++;
+		cr_assert(len > 2 && fread(rec + 2, 1, len - 2, f) == len - 2,
+			  "%s: a record cut short", file);
+		cr_assert_eq(ns_record_decode_rec(rec, len, &r), (int)len);
+		if (r.s.family == NS_FAMILY_NAT64) {
+			n.nat64++;
+		} else if (r.s.family == NS_FAMILY_NAT66) {
+			ct_check66(&d6, &r, 1, r.s.timeout_ms / 1000);
+			n.nat66++;
+		} else {
+			ct_check(&d, &r.s, 1, r.s.timeout_ms / 1000);
+			n.v4++;
+		}
 	}
 	fclose(f);
-	cr_assert_eq(d.n, n, "%s holds %u entries, the standby %u", netns, d.n,
-		     n);
+	cr_assert_eq(d.n, n.v4, "%s holds %u IPv4 entries, the standby %u",
+		     netns, d.n, n.v4);
+	cr_assert_eq(d6.n, n.nat66, "%s holds %u IPv6 entries, the standby %u",
+		     netns, d6.n, n.nat66);
+	ct_dump_free(&d);
+	ct_dump_free(&d6);
+	return n;
+}
+
+/* Both families' entries in netns's conntrack. */
+static unsigned int ct_count_all(const char *netns)
+{
+	struct ct_dump d = ct_table_of(netns, AF_INET6);
+	unsigned int n = d.n + ct_count(netns);
+
 	ct_dump_free(&d);
 	return n;
 }
 
+/* The store's database 0 swapped with database 1 (SWAPDB: emptied, or
+ * given back what it held, without a notification) and the subscriptions
+ * cut (CLIENT KILL TYPE pubsub): each standby resubscribes and resyncs
+ * from what the store then holds. */
+static void store_swap_and_resync(void)
+{
+	cr_assert_eq(nst_sh("redis-cli -p %d swapdb 0 1 >/dev/null && "
+			    "redis-cli -p %d client kill type pubsub "
+			    ">/dev/null",
+			    SB_PORT, SB_PORT),
+		     0);
+}
+
+/* Wait (10 s at most) until both namespaces hold want entries. */
+static void wait_ct_counts(unsigned int want)
+{
+	for (int i = 0; i < 100 && (ct_count_all(NS_LIVE) != want ||
+				    ct_count_all(NS_COLD) != want);
+	     i++)
+		nsdp_sleep_ms(100);
+	cr_assert_eq(ct_count_all(NS_LIVE), want);
+	cr_assert_eq(ct_count_all(NS_COLD), want);
+}
+
 TestSuite(ctcommit_standby, .timeout = 240);
 
+/* The standbys take IPv6 sessions too: the synthetic source's flows are
+ * V6_PCT % IPv6, half NAT66 (committed as IPv6 entries), half NAT64 (no
+ * conntrack entry: refused). */
+#define V6_PCT 30
+
+/* A live standby and one loaded cold commit the store's sessions of both
+ * families into their namespaces; a resync that finds the store empty
+ * deletes them all, and the next one, after the store has them back,
+ * commits them again. */
 Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 {
 	const struct nst_source_plan plan = {
 		.flows = SB_FLOWS, .events = 3 * SB_FLOWS, .rate = 20000};
+	struct table_counts live, cold;
+	unsigned int entries;
 	char seeds[64];
-	unsigned int live, cold;
 	int pid, cold_pid, rc;
 
 	nst_need_root("writes namespaces' conntrack tables");
@@ -613,6 +717,13 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", SB_PORT);
 	cr_assert_eq(nst_store_start_fresh(SB_PORT, 0, 0), 0);
 	nst_agents_configure(seeds, &plan, 0);
+	/* The last sections: the active's [source], the standby's
+	 * [standby]. */
+	cr_assert_eq(nst_sh("printf 'v6_pct = %d\\n' >>%s && printf "
+			    "'table_capacity_v6 = %lu\\n' >>%s",
+			    V6_PCT, nst_run_path("active.ini"), SB_FLOWS,
+			    nst_run_path("standby.ini")),
+		     0);
 	standby_ini("live", NS_LIVE);
 	standby_ini("cold", NS_COLD);
 
@@ -635,7 +746,10 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 			    nst_run_path("verify.out")),
 		     0, "see %s", nst_run_path("verify.out"));
 	live = ct_equals_table(NS_LIVE, "live.tbl");
-	cr_assert_gt(live, SB_FLOWS / 4, "only %u sessions", live);
+	cr_assert_gt(live.v4, SB_FLOWS / 4, "only %u IPv4 sessions", live.v4);
+	cr_assert(live.nat66 > 0 && live.nat64 > 0, "IPv6: %u NAT66, %u NAT64",
+		  live.nat66, live.nat64);
+	entries = live.v4 + live.nat66;
 
 	/* Cold load: a standby started on the filled store. */
 	cold_pid = nst_spawn(nst_build("tools/natsync-agent"), "cold", "", 0);
@@ -645,22 +759,32 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 		  nst_run_path("cold.log"));
 	standby_dump_wait(cold_pid, "cold.tbl");
 	cold = ct_equals_table(NS_COLD, "cold.tbl");
-	cr_assert_eq(cold, live);
+	cr_assert(cold.v4 == live.v4 && cold.nat66 == live.nat66 &&
+			  cold.nat64 == live.nat64,
+		  "cold %u/%u/%u, live %u/%u/%u", cold.v4, cold.nat66,
+		  cold.nat64, live.v4, live.nat66, live.nat64);
 
-	/* The store emptied and the subscriptions cut: both standbys
-	 * resync, find nothing, and their sessions leave conntrack too. */
-	cr_assert_eq(nst_sh("redis-cli -p %d flushall >/dev/null && "
-			    "redis-cli -p %d client kill type pubsub "
-			    ">/dev/null",
-			    SB_PORT, SB_PORT),
-		     0);
-	for (int i = 0; i < 100 && (ct_count(NS_LIVE) || ct_count(NS_COLD));
-	     i++)
-		nsdp_sleep_ms(100);
-	cr_assert_eq(ct_count(NS_LIVE), 0);
-	cr_assert_eq(ct_count(NS_COLD), 0);
+	/* The store emptied: both standbys resync, find nothing, and their
+	 * sessions leave conntrack too. */
+	store_swap_and_resync();
+	wait_ct_counts(0);
 	standby_dump_wait(cold_pid, "cold.tbl");
-	cr_assert_eq(ct_equals_table(NS_COLD, "cold.tbl"), 0);
+	cold = ct_equals_table(NS_COLD, "cold.tbl");
+	cr_assert_eq(cold.v4 + cold.nat66 + cold.nat64, 0);
+
+	/* The store given its sessions back: both standbys resync again and
+	 * commit them, IPv4 and IPv6, as the cold load did. */
+	store_swap_and_resync();
+	wait_ct_counts(entries);
+	standby_dump_wait(pid, "live.tbl");
+	cold = ct_equals_table(NS_LIVE, "live.tbl");
+	cr_assert(cold.v4 == live.v4 && cold.nat66 == live.nat66);
+	standby_dump_wait(cold_pid, "cold.tbl");
+	cold = ct_equals_table(NS_COLD, "cold.tbl");
+	cr_assert(cold.v4 == live.v4 && cold.nat66 == live.nat66 &&
+			  cold.nat64 == live.nat64,
+		  "resynced %u/%u/%u, live %u/%u/%u", cold.v4, cold.nat66,
+		  cold.nat64, live.v4, live.nat66, live.nat64);
 
 	stop_agent(pid);
 	stop_agent(cold_pid);
@@ -668,11 +792,17 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 	       nst_run_path("cold.out"));
 	cr_assert(nst_run_file_has("live.out", " ct_errors=0 "));
 	cr_assert(nst_run_file_has("cold.out", " ct_errors=0 "));
+	/* Loaded, deleted, loaded again: each entry committed twice and
+	 * deleted once; each NAT64 session refused as often. */
 	cr_assert_eq(nst_sh("grep -q ' ct_committed=%u ct_updated=0 "
-			    "ct_deleted=%u ' %s",
-			    cold, cold, nst_run_path("cold.out")),
-		     0, "the cold standby committed and then deleted %u", cold);
-	cr_assert(nst_run_file_has("live.out", " ct_refused=0 "));
+			    "ct_deleted=%u .* ct_refused_proto=%u ' %s",
+			    2 * entries, entries, 3 * live.nat64,
+			    nst_run_path("cold.out")),
+		     0,
+		     "the cold standby committed %u twice, deleted them once",
+		     entries);
+	cr_assert(nst_run_file_has("live.out", " ct_refused_expired=0 "
+					       "ct_refused_duplicate=0 "));
 	nst_store_stop(SB_PORT);
 	nst_sh("ip netns del %s; ip netns del %s", NS_LIVE, NS_COLD);
 }
