@@ -702,6 +702,24 @@ static uint64_t fwd_to_server(int client, int server, uint16_t dport,
 	return fwd_datagram(client, server, SERVER, dport, text);
 }
 
+/* Both gateways forward UDP to the pool address's FWD_PORT to the
+ * client's FWD_TO (nftables `dnat to`), for family "ip" (10.73.0.2) or
+ * "ip6" (fd73::2, in net6_add's table). */
+static void add_forwarding(const char *family)
+{
+	int v6 = strcmp(family, "ip6") == 0;
+
+	cr_assert_eq(nst_sh("set -e; for g in 1 2; do ip netns exec k3gw$g "
+			    "nft add chain %s %s pre '{ type nat hook "
+			    "prerouting priority -100; }'; ip netns exec "
+			    "k3gw$g nft add rule %s %s pre iifname "
+			    "k3g${g}o udp dport %u dnat to %s:%u; done",
+			    family, v6 ? "k3nat6" : "k3nat", family,
+			    v6 ? "k3nat6" : "k3nat", FWD_PORT,
+			    v6 ? "'[fd73::2]'" : "10.73.0.2", FWD_TO),
+		     0);
+}
+
 /*
  * Port forwarding (destination NAT, nftables `dnat to`): both gateways
  * forward UDP to the pool address's port 8080 to the client's 9090. Flow
@@ -728,13 +746,7 @@ Test(failover, a_forwarded_port_flow_continues_on_the_peer)
 	snprintf(run_dir, sizeof(run_dir), "%s",
 		 nst_run_dir_make("kfailover-dnat"));
 	net_setup();
-	cr_assert_eq(nst_sh("set -e; for g in 1 2; do ip netns exec k3gw$g "
-			    "nft add chain ip k3nat pre '{ type nat hook "
-			    "prerouting priority -100; }'; ip netns exec "
-			    "k3gw$g nft add rule ip k3nat pre iifname "
-			    "k3g${g}o udp dport %u dnat to 10.73.0.2:%u; done",
-			    FWD_PORT, FWD_TO),
-		     0);
+	add_forwarding("ip");
 	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
 	make_gw_dir(1);
 	make_gw_dir(2);
@@ -901,16 +913,127 @@ static int udp6_to_client(int server, int client, uint16_t xport,
 	       memcmp(buf, text, n) == 0;
 }
 
-/* An IPv6 TCP connection and a UDP flow through gateway 1's ip6 snat are
- * replicated into gateway 2's conntrack, and carry on through gateway 2
- * with their translation after gateway 1's active is killed (SIGKILL) and
- * its links go down. */
-Test(failover, ipv6_tcp_and_udp_flows_continue_on_the_peer)
+#define FWD_P6 7011 /* the server's port of the forwarded IPv6 flow */
+
+/* A datagram text from socket `from` to [addr]:port, received on socket
+ * `to` from [want]: the port it came from (0: nothing came, or not from
+ * want). */
+static uint16_t udp6_pass(int from, int to, const char *addr, uint16_t port,
+			  const char *want, const char *text)
+{
+	struct sockaddr_in6 dst = addr6(addr, port), src, w = addr6(want, 0);
+	socklen_t slen = sizeof(src);
+	size_t n = strlen(text);
+	char buf[64];
+
+	cr_assert_eq(
+		sendto(from, text, n, 0, (struct sockaddr *)&dst, sizeof(dst)),
+		(ssize_t)n);
+	if (recvfrom(to, buf, sizeof(buf), 0, (struct sockaddr *)&src, &slen) !=
+		    (ssize_t)n ||
+	    memcmp(buf, text, n) != 0 ||
+	    memcmp(&src.sin6_addr, &w.sin6_addr, 16) != 0)
+		return 0;
+	return ntohs(src.sin6_port);
+}
+
+/* The IPv6 test's flows: A6 (TCP) and U6 (UDP, translated to u_x) through
+ * ip6 snat, and the forwarded P4 (IPv4) and P6 (IPv6), each from a server
+ * port to the pool address's FWD_PORT, forwarded to the client's FWD_TO. */
+static struct {
+	int a_c, a_s, u_c, u_s, p4_c, p4_s, p6_c, p6_s;
+	uint16_t a_x, u_x;
+} f6;
+
+/* Every flow of f6 goes on both ways (patterns from seed), the forwarded
+ * ones answered from the forwarded port; asserts it. */
+static void f6_go_on(unsigned int seed, const char *when)
+{
+	char t[32];
+
+	cr_assert(tcp_xfer(f6.a_c, f6.a_s, XFER_BYTES, seed),
+		  "A6: the client's bytes reach the server %s", when);
+	cr_assert(tcp_xfer(f6.a_s, f6.a_c, XFER_BYTES, seed + 1),
+		  "A6: the server's bytes reach the client %s", when);
+	snprintf(t, sizeof(t), "u6-%u", seed);
+	cr_assert_eq(udp6_to_server(f6.u_c, f6.u_s, t), f6.u_x,
+		     "U6 leaves from its port %s", when);
+	cr_assert(udp6_to_client(f6.u_s, f6.u_c, f6.u_x, t),
+		  "U6 is answered %s", when);
+	/* The forwarded ones: the client speaks first, then the server. */
+	snprintf(t, sizeof(t), "p4-%u", seed);
+	cr_assert_eq(fwd_to_server(f6.p4_c, f6.p4_s, FWD_P, t),
+		     FROM(POOL, FWD_PORT),
+		     "P4's answer comes from the forwarded port %s", when);
+	cr_assert(fwd_to_client(f6.p4_s, f6.p4_c, FWD_P, t),
+		  "P4 is forwarded to the client %s", when);
+	snprintf(t, sizeof(t), "p6-%u", seed);
+	cr_assert_eq(udp6_pass(f6.p6_c, f6.p6_s, SERVER6, FWD_P6, POOL6, t),
+		     FWD_PORT, "P6's answer comes from the forwarded port %s",
+		     when);
+	cr_assert_eq(udp6_pass(f6.p6_s, f6.p6_c, POOL6, FWD_PORT, SERVER6, t),
+		     FWD_P6, "P6 is forwarded to the client %s", when);
+}
+
+/* The flows of f6, made through gateway 1 (the server of P4 and P6
+ * speaks first), and their entries in namespace ns's conntrack. */
+static void f6_make(const char *ns)
 {
 	struct sockaddr_in6 srv = addr6(SERVER6, TCP_PORT), peer;
 	socklen_t pl = sizeof(peer);
-	int listener, a_c, a_s, u_c, u_s;
-	uint16_t a_x, u_x;
+	int listener = socket6_in("k3s", SOCK_STREAM, SERVER6, TCP_PORT);
+
+	cr_assert_eq(listen(listener, 4), 0);
+	f6.u_s = socket6_in("k3s", SOCK_DGRAM, SERVER6, UDP_PORT);
+	f6.a_c = socket6_in("k3c", SOCK_STREAM, CLIENT6, PORT_A6);
+	cr_assert_eq(connect(f6.a_c, (struct sockaddr *)&srv, sizeof(srv)), 0);
+	f6.a_s = accept(listener, (struct sockaddr *)&peer, &pl);
+	cr_assert(f6.a_s >= 0);
+	close(listener);
+	f6.a_x = ntohs(peer.sin6_port);
+	f6.u_c = socket6_in("k3c", SOCK_DGRAM, CLIENT6, PORT_U6);
+	f6.u_x = udp6_to_server(f6.u_c, f6.u_s, "u6-first");
+	f6.p4_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, FWD_TO);
+	f6.p4_s = nst_socket_in("k3s", SOCK_DGRAM, SERVER, FWD_P);
+	cr_assert(fwd_to_client(f6.p4_s, f6.p4_c, FWD_P, "p4-first"));
+	f6.p6_c = socket6_in("k3c", SOCK_DGRAM, CLIENT6, FWD_TO);
+	f6.p6_s = socket6_in("k3s", SOCK_DGRAM, SERVER6, FWD_P6);
+	cr_assert_eq(udp6_pass(f6.p6_s, f6.p6_c, POOL6, FWD_PORT, SERVER6,
+			       "p6-first"),
+		     FWD_P6);
+	f6_go_on(1, "through gateway 1");
+	cr_assert(in_range(f6.a_x, GW1_PORTS_LO) &&
+			  in_range(f6.u_x, GW1_PORTS_LO),
+		  "gateway 1 translates into its range: %u %u", f6.a_x, f6.u_x);
+	wait_committed(ns, PORT_A6, TCP_PORT, f6.a_x);
+	wait_committed(ns, PORT_U6, UDP_PORT, f6.u_x);
+	wait_committed(ns, FWD_P, FWD_PORT, FWD_P);
+	wait_committed(ns, FWD_P6, FWD_PORT, FWD_P6);
+}
+
+static void f6_close(void)
+{
+	close(f6.a_c);
+	close(f6.a_s);
+	close(f6.u_c);
+	close(f6.u_s);
+	close(f6.p4_c);
+	close(f6.p4_s);
+	close(f6.p6_c);
+	close(f6.p6_s);
+}
+
+/* An IPv6 TCP connection and a UDP flow through gateway 1's ip6 snat, and
+ * a forwarded port (dnat) flow of each family, are replicated into
+ * gateway 2's conntrack, and carry on through gateway 2 with their
+ * translation after gateway 1's active is killed (SIGKILL) and its links
+ * go down. Fail-back: gateway 2 becomes MASTER, gateway 1 comes back
+ * with an empty conntrack table as the backup and its standby commits
+ * them all; gateway 2's links go down and they carry on through gateway
+ * 1. */
+Test(failover, ipv6_tcp_and_udp_flows_continue_on_the_peer)
+{
+	double t0, t_back;
 
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
 		      "root");
@@ -918,6 +1041,8 @@ Test(failover, ipv6_tcp_and_udp_flows_continue_on_the_peer)
 		 nst_run_dir_make("kfailover-v6"));
 	net_setup();
 	net6_add(0);
+	add_forwarding("ip");
+	add_forwarding("ip6");
 	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
 	make_gw_dir(1);
 	make_gw_dir(2);
@@ -927,40 +1052,53 @@ Test(failover, ipv6_tcp_and_udp_flows_continue_on_the_peer)
 	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
 		     nst_run_path("notify.out"));
 	wait_log(1, "kernel-active.log", "progress: active", 10);
-
-	listener = socket6_in("k3s", SOCK_STREAM, SERVER6, TCP_PORT);
-	cr_assert_eq(listen(listener, 4), 0);
-	u_s = socket6_in("k3s", SOCK_DGRAM, SERVER6, UDP_PORT);
-	a_c = socket6_in("k3c", SOCK_STREAM, CLIENT6, PORT_A6);
-	cr_assert_eq(connect(a_c, (struct sockaddr *)&srv, sizeof(srv)), 0);
-	a_s = accept(listener, (struct sockaddr *)&peer, &pl);
-	cr_assert(a_s >= 0);
-	a_x = ntohs(peer.sin6_port);
-	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 1) &&
-		  tcp_xfer(a_s, a_c, XFER_BYTES, 2));
-	u_c = socket6_in("k3c", SOCK_DGRAM, CLIENT6, PORT_U6);
-	u_x = udp6_to_server(u_c, u_s, "u-before");
-	cr_assert(udp6_to_client(u_s, u_c, u_x, "u-before-reply"));
-	cr_assert(in_range(a_x, GW1_PORTS_LO) && in_range(u_x, GW1_PORTS_LO),
-		  "gateway 1 translates into its range: %u %u", a_x, u_x);
-	wait_committed("k3gw2", PORT_A6, TCP_PORT, a_x);
-	wait_committed("k3gw2", PORT_U6, UDP_PORT, u_x);
+	f6_make("k3gw2");
 
 	cr_assert_eq(kill(role_pid(1, "active"), SIGKILL), 0);
 	move_addresses();
 	net6_add(1);
-	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 3),
-		  "the client's bytes reach the server through gateway 2");
-	cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, 4),
-		  "the server's bytes reach the client through gateway 2");
-	cr_assert_eq(udp6_to_server(u_c, u_s, "u-after"), u_x,
-		     "the UDP flow leaves gateway 2 from its port");
-	cr_assert(udp6_to_client(u_s, u_c, u_x, "u-after-reply"));
-	close(a_c);
-	close(a_s);
-	close(u_c);
-	close(u_s);
-	close(listener);
+	f6_go_on(3, "through gateway 2");
+
+	/* Fail-back: gateway 2's agents swap, gateway 1 returns (its table
+	 * empty, as after a reboot) and its standby commits the four
+	 * entries; then gateway 2's links fail and gateway 1 takes the
+	 * addresses back. */
+	t0 = nsdp_now_s();
+	cr_assert_eq(notify(2, "MASTER"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	cr_assert_eq(nst_sh("grep -q '^REPORT role=standby .* ct_errors=0 ' %s",
+			    gw_path(2, "kernel-standby.out")),
+		     0);
+	cr_assert_eq(nst_sh("set -e\n"
+			    "ip -n k3gw1 addr flush dev k3g1i\n"
+			    "ip -n k3gw1 addr flush dev k3g1o\n"
+			    "ip -n k3gw1 link set k3g1i up\n"
+			    "ip -n k3gw1 link set k3g1o up\n"
+			    "ip netns exec k3gw1 conntrack -F 2>/dev/null\n"),
+		     0);
+	cr_assert_eq(nst_conntrack_count("k3gw1"), 0);
+	cr_assert_eq(notify(1, "BACKUP"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(1, "kernel-standby.log", "standby: synced", 30);
+	wait_committed("k3gw1", PORT_A6, TCP_PORT, f6.a_x);
+	wait_committed("k3gw1", PORT_U6, UDP_PORT, f6.u_x);
+	wait_committed("k3gw1", FWD_P, FWD_PORT, FWD_P);
+	wait_committed("k3gw1", FWD_P6, FWD_PORT, FWD_P6);
+	cr_assert_eq(nst_sh("set -e\n"
+			    "ip -n k3gw2 link set k3g2i down\n"
+			    "ip -n k3gw2 link set k3g2o down\n"
+			    "ip -n k3gw1 addr add 10.73.0.1/24 dev k3g1i\n"
+			    "ip -n k3gw1 addr add 203.0.113.1/24 dev k3g1o\n"
+			    "ip -n k3gw1 addr add fd73::1/64 dev k3g1i nodad\n"
+			    "ip -n k3gw1 addr add " POOL6 "/64 dev k3g1o "
+			    "nodad\n"
+			    "ip -n k3c neigh flush dev k3cbr\n"
+			    "ip -n k3s neigh flush dev k3sbr\n"),
+		     0, "cannot move the addresses back");
+	f6_go_on(5, "through gateway 1 again");
+	t_back = nsdp_now_s() - t0;
+	fprintf(stderr, "kfailover-v6: fail-back in %.0f ms\n", 1e3 * t_back);
+	f6_close();
 }
 
 /* ---- keepalived itself ---------------------------------------------- */
