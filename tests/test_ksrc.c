@@ -645,21 +645,49 @@ Test(ksrc, a_ring_buffer_overflow_is_counted_and_answered_with_a_dump)
 	cr_assert_geq(report_field("dumped"), flows);
 }
 
+/* One ICMP echo from the client to the server, identifier ECHO_ID, and
+ * its reply; 0 when the reply came. */
+#define ECHO_ID 7
+
+static int echo_once(void)
+{
+	return nst_sh("ip netns exec k1ks-c python3 -c '\n"
+		      "import socket\n"
+		      "p = [8, 0, 0, 0, 0, %d, 0, 1]\n"
+		      "c = sum(p[i] << 8 | p[i + 1] for i in range(0, 8, 2))\n"
+		      "c = ~((c & 0xffff) + (c >> 16)) & 0xffff\n"
+		      "p[2:4] = [c >> 8, c & 255]\n"
+		      "s = socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)\n"
+		      "s.settimeout(5)\n"
+		      "s.sendto(bytes(p), (\"" SERVER_ADDR "\", 0))\n"
+		      "while s.recv(64)[20] != 0: pass'",
+		      ECHO_ID);
+}
+
 /* An agent started on a running gateway replicates what is already there:
- * every entry comes from the dump at start. (A closing TCP connection's
- * last packets may pass between the attach and the dump: such an entry is
- * also sent by the BPF program, so creates is not asserted.) */
+ * every entry comes from the dump at start, an ICMP echo's with its
+ * identifier. (A closing TCP connection's last packets may pass between
+ * the attach and the dump: such an entry is also sent by the BPF program,
+ * so creates is not asserted.) */
 Test(ksrc, an_agent_started_on_a_running_gateway_replicates_its_entries)
 {
-	unsigned long flows = 2UL * n_flows;
+	unsigned long flows = 2UL * n_flows + 1;
 	struct run r;
 
 	nst_need_root("network namespaces, nftables and BPF need root");
 	rig_start(&r, "ksrc-late", 4 << 20);
 	make_flows();
+	cr_assert_eq(echo_once(), 0, "the echo got no reply");
 	active_start(&r, "");
 	dump_kernel_table(r.active);
 	verify_equal(r.standby, flows);
+	cr_assert_eq(nst_sh("%s -S " SEEDS
+			    " --get icmp:10.71.0.2:%u-" SERVER_ADDR
+			    ":0 >%s 2>&1",
+			    nst_build("tools/natsync-verify"), ECHO_ID,
+			    nst_run_path("get.out")),
+		     0, "the store holds no echo of identifier %d; see %s",
+		     ECHO_ID, nst_run_path("get.out"));
 	run_stop(&r);
 	cr_assert_eq(report_field("dumped"), flows);
 	cr_assert_eq(report_field("redumps"), 0);
