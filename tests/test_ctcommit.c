@@ -679,6 +679,23 @@ static void store_swap_and_resync(void)
 		     0);
 }
 
+/* Standby pid's table, dumped to file, holds want's counts, and netns's
+ * conntrack tables equal it entry by entry. */
+static void standby_equals_ct(int pid, const char *netns, const char *file,
+			      const struct table_counts *want)
+{
+	struct table_counts n;
+
+	standby_dump_wait(pid, file);
+	n = ct_equals_table(netns, file);
+	cr_assert(n.v4 == want->v4 && n.nat66 == want->nat66 &&
+			  n.nat64 == want->nat64,
+		  "%s: %u IPv4, %u NAT66, %u NAT64 sessions; expected %u, %u, "
+		  "%u",
+		  file, n.v4, n.nat66, n.nat64, want->v4, want->nat66,
+		  want->nat64);
+}
+
 /* Wait (10 s at most) until both namespaces hold want entries. */
 static void wait_ct_counts(unsigned int want)
 {
@@ -705,7 +722,7 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 {
 	const struct nst_source_plan plan = {
 		.flows = SB_FLOWS, .events = 3 * SB_FLOWS, .rate = 20000};
-	struct table_counts live, cold;
+	struct table_counts live, none = {0};
 	unsigned int entries;
 	char seeds[64];
 	int pid, cold_pid, rc;
@@ -757,34 +774,20 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 		nsdp_sleep_ms(100);
 	cr_assert(nst_run_file_has("cold.log", "standby: synced"), "see %s",
 		  nst_run_path("cold.log"));
-	standby_dump_wait(cold_pid, "cold.tbl");
-	cold = ct_equals_table(NS_COLD, "cold.tbl");
-	cr_assert(cold.v4 == live.v4 && cold.nat66 == live.nat66 &&
-			  cold.nat64 == live.nat64,
-		  "cold %u/%u/%u, live %u/%u/%u", cold.v4, cold.nat66,
-		  cold.nat64, live.v4, live.nat66, live.nat64);
+	standby_equals_ct(cold_pid, NS_COLD, "cold.tbl", &live);
 
 	/* The store emptied: both standbys resync, find nothing, and their
 	 * sessions leave conntrack too. */
 	store_swap_and_resync();
 	wait_ct_counts(0);
-	standby_dump_wait(cold_pid, "cold.tbl");
-	cold = ct_equals_table(NS_COLD, "cold.tbl");
-	cr_assert_eq(cold.v4 + cold.nat66 + cold.nat64, 0);
+	standby_equals_ct(cold_pid, NS_COLD, "cold.tbl", &none);
 
 	/* The store given its sessions back: both standbys resync again and
 	 * commit them, IPv4 and IPv6, as the cold load did. */
 	store_swap_and_resync();
 	wait_ct_counts(entries);
-	standby_dump_wait(pid, "live.tbl");
-	cold = ct_equals_table(NS_LIVE, "live.tbl");
-	cr_assert(cold.v4 == live.v4 && cold.nat66 == live.nat66);
-	standby_dump_wait(cold_pid, "cold.tbl");
-	cold = ct_equals_table(NS_COLD, "cold.tbl");
-	cr_assert(cold.v4 == live.v4 && cold.nat66 == live.nat66 &&
-			  cold.nat64 == live.nat64,
-		  "resynced %u/%u/%u, live %u/%u/%u", cold.v4, cold.nat66,
-		  cold.nat64, live.v4, live.nat66, live.nat64);
+	standby_equals_ct(pid, NS_LIVE, "live.tbl", &live);
+	standby_equals_ct(cold_pid, NS_COLD, "cold.tbl", &live);
 
 	stop_agent(pid);
 	stop_agent(cold_pid);

@@ -660,6 +660,22 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 
 #define FROM(addr, port) ((uint64_t)(port) << 32 | (addr))
 
+/* A datagram text from socket `from` to dst (of either family), received
+ * on socket `to`: 1 and where it came from in *src, 0 when nothing (or
+ * something else) came. */
+static int datagram_pass(int from, int to, const void *dst, socklen_t dlen,
+			 const char *text, struct sockaddr_storage *src)
+{
+	socklen_t slen = sizeof(*src);
+	size_t n = strlen(text);
+	char buf[64];
+
+	cr_assert_eq(sendto(from, text, n, 0, dst, dlen), (ssize_t)n);
+	return recvfrom(to, buf, sizeof(buf), 0, (struct sockaddr *)src,
+			&slen) == (ssize_t)n &&
+	       memcmp(buf, text, n) == 0;
+}
+
 /* A datagram text from socket `from` to addr:port, received on socket
  * `to`: the address and port it came from there, FROM(address, port), 0
  * when nothing (or something else) came. */
@@ -669,19 +685,12 @@ static uint64_t fwd_datagram(int from, int to, uint32_t addr, uint16_t port,
 	struct sockaddr_in dst = {.sin_family = AF_INET,
 				  .sin_port = htons(port),
 				  .sin_addr.s_addr = htonl(addr)};
-	struct sockaddr_in src;
-	socklen_t slen = sizeof(src);
-	size_t n = strlen(text);
-	char buf[64];
+	struct sockaddr_storage ss;
+	const struct sockaddr_in *src = (const struct sockaddr_in *)&ss;
 
-	cr_assert_eq(
-		sendto(from, text, n, 0, (struct sockaddr *)&dst, sizeof(dst)),
-		(ssize_t)n);
-	if (recvfrom(to, buf, sizeof(buf), 0, (struct sockaddr *)&src, &slen) !=
-		    (ssize_t)n ||
-	    memcmp(buf, text, n) != 0)
+	if (!datagram_pass(from, to, &dst, sizeof(dst), text, &ss))
 		return 0;
-	return FROM(ntohl(src.sin_addr.s_addr), ntohs(src.sin_port));
+	return FROM(ntohl(src->sin_addr.s_addr), ntohs(src->sin_port));
 }
 
 /* From the server's socket (port sport) to the forwarded port of the pool
@@ -921,20 +930,14 @@ static int udp6_to_client(int server, int client, uint16_t xport,
 static uint16_t udp6_pass(int from, int to, const char *addr, uint16_t port,
 			  const char *want, const char *text)
 {
-	struct sockaddr_in6 dst = addr6(addr, port), src, w = addr6(want, 0);
-	socklen_t slen = sizeof(src);
-	size_t n = strlen(text);
-	char buf[64];
+	struct sockaddr_in6 dst = addr6(addr, port), w = addr6(want, 0);
+	struct sockaddr_storage ss;
+	const struct sockaddr_in6 *src = (const struct sockaddr_in6 *)&ss;
 
-	cr_assert_eq(
-		sendto(from, text, n, 0, (struct sockaddr *)&dst, sizeof(dst)),
-		(ssize_t)n);
-	if (recvfrom(to, buf, sizeof(buf), 0, (struct sockaddr *)&src, &slen) !=
-		    (ssize_t)n ||
-	    memcmp(buf, text, n) != 0 ||
-	    memcmp(&src.sin6_addr, &w.sin6_addr, 16) != 0)
+	if (!datagram_pass(from, to, &dst, sizeof(dst), text, &ss) ||
+	    memcmp(&src->sin6_addr, &w.sin6_addr, 16) != 0)
 		return 0;
-	return ntohs(src.sin6_port);
+	return ntohs(src->sin6_port);
 }
 
 /* The IPv6 test's flows: A6 (TCP) and U6 (UDP, translated to u_x) through
