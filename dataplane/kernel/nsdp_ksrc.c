@@ -211,12 +211,10 @@ static void icmp_tuple(const struct nlattr *tuple, struct nsdp_kern_tuple *t)
 	const struct nlattr *a, *p;
 	uint8_t type_code[2] = {0, 0};
 
-	mnl_attr_for_each_nested(a, tuple)
-	{
+	mnl_attr_for_each_nested(a, tuple) {
 		if (mnl_attr_get_type(a) != CTA_TUPLE_PROTO)
 			continue;
-		mnl_attr_for_each_nested(p, a)
-		{
+		mnl_attr_for_each_nested(p, a) {
 			uint16_t at = mnl_attr_get_type(p);
 
 			if (mnl_attr_get_payload_len(p) < 1)
@@ -241,8 +239,7 @@ static void icmp_tuples(const struct nlmsghdr *nlh, struct nsdp_kern_key *key)
 {
 	const struct nlattr *a;
 
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
-	{
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
 		if (mnl_attr_get_type(a) == CTA_TUPLE_ORIG)
 			icmp_tuple(a, &key->orig);
 		else if (mnl_attr_get_type(a) == CTA_TUPLE_REPLY)
