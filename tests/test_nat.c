@@ -3465,3 +3465,47 @@ Test(nat, nat64_icmp_errors_bad_or_of_no_session_are_dropped_and_counted_once)
 	no_record(&f);
 	fx_close(&f);
 }
+
+Test(nat, nat64_defer_holds_a_new_sessions_first_packet_until_its_record_settles)
+{
+	struct nsb_frame out = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	struct nsdp_nat_conf c;
+	struct nsdp_nat_stats s;
+	struct rte_mbuf *m;
+	struct ns_rec r;
+	struct fx f;
+
+	conf_nat64(&c);
+	c.defer_max_us = 2000;
+	fx_open_conf(&f, &c, 1024, 1024, 0);
+
+	/* the first packet waits; the flow's second one goes at once */
+	send6(&f, &out, 64);
+	cr_assert_eq(f.tx.n_outside, 0, "the first packet was not held");
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 1);
+	send6(&f, &out, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	f.now += 500 * 1000;
+	housekeep(&f);
+	cr_assert_eq(f.tx.n_outside, 0, "let go before its record settled");
+
+	/* drained is not settled; settled is */
+	r = one_record64(&f, NS_EV_CREATE);
+	housekeep(&f);
+	cr_assert_eq(f.tx.n_outside, 0, "let go when drained, not settled");
+	nsdp_lane_settle(f.lane, f.lane->drained);
+	housekeep(&f);
+	m = take(&f, 1);
+	out.saddr = r.s.xlat.saddr;
+	out.sport = r.s.xlat.sport;
+	out.ttl = 63;
+	check_v4_of(m, &out);
+	check_eth(m, &outside_mac, &router_mac);
+	rte_pktmbuf_free(m);
+	s = stats(&f);
+	cr_assert_eq(s.defer_held, 1);
+	cr_assert_eq(s.defer_settled, 1);
+	cr_assert_eq(s.defer_timeouts + s.defer_unrecorded, 0);
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 0);
+	fx_close(&f);
+}
