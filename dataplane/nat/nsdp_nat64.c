@@ -896,7 +896,8 @@ static uint64_t *inner6_session(struct nsdp_nat *nat, const uint8_t *quote,
 
 	if ((rte_be_to_cpu_32(in->vtc_flow) >> 28) != 6 ||
 	    qlen < IP6_LEN + INNER_L4_MIN ||
-	    rte_be_to_cpu_16(in->payload_len) < INNER_L4_MIN)
+	    rte_be_to_cpu_16(in->payload_len) < INNER_L4_MIN ||
+	    rte_be_to_cpu_16(in->payload_len) > UINT16_MAX - IP_LEN)
 		return &nat->st.icmp_error_bad;
 	if (memcmp(in->src_addr, nat->conf.nat64_prefix, 12) != 0)
 		return &nat->st.icmp_error_no_session;
