@@ -3313,8 +3313,9 @@ static void err6_becomes(struct fx *f, const struct nsb_frame *fr,
 
 Test(nat, nat64_icmpv6_errors_from_the_inside_become_exact_icmp_errors)
 {
+	struct nsb_frame echo = fr_out(IPPROTO_ICMP, HOST_A, 7, REMOTE, 0);
 	struct nsb_frame back;
-	struct ns_rec ru;
+	struct ns_rec ru, re;
 	struct nsdp_nat_stats s;
 	struct fx f;
 
@@ -3333,8 +3334,15 @@ Test(nat, nat64_icmpv6_errors_from_the_inside_become_exact_icmp_errors)
 	 * problem at the hop limit: at the TTL */
 	err6_becomes(&f, &back, &ru, 4, 1, 0, 3, 2, 0);
 	err6_becomes(&f, &back, &ru, 4, 0, 7, 12, 0, 8u << 24);
+	/* address unreachable, about an echo reply: host unreachable */
+	send6(&f, &echo, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	re = one_record64(&f, NS_EV_CREATE);
+	back = fr_in(IPPROTO_ICMP, REMOTE, 0, re.s.xlat.saddr, 0);
+	back.sport = re.s.xlat.sport;
+	err6_becomes(&f, &back, &re, 1, 3, 0, 3, 1, 0);
 	s = stats(&f);
-	cr_assert_eq(s.icmp_errors_translated, 6);
+	cr_assert_eq(s.icmp_errors_translated, 7);
 	cr_assert_eq(s.icmp_error_no_session + s.icmp_error_bad, 0);
 	no_record(&f);
 	fx_close(&f);
