@@ -176,14 +176,14 @@ static void gen_churn(struct nsb_gw_gen *g, uint64_t tsc)
 
 /* A NAT64 flow's packet: from fd00::<host> (the IPv4 host's address in
  * the low 32 bits) to 64:ff9b::<server>. */
-static void gen_packet6(struct nsb_gw_gen *g, struct rte_mbuf *m,
-			uint32_t slot, uint16_t sport)
+static void gen_packet6(struct nsb_gw_gen *g, struct rte_mbuf *m, uint32_t slot,
+			uint16_t sport)
 {
 	uint8_t *frame = rte_pktmbuf_mtod(m, uint8_t *);
 	struct rte_ipv6_hdr *ip6 = (struct rte_ipv6_hdr *)(frame + NSB_GW_L3);
 	struct rte_udp_hdr *uh = (struct rte_udp_hdr *)(frame + NSB_GW_L4_6);
-	uint32_t src = rte_cpu_to_be_32(NSB_GW_INSIDE_NET + 1 +
-					slot % g->o->hosts);
+	uint32_t src =
+		rte_cpu_to_be_32(NSB_GW_INSIDE_NET + 1 + slot % g->o->hosts);
 	uint32_t dst = rte_cpu_to_be_32(remote_of(slot));
 
 	memcpy(frame, g->udp6_tmpl, NSB_GW_FRAME6);
