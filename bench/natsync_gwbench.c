@@ -93,6 +93,11 @@ static void usage(FILE *out)
 		"  --tcp-pct N      percentage of the flows that are TCP (SYN, "
 		"data, FIN\n"
 		"                   when replaced), the rest UDP (default 0)\n"
+		"  --nat64-pct N    percentage of the flows that are UDP from "
+		"inside IPv6\n"
+		"                   hosts through NAT64 (64:ff9b::/96); a "
+		"flow both\n"
+		"                   options would take is NAT64 (default 0)\n"
 		"  --reply-pct N    percentage of translated packets sent back "
 		"as return\n"
 		"                   traffic into the outside port (default "
@@ -216,6 +221,14 @@ static int nat_conf_build(struct nsdp_nat_conf *c, const struct nsb_gw_opts *o,
 		c->icmp_ms = o->timeout_s * 1000;
 	c->max_sessions = sessions;
 	c->mbuf_pool = pool;
+	if (o->nat64_pct) {
+		static const uint8_t wkp[12] = {0, 0x64, 0xff, 0x9b};
+
+		c->inside_addr6[0] = 0xfd;
+		c->inside_addr6[15] = 0xfe;
+		memcpy(c->nat64_prefix, wkp, sizeof(wkp));
+		c->nat64_prefix_len = 96;
+	}
 	/* Only the recording gateway has a lane, so only it defers. */
 	c->defer_max_us = o->defer_us;
 	if (nsdp_nat_conf_check(c, err, sizeof(err)) != 0) {
@@ -240,6 +253,7 @@ static const struct {
 	NUM("flows", 1, GWB_MAX_FLOWS, 100000, flows),
 	NUM("hosts", 1, 1u << 23, 256, hosts),
 	NUM("tcp-pct", 0, 100, 0, tcp_pct),
+	NUM("nat64-pct", 0, 100, 0, nat64_pct),
 	NUM("reply-pct", 0, 100, 50, reply_pct),
 	NUM("timeout", 1, 86400, 2, timeout_s),
 	NUM("seconds", 1, 3600, 5, seconds),
@@ -514,11 +528,12 @@ int main(int argc, char **argv)
 
 	fprintf(stderr,
 		"gwbench: flows=%" PRIu32 " hosts=%" PRIu32
-		" new_pct=%g tcp_pct=%u reply_pct=%u timeout=%us warmup=%us "
+		" new_pct=%g tcp_pct=%u nat64_pct=%u reply_pct=%u timeout=%us "
+		"warmup=%us "
 		"seconds=%u %s=%u burst=%u sessions<=%" PRIu32 " pool=%" PRIu32
 		" addresses, gateway on lcore %u (cpu %u), tsc %.3f GHz\n",
-		o.flows, o.hosts, o.new_pct, o.tcp_pct, o.reply_pct,
-		o.timeout_s, o.warmup_s, o.seconds,
+		o.flows, o.hosts, o.new_pct, o.tcp_pct, o.nat64_pct,
+		o.reply_pct, o.timeout_s, o.warmup_s, o.seconds,
 		o.slice_ms ? "slice_ms" : "rounds",
 		o.slice_ms ? o.slice_ms : o.rounds, o.burst, conf.max_sessions,
 		conf.pool_last - conf.pool_first + 1, worker,

@@ -45,6 +45,10 @@
 #define NSB_GW_FRAME 60
 #define NSB_GW_L3 RTE_ETHER_HDR_LEN
 #define NSB_GW_L4 (NSB_GW_L3 + (int)sizeof(struct rte_ipv4_hdr))
+/* A NAT64 flow's frame: the same L4 part behind an IPv6 header (80
+ * bytes; 60 once translated). */
+#define NSB_GW_FRAME6 (NSB_GW_FRAME + 20)
+#define NSB_GW_L4_6 (NSB_GW_L3 + 40)
 
 extern const struct rte_ether_addr nsb_gw_inside_mac, nsb_gw_outside_mac,
 	nsb_gw_host_mac, nsb_gw_next_hop_mac;
@@ -57,6 +61,9 @@ struct nsb_gw_opts {
 	uint32_t hosts; /* inside hosts the flows come from */
 	double new_pct; /* of the flows, replaced per second */
 	unsigned int tcp_pct; /* of the flows, TCP rather than UDP */
+	/* of the flows, UDP from inside IPv6 hosts through NAT64 (its
+	 * prefix 64:ff9b::/96), taking these slots from TCP */
+	unsigned int nat64_pct;
 	unsigned int reply_pct; /* of translated packets, reflected back */
 	unsigned int timeout_s, seconds, warmup_s, rounds, burst;
 	unsigned int ring_size; /* the lane's */

@@ -43,6 +43,7 @@ static const struct {
 	REASON(ports_exhausted), REASON(table_full),
 	REASON(neigh_miss),	 REASON(alloc_failures),
 	REASON(ip6_ext_headers), REASON(udp6_zero_checksum),
+	REASON(icmp_error_bad),	 REASON(icmp_error_no_session),
 	REASON(arp_ignored),
 #undef REASON
 };

@@ -32,6 +32,25 @@
 #include "nsdp_stat.h"
 #include "nsdp_time.h"
 
+/* The gateway's table for conf, with an IPv6 table as large when NAT64
+ * is on; NULL and errno on failure. */
+static struct nsdp_table *nsb_gw_table_create(const char *name,
+					      const struct nsdp_nat_conf *conf)
+{
+	struct nsdp_table *t = nsdp_table_create(name, conf->max_sessions);
+	int rc;
+
+	if (!t || !conf->inside_addr6[0])
+		return t;
+	rc = nsdp_table_add_v6(t, conf->max_sessions);
+	if (rc != 0) {
+		nsdp_table_free(t);
+		errno = -rc;
+		return NULL;
+	}
+	return t;
+}
+
 static const char *const phase_names[] = {"standby", "warm-up", "measure",
 					  "done"};
 
@@ -228,7 +247,7 @@ int nsb_gw_round_run(struct nsb_gw_round *r, unsigned int n_rounds,
 	int status;
 
 	snprintf(name, sizeof(name), "gwb%u", r->index);
-	r->table = nsdp_table_create(name, conf->max_sessions);
+	r->table = nsb_gw_table_create(name, conf);
 	if (!r->table) {
 		fprintf(stderr,
 			"natsync-gwbench: table of %" PRIu32 " sessions: %s\n",
@@ -448,7 +467,7 @@ static int pair_ctx_init(struct nsb_gw_pair *p, int i,
 	x->max_samples = p->o->seconds * 1000u / p->o->slice_ms + 4;
 	x->samples = calloc(x->max_samples, sizeof(*x->samples));
 	snprintf(name, sizeof(name), "gwbp%d", i);
-	x->res.table = nsdp_table_create(name, conf->max_sessions);
+	x->res.table = nsb_gw_table_create(name, conf);
 	x->res.nat = x->res.table ? nsdp_nat_create(conf, x->res.table,
 						    i ? lane : NULL)
 				  : NULL;

@@ -7,12 +7,15 @@
  * and expire), drains the outside port's tx ring, answers ARP requests for
  * the next hop and the inside hosts, and reflects --reply-pct of the
  * translated packets back into the outside port as return traffic.
+ * With --nat64-pct, that share of the flows is UDP from inside IPv6 hosts
+ * (fd00::<the IPv4 host's address>) to 64:ff9b::<server>, through the
+ * gateway's NAT64; their return traffic comes back as IPv6.
  *
  * Invariants: it runs in the gateway lcore's thread, between iterations,
  * and shares its mbuf cache; every mbuf it takes off a ring is sent back
  * or freed in the same step. A new round replays the same traffic.
  *
- * Not here: timing (nsb_gw_sched.c), IP fragments, ICMP.
+ * Not here: timing (nsb_gw_sched.c), IP fragments, ICMP, NAT64 over TCP.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -71,6 +74,28 @@ static void template_build(uint8_t *frame, uint8_t proto)
 		((struct rte_tcp_hdr *)(frame + NSB_GW_L4))->cksum = 0;
 }
 
+/* The NAT64 flows' frame: the UDP template's L4 part behind an IPv6
+ * header; gen_packet6() writes addresses, port and checksum. */
+static void template6_build(uint8_t *frame, const uint8_t *udp_tmpl)
+{
+	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)frame;
+	struct rte_ipv6_hdr *ip6 = (struct rte_ipv6_hdr *)(eth + 1);
+
+	memcpy(frame, udp_tmpl, NSB_GW_L3);
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+	memset(ip6, 0, sizeof(*ip6));
+	ip6->vtc_flow = rte_cpu_to_be_32(6u << 28);
+	ip6->payload_len = rte_cpu_to_be_16(NSB_GW_FRAME - NSB_GW_L4);
+	ip6->proto = IPPROTO_UDP;
+	ip6->hop_limits = 64;
+	ip6->src_addr[0] = 0xfd;
+	ip6->dst_addr[1] = 0x64;
+	ip6->dst_addr[2] = 0xff;
+	ip6->dst_addr[3] = 0x9b;
+	memcpy(frame + NSB_GW_L4_6, udp_tmpl + NSB_GW_L4,
+	       NSB_GW_FRAME - NSB_GW_L4);
+}
+
 int nsb_gw_gen_init(struct nsb_gw_gen *g, const struct nsb_gw_opts *o,
 		    struct nsb_gw_ports *ports)
 {
@@ -80,6 +105,7 @@ int nsb_gw_gen_init(struct nsb_gw_gen *g, const struct nsb_gw_opts *o,
 	g->per_host = (o->flows + o->hosts - 1) / o->hosts;
 	template_build(g->udp_tmpl, IPPROTO_UDP);
 	template_build(g->tcp_tmpl, IPPROTO_TCP);
+	template6_build(g->udp6_tmpl, g->udp_tmpl);
 	if (o->tcp_pct) {
 		g->tcp_state = calloc(o->flows, sizeof(*g->tcp_state));
 		if (!g->tcp_state)
@@ -148,6 +174,27 @@ static void gen_churn(struct nsb_gw_gen *g, uint64_t tsc)
 	g->ret_r = (uint32_t)(due % g->o->flows);
 }
 
+/* A NAT64 flow's packet: from fd00::<host> (the IPv4 host's address in
+ * the low 32 bits) to 64:ff9b::<server>. */
+static void gen_packet6(struct nsb_gw_gen *g, struct rte_mbuf *m, uint32_t slot,
+			uint16_t sport)
+{
+	uint8_t *frame = rte_pktmbuf_mtod(m, uint8_t *);
+	struct rte_ipv6_hdr *ip6 = (struct rte_ipv6_hdr *)(frame + NSB_GW_L3);
+	struct rte_udp_hdr *uh = (struct rte_udp_hdr *)(frame + NSB_GW_L4_6);
+	uint32_t src =
+		rte_cpu_to_be_32(NSB_GW_INSIDE_NET + 1 + slot % g->o->hosts);
+	uint32_t dst = rte_cpu_to_be_32(remote_of(slot));
+
+	memcpy(frame, g->udp6_tmpl, NSB_GW_FRAME6);
+	m->data_len = NSB_GW_FRAME6;
+	m->pkt_len = NSB_GW_FRAME6;
+	memcpy(ip6->src_addr + 12, &src, 4);
+	memcpy(ip6->dst_addr + 12, &dst, 4);
+	uh->src_port = rte_cpu_to_be_16(sport);
+	uh->dgram_cksum = rte_ipv6_udptcp_cksum(ip6, uh);
+}
+
 /* Slot i is flow i / hosts of inside host i % hosts. Its successive
  * generations take source ports per_host apart, so that a new flow never
  * reuses the tuple of one still in the table. */
@@ -159,8 +206,13 @@ static void gen_packet(struct nsb_gw_gen *g, struct rte_mbuf *m, uint32_t slot)
 	uint16_t sport =
 		(uint16_t)(1024 + (slot / g->o->hosts + gen * g->per_host) %
 					  NSB_GW_PORTS_PER_ADDR);
-	int tcp = g->tcp_state && slot % 100 < g->o->tcp_pct;
+	int nat64 = slot % 100 >= 100 - g->o->nat64_pct;
+	int tcp = g->tcp_state && slot % 100 < g->o->tcp_pct && !nat64;
 
+	if (nat64) {
+		gen_packet6(g, m, slot, sport);
+		return;
+	}
 	memcpy(frame, tcp ? g->tcp_tmpl : g->udp_tmpl, NSB_GW_FRAME);
 	m->data_len = NSB_GW_FRAME;
 	m->pkt_len = NSB_GW_FRAME;

@@ -14,6 +14,7 @@ struct nsb_gw_gen {
 	const struct nsb_gw_opts *o;
 	struct nsb_gw_ports *ports;
 	uint8_t udp_tmpl[NSB_GW_FRAME], tcp_tmpl[NSB_GW_FRAME];
+	uint8_t udp6_tmpl[NSB_GW_FRAME6]; /* --nat64-pct */
 	uint32_t per_host; /* flow slots per inside host */
 	/* Per TCP slot: the source port of the flow whose SYN was sent, 0
 	 * when the next packet must be a SYN. NULL without TCP. */

@@ -38,8 +38,8 @@
  * promotion, the demotion and the fence are in ngw_promote.c.
  *
  * Not done here: more than one forwarding lcore (the table has one writer),
- * IP fragments reassembly, ICMP error translation, NAT66 (NAT64 only,
- * dataplane/nat/nsdp_nat64.h).
+ * IP fragments reassembly, ICMP error translation for NAT44 sessions (NAT64
+ * ones have it), NAT66 (NAT64 only, dataplane/nat/nsdp_nat64.h).
  */
 #include <errno.h>
 #include <getopt.h>

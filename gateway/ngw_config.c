@@ -88,7 +88,7 @@ static const struct nsa_key ngw_keys[] = {
 		"2000",
 		"With `defer`: the longest a first packet waits, µs; then it goes without the acknowledgement (counted in `defer_timeouts`)."),
 	NSA_STR("gateway", "inside_address6", gw.inside_address6, "",
-		"The gateway's own IPv6 address on the inside (it answers neighbour solicitations for it); setting it turns NAT64 on: inside IPv6 hosts reach IPv4 servers through `nat64_prefix`, translated to the pool (TCP, UDP, ICMPv6 echo; see docs/gateway-and-failover.md). Needs `[standby] table_capacity_v6`, where the NAT64 sessions live."),
+		"The gateway's own IPv6 address on the inside (it answers neighbour solicitations for it); setting it turns NAT64 on: inside IPv6 hosts reach IPv4 servers through `nat64_prefix`, translated to the pool (TCP, UDP, ICMPv6 echo, and the ICMP errors about them; see docs/gateway-and-failover.md). Needs `[standby] table_capacity_v6`, where the NAT64 sessions live."),
 	NSA_STR("gateway", "nat64_prefix", gw.nat64_prefix, "64:ff9b::/96",
 		"The NAT64 prefix (RFC 6052): an IPv4 server's address is the destination's low 32 bits. Only a /96."),
 	NSA_NUM("gateway", "rx_descriptors", gw.rx_descriptors, 64, 16384,

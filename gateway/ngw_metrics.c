@@ -112,6 +112,9 @@ int gw_stats(struct gw *g, char *reply, size_t len)
 	NAT(nd_adverts_sent);
 	NAT(nd_solicits_sent);
 	NAT(nd_ignored);
+	NAT(icmp_errors_translated);
+	NAT(icmp_error_no_session);
+	NAT(icmp_error_bad);
 #undef NAT
 	STAT_LINE(reply, len, used, "defer.p50_us", gw_defer_pct(g, 0.50));
 	STAT_LINE(reply, len, used, "defer.p99_us", gw_defer_pct(g, 0.99));
@@ -213,6 +216,8 @@ static const struct nsa_mx_row gateway_rows[] = {
 	DROP(alloc_failures),
 	DROP(ip6_ext_headers),
 	DROP(udp6_zero_checksum),
+	DROP(icmp_error_no_session),
+	DROP(icmp_error_bad),
 	NSA_MX_SAMPLE(tx_drops, "tx_drops"),
 	NSA_MX_GAUGE(ts.live, "natsync_gateway_sessions", "Sessions in the gateway's table."),
 	SESSIONS(created, "Sessions the fast path created."),

@@ -2909,7 +2909,8 @@ static const struct {
 	{"UDP without checksum", S6_UDP_NO_CKSUM, IPPROTO_UDP,
 	 STAT(udp6_zero_checksum)},
 	{"echo reply", S6_ECHO_REPLY, IPPROTO_ICMP, STAT(no_session)},
-	{"ICMPv6 error", S6_ICMP6_ERROR, IPPROTO_ICMP, STAT(icmp_unsupported)},
+	{"ICMPv6 error quoting too little", S6_ICMP6_ERROR, IPPROTO_ICMP,
+	 STAT(icmp_error_bad)},
 	{"payload length past the frame", S6_PAYLOAD_LONG, IPPROTO_UDP,
 	 STAT(bad_ip_header)},
 	{"version 4 in an IPv6 frame", S6_VERSION, IPPROTO_UDP,
@@ -3072,4 +3073,447 @@ Test(nat, nat64_conf_check_and_create_refuse_what_nat64_cannot_run_with)
 	cr_assert_null(nsdp_nat_create(&c, t, NULL));
 	cr_assert_eq(errno, EINVAL);
 	nsdp_table_free(t);
+}
+
+/* ------------------------------------------------------------------ */
+/* NAT64 ICMP errors (RFC 7915 sections 4.2 and 5.2)                   */
+/* ------------------------------------------------------------------ */
+
+/* A router on the outside path, and one of the inside host's. */
+#define ROUTER4 0xc0000201u /* 192.0.2.1 */
+
+/* An ICMPv4 error (type, code, rest) from ROUTER4 to the pool address
+ * dst quoting qlen bytes of the IPv4 packet q, through the outside, TTL
+ * 50; checksums from scratch. Its length. */
+static uint32_t icmp4_err_write(uint8_t type, uint8_t code, uint32_t rest,
+				uint32_t dst, const uint8_t *q, uint32_t qlen,
+				uint8_t *buf)
+{
+	struct nsb_frame fr = fr_in(IPPROTO_ICMP, ROUTER4, 0, dst, 0);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(buf + 14);
+	uint8_t *icmp = buf + 34;
+	uint32_t be = rte_cpu_to_be_32(rest);
+	uint16_t c;
+
+	fr.payload = 0;
+	nsb_frame_write(&fr, buf);
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(20 + 8 + qlen));
+	ip->hdr_checksum = 0;
+	ip->hdr_checksum = nsb_frame_ip_cksum(ip);
+	icmp[0] = type;
+	icmp[1] = code;
+	memset(icmp + 2, 0, 2);
+	memcpy(icmp + 4, &be, 4);
+	memcpy(icmp + 8, q, qlen);
+	c = nsb_frame_icmp_cksum(icmp, 8 + qlen);
+	memcpy(icmp + 2, &c, 2);
+	return 34 + 8 + qlen;
+}
+
+/* An ICMPv6 error (type, code, rest) from s6 to d6, hop limit hop,
+ * quoting qlen bytes of the IPv6 packet q; checksum from scratch; the
+ * Ethernet header of a frame from host6 to the gateway. Its length. */
+static uint32_t icmp6_err_write(uint8_t type, uint8_t code, uint32_t rest,
+				const uint8_t s6[16], const uint8_t d6[16],
+				uint8_t hop, const uint8_t *q, uint32_t qlen,
+				uint8_t *buf)
+{
+	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)buf;
+	struct rte_ipv6_hdr *ip6 = (struct rte_ipv6_hdr *)(eth + 1);
+	uint8_t *icmp = buf + ETH6;
+	uint32_t be = rte_cpu_to_be_32(rest);
+	uint16_t c;
+
+	memset(buf, 0, ETH6 + 8);
+	eth->dst_addr = inside_mac;
+	eth->src_addr = host6_mac;
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+	ip6->vtc_flow = rte_cpu_to_be_32(6u << 28);
+	ip6->payload_len = rte_cpu_to_be_16((uint16_t)(8 + qlen));
+	ip6->proto = IPPROTO_ICMPV6;
+	ip6->hop_limits = hop;
+	memcpy(ip6->src_addr, s6, 16);
+	memcpy(ip6->dst_addr, d6, 16);
+	icmp[0] = type;
+	icmp[1] = code;
+	memcpy(icmp + 4, &be, 4);
+	memcpy(icmp + 8, q, qlen);
+	c = rte_ipv6_udptcp_cksum(ip6, icmp);
+	memcpy(icmp + 2, &c, 2);
+	return ETH6 + 8 + qlen;
+}
+
+static void send_raw_out(struct fx *f, const uint8_t *buf, uint32_t len)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
+
+	cr_assert_not_null(m);
+	memcpy(rte_pktmbuf_append(m, (uint16_t)len), buf, len);
+	nsdp_nat_outside(f->nat, &m, 1, f->now, &f->tx);
+}
+
+/* m's packet from its IP header on is byte for byte want's (len bytes
+ * with the Ethernet header). */
+static void check_bytes(struct rte_mbuf *m, const uint8_t *want, uint32_t len)
+{
+	const uint8_t *got = rte_pktmbuf_mtod(m, const uint8_t *);
+	uint32_t i;
+
+	cr_assert_eq(rte_pktmbuf_pkt_len(m), len, "length %u, expected %u",
+		     rte_pktmbuf_pkt_len(m), len);
+	for (i = 12; i < len; i++)
+		cr_assert_eq(got[i], want[i], "byte %u: %02x, expected %02x", i,
+			     got[i], want[i]);
+}
+
+/* The outbound IPv4 packet of NAT64 session r for fr (as the gateway
+ * sent it, TTL 63) into q; its length. */
+static uint32_t sent4(const struct nsb_frame *fr, const struct ns_rec *r,
+		      uint8_t *q)
+{
+	struct nsb_frame w = *fr;
+	uint8_t buf[2048];
+	uint32_t len;
+
+	w.saddr = r->s.xlat.saddr;
+	w.sport = r->s.xlat.sport;
+	w.ttl = 63;
+	len = nsb_frame_write(&w, buf) - 14;
+	memcpy(q, buf + 14, len);
+	return len;
+}
+
+/* An outside error about fr's flow (session r) quoting its first qlen
+ * bytes becomes, on the inside, exactly the ICMPv6 error (type, code,
+ * rest) from 64:ff9b::ROUTER4 quoting fr's IPv6 packet. */
+static void err4_becomes(struct fx *f, const struct nsb_frame *fr,
+			 const struct ns_rec *r, uint8_t type4, uint8_t code4,
+			 uint32_t rest4, uint8_t type6, uint8_t code6,
+			 uint32_t rest6)
+{
+	uint8_t q[2048], buf[2048], want[2048], d6[16], s6[16];
+	uint32_t qlen = sent4(fr, r, q), len, q6len;
+	struct nsb_frame e = *fr;
+	struct rte_mbuf *m;
+
+	len = icmp4_err_write(type4, code4, rest4, r->s.xlat.saddr, q, qlen,
+			      buf);
+	send_raw_out(f, buf, len);
+	m = take(f, 0);
+	/* the quote: fr's IPv6 packet, hop limit 63 (the quoted TTL) */
+	v6_of(d6, fr->daddr);
+	e.src = host6_mac;
+	q6len = frame6_write(&e, host6, d6, 63, q) - 14;
+	v6_of(s6, ROUTER4);
+	len = icmp6_err_write(type6, code6, rest6, s6, host6, 49, q + 14, q6len,
+			      want);
+	check_bytes(m, want, len);
+	check_eth(m, &inside_mac, &host6_mac);
+	rte_pktmbuf_free(m);
+}
+
+Test(nat, nat64_icmp_errors_from_the_outside_become_exact_icmpv6_errors)
+{
+	struct nsb_frame udp = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	struct nsb_frame tcp = fr_out(IPPROTO_TCP, HOST_A, 40001, REMOTE, 80);
+	struct nsb_frame echo = fr_out(IPPROTO_ICMP, HOST_A, 7, REMOTE, 0);
+	struct ns_rec ru, rt, re;
+	struct nsdp_nat_stats s;
+	struct fx f;
+
+	fx_open64(&f);
+	ru = nat64_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	send6(&f, &tcp, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	rt = one_record64(&f, NS_EV_CREATE);
+	send6(&f, &echo, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	re = one_record64(&f, NS_EV_CREATE);
+
+	/* fragmentation needed, MTU 1400: Packet Too Big, MTU 1420 */
+	err4_becomes(&f, &tcp, &rt, 3, 4, 1400, 2, 0, 1420);
+	/* port unreachable: port unreachable */
+	err4_becomes(&f, &udp, &ru, 3, 3, 0, 1, 4, 0);
+	/* TTL exceeded in transit, about an echo request */
+	err4_becomes(&f, &echo, &re, 11, 0, 0, 3, 0, 0);
+	/* host unreachable: no route; protocol unreachable: parameter
+	 * problem at the next header field; a parameter problem at the
+	 * TTL: at the hop limit */
+	err4_becomes(&f, &udp, &ru, 3, 1, 0, 1, 0, 0);
+	err4_becomes(&f, &udp, &ru, 3, 2, 0, 4, 1, 6);
+	err4_becomes(&f, &tcp, &rt, 12, 0, 8u << 24, 4, 0, 7);
+	s = stats(&f);
+	cr_assert_eq(s.icmp_errors_translated, 6);
+	cr_assert_eq(s.icmp_error_no_session + s.icmp_error_bad, 0);
+	no_record(&f); /* errors refresh nothing */
+	fx_close(&f);
+}
+
+/* An inside error about the reply fr (from REMOTE to a NAT64 session r's
+ * pool address and port, delivered to host6 with hop limit 49) quoting
+ * all of it becomes on the outside exactly the ICMPv4 error (type, code,
+ * rest) from the pool address to REMOTE, its identification aside. */
+static void err6_becomes(struct fx *f, const struct nsb_frame *fr,
+			 const struct ns_rec *r, uint8_t type6, uint8_t code6,
+			 uint32_t rest6, uint8_t type4, uint8_t code4,
+			 uint32_t rest4)
+{
+	uint8_t q[2048], buf[2048], want[2048], s6[16];
+	struct nsb_frame e = *fr;
+	struct rte_ipv4_hdr *iq = (struct rte_ipv4_hdr *)(q + 14), *ip;
+	uint32_t qlen, len, be = rte_cpu_to_be_32(rest4);
+	struct rte_mbuf *m;
+	uint8_t *icmp = want + 34;
+	uint16_t c;
+
+	/* the quote: what host6 received */
+	e.dport = (uint16_t)r->s.orig.sport;
+	if (fr->proto == IPPROTO_ICMP)
+		e.sport = r->s.orig.sport;
+	v6_of(s6, fr->saddr);
+	qlen = frame6_write(&e, s6, host6, 49, q) - 14;
+	v6_of(s6, REMOTE);
+	len = icmp6_err_write(type6, code6, rest6, host6, s6, 64, q + 14, qlen,
+			      buf);
+	send_raw_in(f, buf, len);
+	m = take(f, 1);
+	ip = ip_of(m);
+	cr_assert_eq(ip->hdr_checksum, nsb_frame_ip_cksum(ip));
+	cr_assert_eq(ip->fragment_offset, 0);
+
+	/* the expected: fr's IPv4 packet, TTL 49, no identification, no
+	 * DF, behind the ICMPv4 header, behind the outer header */
+	e = *fr;
+	e.ttl = 49;
+	qlen = nsb_frame_write(&e, q) - 14;
+	iq->packet_id = 0;
+	iq->fragment_offset = 0;
+	iq->hdr_checksum = 0;
+	iq->hdr_checksum = nsb_frame_ip_cksum(iq);
+	e = fr_out(IPPROTO_ICMP, r->s.xlat.saddr, 0, REMOTE, 0);
+	e.payload = 0;
+	e.ttl = 63;
+	nsb_frame_write(&e, want);
+	((struct rte_ipv4_hdr *)(want + 14))->total_length =
+		rte_cpu_to_be_16((uint16_t)(20 + 8 + qlen));
+	((struct rte_ipv4_hdr *)(want + 14))->packet_id = ip->packet_id;
+	((struct rte_ipv4_hdr *)(want + 14))->fragment_offset = 0;
+	((struct rte_ipv4_hdr *)(want + 14))->hdr_checksum = ip->hdr_checksum;
+	icmp[0] = type4;
+	icmp[1] = code4;
+	memset(icmp + 2, 0, 2);
+	memcpy(icmp + 4, &be, 4);
+	memcpy(icmp + 8, q + 14, qlen);
+	c = nsb_frame_icmp_cksum(icmp, 8 + qlen);
+	memcpy(icmp + 2, &c, 2);
+	check_bytes(m, want, 34 + 8 + qlen);
+	check_eth(m, &outside_mac, &router_mac);
+	rte_pktmbuf_free(m);
+}
+
+Test(nat, nat64_icmpv6_errors_from_the_inside_become_exact_icmp_errors)
+{
+	struct nsb_frame echo = fr_out(IPPROTO_ICMP, HOST_A, 7, REMOTE, 0);
+	struct nsb_frame back;
+	struct ns_rec ru, re;
+	struct nsdp_nat_stats s;
+	struct fx f;
+
+	fx_open64(&f);
+	ru = nat64_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	back = fr_in(IPPROTO_UDP, REMOTE, 53, ru.s.xlat.saddr, ru.s.xlat.sport);
+	/* port unreachable: port unreachable */
+	err6_becomes(&f, &back, &ru, 1, 4, 0, 3, 3, 0);
+	/* Packet Too Big, MTU 1300: fragmentation needed, MTU 1280 */
+	err6_becomes(&f, &back, &ru, 2, 0, 1300, 3, 4, 1280);
+	/* hop limit exceeded: TTL exceeded */
+	err6_becomes(&f, &back, &ru, 3, 0, 0, 11, 0, 0);
+	/* administratively prohibited: communication prohibited */
+	err6_becomes(&f, &back, &ru, 1, 1, 0, 3, 10, 0);
+	/* unrecognised next header: protocol unreachable; a parameter
+	 * problem at the hop limit: at the TTL */
+	err6_becomes(&f, &back, &ru, 4, 1, 0, 3, 2, 0);
+	err6_becomes(&f, &back, &ru, 4, 0, 7, 12, 0, 8u << 24);
+	/* address unreachable, about an echo reply: host unreachable */
+	send6(&f, &echo, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	re = one_record64(&f, NS_EV_CREATE);
+	back = fr_in(IPPROTO_ICMP, REMOTE, 0, re.s.xlat.saddr, 0);
+	back.sport = re.s.xlat.sport;
+	err6_becomes(&f, &back, &re, 1, 3, 0, 3, 1, 0);
+	s = stats(&f);
+	cr_assert_eq(s.icmp_errors_translated, 7);
+	cr_assert_eq(s.icmp_error_no_session + s.icmp_error_bad, 0);
+	no_record(&f);
+	fx_close(&f);
+}
+
+/* How an error is spoilt, and the counter that takes it. */
+enum spoil_err {
+	SE_NO_SESSION, /* quotes a port no session has */
+	SE_QUOTE_SHORT, /* 4 bytes of the quoted L4 header */
+	SE_BAD_CKSUM,
+	SE_QUOTE_VERSION, /* the quote is of the other family */
+	SE_UNMAPPED, /* a code without counterpart */
+};
+
+static const struct {
+	const char *what;
+	enum spoil_err spoil;
+	size_t counter;
+} bad_err[] = {
+	{"no session", SE_NO_SESSION, STAT(icmp_error_no_session)},
+	{"quote cut in its L4 header", SE_QUOTE_SHORT, STAT(icmp_error_bad)},
+	{"bad checksum", SE_BAD_CKSUM, STAT(icmp_error_bad)},
+	{"quote of the wrong version", SE_QUOTE_VERSION, STAT(icmp_error_bad)},
+	{"code without counterpart", SE_UNMAPPED, STAT(icmp_unsupported)},
+};
+
+/* The outside error of case i about session r's UDP flow into buf. */
+static uint32_t bad_err4(unsigned int i, const struct ns_rec *r, uint8_t *buf)
+{
+	struct nsb_frame udp = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	uint8_t q[2048], code = 3;
+	uint32_t qlen = sent4(&udp, r, q), len;
+
+	switch (bad_err[i].spoil) {
+	case SE_NO_SESSION:
+		q[21] ^= 1; /* the source port */
+		break;
+	case SE_QUOTE_SHORT:
+		qlen = 24;
+		break;
+	case SE_QUOTE_VERSION:
+		q[0] = 0x65;
+		break;
+	case SE_UNMAPPED:
+		code = 14; /* precedence cutoff */
+		break;
+	default:
+		break;
+	}
+	len = icmp4_err_write(3, code, 0, r->s.xlat.saddr, q, qlen, buf);
+	if (bad_err[i].spoil == SE_BAD_CKSUM)
+		buf[36] ^= 1;
+	return len;
+}
+
+/* The inside error of case i about session r's UDP replies into buf. */
+static uint32_t bad_err6(unsigned int i, const struct ns_rec *r, uint8_t *buf)
+{
+	struct nsb_frame back = fr_in(IPPROTO_UDP, REMOTE, 53, r->s.xlat.saddr,
+				      r->s.orig.sport);
+	uint8_t q[2048], s6[16], code = 4;
+	uint32_t qlen, len;
+
+	v6_of(s6, REMOTE);
+	qlen = frame6_write(&back, s6, host6, 49, q) - 14;
+	switch (bad_err[i].spoil) {
+	case SE_NO_SESSION:
+		q[14 + 43] ^= 1; /* the destination port */
+		break;
+	case SE_QUOTE_SHORT:
+		qlen = 44;
+		break;
+	case SE_QUOTE_VERSION:
+		q[14] = 0x45;
+		break;
+	case SE_UNMAPPED:
+		code = 5; /* source address failed policy */
+		break;
+	default:
+		break;
+	}
+	len = icmp6_err_write(1, code, 0, host6, s6, 64, q + 14, qlen, buf);
+	if (bad_err[i].spoil == SE_BAD_CKSUM)
+		buf[ETH6 + 2] ^= 1;
+	return len;
+}
+
+Test(nat, nat64_icmp_errors_bad_or_of_no_session_are_dropped_and_counted_once)
+{
+	struct ns_rec r;
+	struct fx f;
+	unsigned int i, in;
+
+	fx_open64(&f);
+	r = nat64_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	for (in = 0; in < 2; in++) {
+		for (i = 0; i < RTE_DIM(bad_err); i++) {
+			struct nsdp_nat_stats before = stats(&f), after;
+			uint8_t buf[2048];
+			uint32_t len;
+
+			if (in) {
+				len = bad_err6(i, &r, buf);
+				send_raw_in(&f, buf, len);
+			} else {
+				len = bad_err4(i, &r, buf);
+				send_raw_out(&f, buf, len);
+			}
+			after = stats(&f);
+			cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0,
+				     "%s (%s): sent", bad_err[i].what,
+				     in ? "inside" : "outside");
+			cr_assert_eq(stat_at(&after, bad_err[i].counter),
+				     stat_at(&before, bad_err[i].counter) + 1,
+				     "%s (%s): not counted", bad_err[i].what,
+				     in ? "inside" : "outside");
+			cr_assert_eq(after.icmp_error_bad +
+					     after.icmp_error_no_session +
+					     after.icmp_unsupported,
+				     before.icmp_error_bad +
+					     before.icmp_error_no_session +
+					     before.icmp_unsupported + 1,
+				     "%s: counted more than once",
+				     bad_err[i].what);
+		}
+	}
+	cr_assert_eq(stats(&f).icmp_errors_translated, 0);
+	no_record(&f);
+	fx_close(&f);
+}
+
+Test(nat, nat64_defer_holds_a_new_sessions_first_packet_until_its_record_settles)
+{
+	struct nsb_frame out = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	struct nsdp_nat_conf c;
+	struct nsdp_nat_stats s;
+	struct rte_mbuf *m;
+	struct ns_rec r;
+	struct fx f;
+
+	conf_nat64(&c);
+	c.defer_max_us = 2000;
+	fx_open_conf(&f, &c, 1024, 1024, 0);
+
+	/* the first packet waits; the flow's second one goes at once */
+	send6(&f, &out, 64);
+	cr_assert_eq(f.tx.n_outside, 0, "the first packet was not held");
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 1);
+	send6(&f, &out, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	f.now += 500 * 1000;
+	housekeep(&f);
+	cr_assert_eq(f.tx.n_outside, 0, "let go before its record settled");
+
+	/* drained is not settled; settled is */
+	r = one_record64(&f, NS_EV_CREATE);
+	housekeep(&f);
+	cr_assert_eq(f.tx.n_outside, 0, "let go when drained, not settled");
+	nsdp_lane_settle(f.lane, f.lane->drained);
+	housekeep(&f);
+	m = take(&f, 1);
+	out.saddr = r.s.xlat.saddr;
+	out.sport = r.s.xlat.sport;
+	out.ttl = 63;
+	check_v4_of(m, &out);
+	check_eth(m, &outside_mac, &router_mac);
+	rte_pktmbuf_free(m);
+	s = stats(&f);
+	cr_assert_eq(s.defer_held, 1);
+	cr_assert_eq(s.defer_settled, 1);
+	cr_assert_eq(s.defer_timeouts + s.defer_unrecorded, 0);
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 0);
+	fx_close(&f);
 }

@@ -30,9 +30,10 @@
  *   RST and FIN is SYN. An outbound SYN on a closing session (the tuple
  *   reused) puts it back in SYN sent.
  *
- * Not done here: ICMP errors (neither sent nor translated), fragments,
- * IP options, VLANs, hairpinning, ping to the gateway; IPv6 frames and
- * NAT64 return traffic, which this path hands to nsdp_nat64.c.
+ * Not done here: ICMP errors of NAT44 sessions (neither sent nor
+ * translated), fragments, IP options, VLANs, hairpinning, ping to the
+ * gateway; IPv6 frames, NAT64 return traffic and outside ICMP errors
+ * (with NAT64 on), which this path hands to nsdp_nat64.c.
  */
 #include <stddef.h>
 #include <string.h>
@@ -198,6 +199,10 @@ frame_parse(struct nsdp_nat *nat, enum nat_port port, struct rte_mbuf *m,
 			      : inside_dst_check(nat, p);
 	if (likely(!why) && unlikely(p->ip->time_to_live <= 1))
 		why = &nat->st.ttl_expired;
+	if (unlikely(!why && inbound && p->proto == IPPROTO_ICMP &&
+		     nat->side6) &&
+	    nsdp_nat64_icmp_outside(nat, m, p, now, tx) == 0)
+		return 0;
 	if (likely(!why))
 		why = l4_parse(nat, m, p, inbound);
 	if (likely(!why) && inbound &&

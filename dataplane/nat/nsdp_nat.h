@@ -149,6 +149,12 @@ struct nsdp_nat_stats {
 	 * (answers and announcements), NS sent, and ND not for us,
 	 * malformed, or received while a standby */
 	uint64_t nd_in, nd_adverts_sent, nd_solicits_sent, nd_ignored;
+	/* NAT64 ICMP errors (RFC 7915 4.2, 5.2): translated either way;
+	 * dropped as their embedded packet is no session's, or is truncated
+	 * or malformed (or the error's checksum is bad). Types and codes
+	 * without a counterpart count as icmp_unsupported. */
+	uint64_t icmp_errors_translated;
+	uint64_t icmp_error_no_session, icmp_error_bad;
 };
 
 struct nsdp_nat;

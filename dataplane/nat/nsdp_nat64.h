@@ -30,6 +30,15 @@ int nsdp_nat64_outside(struct nsdp_nat *nat, struct rte_mbuf *m,
 		       const struct pkt *p, uint64_t now,
 		       struct nsdp_nat_tx *tx);
 
+/* An outside ICMP packet p (parsed and checked by the NAT44 path up to
+ * its IPv4 header) that may be an error about a NAT64 session's packet:
+ * 0 when it was one (destination unreachable, time exceeded, parameter
+ * problem), translated to ICMPv6 and forwarded on the inside, or dropped
+ * and counted (m consumed), -ENOENT for any other ICMP (m untouched). */
+int nsdp_nat64_icmp_outside(struct nsdp_nat *nat, struct rte_mbuf *m,
+			    const struct pkt *p, uint64_t now,
+			    struct nsdp_nat_tx *tx);
+
 /* Housekeeping while active: the announcement after a promotion, and a
  * slice of the IPv6 table's positions swept for idle sessions
  * (the whole of it about once a second). */
