@@ -32,7 +32,8 @@
  *
  * Not done here: ICMP errors (neither sent nor translated), fragments,
  * IP options, VLANs, hairpinning, ping to the gateway; IPv6 frames and
- * NAT64 return traffic, which this path hands to nsdp_nat64.c.
+ * NAT64 return traffic, which this path hands to nsdp_nat64.c (inside
+ * IPv6) and nsdp_nat66.c (outside IPv6).
  */
 #include <stddef.h>
 #include <string.h>
@@ -43,6 +44,7 @@
 #include <rte_udp.h>
 
 #include "nsdp_nat64.h"
+#include "nsdp_nat66.h"
 #include "nsdp_nat_arp.h"
 #include "nsdp_nat_session.h"
 #include "nsdp_nat_state.h"
@@ -162,6 +164,10 @@ static inline int frame_accept(struct nsdp_nat *nat, enum nat_port port,
 				 rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) &&
 			 port == PORT_INSIDE && nat->side6)
 			nsdp_nat64_inside(nat, m, now, tx);
+		else if (eth->ether_type ==
+				 rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) &&
+			 nat->nat66)
+			nsdp_nat66_outside(nat, m, now, tx);
 		else
 			drop(m, &nat->st.not_ipv4);
 		return 0;
