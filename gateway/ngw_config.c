@@ -92,7 +92,7 @@ static const struct nsa_key ngw_keys[] = {
 	NSA_STR("gateway", "nat64_prefix", gw.nat64_prefix, "64:ff9b::/96",
 		"The NAT64 prefix (RFC 6052): an IPv4 server's address is the destination's low 32 bits. Only a /96."),
 	NSA_STR("gateway", "outside_address6", gw.outside_address6, "",
-		"The gateway's own IPv6 address on the outside (it answers neighbour solicitations for it there); setting it turns NAT66 on: inside IPv6 traffic to destinations outside `nat64_prefix` leaves from this address with a port (TCP, UDP) or ICMPv6 echo id from its own port range (`ports`), and the replies come back (see docs/gateway-and-failover.md). Empty = NAT66 off (such traffic is dropped as `not_ours`). Needs `inside_address6`."),
+		"The gateway's own IPv6 address on the outside (it answers neighbour solicitations for it there); setting it turns NAT66 on: inside IPv6 traffic to destinations outside `nat64_prefix` leaves from this address with a port (TCP, UDP) or ICMPv6 echo id from `ports` (this address's own: no NAT44 or NAT64 session shares it), and the replies come back (see docs/gateway-and-failover.md). Empty = NAT66 off (such traffic is dropped as `not_ours`). Needs `inside_address6`."),
 	NSA_STR("gateway", "next_hop6", gw.next_hop6, "",
 		"With `outside_address6`: IPv6 address of the outside router (it is solicited until it answers); empty = IPv6 destinations are on-link."),
 	NSA_NUM("gateway", "rx_descriptors", gw.rx_descriptors, 64, 16384,
