@@ -328,10 +328,11 @@ static int32_t find6(const struct nsdp_table *v6, uint8_t proto,
 	return -ENOENT;
 }
 
-int32_t nsdp_table_find_v6(const struct nsdp_table *t, uint8_t proto,
-			   const uint8_t saddr[16], uint16_t sport,
-			   const uint8_t daddr[16], uint16_t dport,
-			   struct ns_rec *out)
+/* find6() by a tuple of whole IPv6 addresses (flow or NAT66 reply). */
+static int32_t find6_whole(const struct nsdp_table *t, uint8_t proto,
+			   enum find6_by by, const uint8_t saddr[16],
+			   uint16_t sport, const uint8_t daddr[16],
+			   uint16_t dport, struct ns_rec *out)
 {
 	struct ns_tuple key = {.saddr = fold(saddr),
 			       .daddr = fold(daddr),
@@ -340,7 +341,15 @@ int32_t nsdp_table_find_v6(const struct nsdp_table *t, uint8_t proto,
 
 	if (!t->v6)
 		return -ENOENT;
-	return find6(t->v6, proto, BY_FLOW, &key, saddr, daddr, out);
+	return find6(t->v6, proto, by, &key, saddr, daddr, out);
+}
+
+int32_t nsdp_table_find_v6(const struct nsdp_table *t, uint8_t proto,
+			   const uint8_t saddr[16], uint16_t sport,
+			   const uint8_t daddr[16], uint16_t dport,
+			   struct ns_rec *out)
+{
+	return find6_whole(t, proto, BY_FLOW, saddr, sport, daddr, dport, out);
 }
 
 int nsdp_table_lookup_v6(const struct nsdp_table *t, uint8_t proto,
@@ -367,12 +376,6 @@ int32_t nsdp_table_find_reply66(const struct nsdp_table *t, uint8_t proto,
 				const uint8_t daddr[16], uint16_t dport,
 				struct ns_rec *out)
 {
-	struct ns_tuple key = {.saddr = fold(saddr),
-			       .daddr = fold(daddr),
-			       .sport = sport,
-			       .dport = dport};
-
-	if (!t->v6)
-		return -ENOENT;
-	return find6(t->v6, proto, BY_REPLY66, &key, saddr, daddr, out);
+	return find6_whole(t, proto, BY_REPLY66, saddr, sport, daddr, dport,
+			   out);
 }

@@ -445,18 +445,46 @@ static int session_store_v6(struct nsdp_nat *nat, const struct ns_rec *r,
 	return -ENOSPC;
 }
 
-/* The side state of the IPv6 session r just stored at pos, counted and
- * recorded. */
-static void session6_started(struct nsdp_nat *nat, int32_t pos,
-			     const struct ns_rec *r, uint8_t tcp, uint64_t now)
+/* The fields of the new IPv6 session r of family that every IPv6 family
+ * fills alike from p, with outside port port; the caller adds its own. */
+static void rec6_init(const struct nsdp_nat *nat, struct ns_rec *r,
+		      uint8_t family, const struct pkt6 *p, uint16_t port,
+		      uint8_t tcp)
 {
-	struct side6 *sd6 = &nat->side6[pos];
+	memset(r, 0, sizeof(*r));
+	r->s.family = family;
+	r->s.proto = p->proto;
+	r->s.orig.sport = p->t.sport;
+	r->s.orig.dport = p->t.dport;
+	r->s.xlat.sport = port;
+	r->s.xlat.dport = p->t.dport;
+	r->s.timeout_ms = timeout_for(nat, p->proto, tcp);
+	memcpy(r->v6.orig_saddr, p->ip6->src_addr, 16);
+	memcpy(r->v6.orig_daddr, p->ip6->dst_addr, 16);
+}
 
+/* Stamp, store, count and record the new IPv6 session r (its port
+ * taken), with its side state: its position, or -1 with the port freed
+ * again and *why the counter. */
+static int32_t session6_commit(struct nsdp_nat *nat, struct ns_rec *r,
+			       uint8_t tcp, uint64_t now, uint64_t **why)
+{
+	struct side6 *sd6;
+	int32_t pos;
+
+	session_stamp(nat, &r->s, NS_EV_CREATE, now);
+	if (unlikely(session_store_v6(nat, r, &pos) != 0)) {
+		port_free6(nat, r);
+		*why = &nat->st.table_full;
+		return -1;
+	}
+	sd6 = &nat->side6[pos];
 	side_set(&sd6->sd, &r->s, tcp, now, now);
 	memcpy(sd6->saddr, r->v6.orig_saddr, 16);
 	memcpy(sd6->daddr, r->v6.orig_daddr, 16);
 	NSDP_STAT_INC(nat->st.created);
 	session_record_v6(nat, r);
+	return pos;
 }
 
 /* Whether the table and its IPv6 table have room for one more session;
@@ -481,7 +509,6 @@ int32_t nsdp_nat64_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
 	uint64_t src6[2];
 	uint32_t addr;
 	uint16_t port;
-	int32_t pos;
 	uint8_t tcp = p->proto == IPPROTO_TCP ? TCP_SYN_SENT : TCP_NONE;
 
 	if (!table6_room(nat, why))
@@ -494,27 +521,11 @@ int32_t nsdp_nat64_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
 		*why = &nat->st.ports_exhausted;
 		return -1;
 	}
-	memset(r, 0, sizeof(*r));
-	r->s.family = NS_FAMILY_NAT64;
-	r->s.proto = p->proto;
-	r->s.orig.sport = p->t.sport;
-	r->s.orig.dport = p->t.dport;
+	rec6_init(nat, r, NS_FAMILY_NAT64, p, port, tcp);
 	r->s.xlat.saddr = addr;
 	r->s.xlat.daddr = p->t.daddr;
-	r->s.xlat.sport = port;
-	r->s.xlat.dport = p->t.dport;
-	r->s.timeout_ms = timeout_for(nat, p->proto, tcp);
-	memcpy(r->v6.orig_saddr, p->ip6->src_addr, 16);
-	memcpy(r->v6.orig_daddr, p->ip6->dst_addr, 16);
 	r->v6.prefix_len = nat->conf.nat64_prefix_len;
-	session_stamp(nat, &r->s, NS_EV_CREATE, now);
-	if (unlikely(session_store_v6(nat, r, &pos) != 0)) {
-		port_free(nat, p->proto, addr, port);
-		*why = &nat->st.table_full;
-		return -1;
-	}
-	session6_started(nat, pos, r, tcp, now);
-	return pos;
+	return session6_commit(nat, r, tcp, now, why);
 }
 
 void nsdp_nat64_session_refresh(struct nsdp_nat *nat, struct side *sd,
@@ -550,7 +561,6 @@ int32_t nsdp_nat66_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
 {
 	int mp = map_proto(p->proto);
 	uint16_t port;
-	int32_t pos;
 	uint8_t tcp = p->proto == IPPROTO_TCP ? TCP_SYN_SENT : TCP_NONE;
 
 	if (!table6_room(nat, why))
@@ -559,26 +569,10 @@ int32_t nsdp_nat66_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
 		*why = &nat->st.ports_exhausted;
 		return -1;
 	}
-	memset(r, 0, sizeof(*r));
-	r->s.family = NS_FAMILY_NAT66;
-	r->s.proto = p->proto;
-	r->s.orig.sport = p->t.sport;
-	r->s.orig.dport = p->t.dport;
-	r->s.xlat.sport = port;
-	r->s.xlat.dport = p->t.dport;
-	r->s.timeout_ms = timeout_for(nat, p->proto, tcp);
-	memcpy(r->v6.orig_saddr, p->ip6->src_addr, 16);
-	memcpy(r->v6.orig_daddr, p->ip6->dst_addr, 16);
+	rec6_init(nat, r, NS_FAMILY_NAT66, p, port, tcp);
 	memcpy(r->v6.xlat_saddr, nat->conf.outside_addr6, 16);
 	memcpy(r->v6.xlat_daddr, p->ip6->dst_addr, 16);
-	session_stamp(nat, &r->s, NS_EV_CREATE, now);
-	if (unlikely(session_store_v6(nat, r, &pos) != 0)) {
-		port_free6(nat, r);
-		*why = &nat->st.table_full;
-		return -1;
-	}
-	session6_started(nat, pos, r, tcp, now);
-	return pos;
+	return session6_commit(nat, r, tcp, now, why);
 }
 
 int nsdp_nat66_maps_init(struct nsdp_nat *nat)
