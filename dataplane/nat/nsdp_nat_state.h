@@ -174,11 +174,6 @@ struct nsdp_nat {
 	struct side6 *side6;
 	uint32_t n_positions6;
 	struct neigh6 *neigh6[2];
-	/* NAT66 (nat66 0: off; on only with NAT64): the outside address's
-	 * own port maps, one per protocol */
-	uint32_t nat66;
-	struct port_map maps6[MAP_PROTOS];
-	uint64_t *map6_bits;
 
 	/* The lcore's alone. */
 	enum nsdp_nat_mode mode;
@@ -189,8 +184,6 @@ struct nsdp_nat {
 	uint32_t sweep_pos;
 	uint32_t sweep_pos6;
 	uint32_t announce6; /* an unsolicited NA is due (promotion) */
-	uint32_t announce66; /* the same on the outside (NAT66) */
-	uint64_t nexthop6_asked_ns;
 	uint16_t ip_id; /* IPv4 identification of translated packets */
 	uint64_t last_housekeep_ns;
 	uint64_t nexthop_asked_ns;
@@ -203,6 +196,15 @@ struct nsdp_nat {
 	uint64_t defer_max_ns;
 	/* read by others with NSDP_STAT_READ */
 	uint64_t defer_hist[NSDP_NAT_DEFER_BUCKETS];
+	/* NAT66 (nat66 0: off; on only with NAT64), after what the NAT44
+	 * touches per packet: outside_addr6's own port maps, one per
+	 * protocol (the lcore's, and activate's), the announcement after a
+	 * promotion and the last solicitation of next_hop6 (the lcore's). */
+	uint32_t nat66;
+	uint32_t announce66;
+	struct port_map maps6[MAP_PROTOS];
+	uint64_t *map6_bits;
+	uint64_t nexthop6_asked_ns;
 
 	/* The handshake with the control thread: a request is
 	 * (generation << 1 | mode), each one a new generation, and the lcore
