@@ -69,6 +69,14 @@ int32_t nsdp_table_find_reply64(const struct nsdp_table *t, uint8_t proto,
 				const struct ns_tuple *reply,
 				struct ns_rec *out);
 
+/* The live NAT66 session of proto whose reply tuple (from the remote
+ * saddr, sport to the outside daddr, dport) is the given one (any
+ * thread): its position in the IPv6 table and *out filled, or -ENOENT. */
+int32_t nsdp_table_find_reply66(const struct nsdp_table *t, uint8_t proto,
+				const uint8_t saddr[16], uint16_t sport,
+				const uint8_t daddr[16], uint16_t dport,
+				struct ns_rec *out);
+
 /* Positions of the IPv6 table (its capacity; 0 without one), and the live
  * session at one of them (writer): 0, or -ENOENT. */
 uint32_t nsdp_table_positions_v6(const struct nsdp_table *t);

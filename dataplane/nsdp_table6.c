@@ -21,10 +21,10 @@
  * nothing more than one family test.
  *
  * A fast path finds a NAT64 session by its IPv4 reply tuple (the reply
- * index holds the unfolded outside addresses) and keeps per-session state
- * by the positions of the IPv6 table, as it does for IPv4.
- *
- * Not here: reply lookups of NAT66 sessions (by IPv6 reply tuple).
+ * index holds the unfolded outside addresses), a NAT66 one by its IPv6
+ * reply tuple (folded in the index, compared whole), and keeps
+ * per-session state by the positions of the IPv6 table, as it does for
+ * IPv4.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -262,14 +262,39 @@ int nsdp_table_at_v6(const struct nsdp_table *t, uint32_t pos,
 	return 0;
 }
 
-/* Probe the IPv6 table's flows index for the inside tuple key (addresses
- * folded) whose addresses are saddr and daddr, or its replies index for
- * the NAT64 session whose reply tuple is key (saddr, daddr NULL). */
-static int32_t find6(const struct nsdp_table *v6, uint8_t proto,
-		     const struct ns_tuple *key, const uint8_t *saddr,
-		     const uint8_t *daddr, struct ns_rec *out)
+/* How find6() probes: the flows index by inside tuple, or the replies
+ * index for a NAT64 or a NAT66 session's reply tuple. */
+enum find6_by { BY_FLOW, BY_REPLY64, BY_REPLY66 };
+
+/* Whether the session at (p, x) is the one find6() looks for by key, with
+ * the whole addresses saddr and daddr (BY_FLOW, BY_REPLY66). */
+static int find6_hit(enum find6_by by, const struct packed *p,
+		     const struct ns_session_v6 *x, const struct ns_tuple *key,
+		     const uint8_t *saddr, const uint8_t *daddr)
 {
-	const struct idx_bucket *index = saddr ? v6->flows : v6->replies;
+	switch (by) {
+	case BY_FLOW:
+		return ns_tuple_equal(&p->orig, key) &&
+		       memcmp(x->orig_saddr, saddr, 16) == 0 &&
+		       memcmp(x->orig_daddr, daddr, 16) == 0;
+	case BY_REPLY64:
+		return (p->flags & FLAG_NAT64) && reply_matches(p, key);
+	default:
+		return !(p->flags & FLAG_NAT64) && reply_matches(p, key) &&
+		       memcmp(x->xlat_daddr, saddr, 16) == 0 &&
+		       memcmp(x->xlat_saddr, daddr, 16) == 0;
+	}
+}
+
+/* Probe the IPv6 table for key (IPv6 addresses folded) as by says, the
+ * whole addresses being saddr and daddr (NULL for BY_REPLY64). */
+static int32_t find6(const struct nsdp_table *v6, uint8_t proto,
+		     enum find6_by by, const struct ns_tuple *key,
+		     const uint8_t *saddr, const uint8_t *daddr,
+		     struct ns_rec *out)
+{
+	const struct idx_bucket *index =
+		by == BY_FLOW ? v6->flows : v6->replies;
 	uint32_t h = key_hash(proto, key);
 	uint32_t b = home_bucket(v6, h), n;
 
@@ -281,7 +306,6 @@ static int32_t find6(const struct nsdp_table *v6, uint8_t proto,
 			uint32_t w = (uint32_t)__builtin_ctz(m), ref;
 			union packed_words u;
 			union ext_words x;
-			int hit;
 
 			m &= m - 1;
 			ref = __atomic_load_n(&bk->ref[w], __ATOMIC_ACQUIRE);
@@ -292,14 +316,7 @@ static int32_t find6(const struct nsdp_table *v6, uint8_t proto,
 			if (packed_state(&u.p) != ENTRY_LIVE ||
 			    u.p.proto != proto)
 				continue;
-			if (saddr)
-				hit = ns_tuple_equal(&u.p.orig, key) &&
-				      memcmp(x.x.orig_saddr, saddr, 16) == 0 &&
-				      memcmp(x.x.orig_daddr, daddr, 16) == 0;
-			else
-				hit = (u.p.flags & FLAG_NAT64) &&
-				      reply_matches(&u.p, key);
-			if (hit) {
+			if (find6_hit(by, &u.p, &x.x, key, saddr, daddr)) {
 				unpack6(&u.p, &x.x, out);
 				return (int32_t)(ref - 1);
 			}
@@ -311,10 +328,11 @@ static int32_t find6(const struct nsdp_table *v6, uint8_t proto,
 	return -ENOENT;
 }
 
-int32_t nsdp_table_find_v6(const struct nsdp_table *t, uint8_t proto,
-			   const uint8_t saddr[16], uint16_t sport,
-			   const uint8_t daddr[16], uint16_t dport,
-			   struct ns_rec *out)
+/* find6() by a tuple of whole IPv6 addresses (flow or NAT66 reply). */
+static int32_t find6_whole(const struct nsdp_table *t, uint8_t proto,
+			   enum find6_by by, const uint8_t saddr[16],
+			   uint16_t sport, const uint8_t daddr[16],
+			   uint16_t dport, struct ns_rec *out)
 {
 	struct ns_tuple key = {.saddr = fold(saddr),
 			       .daddr = fold(daddr),
@@ -323,7 +341,15 @@ int32_t nsdp_table_find_v6(const struct nsdp_table *t, uint8_t proto,
 
 	if (!t->v6)
 		return -ENOENT;
-	return find6(t->v6, proto, &key, saddr, daddr, out);
+	return find6(t->v6, proto, by, &key, saddr, daddr, out);
+}
+
+int32_t nsdp_table_find_v6(const struct nsdp_table *t, uint8_t proto,
+			   const uint8_t saddr[16], uint16_t sport,
+			   const uint8_t daddr[16], uint16_t dport,
+			   struct ns_rec *out)
+{
+	return find6_whole(t, proto, BY_FLOW, saddr, sport, daddr, dport, out);
 }
 
 int nsdp_table_lookup_v6(const struct nsdp_table *t, uint8_t proto,
@@ -342,5 +368,14 @@ int32_t nsdp_table_find_reply64(const struct nsdp_table *t, uint8_t proto,
 {
 	if (!t->v6)
 		return -ENOENT;
-	return find6(t->v6, proto, reply, NULL, NULL, out);
+	return find6(t->v6, proto, BY_REPLY64, reply, NULL, NULL, out);
+}
+
+int32_t nsdp_table_find_reply66(const struct nsdp_table *t, uint8_t proto,
+				const uint8_t saddr[16], uint16_t sport,
+				const uint8_t daddr[16], uint16_t dport,
+				struct ns_rec *out)
+{
+	return find6_whole(t, proto, BY_REPLY66, saddr, sport, daddr, dport,
+			   out);
 }

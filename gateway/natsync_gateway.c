@@ -1,5 +1,5 @@
 /*
- * natsync_gateway.c - natsync-gateway, the reference NAT44 and NAT64
+ * natsync_gateway.c - natsync-gateway, the reference NAT44, NAT64 and NAT66
  * gateway.
  *
  * One DPDK process with an inside and an outside port (any PMD), one
@@ -38,8 +38,9 @@
  * promotion, the demotion and the fence are in ngw_promote.c.
  *
  * Not done here: more than one forwarding lcore (the table has one writer),
- * IP fragments reassembly, ICMP error translation for NAT44 sessions (NAT64
- * ones have it), NAT66 (NAT64 only, dataplane/nat/nsdp_nat64.h).
+ * IP fragments reassembly, ICMP error translation for NAT44 and NAT66
+ * sessions (NAT64 ones have it), NPTv6 (NAT64 and NAT66 only:
+ * dataplane/nat/nsdp_nat64.h, nsdp_nat66.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -86,15 +87,17 @@ static void usage(FILE *out)
 		"Usage: natsync-gateway -c FILE [options] [-- EAL-ARGS...]\n"
 		"       natsync-gateway --ctl COMMAND [-c FILE | -S SOCKET]\n"
 		"\n"
-		"The reference NAT44 and NAT64 gateway of natsync: source NAT "
-		"from the\n"
+		"The reference NAT44, NAT64 and NAT66 gateway of natsync: "
+		"source NAT from the\n"
 		"inside port to the outside pool (and stateful NAT64 of the "
 		"inside's\n"
-		"IPv6 hosts with [gateway] inside_address6), with its session "
-		"table\n"
-		"replicated through the store so that a standby gateway can "
-		"take over\n"
-		"every flow.\n"
+		"IPv6 hosts with [gateway] inside_address6; stateful NAT66 of "
+		"their\n"
+		"other IPv6 traffic with outside_address6 too, off while it is "
+		"unset),\n"
+		"with its session table replicated through the store so that a "
+		"standby\n"
+		"gateway can take over every flow.\n"
 		"\n"
 		"  -c, --config FILE     configuration file (INI; see\n"
 		"                        docs/configuration.md)\n"

@@ -91,6 +91,10 @@ static const struct nsa_key ngw_keys[] = {
 		"The gateway's own IPv6 address on the inside (it answers neighbour solicitations for it); setting it turns NAT64 on: inside IPv6 hosts reach IPv4 servers through `nat64_prefix`, translated to the pool (TCP, UDP, ICMPv6 echo, and the ICMP errors about them; see docs/gateway-and-failover.md). Needs `[standby] table_capacity_v6`, where the NAT64 sessions live."),
 	NSA_STR("gateway", "nat64_prefix", gw.nat64_prefix, "64:ff9b::/96",
 		"The NAT64 prefix (RFC 6052): an IPv4 server's address is the destination's low 32 bits. Only a /96."),
+	NSA_STR("gateway", "outside_address6", gw.outside_address6, "",
+		"The gateway's own IPv6 address on the outside (it answers neighbour solicitations for it there); setting it turns NAT66 on: inside IPv6 traffic to destinations outside `nat64_prefix` leaves from this address with a port (TCP, UDP) or ICMPv6 echo id from `ports` (this address's own: no NAT44 or NAT64 session shares it), and the replies come back (see docs/gateway-and-failover.md). Empty = NAT66 off (such traffic is dropped as `not_ours`). Needs `inside_address6`."),
+	NSA_STR("gateway", "next_hop6", gw.next_hop6, "",
+		"With `outside_address6`: IPv6 address of the outside router (it is solicited until it answers); empty = IPv6 destinations are on-link."),
 	NSA_NUM("gateway", "rx_descriptors", gw.rx_descriptors, 64, 16384,
 		"1024", "Receive descriptors per port."),
 	NSA_NUM("gateway", "tx_descriptors", gw.tx_descriptors, 64, 16384,
@@ -123,6 +127,14 @@ static int ngw_prefix6(const char *text, uint8_t addr[16])
 	return (int)len;
 }
 
+/* text as an IPv6 address into addr; all zeroes when empty or not one
+ * (ngw_config_check reports what does not parse). */
+static void ngw_addr6(const char *text, uint8_t addr[16])
+{
+	if (!text[0] || inet_pton(AF_INET6, text, addr) != 1)
+		memset(addr, 0, 16);
+}
+
 /* The NAT's configuration from [gateway], [agent] gateway_id and [standby]
  * table_capacity. */
 static void ngw_config_derive(struct nsa_config *agent)
@@ -145,6 +157,8 @@ static void ngw_config_derive(struct nsa_config *agent)
 		memset(nat->inside_addr6, 0, sizeof(nat->inside_addr6));
 	nat->nat64_prefix_len =
 		(uint8_t)ngw_prefix6(c->gw.nat64_prefix, nat->nat64_prefix);
+	ngw_addr6(c->gw.outside_address6, nat->outside_addr6);
+	ngw_addr6(c->gw.next_hop6, nat->next_hop6);
 }
 
 const struct nsa_key_table ngw_config_keys = {
@@ -215,6 +229,45 @@ static int ngw_check_nat64(const struct ngw_config *c, char *err,
 	return 0;
 }
 
+/* NAT66 (when outside_address6 is set): a global unicast address other
+ * than inside_address6 and outside the prefix, NAT64 on, a next hop that
+ * parses. */
+static int ngw_check_nat66(const struct ngw_config *c, char *err,
+			   size_t errlen)
+{
+	const struct ngw_gateway_conf *gw = &c->gw;
+	char why[128];
+	uint8_t a[16];
+
+	if (gw->next_hop6[0] && inet_pton(AF_INET6, gw->next_hop6, a) != 1) {
+		snprintf(err, errlen,
+			 "[gateway] next_hop6: %s is not an IPv6 address",
+			 gw->next_hop6);
+		return -1;
+	}
+	if (!gw->outside_address6[0])
+		return 0;
+	if (inet_pton(AF_INET6, gw->outside_address6, a) != 1) {
+		snprintf(err, errlen,
+			 "[gateway] outside_address6: %s is not an IPv6 "
+			 "address",
+			 gw->outside_address6);
+		return -1;
+	}
+	if (!gw->inside_address6[0]) {
+		snprintf(err, errlen,
+			 "[gateway] outside_address6: NAT66 needs "
+			 "inside_address6 (the inside hosts' IPv6 router); "
+			 "set it");
+		return -1;
+	}
+	if (nsdp_nat_conf_check(&gw->nat, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "[gateway] outside_address6: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
 /* What natsync-gateway needs on top of nsa_config_finish: two distinct
  * ports, its inside address outside a non-empty pool, a non-empty port
  * range and one lane (one forwarding lcore). The first problem found is
@@ -270,7 +323,7 @@ int ngw_config_check(const struct ngw_config *c, char *err, size_t errlen)
 			 nat->port_min, nat->port_max);
 		return -1;
 	}
-	if (ngw_check_nat64(c, err, errlen))
+	if (ngw_check_nat64(c, err, errlen) || ngw_check_nat66(c, err, errlen))
 		return -1;
 	if (c->agent.lanes != 1) {
 		snprintf(err, errlen,

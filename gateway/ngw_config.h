@@ -52,6 +52,10 @@ struct ngw_gateway_conf {
 	 * and nat.nat64_prefix_len): on when inside_address6 is set. */
 	char inside_address6[64];
 	char nat64_prefix[64];
+	/* NAT66, as written (nat.outside_addr6, nat.next_hop6): on when
+	 * outside_address6 is set (and NAT64 is on). */
+	char outside_address6[64];
+	char next_hop6[64];
 };
 
 struct ngw_config {

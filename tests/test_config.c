@@ -1322,3 +1322,66 @@ Test(config, kernel_pair_example_files_load_and_pass_the_checks)
 	cr_assert_eq(s.commit, NSA_COMMIT_CONNTRACK);
 	cr_assert_eq(a.gateway_id, s.gateway_id);
 }
+
+/* gateway_ini with IPv6 lines (NAT64's IPv6 table included), finished:
+ * the gateway check's error, or "" when it accepts. */
+static const char *nst_gateway6_check(struct ngw_config *c, const char *lines,
+				      char *err, size_t errlen)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text),
+		 "[standby]\ntable_capacity_v6 = 64\n%s%s", gateway_ini, lines);
+	cr_assert_eq(nst_gw_load(c, text, err, errlen), 0, "%s", err);
+	cr_assert_eq(nsa_config_finish(&c->agent, err, errlen), 0, "%s", err);
+	err[0] = '\0';
+	ngw_config_check(c, err, errlen);
+	return err;
+}
+
+Test(config, gateway_check_takes_nat66_only_beside_nat64_with_good_addresses)
+{
+	static const uint8_t out6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x10};
+	static const uint8_t hop6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 1};
+	static const struct {
+		const char *lines, *want;
+	} cases[] = {
+		{"outside_address6 = 2001:db8::10\n",
+		 "[gateway] outside_address6: NAT66 needs inside_address6 (the "
+		 "inside hosts' IPv6 router); set it"},
+		{"inside_address6 = fd00::1\noutside_address6 = 2001:db8::zz\n",
+		 "[gateway] outside_address6: 2001:db8::zz is not an IPv6 "
+		 "address"},
+		{"inside_address6 = fd00::1\noutside_address6 = fd00::1\n",
+		 "[gateway] outside_address6: outside_addr6 is inside_addr6"},
+		{"inside_address6 = fd00::1\noutside_address6 = ff02::1\n",
+		 "[gateway] outside_address6: outside_addr6 is not a global "
+		 "unicast address"},
+		{"inside_address6 = fd00::1\noutside_address6 = 2001:db8::10\n"
+		 "next_hop6 = router\n",
+		 "[gateway] next_hop6: router is not an IPv6 address"},
+	};
+	struct ngw_config c;
+	char err[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		cr_assert_str_eq(nst_gateway6_check(&c, cases[i].lines, err,
+						    sizeof(err)),
+				 cases[i].want);
+	/* both set: accepted, and the NAT's addresses follow */
+	cr_assert_str_eq(nst_gateway6_check(&c,
+					    "inside_address6 = fd00::1\n"
+					    "outside_address6 = 2001:db8::10\n"
+					    "next_hop6 = 2001:db8::1\n",
+					    err, sizeof(err)),
+			 "");
+	cr_assert(memcmp(c.gw.nat.outside_addr6, out6, 16) == 0);
+	cr_assert(memcmp(c.gw.nat.next_hop6, hop6, 16) == 0);
+	/* unset: NAT66 off */
+	cr_assert_str_eq(nst_gateway6_check(&c, "inside_address6 = fd00::1\n",
+					    err, sizeof(err)),
+			 "");
+	cr_assert(c.gw.nat.outside_addr6[0] == 0 &&
+		  c.gw.nat.outside_addr6[15] == 0);
+}

@@ -25,13 +25,16 @@
  * restarts as a standby and resyncs; B is demoted and A promoted again
  * (failback), and the same connection goes on through A.
  *
- * NAT64, in the first of those tests: the client also has fd00:1::2/64
- * and a route to 64:ff9b::/96 via the gateways' inside_address6
- * fd00:1::1, and a TCP connection and a UDP flow of its own reach the
- * IPv4 server through NAT64 the same way. At the kill the IPv6 client
- * falls silent and, once B is promoted, the server speaks first on the
- * TCP connection (B's first packet of it comes from the outside, to a host
- * it has to solicit), then the client goes on.
+ * NAT64 and NAT66, in the first of those tests: the client also has
+ * fd00:1::2/64 and routes to 64:ff9b::/96 and 2001:db8:2::/64 via the
+ * gateways' inside_address6 fd00:1::1, the server also has
+ * 2001:db8:2::2/64 beside the gateways' outside_address6 2001:db8:2::1,
+ * and the client's TCP connection and UDP flow to the IPv4 server
+ * through NAT64, and another pair to the IPv6 server through NAT66, go
+ * the same way. At the kill the IPv6 client falls silent and, once B is
+ * promoted, the server speaks first on each TCP connection (B's first
+ * packet of it comes from the outside, to a host it has to solicit), then
+ * the client goes on.
  *
  * Both ways to run the agent: threads inside the gateways, and
  * natsync-agent secondary processes attached to the gateways' rings
@@ -90,6 +93,12 @@
 #define CLIENT6_ADDR "fd00:1::2"
 #define INSIDE6_ADDR "fd00:1::1"
 #define SERVER6_ADDR "64:ff9b::c633:6402"
+/* NAT66: the IPv6 server's ports and address, and the gateways'
+ * outside_address6 (the server's neighbour, on its link). */
+#define TCP66_PORT 5021
+#define UDP66_PORT 5022
+#define SERVER66_ADDR "2001:db8:2::2"
+#define OUTSIDE6_ADDR "2001:db8:2::1"
 
 /* What the client and server threads saw; written by them, read by the
  * test with atomics. */
@@ -115,7 +124,8 @@ static struct {
 
 /* ---- the network -------------------------------------------------------- */
 
-/* Set by a test: the gateways also do NAT64 and the client has IPv6. */
+/* Set by a test: the gateways also do NAT64 and NAT66, the client and the
+ * server have IPv6. */
 static int nat64;
 
 static void net_teardown(void)
@@ -175,8 +185,13 @@ static void net_setup(void)
 		    "net.ipv6.conf.br0.disable_ipv6=0\n"
 		    "ip -n nstfo-c addr add " CLIENT6_ADDR "/64 dev br0 nodad\n"
 		    "ip -n nstfo-c -6 route add 64:ff9b::/96 via " INSIDE6_ADDR
-		    "\n");
-	cr_assert_eq(rc, 0, "cannot give the client IPv6");
+		    "\n"
+		    "ip -n nstfo-c -6 route add 2001:db8:2::/64 via " INSIDE6_ADDR
+		    "\n"
+		    "ip netns exec nstfo-s sysctl -qw "
+		    "net.ipv6.conf.br0.disable_ipv6=0\n"
+		    "ip -n nstfo-s addr add " SERVER66_ADDR "/64 dev br0 nodad\n");
+	cr_assert_eq(rc, 0, "cannot give the client and the server IPv6");
 }
 
 /* ---- server (nstfo-s) ------------------------------------------------------ */
@@ -422,24 +437,35 @@ static void *burst_main(void *arg)
 	return NULL;
 }
 
-/* ---- NAT64 flows: an IPv6 client, the IPv4 server ------------------------- */
+/* ---- IPv6 flows: an IPv6 client, through NAT64 and NAT66 ------------------ */
 
-/* What the IPv6 client's flows saw; the thread writes, the test reads with
- * atomics. quiet: the client sends nothing; speak: the server sends
- * SPEAK_BYTES of its own on the TCP connection (once). */
+/* What one of the IPv6 client's pairs of flows (a TCP connection and a UDP
+ * flow) saw; its thread writes, the test reads with atomics. quiet: the
+ * client sends nothing; speak: the server sends SPEAK_BYTES of its own on
+ * the TCP connection (once). The server listens on family (AF_INET: the
+ * IPv4 server reached through NAT64; AF_INET6: the IPv6 server reached
+ * through NAT66) and the client connects to server_addr. */
 #define SPEAK_BYTES 32
 
-static struct {
+struct flow6 {
+	const char *name;
+	int family;
+	const char *server_addr;
+	uint16_t tcp_port, udp_port;
+	pthread_t thread;
 	int quiet, speak;
 	uint64_t tcp_sent, tcp_echoed, tcp_mismatch, tcp_closed, accepts;
 	uint64_t udp_sent, udp_replies;
 	uint64_t spoken, heard; /* server-first bytes sent, received */
 	uint64_t n_udp_sources;
-	struct sockaddr_in tcp_peer, udp_source;
-} f6;
+	struct sockaddr_storage tcp_peer, udp_source;
+};
 
-#define LOAD6(f) __atomic_load_n(&f6.f, __ATOMIC_ACQUIRE)
-#define ADD6(f, v) __atomic_add_fetch(&f6.f, (v), __ATOMIC_RELEASE)
+static struct flow6 f6[2];
+#define N_FLOWS6 (sizeof(f6) / sizeof(f6[0]))
+
+#define LOAD6(fl, f) __atomic_load_n(&(fl)->f, __ATOMIC_ACQUIRE)
+#define ADD6(fl, f, v) __atomic_add_fetch(&(fl)->f, (v), __ATOMIC_RELEASE)
 
 /* The server side, sockets made in nstfo-s: echo TCP (and speak first
  * when told), echo UDP noting its translated source. */
@@ -447,13 +473,14 @@ struct server6 {
 	int lfd, ufd, cfd;
 };
 
-static void server6_step(struct server6 *sv, const struct pollfd *p)
+static void server6_step(struct flow6 *fl, struct server6 *sv,
+			 const struct pollfd *p)
 {
 	char buf[4096];
 	ssize_t n;
 
 	if (p[0].revents & POLLIN) {
-		struct sockaddr_in peer;
+		struct sockaddr_storage peer;
 		socklen_t len = sizeof(peer);
 		int fd = accept(sv->lfd, (struct sockaddr *)&peer, &len);
 
@@ -461,23 +488,22 @@ static void server6_step(struct server6 *sv, const struct pollfd *p)
 			if (sv->cfd >= 0)
 				close(sv->cfd);
 			sv->cfd = fd;
-			f6.tcp_peer = peer;
-			ADD6(accepts, 1);
+			fl->tcp_peer = peer;
+			ADD6(fl, accepts, 1);
 		}
 	}
 	if (p[1].revents & POLLIN) {
-		struct sockaddr_in from;
+		struct sockaddr_storage from;
 		socklen_t len = sizeof(from);
 
+		memset(&from, 0, sizeof(from));
 		n = recvfrom(sv->ufd, buf, sizeof(buf), 0,
 			     (struct sockaddr *)&from, &len);
 		if (n > 0) {
-			if (LOAD6(n_udp_sources) == 0 ||
-			    from.sin_addr.s_addr !=
-				    f6.udp_source.sin_addr.s_addr ||
-			    from.sin_port != f6.udp_source.sin_port) {
-				f6.udp_source = from;
-				ADD6(n_udp_sources, 1);
+			if (LOAD6(fl, n_udp_sources) == 0 ||
+			    memcmp(&from, &fl->udp_source, len) != 0) {
+				fl->udp_source = from;
+				ADD6(fl, n_udp_sources, 1);
 			}
 			sendto(sv->ufd, buf, (size_t)n, 0,
 			       (struct sockaddr *)&from, len);
@@ -490,12 +516,12 @@ static void server6_step(struct server6 *sv, const struct pollfd *p)
 			sv->cfd = -1;
 		}
 	}
-	if (sv->cfd >= 0 && LOAD6(speak) && LOAD6(spoken) == 0) {
+	if (sv->cfd >= 0 && LOAD6(fl, speak) && LOAD6(fl, spoken) == 0) {
 		char msg[SPEAK_BYTES];
 
 		memset(msg, 's', sizeof(msg));
 		if (write(sv->cfd, msg, sizeof(msg)) == (ssize_t)sizeof(msg))
-			ADD6(spoken, sizeof(msg));
+			ADD6(fl, spoken, sizeof(msg));
 	}
 }
 
@@ -503,78 +529,93 @@ static void server6_step(struct server6 *sv, const struct pollfd *p)
  * ping, unless quiet; what comes back is checked. Server-first bytes come
  * before any echo of what was sent after them, as the client is quiet
  * while the server speaks. */
-static void client6_step(int tfd, int ufd, double *next_tick,
-			 const struct pollfd *p)
+static void client6_step(struct flow6 *fl, int tfd, int ufd,
+			 double *next_tick, const struct pollfd *p)
 {
 	uint8_t buf[4096];
 	double t = nsdp_now_s();
 
-	if (t >= *next_tick && !LOAD6(quiet)) {
+	if (t >= *next_tick && !LOAD6(fl, quiet)) {
 		uint8_t msg[32];
-		uint64_t base = LOAD6(tcp_sent);
+		uint64_t base = LOAD6(fl, tcp_sent);
 		ssize_t n;
 
 		for (size_t i = 0; i < sizeof(msg); i++)
 			msg[i] = stream_byte(base + i);
 		n = send(tfd, msg, sizeof(msg), MSG_NOSIGNAL);
 		if (n > 0)
-			ADD6(tcp_sent, (uint64_t)n);
+			ADD6(fl, tcp_sent, (uint64_t)n);
 		if (send(ufd, "ping6", 5, 0) == 5)
-			ADD6(udp_sent, 1);
+			ADD6(fl, udp_sent, 1);
 		*next_tick = t + TICK_MS / 1000.0;
 	}
 	if (p[3].revents & (POLLIN | POLLHUP | POLLERR)) {
 		ssize_t n = recv(tfd, buf, sizeof(buf), 0);
 
 		if (n == 0 || (n < 0 && errno != EAGAIN))
-			ADD6(tcp_closed, 1);
+			ADD6(fl, tcp_closed, 1);
 		for (ssize_t i = 0; i < n; i++) {
-			if (LOAD6(heard) < LOAD6(spoken) &&
-			    LOAD6(tcp_echoed) == LOAD6(tcp_sent)) {
+			if (LOAD6(fl, heard) < LOAD6(fl, spoken) &&
+			    LOAD6(fl, tcp_echoed) == LOAD6(fl, tcp_sent)) {
 				if (buf[i] != 's')
-					ADD6(tcp_mismatch, 1);
-				ADD6(heard, 1);
+					ADD6(fl, tcp_mismatch, 1);
+				ADD6(fl, heard, 1);
 				continue;
 			}
-			if (buf[i] != stream_byte(LOAD6(tcp_echoed)))
-				ADD6(tcp_mismatch, 1);
-			ADD6(tcp_echoed, 1);
+			if (buf[i] != stream_byte(LOAD6(fl, tcp_echoed)))
+				ADD6(fl, tcp_mismatch, 1);
+			ADD6(fl, tcp_echoed, 1);
 		}
 	}
 	if ((p[4].revents & POLLIN) && recv(ufd, buf, sizeof(buf), 0) > 0)
-		ADD6(udp_replies, 1);
+		ADD6(fl, udp_replies, 1);
+}
+
+/* A listening TCP and a bound UDP socket of fl's family on its ports (in
+ * the namespace the thread is in). */
+static void server6_open(const struct flow6 *fl, struct server6 *sv)
+{
+	struct sockaddr_storage sa;
+	socklen_t len;
+	int one = 1;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.ss_family = (sa_family_t)fl->family;
+	len = fl->family == AF_INET ? sizeof(struct sockaddr_in)
+				    : sizeof(struct sockaddr_in6);
+	sv->lfd = socket(fl->family, SOCK_STREAM, 0);
+	sv->ufd = socket(fl->family, SOCK_DGRAM, 0);
+	setsockopt(sv->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* sin_port and sin6_port lie at the same offset */
+	((struct sockaddr_in *)&sa)->sin_port = htons(fl->tcp_port);
+	if (bind(sv->lfd, (struct sockaddr *)&sa, len) != 0 ||
+	    listen(sv->lfd, 4) != 0)
+		abort();
+	((struct sockaddr_in *)&sa)->sin_port = htons(fl->udp_port);
+	if (bind(sv->ufd, (struct sockaddr *)&sa, len) != 0)
+		abort();
 }
 
 /* Both ends in one thread: a socket keeps the namespace it was made in. */
 static void *flow6_main(void *arg)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct flow6 *fl = arg;
 	struct sockaddr_in6 to = {.sin6_family = AF_INET6};
 	struct server6 sv = {.cfd = -1};
 	double next_tick = 0;
 	int one = 1, tfd = -1, ufd;
 
-	(void)arg;
 	nst_enter_netns("nstfo-s");
-	sv.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	sv.ufd = socket(AF_INET, SOCK_DGRAM, 0);
-	setsockopt(sv.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	sa.sin_port = htons(TCP6_PORT);
-	if (bind(sv.lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    listen(sv.lfd, 4) != 0)
-		abort();
-	sa.sin_port = htons(UDP6_PORT);
-	if (bind(sv.ufd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-		abort();
+	server6_open(fl, &sv);
 
 	nst_enter_netns("nstfo-c");
-	inet_pton(AF_INET6, SERVER6_ADDR, &to.sin6_addr);
-	to.sin6_port = htons(UDP6_PORT);
+	inet_pton(AF_INET6, fl->server_addr, &to.sin6_addr);
+	to.sin6_port = htons(fl->udp_port);
 	ufd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 	if (ufd < 0 || connect(ufd, (struct sockaddr *)&to, sizeof(to)) != 0)
 		abort();
 	/* Non-blocking connect: the server side accepts in the same loop. */
-	to.sin6_port = htons(TCP6_PORT);
+	to.sin6_port = htons(fl->tcp_port);
 	tfd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	setsockopt(tfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(tfd, (struct sockaddr *)&to, sizeof(to)) != 0 &&
@@ -590,9 +631,9 @@ static void *flow6_main(void *arg)
 
 		if (poll(p, 5, TICK_MS) < 0)
 			break;
-		server6_step(&sv, p);
-		if (LOAD6(accepts) > 0)
-			client6_step(tfd, ufd, &next_tick, p);
+		server6_step(fl, &sv, p);
+		if (LOAD6(fl, accepts) > 0)
+			client6_step(fl, tfd, ufd, &next_tick, p);
 	}
 	close(tfd);
 	close(ufd);
@@ -659,7 +700,9 @@ static void write_gateway_config(char id)
 		 id == 'A' ? "active" : "standby", id == 'A' ? 1 : 2, eal,
 		 STORE_PORT, layout, table_capacity,
 		 nat64 ? "table_capacity_v6 = 1024\n" : "",
-		 nat64 ? "inside_address6 = " INSIDE6_ADDR "\n" : "",
+		 nat64 ? "inside_address6 = " INSIDE6_ADDR
+			 "\noutside_address6 = " OUTSIDE6_ADDR "\n"
+		       : "",
 		 nst_run_path(id == 'A' ? "a.sock" : "b.sock"), promote_wait_ms,
 		 defer_max_us ? "yes" : "no",
 		 defer_max_us ? defer_max_us : 2000, udp_timeout,
@@ -947,82 +990,156 @@ static int flows_progress(uint64_t more_bytes, uint64_t more_udp, double secs)
 			secs);
 }
 
-static pthread_t flow6_thread;
-
-/* The IPv6 client's flows, through A's NAT64: both sessions (and only
- * they) in B's IPv6 table. */
+/* The IPv6 client's flows, through A's NAT64 to the IPv4 server and
+ * through A's NAT66 to the IPv6 server: the four sessions (and only they)
+ * in B's IPv6 table. */
 static void flows6_start(void)
 {
+	static const struct {
+		const char *name, *server_addr;
+		int family;
+		uint16_t tcp_port, udp_port;
+	} kinds[N_FLOWS6] = {
+		{"NAT64", SERVER6_ADDR, AF_INET, TCP6_PORT, UDP6_PORT},
+		{"NAT66", SERVER66_ADDR, AF_INET6, TCP66_PORT, UDP66_PORT},
+	};
 	char reply[4096];
+	size_t i;
 
-	memset(&f6, 0, sizeof(f6));
-	pthread_create(&flow6_thread, NULL, flow6_main, NULL);
-	cr_assert(WAIT_FOR(LOAD6(tcp_echoed) >= 640 && LOAD6(udp_replies) >= 20,
-			   20),
-		  "no NAT64 traffic through gateway A: tcp echoed %lu, udp "
-		  "%lu, accepts %lu; A: %s",
-		  (unsigned long)LOAD6(tcp_echoed),
-		  (unsigned long)LOAD6(udp_replies),
-		  (unsigned long)LOAD6(accepts),
-		  (ctl('A', "stats", reply, sizeof(reply)), reply));
-	cr_assert(WAIT_FOR(stat_value('B', "table.live_v6") == 2, 10),
+	memset(f6, 0, sizeof(f6));
+	for (i = 0; i < N_FLOWS6; i++) {
+		struct flow6 *fl = &f6[i];
+
+		fl->name = kinds[i].name;
+		fl->server_addr = kinds[i].server_addr;
+		fl->family = kinds[i].family;
+		fl->tcp_port = kinds[i].tcp_port;
+		fl->udp_port = kinds[i].udp_port;
+		pthread_create(&fl->thread, NULL, flow6_main, fl);
+	}
+	for (i = 0; i < N_FLOWS6; i++) {
+		struct flow6 *fl = &f6[i];
+
+		cr_assert(WAIT_FOR(LOAD6(fl, tcp_echoed) >= 640 &&
+					   LOAD6(fl, udp_replies) >= 20,
+				   20),
+			  "no %s traffic through gateway A: tcp echoed %lu, "
+			  "udp %lu, accepts %lu; A: %s",
+			  fl->name, (unsigned long)LOAD6(fl, tcp_echoed),
+			  (unsigned long)LOAD6(fl, udp_replies),
+			  (unsigned long)LOAD6(fl, accepts),
+			  (ctl('A', "stats", reply, sizeof(reply)), reply));
+	}
+	cr_assert(WAIT_FOR(stat_value('B', "table.live_v6") == 4, 10),
 		  "standby B's IPv6 table holds %ld sessions, not the 2 "
-		  "NAT64 ones",
+		  "NAT64 and 2 NAT66 ones",
 		  stat_value('B', "table.live_v6"));
 }
 
-/* The IPv6 client falls silent once all it sent came back. */
+/* The IPv6 client falls silent once all it sent came back; the server
+ * will speak first again when told. */
 static void flows6_quiet(void)
 {
-	__atomic_store_n(&f6.quiet, 1, __ATOMIC_RELEASE);
-	cr_assert(WAIT_FOR(LOAD6(tcp_echoed) == LOAD6(tcp_sent), 5),
-		  "NAT64: %lu of %lu bytes echoed before the kill",
-		  (unsigned long)LOAD6(tcp_echoed),
-		  (unsigned long)LOAD6(tcp_sent));
+	size_t i;
+
+	for (i = 0; i < N_FLOWS6; i++) {
+		struct flow6 *fl = &f6[i];
+
+		__atomic_store_n(&fl->speak, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&fl->quiet, 1, __ATOMIC_RELEASE);
+		cr_assert(WAIT_FOR(LOAD6(fl, tcp_echoed) ==
+					   LOAD6(fl, tcp_sent),
+				   5),
+			  "%s: %lu of %lu bytes echoed before the move",
+			  fl->name, (unsigned long)LOAD6(fl, tcp_echoed),
+			  (unsigned long)LOAD6(fl, tcp_sent));
+		__atomic_store_n(&fl->spoken, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&fl->heard, 0, __ATOMIC_RELEASE);
+	}
 }
 
-/* The server speaks first through gateway id, then the client goes on:
- * its bytes and pings come back. */
+/* On each pair of flows the server speaks first through gateway id, then
+ * the client goes on: its bytes and pings come back. */
 static void flows6_go_on_through(char id, const char *when)
 {
+	uint64_t sent[N_FLOWS6], udp[N_FLOWS6];
 	char reply[4096];
-	uint64_t sent, udp;
+	size_t i;
 
-	__atomic_store_n(&f6.speak, 1, __ATOMIC_RELEASE);
-	cr_assert(WAIT_FOR(LOAD6(heard) == SPEAK_BYTES, 15),
-		  "%s: the server's first %d bytes: %lu came through %c: %s",
-		  when, SPEAK_BYTES, (unsigned long)LOAD6(heard), id,
-		  (ctl(id, "stats", reply, sizeof(reply)), reply));
-	sent = LOAD6(tcp_sent);
-	udp = LOAD6(udp_replies);
-	__atomic_store_n(&f6.quiet, 0, __ATOMIC_RELEASE);
-	cr_assert(WAIT_FOR(LOAD6(tcp_echoed) >= sent + 640 &&
-				   LOAD6(udp_replies) >= udp + 20,
-			   30),
-		  "%s: NAT64 tcp echoed %lu (sent %lu), udp replies %lu "
-		  "(was %lu); %c: %s",
-		  when, (unsigned long)LOAD6(tcp_echoed), (unsigned long)sent,
-		  (unsigned long)LOAD6(udp_replies), (unsigned long)udp, id,
-		  (ctl(id, "stats", reply, sizeof(reply)), reply));
+	for (i = 0; i < N_FLOWS6; i++)
+		__atomic_store_n(&f6[i].speak, 1, __ATOMIC_RELEASE);
+	for (i = 0; i < N_FLOWS6; i++) {
+		struct flow6 *fl = &f6[i];
+
+		cr_assert(WAIT_FOR(LOAD6(fl, heard) == SPEAK_BYTES, 15),
+			  "%s: %s: the server's first %d bytes: %lu came "
+			  "through %c: %s",
+			  when, fl->name, SPEAK_BYTES,
+			  (unsigned long)LOAD6(fl, heard), id,
+			  (ctl(id, "stats", reply, sizeof(reply)), reply));
+		sent[i] = LOAD6(fl, tcp_sent);
+		udp[i] = LOAD6(fl, udp_replies);
+		__atomic_store_n(&fl->quiet, 0, __ATOMIC_RELEASE);
+	}
+	for (i = 0; i < N_FLOWS6; i++) {
+		struct flow6 *fl = &f6[i];
+
+		cr_assert(WAIT_FOR(LOAD6(fl, tcp_echoed) >= sent[i] + 640 &&
+					   LOAD6(fl, udp_replies) >=
+						   udp[i] + 20,
+				   30),
+			  "%s: %s tcp echoed %lu (sent %lu), udp replies %lu "
+			  "(was %lu); %c: %s",
+			  when, fl->name, (unsigned long)LOAD6(fl, tcp_echoed),
+			  (unsigned long)sent[i],
+			  (unsigned long)LOAD6(fl, udp_replies),
+			  (unsigned long)udp[i], id,
+			  (ctl(id, "stats", reply, sizeof(reply)), reply));
+	}
 }
 
-/* After the stop: one connection, exactly the bytes sent and the
- * server's, one translated UDP source, a TCP peer from the pool. */
+/* After the stop: on each pair, one connection, exactly the bytes sent
+ * and the server's, one translated UDP source, a TCP peer from the pool
+ * (NAT64) or outside_address6 (NAT66). */
 static void flows6_end_whole(void)
 {
-	char addr[INET_ADDRSTRLEN];
+	char addr[INET6_ADDRSTRLEN];
+	size_t i;
 
-	pthread_join(flow6_thread, NULL);
-	cr_expect_eq(LOAD6(tcp_mismatch), 0, "NAT64: bytes differ");
-	cr_expect_eq(LOAD6(tcp_closed), 0, "NAT64: the connection closed");
-	cr_expect_eq(LOAD6(accepts), 1, "NAT64: the client connected again");
-	cr_expect_eq(LOAD6(heard), SPEAK_BYTES);
-	cr_expect_eq(LOAD6(n_udp_sources), 1,
-		     "NAT64: the server saw the UDP flow from %lu sources",
-		     (unsigned long)LOAD6(n_udp_sources));
-	inet_ntop(AF_INET, &f6.tcp_peer.sin_addr, addr, sizeof(addr));
-	cr_expect(strcmp(addr, POOL_FIRST) == 0 || strcmp(addr, POOL_LAST) == 0,
-		  "NAT64: the server saw the TCP client as %s", addr);
+	for (i = 0; i < N_FLOWS6; i++) {
+		struct flow6 *fl = &f6[i];
+		const struct sockaddr_storage *peer = &fl->tcp_peer;
+
+		pthread_join(fl->thread, NULL);
+		cr_expect_eq(LOAD6(fl, tcp_mismatch), 0, "%s: bytes differ",
+			     fl->name);
+		cr_expect_eq(LOAD6(fl, tcp_closed), 0,
+			     "%s: the connection closed", fl->name);
+		cr_expect_eq(LOAD6(fl, accepts), 1,
+			     "%s: the client connected again", fl->name);
+		cr_expect_eq(LOAD6(fl, heard), SPEAK_BYTES);
+		cr_expect_eq(LOAD6(fl, n_udp_sources), 1,
+			     "%s: the server saw the UDP flow from %lu sources",
+			     fl->name, (unsigned long)LOAD6(fl, n_udp_sources));
+		if (fl->family == AF_INET) {
+			inet_ntop(AF_INET,
+				  &((const struct sockaddr_in *)peer)->sin_addr,
+				  addr, sizeof(addr));
+			cr_expect(strcmp(addr, POOL_FIRST) == 0 ||
+					  strcmp(addr, POOL_LAST) == 0,
+				  "NAT64: the server saw the TCP client as %s",
+				  addr);
+		} else {
+			inet_ntop(AF_INET6,
+				  &((const struct sockaddr_in6 *)peer)
+					   ->sin6_addr,
+				  addr, sizeof(addr));
+			cr_expect_str_eq(addr, OUTSIDE6_ADDR,
+					 "NAT66: the server saw the TCP client "
+					 "as %s",
+					 addr);
+		}
+	}
 }
 
 /* The network, the store, A active and B a synced standby, the client's
@@ -1182,7 +1299,7 @@ static void failover_scenario(const char *name)
 		  "the restarted gateway A did not resync as a standby");
 	cr_assert(status_has('A', "mode=standby"));
 	if (nat64)
-		cr_assert(WAIT_FOR(stat_value('A', "table.live_v6") == 2, 10),
+		cr_assert(WAIT_FOR(stat_value('A', "table.live_v6") == 4, 10),
 			  "the restarted A's IPv6 table holds %ld sessions",
 			  stat_value('A', "table.live_v6"));
 	if (external)
@@ -1202,10 +1319,7 @@ static void failover_scenario(const char *name)
 		  (unsigned long)LOAD(tcp_sent),
 		  (ctl('A', "stats", reply, sizeof(reply)), reply));
 	if (nat64) {
-		__atomic_store_n(&f6.speak, 0, __ATOMIC_RELEASE);
 		flows6_quiet();
-		__atomic_store_n(&f6.spoken, 0, __ATOMIC_RELEASE);
-		__atomic_store_n(&f6.heard, 0, __ATOMIC_RELEASE);
 		flows6_go_on_through('A', "after failback");
 	}
 	cr_expect_eq(stat_value('A', "nat.created"), 0,

@@ -4,7 +4,9 @@
  * port allocation, ARP and neighbors, standby and promotion over a
  * replicated table, and the policy for bad input; then NAT64 (IPv6 inside,
  * IPv4 outside): translations both ways, records, neighbour discovery,
- * shared ports, promotion, expiry and its drops.
+ * shared ports, promotion, expiry and its drops; and NAT66 (IPv6 both
+ * sides, from outside_addr6): the same, neighbour discovery on the
+ * outside, its own ports.
  *
  * Frames are built byte by byte (bench/nsb_frame.h, which natsync-gwbench
  * shares) into mbufs and run through
@@ -3516,4 +3518,709 @@ Test(nat, nat64_defer_holds_a_new_sessions_first_packet_until_its_record_settles
 	cr_assert_eq(s.defer_timeouts + s.defer_unrecorded, 0);
 	cr_assert_eq(nsdp_nat_deferred(f.nat), 0);
 	fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* NAT66                                                                */
+/* ------------------------------------------------------------------ */
+
+/* The gateway's outside IPv6 address 2001:db8:1::1, the outside router
+ * 2001:db8:1::fe (at router_mac), and a remote server 2001:db8:2::5. */
+static const uint8_t out6[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 1, [15] = 1};
+static const uint8_t router6[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 1, [15] = 0xfe};
+static const uint8_t remote6[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 2, [15] = 5};
+
+static void conf_nat66(struct nsdp_nat_conf *c)
+{
+	conf_nat64(c);
+	memcpy(c->outside_addr6, out6, 16);
+	memcpy(c->next_hop6, router6, 16);
+}
+
+/* A Neighbor Solicitation (type 135, to target's solicited-node group,
+ * with a source link-layer option) or Advertisement (136, to all nodes,
+ * solicited and override, with a target link-layer option) from s6 at
+ * smac about target, hop limit 255, into buf; its length. */
+static uint32_t nd6_write(uint8_t type, const uint8_t s6[16],
+			  const struct rte_ether_addr *smac,
+			  const uint8_t target[16], uint8_t *buf)
+{
+	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)buf;
+	struct rte_ipv6_hdr *ip6 = (struct rte_ipv6_hdr *)(eth + 1);
+	uint8_t *nd = (uint8_t *)(ip6 + 1);
+	uint16_t c;
+
+	memset(buf, 0, ETH6 + 32);
+	eth->src_addr = *smac;
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+	ip6->vtc_flow = rte_cpu_to_be_32(6u << 28);
+	ip6->payload_len = rte_cpu_to_be_16(32);
+	ip6->proto = IPPROTO_ICMPV6;
+	ip6->hop_limits = 255;
+	memcpy(ip6->src_addr, s6, 16);
+	ip6->dst_addr[0] = 0xff;
+	ip6->dst_addr[1] = 2;
+	if (type == 135) {
+		ip6->dst_addr[11] = 1;
+		ip6->dst_addr[12] = 0xff;
+		memcpy(ip6->dst_addr + 13, target + 13, 3);
+	} else {
+		ip6->dst_addr[15] = 1;
+		nd[4] = 0x60;
+	}
+	memcpy(eth->dst_addr.addr_bytes, "\x33\x33", 2);
+	memcpy(eth->dst_addr.addr_bytes + 2, ip6->dst_addr + 12, 4);
+	nd[0] = type;
+	memcpy(nd + 8, target, 16);
+	nd[24] = type == 135 ? 1 : 2;
+	nd[25] = 1;
+	memcpy(nd + 26, smac, 6);
+	c = rte_ipv6_udptcp_cksum(ip6, nd);
+	memcpy(nd + 2, &c, 2);
+	return ETH6 + 32;
+}
+
+/* The router advertises itself on the outside: learned, nothing sent. */
+static void learn_router6(struct fx *f)
+{
+	uint8_t buf[256];
+
+	send_raw_out(f, buf, nd6_write(136, router6, &router_mac, router6, buf));
+	cr_assert_eq(f->tx.n_inside + f->tx.n_outside, 0);
+}
+
+static void fx_open66(struct fx *f, uint16_t port_min, uint16_t port_max)
+{
+	struct nsdp_nat_conf c;
+
+	conf_nat66(&c);
+	c.port_min = port_min;
+	c.port_max = port_max;
+	fx_open_conf(f, &c, 1024, 1024, 0);
+	learn_router6(f);
+}
+
+/* fr's L4 part (ports and flags as fr has them) from s6 to d6 through
+ * the inside (from host6) or the outside (from the router). */
+static void send66(struct fx *f, int outside, const struct nsb_frame *fr,
+		   const uint8_t s6[16], const uint8_t d6[16], uint8_t hop)
+{
+	struct nsb_frame e = *fr;
+	uint8_t buf[2048];
+
+	e.src = outside ? router_mac : host6_mac;
+	e.dst = outside ? outside_mac : inside_mac;
+	if (outside)
+		send_raw_out(f, buf, frame6_write(&e, s6, d6, hop, buf));
+	else
+		send_raw_in(f, buf, frame6_write(&e, s6, d6, hop, buf));
+}
+
+/* m is exactly fr's L4 part from s6 to d6 with hop limit hop, checksummed
+ * from scratch. */
+static void check_v6_exact(struct rte_mbuf *m, const struct nsb_frame *fr,
+			   const uint8_t s6[16], const uint8_t d6[16],
+			   uint8_t hop)
+{
+	uint8_t buf[2048];
+	uint32_t len = frame6_write(fr, s6, d6, hop, buf);
+
+	cr_assert_eq(rte_pktmbuf_pkt_len(m), len, "length %u, expected %u",
+		     rte_pktmbuf_pkt_len(m), len);
+	cr_assert(memcmp(rte_pktmbuf_mtod_offset(m, uint8_t *, 14), buf + 14,
+			 len - 14) == 0,
+		  "IPv6 packet differs from the expected one");
+}
+
+/* Exactly one NAT66 record (two lines) waiting in the lane, of event. */
+static struct ns_rec one_record66(struct fx *f, uint8_t event)
+{
+	struct ns_session l[8];
+	unsigned int n = drain(f, l, 8);
+	struct ns_rec r;
+
+	cr_assert_eq(n, 2, "expected one NAT66 record (2 lines), got %u", n);
+	cr_assert_eq(l[0].family, NS_FAMILY_NAT66);
+	cr_assert_eq(l[0].event, event, "event %u, expected %u", l[0].event,
+		     event);
+	cr_assert_eq(l[0].gateway_id, GATEWAY_ID);
+	cr_assert_eq(l[0].epoch, EPOCH);
+	r.s = l[0];
+	memcpy(&r.v6, &l[1], sizeof(r.v6));
+	cr_assert(memcmp(r.v6.orig_saddr, host6, 16) == 0, "orig_saddr");
+	cr_assert(memcmp(r.v6.orig_daddr, remote6, 16) == 0, "orig_daddr");
+	cr_assert(memcmp(r.v6.xlat_saddr, out6, 16) == 0, "xlat_saddr");
+	cr_assert(memcmp(r.v6.xlat_daddr, remote6, 16) == 0, "xlat_daddr");
+	cr_assert_eq(r.s.xlat.saddr, 0);
+	cr_assert_eq(r.s.xlat.daddr, 0);
+	return r;
+}
+
+/* One flow of proto from host6:sport to remote6:dport there and back,
+ * each way byte for byte; returns its record. */
+static struct ns_rec nat66_round_trip(struct fx *f, uint8_t proto,
+				      uint16_t sport, uint16_t dport)
+{
+	struct nsb_frame out = fr_out(proto, HOST_A, sport, REMOTE, dport);
+	struct nsb_frame back;
+	struct rte_mbuf *m;
+	struct ns_rec r;
+
+	send66(f, 0, &out, host6, remote6, 64);
+	m = take(f, 1);
+	r = one_record66(f, NS_EV_CREATE);
+	cr_assert_eq(r.s.proto, proto == IPPROTO_ICMP ? IPPROTO_ICMPV6 : proto);
+	cr_assert_eq(r.s.orig.sport, sport);
+	cr_assert_eq(r.s.orig.dport, proto == IPPROTO_ICMP ? 0 : dport);
+	cr_assert_eq(r.s.xlat.dport, r.s.orig.dport);
+	cr_assert(r.s.xlat.sport >= f->conf.port_min &&
+		  r.s.xlat.sport <= f->conf.port_max);
+	out.sport = r.s.xlat.sport; /* the identifier, for ICMP */
+	check_v6_exact(m, &out, out6, remote6, 63);
+	check_eth(m, &outside_mac, &router_mac);
+	rte_pktmbuf_free(m);
+
+	back = fr_in(proto, REMOTE, dport, 0, r.s.xlat.sport);
+	if (proto == IPPROTO_ICMP)
+		back.sport = r.s.xlat.sport;
+	send66(f, 1, &back, remote6, out6, 50);
+	m = take(f, 0);
+	if (proto == IPPROTO_ICMP)
+		back.sport = sport;
+	else
+		back.dport = sport;
+	check_v6_exact(m, &back, remote6, host6, 49);
+	check_eth(m, &inside_mac, &host6_mac);
+	rte_pktmbuf_free(m);
+	return r;
+}
+
+static struct nsdp_table_stats table_stats(const struct fx *f)
+{
+	struct nsdp_table_stats ts;
+
+	nsdp_table_stats(f->table, &ts);
+	return ts;
+}
+
+Test(nat, nat66_udp_is_translated_exactly_both_ways_and_recorded_once)
+{
+	struct ns_rec r;
+	struct fx f;
+
+	fx_open66(&f, 1024, 65535);
+	r = nat66_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	cr_assert_eq(r.s.timeout_ms, UDP_MS);
+	no_record(&f);
+	cr_assert_eq(table_stats(&f).live_v6, 1);
+	cr_assert_eq(table_live(&f), 1);
+	cr_assert_eq(stats(&f).created, 1);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 1);
+	/* the next packet finds the session: same port, no record */
+	{
+		struct nsb_frame fr =
+			fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+		struct rte_mbuf *m;
+
+		send66(&f, 0, &fr, host6, remote6, 64);
+		m = take(&f, 1);
+		fr.sport = r.s.xlat.sport;
+		check_v6_exact(m, &fr, out6, remote6, 63);
+		rte_pktmbuf_free(m);
+	}
+	no_record(&f);
+	cr_assert_eq(stats(&f).created, 1);
+	fx_close(&f);
+}
+
+Test(nat, nat66_tcp_syn_ack_establishes_and_an_rst_forwards_then_closes)
+{
+	struct nsb_frame rst;
+	struct ns_rec r;
+	struct fx f;
+
+	fx_open66(&f, 1024, 65535);
+	r = nat66_round_trip(&f, IPPROTO_TCP, 40001, 443);
+	cr_assert_eq(r.s.timeout_ms, TCP_SYN_MS);
+	r = one_record66(&f, NS_EV_REFRESH);
+	cr_assert_eq(r.s.timeout_ms, TCP_EST_MS);
+	rst = fr_out(IPPROTO_TCP, HOST_A, 40001, REMOTE, 443);
+	rst.tcp_flags = RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG;
+	send66(&f, 0, &rst, host6, remote6, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	one_record66(&f, NS_EV_DELETE);
+	cr_assert_eq(stats(&f).closed, 1);
+	cr_assert_eq(table_live(&f), 0);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
+	/* and a non-SYN segment opens nothing */
+	rst.tcp_flags = RTE_TCP_ACK_FLAG;
+	send66(&f, 0, &rst, host6, remote6, 64);
+	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0);
+	cr_assert_eq(stats(&f).tcp_no_session, 1);
+	no_record(&f);
+	fx_close(&f);
+}
+
+Test(nat, nat66_icmpv6_echo_identifier_is_translated_both_ways)
+{
+	struct ns_rec r;
+	struct fx f;
+
+	fx_open66(&f, 1024, 65535);
+	r = nat66_round_trip(&f, IPPROTO_ICMP, 777, 0);
+	cr_assert_eq(r.s.timeout_ms, ICMP_MS);
+	cr_assert_eq(stats(&f).created, 1);
+	fx_close(&f);
+}
+
+Test(nat, nat66_ports_are_the_outside_addresss_own_and_never_collide)
+{
+	struct nsb_frame fr = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	struct ns_session s4;
+	struct ns_rec a, b;
+	struct fx f;
+
+	/* two ports for each outside address: NAT66 takes both of
+	 * outside_addr6's, the NAT44 its pool's */
+	fx_open66(&f, 1024, 1025);
+	a = nat66_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	b = nat66_round_trip(&f, IPPROTO_UDP, 40001, 53);
+	cr_assert_neq(a.s.xlat.sport, b.s.xlat.sport);
+	fr.sport = 40002;
+	send66(&f, 0, &fr, host6, remote6, 64);
+	cr_assert_eq(f.tx.n_outside, 0);
+	cr_assert_eq(stats(&f).ports_exhausted, 1);
+	no_record(&f);
+	s4 = open_udp(&f, HOST_B, 40000);
+	cr_assert(s4.xlat.sport == 1024 || s4.xlat.sport == 1025);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 3);
+	cr_assert_eq(table_stats(&f).live_v6, 2);
+	cr_assert_eq(table_live(&f), 3);
+	fx_close(&f);
+}
+
+Test(nat, nat66_idle_session_expires_with_a_delete_record_and_frees_its_port)
+{
+	struct fx f;
+	unsigned int i;
+
+	fx_open66(&f, 1024, 65535);
+	nat66_round_trip(&f, IPPROTO_UDP, 40000, 53);
+	f.now += (uint64_t)UDP_MS * MS + SEC;
+	for (i = 0; i < 4; i++)
+		nsdp_nat_housekeep(f.nat, f.now, &f.tx);
+	one_record66(&f, NS_EV_DELETE);
+	cr_assert_eq(stats(&f).expired, 1);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
+	cr_assert_eq(table_live(&f), 0);
+	fx_close(&f);
+}
+
+/* An unsolicited NA of target from the gateway (mac) to all nodes. */
+static void check_announce6(struct rte_mbuf *m, const struct rte_ether_addr *mac,
+			    const uint8_t target[16])
+{
+	struct rte_ipv6_hdr *ip6 =
+		rte_pktmbuf_mtod_offset(m, struct rte_ipv6_hdr *, 14);
+	uint8_t *nd = (uint8_t *)(ip6 + 1);
+
+	cr_assert_eq(rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->ether_type,
+		     rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6));
+	cr_assert_eq(ip6->dst_addr[0], 0xff, "to all nodes");
+	cr_assert_eq(ip6->dst_addr[15], 1);
+	cr_assert(memcmp(ip6->src_addr, target, 16) == 0, "NA source");
+	cr_assert_eq(nd[0], 136);
+	cr_assert_eq(nd[4], 0xa0, "router, override");
+	cr_assert(memcmp(nd + 8, target, 16) == 0, "target");
+	cr_assert(memcmp(nd + 26, mac, 6) == 0, "target link-layer address");
+	cr_assert_eq(rte_ipv6_udptcp_cksum(ip6, nd), 0, "ICMPv6 checksum");
+}
+
+Test(nat, nat66_promotion_forwards_replicated_sessions_marks_ports_and_announces)
+{
+	struct nsb_frame back, fr;
+	struct nsdp_nat_conf c;
+	struct nsdp_nat_tx tx;
+	struct rte_mbuf *m;
+	struct ns_rec r, n;
+	unsigned int i, announced = 0;
+	struct fx f;
+
+	conf_nat66(&c);
+	c.port_min = 1024;
+	c.port_max = 1025;
+	fx_open_conf(&f, &c, 1024, 1024, 1);
+	/* what the subscriber applied: host6:40000 -> remote6:53 as 1024 */
+	memset(&r, 0, sizeof(r));
+	r.s.version = NS_RECORD_VERSION;
+	r.s.family = NS_FAMILY_NAT66;
+	r.s.proto = IPPROTO_UDP;
+	r.s.event = NS_EV_CREATE;
+	r.s.gateway_id = 7;
+	r.s.epoch = 3;
+	r.s.timeout_ms = UDP_MS;
+	r.s.timestamp_ns = f.now - SEC;
+	r.s.orig = (struct ns_tuple){0, 0, 40000, 53};
+	r.s.xlat = (struct ns_tuple){0, 0, 1024, 53};
+	memcpy(r.v6.orig_saddr, host6, 16);
+	memcpy(r.v6.orig_daddr, remote6, 16);
+	memcpy(r.v6.xlat_saddr, out6, 16);
+	memcpy(r.v6.xlat_daddr, remote6, 16);
+	cr_assert_eq(nsdp_table_apply(f.table, &r.s), 0);
+	cr_assert_eq(with_lcore(&f, 1, EPOCH, &tx), 0, "activate");
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 1);
+	/* outside_addr6 announced on the outside, inside_addr6 inside */
+	for (i = 0; i < tx.n_outside; i++) {
+		m = tx.outside[i];
+		if (rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->ether_type !=
+		    rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6))
+			continue;
+		if (rte_pktmbuf_mtod_offset(m, uint8_t *, ETH6)[0] != 136)
+			continue;
+		check_announce6(m, &outside_mac, out6);
+		announced++;
+	}
+	cr_assert_eq(announced, 1, "outside_addr6 announced %u times",
+		     announced);
+	tx_free(&tx);
+	learn_router(&f);
+	learn_router6(&f);
+
+	/* the reply finds the replicated session once the host is known */
+	fr = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	send66(&f, 0, &fr, host6, remote6, 64);
+	m = take(&f, 1);
+	fr.sport = 1024;
+	check_v6_exact(m, &fr, out6, remote6, 63);
+	rte_pktmbuf_free(m);
+	no_record(&f); /* adopted with its timer restarted */
+	back = fr_in(IPPROTO_UDP, REMOTE, 53, 0, 1024);
+	send66(&f, 1, &back, remote6, out6, 50);
+	m = take(&f, 0);
+	back.dport = 40000;
+	check_v6_exact(m, &back, remote6, host6, 49);
+	rte_pktmbuf_free(m);
+
+	/* a new NAT66 session takes the other port */
+	fr = fr_out(IPPROTO_UDP, HOST_A, 40001, REMOTE, 53);
+	send66(&f, 0, &fr, host6, remote6, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	n = one_record66(&f, NS_EV_CREATE);
+	cr_assert_eq(n.s.xlat.sport, 1025);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 2);
+	fx_close(&f);
+}
+
+Test(nat, nat66_neighbour_discovery_on_the_outside_answers_learns_and_asks)
+{
+	static const uint8_t other6[16] = {0x20, 0x01, 0x0d, 0xb8, 0,
+					   1,    [15] = 7};
+	static const struct rte_ether_addr router_group = {
+		{0x33, 0x33, 0xff, 0, 0, 0xfe}};
+	unsigned int i, solicited = 0;
+	struct nsdp_nat_conf c;
+	struct rte_ipv6_hdr *ip6;
+	struct nsdp_nat_tx tx;
+	struct nsb_frame fr;
+	struct rte_mbuf *m;
+	uint8_t buf[256], *nd;
+	struct fx f;
+
+	conf_nat66(&c);
+	fx_open_conf(&f, &c, 1024, 1024, 1);
+	/* promoted, the gateway solicits the router on the outside, from
+	 * outside_addr6 */
+	cr_assert_eq(with_lcore(&f, 1, EPOCH, &tx), 0, "activate");
+	for (i = 0; i < tx.n_outside; i++) {
+		m = tx.outside[i];
+		ip6 = rte_pktmbuf_mtod_offset(m, struct rte_ipv6_hdr *, 14);
+		nd = (uint8_t *)(ip6 + 1);
+		if (rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->ether_type !=
+			    rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) ||
+		    nd[0] != 135)
+			continue;
+		check_eth(m, &outside_mac, &router_group);
+		cr_assert(memcmp(ip6->src_addr, out6, 16) == 0, "NS source");
+		cr_assert(memcmp(nd + 8, router6, 16) == 0, "NS target");
+		cr_assert(memcmp(nd + 26, &outside_mac, 6) == 0);
+		cr_assert_eq(rte_ipv6_udptcp_cksum(ip6, nd), 0,
+			     "ICMPv6 checksum");
+		solicited++;
+	}
+	cr_assert_eq(solicited, 1);
+	tx_free(&tx);
+	learn_router(&f);
+	/* still unknown: the first packet is dropped (the router was asked
+	 * for less than 100 ms ago) */
+	fr = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	send66(&f, 0, &fr, host6, remote6, 64);
+	cr_assert_eq(stats(&f).neigh_miss, 1);
+	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0);
+	one_record66(&f, NS_EV_CREATE); /* created before the next hop */
+
+	/* the router asks for outside_addr6: answered, and learned */
+	send_raw_out(&f, buf, nd6_write(135, router6, &router_mac, out6, buf));
+	m = take(&f, 1);
+	check_eth(m, &outside_mac, &router_mac);
+	ip6 = rte_pktmbuf_mtod_offset(m, struct rte_ipv6_hdr *, 14);
+	nd = (uint8_t *)(ip6 + 1);
+	cr_assert_eq(nd[0], 136);
+	cr_assert_eq(nd[4], 0xe0, "router, solicited, override");
+	cr_assert(memcmp(ip6->src_addr, out6, 16) == 0, "NA source");
+	cr_assert(memcmp(ip6->dst_addr, router6, 16) == 0, "NA destination");
+	cr_assert(memcmp(nd + 8, out6, 16) == 0, "NA target");
+	cr_assert(memcmp(nd + 26, &outside_mac, 6) == 0);
+	cr_assert_eq(rte_ipv6_udptcp_cksum(ip6, nd), 0, "ICMPv6 checksum");
+	rte_pktmbuf_free(m);
+	/* a solicitation for another address, or the inside address on the
+	 * outside: learned from, not answered */
+	send_raw_out(&f, buf, nd6_write(135, router6, &router_mac, other6, buf));
+	send_raw_out(&f, buf, nd6_write(135, router6, &router_mac, gw6, buf));
+	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0);
+	cr_assert_eq(stats(&f).nd_ignored, 2);
+
+	/* the retransmission goes, to the router learned from its NS */
+	send66(&f, 0, &fr, host6, remote6, 64);
+	m = take(&f, 1);
+	check_eth(m, &outside_mac, &router_mac);
+	rte_pktmbuf_free(m);
+	cr_assert_eq(stats(&f).nd_solicits_sent, 1);
+	no_record(&f);
+	fx_close(&f);
+}
+
+enum spoil66 {
+	S66_NONE,
+	S66_DST_SET, /* the destination becomes addr */
+	S66_HOP_1,
+	S66_FRAGMENT,
+	S66_EXT_HEADER,
+	S66_UDP_NO_CKSUM,
+	S66_ICMP_TYPE, /* the ICMPv6 type becomes type */
+	S66_PAYLOAD_LONG,
+	S66_TRUNCATED,
+	S66_ETH_DST,
+	S66_PROTO_GRE,
+};
+
+static const uint8_t mcast6[16] = {0xff, 2, [15] = 1};
+static const uint8_t linklocal6[16] = {0xfe, 0x80, [15] = 5};
+
+static const struct {
+	const char *what;
+	int outside;
+	enum spoil66 spoil;
+	uint8_t proto;
+	const uint8_t *addr;
+	uint8_t type;
+	size_t counter;
+} bad66[] = {
+	{"inside: to outside_addr6", 0, S66_DST_SET, IPPROTO_UDP, out6, 0,
+	 STAT(to_gateway)},
+	{"inside: to a multicast group", 0, S66_DST_SET, IPPROTO_UDP, mcast6,
+	 0, STAT(not_ours)},
+	{"inside: to a link-local address", 0, S66_DST_SET, IPPROTO_UDP,
+	 linklocal6, 0, STAT(not_ours)},
+	{"inside: hop limit 1", 0, S66_HOP_1, IPPROTO_UDP, NULL, 0,
+	 STAT(ttl_expired)},
+	{"inside: fragment header", 0, S66_FRAGMENT, IPPROTO_UDP, NULL, 0,
+	 STAT(fragments)},
+	{"inside: routing header", 0, S66_EXT_HEADER, IPPROTO_UDP, NULL, 0,
+	 STAT(ip6_ext_headers)},
+	{"inside: UDP without checksum", 0, S66_UDP_NO_CKSUM, IPPROTO_UDP,
+	 NULL, 0, STAT(udp6_zero_checksum)},
+	{"inside: echo reply", 0, S66_ICMP_TYPE, IPPROTO_ICMP, NULL, 129,
+	 STAT(no_session)},
+	{"inside: ICMPv6 error", 0, S66_ICMP_TYPE, IPPROTO_ICMP, NULL, 1,
+	 STAT(icmp_unsupported)},
+	{"inside: not our MAC address", 0, S66_ETH_DST, IPPROTO_UDP, NULL, 0,
+	 STAT(not_ours)},
+	{"inside: GRE", 0, S66_PROTO_GRE, IPPROTO_UDP, NULL, 0,
+	 STAT(unknown_proto)},
+	{"outside: no session", 1, S66_NONE, IPPROTO_UDP, NULL, 0,
+	 STAT(no_session)},
+	{"outside: to another address", 1, S66_DST_SET, IPPROTO_UDP, router6,
+	 0, STAT(not_ours)},
+	{"outside: echo request", 1, S66_ICMP_TYPE, IPPROTO_ICMP, NULL, 128,
+	 STAT(no_session)},
+	{"outside: ICMPv6 error", 1, S66_ICMP_TYPE, IPPROTO_ICMP, NULL, 1,
+	 STAT(icmp_unsupported)},
+	{"outside: hop limit 1", 1, S66_HOP_1, IPPROTO_UDP, NULL, 0,
+	 STAT(ttl_expired)},
+	{"outside: fragment header", 1, S66_FRAGMENT, IPPROTO_UDP, NULL, 0,
+	 STAT(fragments)},
+	{"outside: routing header", 1, S66_EXT_HEADER, IPPROTO_UDP, NULL, 0,
+	 STAT(ip6_ext_headers)},
+	{"outside: payload length past the frame", 1, S66_PAYLOAD_LONG,
+	 IPPROTO_UDP, NULL, 0, STAT(bad_ip_header)},
+	{"outside: truncated header", 1, S66_TRUNCATED, IPPROTO_UDP, NULL, 0,
+	 STAT(truncated)},
+	{"outside: not our MAC address", 1, S66_ETH_DST, IPPROTO_UDP, NULL, 0,
+	 STAT(not_ours)},
+};
+
+/* bad66[i]'s frame into buf: a good packet of its direction, spoiled. */
+static uint32_t bad66_write(unsigned int i, uint8_t *buf)
+{
+	struct nsb_frame fr = fr_out(bad66[i].proto, HOST_A, 40000, REMOTE, 53);
+	struct rte_ipv6_hdr *ip6 = (void *)(buf + 14);
+	uint8_t *l4 = buf + ETH6;
+	uint32_t len;
+
+	fr.src = bad66[i].outside ? router_mac : host6_mac;
+	fr.dst = bad66[i].outside ? outside_mac : inside_mac;
+	if (bad66[i].outside)
+		len = frame6_write(&fr, remote6, out6, 64, buf);
+	else
+		len = frame6_write(&fr, host6, remote6, 64, buf);
+	switch (bad66[i].spoil) {
+	case S66_NONE:
+		break;
+	case S66_DST_SET:
+		memcpy(ip6->dst_addr, bad66[i].addr, 16);
+		break;
+	case S66_HOP_1:
+		ip6->hop_limits = 1;
+		break;
+	case S66_FRAGMENT:
+		ip6->proto = IPPROTO_FRAGMENT;
+		break;
+	case S66_EXT_HEADER:
+		ip6->proto = IPPROTO_ROUTING;
+		break;
+	case S66_UDP_NO_CKSUM:
+		l4[6] = l4[7] = 0;
+		break;
+	case S66_ICMP_TYPE:
+		l4[0] = bad66[i].type;
+		break;
+	case S66_PAYLOAD_LONG:
+		ip6->payload_len = rte_cpu_to_be_16((uint16_t)(len - ETH6 + 1));
+		break;
+	case S66_TRUNCATED:
+		len = ETH6 - 1;
+		break;
+	case S66_ETH_DST:
+		buf[0] ^= 0x10;
+		break;
+	case S66_PROTO_GRE:
+		ip6->proto = 47;
+		break;
+	}
+	return len;
+}
+
+Test(nat, nat66_bad_input_either_way_is_dropped_and_counted_once_each)
+{
+	struct fx f;
+	unsigned int i;
+
+	fx_open66(&f, 1024, 65535);
+	for (i = 0; i < sizeof(bad66) / sizeof(bad66[0]); i++) {
+		struct nsdp_nat_stats before = stats(&f), after;
+		uint8_t buf[2048];
+		uint32_t len = bad66_write(i, buf);
+
+		if (bad66[i].outside)
+			send_raw_out(&f, buf, len);
+		else
+			send_raw_in(&f, buf, len);
+		after = stats(&f);
+		cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0, "%s: sent",
+			     bad66[i].what);
+		cr_assert_eq(stat_at(&after, bad66[i].counter),
+			     stat_at(&before, bad66[i].counter) + 1,
+			     "%s: not counted", bad66[i].what);
+		cr_assert_eq(after.created, 0, "%s: created", bad66[i].what);
+	}
+	no_record(&f);
+	cr_assert_eq(table_live(&f), 0);
+	cr_assert_eq(nsdp_nat_ports_in_use(f.nat), 0);
+	fx_close(&f);
+}
+
+Test(nat, nat66_standby_drops_outside_ipv6_and_nat66_off_leaves_it_not_ipv4)
+{
+	struct nsb_frame fr = fr_in(IPPROTO_UDP, REMOTE, 53, 0, 1024);
+	struct nsdp_nat_conf c;
+	struct fx f;
+
+	conf_nat66(&c);
+	fx_open_conf(&f, &c, 1024, 1024, 1);
+	send66(&f, 1, &fr, remote6, out6, 64);
+	cr_assert_eq(stats(&f).standby_drops, 1);
+	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0);
+	fx_close(&f);
+
+	/* NAT64 only: outside IPv6 is nobody's, inside IPv6 outside the
+	 * prefix is not ours */
+	fx_open64(&f);
+	send66(&f, 1, &fr, remote6, out6, 64);
+	cr_assert_eq(stats(&f).not_ipv4, 1);
+	fr = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
+	send66(&f, 0, &fr, host6, remote6, 64);
+	cr_assert_eq(stats(&f).not_ours, 1);
+	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0);
+	no_record(&f);
+	fx_close(&f);
+}
+
+static void nat66_spoil_no_nat64(struct nsdp_nat_conf *c)
+{
+	memset(c->inside_addr6, 0, 16);
+}
+
+static void nat66_spoil_multicast(struct nsdp_nat_conf *c)
+{
+	c->outside_addr6[0] = 0xff;
+}
+
+static void nat66_spoil_inside(struct nsdp_nat_conf *c)
+{
+	memcpy(c->outside_addr6, gw6, 16);
+}
+
+static void nat66_spoil_prefix(struct nsdp_nat_conf *c)
+{
+	v6_of(c->outside_addr6, POOL_FIRST);
+}
+
+static void nat66_spoil_next_hop(struct nsdp_nat_conf *c)
+{
+	memcpy(c->next_hop6, out6, 16);
+}
+
+static void nat66_spoil_next_hop_alone(struct nsdp_nat_conf *c)
+{
+	memset(c->outside_addr6, 0, 16);
+}
+
+Test(nat, nat66_conf_check_refuses_what_nat66_cannot_run_with)
+{
+	static const struct {
+		void (*spoil)(struct nsdp_nat_conf *c);
+		const char *why;
+	} cases[] = {
+		{nat66_spoil_no_nat64,
+		 "outside_addr6 (NAT66) needs inside_addr6 (NAT64) set"},
+		{nat66_spoil_multicast,
+		 "outside_addr6 is not a global unicast address"},
+		{nat66_spoil_inside, "outside_addr6 is inside_addr6"},
+		{nat66_spoil_prefix, "outside_addr6 is in the NAT64 prefix"},
+		{nat66_spoil_next_hop, "next_hop6 is outside_addr6"},
+		{nat66_spoil_next_hop_alone, "next_hop6 without outside_addr6"},
+	};
+	struct nsdp_nat_conf c;
+	char err[128];
+	unsigned int i;
+
+	conf_nat66(&c);
+	cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), 0);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		conf_nat66(&c);
+		cases[i].spoil(&c);
+		cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)),
+			     -EINVAL, "%s: accepted", cases[i].why);
+		cr_assert_str_eq(err, cases[i].why);
+	}
 }

@@ -33,7 +33,8 @@
  * Not done here: ICMP errors of NAT44 sessions (neither sent nor
  * translated), fragments, IP options, VLANs, hairpinning, ping to the
  * gateway; IPv6 frames, NAT64 return traffic and outside ICMP errors
- * (with NAT64 on), which this path hands to nsdp_nat64.c.
+ * (with NAT64 on), which this path hands to nsdp_nat64.c (inside IPv6,
+ * outside ICMP errors) and nsdp_nat66.c (outside IPv6).
  */
 #include <stddef.h>
 #include <string.h>
@@ -44,6 +45,7 @@
 #include <rte_udp.h>
 
 #include "nsdp_nat64.h"
+#include "nsdp_nat66.h"
 #include "nsdp_nat_arp.h"
 #include "nsdp_nat_session.h"
 #include "nsdp_nat_state.h"
@@ -163,6 +165,10 @@ static inline int frame_accept(struct nsdp_nat *nat, enum nat_port port,
 				 rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) &&
 			 port == PORT_INSIDE && nat->side6)
 			nsdp_nat64_inside(nat, m, now, tx);
+		else if (eth->ether_type ==
+				 rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) &&
+			 nat->nat66)
+			nsdp_nat66_outside(nat, m, now, tx);
 		else
 			drop(m, &nat->st.not_ipv4);
 		return 0;

@@ -3,8 +3,10 @@
  * spine.
  *
  * Source NAT of inside traffic (TCP, UDP, ICMP echo) to a pool of outside
- * addresses, and stateful NAT64 (RFC 6146, nsdp_nat64.c) of inside IPv6
- * traffic to a /96 prefix onto the same pool and ports. One struct nsdp_nat belongs to one forwarding lcore: it is the
+ * addresses, stateful NAT64 (RFC 6146, nsdp_nat64.c) of inside IPv6
+ * traffic to a /96 prefix onto the same pool and ports, and stateful
+ * NAT66 (nsdp_nat66.c) of the other inside IPv6 traffic to one outside
+ * IPv6 address. One struct nsdp_nat belongs to one forwarding lcore: it is the
  * only writer of the gateway's session table (struct nsdp_table) while the
  * gateway is active, and it records every session it creates, refreshes
  * (at most once per half timeout) or closes into its lane.
@@ -38,7 +40,7 @@
  * other than TCP/UDP/ICMP, ICMP other than echo request/reply, TCP packets
  * other than a SYN for an unknown session, packets addressed to none of
  * the gateway's addresses, frames that are neither IPv4 nor ARP (nor
- * IPv6, with NAT64 on). TCP and
+ * IPv6, with NAT64 on the inside and NAT66 on the outside). TCP and
  * UDP checksums are not verified: they are updated incrementally, so a bad
  * one stays bad and the receiver drops the packet.
  */
@@ -95,6 +97,13 @@ struct nsdp_nat_conf {
 	uint8_t inside_addr6[16]; /* the gateway's own address on the inside */
 	uint8_t nat64_prefix[16];
 	uint8_t nat64_prefix_len; /* 96 */
+	/* NAT66 (nsdp_nat66.c): on when outside_addr6 is not all zeroes
+	 * (and NAT64 is on). Inside IPv6 traffic to destinations outside the
+	 * NAT64 prefix leaves from outside_addr6 with a port of its own
+	 * maps. Network byte order; next_hop6 all zeroes: destinations are
+	 * on-link. */
+	uint8_t outside_addr6[16]; /* the gateway's own address outside */
+	uint8_t next_hop6[16];
 };
 
 enum nsdp_nat_mode {
@@ -145,9 +154,9 @@ struct nsdp_nat_stats {
 	 * the prefix, to_gateway, tcp_no_session, no_session, ...) */
 	uint64_t ip6_ext_headers; /* extension headers other than fragments */
 	uint64_t udp6_zero_checksum; /* IPv6 UDP without a checksum */
-	/* neighbour discovery on the inside: NS and NA received, NA sent
-	 * (answers and announcements), NS sent, and ND not for us,
-	 * malformed, or received while a standby */
+	/* neighbour discovery (inside; outside too with NAT66): NS and NA
+	 * received, NA sent (answers and announcements), NS sent, and ND not
+	 * for us, malformed, or received while a standby */
 	uint64_t nd_in, nd_adverts_sent, nd_solicits_sent, nd_ignored;
 	/* NAT64 ICMP errors (RFC 7915 4.2, 5.2): translated either way;
 	 * dropped as their embedded packet is no session's, or is truncated

@@ -42,8 +42,12 @@
  * dropped and counted; types and codes RFC 7915 does not map count as
  * icmp_unsupported.
  *
+ * Inside IPv6 frames to destinations outside the prefix are NAT66's
+ * (nsdp_nat66.c) when it is on, which parses them with this file's
+ * parsers.
+ *
  * Not done here: ICMP errors sent by the gateway itself, fragments (and
- * every extension header), prefixes other than a /96, NAT66,
+ * every extension header), prefixes other than a /96,
  * hairpinning, IPv4-initiated sessions.
  */
 #include <errno.h>
@@ -57,6 +61,7 @@
 #include <rte_udp.h>
 
 #include "nsdp_nat64.h"
+#include "nsdp_nat66.h"
 #include "nsdp_nat_arp.h"
 #include "nsdp_nat_nd.h"
 #include "nsdp_nat_session.h"
@@ -160,29 +165,6 @@ static inline uint64_t *l4_parse6(struct nsdp_nat *nat, struct rte_mbuf *m,
 	}
 }
 
-/* Neighbour discovery, told from the rest before the mode and MAC checks
- * (solicitations come to a multicast group). 1 when m was consumed. */
-static inline int nd_take(struct nsdp_nat *nat, struct rte_mbuf *m,
-			  const struct pkt6 *p, uint64_t now,
-			  struct nsdp_nat_tx *tx)
-{
-	uint8_t type;
-
-	if (p->proto != IPPROTO_ICMPV6 ||
-	    rte_pktmbuf_data_len(m) < ETH_LEN + IP6_LEN + 1)
-		return 0;
-	type = *(const uint8_t *)p->l4;
-	if (type < ND_ROUTER_SOLICIT || type > ND_REDIRECT)
-		return 0;
-	if (type == ND_NEIGHBOR_SOLICIT || type == ND_NEIGHBOR_ADVERT) {
-		nsdp_nat_nd_input(nat, m, now, tx);
-	} else {
-		NSDP_STAT_INC(nat->st.nd_in);
-		drop(m, &nat->st.nd_ignored);
-	}
-	return 1;
-}
-
 /* Every check of an inside IPv6 frame; NULL when p is a packet to
  * translate, else the counter of the reason to drop it. */
 static uint64_t *frame6_check(struct nsdp_nat *nat, struct rte_mbuf *m,
@@ -200,6 +182,23 @@ static uint64_t *frame6_check(struct nsdp_nat *nat, struct rte_mbuf *m,
 		why = &nat->st.ttl_expired;
 	if (!why)
 		why = l4_parse6(nat, m, p);
+	return why;
+}
+
+uint64_t *nsdp_nat6_check(struct nsdp_nat *nat, struct rte_mbuf *m,
+			   struct pkt6 *p)
+{
+	return ipv6_check(nat, m, p);
+}
+
+uint64_t *nsdp_nat6_l4_parse(struct nsdp_nat *nat, struct rte_mbuf *m,
+			     struct pkt6 *p)
+{
+	uint64_t *why = l4_parse6(nat, m, p);
+
+	/* NAT66 translates no ICMPv6 error (NAT64's are icmp6_error_inside's). */
+	if (!why && p->proto == IPPROTO_ICMPV6 && p->icmp_type < 128)
+		return &nat->st.icmp_unsupported;
 	return why;
 }
 
@@ -387,21 +386,11 @@ static int session6_touch(struct nsdp_nat *nat, int32_t pos, struct ns_rec *r,
 	return 0;
 }
 
-/* Rewrite eth for inside host ip and queue m, or drop it and ask. */
-static void forward6(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
-		     struct rte_ether_hdr *eth, struct rte_mbuf *m,
-		     const uint8_t ip[16], uint64_t now)
+int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos,
+			    struct ns_rec *r, uint8_t tcp_flags, int inbound,
+			    uint64_t now)
 {
-	const struct neigh6 *n = neigh6_lookup(nat, ip);
-
-	if (unlikely(!n)) {
-		drop(m, &nat->st.neigh_miss);
-		nsdp_nat_neigh6_ask(nat, tx, ip, now);
-		return;
-	}
-	rte_ether_addr_copy(&n->mac, &eth->dst_addr);
-	rte_ether_addr_copy(&nat->port_mac[PORT_INSIDE], &eth->src_addr);
-	tx_put(nat, tx, PORT_INSIDE, m);
+	return session6_touch(nat, pos, r, tcp_flags, inbound, now);
 }
 
 void nsdp_nat64_inside(struct nsdp_nat *nat, struct rte_mbuf *m, uint64_t now,
@@ -415,15 +404,20 @@ void nsdp_nat64_inside(struct nsdp_nat *nat, struct rte_mbuf *m, uint64_t now,
 	int closes = 0;
 
 	why = ipv6_check(nat, m, &p);
-	if (!why && nd_take(nat, m, &p, now, tx))
+	if (!why && nsdp_nat_nd_take(nat, PORT_INSIDE, m, p.ip6, now, tx))
 		return;
+	if (!why && nat->nat66 && nsdp_nat66_claims(nat, p.ip6)) {
+		nsdp_nat66_inside(nat, m, &p, now, tx);
+		return;
+	}
 	if (!why)
 		why = frame6_check(nat, m, &p);
 	if (unlikely(why != NULL)) {
 		drop(m, why);
 		return;
 	}
-	nsdp_nat_neigh6_learn(nat, p.ip6->src_addr, &p.eth->src_addr, now);
+	nsdp_nat_neigh6_learn(nat, PORT_INSIDE, p.ip6->src_addr,
+			      &p.eth->src_addr, now);
 	if (unlikely(p.proto == IPPROTO_ICMPV6 && p.icmp_type < 128)) {
 		icmp6_error_inside(nat, m, &p, now, tx);
 		return;
@@ -488,7 +482,7 @@ int nsdp_nat64_outside(struct nsdp_nat *nat, struct rte_mbuf *m,
 		drop(m, &nat->st.alloc_failures);
 		return 0;
 	}
-	forward6(nat, tx, eth, m, r.v6.orig_saddr, now);
+	forward6(nat, tx, PORT_INSIDE, eth, m, r.v6.orig_saddr, now, 0);
 	return 0;
 }
 
@@ -501,7 +495,7 @@ void nsdp_nat64_housekeep(struct nsdp_nat *nat, uint64_t now,
 
 	if (nat->announce6 && tx_room(tx, PORT_INSIDE)) {
 		nat->announce6 = 0;
-		nsdp_nat_nd_announce(nat, tx);
+		nsdp_nat_nd_announce(nat, PORT_INSIDE, tx);
 	}
 	slice = sweep_slice(nat, n, now);
 	for (i = 0; i < slice; i++) {
@@ -533,10 +527,9 @@ void nsdp_nat64_rebuild(struct nsdp_nat *nat, uint64_t now)
 	memset(nat->side6, 0, (size_t)nat->n_positions6 * sizeof(*nat->side6));
 	for (pos = 0; pos < nat->n_positions6; pos++) {
 		if (nsdp_table_at_v6(nat->table, pos, &r) != 0 ||
-		    r.s.family != NS_FAMILY_NAT64)
+		    (r.s.family == NS_FAMILY_NAT66 && !nat->nat66))
 			continue;
-		nsdp_nat_port_mark(nat, r.s.proto, r.s.xlat.saddr,
-				   r.s.xlat.sport);
+		nsdp_nat6_port_mark(nat, &r);
 		nsdp_nat64_side_adopt(nat, &nat->side6[pos], &r, now);
 	}
 	nat->sweep_pos6 = 0;
@@ -544,6 +537,8 @@ void nsdp_nat64_rebuild(struct nsdp_nat *nat, uint64_t now)
 
 int nsdp_nat64_init(struct nsdp_nat *nat)
 {
+	unsigned int i;
+
 	nat->n_positions6 = nsdp_table_positions_v6(nat->table);
 	if (nat->n_positions6 == 0)
 		return -EINVAL;
@@ -551,21 +546,27 @@ int nsdp_nat64_init(struct nsdp_nat *nat)
 		rte_zmalloc("nsdp_nat_side6",
 			    (size_t)nat->n_positions6 * sizeof(struct side6),
 			    RTE_CACHE_LINE_SIZE);
-	nat->neigh6 = rte_zmalloc("nsdp_nat_neigh6",
-				  (size_t)NEIGH6_SETS * NEIGH_WAYS *
-					  sizeof(struct neigh6),
-				  RTE_CACHE_LINE_SIZE);
-	if (!nat->side6 || !nat->neigh6)
+	for (i = 0; i < 2; i++)
+		nat->neigh6[i] = rte_zmalloc("nsdp_nat_neigh6",
+					     (size_t)NEIGH6_SETS * NEIGH_WAYS *
+						     sizeof(struct neigh6),
+					     RTE_CACHE_LINE_SIZE);
+	if (!nat->side6 || !nat->neigh6[0] || !nat->neigh6[1])
 		return -ENOMEM;
-	return 0;
+	return nsdp_nat66_init(nat);
 }
 
 void nsdp_nat64_fini(struct nsdp_nat *nat)
 {
+	unsigned int i;
+
+	nsdp_nat66_fini(nat);
 	rte_free(nat->side6);
-	rte_free(nat->neigh6);
 	nat->side6 = NULL;
-	nat->neigh6 = NULL;
+	for (i = 0; i < 2; i++) {
+		rte_free(nat->neigh6[i]);
+		nat->neigh6[i] = NULL;
+	}
 }
 
 /* ---- ICMP errors (RFC 7915 sections 4.2 and 5.2, RFC 6146 3.5.3) --- */
@@ -879,7 +880,7 @@ int nsdp_nat64_icmp_outside(struct nsdp_nat *nat, struct rte_mbuf *m,
 	c = rte_ipv6_udptcp_cksum(ip6, ip6 + 1);
 	memcpy((uint8_t *)(ip6 + 1) + 2, &c, 2);
 	NSDP_STAT_INC(nat->st.icmp_errors_translated);
-	forward6(nat, tx, e, m, r.v6.orig_saddr, now);
+	forward6(nat, tx, PORT_INSIDE, e, m, r.v6.orig_saddr, now, 0);
 	return 0;
 }
 

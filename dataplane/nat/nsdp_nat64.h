@@ -39,14 +39,31 @@ int nsdp_nat64_icmp_outside(struct nsdp_nat *nat, struct rte_mbuf *m,
 			    const struct pkt *p, uint64_t now,
 			    struct nsdp_nat_tx *tx);
 
+/* The checks of an IPv6 header (version, payload length) of a frame, p
+ * filled; and the parse of its L4 header as an inside packet (TCP, UDP
+ * with a checksum, ICMPv6 echo request; fragments and extension headers
+ * refused), the ports into p->t: NULL, or the counter of the reason to
+ * drop the frame. For NAT66, which parses as NAT64 does. */
+uint64_t *nsdp_nat6_check(struct nsdp_nat *nat, struct rte_mbuf *m,
+			  struct pkt6 *p);
+uint64_t *nsdp_nat6_l4_parse(struct nsdp_nat *nat, struct rte_mbuf *m,
+			     struct pkt6 *p);
+
+/* A packet of the existing IPv6 session r at pos (NAT64 or NAT66): idle
+ * timer, TCP state, refresh. 1 when the packet ends the session (RST). */
+int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos,
+			    struct ns_rec *r, uint8_t tcp_flags, int inbound,
+			    uint64_t now);
+
 /* Housekeeping while active: the announcement after a promotion, and a
- * slice of the IPv6 table's positions swept for idle sessions
- * (the whole of it about once a second). */
+ * slice of the IPv6 table's positions swept for idle sessions, NAT66
+ * ones included (the whole of it about once a second). */
 void nsdp_nat64_housekeep(struct nsdp_nat *nat, uint64_t now,
 			  struct nsdp_nat_tx *tx);
 
 /* Promotion (control thread, the lcore a standby): mark the ports of the
- * replicated NAT64 sessions and adopt their side state. */
+ * replicated NAT64 (and, NAT66 on, NAT66) sessions and adopt their side
+ * state. */
 void nsdp_nat64_rebuild(struct nsdp_nat *nat, uint64_t now);
 
 #endif

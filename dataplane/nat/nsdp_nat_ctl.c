@@ -37,6 +37,7 @@
 #include <rte_malloc.h>
 
 #include "nsdp_nat64.h"
+#include "nsdp_nat66.h"
 #include "nsdp_nat_arp.h"
 #include "nsdp_nat_defer.h"
 #include "nsdp_nat_session.h"
@@ -142,6 +143,8 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 					&nat->epoch, __ATOMIC_RELAXED);
 				nat->announce_next = 0;
 				nat->announce6 = nat->side6 != NULL;
+				nat->announce66 = nat->nat66;
+				nat->nexthop6_asked_ns = 0;
 				nat->sweep_pos = 0;
 				nat->nexthop_asked_ns = now_ns;
 			} else {
@@ -156,6 +159,8 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 		nexthop_step(nat, now_ns, tx);
 		if (nat->side6)
 			nsdp_nat64_housekeep(nat, now_ns, tx);
+		if (nat->nat66)
+			nsdp_nat66_housekeep(nat, now_ns, tx);
 	}
 	nsdp_nat_defer_release(nat, now_ns, tx);
 	nat->last_housekeep_ns = now_ns;
@@ -281,11 +286,37 @@ uint32_t nsdp_nat_epoch(const struct nsdp_nat *nat)
 
 /* ---- creation and counters ---------------------------------------- */
 
-static int nat64_on(const struct nsdp_nat_conf *c)
+static int addr6_set(const uint8_t a[16])
 {
 	static const uint8_t zero[16];
 
-	return memcmp(c->inside_addr6, zero, sizeof(zero)) != 0;
+	return memcmp(a, zero, sizeof(zero)) != 0;
+}
+
+static int nat64_on(const struct nsdp_nat_conf *c)
+{
+	return addr6_set(c->inside_addr6);
+}
+
+/* NAT66's part of nsdp_nat_conf_check: the reason, or NULL. */
+static const char *nat66_conf_problem(const struct nsdp_nat_conf *c)
+{
+	const uint8_t *a = c->outside_addr6;
+
+	if (!addr6_set(a))
+		return addr6_set(c->next_hop6) ? "next_hop6 without outside_addr6"
+					       : NULL;
+	if (!nat64_on(c))
+		return "outside_addr6 (NAT66) needs inside_addr6 (NAT64) set";
+	if (a[0] == 0xff || (a[0] == 0xfe && (a[1] & 0xc0) == 0x80))
+		return "outside_addr6 is not a global unicast address";
+	if (memcmp(a, c->inside_addr6, 16) == 0)
+		return "outside_addr6 is inside_addr6";
+	if (memcmp(a, c->nat64_prefix, 12) == 0)
+		return "outside_addr6 is in the NAT64 prefix";
+	if (memcmp(c->next_hop6, a, 16) == 0)
+		return "next_hop6 is outside_addr6";
+	return NULL;
 }
 
 int nsdp_nat_conf_check(const struct nsdp_nat_conf *c, char *err, size_t errlen)
@@ -321,6 +352,8 @@ int nsdp_nat_conf_check(const struct nsdp_nat_conf *c, char *err, size_t errlen)
 	else if (nat64_on(c) &&
 		 memcmp(c->inside_addr6, c->nat64_prefix, 12) == 0)
 		why = "inside_addr6 is in the NAT64 prefix";
+	else
+		why = nat66_conf_problem(c);
 	if (!why)
 		return 0;
 	if (err && errlen)

@@ -25,7 +25,10 @@
  * NAT64 sessions (family 64) take their ports from the same maps (an
  * ICMPv6 echo session from the ICMP one), so a NAT44 and a NAT64 session
  * never share an outside port; they live in the table's IPv6 table, with
- * their side state in side6 by its positions.
+ * their side state in side6 by its positions. NAT66 sessions (family 6)
+ * live there too, but their outside address is outside_addr6: they take
+ * their ports from that address's own maps (maps6), where the same
+ * invariants hold.
  *
  * Not here: endpoint-dependent mappings. A port held by two replicated
  * sessions (which this gateway never creates) is freed when the first of
@@ -35,6 +38,7 @@
 #include <string.h>
 
 #include <rte_hash_crc.h>
+#include <rte_malloc.h>
 
 #include "nsdp_nat_session.h"
 #include "nsdp_nat_state.h"
@@ -60,21 +64,26 @@ static inline struct port_map *map_of(struct nsdp_nat *nat, int mp,
 	return &nat->maps[(uint32_t)mp * nat->n_pool + addr_idx];
 }
 
+static void map_clear(const struct nsdp_nat *nat, struct port_map *pm)
+{
+	uint32_t tail = nat->n_ports % 64;
+
+	memset(pm->bits, 0, (size_t)nat->map_words * sizeof(uint64_t));
+	pm->used = 0;
+	pm->cursor = 0;
+	if (tail)
+		pm->bits[nat->map_words - 1] = ~0ull << tail;
+}
+
 void nsdp_nat_maps_clear(struct nsdp_nat *nat)
 {
-	uint32_t tail = nat->n_ports % 64, i;
+	uint32_t i;
 
-	memset(nat->map_bits, 0,
-	       (size_t)MAP_PROTOS * nat->n_pool * nat->map_words *
-		       sizeof(uint64_t));
-	for (i = 0; i < MAP_PROTOS * nat->n_pool; i++) {
-		struct port_map *pm = &nat->maps[i];
-
-		pm->used = 0;
-		pm->cursor = 0;
-		if (tail)
-			pm->bits[nat->map_words - 1] = ~0ull << tail;
-	}
+	for (i = 0; i < MAP_PROTOS * nat->n_pool; i++)
+		map_clear(nat, &nat->maps[i]);
+	if (nat->nat66)
+		for (i = 0; i < MAP_PROTOS; i++)
+			map_clear(nat, &nat->maps6[i]);
 	__atomic_store_n(&nat->ports_in_use, 0, __ATOMIC_RELAXED);
 }
 
@@ -97,6 +106,24 @@ static inline uint32_t map_find_free(const struct nsdp_nat *nat,
 	return UINT32_MAX; /* not reached while used < n_ports */
 }
 
+/* Take a free port of pm into *port: 0, or -ENOSPC when it has none. */
+static int map_take(struct nsdp_nat *nat, struct port_map *pm, uint16_t *port)
+{
+	uint32_t bit;
+
+	if (pm->used >= nat->n_ports)
+		return -ENOSPC;
+	bit = map_find_free(nat, pm);
+	if (unlikely(bit >= nat->n_ports))
+		return -ENOSPC;
+	pm->bits[bit / 64] |= 1ull << (bit % 64);
+	pm->used++;
+	pm->cursor = bit + 1 < nat->n_ports ? bit + 1 : 0;
+	NSDP_STAT_INC(nat->ports_in_use);
+	*port = (uint16_t)(nat->conf.port_min + bit);
+	return 0;
+}
+
 /* An outside address and port for a new session of inside host saddr:
  * the address its hash picks while that one has free ports, else the
  * next ones. 0 or -ENOSPC. */
@@ -111,21 +138,11 @@ static int port_alloc(struct nsdp_nat *nat, int mp, uint32_t saddr,
 	for (i = 0; i < nat->n_pool; i++) {
 		uint32_t a = start + i < nat->n_pool ? start + i
 						     : start + i - nat->n_pool;
-		struct port_map *pm = map_of(nat, mp, a);
-		uint32_t bit;
 
-		if (pm->used >= nat->n_ports)
-			continue;
-		bit = map_find_free(nat, pm);
-		if (unlikely(bit >= nat->n_ports))
-			continue;
-		pm->bits[bit / 64] |= 1ull << (bit % 64);
-		pm->used++;
-		pm->cursor = bit + 1 < nat->n_ports ? bit + 1 : 0;
-		NSDP_STAT_INC(nat->ports_in_use);
-		*addr = nat->conf.pool_first + a;
-		*port = (uint16_t)(nat->conf.port_min + bit);
-		return 0;
+		if (map_take(nat, map_of(nat, mp, a), port) == 0) {
+			*addr = nat->conf.pool_first + a;
+			return 0;
+		}
 	}
 	return -ENOSPC;
 }
@@ -146,11 +163,22 @@ static inline struct port_map *port_locate(struct nsdp_nat *nat, uint8_t proto,
 	return map_of(nat, mp, addr - nat->conf.pool_first);
 }
 
-static void port_free(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
-		      uint16_t port)
+/* port_locate() for a NAT66 session's port (on outside_addr6). */
+static inline struct port_map *port_locate66(struct nsdp_nat *nat,
+					     uint8_t proto, uint16_t port,
+					     uint32_t *bit)
 {
-	uint32_t bit = 0;
-	struct port_map *pm = port_locate(nat, proto, addr, port, &bit);
+	int mp = map_proto(proto);
+
+	if (mp < 0 || !nat->nat66 || port < nat->conf.port_min ||
+	    port > nat->conf.port_max)
+		return NULL;
+	*bit = (uint32_t)(port - nat->conf.port_min);
+	return &nat->maps6[mp];
+}
+
+static void map_free(struct nsdp_nat *nat, struct port_map *pm, uint32_t bit)
+{
 	uint64_t mask = 1ull << (bit % 64);
 
 	if (!pm || !(pm->bits[bit / 64] & mask))
@@ -160,13 +188,19 @@ static void port_free(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
 	NSDP_STAT_SUB(nat->ports_in_use, 1);
 }
 
-/* The map's cursor moves past the highest port marked, roughly where the
- * previous active left it. */
-void nsdp_nat_port_mark(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
-			uint16_t port)
+static void port_free(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
+		      uint16_t port)
 {
 	uint32_t bit = 0;
 	struct port_map *pm = port_locate(nat, proto, addr, port, &bit);
+
+	map_free(nat, pm, bit);
+}
+
+/* The map's cursor moves past the highest port marked, roughly where the
+ * previous active left it. */
+static void map_mark(struct nsdp_nat *nat, struct port_map *pm, uint32_t bit)
+{
 	uint64_t mask = 1ull << (bit % 64);
 
 	if (!pm || (pm->bits[bit / 64] & mask))
@@ -176,6 +210,43 @@ void nsdp_nat_port_mark(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
 	if (bit + 1 > pm->cursor)
 		pm->cursor = bit + 1 < nat->n_ports ? bit + 1 : 0;
 	NSDP_STAT_INC(nat->ports_in_use);
+}
+
+void nsdp_nat_port_mark(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
+			uint16_t port)
+{
+	uint32_t bit = 0;
+	struct port_map *pm = port_locate(nat, proto, addr, port, &bit);
+
+	map_mark(nat, pm, bit);
+}
+
+void nsdp_nat6_port_mark(struct nsdp_nat *nat, const struct ns_rec *r)
+{
+	uint32_t bit = 0;
+	struct port_map *pm;
+
+	if (r->s.family == NS_FAMILY_NAT66) {
+		pm = port_locate66(nat, r->s.proto, r->s.xlat.sport, &bit);
+		map_mark(nat, pm, bit);
+	} else {
+		nsdp_nat_port_mark(nat, r->s.proto, r->s.xlat.saddr,
+				   r->s.xlat.sport);
+	}
+}
+
+/* Free the outside port of the IPv6 session r (NAT64 or NAT66). */
+static void port_free6(struct nsdp_nat *nat, const struct ns_rec *r)
+{
+	uint32_t bit = 0;
+	struct port_map *pm;
+
+	if (r->s.family == NS_FAMILY_NAT66) {
+		pm = port_locate66(nat, r->s.proto, r->s.xlat.sport, &bit);
+		map_free(nat, pm, bit);
+	} else {
+		port_free(nat, r->s.proto, r->s.xlat.saddr, r->s.xlat.sport);
+	}
 }
 
 static uint8_t tcp_state_from_timeout(const struct nsdp_nat *nat,
@@ -374,48 +445,36 @@ static int session_store_v6(struct nsdp_nat *nat, const struct ns_rec *r,
 	return -ENOSPC;
 }
 
-int32_t nsdp_nat64_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
-				  uint64_t now, struct ns_rec *r,
-				  uint64_t **why)
+/* The fields of the new IPv6 session r of family that every IPv6 family
+ * fills alike from p, with outside port port; the caller adds its own. */
+static void rec6_init(const struct nsdp_nat *nat, struct ns_rec *r,
+		      uint8_t family, const struct pkt6 *p, uint16_t port,
+		      uint8_t tcp)
 {
-	struct nsdp_table_stats ts;
-	uint64_t src6[2];
-	struct side6 *sd6;
-	uint32_t addr;
-	uint16_t port;
-	int32_t pos;
-	uint8_t tcp = p->proto == IPPROTO_TCP ? TCP_SYN_SENT : TCP_NONE;
-
-	nsdp_table_stats(nat->table, &ts);
-	if (unlikely(ts.live >= nat->conf.max_sessions ||
-		     ts.live_v6 >= nat->n_positions6)) {
-		*why = &nat->st.table_full;
-		return -1;
-	}
-	/* Aligned for rte_hash_crc's 8-byte loads (the packet's is not). */
-	memcpy(src6, p->ip6->src_addr, sizeof(src6));
-	if (unlikely(port_alloc(nat, map_proto(p->proto),
-				rte_hash_crc(src6, 16, 0), &addr,
-				&port) != 0)) {
-		*why = &nat->st.ports_exhausted;
-		return -1;
-	}
 	memset(r, 0, sizeof(*r));
-	r->s.family = NS_FAMILY_NAT64;
+	r->s.family = family;
 	r->s.proto = p->proto;
 	r->s.orig.sport = p->t.sport;
 	r->s.orig.dport = p->t.dport;
-	r->s.xlat.saddr = addr;
-	r->s.xlat.daddr = p->t.daddr;
 	r->s.xlat.sport = port;
 	r->s.xlat.dport = p->t.dport;
 	r->s.timeout_ms = timeout_for(nat, p->proto, tcp);
 	memcpy(r->v6.orig_saddr, p->ip6->src_addr, 16);
 	memcpy(r->v6.orig_daddr, p->ip6->dst_addr, 16);
-	r->v6.prefix_len = nat->conf.nat64_prefix_len;
+}
+
+/* Stamp, store, count and record the new IPv6 session r (its port
+ * taken), with its side state: its position, or -1 with the port freed
+ * again and *why the counter. */
+static int32_t session6_commit(struct nsdp_nat *nat, struct ns_rec *r,
+			       uint8_t tcp, uint64_t now, uint64_t **why)
+{
+	struct side6 *sd6;
+	int32_t pos;
+
 	session_stamp(nat, &r->s, NS_EV_CREATE, now);
 	if (unlikely(session_store_v6(nat, r, &pos) != 0)) {
-		port_free(nat, p->proto, addr, port);
+		port_free6(nat, r);
 		*why = &nat->st.table_full;
 		return -1;
 	}
@@ -426,6 +485,47 @@ int32_t nsdp_nat64_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
 	NSDP_STAT_INC(nat->st.created);
 	session_record_v6(nat, r);
 	return pos;
+}
+
+/* Whether the table and its IPv6 table have room for one more session;
+ * else *why says why not. */
+static int table6_room(struct nsdp_nat *nat, uint64_t **why)
+{
+	struct nsdp_table_stats ts;
+
+	nsdp_table_stats(nat->table, &ts);
+	if (unlikely(ts.live >= nat->conf.max_sessions ||
+		     ts.live_v6 >= nat->n_positions6)) {
+		*why = &nat->st.table_full;
+		return 0;
+	}
+	return 1;
+}
+
+int32_t nsdp_nat64_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
+				  uint64_t now, struct ns_rec *r,
+				  uint64_t **why)
+{
+	uint64_t src6[2];
+	uint32_t addr;
+	uint16_t port;
+	uint8_t tcp = p->proto == IPPROTO_TCP ? TCP_SYN_SENT : TCP_NONE;
+
+	if (!table6_room(nat, why))
+		return -1;
+	/* Aligned for rte_hash_crc's 8-byte loads (the packet's is not). */
+	memcpy(src6, p->ip6->src_addr, sizeof(src6));
+	if (unlikely(port_alloc(nat, map_proto(p->proto),
+				rte_hash_crc(src6, 16, 0), &addr,
+				&port) != 0)) {
+		*why = &nat->st.ports_exhausted;
+		return -1;
+	}
+	rec6_init(nat, r, NS_FAMILY_NAT64, p, port, tcp);
+	r->s.xlat.saddr = addr;
+	r->s.xlat.daddr = p->t.daddr;
+	r->v6.prefix_len = nat->conf.nat64_prefix_len;
+	return session6_commit(nat, r, tcp, now, why);
 }
 
 void nsdp_nat64_session_refresh(struct nsdp_nat *nat, struct side *sd,
@@ -448,7 +548,46 @@ void nsdp_nat64_session_close(struct nsdp_nat *nat, int32_t pos,
 	NSDP_TABLE_ASSERT_WRITER(nat->table, NSDP_TABLE_FASTPATH);
 	nsdp_table_remove_v6(nat->table, (uint32_t)pos);
 	nat->side6[pos].sd.live = 0;
-	port_free(nat, r->s.proto, r->s.xlat.saddr, r->s.xlat.sport);
+	port_free6(nat, r);
 	session_stamp(nat, &r->s, NS_EV_DELETE, now);
 	session_record_v6(nat, r);
+}
+
+/* ---- NAT66 sessions ------------------------------------------------ */
+
+int32_t nsdp_nat66_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
+				  uint64_t now, struct ns_rec *r,
+				  uint64_t **why)
+{
+	int mp = map_proto(p->proto);
+	uint16_t port;
+	uint8_t tcp = p->proto == IPPROTO_TCP ? TCP_SYN_SENT : TCP_NONE;
+
+	if (!table6_room(nat, why))
+		return -1;
+	if (unlikely(mp < 0 || map_take(nat, &nat->maps6[mp], &port) != 0)) {
+		*why = &nat->st.ports_exhausted;
+		return -1;
+	}
+	rec6_init(nat, r, NS_FAMILY_NAT66, p, port, tcp);
+	memcpy(r->v6.xlat_saddr, nat->conf.outside_addr6, 16);
+	memcpy(r->v6.xlat_daddr, p->ip6->dst_addr, 16);
+	return session6_commit(nat, r, tcp, now, why);
+}
+
+int nsdp_nat66_maps_init(struct nsdp_nat *nat)
+{
+	unsigned int i;
+
+	nat->map6_bits = rte_zmalloc("nsdp_nat_ports6",
+				     (size_t)MAP_PROTOS * nat->map_words *
+					     sizeof(uint64_t),
+				     RTE_CACHE_LINE_SIZE);
+	if (!nat->map6_bits)
+		return -ENOMEM;
+	for (i = 0; i < MAP_PROTOS; i++) {
+		nat->maps6[i].bits = nat->map6_bits + (size_t)i * nat->map_words;
+		map_clear(nat, &nat->maps6[i]);
+	}
+	return 0;
 }

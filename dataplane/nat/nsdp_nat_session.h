@@ -36,8 +36,13 @@ void nsdp_nat_session_refresh(struct nsdp_nat *nat, struct side *sd,
 void nsdp_nat_session_close(struct nsdp_nat *nat, int32_t pos,
 			    struct ns_session *s, uint64_t now);
 
+/* Mark the port a replicated IPv6 session holds: in the pool's maps for
+ * NAT64, in outside_addr6's for NAT66. */
+void nsdp_nat6_port_mark(struct nsdp_nat *nat, const struct ns_rec *r);
+
 /* The same for NAT64 sessions (family 64, in the IPv6 table; positions
- * are the IPv6 table's, side state in side6). */
+ * are the IPv6 table's, side state in side6). Adopt, refresh and close
+ * take a NAT66 session as well. */
 void nsdp_nat64_side_adopt(const struct nsdp_nat *nat, struct side6 *sd6,
 			   const struct ns_rec *r, uint64_t now);
 int32_t nsdp_nat64_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
@@ -47,5 +52,16 @@ void nsdp_nat64_session_refresh(struct nsdp_nat *nat, struct side *sd,
 				struct ns_rec *r, uint64_t now);
 void nsdp_nat64_session_close(struct nsdp_nat *nat, int32_t pos,
 			      struct ns_rec *r, uint64_t now);
+
+/* Create the NAT66 session of p's outbound flow (family 6, from
+ * outside_addr6 and a port of its maps) into *r: its position in the IPv6
+ * table, or -1 with *why the counter of the reason. */
+int32_t nsdp_nat66_session_create(struct nsdp_nat *nat, const struct pkt6 *p,
+				  uint64_t now, struct ns_rec *r,
+				  uint64_t **why);
+
+/* The port maps of outside_addr6 (NAT66 on): 0 or -ENOMEM; freed with
+ * rte_free(nat->map6_bits). */
+int nsdp_nat66_maps_init(struct nsdp_nat *nat);
 
 #endif

@@ -12,7 +12,8 @@
  *   nsdp_nat_session.c  port maps and session life (create, refresh, close)
  *   nsdp_nat_defer.c    first packets held until their record settles
  *   nsdp_nat64.c        NAT64: IPv6 in, IPv4 out and back (RFC 7915)
- *   nsdp_nat_nd.c       IPv6 neighbour discovery on the inside
+ *   nsdp_nat66.c        NAT66: IPv6 in, IPv6 out from outside_addr6, back
+ *   nsdp_nat_nd.c       IPv6 neighbour discovery on both ports
  */
 #ifndef NSDP_NAT_STATE_H
 #define NSDP_NAT_STATE_H
@@ -130,7 +131,7 @@ struct side6 {
 	uint8_t daddr[16];
 };
 
-/* IPv6 neighbour cache (inside): NEIGH6_SETS sets of NEIGH_WAYS. */
+/* IPv6 neighbour cache (per port): NEIGH6_SETS sets of NEIGH_WAYS. */
 #define NEIGH6_SET_BITS 8
 #define NEIGH6_SETS (1u << NEIGH6_SET_BITS)
 
@@ -172,7 +173,7 @@ struct nsdp_nat {
 	/* NAT64 (side6 NULL: off) */
 	struct side6 *side6;
 	uint32_t n_positions6;
-	struct neigh6 *neigh6;
+	struct neigh6 *neigh6[2];
 
 	/* The lcore's alone. */
 	enum nsdp_nat_mode mode;
@@ -195,6 +196,15 @@ struct nsdp_nat {
 	uint64_t defer_max_ns;
 	/* read by others with NSDP_STAT_READ */
 	uint64_t defer_hist[NSDP_NAT_DEFER_BUCKETS];
+	/* NAT66 (nat66 0: off; on only with NAT64), after what the NAT44
+	 * touches per packet: outside_addr6's own port maps, one per
+	 * protocol (the lcore's, and activate's), the announcement after a
+	 * promotion and the last solicitation of next_hop6 (the lcore's). */
+	uint32_t nat66;
+	uint32_t announce66;
+	struct port_map maps6[MAP_PROTOS];
+	uint64_t *map6_bits;
+	uint64_t nexthop6_asked_ns;
 
 	/* The handshake with the control thread: a request is
 	 * (generation << 1 | mode), each one a new generation, and the lcore
