@@ -13,7 +13,7 @@
 # side (tests/meson.build), ThreadSanitizer two.
 #
 # scripts/test.sh runs both after the plain suite and the fuzz targets;
-# about 16 minutes on 2 cores (docs/testing.md).
+# about 16 minutes on 2 cores with both trees built (docs/testing.md).
 #
 #   scripts/sanitize.sh [--asan-only | --tsan-only] [MESON-TEST-ARGS...]
 #   scripts/sanitize.sh --build-only [--asan-only | --tsan-only]
