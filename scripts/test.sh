@@ -22,20 +22,26 @@ ns_install_deps
 	ns_say "no hugepages: the secondary and failover tests will fail"
 ns_build build-test -Dwerror=true -Dtests=enabled --prefix=/usr --sysconfdir=/etc
 fuzz_seconds=${NATSYNC_FUZZ_SECONDS:-10}
-# The fuzz and sanitizer trees build at the lowest CPU priority while the
-# plain suite runs (its integration tests mostly wait on servers and
-# timers); skipped when meson test got a selection.
-prebuild=
+# The fuzz and AddressSanitizer trees build at the lowest CPU priority
+# while the plain suite runs (its integration tests mostly wait on servers
+# and timers), the ThreadSanitizer tree while the fuzz targets and the
+# AddressSanitizer suite run, which do not need it (built last beside the
+# plain suite, the fuzz targets waited 23 s for it); skipped when meson
+# test got a selection. Each build in a session of its own, so that a
+# failed suite stops the whole build.
+prebuild=""
+tsanbuild=""
+# shellcheck disable=SC2016 # expanded by the inner bash
+trap '[ -z "$prebuild" ] || kill -- "-$prebuild" 2>/dev/null || true
+	[ -z "$tsanbuild" ] || kill -- "-$tsanbuild" 2>/dev/null || true' EXIT
 if [ $# -eq 0 ]; then
 	prebuild_log=$NS_TOP/build-test/prebuild.log
-	ns_say "building the fuzz and sanitizer trees in the background ($prebuild_log)"
-	# A session of its own, so that a failed suite stops the whole build.
+	ns_say "building the fuzz and AddressSanitizer trees in the background ($prebuild_log)"
 	# shellcheck disable=SC2016 # expanded by the inner bash
 	setsid nice -n 19 bash -c '"$1/scripts/fuzz.sh" --build-only \
-		--seconds "$2" && "$1/scripts/sanitize.sh" --build-only' \
+		--seconds "$2" && "$1/scripts/sanitize.sh" --build-only --asan-only' \
 		prebuild "$NS_TOP" "$fuzz_seconds" >"$prebuild_log" 2>&1 &
 	prebuild=$!
-	trap '[ -z "$prebuild" ] || kill -- "-$prebuild" 2>/dev/null || true' EXIT
 fi
 # Four at a time on 2 cores: the integration tests mostly wait on their
 # servers and timers; tests that share the hugepages or the kernel's
@@ -47,6 +53,18 @@ meson test -C build-test --print-errorlogs --num-processes 4 "$@"
 if [ $# -eq 0 ]; then
 	wait "$prebuild" || ns_say "background build failed (see $prebuild_log)"
 	prebuild=
+	tsan_log=$NS_TOP/build-test/tsanbuild.log
+	ns_say "building the ThreadSanitizer tree in the background ($tsan_log)"
+	setsid nice -n 19 "$NS_TOP/scripts/sanitize.sh" --build-only \
+		--tsan-only >"$tsan_log" 2>&1 &
+	tsanbuild=$!
 	"$NS_TOP/scripts/fuzz.sh" --seconds "$fuzz_seconds"
-	"$NS_TOP/scripts/sanitize.sh"
+	# Both sanitizer runs, as scripts/sanitize.sh without options runs them:
+	# a failed AddressSanitizer run fails the script after the other.
+	rc=0
+	"$NS_TOP/scripts/sanitize.sh" --asan-only || rc=$?
+	wait "$tsanbuild" || ns_say "background build failed (see $tsan_log)"
+	tsanbuild=
+	"$NS_TOP/scripts/sanitize.sh" --tsan-only || rc=$?
+	exit "$rc"
 fi
