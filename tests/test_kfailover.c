@@ -1343,7 +1343,8 @@ static int ct_count(uint16_t sport, uint16_t dport)
  * promotion through keepalived-kernel-notify.sh MASTER must leave B's
  * conntrack as the store holds it: every unannounced session in, the
  * deleted one out. */
-Test(failover, a_kernel_promotion_reads_back_what_the_fenced_active_never_published)
+Test(failover,
+     a_kernel_promotion_reads_back_what_the_fenced_active_never_published)
 {
 	struct ns_session rec, s;
 	int listener, udp_server, u_c, n = -1;
@@ -1379,7 +1380,8 @@ Test(failover, a_kernel_promotion_reads_back_what_the_fenced_active_never_publis
 		s = nst_session(IPPROTO_UDP, NS_EV_CREATE, rec.gateway_id,
 				rec.epoch, 600000, nsdp_realtime_ns());
 		nst_session_snat(&s, CLIENT, UNANNOUNCED_SPORT + i, SERVER,
-				 UNANNOUNCED_PORT, POOL, GW1_PORTS_LO + 5000 + i);
+				 UNANNOUNCED_PORT, POOL,
+				 GW1_PORTS_LO + 5000 + i);
 		cr_assert_eq(store_key_cmd(&s, 0), 1);
 	}
 	cr_assert_eq(ct_count(0, UNANNOUNCED_PORT), 0);
@@ -1389,14 +1391,16 @@ Test(failover, a_kernel_promotion_reads_back_what_the_fenced_active_never_publis
 	cr_assert_eq(notify(2, "MASTER"), 0, "see %s",
 		     nst_run_path("notify.out"));
 	wait_log(2, "kernel-active.log", "progress: active", 10);
-	for (int i = 0; i < 50 && (n = ct_count(0, UNANNOUNCED_PORT)) <
-					  UNANNOUNCED; i++)
+	for (int i = 0;
+	     i < 50 && (n = ct_count(0, UNANNOUNCED_PORT)) < UNANNOUNCED; i++)
 		nsdp_sleep_ms(100);
 	cr_log_info("promotion to an active in %.0f ms; %d of %d unannounced "
 		    "sessions in gateway 2's conntrack\n",
 		    (nsdp_now_s() - t0) * 1000.0, n, UNANNOUNCED);
-	cr_assert_eq(n, UNANNOUNCED, "gateway 2's conntrack holds %d of the "
-		     "%d sessions A wrote unannounced", n, UNANNOUNCED);
+	cr_assert_eq(n, UNANNOUNCED,
+		     "gateway 2's conntrack holds %d of the "
+		     "%d sessions A wrote unannounced",
+		     n, UNANNOUNCED);
 	cr_assert_eq(ct_count(PORT_U, UDP_PORT), 0,
 		     "U, deleted unannounced, is in gateway 2's conntrack");
 	close(u_c);

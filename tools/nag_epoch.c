@@ -130,8 +130,8 @@ int64_t nag_epoch_handover(const struct nsa_config *c, uint32_t floor)
 			 err);
 		return -1;
 	}
-	snprintf(what, sizeof(what), "handover: epoch %" PRId64
-		 " from the store", e);
+	snprintf(what, sizeof(what),
+		 "handover: epoch %" PRId64 " from the store", e);
 	fence(&c->store, what);
 	return e;
 }

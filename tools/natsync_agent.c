@@ -629,11 +629,12 @@ static int64_t standby_handover(struct nsa_standby *sb,
 	if (e < 0)
 		return -1;
 	if (nsa_standby_barrier(sb, HANDOVER_BARRIER_MS) != 0)
-		NSA_WARN("handover: the subscriber did not confirm within %d ms "
-			 "that it applied what the old active published "
-			 "before the fence; conntrack may miss its last "
-			 "sessions",
-			 HANDOVER_BARRIER_MS);
+		NSA_WARN(
+			"handover: the subscriber did not confirm within %d ms "
+			"that it applied what the old active published "
+			"before the fence; conntrack may miss its last "
+			"sessions",
+			HANDOVER_BARRIER_MS);
 	if (nsa_standby_resync_all(sb, HANDOVER_RESYNC_MS) != 0)
 		NSA_WARN("handover: the resync of every master after the fence "
 			 "did not end within %d ms; conntrack may miss what "
