@@ -17,7 +17,9 @@
  * conntrack entries until stopped, then writes the kernel's table to
  * [source] dump (and on SIGUSR1).
  * Standby: rebuilds the table from the store and the notifications until
- * stopped; SIGUSR1 dumps the table to [standby] dump.
+ * stopped; SIGUSR1 dumps the table to [standby] dump, SIGUSR2 hands it
+ * over to the node's active (an epoch, the fence, every master read
+ * again, then the stop).
  *
  * Both print a progress line every [agent] progress_ms and end with one
  * machine-readable REPORT line on stdout. Exit status: 0 done, 1 runtime
@@ -189,7 +191,9 @@ static void usage(FILE *out)
 		"when all of it was acknowledged;\n"
 		"a standby dumps its table first when [standby] dump is set); "
 		"SIGUSR1\n"
-		"makes a standby dump its table.\n"
+		"makes a standby dump its table; SIGUSR2 makes it take an "
+		"epoch, fence,\n"
+		"read every master again and stop (REPORT handover_epoch=).\n"
 		"With [standby] commit = conntrack a standby also writes "
 		"every session\n"
 		"into the kernel's conntrack table (root; [standby] "
