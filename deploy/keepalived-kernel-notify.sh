@@ -6,11 +6,14 @@
 #   vrrp_instance NAT { ... notify "/usr/libexec/natsync/keepalived-kernel-notify.sh" }
 #
 # keepalived appends: TYPE NAME STATE PRIORITY (e.g. INSTANCE NAT MASTER 100).
-#   MASTER               -> stop the standby agent (its sessions are already
-#                           in this host's conntrack), start the active agent
-#                           ([source] type = kernel), which takes a new epoch
-#                           above the standby's last (epoch_floor), or a
-#                           provisional one when the store does not answer
+#   MASTER               -> hand the standby agent over (SIGUSR2: it takes a
+#                           new epoch above its last, fences the old active,
+#                           reads every master again into this host's
+#                           conntrack and exits), start the active agent
+#                           ([source] type = kernel) on that epoch; when the
+#                           store gave none, the active takes one above the
+#                           standby's last (epoch_floor), or a provisional
+#                           one when the store does not answer
 #   BACKUP, FAULT, STOP  -> stop the active agent, start the standby agent
 #                           ([standby] commit = conntrack)
 # Options (before keepalived's arguments):
@@ -45,17 +48,18 @@ if [ -n "$id" ]; then
 	extra="$extra --set agent.gateway_id=$id"
 fi
 
-# Stop the agent of role, if it runs: SIGTERM lets an active drain its lane
-# and write its REPORT; after 15 s it is killed.
+# Stop the agent of role, if it runs, with signal (default TERM): SIGTERM
+# lets an active drain its lane and write its REPORT, SIGUSR2 hands a
+# standby over; after 15 s it is killed.
 stop_role() {
 	local pidf="$dir/kernel-$1.pid" pid
 	[ -f "$pidf" ] || return 0
 	pid=$(cat "$pidf")
 	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-		kill -TERM "$pid"
-		for _ in $(seq 150); do
+		kill -"${2:-TERM}" "$pid"
+		for _ in $(seq 750); do
 			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
+			sleep 0.02
 		done
 		kill -KILL "$pid" 2>/dev/null || true
 	fi
@@ -95,15 +99,35 @@ else
 fi
 echo "keepalived-kernel-notify: $ns_vrrp_name is $ns_vrrp_state: stop the $stop agent, start the $start agent" >&2
 logger -t natsync "keepalived $ns_vrrp_name $ns_vrrp_state: $start agent" 2>/dev/null || true
-stop_role "$stop"
-# The new active takes its epoch above the highest one this node's standby
-# applied (its last REPORT's epoch_max): a store that lost its counter
-# cannot give it a lower one, and when the store does not answer, its
-# provisional epoch is in the generation after it.
-if [ "$start" = active ] && [ -f "$dir/kernel-standby.out" ]; then
+# Only the REPORT the standby writes now counts (the file keeps earlier
+# ones).
+out="$dir/kernel-standby.out"
+seen=0
+if [ "$start" = active ] && [ -f "$out" ]; then
+	seen=$(wc -l <"$out")
+fi
+if [ "$start" = active ]; then
+	# The standby takes the epoch and fences while it still runs, so
+	# that what the old active wrote and never announced before the
+	# fence is read into conntrack before the active starts.
+	stop_role standby USR2
+else
+	stop_role "$stop"
+fi
+# The new active runs on the standby's handover epoch; without one, it
+# takes its epoch above the highest one this node's standby applied (its
+# last REPORT's epoch_max): a store that lost its counter cannot give it a
+# lower one, and when the store does not answer, its provisional epoch is
+# in the generation after it.
+if [ "$start" = active ] && [ -f "$out" ]; then
+	report=$(sed -n "$((seen + 1)),\$ s/^REPORT role=standby .*/&/p" "$out" |
+		tail -n 1)
+	handover=$(echo "$report" | sed -n 's/.* handover_epoch=\([0-9]*\).*/\1/p')
 	floor=$(sed -n 's/^REPORT role=standby .* epoch_max=\([0-9]*\).*/\1/p' \
-		"$dir/kernel-standby.out" | tail -n 1)
-	if [ -n "$floor" ]; then
+		"$out" | tail -n 1)
+	if [ -n "$handover" ] && [ "$handover" != 0 ]; then
+		extra="$extra --set agent.epoch=$handover"
+	elif [ -n "$floor" ]; then
 		extra="$extra --set agent.epoch_floor=$floor"
 	fi
 fi

@@ -40,6 +40,7 @@
 #include "nsdp_time.h"
 #include "nst_agents.h"
 #include "nst_netns.h"
+#include "nst_session.h"
 #include "nst_skip.h"
 #include "nsa_fence.h"
 #include "nst_store.h"
@@ -576,7 +577,8 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	rec = store_wait(IPPROTO_TCP, PORT_B, TCP_PORT, epoch2);
 	cr_assert_eq(rec.xlat.sport, b_x);
 	cr_assert_eq(rec.epoch, epoch2, "the next epoch the store issued");
-	wait_log(2, "kernel-active.log", "epoch 512 from the store", 1);
+	wait_log(2, "kernel-standby.log", "handover: epoch 512 from the store",
+		 1);
 	cr_assert_not(store_get(IPPROTO_TCP, PORT_D, TCP_PORT, &rec) &&
 			      rec.xlat.sport == d_x,
 		      "D was never replicated");
@@ -616,8 +618,10 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 	cr_assert(udp_to_client(udp_server, f_c, f_x, "f-back-reply"));
 	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
 		     nst_run_path("notify.out"));
-	wait_log(1, "kernel-active.log",
-		 "epoch 768 from the store; 3 older writer connection", 10);
+	wait_log(1, "kernel-standby.log",
+		 "handover: epoch 768 from the store; 3 older writer "
+		 "connection",
+		 10);
 	rec = store_wait(IPPROTO_UDP, PORT_F, UDP_PORT, epoch3);
 	cr_assert_eq(rec.xlat.sport, f_x);
 	rec = store_wait(IPPROTO_TCP, PORT_A, TCP_PORT, epoch3);
@@ -1283,6 +1287,122 @@ Test(failover, keepalived_moves_a_kernel_gateways_flows)
 	close(a_s);
 	close(b_c);
 	close(b_s);
+	close(u_c);
+	close(udp_server);
+	close(listener);
+}
+
+/* ---- a promotion reads back what the fenced active never published --- */
+
+#define UNANNOUNCED 40 /* sessions A wrote to the store alone */
+#define UNANNOUNCED_PORT 8002 /* their server port */
+#define UNANNOUNCED_SPORT 6000 /* their client ports, from here */
+
+/* Run cmd (SET or DEL) on the flow's key on every master: the one that
+ * owns its slot does it, the others answer MOVED. The masters that did. */
+static int store_key_cmd(const struct ns_session *s, int del)
+{
+	uint8_t key[NS_KEY_LEN], val[NS_RECORD_MAX_LEN];
+	int len = ns_record_encode(s, val, sizeof(val)), done = 0;
+
+	cr_assert_gt(len, 0);
+	ns_key_build(s->proto, &s->orig, key);
+	for (int i = 0; i < STORE_MASTERS; i++) {
+		redisContext *c = redisConnect("127.0.0.1", STORE_PORT + i);
+		redisReply *r;
+
+		cr_assert(c && !c->err, "cannot reach the store on %d",
+			  STORE_PORT + i);
+		r = del ? redisCommand(c, "DEL %b", key, (size_t)NS_KEY_LEN)
+			: redisCommand(c, "SET %b %b PX %u", key,
+				       (size_t)NS_KEY_LEN, val, (size_t)len,
+				       s->timeout_ms);
+		done += r && r->type != REDIS_REPLY_ERROR;
+		freeReplyObject(r);
+		redisFree(c);
+	}
+	return done;
+}
+
+/* Gateway 2's conntrack entries of UDP flows to port dport from the
+ * client's port sport (0: any port). */
+static int ct_count(uint16_t sport, uint16_t dport)
+{
+	char filter[32] = "";
+
+	if (sport)
+		snprintf(filter, sizeof(filter), "--sport %u", sport);
+	return nst_sh("exit $(ip netns exec k3gw2 conntrack -L -p udp %s "
+		      "--dport %u 2>/dev/null | grep -c .)",
+		      filter, dport);
+}
+
+/* A fenced active A wrote sessions to the store and never announced them
+ * (the fence closed its connection between the writes and the SPUBLISH),
+ * and deleted one the standby had without announcing that either. B's
+ * promotion through keepalived-kernel-notify.sh MASTER must leave B's
+ * conntrack as the store holds it: every unannounced session in, the
+ * deleted one out. */
+Test(failover,
+     a_kernel_promotion_reads_back_what_the_fenced_active_never_published)
+{
+	struct ns_session rec, s;
+	int listener, udp_server, u_c, n = -1;
+	uint16_t u_x;
+	double t0;
+
+	nst_need_root("network namespaces, nftables, BPF and conntrack need "
+		      "root");
+	snprintf(run_dir, sizeof(run_dir), "%s",
+		 nst_run_dir_make("kfailover-readback"));
+	net_setup();
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
+	make_gw_dir(1);
+	make_gw_dir(2);
+	cr_assert_eq(notify(2, "BACKUP"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(2, "kernel-standby.log", "standby: synced", 30);
+	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(1, "kernel-active.log", "progress: active", 10);
+
+	/* U through gateway 1, announced: in gateway 2's conntrack. */
+	three_flows(&listener, &udp_server, &u_c, &u_x);
+	rec = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, 1);
+	wait_committed("k3gw2", PORT_U, UDP_PORT, u_x);
+
+	/* A stops announcing (killed here, so that nothing of its own
+	 * follows); what it wrote before is in the store alone: U deleted,
+	 * UNANNOUNCED sessions of its gateway id and epoch. */
+	kill(role_pid(1, "active"), SIGKILL);
+	cr_assert_eq(store_key_cmd(&rec, 1), 1, "U deleted on its master");
+	for (int i = 0; i < UNANNOUNCED; i++) {
+		s = nst_session(IPPROTO_UDP, NS_EV_CREATE, rec.gateway_id,
+				rec.epoch, 600000, nsdp_realtime_ns());
+		nst_session_snat(&s, CLIENT, UNANNOUNCED_SPORT + i, SERVER,
+				 UNANNOUNCED_PORT, POOL,
+				 GW1_PORTS_LO + 5000 + i);
+		cr_assert_eq(store_key_cmd(&s, 0), 1);
+	}
+	cr_assert_eq(ct_count(0, UNANNOUNCED_PORT), 0);
+
+	/* B promoted as keepalived does it. */
+	t0 = nsdp_now_s();
+	cr_assert_eq(notify(2, "MASTER"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(2, "kernel-active.log", "progress: active", 10);
+	for (int i = 0;
+	     i < 50 && (n = ct_count(0, UNANNOUNCED_PORT)) < UNANNOUNCED; i++)
+		nsdp_sleep_ms(100);
+	cr_log_info("promotion to an active in %.0f ms; %d of %d unannounced "
+		    "sessions in gateway 2's conntrack\n",
+		    (nsdp_now_s() - t0) * 1000.0, n, UNANNOUNCED);
+	cr_assert_eq(n, UNANNOUNCED,
+		     "gateway 2's conntrack holds %d of the "
+		     "%d sessions A wrote unannounced",
+		     n, UNANNOUNCED);
+	cr_assert_eq(ct_count(PORT_U, UDP_PORT), 0,
+		     "U, deleted unannounced, is in gateway 2's conntrack");
 	close(u_c);
 	close(udp_server);
 	close(listener);

@@ -116,3 +116,22 @@ void nag_epoch_register(struct nag_epoch *pe, double t)
 		fence(pe->store, err);
 	}
 }
+
+int64_t nag_epoch_handover(const struct nsa_config *c, uint32_t floor)
+{
+	struct nsa_store_conf q = store_quick(&c->store);
+	char err[512], what[64];
+	int64_t e;
+
+	e = nsa_epoch_take(&q, floor, err, sizeof(err));
+	if (e < 0) {
+		NSA_WARN("handover: no epoch from the store (%s); the active "
+			 "takes its own",
+			 err);
+		return -1;
+	}
+	snprintf(what, sizeof(what),
+		 "handover: epoch %" PRId64 " from the store", e);
+	fence(&c->store, what);
+	return e;
+}

@@ -37,4 +37,10 @@ int nag_epoch_take(struct nsa_config *c, struct nag_epoch *pe);
  * connection). */
 void nag_epoch_register(struct nag_epoch *pe, double t);
 
+/* A standby handing over to this node's active (SIGUSR2): an epoch from
+ * the store above floor, each ask bounded as the first ask above, and the
+ * fence raised. The epoch, or -1 (logged) when the store did not give one:
+ * the active then takes its own as before. */
+int64_t nag_epoch_handover(const struct nsa_config *c, uint32_t floor);
+
 #endif

@@ -17,7 +17,9 @@
  * conntrack entries until stopped, then writes the kernel's table to
  * [source] dump (and on SIGUSR1).
  * Standby: rebuilds the table from the store and the notifications until
- * stopped; SIGUSR1 dumps the table to [standby] dump.
+ * stopped; SIGUSR1 dumps the table to [standby] dump, SIGUSR2 hands it
+ * over to the node's active (an epoch, the fence, every master read
+ * again, then the stop).
  *
  * Both print a progress line every [agent] progress_ms and end with one
  * machine-readable REPORT line on stdout. Exit status: 0 done, 1 runtime
@@ -189,7 +191,9 @@ static void usage(FILE *out)
 		"when all of it was acknowledged;\n"
 		"a standby dumps its table first when [standby] dump is set); "
 		"SIGUSR1\n"
-		"makes a standby dump its table.\n"
+		"makes a standby dump its table; SIGUSR2 makes it take an "
+		"epoch, fence,\n"
+		"read every master again and stop (REPORT handover_epoch=).\n"
 		"With [standby] commit = conntrack a standby also writes "
 		"every session\n"
 		"into the kernel's conntrack table (root; [standby] "
@@ -569,7 +573,7 @@ static void max_epoch_cb(const struct ns_session *s, void *arg)
 /* The REPORT line of a stopped standby. epoch_max: the highest epoch of
  * the sessions its table holds (the floor of this node's next active,
  * [agent] epoch_floor). */
-static void standby_report(struct nsa_standby *sb)
+static void standby_report(struct nsa_standby *sb, int64_t handover)
 {
 	struct nsa_standby_stats st;
 	struct nsdp_table_stats ts;
@@ -591,19 +595,64 @@ static void standby_report(struct nsa_standby *sb)
 	       " fenced=%" PRIu64 " other_pair=%" PRIu64
 	       " epoch_regressions=%" PRIu64 " epoch_resyncs=%" PRIu64
 	       " lag_avg_us=%.0f lag_max_us=%" PRIu64 " lag_count=%" PRIu64
-	       " epoch_max=%" PRIu32 "%s\n",
+	       " epoch_max=%" PRIu32 " handover_epoch=%" PRId64 "%s\n",
 	       ts.live, st.batches, st.records, st.loaded, st.load_values,
 	       st.load_bytes, st.gaps, st.resyncs, st.repairs, st.repair_values,
 	       st.repair_bytes, st.refused_segments, st.resubscribes,
 	       st.topology_changes, st.stale, st.dead_subscriptions,
 	       st.bad_messages, ts.full_drops, st.fenced, st.other_pair,
 	       st.epoch_regressions, st.epoch_resyncs, standby_lag_avg_us(&st),
-	       st.lag_max_us, st.lag_count, epoch_max, commit);
+	       st.lag_max_us, st.lag_count, epoch_max,
+	       handover < 0 ? 0 : handover, commit);
 	fflush(stdout);
+}
+
+/* Bounds of a handover's wait for what was published before the fence,
+ * and of its resync, as the DPDK gateway's promotion (GW_BARRIER_MS,
+ * GW_PROMOTE_RESYNC_MS). */
+#define HANDOVER_BARRIER_MS 1000
+#define HANDOVER_RESYNC_MS 1000
+
+/* SIGUSR2, before this node's active starts (keepalived-kernel-notify.sh
+ * MASTER): the new epoch taken and the old active fenced while this
+ * standby still runs, then what the old active published before the fence
+ * applied and every master read again into conntrack, so that sessions it
+ * wrote to the store and never announced (the fence closed its connection
+ * between the writes and the SPUBLISH), and deletes alike, reach the
+ * kernel's table. The kernel forwards meanwhile. The epoch for the active
+ * (the REPORT's handover_epoch), or -1 when the store gave none. */
+static int64_t standby_handover(struct nsa_standby *sb,
+				const struct nsa_config *conf)
+{
+	uint32_t floor = conf->epoch_floor;
+	double t0 = nsdp_now_s();
+	int64_t e;
+
+	nsdp_table_walk(nsa_standby_table(sb), max_epoch_cb, &floor);
+	e = nag_epoch_handover(conf, floor);
+	if (e < 0)
+		return -1;
+	if (nsa_standby_barrier(sb, HANDOVER_BARRIER_MS) != 0)
+		NSA_WARN(
+			"handover: the subscriber did not confirm within %d ms "
+			"that it applied what the old active published "
+			"before the fence; conntrack may miss its last "
+			"sessions",
+			HANDOVER_BARRIER_MS);
+	if (nsa_standby_resync_all(sb, HANDOVER_RESYNC_MS) != 0)
+		NSA_WARN("handover: the resync of every master after the fence "
+			 "did not end within %d ms; conntrack may miss what "
+			 "the old active wrote without publishing it",
+			 HANDOVER_RESYNC_MS);
+	NSA_INFO("handover: every master read again after the fence in "
+		 "%.1f ms; the active takes epoch %" PRId64,
+		 (nsdp_now_s() - t0) * 1000.0, e);
+	return e;
 }
 
 static int run_standby(const struct nsa_config *conf, double duration)
 {
+	int64_t handover = -1;
 	struct nsa_standby *sb = nsa_standby_create(conf);
 	struct nsa_standby_stats st;
 	double t0 = nsdp_now_s(), last_progress = t0;
@@ -633,6 +682,10 @@ static int run_standby(const struct nsa_config *conf, double duration)
 		nsa_metrics_wait(mx, 20, -1);
 		if (nsa_cli_dump_requested())
 			standby_dump(sb, conf->table_dump);
+		if (nsa_cli_handover_requested()) {
+			handover = standby_handover(sb, conf);
+			break;
+		}
 		nsa_standby_stats(sb, &st);
 		if (st.synced && !was_synced) {
 			was_synced = 1;
@@ -654,7 +707,7 @@ static int run_standby(const struct nsa_config *conf, double duration)
 	nsa_standby_stop(sb);
 	if (conf->table_dump[0])
 		standby_dump(sb, conf->table_dump);
-	standby_report(sb);
+	standby_report(sb, handover);
 	nsa_metrics_stop(mx);
 	nsa_standby_stop(sb);
 	nsa_standby_free(sb);
@@ -680,7 +733,9 @@ int main(int argc, char **argv)
 	if ((rc = nsa_cli_config(&cli, &conf.agent)) != NSA_CLI_RUN)
 		return rc;
 	rc = nsa_cli_start(&cli, &conf.agent, argc - optind, argv + optind,
-			   NULL, NSA_CLI_CATCH_STOP | NSA_CLI_CATCH_DUMP);
+			   NULL,
+			   NSA_CLI_CATCH_STOP | NSA_CLI_CATCH_DUMP |
+				   NSA_CLI_CATCH_HANDOVER);
 	if (rc != 0)
 		return rc == -ENOENT ? 1 : 2; /* no gateway yet: retry later */
 	nsa_sd_ready(conf.agent.role == NSA_ROLE_ACTIVE ? "active" : "standby");

@@ -20,6 +20,7 @@
 
 int nsa_cli_stop;
 int nsa_cli_dump;
+int nsa_cli_handover;
 
 const struct option nsa_cli_longopts[] = {
 	NSA_CLI_LONGOPTS,
@@ -162,6 +163,12 @@ static void nsa_cli_on_dump(int sig)
 	__atomic_store_n(&nsa_cli_dump, 1, __ATOMIC_RELAXED);
 }
 
+static void nsa_cli_on_handover(int sig)
+{
+	(void)sig;
+	__atomic_store_n(&nsa_cli_handover, 1, __ATOMIC_RELAXED);
+}
+
 int nsa_cli_start(const struct nsa_cli *cli, const struct nsa_config *conf,
 		  int extra_argc, char **extra_argv, const char *default_lcores,
 		  int catch)
@@ -181,6 +188,8 @@ int nsa_cli_start(const struct nsa_cli *cli, const struct nsa_config *conf,
 	}
 	if (catch & NSA_CLI_CATCH_DUMP)
 		signal(SIGUSR1, nsa_cli_on_dump);
+	if (catch & NSA_CLI_CATCH_HANDOVER)
+		signal(SIGUSR2, nsa_cli_on_handover);
 	signal(SIGPIPE, SIG_IGN);
 	return 0;
 }

@@ -89,6 +89,7 @@ int nsa_cli_config(const struct nsa_cli *cli, struct nsa_config *conf);
 /* Signals nsa_cli_start catches. */
 #define NSA_CLI_CATCH_STOP 1 /* SIGINT, SIGTERM: nsa_cli_stopping() */
 #define NSA_CLI_CATCH_DUMP 2 /* SIGUSR1: nsa_cli_dump_requested() */
+#define NSA_CLI_CATCH_HANDOVER 4 /* SIGUSR2: nsa_cli_handover_requested() */
 
 /* Start EAL with conf's eal_args, the extra arguments and default_lcores
  * (see nsa_eal_start), then catch the signals asked for and ignore
@@ -99,6 +100,7 @@ int nsa_cli_start(const struct nsa_cli *cli, const struct nsa_config *conf,
 
 extern int nsa_cli_stop; /* set by SIGINT/SIGTERM */
 extern int nsa_cli_dump; /* set by SIGUSR1 */
+extern int nsa_cli_handover; /* set by SIGUSR2 */
 
 static inline int nsa_cli_stopping(void)
 {
@@ -109,6 +111,12 @@ static inline int nsa_cli_stopping(void)
 static inline int nsa_cli_dump_requested(void)
 {
 	return __atomic_exchange_n(&nsa_cli_dump, 0, __ATOMIC_RELAXED);
+}
+
+/* 1 once per SIGUSR2. */
+static inline int nsa_cli_handover_requested(void)
+{
+	return __atomic_exchange_n(&nsa_cli_handover, 0, __ATOMIC_RELAXED);
 }
 
 #endif
