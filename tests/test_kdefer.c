@@ -187,7 +187,8 @@ static uint64_t mono_ns(void)
 struct fam {
 	int af;
 	const char *client, *server; /* as text */
-	const char *key_client, *key_server; /* as natsync-verify --get has them */
+	/* as natsync-verify --get has them */
+	const char *key_client, *key_server;
 };
 
 static const struct fam fam4 = {AF_INET, "10.75.0.2", "198.51.100.2",
@@ -231,8 +232,8 @@ static int fam_socket(const struct fam *f, const char *ns, const char *addr,
 
 	nst_netns_back(self);
 	cr_assert(fd >= 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&ss, len), 0, "bind %s:%u",
-		     ns, port);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&ss, len), 0, "bind %s:%u", ns,
+		     port);
 	return fd;
 }
 
@@ -247,9 +248,9 @@ static void send_again(const struct fam *f, int fd, const char *what)
 	struct sockaddr_storage to;
 	socklen_t len = fam_addr(f, f->server, SERVER_PORT, &to);
 
-	cr_assert_eq(sendto(fd, what, strlen(what), 0, (struct sockaddr *)&to,
-			    len),
-		     (ssize_t)strlen(what));
+	cr_assert_eq(
+		sendto(fd, what, strlen(what), 0, (struct sockaddr *)&to, len),
+		(ssize_t)strlen(what));
 }
 
 /* A datagram from the client's port to the server; the client socket is
@@ -277,11 +278,10 @@ static uint64_t arrival(int server, unsigned int ms, uint16_t *from_port)
 		     &len) <= 0)
 		return 0;
 	if (from_port)
-		*from_port = ntohs(from.ss_family == AF_INET6
-					   ? ((struct sockaddr_in6 *)&from)
-						     ->sin6_port
-					   : ((struct sockaddr_in *)&from)
-						     ->sin_port);
+		*from_port = ntohs(
+			from.ss_family == AF_INET6
+				? ((struct sockaddr_in6 *)&from)->sin6_port
+				: ((struct sockaddr_in *)&from)->sin_port);
 	return mono_ns();
 }
 
@@ -538,11 +538,12 @@ static void latency_case(const struct fam *f)
 			     report_field("defer_timeouts"),
 		     flows);
 	cr_assert_eq(report_field("creates"), flows);
-	printf("RESULT kdefer family=%d flows=%u off_p50_us=%.0f off_p99_us=%.0f "
-	       "on_p50_us=%.0f on_p99_us=%.0f timeouts=%lu hold_p50_us=%lu "
+	printf("RESULT kdefer family=%d flows=%u off_p50_us=%.0f "
+	       "off_p99_us=%.0f on_p50_us=%.0f on_p99_us=%.0f timeouts=%lu hold_p50_us=%lu "
 	       "hold_p99_us=%lu\n",
-	       f->af == AF_INET6 ? 6 : 4, flows, off50, off99, on50, on99, report_field("defer_timeouts"),
-	       report_field("defer_p50_us"), report_field("defer_p99_us"));
+	       f->af == AF_INET6 ? 6 : 4, flows, off50, off99, on50, on99,
+	       report_field("defer_timeouts"), report_field("defer_p50_us"),
+	       report_field("defer_p99_us"));
 	fflush(stdout);
 	close(server);
 }

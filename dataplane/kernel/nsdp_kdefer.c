@@ -496,9 +496,9 @@ unsigned int nsdp_kdefer_release(struct nsdp_kdefer *d, uint64_t settled,
 /* Over the whole tuple: an IPv4 one has the rest of src6 and dst6 zero. */
 static uint32_t expect_hash(uint8_t proto, const struct nsdp_kern_tuple *t)
 {
-	uint64_t h = ((uint64_t)t->sport << 24 | (uint64_t)t->dport << 8 |
-		      proto) *
-		     0xc2b2ae3d27d4eb4fULL;
+	uint64_t h =
+		((uint64_t)t->sport << 24 | (uint64_t)t->dport << 8 | proto) *
+		0xc2b2ae3d27d4eb4fULL;
 
 	for (int i = 0; i < 4; i++)
 		h = (h ^ ((uint64_t)t->src6[i] << 32 | t->dst6[i])) *

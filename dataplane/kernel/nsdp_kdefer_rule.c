@@ -156,8 +156,8 @@ static int put_table(struct mnl_nlmsg_batch *b, uint32_t seq, int del,
 	struct nlattr *hook, *exprs;
 
 	if (del) {
-		nlh = nft_msg(b, nft_type(NFT_MSG_DELTABLE), family,
-			      NLM_F_ACK, seq, 0);
+		nlh = nft_msg(b, nft_type(NFT_MSG_DELTABLE), family, NLM_F_ACK,
+			      seq, 0);
 		mnl_attr_put_strz(nlh, NFTA_TABLE_NAME, NSDP_KDEFER_TABLE);
 		mnl_nlmsg_batch_next(b);
 		return 1;

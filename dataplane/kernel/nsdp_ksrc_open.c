@@ -202,8 +202,8 @@ static int open_defer(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
 	if (k->conf.defer_rule)
 		nsdp_kdefer_rule_del(k->netns_fd);
 	for (int i = 0; i < 2; i++) {
-		k->defer_link[i] = attach_defer_prog(
-			k, i == 0 ? NFPROTO_IPV4 : NFPROTO_IPV6);
+		k->defer_link[i] = attach_defer_prog(k, i == 0 ? NFPROTO_IPV4
+							       : NFPROTO_IPV6);
 		if (k->defer_link[i] < 0)
 			return fail(why, k->defer_link[i], err, errlen,
 				    i == 0 ? "defer: cannot attach the BPF "
