@@ -539,8 +539,8 @@ static void latency_case(const struct fam *f)
 		     flows);
 	cr_assert_eq(report_field("creates"), flows);
 	printf("RESULT kdefer family=%d flows=%u off_p50_us=%.0f "
-	       "off_p99_us=%.0f on_p50_us=%.0f on_p99_us=%.0f timeouts=%lu hold_p50_us=%lu "
-	       "hold_p99_us=%lu\n",
+	       "off_p99_us=%.0f on_p50_us=%.0f on_p99_us=%.0f timeouts=%lu "
+	       "hold_p50_us=%lu hold_p99_us=%lu\n",
 	       f->af == AF_INET6 ? 6 : 4, flows, off50, off99, on50, on99,
 	       report_field("defer_timeouts"), report_field("defer_p50_us"),
 	       report_field("defer_p99_us"));
