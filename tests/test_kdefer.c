@@ -8,8 +8,10 @@
  *
  *   netns k5df-c 10.75.0.2 --veth-- 10.75.0.1 netns k5df-g 198.51.100.1
  *   --veth-- 198.51.100.2 netns k5df-s
+ *   (IPv6: fd75::2, fd75::1, 2001:db8:75::1, 2001:db8:75::2)
  *
- * k5df-g forwards and masquerades (nftables) what leaves towards k5df-s.
+ * k5df-g forwards and masquerades (nftables, ip and ip6) what leaves
+ * towards k5df-s. The cases that take a family (struct fam) run for both.
  * The test's thread sends from sockets made in k5df-c and receives on one
  * made in k5df-s. Root is needed.
  */
@@ -36,8 +38,6 @@
 
 #define STORE_PORT 7980
 #define SEEDS "127.0.0.1:7980"
-#define CLIENT_ADDR 0x0a4b0002u /* 10.75.0.2 */
-#define SERVER_ADDR 0xc6336402u /* 198.51.100.2 */
 #define SERVER_PORT 9000
 /* Flows of the latency measurement; NATSYNC_KDEFER_FLOWS sets another
  * count (docs/kernel-gateways.md). */
@@ -80,6 +80,18 @@ static void net_setup(void)
 		"ip netns exec k5df-g nft add chain ip k5nat post "
 		"'{ type nat hook postrouting priority 100 ; }'\n"
 		"ip netns exec k5df-g nft add rule ip k5nat post oifname "
+		"k5dfg1 masquerade\n"
+		"ip -n k5df-c addr add fd75::2/64 dev k5dfc0 nodad\n"
+		"ip -n k5df-c route add default via fd75::1\n"
+		"ip -n k5df-g addr add fd75::1/64 dev k5dfg0 nodad\n"
+		"ip -n k5df-g addr add 2001:db8:75::1/64 dev k5dfg1 nodad\n"
+		"ip -n k5df-s addr add 2001:db8:75::2/64 dev k5dfs0 nodad\n"
+		"ip netns exec k5df-g sysctl -qw "
+		"net.ipv6.conf.all.forwarding=1\n"
+		"ip netns exec k5df-g nft add table ip6 k5nat\n"
+		"ip netns exec k5df-g nft add chain ip6 k5nat post "
+		"'{ type nat hook postrouting priority 100 ; }'\n"
+		"ip netns exec k5df-g nft add rule ip6 k5nat post oifname "
 		"k5dfg1 masquerade\n");
 	cr_assert_eq(rc, 0, "cannot build the test network");
 }
@@ -105,10 +117,15 @@ static void store_signal(int sig)
 		     0);
 }
 
+/* Both of the agent's tables (ip and ip6) there: 1; neither: 0; one: 2. */
 static int table_present(void)
 {
-	return nst_sh("ip netns exec k5df-g nft list table ip natsync_defer "
-		      ">/dev/null 2>&1") == 0;
+	int v4 = nst_sh("ip netns exec k5df-g nft list table ip natsync_defer "
+			">/dev/null 2>&1") == 0;
+	int v6 = nst_sh("ip netns exec k5df-g nft list table ip6 "
+			"natsync_defer >/dev/null 2>&1") == 0;
+
+	return v4 == v6 ? v4 : 2;
 }
 
 /* The active with the kernel source; defer_max_us 0: defer off. Returns
@@ -133,7 +150,7 @@ static void active_start(unsigned int defer_max_us)
 			    nst_run_path("active.log")),
 		     0, "the active did not start; see %s",
 		     nst_run_path("active.log"));
-	for (int i = 0; i < 100 && defer_max_us && !table_present(); i++)
+	for (int i = 0; i < 100 && defer_max_us && table_present() != 1; i++)
 		nsdp_sleep_ms(50);
 	cr_assert_eq(table_present(), defer_max_us != 0,
 		     "the defer table is %s",
@@ -166,31 +183,84 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* A datagram from the client's port to the server; the client socket is
- * returned (for a later packet of the same flow). */
-static int send_from(uint16_t port, const char *what)
-{
-	struct sockaddr_in to = {.sin_family = AF_INET,
-				 .sin_port = htons(SERVER_PORT),
-				 .sin_addr.s_addr = htonl(SERVER_ADDR)};
-	int fd = nst_socket_in("k5df-c", SOCK_DGRAM, CLIENT_ADDR, port);
+/* The family a case runs in, and its addresses. */
+struct fam {
+	int af;
+	const char *client, *server; /* as text */
+	/* as natsync-verify --get has them */
+	const char *key_client, *key_server;
+};
 
-	cr_assert_eq(sendto(fd, what, strlen(what), 0, (struct sockaddr *)&to,
-			    sizeof(to)),
-		     (ssize_t)strlen(what));
+static const struct fam fam4 = {AF_INET, "10.75.0.2", "198.51.100.2",
+				"10.75.0.2", "198.51.100.2"};
+static const struct fam fam6 = {AF_INET6, "fd75::2", "2001:db8:75::2",
+				"[fd75::2]", "[2001:db8:75::2]"};
+
+/* addr:port of family f as a socket address; its length. */
+static socklen_t fam_addr(const struct fam *f, const char *addr, uint16_t port,
+			  struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (f->af == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons(port);
+		if (addr)
+			cr_assert_eq(inet_pton(AF_INET6, addr, &a->sin6_addr),
+				     1);
+		return sizeof(*a);
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)ss;
+
+	a->sin_family = AF_INET;
+	a->sin_port = htons(port);
+	if (addr)
+		cr_assert_eq(inet_pton(AF_INET, addr, &a->sin_addr), 1);
+	return sizeof(*a);
+}
+
+/* A datagram socket of family f in namespace ns bound to addr:port (addr
+ * NULL: any). */
+static int fam_socket(const struct fam *f, const char *ns, const char *addr,
+		      uint16_t port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = fam_addr(f, addr, port, &ss);
+	int self = nst_netns_visit(ns);
+	int fd = socket(f->af, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	nst_netns_back(self);
+	cr_assert(fd >= 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&ss, len), 0, "bind %s:%u", ns,
+		     port);
 	return fd;
 }
 
-/* A later datagram of the flow of send_from's socket fd. */
-static void send_again(int fd, const char *what)
+static int server_socket(const struct fam *f)
 {
-	struct sockaddr_in to = {.sin_family = AF_INET,
-				 .sin_port = htons(SERVER_PORT),
-				 .sin_addr.s_addr = htonl(SERVER_ADDR)};
+	return fam_socket(f, "k5df-s", NULL, SERVER_PORT);
+}
 
-	cr_assert_eq(sendto(fd, what, strlen(what), 0, (struct sockaddr *)&to,
-			    sizeof(to)),
-		     (ssize_t)strlen(what));
+/* A later datagram of the flow of send_from's socket fd. */
+static void send_again(const struct fam *f, int fd, const char *what)
+{
+	struct sockaddr_storage to;
+	socklen_t len = fam_addr(f, f->server, SERVER_PORT, &to);
+
+	cr_assert_eq(
+		sendto(fd, what, strlen(what), 0, (struct sockaddr *)&to, len),
+		(ssize_t)strlen(what));
+}
+
+/* A datagram from the client's port to the server; the client socket is
+ * returned (for a later packet of the same flow). */
+static int send_from(const struct fam *f, uint16_t port, const char *what)
+{
+	int fd = fam_socket(f, "k5df-c", f->client, port);
+
+	send_again(f, fd, what);
+	return fd;
 }
 
 /* Wait up to ms for a datagram at the server: its arrival (CLOCK_MONOTONIC
@@ -198,7 +268,7 @@ static void send_again(int fd, const char *what)
 static uint64_t arrival(int server, unsigned int ms, uint16_t *from_port)
 {
 	struct pollfd p = {.fd = server, .events = POLLIN};
-	struct sockaddr_in from;
+	struct sockaddr_storage from;
 	socklen_t len = sizeof(from);
 	char buf[64];
 
@@ -208,26 +278,30 @@ static uint64_t arrival(int server, unsigned int ms, uint16_t *from_port)
 		     &len) <= 0)
 		return 0;
 	if (from_port)
-		*from_port = ntohs(from.sin_port);
+		*from_port = ntohs(
+			from.ss_family == AF_INET6
+				? ((struct sockaddr_in6 *)&from)->sin6_port
+				: ((struct sockaddr_in *)&from)->sin_port);
 	return mono_ns();
 }
 
-/* The store's record of UDP flow 10.75.0.2:port -> server (JSON), or ""
- * when the store lacks it. */
-static const char *store_record(uint16_t port, char *buf, size_t len)
+/* The store's record of UDP flow client:port -> server of family f
+ * (JSON), or "" when the store lacks it. */
+static const char *store_record(const struct fam *f, uint16_t port, char *buf,
+				size_t len)
 {
-	FILE *f;
+	FILE *fp;
 	char cmd[512];
 
 	snprintf(cmd, sizeof(cmd),
-		 "%s -S " SEEDS " --get udp:10.75.0.2:%u-198.51.100.2:%u "
-		 "2>/dev/null",
-		 nst_build("tools/natsync-verify"), port, SERVER_PORT);
-	f = popen(cmd, "r");
-	cr_assert_not_null(f);
-	if (!fgets(buf, (int)len, f))
+		 "%s -S " SEEDS " --get 'udp:%s:%u-%s:%u' 2>/dev/null",
+		 nst_build("tools/natsync-verify"), f->key_client, port,
+		 f->key_server, SERVER_PORT);
+	fp = popen(cmd, "r");
+	cr_assert_not_null(fp);
+	if (!fgets(buf, (int)len, fp))
 		buf[0] = '\0';
-	pclose(f);
+	pclose(fp);
 	buf[strcspn(buf, "\n")] = '\0';
 	return buf;
 }
@@ -241,29 +315,33 @@ static void rig_start(const char *name)
 	cr_assert_eq(nst_store_start_fresh(STORE_PORT, 0, 0), 0);
 }
 
-Test(kdefer, a_first_packet_waits_until_its_record_is_in_the_store)
+/* The first packet of a UDP flow of family f held until its record is in
+ * the store; with the store stopped, let go after defer_max_us, counted;
+ * the agent's tables (ip and ip6) gone at stop, bypassed when it is
+ * killed, replaced at the next start. */
+static void hold_case(const struct fam *f)
 {
 	char rec[512];
 	uint16_t xport;
 	uint64_t t0, t1;
 	int server, a, b, d;
 
-	rig_start("kdefer-hold");
-	server = nst_socket_in("k5df-s", SOCK_DGRAM, 0, SERVER_PORT);
+	rig_start(f->af == AF_INET6 ? "kdefer-hold6" : "kdefer-hold");
+	server = server_socket(f);
 	active_start(300000);
 
 	/* The store answers: the packet goes once its record is there. */
 	t0 = mono_ns();
-	a = send_from(11001, "a1");
+	a = send_from(f, 11001, "a1");
 	t1 = arrival(server, 1000, &xport);
 	cr_assert_neq(t1, 0, "flow a's first packet did not arrive");
 	cr_assert_lt(t1 - t0, 300000000ULL, "flow a waited out defer_max_us");
-	cr_assert_neq(store_record(11001, rec, sizeof(rec))[0], '\0',
+	cr_assert_neq(store_record(f, 11001, rec, sizeof(rec))[0], '\0',
 		      "flow a arrived, its session is not in the store");
-	fprintf(stderr, "kdefer: flow a held %.3f ms; store: %s\n",
-		(double)(t1 - t0) / 1e6, rec);
+	fprintf(stderr, "kdefer: IPv%d flow a held %.3f ms; store: %s\n",
+		f->af == AF_INET6 ? 6 : 4, (double)(t1 - t0) / 1e6, rec);
 	/* Its next packet is not queued: only the first is held. */
-	send_again(a, "a2");
+	send_again(f, a, "a2");
 	cr_assert_neq(arrival(server, 1000, NULL), 0);
 
 	/* The store stopped: the first packet of flow b waits defer_max_us
@@ -271,7 +349,7 @@ Test(kdefer, a_first_packet_waits_until_its_record_is_in_the_store)
 	 * arrives once the store runs again. */
 	store_signal(SIGSTOP);
 	t0 = mono_ns();
-	b = send_from(11002, "b1");
+	b = send_from(f, 11002, "b1");
 	cr_assert_eq(arrival(server, 200, NULL), 0,
 		     "flow b's first packet arrived while the store was "
 		     "stopped, before defer_max_us");
@@ -281,7 +359,7 @@ Test(kdefer, a_first_packet_waits_until_its_record_is_in_the_store)
 	fprintf(stderr, "kdefer: flow b (store stopped) held %.3f ms\n",
 		(double)(t1 - t0) / 1e6);
 	store_signal(SIGCONT);
-	for (int i = 0; i < 50 && !store_record(11002, rec, sizeof(rec))[0];
+	for (int i = 0; i < 50 && !store_record(f, 11002, rec, sizeof(rec))[0];
 	     i++)
 		nsdp_sleep_ms(100);
 	cr_assert_neq(rec[0], '\0', "flow b's record never reached the store");
@@ -307,14 +385,14 @@ Test(kdefer, a_first_packet_waits_until_its_record_is_in_the_store)
 	nsdp_sleep_ms(200);
 	cr_assert(table_present());
 	t0 = mono_ns();
-	d = send_from(11003, "d1");
+	d = send_from(f, 11003, "d1");
 	t1 = arrival(server, 1000, NULL);
 	cr_assert_neq(t1, 0, "with the agent dead, a new flow is dropped");
 	fprintf(stderr, "kdefer: flow d (agent killed) took %.3f ms\n",
 		(double)(t1 - t0) / 1e6);
 	active_start(300000);
 	cr_assert_eq(nst_sh("[ $(ip netns exec k5df-g nft list tables | grep "
-			    "-c natsync_defer) = 1 ]"),
+			    "-c natsync_defer) = 2 ]"),
 		     0);
 	active_stop();
 	cr_assert_not(table_present());
@@ -323,6 +401,16 @@ Test(kdefer, a_first_packet_waits_until_its_record_is_in_the_store)
 	close(b);
 	close(d);
 	close(server);
+}
+
+Test(kdefer, a_first_packet_waits_until_its_record_is_in_the_store)
+{
+	hold_case(&fam4);
+}
+
+Test(kdefer, an_ipv6_first_packet_waits_until_its_record_is_in_the_store)
+{
+	hold_case(&fam6);
 }
 
 /* The JSON record without its stamp and timeout (compared apart). */
@@ -346,12 +434,12 @@ Test(kdefer, the_held_record_equals_the_one_the_bpf_capture_makes)
 	int server, fd;
 
 	rig_start("kdefer-record");
-	server = nst_socket_in("k5df-s", SOCK_DGRAM, 0, SERVER_PORT);
+	server = server_socket(&fam4);
 
 	/* Defer on: the record is made from the HELD event, before the
 	 * entry is confirmed. */
 	active_start(300000);
-	fd = send_from(11010, "h1");
+	fd = send_from(&fam4, 11010, "h1");
 	cr_assert_neq(arrival(server, 1000, NULL), 0);
 	close(fd);
 	active_stop();
@@ -362,7 +450,7 @@ Test(kdefer, the_held_record_equals_the_one_the_bpf_capture_makes)
 	cr_assert_eq(report_field("captured"), 1,
 		     "the confirmed entry was "
 		     "sent again");
-	store_record(11010, held, sizeof(held));
+	store_record(&fam4, 11010, held, sizeof(held));
 	cr_assert_neq(held[0], '\0');
 
 	/* Defer off: the same flow again, as the tp_btf capture records it
@@ -371,13 +459,13 @@ Test(kdefer, the_held_record_equals_the_one_the_bpf_capture_makes)
 			    ">/dev/null 2>&1"),
 		     0);
 	active_start(0);
-	fd = send_from(11010, "c1");
+	fd = send_from(&fam4, 11010, "c1");
 	cr_assert_neq(arrival(server, 1000, NULL), 0);
 	close(fd);
 	nsdp_sleep_ms(500);
 	active_stop();
 	cr_assert_eq(report_field("creates"), 1);
-	store_record(11010, captured, sizeof(captured));
+	store_record(&fam4, 11010, captured, sizeof(captured));
 	cr_assert_neq(captured[0], '\0');
 	fprintf(stderr, "kdefer: held:     %s\nkdefer: captured: %s\n", held,
 		captured);
@@ -400,15 +488,16 @@ static int cmp_u64(const void *a, const void *b)
 
 /* flows new flows one after the other, each one's first packet timed from
  * the client's send to the server; p50 and p99 in µs. */
-static void first_packet_latency(int server, unsigned int flows,
-				 uint16_t first_port, double *p50, double *p99)
+static void first_packet_latency(const struct fam *f, int server,
+				 unsigned int flows, uint16_t first_port,
+				 double *p50, double *p99)
 {
 	uint64_t *lat = calloc(flows, sizeof(*lat));
 
 	cr_assert_not_null(lat);
 	for (unsigned int i = 0; i < flows; i++) {
 		uint64_t t0 = mono_ns(), t1;
-		int fd = send_from((uint16_t)(first_port + i), "l");
+		int fd = send_from(f, (uint16_t)(first_port + i), "l");
 
 		t1 = arrival(server, 2000, NULL);
 		cr_assert_neq(t1, 0, "flow %u did not arrive", i);
@@ -421,7 +510,9 @@ static void first_packet_latency(int server, unsigned int flows,
 	free(lat);
 }
 
-Test(kdefer, first_packet_latency_with_defer_off_and_on)
+/* The first-packet latency of family f's new UDP flows, defer off and
+ * on; one RESULT line (scripts/bench-kernel-defer.sh). */
+static void latency_case(const struct fam *f)
 {
 	const char *env = getenv("NATSYNC_KDEFER_FLOWS");
 	unsigned int flows = DEFAULT_FLOWS;
@@ -430,15 +521,15 @@ Test(kdefer, first_packet_latency_with_defer_off_and_on)
 
 	if (env && atoi(env) > 0 && atoi(env) <= 20000)
 		flows = (unsigned int)atoi(env);
-	rig_start("kdefer-latency");
-	server = nst_socket_in("k5df-s", SOCK_DGRAM, 0, SERVER_PORT);
+	rig_start(f->af == AF_INET6 ? "kdefer-latency6" : "kdefer-latency");
+	server = server_socket(f);
 
 	active_start(0);
-	first_packet_latency(server, flows, 20000, &off50, &off99);
+	first_packet_latency(f, server, flows, 20000, &off50, &off99);
 	active_stop();
 
 	active_start(2000);
-	first_packet_latency(server, flows, 40000, &on50, &on99);
+	first_packet_latency(f, server, flows, 40000, &on50, &on99);
 	active_stop();
 	cr_assert_eq(report_field("defer_queued"), flows);
 	cr_assert_eq(report_field("defer_held"), flows);
@@ -447,13 +538,24 @@ Test(kdefer, first_packet_latency_with_defer_off_and_on)
 			     report_field("defer_timeouts"),
 		     flows);
 	cr_assert_eq(report_field("creates"), flows);
-	printf("RESULT kdefer flows=%u off_p50_us=%.0f off_p99_us=%.0f "
-	       "on_p50_us=%.0f on_p99_us=%.0f timeouts=%lu hold_p50_us=%lu "
-	       "hold_p99_us=%lu\n",
-	       flows, off50, off99, on50, on99, report_field("defer_timeouts"),
-	       report_field("defer_p50_us"), report_field("defer_p99_us"));
+	printf("RESULT kdefer family=%d flows=%u off_p50_us=%.0f "
+	       "off_p99_us=%.0f on_p50_us=%.0f on_p99_us=%.0f timeouts=%lu "
+	       "hold_p50_us=%lu hold_p99_us=%lu\n",
+	       f->af == AF_INET6 ? 6 : 4, flows, off50, off99, on50, on99,
+	       report_field("defer_timeouts"), report_field("defer_p50_us"),
+	       report_field("defer_p99_us"));
 	fflush(stdout);
 	close(server);
+}
+
+Test(kdefer, first_packet_latency_with_defer_off_and_on)
+{
+	latency_case(&fam4);
+}
+
+Test(kdefer, ipv6_first_packet_latency_with_defer_off_and_on)
+{
+	latency_case(&fam6);
 }
 
 /* ---- failover ----------------------------------------------------------- */
@@ -480,7 +582,7 @@ static void *fo_client(void *arg)
 	for (unsigned int i = 0;
 	     i < FO_FLOWS && !__atomic_load_n(&fo.stop, __ATOMIC_ACQUIRE);
 	     i++) {
-		close(send_from((uint16_t)(fo.first_port + i), "f"));
+		close(send_from(&fam4, (uint16_t)(fo.first_port + i), "f"));
 		__atomic_store_n(&fo.sent, i + 1, __ATOMIC_RELEASE);
 		next.tv_nsec += 1000000000L / FO_RATE;
 		if (next.tv_nsec >= 1000000000L) {
@@ -618,7 +720,7 @@ Test(kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies,
 	nst_write_file(nst_run_path("standby.ini"), text);
 	standby = nst_agent_spawn("standby", "");
 	nst_wait_synced(standby);
-	fo.server = nst_socket_in("k5df-s", SOCK_DGRAM, 0, SERVER_PORT);
+	fo.server = server_socket(&fam4);
 
 	lost_off = fo_round(0, 30000, &arrived_off);
 	lost_on = fo_round(max_us, 40000, &arrived_on);

@@ -48,8 +48,8 @@
 /* Packets read in one round at most: the round records them all before
  * it reads the next. */
 #define PENDING_MAX 256
-/* The packet's first bytes: its IPv4 header (60 bytes at most) and the
- * ports or the ICMP header's first 8 bytes. */
+/* The packet's first bytes: its IPv4 header (60 bytes at most) or IPv6
+ * header (40) and the ports or the ICMP header's first 8 bytes. */
 #define COPY_RANGE 68
 #define MSG_BUF 8192
 #define VERDICT_BUF 16384
@@ -339,25 +339,41 @@ void nsdp_kdefer_free(struct nsdp_kdefer *d)
 /* The reply tuple of the packet's conntrack entry, from its headers: the
  * packet left NAT as the reply direction's inverse (network byte order,
  * as nsdp_kern_tuple keeps it); ICMP echo: the identifier, and the echo
- * reply's type and code (0). 0, or -1 for what is no such packet. */
+ * reply's type and code (0 for IPv4, 129 and 0 for ICMPv6). IPv6: the
+ * transport header right after the fixed one (a first packet with
+ * extension headers is not matched, and goes at once). 0, or -1 for what
+ * is no such packet. */
 static int parse_reply(const uint8_t *pkt, size_t len, struct pending *p)
 {
-	size_t ihl;
+	int v6 = len >= 40 && (pkt[0] >> 4) == 6;
+	size_t l4;
 
-	if (len < 20 || (pkt[0] >> 4) != 4)
-		return -1;
-	ihl = (size_t)(pkt[0] & 0x0f) * 4;
-	if (ihl < 20 || len < ihl + 8)
-		return -1;
-	p->proto = pkt[9];
 	memset(&p->reply, 0, sizeof(p->reply));
-	memcpy(&p->reply.src, pkt + 16, 4);
-	memcpy(&p->reply.dst, pkt + 12, 4);
+	if (v6) {
+		l4 = 40;
+		p->proto = pkt[6];
+		memcpy(p->reply.src6, pkt + 24, 16);
+		memcpy(p->reply.dst6, pkt + 8, 16);
+	} else if (len >= 20 && (pkt[0] >> 4) == 4) {
+		l4 = (size_t)(pkt[0] & 0x0f) * 4;
+		if (l4 < 20)
+			return -1;
+		p->proto = pkt[9];
+		memcpy(&p->reply.src, pkt + 16, 4);
+		memcpy(&p->reply.dst, pkt + 12, 4);
+	} else {
+		return -1;
+	}
+	if (len < l4 + 8)
+		return -1;
 	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) {
-		memcpy(&p->reply.sport, pkt + ihl + 2, 2);
-		memcpy(&p->reply.dport, pkt + ihl, 2);
-	} else if (p->proto == IPPROTO_ICMP && pkt[ihl] == 8) {
-		memcpy(&p->reply.sport, pkt + ihl + 4, 2);
+		memcpy(&p->reply.sport, pkt + l4 + 2, 2);
+		memcpy(&p->reply.dport, pkt + l4, 2);
+	} else if (!v6 && p->proto == IPPROTO_ICMP && pkt[l4] == 8) {
+		memcpy(&p->reply.sport, pkt + l4 + 4, 2);
+	} else if (v6 && p->proto == IPPROTO_ICMPV6 && pkt[l4] == 128) {
+		memcpy(&p->reply.sport, pkt + l4 + 4, 2);
+		memset(&p->reply.dport, 129, 1); /* type 129, code 0 */
 	} else {
 		return -1;
 	}
@@ -477,21 +493,26 @@ unsigned int nsdp_kdefer_release(struct nsdp_kdefer *d, uint64_t settled,
 	return d->n_held;
 }
 
+/* Over the whole tuple: an IPv4 one has the rest of src6 and dst6 zero. */
 static uint32_t expect_hash(uint8_t proto, const struct nsdp_kern_tuple *t)
 {
-	uint64_t h = ((uint64_t)t->src << 32 | t->dst) * 0x9e3779b97f4a7c15ULL;
+	uint64_t h =
+		((uint64_t)t->sport << 24 | (uint64_t)t->dport << 8 | proto) *
+		0xc2b2ae3d27d4eb4fULL;
 
-	h ^= ((uint64_t)t->sport << 24 | (uint64_t)t->dport << 8 | proto) *
-	     0xc2b2ae3d27d4eb4fULL;
+	for (int i = 0; i < 4; i++)
+		h = (h ^ ((uint64_t)t->src6[i] << 32 | t->dst6[i])) *
+		    0x9e3779b97f4a7c15ULL;
 	return (uint32_t)(h >> 32);
 }
 
 static int expect_same(const struct expect *e, uint8_t proto,
 		       const struct nsdp_kern_tuple *t)
 {
-	return e->seq != 0 && e->proto == proto && e->reply.src == t->src &&
-	       e->reply.dst == t->dst && e->reply.sport == t->sport &&
-	       e->reply.dport == t->dport;
+	return e->seq != 0 && e->proto == proto &&
+	       memcmp(e->reply.src6, t->src6, sizeof(t->src6)) == 0 &&
+	       memcmp(e->reply.dst6, t->dst6, sizeof(t->dst6)) == 0 &&
+	       e->reply.sport == t->sport && e->reply.dport == t->dport;
 }
 
 void nsdp_kdefer_expect(struct nsdp_kdefer *d, uint8_t proto,

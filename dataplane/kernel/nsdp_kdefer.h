@@ -44,7 +44,7 @@ struct nsdp_kdefer_stats {
 	uint64_t settled; /* let go: the record settled */
 	uint64_t timeouts; /* let go: defer_max_us passed */
 	uint64_t overflow; /* accepted at once: the held list was full */
-	uint64_t skipped; /* accepted at once: not an IPv4 TCP, UDP or echo */
+	uint64_t skipped; /* accepted at once: not IPv4/6 TCP, UDP or echo */
 	/* held for the newest record, not one of their own: no HELD event
 	 * came for their entry (a later packet of a flow whose first one is
 	 * held, an entry the filters leave out or whose event was lost) */
@@ -74,7 +74,7 @@ int nsdp_kdefer_fd(const struct nsdp_kdefer *d);
 int nsdp_kdefer_recv(struct nsdp_kdefer *d);
 /* The protocol and the conntrack reply tuple of pending packet i (< what
  * nsdp_kdefer_recv returned): 1, or 0 when its headers are not those of
- * an IPv4 TCP, UDP or ICMP echo packet. */
+ * an IPv4 or IPv6 TCP, UDP or ICMP echo packet. */
 int nsdp_kdefer_reply(const struct nsdp_kdefer *d, int i, uint8_t *proto,
 		      struct nsdp_kern_tuple *reply);
 /* Pending packet i: hold it until record seq of the lane settles (own:

@@ -11,6 +11,11 @@
  *     }
  *   }
  *
+ * and the same table in family ip6, for IPv6 (one queue for both: the
+ * queue's packets tell their family by their header). Two tables, not
+ * one of family inet: nft_compat's NFQUEUE target (below) is for ip and
+ * ip6 tables.
+ *
  * An entry is unconfirmed only while its first packet has not left (a
  * later packet, even one that conntrack still calls new, as UDP's before
  * a reply, finds it confirmed), so the rule takes one packet per entry.
@@ -141,27 +146,28 @@ static void put_queue(struct nlmsghdr *nlh, uint16_t queue, int compat)
 	expr_end(nlh, data, elem);
 }
 
-/* The transaction's messages after BATCH_BEGIN: the table deleted (del)
- * or made with its chain and rule. Returns how many ask for an ack. */
+/* The transaction's messages after BATCH_BEGIN: the table of family
+ * (NFPROTO_IPV4 or NFPROTO_IPV6) deleted (del) or made with its chain and
+ * rule. Returns how many ask for an ack. */
 static int put_table(struct mnl_nlmsg_batch *b, uint32_t seq, int del,
-		     uint16_t queue, int compat)
+		     uint16_t family, uint16_t queue, int compat)
 {
 	struct nlmsghdr *nlh;
 	struct nlattr *hook, *exprs;
 
 	if (del) {
-		nlh = nft_msg(b, nft_type(NFT_MSG_DELTABLE), NFPROTO_IPV4,
-			      NLM_F_ACK, seq, 0);
+		nlh = nft_msg(b, nft_type(NFT_MSG_DELTABLE), family, NLM_F_ACK,
+			      seq, 0);
 		mnl_attr_put_strz(nlh, NFTA_TABLE_NAME, NSDP_KDEFER_TABLE);
 		mnl_nlmsg_batch_next(b);
 		return 1;
 	}
-	nlh = nft_msg(b, nft_type(NFT_MSG_NEWTABLE), NFPROTO_IPV4,
+	nlh = nft_msg(b, nft_type(NFT_MSG_NEWTABLE), family,
 		      NLM_F_CREATE | NLM_F_ACK, seq, 0);
 	mnl_attr_put_strz(nlh, NFTA_TABLE_NAME, NSDP_KDEFER_TABLE);
 	mnl_nlmsg_batch_next(b);
 
-	nlh = nft_msg(b, nft_type(NFT_MSG_NEWCHAIN), NFPROTO_IPV4,
+	nlh = nft_msg(b, nft_type(NFT_MSG_NEWCHAIN), family,
 		      NLM_F_CREATE | NLM_F_ACK, seq + 1, 0);
 	mnl_attr_put_strz(nlh, NFTA_CHAIN_TABLE, NSDP_KDEFER_TABLE);
 	mnl_attr_put_strz(nlh, NFTA_CHAIN_NAME, CHAIN);
@@ -172,7 +178,7 @@ static int put_table(struct mnl_nlmsg_batch *b, uint32_t seq, int del,
 	mnl_attr_nest_end(nlh, hook);
 	mnl_nlmsg_batch_next(b);
 
-	nlh = nft_msg(b, nft_type(NFT_MSG_NEWRULE), NFPROTO_IPV4,
+	nlh = nft_msg(b, nft_type(NFT_MSG_NEWRULE), family,
 		      NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK, seq + 2, 0);
 	mnl_attr_put_strz(nlh, NFTA_RULE_TABLE, NSDP_KDEFER_TABLE);
 	mnl_attr_put_strz(nlh, NFTA_RULE_CHAIN, CHAIN);
@@ -217,16 +223,17 @@ static int read_acks(struct mnl_socket *nl, int n)
 	return 0;
 }
 
-/* One transaction: the table deleted, or made (with the native queue
- * expression or the compat target). 0 or -errno. */
-static int transact(int netns_fd, int del, uint16_t queue, int compat)
+/* One transaction: the tables of the families given deleted, or made
+ * (with the native queue expression or the compat target). 0 or -errno. */
+static int transact(int netns_fd, const uint16_t *families, int n, int del,
+		    uint16_t queue, int compat)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE * 2];
 	struct mnl_nlmsg_batch *b;
 	struct mnl_socket *nl = nsdp_kdefer_nl_open_in(netns_fd);
 	struct timeval tv = {.tv_sec = 2};
 	uint32_t seq = (uint32_t)time(NULL);
-	int acks, rc;
+	int acks = 0, rc;
 
 	if (!nl)
 		return -errno;
@@ -236,8 +243,10 @@ static int transact(int netns_fd, int del, uint16_t queue, int compat)
 	nft_msg(b, NFNL_MSG_BATCH_BEGIN, AF_UNSPEC, 0, seq++,
 		NFNL_SUBSYS_NFTABLES);
 	mnl_nlmsg_batch_next(b);
-	acks = put_table(b, seq, del, queue, compat);
-	seq += 3;
+	for (int i = 0; i < n; i++) {
+		acks += put_table(b, seq, del, families[i], queue, compat);
+		seq += 3;
+	}
 	nft_msg(b, NFNL_MSG_BATCH_END, AF_UNSPEC, 0, seq, NFNL_SUBSYS_NFTABLES);
 	mnl_nlmsg_batch_next(b);
 	if (mnl_socket_sendto(nl, mnl_nlmsg_batch_head(b),
@@ -250,9 +259,14 @@ static int transact(int netns_fd, int del, uint16_t queue, int compat)
 	return rc;
 }
 
+static const uint16_t families[] = {NFPROTO_IPV4, NFPROTO_IPV6};
+
+/* One transaction per family: a table that is not there fails its
+ * transaction (ENOENT), which must not keep the other from going. */
 void nsdp_kdefer_rule_del(int netns_fd)
 {
-	transact(netns_fd, 1, 0, 0);
+	for (int i = 0; i < 2; i++)
+		transact(netns_fd, &families[i], 1, 1, 0, 0);
 }
 
 int nsdp_kdefer_rule_add(int netns_fd, uint16_t queue, char *err, size_t errlen)
@@ -260,12 +274,13 @@ int nsdp_kdefer_rule_add(int netns_fd, uint16_t queue, char *err, size_t errlen)
 	int rc;
 
 	nsdp_kdefer_rule_del(netns_fd);
-	rc = transact(netns_fd, 0, queue, 0);
+	rc = transact(netns_fd, families, 2, 0, queue, 0);
 	if (rc == -ENOENT || rc == -EOPNOTSUPP)
-		rc = transact(netns_fd, 0, queue, 1);
+		rc = transact(netns_fd, families, 2, 0, queue, 1);
 	if (rc != 0)
 		snprintf(err, errlen,
-			 "defer: cannot add the nftables table %s (queue %u): "
+			 "defer: cannot add the nftables tables ip and ip6 %s "
+			 "(queue %u): "
 			 "%s (needs CAP_NET_ADMIN, nf_tables, and nft_queue "
 			 "or the xtables NFQUEUE target)",
 			 NSDP_KDEFER_TABLE, queue, strerror(-rc));

@@ -147,11 +147,12 @@ static int open_netlink(struct nsdp_ksrc *k, int netns_fd, int *why, char *err,
 	return 0;
 }
 
-/* The defer program attached to postrouting in the gateway's namespace
- * (a netfilter link is made in the namespace of the thread that makes
- * it), as BPF_LINK_CREATE with the netfilter attributes, which this
- * libbpf may not have. The link's fd, or -errno. */
-static int attach_defer_prog(struct nsdp_ksrc *k)
+/* The defer program attached to postrouting of family pf (NFPROTO_IPV4
+ * or NFPROTO_IPV6) in the gateway's namespace (a netfilter link is made
+ * in the namespace of the thread that makes it), as BPF_LINK_CREATE with
+ * the netfilter attributes, which this libbpf may not have. The link's
+ * fd, or -errno. */
+static int attach_defer_prog(struct nsdp_ksrc *k, __u32 pf)
 {
 	struct {
 		__u32 prog_fd, target_fd, attach_type, flags;
@@ -162,7 +163,7 @@ static int attach_defer_prog(struct nsdp_ksrc *k)
 	} attr = {
 		.prog_fd = (__u32)bpf_program__fd(k->skel->progs.nsdp_ct_defer),
 		.attach_type = NSDP_BPF_NETFILTER,
-		.pf = NFPROTO_IPV4,
+		.pf = pf,
 		.hooknum = NF_INET_POST_ROUTING,
 		.priority = NSDP_KDEFER_PRIORITY - 1,
 	};
@@ -200,13 +201,21 @@ static int open_defer(struct nsdp_ksrc *k, int *why, char *err, size_t errlen)
 	 * queue is bound: gone first. */
 	if (k->conf.defer_rule)
 		nsdp_kdefer_rule_del(k->netns_fd);
-	k->defer_link = attach_defer_prog(k);
-	if (k->defer_link < 0)
-		return fail(why, k->defer_link, err, errlen,
-			    "defer: cannot attach the BPF netfilter program to "
-			    "postrouting: %s (needs CONFIG_NETFILTER_BPF_LINK, "
-			    "Linux 6.4 or later)",
-			    strerror(-k->defer_link));
+	for (int i = 0; i < 2; i++) {
+		k->defer_link[i] = attach_defer_prog(k, i == 0 ? NFPROTO_IPV4
+							       : NFPROTO_IPV6);
+		if (k->defer_link[i] < 0)
+			return fail(why, k->defer_link[i], err, errlen,
+				    i == 0 ? "defer: cannot attach the BPF "
+					     "netfilter program to IPv4 "
+					     "postrouting: %s (needs "
+					     "CONFIG_NETFILTER_BPF_LINK, Linux "
+					     "6.4 or later)"
+					   : "defer: cannot attach the BPF "
+					     "netfilter program to IPv6 "
+					     "postrouting: %s",
+				    strerror(-k->defer_link[i]));
+	}
 	k->defer = nsdp_kdefer_open(k->netns_fd, k->conf.defer_queue,
 				    k->conf.defer_max_us, why, err, errlen);
 	if (!k->defer)
@@ -283,7 +292,7 @@ struct nsdp_ksrc *nsdp_ksrc_create(const struct nsdp_ksrc_conf *conf,
 	k->lane = lane;
 	k->epfd = -1;
 	k->netns_fd = -1;
-	k->defer_link = -1;
+	k->defer_link[0] = k->defer_link[1] = -1;
 	k->netns_ino = (uint32_t)st.st_ino;
 	if (conf->netns[0])
 		k->netns_fd = netns_fd;
@@ -326,8 +335,9 @@ void nsdp_ksrc_free(struct nsdp_ksrc *k)
 	if (k->defer && k->conf.defer_rule)
 		nsdp_kdefer_rule_del(k->netns_fd);
 	nsdp_kdefer_free(k->defer);
-	if (k->defer_link >= 0)
-		close(k->defer_link);
+	for (int i = 0; i < 2; i++)
+		if (k->defer_link[i] >= 0)
+			close(k->defer_link[i]);
 	if (k->epfd >= 0)
 		close(k->epfd);
 	if (k->netns_fd >= 0)

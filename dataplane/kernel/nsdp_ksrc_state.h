@@ -64,7 +64,8 @@ struct nsdp_ksrc {
 	pthread_t thread;
 	int running, stop;
 	struct nsdp_kdefer *defer; /* NULL with defer off */
-	int defer_link; /* the defer program's netfilter link, or -1 */
+	/* the defer program's netfilter links (IPv4, IPv6), or -1 */
+	int defer_link[2];
 	struct nsdp_ksrc_stats st; /* written by the thread */
 };
 
