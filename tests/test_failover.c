@@ -1373,6 +1373,21 @@ Test(failover, tcp_and_udp_flows_survive_in_the_log_layout)
  * natsync:epoch to learn that a newer active took over. */
 #define FENCE_CHECK_MS 200
 
+/* What the test grants a demotion beyond fence_check_ms: the status
+ * polling and the load of the suite; under AddressSanitizer every part of
+ * the gateway runs two to three times slower (a fresh-clone run measured
+ * 1.32 s there). */
+#if defined(__SANITIZE_ADDRESS__)
+#define DEMOTE_SLACK_S 2.0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DEMOTE_SLACK_S 2.0
+#endif
+#endif
+#ifndef DEMOTE_SLACK_S
+#define DEMOTE_SLACK_S 1.0
+#endif
+
 /* A natsync-agent standby that has seen no batch: the table it cold-loads
  * is what the store holds. It dumps to standby.tbl. */
 static pid_t fresh_standby_start(void)
@@ -1540,7 +1555,8 @@ static void split_brain(const char *name, int across)
 		  status_has('A', "mode=active") ? "active" : "not standby",
 		  created_after - created_before);
 	if (demoted)
-		cr_expect_leq(demoted_after, FENCE_CHECK_MS / 1000.0 + 1.0,
+		cr_expect_leq(demoted_after,
+			      FENCE_CHECK_MS / 1000.0 + DEMOTE_SLACK_S,
 			      "A demoted itself %.2f s after B's promotion",
 			      demoted_after);
 	fenced = stat_value('A', "gateway.fenced");
