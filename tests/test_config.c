@@ -1330,8 +1330,8 @@ static const char *nst_gateway6_check(struct ngw_config *c, const char *lines,
 {
 	char text[1024];
 
-	snprintf(text, sizeof(text),
-		 "[standby]\ntable_capacity_v6 = 64\n%s%s", gateway_ini, lines);
+	snprintf(text, sizeof(text), "[standby]\ntable_capacity_v6 = 64\n%s%s",
+		 gateway_ini, lines);
 	cr_assert_eq(nst_gw_load(c, text, err, errlen), 0, "%s", err);
 	cr_assert_eq(nsa_config_finish(&c->agent, err, errlen), 0, "%s", err);
 	err[0] = '\0';

@@ -180,17 +180,17 @@ static void net_setup(void)
 	cr_assert_eq(rc, 0, "cannot build the test network (root needed)");
 	if (!nat64)
 		return;
-	rc = nst_sh("set -e\n"
-		    "ip netns exec nstfo-c sysctl -qw "
-		    "net.ipv6.conf.br0.disable_ipv6=0\n"
-		    "ip -n nstfo-c addr add " CLIENT6_ADDR "/64 dev br0 nodad\n"
-		    "ip -n nstfo-c -6 route add 64:ff9b::/96 via " INSIDE6_ADDR
-		    "\n"
-		    "ip -n nstfo-c -6 route add 2001:db8:2::/64 via " INSIDE6_ADDR
-		    "\n"
-		    "ip netns exec nstfo-s sysctl -qw "
-		    "net.ipv6.conf.br0.disable_ipv6=0\n"
-		    "ip -n nstfo-s addr add " SERVER66_ADDR "/64 dev br0 nodad\n");
+	rc = nst_sh(
+		"set -e\n"
+		"ip netns exec nstfo-c sysctl -qw "
+		"net.ipv6.conf.br0.disable_ipv6=0\n"
+		"ip -n nstfo-c addr add " CLIENT6_ADDR "/64 dev br0 nodad\n"
+		"ip -n nstfo-c -6 route add 64:ff9b::/96 via " INSIDE6_ADDR "\n"
+		"ip -n nstfo-c -6 route add 2001:db8:2::/64 via " INSIDE6_ADDR
+		"\n"
+		"ip netns exec nstfo-s sysctl -qw "
+		"net.ipv6.conf.br0.disable_ipv6=0\n"
+		"ip -n nstfo-s addr add " SERVER66_ADDR "/64 dev br0 nodad\n");
 	cr_assert_eq(rc, 0, "cannot give the client and the server IPv6");
 }
 
@@ -532,8 +532,8 @@ static void server6_step(struct flow6 *fl, struct server6 *sv,
  * ping, unless quiet; what comes back is checked. Server-first bytes come
  * before any echo of what was sent after them, as the client is quiet
  * while the server speaks. */
-static void client6_step(struct flow6 *fl, int tfd, int ufd,
-			 double *next_tick, const struct pollfd *p)
+static void client6_step(struct flow6 *fl, int tfd, int ufd, double *next_tick,
+			 const struct pollfd *p)
 {
 	uint8_t buf[4096];
 	double t = nsdp_now_s();
@@ -1050,8 +1050,7 @@ static void flows6_quiet(void)
 
 		__atomic_store_n(&fl->speak, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&fl->quiet, 1, __ATOMIC_RELEASE);
-		cr_assert(WAIT_FOR(LOAD6(fl, tcp_echoed) ==
-					   LOAD6(fl, tcp_sent),
+		cr_assert(WAIT_FOR(LOAD6(fl, tcp_echoed) == LOAD6(fl, tcp_sent),
 				   5),
 			  "%s: %lu of %lu bytes echoed before the move",
 			  fl->name, (unsigned long)LOAD6(fl, tcp_echoed),
@@ -1087,17 +1086,17 @@ static void flows6_go_on_through(char id, const char *when)
 	for (i = 0; i < N_FLOWS6; i++) {
 		struct flow6 *fl = &f6[i];
 
-		cr_assert(WAIT_FOR(LOAD6(fl, tcp_echoed) >= sent[i] + 640 &&
-					   LOAD6(fl, udp_replies) >=
-						   udp[i] + 20,
-				   30),
-			  "%s: %s tcp echoed %lu (sent %lu), udp replies %lu "
-			  "(was %lu); %c: %s",
-			  when, fl->name, (unsigned long)LOAD6(fl, tcp_echoed),
-			  (unsigned long)sent[i],
-			  (unsigned long)LOAD6(fl, udp_replies),
-			  (unsigned long)udp[i], id,
-			  (ctl(id, "stats", reply, sizeof(reply)), reply));
+		cr_assert(
+			WAIT_FOR(LOAD6(fl, tcp_echoed) >= sent[i] + 640 &&
+					 LOAD6(fl, udp_replies) >= udp[i] + 20,
+				 30),
+			"%s: %s tcp echoed %lu (sent %lu), udp replies %lu "
+			"(was %lu); %c: %s",
+			when, fl->name, (unsigned long)LOAD6(fl, tcp_echoed),
+			(unsigned long)sent[i],
+			(unsigned long)LOAD6(fl, udp_replies),
+			(unsigned long)udp[i], id,
+			(ctl(id, "stats", reply, sizeof(reply)), reply));
 	}
 }
 
@@ -1133,10 +1132,10 @@ static void flows6_end_whole(void)
 				  "NAT64: the server saw the TCP client as %s",
 				  addr);
 		} else {
-			inet_ntop(AF_INET6,
-				  &((const struct sockaddr_in6 *)peer)
-					   ->sin6_addr,
-				  addr, sizeof(addr));
+			inet_ntop(
+				AF_INET6,
+				&((const struct sockaddr_in6 *)peer)->sin6_addr,
+				addr, sizeof(addr));
 			cr_expect_str_eq(addr, OUTSIDE6_ADDR,
 					 "NAT66: the server saw the TCP client "
 					 "as %s",

@@ -69,8 +69,7 @@ static void assert_agent_track(const char *addr, int want)
 
 	/* -t 5: the suite's load can hold an answer past the default 2 s. */
 	cr_assert_eq(nst_sh("%s -t 5 -u %s", track, addr), want, "curl");
-	cr_assert_eq(nst_sh("%s -t 5 -T -u %s", track, addr), want,
-		     "/dev/tcp");
+	cr_assert_eq(nst_sh("%s -t 5 -T -u %s", track, addr), want, "/dev/tcp");
 }
 
 /* deploy/keepalived-track.sh on the gateway's control socket: its exit

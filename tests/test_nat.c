@@ -3476,7 +3476,8 @@ Test(nat, nat64_icmp_errors_bad_or_of_no_session_are_dropped_and_counted_once)
 	fx_close(&f);
 }
 
-Test(nat, nat64_defer_holds_a_new_sessions_first_packet_until_its_record_settles)
+Test(nat,
+     nat64_defer_holds_a_new_sessions_first_packet_until_its_record_settles)
 {
 	struct nsb_frame out = fr_out(IPPROTO_UDP, HOST_A, 40000, REMOTE, 53);
 	struct nsdp_nat_conf c;
@@ -3585,7 +3586,8 @@ static void learn_router6(struct fx *f)
 {
 	uint8_t buf[256];
 
-	send_raw_out(f, buf, nd6_write(136, router6, &router_mac, router6, buf));
+	send_raw_out(f, buf,
+		     nd6_write(136, router6, &router_mac, router6, buf));
 	cr_assert_eq(f->tx.n_inside + f->tx.n_outside, 0);
 }
 
@@ -3817,7 +3819,8 @@ Test(nat, nat66_idle_session_expires_with_a_delete_record_and_frees_its_port)
 }
 
 /* An unsolicited NA of target from the gateway (mac) to all nodes. */
-static void check_announce6(struct rte_mbuf *m, const struct rte_ether_addr *mac,
+static void check_announce6(struct rte_mbuf *m,
+			    const struct rte_ether_addr *mac,
 			    const uint8_t target[16])
 {
 	struct rte_ipv6_hdr *ip6 =
@@ -3836,7 +3839,8 @@ static void check_announce6(struct rte_mbuf *m, const struct rte_ether_addr *mac
 	cr_assert_eq(rte_ipv6_udptcp_cksum(ip6, nd), 0, "ICMPv6 checksum");
 }
 
-Test(nat, nat66_promotion_forwards_replicated_sessions_marks_ports_and_announces)
+Test(nat,
+     nat66_promotion_forwards_replicated_sessions_marks_ports_and_announces)
 {
 	struct nsb_frame back, fr;
 	struct nsdp_nat_conf c;
@@ -3913,8 +3917,8 @@ Test(nat, nat66_promotion_forwards_replicated_sessions_marks_ports_and_announces
 
 Test(nat, nat66_neighbour_discovery_on_the_outside_answers_learns_and_asks)
 {
-	static const uint8_t other6[16] = {0x20, 0x01, 0x0d, 0xb8, 0,
-					   1,    [15] = 7};
+	static const uint8_t other6[16] = {0x20, 0x01, 0x0d,	0xb8,
+					   0,	 1,    [15] = 7};
 	static const struct rte_ether_addr router_group = {
 		{0x33, 0x33, 0xff, 0, 0, 0xfe}};
 	unsigned int i, solicited = 0;
@@ -3974,7 +3978,8 @@ Test(nat, nat66_neighbour_discovery_on_the_outside_answers_learns_and_asks)
 	rte_pktmbuf_free(m);
 	/* a solicitation for another address, or the inside address on the
 	 * outside: learned from, not answered */
-	send_raw_out(&f, buf, nd6_write(135, router6, &router_mac, other6, buf));
+	send_raw_out(&f, buf,
+		     nd6_write(135, router6, &router_mac, other6, buf));
 	send_raw_out(&f, buf, nd6_write(135, router6, &router_mac, gw6, buf));
 	cr_assert_eq(f.tx.n_inside + f.tx.n_outside, 0);
 	cr_assert_eq(stats(&f).nd_ignored, 2);
@@ -4017,8 +4022,8 @@ static const struct {
 } bad66[] = {
 	{"inside: to outside_addr6", 0, S66_DST_SET, IPPROTO_UDP, out6, 0,
 	 STAT(to_gateway)},
-	{"inside: to a multicast group", 0, S66_DST_SET, IPPROTO_UDP, mcast6,
-	 0, STAT(not_ours)},
+	{"inside: to a multicast group", 0, S66_DST_SET, IPPROTO_UDP, mcast6, 0,
+	 STAT(not_ours)},
 	{"inside: to a link-local address", 0, S66_DST_SET, IPPROTO_UDP,
 	 linklocal6, 0, STAT(not_ours)},
 	{"inside: hop limit 1", 0, S66_HOP_1, IPPROTO_UDP, NULL, 0,
@@ -4027,8 +4032,8 @@ static const struct {
 	 STAT(fragments)},
 	{"inside: routing header", 0, S66_EXT_HEADER, IPPROTO_UDP, NULL, 0,
 	 STAT(ip6_ext_headers)},
-	{"inside: UDP without checksum", 0, S66_UDP_NO_CKSUM, IPPROTO_UDP,
-	 NULL, 0, STAT(udp6_zero_checksum)},
+	{"inside: UDP without checksum", 0, S66_UDP_NO_CKSUM, IPPROTO_UDP, NULL,
+	 0, STAT(udp6_zero_checksum)},
 	{"inside: echo reply", 0, S66_ICMP_TYPE, IPPROTO_ICMP, NULL, 129,
 	 STAT(no_session)},
 	{"inside: ICMPv6 error", 0, S66_ICMP_TYPE, IPPROTO_ICMP, NULL, 1,
@@ -4039,8 +4044,8 @@ static const struct {
 	 STAT(unknown_proto)},
 	{"outside: no session", 1, S66_NONE, IPPROTO_UDP, NULL, 0,
 	 STAT(no_session)},
-	{"outside: to another address", 1, S66_DST_SET, IPPROTO_UDP, router6,
-	 0, STAT(not_ours)},
+	{"outside: to another address", 1, S66_DST_SET, IPPROTO_UDP, router6, 0,
+	 STAT(not_ours)},
 	{"outside: echo request", 1, S66_ICMP_TYPE, IPPROTO_ICMP, NULL, 128,
 	 STAT(no_session)},
 	{"outside: ICMPv6 error", 1, S66_ICMP_TYPE, IPPROTO_ICMP, NULL, 1,
@@ -4219,8 +4224,8 @@ Test(nat, nat66_conf_check_refuses_what_nat66_cannot_run_with)
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		conf_nat66(&c);
 		cases[i].spoil(&c);
-		cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)),
-			     -EINVAL, "%s: accepted", cases[i].why);
+		cr_assert_eq(nsdp_nat_conf_check(&c, err, sizeof(err)), -EINVAL,
+			     "%s: accepted", cases[i].why);
 		cr_assert_str_eq(err, cases[i].why);
 	}
 }

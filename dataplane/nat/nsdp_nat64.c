@@ -186,7 +186,7 @@ static uint64_t *frame6_check(struct nsdp_nat *nat, struct rte_mbuf *m,
 }
 
 uint64_t *nsdp_nat6_check(struct nsdp_nat *nat, struct rte_mbuf *m,
-			   struct pkt6 *p)
+			  struct pkt6 *p)
 {
 	return ipv6_check(nat, m, p);
 }
@@ -386,9 +386,8 @@ static int session6_touch(struct nsdp_nat *nat, int32_t pos, struct ns_rec *r,
 	return 0;
 }
 
-int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos,
-			    struct ns_rec *r, uint8_t tcp_flags, int inbound,
-			    uint64_t now)
+int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos, struct ns_rec *r,
+			    uint8_t tcp_flags, int inbound, uint64_t now)
 {
 	return session6_touch(nat, pos, r, tcp_flags, inbound, now);
 }

@@ -51,9 +51,8 @@ uint64_t *nsdp_nat6_l4_parse(struct nsdp_nat *nat, struct rte_mbuf *m,
 
 /* A packet of the existing IPv6 session r at pos (NAT64 or NAT66): idle
  * timer, TCP state, refresh. 1 when the packet ends the session (RST). */
-int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos,
-			    struct ns_rec *r, uint8_t tcp_flags, int inbound,
-			    uint64_t now);
+int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos, struct ns_rec *r,
+			    uint8_t tcp_flags, int inbound, uint64_t now);
 
 /* Housekeeping while active: the announcement after a promotion, and a
  * slice of the IPv6 table's positions swept for idle sessions, NAT66

@@ -304,8 +304,9 @@ static const char *nat66_conf_problem(const struct nsdp_nat_conf *c)
 	const uint8_t *a = c->outside_addr6;
 
 	if (!addr6_set(a))
-		return addr6_set(c->next_hop6) ? "next_hop6 without outside_addr6"
-					       : NULL;
+		return addr6_set(c->next_hop6)
+			       ? "next_hop6 without outside_addr6"
+			       : NULL;
 	if (!nat64_on(c))
 		return "outside_addr6 (NAT66) needs inside_addr6 (NAT64) set";
 	if (a[0] == 0xff || (a[0] == 0xfe && (a[1] & 0xc0) == 0x80))

@@ -204,8 +204,7 @@ void nsdp_nat_neigh6_ask(struct nsdp_nat *nat, struct nsdp_nat_tx *tx,
 	e->asked_ns = now;
 	memcpy(group + 13, ip + 13, 3); /* solicited-node, RFC 4291 2.7.1 */
 	to = mcast_mac(group);
-	if (nd_send(nat, tx, port, ND_NEIGHBOR_SOLICIT, group, &to, ip, 0) ==
-	    0)
+	if (nd_send(nat, tx, port, ND_NEIGHBOR_SOLICIT, group, &to, ip, 0) == 0)
 		NSDP_STAT_INC(nat->st.nd_solicits_sent);
 }
 
@@ -284,8 +283,8 @@ static void nd_input(struct nsdp_nat *nat, enum nat_port port,
 			NSDP_STAT_INC(nat->st.nd_adverts_sent);
 		return;
 	}
-	if (nd_send(nat, tx, port, ND_NEIGHBOR_ADVERT, src,
-		    opt ? &mac : &from, target,
+	if (nd_send(nat, tx, port, ND_NEIGHBOR_ADVERT, src, opt ? &mac : &from,
+		    target,
 		    NA_FLAG_ROUTER | NA_FLAG_SOLICITED | NA_FLAG_OVERRIDE) == 0)
 		NSDP_STAT_INC(nat->st.nd_adverts_sent);
 }

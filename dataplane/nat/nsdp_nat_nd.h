@@ -25,9 +25,8 @@
 #define ND_NEIGHBOR_SOLICIT 135
 #define ND_NEIGHBOR_ADVERT 136
 
-static inline struct neigh6 *neigh6_set(struct nsdp_nat *nat,
-					enum nat_port port,
-					const uint8_t ip[16])
+static inline struct neigh6 *
+neigh6_set(struct nsdp_nat *nat, enum nat_port port, const uint8_t ip[16])
 {
 	uint64_t w[2]; /* aligned for rte_hash_crc's 8-byte loads */
 	uint32_t h;
@@ -37,9 +36,8 @@ static inline struct neigh6 *neigh6_set(struct nsdp_nat *nat,
 	return &nat->neigh6[port][h * NEIGH_WAYS];
 }
 
-static inline const struct neigh6 *neigh6_lookup(struct nsdp_nat *nat,
-						 enum nat_port port,
-						 const uint8_t ip[16])
+static inline const struct neigh6 *
+neigh6_lookup(struct nsdp_nat *nat, enum nat_port port, const uint8_t ip[16])
 {
 	struct neigh6 *set = neigh6_set(nat, port, ip);
 	unsigned int i;

@@ -164,9 +164,8 @@ static inline struct port_map *port_locate(struct nsdp_nat *nat, uint8_t proto,
 }
 
 /* port_locate() for a NAT66 session's port (on outside_addr6). */
-static inline struct port_map *port_locate66(struct nsdp_nat *nat,
-					     uint8_t proto, uint16_t port,
-					     uint32_t *bit)
+static inline struct port_map *
+port_locate66(struct nsdp_nat *nat, uint8_t proto, uint16_t port, uint32_t *bit)
 {
 	int mp = map_proto(proto);
 
@@ -586,7 +585,8 @@ int nsdp_nat66_maps_init(struct nsdp_nat *nat)
 	if (!nat->map6_bits)
 		return -ENOMEM;
 	for (i = 0; i < MAP_PROTOS; i++) {
-		nat->maps6[i].bits = nat->map6_bits + (size_t)i * nat->map_words;
+		nat->maps6[i].bits =
+			nat->map6_bits + (size_t)i * nat->map_words;
 		map_clear(nat, &nat->maps6[i]);
 	}
 	return 0;
