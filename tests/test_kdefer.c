@@ -11,7 +11,8 @@
  *   (IPv6: fd75::2, fd75::1, 2001:db8:75::1, 2001:db8:75::2)
  *
  * k5df-g forwards and masquerades (nftables, ip and ip6) what leaves
- * towards k5df-s. The cases that take a family (struct fam) run for both.
+ * towards k5df-s. The cases that take a family (struct fam) run for both;
+ * the failover case runs both at once (flows of the two in turn).
  * The test's thread sends from sockets made in k5df-c and receives on one
  * made in k5df-s. Root is needed.
  */
@@ -196,6 +197,12 @@ static const struct fam fam4 = {AF_INET, "10.75.0.2", "198.51.100.2",
 static const struct fam fam6 = {AF_INET6, "fd75::2", "2001:db8:75::2",
 				"[fd75::2]", "[2001:db8:75::2]"};
 
+/* 4 or 6, as the RESULT lines and messages name family f. */
+static int fam_v(const struct fam *f)
+{
+	return f->af == AF_INET6 ? 6 : 4;
+}
+
 /* addr:port of family f as a socket address; its length. */
 static socklen_t fam_addr(const struct fam *f, const char *addr, uint16_t port,
 			  struct sockaddr_storage *ss)
@@ -229,9 +236,15 @@ static int fam_socket(const struct fam *f, const char *ns, const char *addr,
 	socklen_t len = fam_addr(f, addr, port, &ss);
 	int self = nst_netns_visit(ns);
 	int fd = socket(f->af, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int v6only = 1;
 
 	nst_netns_back(self);
 	cr_assert(fd >= 0);
+	/* IPv6 only: an IPv4 socket may hold the same port beside it. */
+	if (f->af == AF_INET6)
+		cr_assert_eq(setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only,
+					sizeof(v6only)),
+			     0);
 	cr_assert_eq(bind(fd, (struct sockaddr *)&ss, len), 0, "bind %s:%u", ns,
 		     port);
 	return fd;
@@ -339,7 +352,7 @@ static void hold_case(const struct fam *f)
 	cr_assert_neq(store_record(f, 11001, rec, sizeof(rec))[0], '\0',
 		      "flow a arrived, its session is not in the store");
 	fprintf(stderr, "kdefer: IPv%d flow a held %.3f ms; store: %s\n",
-		f->af == AF_INET6 ? 6 : 4, (double)(t1 - t0) / 1e6, rec);
+		fam_v(f), (double)(t1 - t0) / 1e6, rec);
 	/* Its next packet is not queued: only the first is held. */
 	send_again(f, a, "a2");
 	cr_assert_neq(arrival(server, 1000, NULL), 0);
@@ -541,7 +554,7 @@ static void latency_case(const struct fam *f)
 	printf("RESULT kdefer family=%d flows=%u off_p50_us=%.0f "
 	       "off_p99_us=%.0f on_p50_us=%.0f on_p99_us=%.0f timeouts=%lu "
 	       "hold_p50_us=%lu hold_p99_us=%lu\n",
-	       f->af == AF_INET6 ? 6 : 4, flows, off50, off99, on50, on99,
+	       fam_v(f), flows, off50, off99, on50, on99,
 	       report_field("defer_timeouts"), report_field("defer_p50_us"),
 	       report_field("defer_p99_us"));
 	fflush(stdout);
@@ -560,19 +573,28 @@ Test(kdefer, ipv6_first_packet_latency_with_defer_off_and_on)
 
 /* ---- failover ----------------------------------------------------------- */
 
-#define FO_RATE 2000 /* new flows a second */
+#define FO_RATE 2000 /* new flows a second, both families together */
 #define FO_FLOWS 2000
 #define FO_KILL_AFTER_MS 500
 
+/* Flow i of a round is of family fo_fams[i % 2]: the two families share
+ * one gateway pair, one standby and one failure. */
+static const struct fam *const fo_fams[2] = {&fam4, &fam6};
+
 static struct {
-	int server, stop;
+	int server[2], stop; /* by fo_fams' index */
 	uint16_t first_port;
 	unsigned int sent;
 	uint8_t arrived[65536]; /* by translated (here: client) port */
 } fo;
 
-/* New UDP flows at FO_RATE, one datagram each, until FO_FLOWS or
- * stopped. */
+/* What a round found for one family. */
+struct fo_count {
+	unsigned long arrived, lost;
+};
+
+/* New UDP flows at FO_RATE, one datagram each, the families in turn,
+ * until FO_FLOWS or stopped. */
 static void *fo_client(void *arg)
 {
 	struct timespec next;
@@ -582,7 +604,8 @@ static void *fo_client(void *arg)
 	for (unsigned int i = 0;
 	     i < FO_FLOWS && !__atomic_load_n(&fo.stop, __ATOMIC_ACQUIRE);
 	     i++) {
-		close(send_from(&fam4, (uint16_t)(fo.first_port + i), "f"));
+		close(send_from(fo_fams[i % 2], (uint16_t)(fo.first_port + i),
+				"f"));
 		__atomic_store_n(&fo.sent, i + 1, __ATOMIC_RELEASE);
 		next.tv_nsec += 1000000000L / FO_RATE;
 		if (next.tv_nsec >= 1000000000L) {
@@ -596,48 +619,59 @@ static void *fo_client(void *arg)
 
 static void *fo_server(void *arg)
 {
+	struct pollfd p[2] = {{.fd = fo.server[0], .events = POLLIN},
+			      {.fd = fo.server[1], .events = POLLIN}};
 	uint16_t port;
 
 	(void)arg;
-	while (!__atomic_load_n(&fo.stop, __ATOMIC_ACQUIRE))
-		if (arrival(fo.server, 50, &port))
-			fo.arrived[port] = 1;
+	while (!__atomic_load_n(&fo.stop, __ATOMIC_ACQUIRE)) {
+		if (poll(p, 2, 50) <= 0)
+			continue;
+		for (int k = 0; k < 2; k++)
+			if ((p[k].revents & POLLIN) &&
+			    arrival(p[k].fd, 0, &port))
+				fo.arrived[port] = 1;
+	}
 	return NULL;
 }
 
 /* The client ports in [first, first + n) that namespace k5df-b's
- * conntrack holds an entry from. */
-static void committed_ports(uint16_t first, unsigned int n, uint8_t *has)
+ * conntrack holds an entry of family f from. */
+static void committed_ports(const struct fam *f, uint16_t first, unsigned int n,
+			    uint8_t *has)
 {
-	char line[512];
-	FILE *f = popen("ip netns exec k5df-b conntrack -L -p udp 2>/dev/null",
-			"r");
+	char line[512], cmd[128];
+	FILE *fp;
 
-	cr_assert_not_null(f);
+	snprintf(cmd, sizeof(cmd),
+		 "ip netns exec k5df-b conntrack -L -f ipv%d -p udp "
+		 "2>/dev/null",
+		 fam_v(f));
+	fp = popen(cmd, "r");
+	cr_assert_not_null(fp);
 	memset(has, 0, n);
-	while (fgets(line, sizeof(line), f)) {
+	while (fgets(line, sizeof(line), fp)) {
 		char *p = strstr(line, "sport=");
 		unsigned long port = p ? strtoul(p + 6, NULL, 10) : 0;
 
 		if (port >= first && port < (unsigned long)first + n)
 			has[port - first] = 1;
 	}
-	pclose(f);
+	pclose(fp);
 }
 
-/* One round: flows through gateway A (k5df-g) from first_port on, A dies
- * FO_KILL_AFTER_MS into them, as a host that fails takes its agent and
- * its forwarding: the agent stops (SIGSTOP: its queue stays bound), A's
- * forwarding stops (an nftables drop, a few ms later), the agent is
- * SIGKILLed. The flows whose first datagram reached the server and whose
- * entry is not in gateway B's conntrack 2 s later are
- * lost_at_failover. */
-static unsigned long fo_round(unsigned int defer_max_us, uint16_t first_port,
-			      unsigned long *arrived)
+/* One round: flows of both families through gateway A (k5df-g) from
+ * first_port on, A dies FO_KILL_AFTER_MS into them, as a host that fails
+ * takes its agent and its forwarding: the agent stops (SIGSTOP: its queue
+ * stays bound), A's forwarding stops (an inet nftables drop, a few ms
+ * later), the agent is SIGKILLed. The flows whose first datagram reached
+ * the server and whose entry is not in gateway B's conntrack 2 s later
+ * are lost_at_failover; out[k] counts family fo_fams[k]'s. */
+static void fo_round(unsigned int defer_max_us, uint16_t first_port,
+		     struct fo_count out[2])
 {
 	pthread_t client, server;
-	uint8_t has[FO_FLOWS];
-	unsigned long lost = 0;
+	uint8_t has[2][FO_FLOWS];
 	unsigned int sent;
 	double window_ms;
 	uint64_t t0;
@@ -651,8 +685,8 @@ static unsigned long fo_round(unsigned int defer_max_us, uint16_t first_port,
 	nsdp_sleep_ms(FO_KILL_AFTER_MS);
 	t0 = mono_ns();
 	kill(active_pid, SIGSTOP);
-	cr_assert_eq(nst_sh("ip netns exec k5df-g nft add table ip k5dead && "
-			    "ip netns exec k5df-g nft add chain ip k5dead "
+	cr_assert_eq(nst_sh("ip netns exec k5df-g nft add table inet k5dead && "
+			    "ip netns exec k5df-g nft add chain inet k5dead "
 			    "dropall '{ type filter hook forward priority -300 "
 			    "; policy drop ; }'"),
 		     0);
@@ -665,34 +699,42 @@ static unsigned long fo_round(unsigned int defer_max_us, uint16_t first_port,
 	pthread_join(server, NULL);
 	sent = __atomic_load_n(&fo.sent, __ATOMIC_ACQUIRE);
 	nsdp_sleep_ms(2000);
-	committed_ports(first_port, FO_FLOWS, has);
-	*arrived = 0;
+	for (int k = 0; k < 2; k++) {
+		committed_ports(fo_fams[k], first_port, FO_FLOWS, has[k]);
+		out[k].arrived = out[k].lost = 0;
+	}
 	for (unsigned int i = 0; i < FO_FLOWS; i++) {
 		if (!fo.arrived[(uint16_t)(first_port + i)])
 			continue;
-		(*arrived)++;
-		lost += !has[i];
+		out[i % 2].arrived++;
+		out[i % 2].lost += !has[i % 2][i];
 	}
-	fprintf(stderr,
-		"kdefer failover: defer %s: %u flows sent, %lu reached the "
-		"server, lost_at_failover=%lu (forwarding stopped %.1f ms "
-		"after the agent)\n",
-		defer_max_us ? "on" : "off", sent, *arrived, lost, window_ms);
-	cr_assert_gt(*arrived, FO_RATE * FO_KILL_AFTER_MS / 2000,
-		     "too few flows went through before the failure");
-	nst_sh("ip netns exec k5df-g nft delete table ip k5dead");
-	return lost;
+	for (int k = 0; k < 2; k++) {
+		fprintf(stderr,
+			"kdefer failover: defer %s: IPv%d: %lu reached the "
+			"server, lost_at_failover=%lu (%u flows of both "
+			"families sent; forwarding stopped %.1f ms after the "
+			"agent)\n",
+			defer_max_us ? "on" : "off", fam_v(fo_fams[k]),
+			out[k].arrived, out[k].lost, sent, window_ms);
+		cr_assert_gt(out[k].arrived, FO_RATE * FO_KILL_AFTER_MS / 4000,
+			     "too few IPv%d flows went through before the "
+			     "failure",
+			     fam_v(fo_fams[k]));
+	}
+	nst_sh("ip netns exec k5df-g nft delete table inet k5dead");
 }
 
 /*
  * A kernel gateway pair as far as sessions go: gateway A (k5df-g) with
  * the active agent, gateway B (k5df-b) with a standby agent committing
- * into its conntrack. New UDP flows open through A at 2 000 a second; A
- * dies in the middle of them. With defer off, flows whose first datagram
- * left A just before may be missing from B; with defer on (defer_max_us
- * 50 ms here, so that a loaded machine does not let a first packet go
- * unacknowledged), none is: a first packet left only once the store had
- * its record, which the store publishes to the standby.
+ * into its conntrack, both families. New UDP flows open through A at
+ * 2 000 a second, IPv4 and IPv6 in turn; A dies in the middle of them.
+ * With defer off, flows whose first datagram left A just before may be
+ * missing from B; with defer on (defer_max_us 50 ms here, so that a
+ * loaded machine does not let a first packet go unacknowledged), none is,
+ * of either family: a first packet left only once the store had its
+ * record, which the store publishes to the standby.
  */
 Test(kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies,
      .timeout = 240)
@@ -700,37 +742,47 @@ Test(kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies,
 	const char *env = getenv("NATSYNC_KDEFER_MAX_US");
 	unsigned int max_us =
 		env && atoi(env) > 0 ? (unsigned)atoi(env) : 50000;
-	unsigned long lost_off, lost_on, arrived_off, arrived_on;
+	struct fo_count off[2], on[2];
 	char text[1024];
 	int n, standby;
 
 	rig_start("kdefer-failover");
 	cr_assert_eq(nst_sh("set -e; ip netns del k5df-b 2>/dev/null || true; "
 			    "ip netns add k5df-b; "
-			    "ip netns exec k5df-b nft add table ip k5nat; "
-			    "ip netns exec k5df-b nft add chain ip k5nat post "
+			    "for t in ip ip6; do "
+			    "ip netns exec k5df-b nft add table $t k5nat; "
+			    "ip netns exec k5df-b nft add chain $t k5nat post "
 			    "'{ type nat hook postrouting priority 100 ; }'; "
-			    "ip netns exec k5df-b nft add rule ip k5nat post "
-			    "oifname k5dfb1 masquerade"),
+			    "ip netns exec k5df-b nft add rule $t k5nat post "
+			    "oifname k5dfb1 masquerade; done"),
 		     0);
 	n = nst_agent_ini(text, sizeof(text), "standby", 2, 0, 256, "0", SEEDS);
 	snprintf(text + n, sizeof(text) - n,
-		 "[standby]\ntable_capacity = 65536\ncommit = conntrack\n"
+		 "[standby]\ntable_capacity = 65536\n"
+		 "table_capacity_v6 = 65536\ncommit = conntrack\n"
 		 "commit_netns = k5df-b\n");
 	nst_write_file(nst_run_path("standby.ini"), text);
 	standby = nst_agent_spawn("standby", "");
 	nst_wait_synced(standby);
-	fo.server = server_socket(&fam4);
+	for (int k = 0; k < 2; k++)
+		fo.server[k] = server_socket(fo_fams[k]);
 
-	lost_off = fo_round(0, 30000, &arrived_off);
-	lost_on = fo_round(max_us, 40000, &arrived_on);
+	fo_round(0, 30000, off);
+	fo_round(max_us, 40000, on);
 	kill(standby, SIGKILL);
 	nst_sh("ip netns del k5df-b");
-	close(fo.server);
-	printf("RESULT kdefer_failover rate=%u defer_max_us=%u "
-	       "off_arrived=%lu off_lost_at_failover=%lu on_arrived=%lu "
-	       "on_lost_at_failover=%lu\n",
-	       FO_RATE, max_us, arrived_off, lost_off, arrived_on, lost_on);
+	for (int k = 0; k < 2; k++) {
+		close(fo.server[k]);
+		printf("RESULT kdefer_failover family=%d rate=%u "
+		       "defer_max_us=%u off_arrived=%lu "
+		       "off_lost_at_failover=%lu on_arrived=%lu "
+		       "on_lost_at_failover=%lu\n",
+		       fam_v(fo_fams[k]), FO_RATE / 2, max_us, off[k].arrived,
+		       off[k].lost, on[k].arrived, on[k].lost);
+	}
 	fflush(stdout);
-	cr_assert_eq(lost_on, 0, "with defer, %lu flows were lost", lost_on);
+	for (int k = 0; k < 2; k++)
+		cr_assert_eq(on[k].lost, 0,
+			     "with defer, %lu IPv%d flows were lost",
+			     on[k].lost, fam_v(fo_fams[k]));
 }
