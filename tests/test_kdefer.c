@@ -227,15 +227,15 @@ static socklen_t fam_addr(const struct fam *f, const char *addr, uint16_t port,
 	return sizeof(*a);
 }
 
-/* A datagram socket of family f in namespace ns bound to addr:port (addr
- * NULL: any). */
-static int fam_socket(const struct fam *f, const char *ns, const char *addr,
-		      uint16_t port)
+/* A socket of family f and type (SOCK_DGRAM, SOCK_STREAM) in namespace
+ * ns bound to addr:port (addr NULL: any). */
+static int fam_socket(const struct fam *f, int type, const char *ns,
+		      const char *addr, uint16_t port)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = fam_addr(f, addr, port, &ss);
 	int self = nst_netns_visit(ns);
-	int fd = socket(f->af, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd = socket(f->af, type | SOCK_CLOEXEC, 0);
 	int v6only = 1;
 
 	nst_netns_back(self);
@@ -252,7 +252,7 @@ static int fam_socket(const struct fam *f, const char *ns, const char *addr,
 
 static int server_socket(const struct fam *f)
 {
-	return fam_socket(f, "k5df-s", NULL, SERVER_PORT);
+	return fam_socket(f, SOCK_DGRAM, "k5df-s", NULL, SERVER_PORT);
 }
 
 /* A later datagram of the flow of send_from's socket fd. */
@@ -270,7 +270,7 @@ static void send_again(const struct fam *f, int fd, const char *what)
  * returned (for a later packet of the same flow). */
 static int send_from(const struct fam *f, uint16_t port, const char *what)
 {
-	int fd = fam_socket(f, "k5df-c", f->client, port);
+	int fd = fam_socket(f, SOCK_DGRAM, "k5df-c", f->client, port);
 
 	send_again(f, fd, what);
 	return fd;
@@ -298,17 +298,17 @@ static uint64_t arrival(int server, unsigned int ms, uint16_t *from_port)
 	return mono_ns();
 }
 
-/* The store's record of UDP flow client:port -> server of family f
- * (JSON), or "" when the store lacks it. */
-static const char *store_record(const struct fam *f, uint16_t port, char *buf,
-				size_t len)
+/* The store's record of flow client:port -> server of family f and
+ * protocol proto ("udp", "tcp") as JSON, or "" when the store lacks it. */
+static const char *proto_record(const struct fam *f, const char *proto,
+				uint16_t port, char *buf, size_t len)
 {
 	FILE *fp;
 	char cmd[512];
 
 	snprintf(cmd, sizeof(cmd),
-		 "%s -S " SEEDS " --get 'udp:%s:%u-%s:%u' 2>/dev/null",
-		 nst_build("tools/natsync-verify"), f->key_client, port,
+		 "%s -S " SEEDS " --get '%s:%s:%u-%s:%u' 2>/dev/null",
+		 nst_build("tools/natsync-verify"), proto, f->key_client, port,
 		 f->key_server, SERVER_PORT);
 	fp = popen(cmd, "r");
 	cr_assert_not_null(fp);
@@ -317,6 +317,12 @@ static const char *store_record(const struct fam *f, uint16_t port, char *buf,
 	pclose(fp);
 	buf[strcspn(buf, "\n")] = '\0';
 	return buf;
+}
+
+static const char *store_record(const struct fam *f, uint16_t port, char *buf,
+				size_t len)
+{
+	return proto_record(f, "udp", port, buf, len);
 }
 
 static void rig_start(const char *name)
@@ -424,6 +430,99 @@ Test(kdefer, a_first_packet_waits_until_its_record_is_in_the_store)
 Test(kdefer, an_ipv6_first_packet_waits_until_its_record_is_in_the_store)
 {
 	hold_case(&fam6);
+}
+
+/* How long a TCP connect() from the client's port to a listener of
+ * family f took (ns); 0 when it did not complete within 2 s. The
+ * accepted connection is closed. */
+static uint64_t tcp_connect_ns(const struct fam *f, int listener, uint16_t port,
+			       int *client)
+{
+	struct sockaddr_storage to;
+	socklen_t len = fam_addr(f, f->server, SERVER_PORT, &to);
+	struct pollfd p = {.events = POLLOUT};
+	int err = 0, fd;
+	socklen_t elen = sizeof(err);
+	uint64_t t0 = mono_ns(), t1;
+
+	*client = fam_socket(f, SOCK_STREAM | SOCK_NONBLOCK, "k5df-c",
+			     f->client, port);
+	p.fd = *client;
+	cr_assert(connect(*client, (struct sockaddr *)&to, len) == 0 ||
+		  errno == EINPROGRESS);
+	if (poll(&p, 1, 2000) != 1)
+		return 0;
+	t1 = mono_ns();
+	cr_assert_eq(getsockopt(*client, SOL_SOCKET, SO_ERROR, &err, &elen), 0);
+	cr_assert_eq(err, 0, "connect from port %u: %s", port, strerror(err));
+	fd = accept(listener, NULL, NULL);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	return t1 - t0;
+}
+
+/* A TCP connection's SYN is its first packet and is held as a UDP
+ * flow's first datagram is: connect() completes once the record is in
+ * the store, and with the store stopped only after defer_max_us (300
+ * ms, well below the SYN's first retransmission at 1 s). Both families,
+ * one agent, exact counts. */
+Test(kdefer, a_tcp_syn_waits_until_its_record_is_in_the_store)
+{
+	const struct fam *fams[2] = {&fam4, &fam6};
+	int listener[2], c[2][2];
+	char rec[512];
+
+	rig_start("kdefer-tcp");
+	for (int i = 0; i < 2; i++) {
+		listener[i] = fam_socket(fams[i], SOCK_STREAM, "k5df-s", NULL,
+					 SERVER_PORT);
+		cr_assert_eq(listen(listener[i], 8), 0);
+	}
+	active_start(300000);
+	for (int i = 0; i < 2; i++) {
+		const struct fam *f = fams[i];
+		uint64_t t;
+
+		t = tcp_connect_ns(f, listener[i], 12001, &c[i][0]);
+		cr_assert_neq(t, 0, "IPv%d: the connection was not made",
+			      fam_v(f));
+		cr_assert_lt(t, 300000000ULL,
+			     "IPv%d: the SYN waited out defer_max_us",
+			     fam_v(f));
+		cr_assert_neq(
+			proto_record(f, "tcp", 12001, rec, sizeof(rec))[0],
+			'\0', "IPv%d: connected, no session in the store",
+			fam_v(f));
+		fprintf(stderr, "kdefer: IPv%d SYN held, connect %.3f ms\n",
+			fam_v(f), (double)t / 1e6);
+
+		store_signal(SIGSTOP);
+		t = tcp_connect_ns(f, listener[i], 12002, &c[i][1]);
+		store_signal(SIGCONT);
+		cr_assert_neq(t, 0,
+			      "IPv%d: with the store stopped, the "
+			      "connection was never made",
+			      fam_v(f));
+		cr_assert_geq(t, 300000000ULL,
+			      "IPv%d: with the store stopped, connect took "
+			      "%.3f ms, below defer_max_us",
+			      fam_v(f), (double)t / 1e6);
+		fprintf(stderr,
+			"kdefer: IPv%d SYN (store stopped), connect %.3f ms\n",
+			fam_v(f), (double)t / 1e6);
+	}
+	active_stop();
+	cr_assert_eq(report_field("defer_queued"), 4);
+	cr_assert_eq(report_field("defer_held"), 4);
+	cr_assert_eq(report_field("defer_settled"), 2);
+	cr_assert_eq(report_field("defer_timeouts"), 2);
+	cr_assert_eq(report_field("defer_unmatched"), 0);
+	cr_assert_eq(report_field("creates"), 4);
+	for (int i = 0; i < 2; i++) {
+		close(c[i][0]);
+		close(c[i][1]);
+		close(listener[i]);
+	}
 }
 
 /* The JSON record without its stamp and timeout (compared apart). */
