@@ -166,6 +166,6 @@ echo "  store:    $([ "$plain" = 1 ] && echo "1 plain server" || echo "$masters 
 echo "  active:   $report"
 echo "  standby:  $standby_report"
 echo "  verify:   $(tail -n 1 "$run/verify.out")"
-[ -z "$families" ] || echo "  $memory"
+[ -z "$families" ] || echo "  memory:   ${memory#memory: }"
 echo "RESULT mode=natsync sessions=$(field acked) seconds=$(field seconds) rate=$(field rate) drops=$(field drops) standby_match=$match$families"
 [ "$match" = yes ]
