@@ -154,7 +154,11 @@ if [ "$v6_pct" -gt 0 ]; then
 	sleep 0.2
 	"${verify[@]}" --memory-base "$empty_memory" >"$run/memory.out" || true
 	memory=$(grep '^memory:' "$run/memory.out" || true)
-	mfield() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$memory"; }
+	mfield() {
+		local v
+		v=$(sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$memory")
+		echo "${v:-n/a}"
+	}
 	families=" rate_v4=$(field rate_v4) rate_v6=$(field rate_v6) live_v6=$(mfield live_v6)"
 	families+=" store_bytes_per_session_v4=$(mfield store_bytes_per_session_v4)"
 	families+=" store_bytes_per_session_v6=$(mfield store_bytes_per_session_v6)"
