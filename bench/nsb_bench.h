@@ -1,6 +1,7 @@
 /*
  * nsb_bench.h - what the natsync-bench modes share: the options, one run's
- * figures, the RESULT line and CSV row, and the store probes.
+ * figures, the RESULT line and CSV row (the store probes are
+ * nsa_storemem.h's).
  *
  * natsync_bench.c parses the options and starts EAL; each mode lives in its
  * own file (nsb_natsync.c, nsb_naive.c, nsb_record.c,
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include "nsa_config.h"
+#include "nsa_storemem.h"
 
 enum nsb_mode {
 	NSB_NATSYNC,
@@ -79,13 +81,6 @@ struct nsb_result {
 	double store_bytes_v4, store_bytes_v6;
 };
 
-/* The store as INFO memory and DBSIZE see it, summed over the masters. */
-struct nsb_store_mem {
-	uint64_t used_memory;
-	uint64_t keys;
-	unsigned int masters;
-};
-
 struct nsa_active;
 struct nsa_source;
 struct nsa_standby;
@@ -121,24 +116,6 @@ void nsb_result_print(const struct nsb_result *r);
 /* Append r as one row to path, with a header when the file is new. */
 void nsb_csv_append(const char *path, const struct nsb_result *r,
 		    uint64_t flows);
-
-/* Sum used_memory (INFO memory) and DBSIZE over every master; 0, or a
- * negative errno (logged) when a master cannot be asked. */
-int nsb_store_probe(const struct nsa_store_conf *store,
-		    struct nsb_store_mem *m);
-
-/* FLUSHALL on every master; 0 or a negative errno (logged). */
-int nsb_store_flush(const struct nsa_store_conf *store);
-
-/* Store bytes per session added between two probes, or -1 when the store
- * was not empty before or holds no key after. */
-/* MEMORY USAGE of every key of the store, summed by family (index 0:
- * IPv4 keys, 1: IPv6 keys, told apart by their length), with the keys
- * counted in keys[]. */
-int nsb_store_usage_by_family(const struct nsa_store_conf *store,
-			      uint64_t usage[2], uint64_t keys[2]);
-double nsb_store_bytes_per_session(const struct nsb_store_mem *a,
-				   const struct nsb_store_mem *b);
 
 /* One natsync run with conf as given (rate included); fills r. 0 or 1. */
 int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,

@@ -142,7 +142,7 @@ static int settle_log(const struct nsa_config *conf, struct nsa_active *active,
 	const double grace = conf->log_compact_grace_ms / 1000.0;
 	const double t0 = nsdp_now_s();
 	struct nsa_active_stats st;
-	struct nsb_store_mem m;
+	struct nsa_storemem m;
 	uint64_t rounds0, rounds = UINT64_MAX, keys = UINT64_MAX;
 	double changed = t0;
 
@@ -154,7 +154,7 @@ static int settle_log(const struct nsa_config *conf, struct nsa_active *active,
 
 		nsdp_sleep_ms(100);
 		now = nsdp_now_s();
-		if (nsb_store_probe(&conf->store, &m) != 0)
+		if (nsa_storemem_probe(&conf->store, &m) != 0)
 			return -1;
 		if (m.used_memory > s->used_peak)
 			s->used_peak = m.used_memory;
@@ -184,7 +184,7 @@ static int settle_log(const struct nsa_config *conf, struct nsa_active *active,
 /* Fill the store; the store's memory before and after in *before, *after
  * (and, with --settle, what settling measured in *s). */
 static int fill_store(const struct nsa_config *conf, const struct nsb_opts *o,
-		      struct nsb_store_mem *before, struct nsb_store_mem *after,
+		      struct nsa_storemem *before, struct nsa_storemem *after,
 		      double *seconds, struct settle *s)
 {
 	static struct nsa_config fconf;
@@ -195,9 +195,9 @@ static int fill_store(const struct nsa_config *conf, const struct nsb_opts *o,
 
 	fconf = *conf;
 	fconf.source_type = NSA_SOURCE_NONE;
-	if (o->flush && nsb_store_flush(&conf->store) != 0)
+	if (o->flush && nsa_storemem_flush(&conf->store) != 0)
 		return -1;
-	if (nsb_store_probe(&conf->store, before) != 0)
+	if (nsa_storemem_probe(&conf->store, before) != 0)
 		return -1;
 	if (before->keys)
 		NSA_WARN("coldload: the store holds %" PRIu64 " keys already "
@@ -224,7 +224,7 @@ out:
 	nsa_source_close(&src);
 	if (rc == 0) {
 		nsdp_sleep_ms(NSB_CLIENTS_GONE_MS);
-		rc = nsb_store_probe(&conf->store, after);
+		rc = nsa_storemem_probe(&conf->store, after);
 	}
 	return rc;
 }
@@ -232,7 +232,7 @@ out:
 int nsb_coldload(const struct nsa_config *conf, const struct nsb_opts *o)
 {
 	static struct nsa_config sconf;
-	struct nsb_store_mem before, after;
+	struct nsa_storemem before, after;
 	const int log = conf->store.layout == NSA_LAYOUT_LOG;
 	struct settle settled = {0};
 	uint64_t want;
@@ -264,7 +264,7 @@ int nsb_coldload(const struct nsa_config *conf, const struct nsb_opts *o)
 					  before.used_memory) /
 					 (double)o->sessions
 			       : -1)
-		    : nsb_store_bytes_per_session(&before, &after);
+		    : nsa_storemem_per_key(&before, &after);
 	fprintf(stderr,
 		"natsync-bench: coldload: %" PRIu64 " sessions written in "
 		"%.3f s; starting a fresh standby\n",

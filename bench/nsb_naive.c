@@ -96,7 +96,7 @@ int nsb_naive(const struct nsa_config *conf, const struct nsb_opts *o)
 			conf->store.seeds[0].port, err);
 		goto print;
 	}
-	if (o->flush && nsb_store_flush(&conf->store) != 0)
+	if (o->flush && nsa_storemem_flush(&conf->store) != 0)
 		goto out;
 	if (nsa_source_open(&src, conf) != 0)
 		goto out;

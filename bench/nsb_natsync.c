@@ -42,53 +42,9 @@ struct table_check {
 	uint64_t flows, mismatches;
 };
 
-struct v6_count {
-	uint64_t live, wire_bytes; /* IPv6 sessions, their records' bytes */
-};
-
-static void count_v6(const struct ns_session *s, void *arg)
+static void count_live(const struct ns_session *s, void *arg)
 {
-	struct v6_count *c = arg;
-
-	if (!ns_family_is_v6(s->family))
-		return;
-	c->live++;
-	c->wire_bytes += ns_record_wire_len(s->family);
-}
-
-/* Each family's store bytes per session in a mix: the store's growth
- * (r->store_bytes_per_session per live session) split between the
- * families. Keys layout: in the shares MEMORY USAGE gives their keys (so
- * the overhead INFO counts beyond the keys, expiry entries and hash
- * tables, goes to each in proportion). Log layout: segments hold both,
- * so in the shares of their record bytes (schema/FORMAT.md's lengths;
- * v6_wire: the IPv6 sessions' records, NAT66 and NAT64). */
-static void store_bytes_by_family(const struct nsa_config *conf,
-				  struct nsb_result *r, uint64_t v6_wire)
-{
-	uint64_t live4 = r->live - r->live_v6, usage[2], keys[2];
-	double total = r->store_bytes_per_session * (double)r->live;
-	double w4 = (double)ns_record_wire_len(NS_FAMILY_IPV4);
-
-	if (r->store_bytes_per_session < 0 || r->live_v6 == 0 || live4 == 0)
-		return;
-	if (conf->store.layout == NSA_LAYOUT_LOG) {
-		double per_byte =
-			total / ((double)live4 * w4 + (double)v6_wire);
-
-		r->store_bytes_v4 = per_byte * w4;
-		r->store_bytes_v6 =
-			per_byte * (double)v6_wire / (double)r->live_v6;
-		return;
-	}
-	if (nsb_store_usage_by_family(&conf->store, usage, keys) != 0 ||
-	    keys[0] == 0 || keys[1] == 0)
-		return;
-	total = r->store_bytes_per_session * (double)(keys[0] + keys[1]);
-	r->store_bytes_v4 = total * (double)usage[0] /
-			    (double)(usage[0] + usage[1]) / (double)keys[0];
-	r->store_bytes_v6 = total * (double)usage[1] /
-			    (double)(usage[0] + usage[1]) / (double)keys[1];
+	nsa_storemem_count(arg, s);
 }
 
 static void check_flow(const struct ns_session *s, void *arg)
@@ -238,16 +194,31 @@ static void watch_source(const struct nsa_source *src,
 	}
 }
 
+/* The store's bytes per session, in all and for each family. */
+static void store_figures(const struct nsa_config *conf,
+			  const struct nsa_storemem *before,
+			  const struct nsa_storemem *after,
+			  const struct nsa_storemem_live *live,
+			  struct nsb_result *r)
+{
+	struct nsa_storemem_bytes b;
+
+	nsa_storemem_per_session(&conf->store, before, after, live, &b);
+	r->store_bytes_per_session = b.all;
+	r->store_bytes_v4 = b.v4;
+	r->store_bytes_v6 = b.v6;
+}
+
 int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,
 		    struct nsb_result *r)
 {
-	struct nsb_store_mem before, after;
+	struct nsa_storemem before, after;
 	struct nsa_source src = {0};
 	struct nsa_standby *sb = NULL;
 	struct nsa_active *active = NULL;
 	struct nsa_active_stats st;
 	struct nsdp_synth_stats ss = {0};
-	struct v6_count v6 = {0};
+	struct nsa_storemem_live live = {0};
 	double t0;
 	int rc = 1, drained;
 
@@ -256,9 +227,9 @@ int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,
 	/* Until the verdict: a run that fails has no matching standby. */
 	if (o->standby)
 		r->standby_match = "no";
-	if (o->flush && nsb_store_flush(&conf->store) != 0)
+	if (o->flush && nsa_storemem_flush(&conf->store) != 0)
 		return 1;
-	if (nsb_store_probe(&conf->store, &before) != 0)
+	if (nsa_storemem_probe(&conf->store, &before) != 0)
 		return 1;
 	if (before.keys != 0)
 		NSA_INFO("store: %" PRIu64 " keys before the run: no memory "
@@ -284,8 +255,9 @@ int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,
 	r->events = ss.produced;
 	r->drops = st.lane_drops + st.dropped + ss.dropped;
 	r->events_v6 = ss.v6_records;
-	r->live = nsdp_synth_final_table(src.synth, count_v6, &v6);
-	r->live_v6 = v6.live;
+	nsdp_synth_final_table(src.synth, count_live, &live);
+	r->live = live.live;
+	r->live_v6 = live.live_v6;
 	if (sb) {
 		r->standby_match = standby_verdict(sb, src.synth, st.acked);
 		standby_figures(sb, conf, r);
@@ -300,16 +272,8 @@ out:
 	nsa_source_close(&src);
 	if (rc == 0) {
 		nsdp_sleep_ms(NSB_CLIENTS_GONE_MS);
-		if (nsb_store_probe(&conf->store, &after) == 0)
-			r->store_bytes_per_session =
-				nsb_store_bytes_per_session(&before, &after);
-		/* Log layout: the keys are segments; per live session
-		 * instead, compaction as far as it got by the end. */
-		if (conf->store.layout == NSA_LAYOUT_LOG &&
-		    r->store_bytes_per_session >= 0 && r->live > 0)
-			r->store_bytes_per_session *=
-				(double)after.keys / (double)r->live;
-		store_bytes_by_family(conf, r, v6.wire_bytes);
+		if (nsa_storemem_probe(&conf->store, &after) == 0)
+			store_figures(conf, &before, &after, &live, r);
 	}
 	return rc;
 }

@@ -5,6 +5,10 @@
 # standby's table equals the source's, stops everything it started, and
 # ends with one machine-readable line:
 #   RESULT mode=natsync sessions=N seconds=S rate=R drops=D standby_match=yes|no
+# and, with --v6-pct above 0, each family's figures as natsync-bench gives
+# them: rate_v4=R rate_v6=R live_v6=N store_bytes_per_session_v4=X
+# store_bytes_per_session_v6=X (the store's growth from empty, measured by
+# natsync-verify --memory-base once the agents are gone).
 #
 #   deploy/demo.sh [--events 2000000] [--flows 200000] [--masters 3]
 #                  [--replicas 0] [--port 7000] [--workers 1] [--lanes 1]
@@ -67,6 +71,11 @@ cleanup() {
 trap cleanup EXIT
 
 ns_store_start "the store" "${store_args[@]}"
+verify=(build-demo/tools/natsync-verify -S "$seeds" -L "$layout")
+# The empty store's memory: the base of each family's bytes per session.
+if [ "$v6_pct" -gt 0 ]; then
+	empty_memory=$("${verify[@]}" --used-memory | sed -n 's/^used_memory=\([0-9]*\) .*/\1/p')
+fi
 
 cat >"$run/standby.ini" <<INI
 [agent]
@@ -126,7 +135,7 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$report"; }
 
 ns_say "verifying: source table vs store vs standby table"
 match=no
-if build-demo/tools/natsync-verify -S "$seeds" -L "$layout" -s "$run/source.tbl" -b "$run/standby.tbl" \
+if "${verify[@]}" -s "$run/source.tbl" -b "$run/standby.tbl" \
 	-p "$standby_pid" -t 20 | tee "$run/verify.out"; then
 	match=yes
 fi
@@ -136,11 +145,31 @@ wait "$standby_pid" 2>/dev/null || true
 standby_pid=""
 standby_report=$(grep '^REPORT role=standby' "$run/standby.out" || true)
 
+# Each family's figures, with no natsync client left connected to the store.
+families=""
+if [ "$v6_pct" -gt 0 ]; then
+	ns_say "measuring the store's bytes per session of each family"
+	# The store closes the connections of the agents just gone first
+	# (natsync-bench waits as long).
+	sleep 0.2
+	"${verify[@]}" --memory-base "$empty_memory" >"$run/memory.out" || true
+	memory=$(grep '^memory:' "$run/memory.out" || true)
+	mfield() {
+		local v
+		v=$(sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$memory")
+		echo "${v:-n/a}"
+	}
+	families=" rate_v4=$(field rate_v4) rate_v6=$(field rate_v6) live_v6=$(mfield live_v6)"
+	families+=" store_bytes_per_session_v4=$(mfield store_bytes_per_session_v4)"
+	families+=" store_bytes_per_session_v6=$(mfield store_bytes_per_session_v6)"
+fi
+
 echo
 echo "natsync demo report"
 echo "  store:    $([ "$plain" = 1 ] && echo "1 plain server" || echo "$masters master(s), $replicas replica(s) each") on 127.0.0.1:$port"
 echo "  active:   $report"
 echo "  standby:  $standby_report"
 echo "  verify:   $(tail -n 1 "$run/verify.out")"
-echo "RESULT mode=natsync sessions=$(field acked) seconds=$(field seconds) rate=$(field rate) drops=$(field drops) standby_match=$match"
+[ -z "$families" ] || echo "  memory:   ${memory#memory: }"
+echo "RESULT mode=natsync sessions=$(field acked) seconds=$(field seconds) rate=$(field rate) drops=$(field drops) standby_match=$match$families"
 [ "$match" = yes ]

@@ -6,10 +6,12 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nsdp_time.h"
@@ -36,6 +38,8 @@
 #define LOG_PROMOTED_PORT LOG_COMPACT_PORT
 #define LOST_PORT 7455
 #define LOG_LOST_PORT 7456
+#define MIX_PORT 7411
+#define LOG_MIX_PORT 7711
 #define PAIRS_PORT 7470 /* 3 nodes: 7470-7472 */
 #define LOG_PAIRS_PORT 7475 /* 3 nodes: 7475-7477 */
 
@@ -107,6 +111,8 @@ static void stop_all(void)
 	nst_store_stop(LOST_PORT);
 	nst_store_stop(LOG_LOST_PORT);
 	nst_store_stop(LOG_PAIRS_PORT);
+	nst_store_stop(MIX_PORT);
+	nst_store_stop(LOG_MIX_PORT);
 }
 
 TestSuite(e2e, .fini = stop_all, .timeout = 240);
@@ -158,6 +164,131 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 {
 	run_end_to_end(l->port, 0, in_layout(l, "e2e-plain"), &e2e_plan, "",
 		       E2E_SESSIONS);
+}
+
+/* The number after "name=" (its first word, or after a space) on the
+ * last line of a run directory's file that starts with prefix; asserts
+ * there is one. */
+static double line_field(const char *file, const char *prefix, const char *name)
+{
+	char line[1024], key[64];
+	double v = -1;
+	int found = 0;
+	FILE *f = fopen(nst_run_path(file), "r");
+	char *at;
+
+	cr_assert_not_null(f, "no %s", nst_run_path(file));
+	snprintf(key, sizeof(key), " %s=", name);
+	line[0] = ' ';
+	while (fgets(line + 1, sizeof(line) - 1, f))
+		if (!strncmp(line + 1, prefix, strlen(prefix)) &&
+		    (at = strstr(line, key))) {
+			v = strtod(at + strlen(key), NULL);
+			found = 1;
+		}
+	fclose(f);
+	cr_assert(found, "no %s= on a %s line of %s", name, prefix, file);
+	return v;
+}
+
+/* [source] v6_pct = 30, 20 000 flows, 50 000 events, seed 7 (every
+ * event accepted: the same on every run, and the v6_events natsync-bench
+ * reports for the same source): the IPv6 records made, the final table
+ * and its IPv6 sessions. */
+#define MIX_V6_RECORDS 15598
+#define MIX_SESSIONS 12949
+#define MIX_V6_SESSIONS 4013
+
+/* Log layout: the growth is split by the record bytes of each family's
+ * live sessions, which the source's table file holds one after the other
+ * (48 B an IPv4 record): within the rounding of all (0.05 B, times the
+ * family's share) and of the figure itself. */
+static void assert_split_by_record_bytes(double live, double live_v6,
+					 double all, double v4, double v6)
+{
+	struct stat st;
+	double bytes, w4 = 48, w6;
+
+	cr_assert_eq(stat(nst_run_path("source.tbl"), &st), 0);
+	bytes = (double)st.st_size;
+	w6 = (bytes - w4 * (live - live_v6)) / live_v6;
+	cr_assert_leq(fabs(v4 - all * live * w4 / bytes),
+		      0.05 + 0.05 * live * w4 / bytes, "v4 %.1f", v4);
+	cr_assert_leq(fabs(v6 - all * live * w6 / bytes),
+		      0.05 + 0.05 * live * w6 / bytes, "v6 %.1f", v6);
+}
+
+E2E_IN_BOTH_LAYOUTS(a_mix_of_families_is_counted_and_measured_per_family,
+		    MIX_PORT, LOG_MIX_PORT)
+
+/* What deploy/demo.sh reports of a mix: the active's REPORT gives the
+ * IPv6 records and each family's rate, the standby's its IPv6 sessions,
+ * and natsync-verify --memory-base the store's bytes per session of each
+ * family, from the empty store's memory, once the agents are gone. */
+ParameterizedTest(struct e2e_layout *l, e2e,
+		  a_mix_of_families_is_counted_and_measured_per_family)
+{
+	static const struct nst_source_plan plan = {20000, 50000, 0, 0};
+	const char *verify = nst_build("tools/natsync-verify");
+	double rate, all, v4, v6, live, live_v6;
+	char seeds[64];
+	int pid, rc;
+
+	nst_run_dir_make(in_layout(l, "e2e-mix"));
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", l->port);
+	cr_assert_eq(nst_store_start(l->port, 0, 0), 0);
+	cr_assert_eq(nst_sh("%s -S %s --used-memory >%s", verify, seeds,
+			    nst_run_path("empty.out")),
+		     0);
+	cr_assert_eq(line_field("empty.out", "used_memory=", "keys"), 0);
+	nst_agents_configure(seeds, &plan, 0);
+	pid = nst_agent_spawn("standby",
+			      "--set standby.table_capacity_v6=40000");
+	nst_wait_synced(pid);
+	rc = nst_sh("%s -c %s --set source.v6_pct=30 >%s 2>%s",
+		    nst_build("tools/natsync-agent"),
+		    nst_run_path("active.ini"), nst_run_path("active.out"),
+		    nst_run_path("active.log"));
+	nst_sh("cat %s >&2", nst_run_path("active.out"));
+	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
+	cr_assert(nst_run_file_has("active.out", "drained=yes"));
+	cr_assert(nst_run_file_has("active.out", " drops=0 "));
+	cr_assert_eq(nst_report_field(nst_run_path("active.out"), "v6_records"),
+		     MIX_V6_RECORDS);
+	/* Both from the same seconds: they add up to rate, each rounded. */
+	rate = line_field("active.out", "REPORT", "rate");
+	cr_assert_leq(fabs(line_field("active.out", "REPORT", "rate_v4") +
+			   line_field("active.out", "REPORT", "rate_v6") -
+			   rate),
+		      1.0);
+	nst_verify_exact(seeds, pid, MIX_SESSIONS);
+	stop_standby(pid);
+	cr_assert_eq(
+		nst_report_field(nst_run_path("standby.out"), "sessions_v6"),
+		MIX_V6_SESSIONS);
+
+	rc = nst_sh("%s -S %s -L %s --memory-base %.0f >%s 2>&1", verify, seeds,
+		    l->layout,
+		    line_field("empty.out", "used_memory=", "used_memory"),
+		    nst_run_path("memory.out"));
+	nst_sh("cat %s >&2", nst_run_path("memory.out"));
+	cr_assert_eq(rc, 0);
+	live = line_field("memory.out", "memory:", "live");
+	live_v6 = line_field("memory.out", "memory:", "live_v6");
+	cr_assert_eq(live, MIX_SESSIONS);
+	cr_assert_eq(live_v6, MIX_V6_SESSIONS);
+	all = line_field("memory.out", "memory:", "store_bytes_per_session");
+	v4 = line_field("memory.out", "memory:", "store_bytes_per_session_v4");
+	v6 = line_field("memory.out", "memory:", "store_bytes_per_session_v6");
+	/* An IPv6 session's record and key are the longer ones. */
+	cr_assert(all > 0 && v4 > 0 && v6 > v4, "all %.1f v4 %.1f v6 %.1f", all,
+		  v4, v6);
+	/* The families share the whole growth: within the rounding of the
+	 * three figures (0.05 B each a session). */
+	cr_assert_leq(fabs((live - live_v6) * v4 + live_v6 * v6 - live * all),
+		      0.05 * 2 * live, "v4 %.1f v6 %.1f all %.1f", v4, v6, all);
+	if (strcmp(l->layout, "log") == 0)
+		assert_split_by_record_bytes(live, live_v6, all, v4, v6);
 }
 
 /* The active's wall clock steps back 10 s halfway through (its source

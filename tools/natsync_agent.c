@@ -429,6 +429,20 @@ static void active_stop(struct active_run *r)
 	}
 }
 
+/* A synthetic source's mix of families ([source] v6_pct): the IPv6
+ * records it made, and each family's rate as natsync-bench gives it (the
+ * IPv4 one from the acknowledged records, so that both add up to rate
+ * when every record was acknowledged). */
+static void active_report_families(const struct nsdp_synth_stats *ss,
+				   uint64_t acked, double secs)
+{
+	uint64_t v4 = acked > ss->v6_records ? acked - ss->v6_records : 0;
+
+	printf(" v6_records=%" PRIu64 " rate_v4=%.0f rate_v6=%.0f",
+	       ss->v6_records, secs > 0 ? (double)v4 / secs : 0.0,
+	       secs > 0 ? (double)ss->v6_records / secs : 0.0);
+}
+
 /* The REPORT line; the exit status (1: a source's records were not all
  * acknowledged, or the gateway is gone). */
 static int active_report(const struct active_run *r)
@@ -454,6 +468,8 @@ static int active_report(const struct active_run *r)
 	       st.lane_drops + st.dropped, st.lane_drops, st.dropped,
 	       st.store_corrections, st.log_rewrites, st.fenced,
 	       sourced ? (r->drained ? "yes" : "no") : "n/a");
+	if (r->src.synth && r->ss.v6_records > 0)
+		active_report_families(&r->ss, st.acked, secs);
 	if (r->src.ksrc)
 		printf(" captured=%" PRIu64 " creates=%" PRIu64
 		       " refreshes=%" PRIu64 " deletes=%" PRIu64
@@ -584,10 +600,10 @@ static void standby_report(struct nsa_standby *sb, int64_t handover)
 	nsa_standby_stats(sb, &st);
 	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	standby_commit_report(sb, commit, sizeof(commit));
-	printf("REPORT role=standby sessions=%" PRIu64 " batches=%" PRIu64
-	       " records=%" PRIu64 " loaded=%" PRIu64 " load_values=%" PRIu64
-	       " load_bytes=%" PRIu64 " gaps=%" PRIu64 " resyncs=%" PRIu64
-	       " repairs=%" PRIu64 " repair_values=%" PRIu64
+	printf("REPORT role=standby sessions=%" PRIu64 " sessions_v6=%" PRIu64
+	       " batches=%" PRIu64 " records=%" PRIu64 " loaded=%" PRIu64
+	       " load_values=%" PRIu64 " load_bytes=%" PRIu64 " gaps=%" PRIu64
+	       " resyncs=%" PRIu64 " repairs=%" PRIu64 " repair_values=%" PRIu64
 	       " repair_bytes=%" PRIu64 " refused_segments=%" PRIu64
 	       " resubscribes=%" PRIu64 " topology_changes=%" PRIu64
 	       " stale=%" PRIu64 " dead_subscriptions=%" PRIu64
@@ -596,13 +612,13 @@ static void standby_report(struct nsa_standby *sb, int64_t handover)
 	       " epoch_regressions=%" PRIu64 " epoch_resyncs=%" PRIu64
 	       " lag_avg_us=%.0f lag_max_us=%" PRIu64 " lag_count=%" PRIu64
 	       " epoch_max=%" PRIu32 " handover_epoch=%" PRId64 "%s\n",
-	       ts.live, st.batches, st.records, st.loaded, st.load_values,
-	       st.load_bytes, st.gaps, st.resyncs, st.repairs, st.repair_values,
-	       st.repair_bytes, st.refused_segments, st.resubscribes,
-	       st.topology_changes, st.stale, st.dead_subscriptions,
-	       st.bad_messages, ts.full_drops, st.fenced, st.other_pair,
-	       st.epoch_regressions, st.epoch_resyncs, standby_lag_avg_us(&st),
-	       st.lag_max_us, st.lag_count, epoch_max,
+	       ts.live, ts.live_v6, st.batches, st.records, st.loaded,
+	       st.load_values, st.load_bytes, st.gaps, st.resyncs, st.repairs,
+	       st.repair_values, st.repair_bytes, st.refused_segments,
+	       st.resubscribes, st.topology_changes, st.stale,
+	       st.dead_subscriptions, st.bad_messages, ts.full_drops, st.fenced,
+	       st.other_pair, st.epoch_regressions, st.epoch_resyncs,
+	       standby_lag_avg_us(&st), st.lag_max_us, st.lag_count, epoch_max,
 	       handover < 0 ? 0 : handover, commit);
 	fflush(stdout);
 }

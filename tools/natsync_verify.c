@@ -15,6 +15,13 @@
  * value under the session prefix that is not a record is a difference. It
  * never writes to the store.
  *
+ * --used-memory prints the store's used memory (INFO memory, summed over
+ * the masters) and exits; --memory-base BYTES, that figure taken while the
+ * store was empty, makes it print after the comparisons the store's bytes
+ * per session, in all and for each family (nsa_storemem.c), the sessions
+ * being those it read from the store: the demo's figures, measured as
+ * natsync-bench measures its own.
+ *
  * --get TUPLE prints one session as the store holds it, in either layout:
  * the master that owns its key is loaded as a standby loads it (the keys,
  * or the log's segments and checkpoints merged), and the session of that
@@ -42,6 +49,7 @@
 #include "nsa_cluster.h"
 #include "nsa_config.h"
 #include "nsa_loader.h"
+#include "nsa_storemem.h"
 #include "nsdp_time.h"
 
 /* A store that does not answer within this is an error. */
@@ -474,6 +482,52 @@ static int request_dump(pid_t pid, const char *path)
 	return -ETIMEDOUT;
 }
 
+/* A figure, or n/a when it was not measured (negative). */
+static const char *figure(char *buf, size_t cap, double v)
+{
+	if (v < 0)
+		return "n/a";
+	snprintf(buf, cap, "%.1f", v);
+	return buf;
+}
+
+/* --memory-base: the store's growth since base per session of store (the
+ * table read from it), in all and for each family. 0, or -EIO (logged). */
+static int memory_report(const struct nsa_config *conf,
+			 const struct table *store, uint64_t base)
+{
+	struct nsa_storemem before = {.used_memory = base}, after;
+	struct nsa_storemem_live live = {0};
+	struct nsa_storemem_bytes b;
+	char all[32], v4[32], v6[32];
+
+	if (nsa_storemem_probe(&conf->store, &after) != 0)
+		return -EIO;
+	for (size_t i = 0; i < store->n; i++)
+		nsa_storemem_count(&live, &store->s[i].s);
+	nsa_storemem_per_session(&conf->store, &before, &after, &live, &b);
+	printf("memory: live=%" PRIu64 " live_v6=%" PRIu64
+	       " used_memory=%" PRIu64 " keys=%" PRIu64
+	       " store_bytes_per_session=%s store_bytes_per_session_v4=%s"
+	       " store_bytes_per_session_v6=%s\n",
+	       live.live, live.live_v6, after.used_memory, after.keys,
+	       figure(all, sizeof(all), b.all), figure(v4, sizeof(v4), b.v4),
+	       figure(v6, sizeof(v6), b.v6));
+	return 0;
+}
+
+/* --used-memory: what the store uses now, summed over its masters. */
+static int used_memory(const struct nsa_config *conf)
+{
+	struct nsa_storemem m;
+
+	if (nsa_storemem_probe(&conf->store, &m) != 0)
+		return 2;
+	printf("used_memory=%" PRIu64 " keys=%" PRIu64 " masters=%u\n",
+	       m.used_memory, m.keys, m.masters);
+	return 0;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -512,6 +566,16 @@ static void usage(FILE *out)
 		"                          only, not timeouts, stamps, epochs\n"
 		"                          (a kernel gateway's table, dumped\n"
 		"                          from conntrack)\n"
+		"  -U, --used-memory       print the store's used memory\n"
+		"                          (INFO memory, summed over the\n"
+		"                          masters) and its keys, and exit\n"
+		"  -m, --memory-base BYTES the store's used memory when it was\n"
+		"                          empty (as --used-memory printed it):\n"
+		"                          after the comparisons, print a\n"
+		"                          'memory:' line with its growth per\n"
+		"                          session of the store, in all and for\n"
+		"                          each family (run it with no natsync\n"
+		"                          client connected)\n"
 		"  -r, --pair P            only the sessions of gateway pair P\n"
 		"                          (gateway_id >> 8) in every table:\n"
 		"                          one pair of several sharing a "
@@ -539,6 +603,8 @@ int main(int argc, char **argv)
 		{"layout", required_argument, NULL, 'L'},
 		{"get", required_argument, NULL, 'g'},
 		{"pair", required_argument, NULL, 'r'},
+		{"used-memory", no_argument, NULL, 'U'},
+		{"memory-base", required_argument, NULL, 'm'},
 		NSA_CLI_HELP_LONGOPTS,
 	};
 	/* A gateway's file, [gateway] included, is accepted as it is. */
@@ -551,10 +617,11 @@ int main(int argc, char **argv)
 	char set[1100];
 	double timeout = 0, t0;
 	pid_t pid = 0;
-	int opt, use_store = 1, equal = 0, standby_opt = 0;
+	int opt, use_store = 1, equal = 0, standby_opt = 0, show_used = 0;
+	int64_t memory_base = -1;
 
 	ngw_config_defaults(&gconf);
-	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:niL:g:r:hV",
+	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:niL:g:r:Um:hV",
 				  opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
@@ -623,6 +690,23 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 'U':
+			show_used = 1;
+			break;
+		case 'm': {
+			char *end;
+
+			errno = 0;
+			memory_base = (int64_t)strtoll(optarg, &end, 10);
+			if (errno || end == optarg || *end || memory_base < 0) {
+				fprintf(stderr,
+					"natsync-verify: --memory-base: '%s' "
+					"is not a byte count\n",
+					optarg);
+				return 2;
+			}
+			break;
+		}
 		default:
 			return nsa_cli_help_option(&cli, opt);
 		}
@@ -641,6 +725,14 @@ int main(int argc, char **argv)
 	conf->role = NSA_ROLE_STANDBY;
 	if (nsa_cli_finish(&cli, conf))
 		return 2;
+	if (show_used)
+		return used_memory(conf);
+	/* The growth is the whole store's: per session of every pair. */
+	if (memory_base >= 0 && (!use_store || only_pair >= 0)) {
+		fprintf(stderr, "natsync-verify: --memory-base needs the whole "
+				"store (no --no-store, no --pair)\n");
+		return 2;
+	}
 	if (get != NULL) {
 		/* A dump path from the file is not asked for: ignored. */
 		if (source_path || pid || standby_opt || !use_store) {
@@ -690,6 +782,9 @@ int main(int argc, char **argv)
 		}
 		nsdp_sleep_ms(300);
 	}
+	if (memory_base >= 0 &&
+	    memory_report(conf, &store, (uint64_t)memory_base) != 0)
+		goto refused;
 	printf("RESULT verify store=%zu source=%zu standby=%zu match=%s\n",
 	       use_store ? store.n : 0, source_path ? source.n : 0,
 	       standby_path ? standby.n : 0, equal ? "yes" : "no");

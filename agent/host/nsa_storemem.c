@@ -1,6 +1,6 @@
 /*
- * nsb_store.c - natsync-bench's look at the store itself: the memory
- * and key count of every master, and emptying them between runs.
+ * nsa_storemem.c - the store's memory: what every master holds, and what
+ * a run of sessions added to it, per session and per family.
  *
  * Every call fetches the topology afresh and opens one short-lived blocking
  * connection per master, so it works on one plain server and on a cluster
@@ -10,7 +10,9 @@
  * allocator's view: keys, values, expiry entries, hash tables) divided by
  * the keys added, measured while no natsync client is connected, so that
  * client buffers are not counted. It is only defined from an empty store:
- * keys a run merely overwrites add no key.
+ * keys a run merely overwrites add no key. In the log layout the keys are
+ * segments: the growth is per live session instead, compaction as far as
+ * it got.
  *
  * Not here: replicas (FLUSHALL on a master reaches its replicas; their
  * memory is not counted).
@@ -21,10 +23,10 @@
 
 #include <hiredis/hiredis.h>
 
-#include "nsb_bench.h"
+#include "ns_slot.h"
 #include "nsa_cluster.h"
 #include "nsa_log.h"
-#include "ns_slot.h"
+#include "nsa_storemem.h"
 
 typedef int (*master_fn)(redisContext *c, const struct nsa_addr *addr,
 			 void *arg);
@@ -79,7 +81,7 @@ static redisReply *expect(redisContext *c, const struct nsa_addr *addr,
 
 static int probe_master(redisContext *c, const struct nsa_addr *addr, void *arg)
 {
-	struct nsb_store_mem *m = arg;
+	struct nsa_storemem *m = arg;
 	redisReply *r =
 		expect(c, addr, "INFO memory", redisCommand(c, "INFO memory"),
 		       REDIS_REPLY_STRING);
@@ -106,7 +108,8 @@ static int probe_master(redisContext *c, const struct nsa_addr *addr, void *arg)
 	return 0;
 }
 
-int nsb_store_probe(const struct nsa_store_conf *store, struct nsb_store_mem *m)
+int nsa_storemem_probe(const struct nsa_store_conf *store,
+		       struct nsa_storemem *m)
 {
 	memset(m, 0, sizeof(*m));
 	return for_each_master(store, probe_master, m);
@@ -124,7 +127,7 @@ static int flush_master(redisContext *c, const struct nsa_addr *addr, void *arg)
 	return 0;
 }
 
-int nsb_store_flush(const struct nsa_store_conf *store)
+int nsa_storemem_flush(const struct nsa_store_conf *store)
 {
 	return for_each_master(store, flush_master, NULL);
 }
@@ -176,8 +179,11 @@ static int usage_master(redisContext *c, const struct nsa_addr *addr, void *arg)
 	return rc;
 }
 
-int nsb_store_usage_by_family(const struct nsa_store_conf *store,
-			      uint64_t usage[2], uint64_t keys[2])
+/* MEMORY USAGE of every key of the store, summed by family (index 0:
+ * IPv4 keys, 1: IPv6 keys, told apart by their length), with the keys
+ * counted in keys[]. */
+static int usage_by_family(const struct nsa_store_conf *store,
+			   uint64_t usage[2], uint64_t keys[2])
 {
 	struct family_usage fu = {0};
 	int rc = for_each_master(store, usage_master, &fu);
@@ -187,10 +193,60 @@ int nsb_store_usage_by_family(const struct nsa_store_conf *store,
 	return rc;
 }
 
-double nsb_store_bytes_per_session(const struct nsb_store_mem *a,
-				   const struct nsb_store_mem *b)
+double nsa_storemem_per_key(const struct nsa_storemem *before,
+			    const struct nsa_storemem *after)
 {
-	if (a->keys != 0 || b->keys == 0 || b->used_memory < a->used_memory)
+	if (before->keys != 0 || after->keys == 0 ||
+	    after->used_memory < before->used_memory)
 		return -1;
-	return (double)(b->used_memory - a->used_memory) / (double)b->keys;
+	return (double)(after->used_memory - before->used_memory) /
+	       (double)after->keys;
+}
+
+/* Each family's store bytes per session in a mix: the store's growth
+ * (out->all per live session) split between the families. Keys layout:
+ * in the shares MEMORY USAGE gives their keys (so the overhead INFO
+ * counts beyond the keys, expiry entries and hash tables, goes to each in
+ * proportion). Log layout: segments hold both, so in the shares of their
+ * record bytes (schema/FORMAT.md's lengths: l->v6_wire for the IPv6
+ * sessions, NAT66 and NAT64). */
+static void per_family(const struct nsa_store_conf *store,
+		       const struct nsa_storemem_live *l,
+		       struct nsa_storemem_bytes *out)
+{
+	uint64_t live4 = l->live - l->live_v6, usage[2], keys[2];
+	double total = out->all * (double)l->live;
+	double w4 = (double)ns_record_wire_len(NS_FAMILY_IPV4);
+
+	if (out->all < 0 || l->live_v6 == 0 || live4 == 0)
+		return;
+	if (store->layout == NSA_LAYOUT_LOG) {
+		double per_byte =
+			total / ((double)live4 * w4 + (double)l->v6_wire);
+
+		out->v4 = per_byte * w4;
+		out->v6 = per_byte * (double)l->v6_wire / (double)l->live_v6;
+		return;
+	}
+	if (usage_by_family(store, usage, keys) != 0 || keys[0] == 0 ||
+	    keys[1] == 0)
+		return;
+	total = out->all * (double)(keys[0] + keys[1]);
+	out->v4 = total * (double)usage[0] / (double)(usage[0] + usage[1]) /
+		  (double)keys[0];
+	out->v6 = total * (double)usage[1] / (double)(usage[0] + usage[1]) /
+		  (double)keys[1];
+}
+
+void nsa_storemem_per_session(const struct nsa_store_conf *store,
+			      const struct nsa_storemem *before,
+			      const struct nsa_storemem *after,
+			      const struct nsa_storemem_live *l,
+			      struct nsa_storemem_bytes *out)
+{
+	out->all = nsa_storemem_per_key(before, after);
+	out->v4 = out->v6 = -1;
+	if (store->layout == NSA_LAYOUT_LOG && out->all >= 0 && l->live > 0)
+		out->all *= (double)after->keys / (double)l->live;
+	per_family(store, l, out);
 }
