@@ -587,7 +587,36 @@ static void usage(FILE *out)
 		"of memory).\n");
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for. */
+struct verify_opts {
+	const char *source_path, *standby_path, *get;
+	double timeout;
+	pid_t pid;
+	int use_store, standby_opt, show_used;
+	int64_t memory_base; /* -1: no --memory-base */
+};
+
+/* A number option's value, or -1 (told) when it is not one up to max. */
+static int64_t number_arg(const char *name, const char *arg, int64_t max,
+			  const char *what)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(arg, &end, 10);
+	if (errno || end == arg || *end || v < 0 || v > max) {
+		fprintf(stderr, "natsync-verify: --%s: '%s' is not %s\n", name,
+			arg, what);
+		return -1;
+	}
+	return v;
+}
+
+/* The options into o and conf. Returns -1 to go on, or the exit status
+ * (help, version, a bad option: told). */
+static int parse_args(int argc, char **argv, struct nsa_cli *cli,
+		      struct nsa_config *conf, struct verify_opts *o)
 {
 	static const struct option opts[] = {
 		{"config", required_argument, NULL, 'c'},
@@ -607,28 +636,17 @@ int main(int argc, char **argv)
 		{"memory-base", required_argument, NULL, 'm'},
 		NSA_CLI_HELP_LONGOPTS,
 	};
-	/* A gateway's file, [gateway] included, is accepted as it is. */
-	static struct ngw_config gconf;
-	struct nsa_config *conf = &gconf.agent;
-	struct nsa_cli cli = {.prog = "natsync-verify", .usage = usage};
-	struct table store = {.name = "store"}, source = {.name = "source"},
-		     standby = {.name = "standby"};
-	const char *source_path = NULL, *standby_path = NULL, *get = NULL;
 	char set[1100];
-	double timeout = 0, t0;
-	pid_t pid = 0;
-	int opt, use_store = 1, equal = 0, standby_opt = 0, show_used = 0;
-	int64_t memory_base = -1;
+	int opt;
 
-	ngw_config_defaults(&gconf);
 	while ((opt = getopt_long(argc, argv, "c:S:u:P:s:b:p:t:niL:g:r:Um:hV",
 				  opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
-			if (nsa_cli_load(&cli, conf, optarg))
+			if (nsa_cli_load(cli, conf, optarg))
 				return 2;
-			if (conf->table_dump[0] && !standby_path)
-				standby_path = conf->table_dump;
+			if (conf->table_dump[0] && !o->standby_path)
+				o->standby_path = conf->table_dump;
 			break;
 		case 'S':
 			snprintf(set, sizeof(set), "store.seeds=%s", optarg);
@@ -643,19 +661,19 @@ int main(int argc, char **argv)
 			snprintf(set, sizeof(set), "store.password_file=%s",
 				 optarg);
 		apply:
-			if (nsa_cli_set(&cli, conf, set))
+			if (nsa_cli_set(cli, conf, set))
 				return 2;
 			break;
 		case 's':
-			source_path = optarg;
+			o->source_path = optarg;
 			break;
 		case 'b':
-			standby_path = optarg;
-			standby_opt = 1;
+			o->standby_path = optarg;
+			o->standby_opt = 1;
 			break;
 		case 'p':
-			pid = (pid_t)atoi(optarg);
-			if (pid <= 0) {
+			o->pid = (pid_t)atoi(optarg);
+			if (o->pid <= 0) {
 				fprintf(stderr,
 					"natsync-verify: --standby-pid: '%s' "
 					"is not a process id\n",
@@ -664,51 +682,34 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 't':
-			timeout = atof(optarg);
+			o->timeout = atof(optarg);
 			break;
 		case 'n':
-			use_store = 0;
+			o->use_store = 0;
 			break;
 		case 'i':
 			identity_only = 1;
 			break;
 		case 'g':
-			get = optarg;
+			o->get = optarg;
 			break;
-		case 'r': {
-			char *end;
-
-			errno = 0;
-			only_pair = (int64_t)strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end ||
-			    only_pair > (UINT32_MAX >> 8)) {
-				fprintf(stderr,
-					"natsync-verify: --pair: '%s' is not a "
-					"gateway pair (0..%u)\n",
-					optarg, UINT32_MAX >> 8);
+		case 'r':
+			only_pair = number_arg("pair", optarg, UINT32_MAX >> 8,
+					       "a gateway pair (0..16777215)");
+			if (only_pair < 0)
 				return 2;
-			}
 			break;
-		}
 		case 'U':
-			show_used = 1;
+			o->show_used = 1;
 			break;
-		case 'm': {
-			char *end;
-
-			errno = 0;
-			memory_base = (int64_t)strtoll(optarg, &end, 10);
-			if (errno || end == optarg || *end || memory_base < 0) {
-				fprintf(stderr,
-					"natsync-verify: --memory-base: '%s' "
-					"is not a byte count\n",
-					optarg);
+		case 'm':
+			o->memory_base = number_arg("memory-base", optarg,
+						    INT64_MAX, "a byte count");
+			if (o->memory_base < 0)
 				return 2;
-			}
 			break;
-		}
 		default:
-			return nsa_cli_help_option(&cli, opt);
+			return nsa_cli_help_option(cli, opt);
 		}
 	}
 	if (optind != argc) {
@@ -716,86 +717,121 @@ int main(int argc, char **argv)
 			argv[optind]);
 		return 2;
 	}
-	if (pid && !standby_path) {
+	return -1;
+}
+
+/* The options that do not go together: told, 2; else 0. */
+static int check_args(const struct verify_opts *o)
+{
+	if (o->pid && !o->standby_path) {
 		fprintf(stderr, "natsync-verify: --standby-pid needs --standby "
 				"FILE (where the standby dumps)\n");
 		return 2;
 	}
-	/* Only the store settings matter here: do not apply role checks. */
-	conf->role = NSA_ROLE_STANDBY;
-	if (nsa_cli_finish(&cli, conf))
-		return 2;
-	if (show_used)
-		return used_memory(conf);
 	/* The growth is the whole store's: per session of every pair. */
-	if (memory_base >= 0 && (!use_store || only_pair >= 0)) {
+	if (o->memory_base >= 0 && (!o->use_store || only_pair >= 0)) {
 		fprintf(stderr, "natsync-verify: --memory-base needs the whole "
 				"store (no --no-store, no --pair)\n");
 		return 2;
 	}
-	if (get != NULL) {
-		/* A dump path from the file is not asked for: ignored. */
-		if (source_path || pid || standby_opt || !use_store) {
-			fprintf(stderr, "natsync-verify: --get reads the store "
-					"alone\n");
-			return 2;
-		}
-		return get_session(conf, get);
+	/* A dump path from the file is not asked for: ignored. */
+	if (o->get != NULL &&
+	    (o->source_path || o->pid || o->standby_opt || !o->use_store)) {
+		fprintf(stderr,
+			"natsync-verify: --get reads the store alone\n");
+		return 2;
 	}
-	if (source_path && table_read_file(&source, source_path) < 0)
-		goto refused;
+	return 0;
+}
 
+/* Compare every pair of the tables asked for (quiet: no lines); 1 when
+ * all are equal and the store held no bad value. */
+static int compare_all(const struct verify_opts *o, const struct table *store,
+		       const struct table *source, const struct table *standby,
+		       int quiet)
+{
+	int ok = 1;
+
+	/* A value natsync would not write is not in any table. */
+	if (o->use_store && store->bad)
+		ok = 0;
+	if (o->use_store && o->source_path)
+		ok &= table_compare(source, store, quiet);
+	if (o->standby_path && o->source_path)
+		ok &= table_compare(source, standby, quiet);
+	if (o->standby_path && o->use_store && !o->source_path)
+		ok &= table_compare(store, standby, quiet);
+	return ok;
+}
+
+/* Read and compare the tables until they are equal or the timeout
+ * passes (a standby may still be applying). Returns 1 equal, 0 not, -1
+ * a table that could not be read whole (told). */
+static int compare_until_equal(const struct verify_opts *o,
+			       const struct nsa_config *conf,
+			       struct table *store, struct table *source,
+			       struct table *standby)
+{
+	double t0;
+
+	if (o->source_path && table_read_file(source, o->source_path) < 0)
+		return -1;
 	t0 = nsdp_now_s();
 	for (;;) {
-		int ok = 1;
+		if (o->use_store && table_read_store(store, conf, -1) < 0)
+			return -1;
+		if (o->pid && request_dump(o->pid, o->standby_path) < 0)
+			return -1;
+		if (o->standby_path &&
+		    table_read_file(standby, o->standby_path) < 0)
+			return -1;
+		int last = nsdp_now_s() - t0 >= o->timeout;
+		int ok = compare_all(o, store, source, standby, !last);
 
-		if (use_store && table_read_store(&store, conf, -1) < 0)
-			goto refused;
-		if (pid && request_dump(pid, standby_path) < 0)
-			goto refused;
-		if (standby_path && table_read_file(&standby, standby_path) < 0)
-			goto refused;
-		int last = nsdp_now_s() - t0 >= timeout;
-		int quiet = !last;
-
-		/* A value natsync would not write is not in any table. */
-		if (use_store && store.bad)
-			ok = 0;
-		if (use_store && source_path)
-			ok &= table_compare(&source, &store, quiet);
-		if (standby_path && source_path)
-			ok &= table_compare(&source, &standby, quiet);
-		if (standby_path && use_store && !source_path)
-			ok &= table_compare(&store, &standby, quiet);
-		if (ok || last) {
-			if (ok && quiet) {
-				/* Print the lines of the matching round. */
-				if (use_store && source_path)
-					table_compare(&source, &store, 0);
-				if (standby_path && source_path)
-					table_compare(&source, &standby, 0);
-				if (standby_path && use_store && !source_path)
-					table_compare(&store, &standby, 0);
-			}
-			equal = ok;
-			break;
-		}
+		if (ok && !last) /* the lines of the matching round */
+			compare_all(o, store, source, standby, 0);
+		if (ok || last)
+			return ok;
 		nsdp_sleep_ms(300);
 	}
-	if (memory_base >= 0 &&
-	    memory_report(conf, &store, (uint64_t)memory_base) != 0)
-		goto refused;
-	printf("RESULT verify store=%zu source=%zu standby=%zu match=%s\n",
-	       use_store ? store.n : 0, source_path ? source.n : 0,
-	       standby_path ? standby.n : 0, equal ? "yes" : "no");
-	free(store.s);
-	free(source.s);
-	free(standby.s);
-	return equal ? 0 : 1;
+}
 
-refused: /* no comparison: the reason is printed */
+int main(int argc, char **argv)
+{
+	/* A gateway's file, [gateway] included, is accepted as it is. */
+	static struct ngw_config gconf;
+	struct nsa_config *conf = &gconf.agent;
+	struct nsa_cli cli = {.prog = "natsync-verify", .usage = usage};
+	struct verify_opts o = {.use_store = 1, .memory_base = -1};
+	struct table store = {.name = "store"}, source = {.name = "source"},
+		     standby = {.name = "standby"};
+	int rc, equal;
+
+	ngw_config_defaults(&gconf);
+	rc = parse_args(argc, argv, &cli, conf, &o);
+	if (rc >= 0)
+		return rc;
+	if (check_args(&o))
+		return 2;
+	/* Only the store settings matter here: do not apply role checks. */
+	conf->role = NSA_ROLE_STANDBY;
+	if (nsa_cli_finish(&cli, conf))
+		return 2;
+	if (o.show_used)
+		return used_memory(conf);
+	if (o.get != NULL)
+		return get_session(conf, o.get);
+	equal = compare_until_equal(&o, conf, &store, &source, &standby);
+	if (equal >= 0 && o.memory_base >= 0 &&
+	    memory_report(conf, &store, (uint64_t)o.memory_base) != 0)
+		equal = -1;
+	if (equal >= 0)
+		printf("RESULT verify store=%zu source=%zu standby=%zu "
+		       "match=%s\n",
+		       o.use_store ? store.n : 0, o.source_path ? source.n : 0,
+		       o.standby_path ? standby.n : 0, equal ? "yes" : "no");
 	free(store.s);
 	free(source.s);
 	free(standby.s);
-	return 2;
+	return equal < 0 ? 2 : !equal;
 }
