@@ -36,7 +36,8 @@
 #include "nsa_loader_layout.h"
 #include "nsa_loader_list.h"
 
-/* Keys per SCAN (one MGET each). */
+/* Keys per SCAN unless the layout says (one MGET each, or one per
+ * mget_keys of them). */
 #define NSA_SCAN_COUNT "1000"
 /* CLUSTER GETKEYSINSLOT requests kept in flight. */
 #define NSA_SLOT_WINDOW 32
@@ -76,7 +77,9 @@ int nsa_loader_send_scan(struct nsa_loader *ld, const char *cursor)
 	nsa_conn_arg_str(ld->conn, "MATCH");
 	nsa_conn_arg_str(ld->conn, ld->layout->scan_match);
 	nsa_conn_arg_str(ld->conn, "COUNT");
-	nsa_conn_arg_str(ld->conn, NSA_SCAN_COUNT);
+	nsa_conn_arg_str(ld->conn, ld->layout->scan_count
+					   ? ld->layout->scan_count
+					   : NSA_SCAN_COUNT);
 	return nsa_conn_cmd_end(ld->conn, &e);
 }
 
