@@ -24,6 +24,9 @@
  *   last MGET that names its keys is answered (or its expectation is
  *   dropped when the loader closes).
  * - The MGETs of one listing go out in the order of their keys' slots.
+ * - With a layout's mget_window, at most that many MGETs are in flight;
+ *   the listings still to ask for wait, oldest first, each holding its
+ *   keys.
  *
  * Not here: driving the load and dispatching replies (nsa_loader.c), the
  * layouts' keys and values (nsa_loader_keys.c, nsa_loader_log.c).
