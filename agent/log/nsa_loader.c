@@ -48,6 +48,7 @@ void nsa_loader_close(struct nsa_loader *ld)
 
 		nsa_loader_exp_drop(&e);
 	}
+	nsa_loader_mget_wait_drop(ld);
 	nsa_conn_free(ld->conn);
 	ld->conn = NULL;
 }

@@ -75,6 +75,8 @@ struct nsa_loader_logstate {
 
 /* A store layout's reader (loader/nsa_loader_layout.h). */
 struct nsa_loader_layout;
+/* A listing's keys (loader/nsa_loader_list.c). */
+struct key_batch;
 
 struct nsa_loader {
 	struct nsa_conn *conn; /* NULL: closed */
@@ -111,6 +113,10 @@ struct nsa_loader {
 	 * mean, what a finished listing leads to. */
 	const struct nsa_loader_layout *layout;
 	int values_failed; /* out of memory reading values: the load fails */
+	/* MGETs sent and not answered yet; listings whose MGETs wait for
+	 * room in the layout's mget_window, oldest first. */
+	uint32_t mgets_inflight;
+	struct key_batch *mget_wait, *mget_wait_last;
 	struct nsa_loader_logstate log;
 	char why[160];
 };

@@ -41,6 +41,14 @@ struct nsa_loader_layout {
 	 * of one of its slots): large values in smaller replies, so that
 	 * the store sends the next while the reader handles one. */
 	unsigned int mget_keys;
+	/* SCAN's COUNT (NULL: NSA_SCAN_COUNT): each SCAN reply's MGETs are
+	 * sent as it comes, so this is how much the store builds at once
+	 * while the reader waits for the first of them. */
+	const char *scan_count;
+	/* MGETs of one listing's keys in flight at most (0: all at once):
+	 * a cluster slot may hold a thousand segments, which at once would
+	 * be 12 MB built before the reader gets the first. */
+	unsigned int mget_window;
 	/* Whether the loader reads k, a key under natsync's prefix: 1, 0
 	 * when it is the other layout's, -1 when it is not valid (counted as
 	 * bad). */

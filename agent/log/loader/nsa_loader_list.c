@@ -24,6 +24,9 @@
  *   last MGET that names its keys is answered (or its expectation is
  *   dropped when the loader closes).
  * - The MGETs of one listing go out in the order of their keys' slots.
+ * - With a layout's mget_window, at most that many MGETs are in flight;
+ *   the listings still to ask for wait, oldest first, each holding its
+ *   keys.
  *
  * Not here: driving the load and dispatching replies (nsa_loader.c), the
  * layouts' keys and values (nsa_loader_keys.c, nsa_loader_log.c).
@@ -36,7 +39,8 @@
 #include "nsa_loader_layout.h"
 #include "nsa_loader_list.h"
 
-/* Keys per SCAN (one MGET each). */
+/* Keys per SCAN unless the layout says (one MGET each, or one per
+ * mget_keys of them). */
 #define NSA_SCAN_COUNT "1000"
 /* CLUSTER GETKEYSINSLOT requests kept in flight. */
 #define NSA_SLOT_WINDOW 32
@@ -48,7 +52,11 @@
 struct key_batch {
 	redisReply *reply; /* owns the key strings */
 	redisReply **keys;
-	unsigned int refs; /* MGETs still to answer */
+	unsigned int refs; /* MGETs still to answer, and the wait below */
+	/* Waiting for room in the window: keys [next, end) of order still
+	 * to ask for, and the next listing waiting. */
+	uint32_t next, end;
+	struct key_batch *wait_next;
 	uint32_t order[];
 };
 
@@ -76,7 +84,9 @@ int nsa_loader_send_scan(struct nsa_loader *ld, const char *cursor)
 	nsa_conn_arg_str(ld->conn, "MATCH");
 	nsa_conn_arg_str(ld->conn, ld->layout->scan_match);
 	nsa_conn_arg_str(ld->conn, "COUNT");
-	nsa_conn_arg_str(ld->conn, NSA_SCAN_COUNT);
+	nsa_conn_arg_str(ld->conn, ld->layout->scan_count
+					   ? ld->layout->scan_count
+					   : NSA_SCAN_COUNT);
 	return nsa_conn_cmd_end(ld->conn, &e);
 }
 
@@ -138,6 +148,7 @@ static int send_mget_one(struct nsa_loader *ld, struct key_batch *b,
 	if (nsa_conn_cmd_end(ld->conn, &e) != 0)
 		return -ENOMEM;
 	b->refs++; /* the MGET's reply holds the keys until it comes */
+	ld->mgets_inflight++;
 	return 0;
 }
 
@@ -155,6 +166,61 @@ static int send_mget(struct nsa_loader *ld, struct key_batch *b, uint32_t first,
 			return -ENOMEM;
 	}
 	return 0;
+}
+
+/* Send the waiting listings' MGETs while the window has room: 0 or
+ * -ENOMEM. */
+static int send_waiting(struct nsa_loader *ld)
+{
+	const uint32_t most = ld->layout->mget_keys;
+	struct key_batch *b;
+	uint32_t k;
+
+	while ((b = ld->mget_wait) != NULL &&
+	       ld->mgets_inflight < ld->layout->mget_window) {
+		k = b->end - b->next < most ? b->end - b->next : most;
+		if (send_mget_one(ld, b, b->next, k) != 0)
+			return -ENOMEM;
+		b->next += k;
+		if (b->next < b->end)
+			continue;
+		ld->mget_wait = b->wait_next;
+		if (ld->mget_wait == NULL)
+			ld->mget_wait_last = NULL;
+		key_batch_unref(b);
+	}
+	return 0;
+}
+
+/* The MGETs of n keys of b from first, at most the layout's mget_window
+ * of them in flight (with none, all now). */
+static int send_mget_windowed(struct nsa_loader *ld, struct key_batch *b,
+			      uint32_t first, uint32_t n)
+{
+	if (ld->layout->mget_window == 0 || ld->layout->mget_keys == 0)
+		return send_mget(ld, b, first, n);
+	b->next = first;
+	b->end = first + n;
+	b->wait_next = NULL;
+	b->refs++; /* the wait's */
+	if (ld->mget_wait_last)
+		ld->mget_wait_last->wait_next = b;
+	else
+		ld->mget_wait = b;
+	ld->mget_wait_last = b;
+	return send_waiting(ld);
+}
+
+void nsa_loader_mget_wait_drop(struct nsa_loader *ld)
+{
+	struct key_batch *b;
+
+	while ((b = ld->mget_wait) != NULL) {
+		ld->mget_wait = b->wait_next;
+		key_batch_unref(b);
+	}
+	ld->mget_wait_last = NULL;
+	ld->mgets_inflight = 0;
 }
 
 /* A key's slot above its index: sorting these sorts by slot, then index,
@@ -226,7 +292,7 @@ static int on_keys(struct nsa_loader *ld, redisReply *r, redisReply **keys,
 	if (m == 0)
 		; /* nothing to ask */
 	else if (one_slot || !ld->topo->cluster)
-		rc = send_mget(ld, b, 0, (uint32_t)m);
+		rc = send_mget_windowed(ld, b, 0, (uint32_t)m);
 	else
 		rc = send_mget_per_slot(ld, b, m);
 	/* On error the loader is closed, which drops the MGETs' references
@@ -305,6 +371,9 @@ void nsa_loader_on_mget(struct nsa_loader *ld, const struct nsa_exp *e,
 		}
 	}
 	key_batch_unref(b);
+	ld->mgets_inflight--;
+	if (send_waiting(ld) != 0)
+		ld->values_failed = 1;
 }
 
 int nsa_loader_is_probe_reply(const struct nsa_loader *ld, const redisReply *r)

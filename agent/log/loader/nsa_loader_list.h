@@ -39,4 +39,7 @@ void nsa_loader_on_probe(struct nsa_loader *ld, uint32_t slot,
 /* Release what expectation e holds (the loader closes). */
 void nsa_loader_exp_drop(const struct nsa_exp *e);
 
+/* Release the listings whose MGETs wait for room (the loader closes). */
+void nsa_loader_mget_wait_drop(struct nsa_loader *ld);
+
 #endif
