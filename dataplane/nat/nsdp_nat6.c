@@ -111,8 +111,7 @@ int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos, struct ns_rec *r,
 
 int nsdp_nat6_session_out(struct nsdp_nat *nat, const struct pkt6 *p,
 			  uint64_t now, nsdp_nat6_create_fn create,
-			  struct ns_rec *r, uint64_t *defer_seq,
-			  uint64_t **why)
+			  struct ns_rec *r, uint64_t *defer_seq, uint64_t **why)
 {
 	int32_t pos;
 	int closes = 0;
