@@ -40,7 +40,7 @@
  * Not done here: more than one forwarding lcore (the table has one writer),
  * IP fragments reassembly, ICMP error translation for NAT44 and NAT66
  * sessions (NAT64 ones have it), NPTv6 (NAT64 and NAT66 only:
- * dataplane/nat/nsdp_nat64.h, nsdp_nat66.h).
+ * dataplane/nat/nsdp_nat64.h, nsdp_nat64_icmp.h, nsdp_nat66.h).
  */
 #include <errno.h>
 #include <getopt.h>

@@ -2468,31 +2468,38 @@ static uint32_t frame6_write(const struct nsb_frame *fr, const uint8_t s6[16],
 	return ETH6 + l4_len;
 }
 
-/* fr's L4 part from host6 to 64:ff9b::<fr.daddr>, through the inside. */
-static void send6(struct fx *f, const struct nsb_frame *fr, uint8_t hop)
+/* The frame buf (len bytes) received on the inside. */
+static void send_raw_in(struct fx *f, const uint8_t *buf, uint32_t len)
 {
 	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
-	uint8_t buf[2048], d6[16];
-	struct nsb_frame e = *fr;
-	uint32_t len;
 
-	v6_of(d6, fr->daddr);
-	e.src = host6_mac;
-	len = frame6_write(&e, host6, d6, hop, buf);
 	cr_assert_not_null(m);
 	memcpy(rte_pktmbuf_append(m, (uint16_t)len), buf, len);
 	nsdp_nat_inside(f->nat, &m, 1, f->now, &f->tx);
 }
 
-/* Exactly one NAT64 record (two lines) waiting in the lane, of event. */
-static struct ns_rec one_record64(struct fx *f, uint8_t event)
+/* fr's L4 part from host6 to 64:ff9b::<fr.daddr>, through the inside. */
+static void send6(struct fx *f, const struct nsb_frame *fr, uint8_t hop)
+{
+	uint8_t buf[2048], d6[16];
+	struct nsb_frame e = *fr;
+
+	v6_of(d6, fr->daddr);
+	e.src = host6_mac;
+	send_raw_in(f, buf, frame6_write(&e, host6, d6, hop, buf));
+}
+
+/* Exactly one IPv6 record (two lines) of family (NAT64, NAT66) from
+ * host6 waiting in the lane, of event. */
+static struct ns_rec one_record6(struct fx *f, uint8_t family, uint8_t event)
 {
 	struct ns_session l[8];
 	unsigned int n = drain(f, l, 8);
 	struct ns_rec r;
 
-	cr_assert_eq(n, 2, "expected one NAT64 record (2 lines), got %u", n);
-	cr_assert_eq(l[0].family, NS_FAMILY_NAT64);
+	cr_assert_eq(n, 2, "expected one record of family %u (2 lines), got %u",
+		     family, n);
+	cr_assert_eq(l[0].family, family);
 	cr_assert_eq(l[0].event, event, "event %u, expected %u", l[0].event,
 		     event);
 	cr_assert_eq(l[0].gateway_id, GATEWAY_ID);
@@ -2500,6 +2507,14 @@ static struct ns_rec one_record64(struct fx *f, uint8_t event)
 	r.s = l[0];
 	memcpy(&r.v6, &l[1], sizeof(r.v6));
 	cr_assert(memcmp(r.v6.orig_saddr, host6, 16) == 0, "orig_saddr");
+	return r;
+}
+
+/* Exactly one NAT64 record waiting in the lane, of event. */
+static struct ns_rec one_record64(struct fx *f, uint8_t event)
+{
+	struct ns_rec r = one_record6(f, NS_FAMILY_NAT64, event);
+
 	cr_assert_eq(r.v6.prefix_len, 96);
 	return r;
 }
@@ -2813,15 +2828,6 @@ static uint32_t ns_write(const uint8_t target[16], uint8_t hop, uint8_t *buf)
 	c = rte_ipv6_udptcp_cksum(ip6, nd);
 	memcpy(nd + 2, &c, 2);
 	return ETH6 + 32;
-}
-
-static void send_raw_in(struct fx *f, const uint8_t *buf, uint32_t len)
-{
-	struct rte_mbuf *m = rte_pktmbuf_alloc(f->pool);
-
-	cr_assert_not_null(m);
-	memcpy(rte_pktmbuf_append(m, (uint16_t)len), buf, len);
-	nsdp_nat_inside(f->nat, &m, 1, f->now, &f->tx);
 }
 
 Test(nat, nat64_neighbor_solicitation_for_the_inside_address_is_answered)
@@ -3634,22 +3640,11 @@ static void check_v6_exact(struct rte_mbuf *m, const struct nsb_frame *fr,
 		  "IPv6 packet differs from the expected one");
 }
 
-/* Exactly one NAT66 record (two lines) waiting in the lane, of event. */
+/* Exactly one NAT66 record waiting in the lane, of event. */
 static struct ns_rec one_record66(struct fx *f, uint8_t event)
 {
-	struct ns_session l[8];
-	unsigned int n = drain(f, l, 8);
-	struct ns_rec r;
+	struct ns_rec r = one_record6(f, NS_FAMILY_NAT66, event);
 
-	cr_assert_eq(n, 2, "expected one NAT66 record (2 lines), got %u", n);
-	cr_assert_eq(l[0].family, NS_FAMILY_NAT66);
-	cr_assert_eq(l[0].event, event, "event %u, expected %u", l[0].event,
-		     event);
-	cr_assert_eq(l[0].gateway_id, GATEWAY_ID);
-	cr_assert_eq(l[0].epoch, EPOCH);
-	r.s = l[0];
-	memcpy(&r.v6, &l[1], sizeof(r.v6));
-	cr_assert(memcmp(r.v6.orig_saddr, host6, 16) == 0, "orig_saddr");
 	cr_assert(memcmp(r.v6.orig_daddr, remote6, 16) == 0, "orig_daddr");
 	cr_assert(memcmp(r.v6.xlat_saddr, out6, 16) == 0, "xlat_saddr");
 	cr_assert(memcmp(r.v6.xlat_daddr, remote6, 16) == 0, "xlat_daddr");

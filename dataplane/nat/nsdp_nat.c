@@ -34,7 +34,8 @@
  * translated), fragments, IP options, VLANs, hairpinning, ping to the
  * gateway; IPv6 frames, NAT64 return traffic and outside ICMP errors
  * (with NAT64 on), which this path hands to nsdp_nat64.c (inside IPv6,
- * outside ICMP errors) and nsdp_nat66.c (outside IPv6).
+ * but neighbour discovery and NAT66's), nsdp_nat64_icmp.c (outside ICMP
+ * errors) and nsdp_nat66.c (inside IPv6 it claims, outside IPv6).
  */
 #include <stddef.h>
 #include <string.h>
@@ -44,9 +45,12 @@
 #include <rte_prefetch.h>
 #include <rte_udp.h>
 
+#include "nsdp_nat6.h"
 #include "nsdp_nat64.h"
+#include "nsdp_nat64_icmp.h"
 #include "nsdp_nat66.h"
 #include "nsdp_nat_arp.h"
+#include "nsdp_nat_nd.h"
 #include "nsdp_nat_session.h"
 #include "nsdp_nat_state.h"
 
@@ -144,6 +148,27 @@ static inline uint64_t *inside_dst_check(struct nsdp_nat *nat,
 	return NULL;
 }
 
+/* An IPv6 frame received on the inside (NAT64 on): neighbour discovery,
+ * NAT66's (NAT66 on, a destination outside the NAT64 prefix) or NAT64's;
+ * m is consumed. */
+static void inside6(struct nsdp_nat *nat, struct rte_mbuf *m, uint64_t now,
+		    struct nsdp_nat_tx *tx)
+{
+	struct pkt6 p;
+	uint64_t *why = nsdp_nat6_check(nat, m, &p);
+
+	if (unlikely(why != NULL)) {
+		drop(m, why);
+		return;
+	}
+	if (nsdp_nat_nd_take(nat, PORT_INSIDE, m, p.ip6, now, tx))
+		return;
+	if (nat->nat66 && nsdp_nat66_claims(nat, p.ip6))
+		nsdp_nat66_inside(nat, m, &p, now, tx);
+	else
+		nsdp_nat64_inside(nat, m, &p, now, tx);
+}
+
 /* Ethernet demultiplexing common to both ports. Returns 1 when m is an
  * IPv4 frame for this port to process, 0 when it was consumed. */
 static inline int frame_accept(struct nsdp_nat *nat, enum nat_port port,
@@ -164,7 +189,7 @@ static inline int frame_accept(struct nsdp_nat *nat, enum nat_port port,
 		else if (eth->ether_type ==
 				 rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) &&
 			 port == PORT_INSIDE && nat->side6)
-			nsdp_nat64_inside(nat, m, now, tx);
+			inside6(nat, m, now, tx);
 		else if (eth->ether_type ==
 				 rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) &&
 			 nat->nat66)

@@ -12,9 +12,10 @@
  * applies it and, promoted, forwards on it (nsdp_nat64_rebuild marks its
  * port in outside_addr6's maps).
  *
- * Inside, the frames come from nsdp_nat64.c, which parsed the IPv6
- * header and took neighbour discovery; every IPv6 destination outside the
- * NAT64 prefix is NAT66's. Outside, IPv6 frames come here from the
+ * Inside, the frames come from the NAT44's demultiplexer, which parsed
+ * the IPv6 header (nsdp_nat6.c, shared with NAT64) and took neighbour
+ * discovery; every IPv6 destination outside the NAT64 prefix is NAT66's.
+ * Outside, IPv6 frames come here from the
  * NAT44's demultiplexer (ether type), so IPv4 traffic pays nothing. Both
  * ways take one frame at a time.
  *
@@ -38,7 +39,7 @@
 #include <rte_malloc.h>
 #include <rte_udp.h>
 
-#include "nsdp_nat64.h"
+#include "nsdp_nat6.h"
 #include "nsdp_nat66.h"
 #include "nsdp_nat_nd.h"
 #include "nsdp_nat_session.h"
@@ -85,6 +86,18 @@ static inline uint64_t *frame66_check(struct nsdp_nat *nat, enum nat_port port,
 	return NULL;
 }
 
+/* The L4 header of an inside packet: as NAT64 parses it, but NAT66
+ * translates no ICMPv6 error. */
+static inline uint64_t *l4_parse_outbound(struct nsdp_nat *nat,
+					  struct rte_mbuf *m, struct pkt6 *p)
+{
+	uint64_t *why = nsdp_nat6_l4_parse(nat, m, p);
+
+	if (!why && p->proto == IPPROTO_ICMPV6 && p->icmp_type < 128)
+		return &nat->st.icmp_unsupported;
+	return why;
+}
+
 /* The L4 header of an outside packet: an ICMPv6 echo reply's identifier
  * is our port (dport), an echo request has no session (only source NAT
  * is done); the rest parses as inside. */
@@ -94,9 +107,8 @@ static inline uint64_t *l4_parse_inbound(struct nsdp_nat *nat,
 	const struct rte_icmp_hdr *icmp = p->l4;
 
 	if (p->proto != IPPROTO_ICMPV6)
-		return nsdp_nat6_l4_parse(nat, m, p);
-	if (unlikely(rte_pktmbuf_data_len(m) - ETH_LEN -
-				     (uint32_t)sizeof(struct rte_ipv6_hdr) <
+		return l4_parse_outbound(nat, m, p);
+	if (unlikely(rte_pktmbuf_data_len(m) - ETH_LEN - IP6_LEN <
 			     sizeof(*icmp) ||
 		     rte_be_to_cpu_16(p->ip6->payload_len) < sizeof(*icmp)))
 		return &nat->st.truncated;
@@ -123,12 +135,8 @@ static void xlat66(struct pkt6 *p, int inbound, const uint8_t addr[16],
 	uint8_t *l4 = p->l4;
 	uint16_t new = rte_cpu_to_be_16(port_host), old, c;
 	size_t port_at, cksum_at;
-	uint32_t delta = 0;
-	unsigned int i;
+	uint32_t delta = csum_addr6(csum_addr6(0, a, 0), addr, 1);
 
-	for (i = 0; i < 16; i += 2)
-		delta = csum_delta16(delta, word_load(a + i),
-				     word_load(addr + i));
 	memcpy(a, addr, 16);
 	p->ip6->hop_limits--;
 	l4_offsets(p->proto, inbound, &port_at, &cksum_at);
@@ -154,7 +162,7 @@ static uint64_t *inside_check(struct nsdp_nat *nat, struct rte_mbuf *m,
 	if (!why && unlikely(p->ip6->hop_limits <= 1))
 		why = &nat->st.ttl_expired;
 	if (!why)
-		why = nsdp_nat6_l4_parse(nat, m, p);
+		why = l4_parse_outbound(nat, m, p);
 	return why;
 }
 
@@ -162,10 +170,8 @@ void nsdp_nat66_inside(struct nsdp_nat *nat, struct rte_mbuf *m, struct pkt6 *p,
 		       uint64_t now, struct nsdp_nat_tx *tx)
 {
 	const uint8_t *nh;
-	uint64_t *why, defer_seq = 0;
+	uint64_t *why, defer_seq;
 	struct ns_rec r;
-	int32_t pos;
-	int closes = 0;
 
 	why = inside_check(nat, m, p);
 	if (unlikely(why != NULL)) {
@@ -174,31 +180,10 @@ void nsdp_nat66_inside(struct nsdp_nat *nat, struct rte_mbuf *m, struct pkt6 *p,
 	}
 	nsdp_nat_neigh6_learn(nat, PORT_INSIDE, p->ip6->src_addr,
 			      &p->eth->src_addr, now);
-	pos = nsdp_table_find_v6(nat->table, p->proto, p->ip6->src_addr,
-				 p->t.sport, p->ip6->dst_addr, p->t.dport, &r);
-	if (pos >= 0) {
-		closes = nsdp_nat6_session_touch(nat, pos, &r, p->tcp_flags, 0,
-						 now);
-	} else {
-		if (p->proto == IPPROTO_TCP &&
-		    (p->tcp_flags & TCP_FLAGS_SEEN) != RTE_TCP_SYN_FLAG) {
-			drop(m, &nat->st.tcp_no_session);
-			return;
-		}
-		pos = nsdp_nat66_session_create(nat, p, now, &r, &why);
-		if (pos < 0) {
-			drop(m, why);
-			return;
-		}
-		if (nat->defer) {
-			defer_seq = nat->rec_seq;
-			if (unlikely(defer_seq == 0))
-				NSDP_STAT_INC(nat->st.defer_unrecorded);
-		}
-	}
-	if (closes) {
-		nsdp_nat64_session_close(nat, pos, &r, now);
-		NSDP_STAT_INC(nat->st.closed);
+	if (nsdp_nat6_session_out(nat, p, now, nsdp_nat66_session_create, &r,
+				  &defer_seq, &why) != 0) {
+		drop(m, why);
+		return;
 	}
 	xlat66(p, 0, r.v6.xlat_saddr, r.s.xlat.sport);
 	nh = addr6_set(nat->conf.next_hop6) ? nat->conf.next_hop6

@@ -15,8 +15,8 @@
 
 #include "nsdp_nat_state.h"
 
-/* NAT66 on (conf.outside_addr6 set; called by nsdp_nat64_init): its port
- * maps. 0 (also when off) or -ENOMEM. */
+/* NAT66 on (conf.outside_addr6 set; called after nsdp_nat64_init): its
+ * port maps. 0 (also when off) or -ENOMEM. */
 int nsdp_nat66_init(struct nsdp_nat *nat);
 void nsdp_nat66_fini(struct nsdp_nat *nat);
 

@@ -414,6 +414,8 @@ struct nsdp_nat *nsdp_nat_create(const struct nsdp_nat_conf *conf,
 	if (nat64_on(conf)) {
 		int rc = nsdp_nat64_init(nat);
 
+		if (rc == 0)
+			rc = nsdp_nat66_init(nat);
 		if (rc != 0) {
 			nsdp_nat_free(nat);
 			errno = -rc;
@@ -433,6 +435,7 @@ void nsdp_nat_free(struct nsdp_nat *nat)
 	if (!nat)
 		return;
 	nsdp_nat_defer_fini(nat);
+	nsdp_nat66_fini(nat);
 	nsdp_nat64_fini(nat);
 	for (i = 0; i < 2; i++)
 		rte_free(nat->neigh[i]);

@@ -11,7 +11,9 @@
  *   nsdp_nat_arp.c      ARP frames, ARP input, neighbour caches
  *   nsdp_nat_session.c  port maps and session life (create, refresh, close)
  *   nsdp_nat_defer.c    first packets held until their record settles
+ *   nsdp_nat6.c         IPv6 parse and sessions shared by NAT64 and NAT66
  *   nsdp_nat64.c        NAT64: IPv6 in, IPv4 out and back (RFC 7915)
+ *   nsdp_nat64_icmp.c   NAT64: ICMP errors to the other family and back
  *   nsdp_nat66.c        NAT66: IPv6 in, IPv6 out from outside_addr6, back
  *   nsdp_nat_nd.c       IPv6 neighbour discovery on both ports
  */
