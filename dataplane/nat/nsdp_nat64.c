@@ -202,8 +202,8 @@ static struct rte_ether_hdr *xlat_4to6(struct rte_mbuf *m, const struct pkt *p,
 
 /* ---- sessions and forwarding -------------------------------------- */
 
-void nsdp_nat64_inside(struct nsdp_nat *nat, struct rte_mbuf *m,
-		       struct pkt6 *p, uint64_t now, struct nsdp_nat_tx *tx)
+void nsdp_nat64_inside(struct nsdp_nat *nat, struct rte_mbuf *m, struct pkt6 *p,
+		       uint64_t now, struct nsdp_nat_tx *tx)
 {
 	struct rte_ether_hdr *eth;
 	uint64_t *why, defer_seq;

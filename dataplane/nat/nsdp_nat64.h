@@ -22,8 +22,8 @@ void nsdp_nat64_fini(struct nsdp_nat *nat);
 /* An inside IPv6 frame NAT64 takes (p: its checked IPv6 header, not
  * neighbour discovery, not NAT66's): translated to IPv4 and forwarded on
  * the outside, or dropped and counted; m is consumed. */
-void nsdp_nat64_inside(struct nsdp_nat *nat, struct rte_mbuf *m,
-		       struct pkt6 *p, uint64_t now, struct nsdp_nat_tx *tx);
+void nsdp_nat64_inside(struct nsdp_nat *nat, struct rte_mbuf *m, struct pkt6 *p,
+		       uint64_t now, struct nsdp_nat_tx *tx);
 
 /* An outside IPv4 packet p (parsed and checked by the NAT44 path) that no
  * NAT44 session takes: 0 when a NAT64 session took it (translated to IPv6
