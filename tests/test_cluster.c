@@ -665,6 +665,64 @@ Test(cluster_epoch, the_next_epoch_after_the_masters_failover_is_above)
 	cr_expect_neq(epoch_master_port(), master);
 }
 
+/* A replica that the master's CLUSTER NODES does not list as its live
+ * replica (the cluster's gossip not yet caught up with a replica that
+ * just attached; here a plain server replicating from the epoch key's
+ * master while the cluster's own replica is dead and flagged fail) is
+ * connected and could hold the counter; an epoch it has not acknowledged
+ * is not handed out. */
+Test(cluster_epoch, a_replica_the_cluster_does_not_list_is_still_waited_for)
+{
+	const int ports[] = {REPLICATED_PORT};
+	const char *dir = nst_run_dir_make("cluster-epoch-extra");
+	int master, pid, extra = REPLICATED_PORT + 6, up = 0;
+	int64_t e0, e;
+
+	conf_seeds(ports, 1);
+	conf.epoch_wait_ms = 300;
+	master = epoch_master_port();
+	cr_assert_eq(nst_sh("redis-server --port %d --save '' --appendonly no "
+			    "--daemonize yes --dir %s --pidfile %s/extra.pid "
+			    "--logfile %s/extra.log --replicaof 127.0.0.1 %d",
+			    extra, dir, dir, dir, master),
+		     0);
+	for (int i = 0; i < 100 && !up; i++) {
+		up = nst_sh("redis-cli -p %d INFO replication | "
+			    "grep -q '^master_link_status:up'",
+			    extra) == 0;
+		if (!up)
+			nsdp_sleep_ms(100);
+	}
+	cr_assert(up, "the extra replica of %d never synced", master);
+	e0 = nsa_epoch_take(&conf, 0, err, sizeof(err));
+	cr_assert_gt(e0, 0, "%s", err);
+
+	/* The cluster's own replica dies; the master flags it fail. */
+	pid = replica_pid_of(master);
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	up = 0;
+	for (int i = 0; i < 100 && !up; i++) {
+		up = nst_sh("redis-cli -p %d CLUSTER NODES | "
+			    "grep -q 'slave,fail '",
+			    master) == 0;
+		if (!up)
+			nsdp_sleep_ms(100);
+	}
+	cr_assert(up, "%d never flagged its dead replica fail", master);
+
+	pid = nst_sh("kill -STOP $(cat %s/extra.pid)", dir);
+	cr_assert_eq(pid, 0);
+	e = nsa_epoch_take(&conf, 0, err, sizeof(err));
+	nst_sh("kill -CONT $(cat %s/extra.pid)", dir);
+	cr_expect_eq(e, -ETIMEDOUT,
+		     "epoch %lld handed out, no replica had it (%s)",
+		     (long long)e, err);
+	e = nsa_epoch_take(&conf, 0, err, sizeof(err));
+	nst_sh("kill -KILL $(cat %s/extra.pid)", dir);
+	cr_assert_gt(e, e0, "%s", err);
+}
+
 /* ---- gateway pairs: a counter and a fence each ---- */
 
 /* A connection to the master on port, named name (CLIENT SETNAME). */

@@ -461,46 +461,62 @@ int nsa_topology_find(const struct nsa_topology *t, const struct nsa_addr *addr)
 	return -1;
 }
 
+/* Whether CLUSTER NODES flags mark a node the cluster agreed is failed:
+ * "fail", not "fail?" (a node merely suspected, which may be the one
+ * promoted next). */
+static int flagged_failed(const char *flags)
+{
+	for (const char *f = strstr(flags, "fail"); f;
+	     f = strstr(f + 4, "fail"))
+		if ((f == flags || f[-1] == ',') &&
+		    (f[4] == '\0' || f[4] == ','))
+			return 1;
+	return 0;
+}
+
+/* The replicas of the CLUSTER NODES line flagged myself, but those the
+ * cluster agreed are failed; -1 if nodes lists no myself. */
+static int listed_replicas(const char *nodes)
+{
+	const char *line = strstr(nodes, "myself");
+	char me[48] = "";
+	int n = 0;
+
+	while (line && line > nodes && line[-1] != '\n')
+		line--;
+	if (line == NULL || sscanf(line, "%47s", me) != 1)
+		return -1;
+	for (line = nodes; line && *line;) {
+		char flags[128], master[48];
+
+		if (sscanf(line, "%*s %*s %127s %47s", flags, master) == 2 &&
+		    strcmp(master, me) == 0 && strstr(flags, "slave") != NULL &&
+		    !flagged_failed(flags))
+			n++;
+		line = strchr(line, '\n');
+		line = line ? line + 1 : NULL;
+	}
+	return n;
+}
+
 int nsa_store_replicas(redisContext *c)
 {
 	redisReply *r = redisCommand(c, "CLUSTER NODES");
-	char me[48] = "";
-	const char *line;
-	int n = 0;
+	int listed = -1, connected = 0;
 
-	if (r && r->type == REDIS_REPLY_STRING) {
-		/* "<id> <addr> <flags> <master id> ...": the replicas of the
-		 * line flagged myself, but those the cluster marked failed. */
-		line = strstr(r->str, "myself");
-		while (line && line > r->str && line[-1] != '\n')
-			line--;
-		if (line)
-			sscanf(line, "%47s", me);
-		for (line = r->str; me[0] && line && *line;) {
-			char flags[128], master[48];
-
-			if (sscanf(line, "%*s %*s %127s %47s", flags, master) ==
-				    2 &&
-			    strcmp(master, me) == 0 &&
-			    strstr(flags, "slave") != NULL &&
-			    strstr(flags, "fail") == NULL)
-				n++;
-			line = strchr(line, '\n');
-			line = line ? line + 1 : NULL;
-		}
-		freeReplyObject(r);
-		return n;
-	}
+	if (r && r->type == REDIS_REPLY_STRING)
+		listed = listed_replicas(r->str);
 	if (r)
 		freeReplyObject(r);
-	/* A plain server: its connected replicas (ROLE). */
+	/* The replicas connected now (ROLE): in a cluster too, since its
+	 * gossip lists a replica that just attached late. */
 	r = redisCommand(c, "ROLE");
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
 	    r->element[2]->type == REDIS_REPLY_ARRAY)
-		n = (int)r->element[2]->elements;
+		connected = (int)r->element[2]->elements;
 	if (r)
 		freeReplyObject(r);
-	return n;
+	return listed > connected ? listed : connected;
 }
 
 int nsa_store_wait_replica(redisContext *c, unsigned int wait_ms, char *err,

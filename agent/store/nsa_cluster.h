@@ -69,8 +69,9 @@ void nsa_topology_channel(const struct nsa_topology *t, unsigned int node,
 int nsa_topology_find(const struct nsa_topology *t,
 		      const struct nsa_addr *addr);
 
-/* The replicas of the master of c the cluster does not hold failed
- * (CLUSTER NODES; ROLE's connected ones on a plain server). */
+/* The replicas of the master of c: the more of those CLUSTER NODES lists
+ * and the cluster does not hold failed (a suspected one, "fail?", counts)
+ * and those connected to it now (ROLE; a plain server has only these). */
 int nsa_store_replicas(redisContext *c);
 
 #define NSA_STORE_WAIT_MS_DEFAULT 1000
