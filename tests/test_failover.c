@@ -2604,3 +2604,61 @@ Test(failover, a_promotion_reads_back_what_the_fenced_active_never_published)
 	cr_assert(WAIT_FOR(status_has('A', "mode=standby"), 10),
 		  "A was not fenced; see %s", nst_run_path("gwA.log"));
 }
+
+/*
+ * The same with the store gone at the promotion: B forwards at once on a
+ * provisional epoch and cannot read the store then. Once the store
+ * answers and B has made its epoch known, it reads the store back and
+ * takes into its table the 60 sessions A wrote and never published (as
+ * many as the store holds), their ports marked; a fresh standby loaded
+ * from the store matches B.
+ */
+Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
+{
+	char reply[4096];
+	unsigned long store = 0, standby = 0;
+	long epoch_a;
+	int match;
+
+	nst_need_root("needs root for network namespaces");
+	external = 0;
+	nst_run_dir_make("failover-unannounced-provisional");
+	net_setup();
+	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
+	write_gateway_config('A');
+	write_gateway_config('B');
+	gw_a = start_gateway('A', "");
+	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
+		  "A was not promoted; see %s", nst_run_path("gwA.log"));
+	gw_b = start_gateway('B', "");
+	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
+		  "B never loaded the table; see %s", nst_run_path("gwB.log"));
+	epoch_a = status_value('A', "epoch");
+	store_unannounced(1, (uint32_t)epoch_a, 60);
+
+	store_signal(SIGSTOP, 0);
+	stop_pid(&gw_a, SIGKILL);
+	cr_assert_eq(ctl('B', "promote", reply, sizeof(reply)), 0, "%s", reply);
+	cr_assert(status_has('B', "provisional=yes"),
+		  "B is not on a provisional epoch with the store stopped");
+	cr_expect_eq(stat_value('B', "table.live"), 0);
+	store_signal(SIGCONT, 0);
+	cr_assert(WAIT_FOR(!status_has('B', "provisional=yes"), 20),
+		  "B did not make its epoch known to the store; see %s",
+		  nst_run_path("gwB.log"));
+	cr_assert(WAIT_FOR(stat_value('B', "table.live") == 60, 10),
+		  "B's table once the store answered: %ld sessions, the "
+		  "store 60; see %s",
+		  stat_value('B', "table.live"), nst_run_path("gwB.log"));
+	cr_expect_eq(stat_value('B', "gateway.readbacks"), 1);
+	cr_expect_eq(stat_value('B', "nat.adopted"), 60);
+	cr_expect_eq(stat_value('B', "nat.adopt_known"), 0);
+	cr_expect_eq(stat_value('B', "nat.adopt_port_taken"), 0);
+	cr_expect_eq(status_value('B', "ports_in_use"), 60);
+	fresh_standby = fresh_standby_start();
+	match = verify_store_against_standby(fresh_standby, &store, &standby);
+	cr_expect(match, "the store (%lu) and a fresh standby (%lu) differ",
+		  store, standby);
+	cr_expect_eq(store, 60);
+	stop_pid(&fresh_standby, SIGTERM);
+}
