@@ -65,6 +65,7 @@
 #include "ngw_fwd.h"
 #include "ngw_config.h"
 #include "ngw_gw.h"
+#include "ngw_readback.h"
 #include "nsa_active.h"
 #include "nsa_cli.h"
 #include "nsa_cluster.h"
@@ -513,6 +514,7 @@ static int gw_run(struct gw *g, double duration)
 			control_serve(g);
 		gw_unstick(g);
 		gw_register_provisional(g, t);
+		gw_readback_poll(g, t);
 		gw_check_fence(g, t);
 		if (g->want_active && t >= g->next_promote &&
 		    gw_load_done(g, t - t0)) {
@@ -538,6 +540,7 @@ static void gw_teardown(struct gw *g)
 	struct nsdp_table_stats ts = {0};
 	struct nsa_active_stats as = {0};
 
+	gw_readback_stop(g);
 	if (g->nat && nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE)
 		nsdp_nat_deactivate(g->nat, GW_MODE_TIMEOUT_MS);
 	if (g->active) {

@@ -69,6 +69,13 @@ struct gw {
 	 * the store: the epoch, else 0; the next try to make it known. */
 	uint32_t provisional;
 	double next_register;
+	/* The read-back of the store after a provisional epoch was made
+	 * known (ngw_readback.h): its epoch and when, while due; the thread
+	 * while it runs; how many ended. */
+	uint32_t readback_epoch;
+	double readback_from;
+	struct gw_readback *readback;
+	uint64_t readbacks;
 	/* Promote at the next retry: [agent] role = active, or a promote
 	 * that failed (until a demote); when. */
 	int want_active;

@@ -115,6 +115,9 @@ int gw_stats(struct gw *g, char *reply, size_t len)
 	NAT(icmp_errors_translated);
 	NAT(icmp_error_no_session);
 	NAT(icmp_error_bad);
+	NAT(adopted);
+	NAT(adopt_known);
+	NAT(adopt_port_taken);
 #undef NAT
 	STAT_LINE(reply, len, used, "defer.p50_us", gw_defer_pct(g, 0.50));
 	STAT_LINE(reply, len, used, "defer.p99_us", gw_defer_pct(g, 0.99));
@@ -130,6 +133,7 @@ int gw_stats(struct gw *g, char *reply, size_t len)
 	STAT_LINE(reply, len, used, "gateway.promotions", g->promotions);
 	STAT_LINE(reply, len, used, "gateway.demotions", g->demotions);
 	STAT_LINE(reply, len, used, "gateway.fenced", g->fenced);
+	STAT_LINE(reply, len, used, "gateway.readbacks", g->readbacks);
 	STAT_LINE(reply, len, used, "agent.fenced", as.fenced);
 	return 0;
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ngw_gw.h"
+#include "ngw_readback.h"
 #include "nsa_active.h"
 #include "nsa_log.h"
 #include "nsa_standby.h"
@@ -297,6 +298,7 @@ int gw_demote(struct gw *g, char *reply, size_t len)
 		snprintf(reply, len, "ok already standby\n");
 		return 0;
 	}
+	gw_readback_stop(g);
 	rc = nsdp_nat_deactivate(g->nat, GW_MODE_TIMEOUT_MS);
 	if (rc < 0) {
 		snprintf(reply, len, "error demote: %s\n", strerror(-rc));
@@ -411,4 +413,5 @@ void gw_register_provisional(struct gw *g, double t)
 		 "fence",
 		 ours);
 	gw_fence(g);
+	gw_readback_due(g, ours, t);
 }

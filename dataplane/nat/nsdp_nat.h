@@ -164,6 +164,12 @@ struct nsdp_nat_stats {
 	 * without a counterpart count as icmp_unsupported. */
 	uint64_t icmp_errors_translated;
 	uint64_t icmp_error_no_session, icmp_error_bad;
+	/* Sessions read back from the store after a promotion
+	 * (nsdp_nat_adopt): taken into the table; not taken because the
+	 * table holds the flow already (this gateway's is newer); not taken
+	 * because another session holds their port now (their end is
+	 * recorded, so that the store drops them too). */
+	uint64_t adopted, adopt_known, adopt_port_taken;
 };
 
 struct nsdp_nat;
@@ -238,6 +244,16 @@ void nsdp_nat_stats(const struct nsdp_nat *nat, struct nsdp_nat_stats *s);
  * lcore: its loop does not sleep while some wait). */
 void nsdp_nat_defer_hist(const struct nsdp_nat *nat, uint64_t *buckets);
 unsigned int nsdp_nat_deferred(const struct nsdp_nat *nat);
+
+/* Control thread, while active: a NAT44 session of an earlier active
+ * that the store holds and this table may lack (what that active wrote and
+ * never announced, read back once a promotion's epoch is known to the
+ * store). The lcore takes it at its next housekeeping if the table has no
+ * entry for its flow and its outside port is free, marks the port and
+ * starts its idle timer; otherwise it counts it and, when the port is
+ * another session's, records its end. 0, -ENOBUFS (the queue is full:
+ * try again shortly) or -EAFNOSUPPORT (not an IPv4 session). */
+int nsdp_nat_adopt(struct nsdp_nat *nat, const struct ns_session *s);
 
 /* Outside ports in use in the port maps (for tests and status). */
 uint64_t nsdp_nat_ports_in_use(const struct nsdp_nat *nat);

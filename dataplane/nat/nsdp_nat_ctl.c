@@ -30,6 +30,7 @@
  * Not here: anything per packet (nsdp_nat.c).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -127,6 +128,33 @@ static void nexthop_step(struct nsdp_nat *nat, uint64_t now,
 	nsdp_nat_neigh_ask(nat, tx, PORT_OUTSIDE, nh, now);
 }
 
+/* Sessions read back from the store (nsdp_nat_adopt): ADOPT_BURST at a
+ * time, taken while active, let go otherwise (a demotion's resync reads
+ * them again). */
+#define ADOPT_BURST 64
+#define ADOPT_QUEUE 4096
+
+static void adopt_step(struct nsdp_nat *nat, uint64_t now)
+{
+	struct ns_session s[ADOPT_BURST];
+	unsigned int n, i;
+
+	n = rte_ring_sc_dequeue_burst_elem(nat->adopt, s, sizeof(s[0]),
+					   ADOPT_BURST, NULL);
+	for (i = 0; i < n && nat->mode == NSDP_NAT_ACTIVE; i++) {
+		int rc = nsdp_nat_session_adopt(nat, &s[i], now);
+
+		if (rc == 0)
+			NSDP_STAT_INC(nat->st.adopted);
+		else if (rc == -EADDRINUSE)
+			NSDP_STAT_INC(nat->st.adopt_port_taken);
+		else if (rc == -ENOSPC)
+			NSDP_STAT_INC(nat->st.table_full);
+		else
+			NSDP_STAT_INC(nat->st.adopt_known);
+	}
+}
+
 void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 			struct nsdp_nat_tx *tx)
 {
@@ -162,6 +190,8 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 		if (nat->nat66)
 			nsdp_nat66_housekeep(nat, now_ns, tx);
 	}
+	if (unlikely(!rte_ring_empty(nat->adopt)))
+		adopt_step(nat, now_ns);
 	nsdp_nat_defer_release(nat, now_ns, tx);
 	nat->last_housekeep_ns = now_ns;
 }
@@ -274,6 +304,17 @@ int nsdp_nat_deactivate(struct nsdp_nat *nat, int timeout_ms)
 	return rc;
 }
 
+int nsdp_nat_adopt(struct nsdp_nat *nat, const struct ns_session *s)
+{
+	struct ns_session copy = *s;
+
+	if (s->family != NS_FAMILY_IPV4)
+		return -EAFNOSUPPORT;
+	return rte_ring_sp_enqueue_elem(nat->adopt, &copy, sizeof(copy)) == 0
+		       ? 0
+		       : -ENOBUFS;
+}
+
 enum nsdp_nat_mode nsdp_nat_mode(const struct nsdp_nat *nat)
 {
 	return REQ_MODE(__atomic_load_n(&nat->mode_seen, __ATOMIC_ACQUIRE));
@@ -366,6 +407,7 @@ struct nsdp_nat *nsdp_nat_create(const struct nsdp_nat_conf *conf,
 				 struct nsdp_table *table,
 				 struct nsdp_lane *lane)
 {
+	char name[RTE_RING_NAMESIZE];
 	struct nsdp_nat *nat;
 	size_t words_all;
 	uint32_t i;
@@ -405,8 +447,12 @@ struct nsdp_nat *nsdp_nat_create(const struct nsdp_nat_conf *conf,
 					    (size_t)NEIGH_SETS * NEIGH_WAYS *
 						    sizeof(struct neigh),
 					    RTE_CACHE_LINE_SIZE);
+	snprintf(name, sizeof(name), "nat_adopt_%" PRIxPTR, (uintptr_t)nat);
+	nat->adopt = rte_ring_create_elem(name, sizeof(struct ns_session),
+					  ADOPT_QUEUE, SOCKET_ID_ANY,
+					  RING_F_SP_ENQ | RING_F_SC_DEQ);
 	if (!nat->map_bits || !nat->side || !nat->neigh[0] || !nat->neigh[1] ||
-	    nsdp_nat_defer_init(nat) != 0) {
+	    !nat->adopt || nsdp_nat_defer_init(nat) != 0) {
 		nsdp_nat_free(nat);
 		errno = ENOMEM;
 		return NULL;
@@ -441,6 +487,7 @@ void nsdp_nat_free(struct nsdp_nat *nat)
 		rte_free(nat->neigh[i]);
 	rte_free(nat->map_bits);
 	rte_free(nat->side);
+	rte_ring_free(nat->adopt);
 	rte_free(nat);
 }
 

@@ -310,6 +310,35 @@ static inline void session_record(struct nsdp_nat *nat,
 	}
 }
 
+int nsdp_nat_session_adopt(struct nsdp_nat *nat, const struct ns_session *s,
+			   uint64_t now)
+{
+	uint32_t bit = 0;
+	struct port_map *pm =
+		port_locate(nat, s->proto, s->xlat.saddr, s->xlat.sport, &bit);
+	struct ns_session got;
+	int32_t pos;
+
+	NSDP_TABLE_ASSERT_WRITER(nat->table, NSDP_TABLE_FASTPATH);
+	if (nsdp_table_find(nat->table, s->proto, &s->orig, &got) >= 0)
+		return -EEXIST;
+	if (pm && (pm->bits[bit / 64] & (1ull << (bit % 64)))) {
+		got = *s;
+		session_stamp(nat, &got, NS_EV_DELETE, now);
+		session_record(nat, &got);
+		return -EADDRINUSE;
+	}
+	if (nsdp_table_apply_pos(nat->table, s, &pos) != 0)
+		return -ENOSPC;
+	/* A tombstone newer than s (this gateway ended the flow) stays. */
+	if (nsdp_table_at(nat->table, (uint32_t)pos, &got) != 0 ||
+	    got.timestamp_ns != s->timestamp_ns || got.epoch != s->epoch)
+		return -EEXIST;
+	map_mark(nat, pm, bit);
+	nsdp_nat_side_adopt(nat, &nat->side[pos], s, now);
+	return 0;
+}
+
 /* Store a new session; 0 with *pos, or -ENOSPC. A tombstone of the same
  * flow left from the standby days that is newer than s (another clock)
  * would make the table ignore s: it is removed and s applied again. */

@@ -22,6 +22,14 @@ void nsdp_nat_port_mark(struct nsdp_nat *nat, uint8_t proto, uint32_t addr,
 void nsdp_nat_side_adopt(const struct nsdp_nat *nat, struct side *sd,
 			 const struct ns_session *s, uint64_t now);
 
+/* Take s (an earlier active's session read back from the store) into the
+ * table at now: 0; -EEXIST when the table holds its flow (or a newer
+ * end of it); -EADDRINUSE when its port is another session's (its end is
+ * recorded); -ENOSPC when the table is full. A port outside the pool is
+ * taken as the standby takes it, unmarked. */
+int nsdp_nat_session_adopt(struct nsdp_nat *nat, const struct ns_session *s,
+			   uint64_t now);
+
 /* Create the session of p's outbound flow into *s; its position, or -1
  * with *why the counter of the reason. */
 int32_t nsdp_nat_session_create(struct nsdp_nat *nat, const struct pkt *p,

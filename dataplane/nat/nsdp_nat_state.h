@@ -30,6 +30,7 @@
 #include <rte_icmp.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 #include <rte_tcp.h>
 #include <rte_udp.h>
 
@@ -193,6 +194,7 @@ struct nsdp_nat {
 	 * last one was dropped (defer holds only recorded sessions). */
 	uint64_t rec_seq;
 	/* Defer: a ring of the first packets held, oldest first. */
+	struct rte_ring *adopt; /* nsdp_nat_adopt() to the lcore */
 	struct defer_slot *defer;
 	uint32_t defer_head, defer_n;
 	uint64_t defer_max_ns;

@@ -1,0 +1,217 @@
+/*
+ * ngw_readback.c - after a promotion on a provisional epoch, the store
+ * read back once it answers (ngw_readback.h).
+ *
+ * A promotion that got its epoch from the store reads every master again
+ * before the fast path takes the table (ngw_promote.c), so that what the
+ * old active wrote and never announced (its SPUBLISH cut off by the fence
+ * or by the store going away) is in the table. A promotion on a
+ * provisional epoch cannot: the store does not answer. So once the epoch
+ * is made known and the fence raised, and this gateway's own queued
+ * records have reached the store (its ends of flows among them), a thread
+ * reads every master as a standby loads them and hands each IPv4 session
+ * of an earlier epoch that the table lacks to the fast path
+ * (nsdp_nat_adopt), which takes it if its port is still free.
+ *
+ * Not here: IPv6 sessions (NAT64, NAT66) are counted, not handed over;
+ * the lcore's side of it (dataplane/nat/nsdp_nat_ctl.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ngw_readback.h"
+#include "nsa_active.h"
+#include "nsa_cluster.h"
+#include "nsa_loader.h"
+#include "nsa_log.h"
+#include "nsdp_nat.h"
+#include "nsdp_table.h"
+#include "nsdp_time.h"
+
+/* How long the read-back waits for this gateway's queued records to
+ * reach the store before it reads anyway. */
+#define RB_DRAIN_MS 2000
+/* Each reply of the read-back's loads, ms. */
+#define RB_TIMEOUT_MS 5000
+/* A full adoption queue is waited for at most this long per session. */
+#define RB_QUEUE_WAIT_MS 1000
+/* A load a compaction round overtook is read again (log layout). */
+#define RB_LOAD_TRIES 4
+
+struct gw_readback {
+	pthread_t thread;
+	struct nsa_store_conf store;
+	const struct nsa_config *agent;
+	struct nsdp_table *table;
+	struct nsdp_nat *nat;
+	uint32_t epoch;
+	int stop; /* atomic: the gateway demotes or exits */
+	int done; /* atomic: the thread ended */
+	uint64_t read, handed, known, v6, lost;
+	char err[512];
+	int failed;
+};
+
+static unsigned int rb_apply(void *arg, unsigned int node,
+			     const struct ns_session *s, unsigned int n)
+{
+	struct gw_readback *rb = arg;
+	struct ns_session in;
+
+	(void)node;
+	for (unsigned int i = 0; i < n; i++) {
+		rb->read++;
+		if (__atomic_load_n(&rb->stop, __ATOMIC_RELAXED) ||
+		    s[i].epoch >= rb->epoch)
+			continue;
+		if (s[i].family != NS_FAMILY_IPV4) {
+			rb->v6++;
+			continue;
+		}
+		if (nsdp_table_find(rb->table, s[i].proto, &s[i].orig, &in) >=
+		    0) {
+			rb->known++;
+			continue;
+		}
+		for (int w = 0; nsdp_nat_adopt(rb->nat, &s[i]) != 0; w++) {
+			if (w >= RB_QUEUE_WAIT_MS ||
+			    __atomic_load_n(&rb->stop, __ATOMIC_RELAXED)) {
+				rb->lost++;
+				goto next;
+			}
+			nsdp_sleep_ms(1);
+		}
+		rb->handed++;
+	next:;
+	}
+	return n;
+}
+
+/* Every master's sessions into rb_apply, read as a standby loads them. */
+static void *rb_main(void *arg)
+{
+	struct gw_readback *rb = arg;
+	const struct nsa_loader_sink sink = {.apply = rb_apply,
+					     .arg = rb,
+					     .batch_key = rb->agent->batch_key,
+					     .batch_key_len =
+						     rb->agent->batch_key_len};
+	struct nsa_topology *topo = calloc(1, sizeof(*topo));
+	int lr = NSA_LOADER_DONE;
+
+	if (!topo ||
+	    nsa_topology_fetch(&rb->store, topo, rb->err, sizeof(rb->err))) {
+		if (!topo)
+			snprintf(rb->err, sizeof(rb->err), "out of memory");
+		rb->failed = 1;
+		free(topo);
+		__atomic_store_n(&rb->done, 1, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	if (rb->store.layout == NSA_LAYOUT_LOG && topo->cluster &&
+	    topo->n_nodes > 1) {
+		for (int t = 0; t < RB_LOAD_TRIES; t++) {
+			lr = nsa_loader_run_every(&rb->store, topo, 0, &sink,
+						  RB_TIMEOUT_MS, rb->err,
+						  sizeof(rb->err));
+			if (lr != NSA_LOADER_RACED)
+				break;
+		}
+	} else {
+		for (unsigned int i = 0; i < topo->n_nodes; i++) {
+			for (int t = 0; t < RB_LOAD_TRIES; t++) {
+				lr = nsa_loader_run(&rb->store, topo, i, 0,
+						    &sink, RB_TIMEOUT_MS,
+						    rb->err, sizeof(rb->err));
+				if (lr != NSA_LOADER_RACED)
+					break;
+			}
+			if (lr != NSA_LOADER_DONE)
+				break;
+		}
+	}
+	rb->failed = lr != NSA_LOADER_DONE;
+	free(topo);
+	__atomic_store_n(&rb->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+void gw_readback_due(struct gw *g, uint32_t epoch, double t)
+{
+	g->readback_epoch = epoch;
+	g->readback_from = t;
+}
+
+/* The thread ended: joined, said, freed. */
+static void rb_end(struct gw *g)
+{
+	struct gw_readback *rb = g->readback;
+
+	pthread_join(rb->thread, NULL);
+	if (rb->failed)
+		NSA_ERR("read-back after provisional epoch %u: the store was "
+			"not read whole (%s): sessions the old active wrote "
+			"and never announced may be missing from the table",
+			rb->epoch, rb->err);
+	NSA_INFO("read-back after provisional epoch %u: %" PRIu64
+		 " sessions read from the store, %" PRIu64
+		 " of an earlier epoch missing from the table handed to the "
+		 "fast path, %" PRIu64 " in it already, %" PRIu64
+		 " IPv6 ones not read back, %" PRIu64 " dropped (queue full)",
+		 rb->epoch, rb->read, rb->handed, rb->known, rb->v6, rb->lost);
+	g->readbacks++;
+	free(rb);
+	g->readback = NULL;
+}
+
+void gw_readback_poll(struct gw *g, double t)
+{
+	struct gw_readback *rb;
+
+	if (g->readback) {
+		if (__atomic_load_n(&g->readback->done, __ATOMIC_ACQUIRE))
+			rb_end(g);
+		return;
+	}
+	if (g->readback_epoch == 0 || g->provisional != 0 ||
+	    nsdp_nat_mode(g->nat) != NSDP_NAT_ACTIVE)
+		return;
+	/* This gateway's records queued while the store was away first:
+	 * among them the ends of flows it closed, which the read-back must
+	 * not bring back. */
+	if (g->active && nsa_active_drain(g->active, 0) != 0 &&
+	    (t - g->readback_from) * 1000 < RB_DRAIN_MS)
+		return;
+	rb = calloc(1, sizeof(*rb));
+	if (!rb) {
+		NSA_ERR("read-back after provisional epoch %u: out of memory",
+			g->readback_epoch);
+		g->readback_epoch = 0;
+		return;
+	}
+	rb->store = g->conf.agent.store;
+	rb->agent = &g->conf.agent;
+	rb->table = g->table;
+	rb->nat = g->nat;
+	rb->epoch = g->readback_epoch;
+	g->readback_epoch = 0;
+	if (pthread_create(&rb->thread, NULL, rb_main, rb) != 0) {
+		NSA_ERR("read-back after provisional epoch %u: no thread",
+			rb->epoch);
+		free(rb);
+		return;
+	}
+	g->readback = rb;
+}
+
+void gw_readback_stop(struct gw *g)
+{
+	g->readback_epoch = 0;
+	if (!g->readback)
+		return;
+	__atomic_store_n(&g->readback->stop, 1, __ATOMIC_RELAXED);
+	rb_end(g);
+}
