@@ -2571,6 +2571,29 @@ static void store_unannounced(uint32_t gateway_id, uint32_t epoch, uint32_t n,
 		redisFree(c[i]);
 }
 
+/* A active, B a synced standby, a 3-master store holding 60 sessions of
+ * A's that nobody published (store_unannounced with pool_addr, n_ports),
+ * in run directory name. */
+static void unannounced_pair(const char *name, uint32_t pool_addr,
+			     uint32_t n_ports)
+{
+	nst_need_root("needs root for network namespaces");
+	external = 0;
+	nst_run_dir_make(name);
+	net_setup();
+	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
+	write_gateway_config('A');
+	write_gateway_config('B');
+	gw_a = start_gateway('A', "");
+	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
+		  "A was not promoted; see %s", nst_run_path("gwA.log"));
+	gw_b = start_gateway('B', "");
+	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
+		  "B never loaded the table; see %s", nst_run_path("gwB.log"));
+	store_unannounced(1, (uint32_t)status_value('A', "epoch"), 60,
+			  pool_addr, n_ports);
+}
+
 /*
  * The fence can close the old active's connection between a batch's
  * writes and its SPUBLISH: the store holds the sessions, no subscriber was
@@ -2582,23 +2605,8 @@ static void store_unannounced(uint32_t gateway_id, uint32_t epoch, uint32_t n,
 Test(failover, a_promotion_reads_back_what_the_fenced_active_never_published)
 {
 	char reply[4096];
-	long epoch_a;
 
-	nst_need_root("needs root for network namespaces");
-	external = 0;
-	nst_run_dir_make("failover-unannounced");
-	net_setup();
-	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
-	write_gateway_config('A');
-	write_gateway_config('B');
-	gw_a = start_gateway('A', "");
-	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
-		  "A was not promoted; see %s", nst_run_path("gwA.log"));
-	gw_b = start_gateway('B', "");
-	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
-		  "B never loaded the table; see %s", nst_run_path("gwB.log"));
-	epoch_a = status_value('A', "epoch");
-	store_unannounced(1, (uint32_t)epoch_a, 60, 0, 0);
+	unannounced_pair("failover-unannounced", 0, 0);
 	nsdp_sleep_ms(200);
 	cr_expect_eq(stat_value('B', "table.live"), 0,
 		     "B was told of sessions nobody published");
@@ -2626,25 +2634,10 @@ Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
 {
 	char reply[4096];
 	unsigned long store = 0, standby = 0;
-	long epoch_a;
 	int match;
 
-	nst_need_root("needs root for network namespaces");
-	external = 0;
-	nst_run_dir_make("failover-unannounced-provisional");
-	net_setup();
-	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
-	write_gateway_config('A');
-	write_gateway_config('B');
-	gw_a = start_gateway('A', "");
-	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
-		  "A was not promoted; see %s", nst_run_path("gwA.log"));
-	gw_b = start_gateway('B', "");
-	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
-		  "B never loaded the table; see %s", nst_run_path("gwB.log"));
-	epoch_a = status_value('A', "epoch");
-	store_unannounced(1, (uint32_t)epoch_a, 60,
-			  0xc633640au /* POOL_FIRST */, 50);
+	unannounced_pair("failover-unannounced-provisional",
+			 0xc633640au /* POOL_FIRST */, 50);
 
 	store_signal(SIGSTOP, 0);
 	stop_pid(&gw_a, SIGKILL);
