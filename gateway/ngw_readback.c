@@ -9,12 +9,11 @@
  * provisional epoch cannot: the store does not answer. So once the epoch
  * is made known and the fence raised, and this gateway's own queued
  * records have reached the store (its ends of flows among them), a thread
- * reads every master as a standby loads them and hands each IPv4 session
- * of an earlier epoch that the table lacks to the fast path
- * (nsdp_nat_adopt), which takes it if its port is still free.
+ * reads every master as a standby loads them and hands each session of
+ * an earlier epoch that the table lacks (NAT44, NAT64, NAT66) to the fast
+ * path (nsdp_nat_adopt), which takes it if its port is still free.
  *
- * Not here: IPv6 sessions (NAT64, NAT66) are counted, not handed over;
- * the lcore's side of it (dataplane/nat/nsdp_nat_ctl.c).
+ * Not here: the lcore's side of it (dataplane/nat/nsdp_nat_ctl.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -50,16 +49,48 @@ struct gw_readback {
 	uint32_t epoch;
 	int stop; /* atomic: the gateway demotes or exits */
 	int done; /* atomic: the thread ended */
-	uint64_t read, handed, known, v6, lost;
+	uint64_t read, handed, known, foreign, lost;
 	char err[512];
 	int failed;
 };
 
+/* Whether the table holds r's flow (any thread). */
+static int rb_known(const struct nsdp_table *t, const struct ns_rec *r)
+{
+	struct ns_rec in;
+
+	if (ns_family_is_v6(r->s.family))
+		return nsdp_table_find_v6(t, r->s.proto, r->v6.orig_saddr,
+					  r->s.orig.sport, r->v6.orig_daddr,
+					  r->s.orig.dport, &in) >= 0;
+	return nsdp_table_find(t, r->s.proto, &r->s.orig, &in.s) >= 0;
+}
+
+/* Hand r to the fast path, waiting for room in its queue. */
+static void rb_hand(struct gw_readback *rb, const struct ns_rec *r)
+{
+	int rc;
+
+	for (int w = 0; (rc = nsdp_nat_adopt(rb->nat, r)) == -ENOBUFS; w++) {
+		if (w >= RB_QUEUE_WAIT_MS ||
+		    __atomic_load_n(&rb->stop, __ATOMIC_RELAXED)) {
+			rb->lost++;
+			return;
+		}
+		nsdp_sleep_ms(1);
+	}
+	if (rc == 0)
+		rb->handed++;
+	else
+		rb->foreign++;
+}
+
+/* n sessions (an IPv6 one alone, its second line after it). */
 static unsigned int rb_apply(void *arg, unsigned int node,
 			     const struct ns_session *s, unsigned int n)
 {
 	struct gw_readback *rb = arg;
-	struct ns_session in;
+	struct ns_rec r;
 
 	(void)node;
 	for (unsigned int i = 0; i < n; i++) {
@@ -67,25 +98,13 @@ static unsigned int rb_apply(void *arg, unsigned int node,
 		if (__atomic_load_n(&rb->stop, __ATOMIC_RELAXED) ||
 		    s[i].epoch >= rb->epoch)
 			continue;
-		if (s[i].family != NS_FAMILY_IPV4) {
-			rb->v6++;
-			continue;
-		}
-		if (nsdp_table_find(rb->table, s[i].proto, &s[i].orig, &in) >=
-		    0) {
+		r.s = s[i];
+		if (ns_family_is_v6(s[i].family))
+			memcpy(&r.v6, &s[i + 1], sizeof(r.v6));
+		if (rb_known(rb->table, &r))
 			rb->known++;
-			continue;
-		}
-		for (int w = 0; nsdp_nat_adopt(rb->nat, &s[i]) != 0; w++) {
-			if (w >= RB_QUEUE_WAIT_MS ||
-			    __atomic_load_n(&rb->stop, __ATOMIC_RELAXED)) {
-				rb->lost++;
-				goto next;
-			}
-			nsdp_sleep_ms(1);
-		}
-		rb->handed++;
-	next:;
+		else
+			rb_hand(rb, &r);
 	}
 	return n;
 }
@@ -160,8 +179,10 @@ static void rb_end(struct gw *g)
 		 " sessions read from the store, %" PRIu64
 		 " of an earlier epoch missing from the table handed to the "
 		 "fast path, %" PRIu64 " in it already, %" PRIu64
-		 " IPv6 ones not read back, %" PRIu64 " dropped (queue full)",
-		 rb->epoch, rb->read, rb->handed, rb->known, rb->v6, rb->lost);
+		 " of a family this gateway does not translate, %" PRIu64
+		 " dropped (queue full)",
+		 rb->epoch, rb->read, rb->handed, rb->known, rb->foreign,
+		 rb->lost);
 	g->readbacks++;
 	free(rb);
 	g->readback = NULL;

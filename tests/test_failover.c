@@ -1402,8 +1402,9 @@ static pid_t fresh_standby_start(void)
 		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
 		 "--no-telemetry -l 0\n"
 		 "[store]\nseeds = 127.0.0.1:%d\n"
-		 "[standby]\ntable_capacity = 4096\ndump = %s\n",
-		 STORE_PORT, nst_run_path("standby.tbl"));
+		 "[standby]\ntable_capacity = 4096\ndump = %s\n%s",
+		 STORE_PORT, nst_run_path("standby.tbl"),
+		 nat64 ? "table_capacity_v6 = 1024\n" : "");
 	nst_write_file(nst_run_path("standby.ini"), text);
 	pid = (pid_t)nst_agent_spawn("standby", "");
 	nst_wait_synced(pid);
@@ -2526,9 +2527,12 @@ Test(failover, a_gateway_pair_fences_only_its_own_writers)
  * layout), each on the master of its key's slot, and publish none: what
  * an active whose SPUBLISH the fence cut off leaves behind. With pool_addr
  * (host order) their translated source is pool_addr, port 20000 (the
- * gateways' first) + i % n_ports. */
+ * gateways' first) + i % n_ports; and n66 NAT66 sessions, on ports
+ * 20000 + i % (n66 - 2) of outside_address6 (the last 2 on the first 2's
+ * ports). */
 static void store_unannounced(uint32_t gateway_id, uint32_t epoch, uint32_t n,
-			      uint32_t pool_addr, uint32_t n_ports)
+			      uint32_t pool_addr, uint32_t n_ports,
+			      uint32_t n66)
 {
 	static struct nsa_topology topo;
 	struct nsa_store_conf sc = {.n_seeds = 1, .connect_timeout_ms = 1000};
@@ -2567,13 +2571,51 @@ static void store_unannounced(uint32_t gateway_id, uint32_t epoch, uint32_t n,
 		cr_assert(r && r->type == REDIS_REPLY_STATUS, "SET refused");
 		freeReplyObject(r);
 	}
+	/* NAT66 ones: from fd00:1::1:i to the IPv6 server, translated to
+	 * outside_address6. */
+	for (i = 0; i < n66; i++) {
+		struct ns_rec rec = {.s = nst_session(IPPROTO_UDP, NS_EV_CREATE,
+						      gateway_id, epoch, 600000,
+						      nsdp_realtime_ns())};
+		uint8_t key[NS_KEY_V6_LEN], val[NS_RECORD_MAX_LEN];
+		redisReply *r;
+		int len;
+
+		rec.s.family = NS_FAMILY_NAT66;
+		rec.s.orig.sport = (uint16_t)(40000 + i);
+		rec.s.orig.dport = UDP66_PORT;
+		rec.s.xlat.sport = (uint16_t)(20000 + i % (n66 - 2));
+		rec.s.xlat.dport = UDP66_PORT;
+		cr_assert_eq(
+			inet_pton(AF_INET6, "fd00:1::1:0", rec.v6.orig_saddr),
+			1);
+		rec.v6.orig_saddr[15] = (uint8_t)i;
+		cr_assert_eq(
+			inet_pton(AF_INET6, SERVER66_ADDR, rec.v6.orig_daddr),
+			1);
+		cr_assert_eq(
+			inet_pton(AF_INET6, OUTSIDE6_ADDR, rec.v6.xlat_saddr),
+			1);
+		memcpy(rec.v6.xlat_daddr, rec.v6.orig_daddr, 16);
+		ns_key_build_v6(rec.s.proto, rec.v6.orig_saddr,
+				rec.s.orig.sport, rec.v6.orig_daddr,
+				rec.s.orig.dport, key);
+		len = ns_record_encode(&rec.s, val, sizeof(val));
+		cr_assert_gt(len, 0);
+		r = redisCommand(
+			c[topo.slot_node[ns_key_slot(key, NS_KEY_V6_LEN)]],
+			"SET %b %b PX %u", key, (size_t)NS_KEY_V6_LEN, val,
+			(size_t)len, rec.s.timeout_ms);
+		cr_assert(r && r->type == REDIS_REPLY_STATUS, "SET refused");
+		freeReplyObject(r);
+	}
 	for (i = 0; i < topo.n_nodes; i++)
 		redisFree(c[i]);
 }
 
 /* A active, B a synced standby, a 3-master store holding 60 sessions of
- * A's that nobody published (store_unannounced with pool_addr, n_ports),
- * in run directory name. */
+ * A's that nobody published (store_unannounced with pool_addr, n_ports;
+ * with NAT64 and NAT66 on, 20 NAT66 ones too), in run directory name. */
 static void unannounced_pair(const char *name, uint32_t pool_addr,
 			     uint32_t n_ports)
 {
@@ -2591,7 +2633,7 @@ static void unannounced_pair(const char *name, uint32_t pool_addr,
 	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
 		  "B never loaded the table; see %s", nst_run_path("gwB.log"));
 	store_unannounced(1, (uint32_t)status_value('A', "epoch"), 60,
-			  pool_addr, n_ports);
+			  pool_addr, n_ports, nat64 ? 20 : 0);
 }
 
 /*
@@ -2625,10 +2667,11 @@ Test(failover, a_promotion_reads_back_what_the_fenced_active_never_published)
  * provisional epoch and cannot read the store then. Once the store
  * answers and B has made its epoch known, it reads the store back and
  * takes into its table the sessions A wrote and never published, their
- * ports marked: here 60 with translated sources in B's pool, the last 10
- * on the ports of the first 10, so that 50 are taken and 10 refused
- * (their ends recorded): the store, B and a fresh standby end with the
- * same 50.
+ * ports marked: here 60 NAT44 ones with translated sources in B's pool,
+ * the last 10 on the ports of the first 10, and 20 NAT66 ones, the last 2
+ * on the ports of the first 2, so that 50 + 18 are taken and 10 + 2
+ * refused (their ends recorded): the store, B and a fresh standby end
+ * with the same 68.
  */
 Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
 {
@@ -2636,6 +2679,7 @@ Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
 	unsigned long store = 0, standby = 0;
 	int match;
 
+	nat64 = 1;
 	unannounced_pair("failover-unannounced-provisional",
 			 0xc633640au /* POOL_FIRST */, 50);
 
@@ -2649,21 +2693,22 @@ Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
 	cr_assert(WAIT_FOR(!status_has('B', "provisional=yes"), 20),
 		  "B did not make its epoch known to the store; see %s",
 		  nst_run_path("gwB.log"));
-	cr_assert(WAIT_FOR(stat_value('B', "table.live") == 50, 10),
+	cr_assert(WAIT_FOR(stat_value('B', "table.live") == 68, 10),
 		  "B's table once the store answered: %ld sessions, the "
-		  "store's with free ports 50; see %s",
+		  "store's with free ports 68; see %s",
 		  stat_value('B', "table.live"), nst_run_path("gwB.log"));
+	cr_expect_eq(stat_value('B', "table.live_v6"), 18);
 	cr_expect_eq(stat_value('B', "gateway.readbacks"), 1);
-	cr_expect_eq(stat_value('B', "nat.adopted"), 50);
+	cr_expect_eq(stat_value('B', "nat.adopted"), 68);
 	cr_expect_eq(stat_value('B', "nat.adopt_known"), 0);
-	cr_expect_eq(stat_value('B', "nat.adopt_port_taken"), 10);
-	cr_expect_eq(status_value('B', "ports_in_use"), 50);
+	cr_expect_eq(stat_value('B', "nat.adopt_port_taken"), 12);
+	cr_expect_eq(status_value('B', "ports_in_use"), 68);
 	/* The 10 ends go out with flush_us: a second is ample. */
 	nsdp_sleep_ms(1000);
 	fresh_standby = fresh_standby_start();
 	match = verify_store_against_standby(fresh_standby, &store, &standby);
 	cr_expect(match, "the store (%lu) and a fresh standby (%lu) differ",
 		  store, standby);
-	cr_expect_eq(store, 50, "the store holds %lu sessions, B 50", store);
+	cr_expect_eq(store, 68, "the store holds %lu sessions, B 68", store);
 	stop_pid(&fresh_standby, SIGTERM);
 }

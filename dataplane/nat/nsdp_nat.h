@@ -245,15 +245,17 @@ void nsdp_nat_stats(const struct nsdp_nat *nat, struct nsdp_nat_stats *s);
 void nsdp_nat_defer_hist(const struct nsdp_nat *nat, uint64_t *buckets);
 unsigned int nsdp_nat_deferred(const struct nsdp_nat *nat);
 
-/* Control thread, while active: a NAT44 session of an earlier active
- * that the store holds and this table may lack (what that active wrote and
- * never announced, read back once a promotion's epoch is known to the
- * store). The lcore takes it at its next housekeeping if the table has no
- * entry for its flow and its outside port is free, marks the port and
- * starts its idle timer; otherwise it counts it and, when the port is
- * another session's, records its end. 0, -ENOBUFS (the queue is full:
- * try again shortly) or -EAFNOSUPPORT (not an IPv4 session). */
-int nsdp_nat_adopt(struct nsdp_nat *nat, const struct ns_session *s);
+/* Control thread, while active: a session of an earlier active that the
+ * store holds and this table may lack (what that active wrote and never
+ * announced, read back once a promotion's epoch is known to the store):
+ * NAT44, or NAT64 and NAT66 where this gateway translates them (r->v6
+ * then meaningful). The lcore takes it at its next housekeeping if the
+ * table has no entry for its flow and its outside port is free, marks the
+ * port and starts its idle timer; otherwise it counts it and, when the
+ * port is another session's, records its end. 0, -ENOBUFS (the queue is
+ * full: try again shortly) or -EAFNOSUPPORT (a family this gateway does
+ * not translate). */
+int nsdp_nat_adopt(struct nsdp_nat *nat, const struct ns_rec *r);
 
 /* Outside ports in use in the port maps (for tests and status). */
 uint64_t nsdp_nat_ports_in_use(const struct nsdp_nat *nat);

@@ -136,13 +136,15 @@ static void nexthop_step(struct nsdp_nat *nat, uint64_t now,
 
 static void adopt_step(struct nsdp_nat *nat, uint64_t now)
 {
-	struct ns_session s[ADOPT_BURST];
+	struct ns_rec r[ADOPT_BURST];
 	unsigned int n, i;
 
-	n = rte_ring_sc_dequeue_burst_elem(nat->adopt, s, sizeof(s[0]),
+	n = rte_ring_sc_dequeue_burst_elem(nat->adopt, r, sizeof(r[0]),
 					   ADOPT_BURST, NULL);
 	for (i = 0; i < n && nat->mode == NSDP_NAT_ACTIVE; i++) {
-		int rc = nsdp_nat_session_adopt(nat, &s[i], now);
+		int rc = ns_family_is_v6(r[i].s.family)
+				 ? nsdp_nat6_session_adopt(nat, &r[i], now)
+				 : nsdp_nat_session_adopt(nat, &r[i].s, now);
 
 		if (rc == 0)
 			NSDP_STAT_INC(nat->st.adopted);
@@ -304,11 +306,13 @@ int nsdp_nat_deactivate(struct nsdp_nat *nat, int timeout_ms)
 	return rc;
 }
 
-int nsdp_nat_adopt(struct nsdp_nat *nat, const struct ns_session *s)
+int nsdp_nat_adopt(struct nsdp_nat *nat, const struct ns_rec *r)
 {
-	struct ns_session copy = *s;
+	struct ns_rec copy = *r;
 
-	if (s->family != NS_FAMILY_IPV4)
+	if (r->s.family == NS_FAMILY_NAT64   ? nat->side6 == NULL
+	    : r->s.family == NS_FAMILY_NAT66 ? !nat->nat66
+					     : r->s.family != NS_FAMILY_IPV4)
 		return -EAFNOSUPPORT;
 	return rte_ring_sp_enqueue_elem(nat->adopt, &copy, sizeof(copy)) == 0
 		       ? 0
@@ -448,7 +452,7 @@ struct nsdp_nat *nsdp_nat_create(const struct nsdp_nat_conf *conf,
 						    sizeof(struct neigh),
 					    RTE_CACHE_LINE_SIZE);
 	snprintf(name, sizeof(name), "nat_adopt_%" PRIxPTR, (uintptr_t)nat);
-	nat->adopt = rte_ring_create_elem(name, sizeof(struct ns_session),
+	nat->adopt = rte_ring_create_elem(name, sizeof(struct ns_rec),
 					  ADOPT_QUEUE, SOCKET_ID_ANY,
 					  RING_F_SP_ENQ | RING_F_SC_DEQ);
 	if (!nat->map_bits || !nat->side || !nat->neigh[0] || !nat->neigh[1] ||

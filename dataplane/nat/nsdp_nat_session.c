@@ -515,6 +515,40 @@ static int32_t session6_commit(struct nsdp_nat *nat, struct ns_rec *r,
 	return pos;
 }
 
+int nsdp_nat6_session_adopt(struct nsdp_nat *nat, const struct ns_rec *r,
+			    uint64_t now)
+{
+	uint32_t bit = 0;
+	struct port_map *pm =
+		r->s.family == NS_FAMILY_NAT66
+			? port_locate66(nat, r->s.proto, r->s.xlat.sport, &bit)
+			: port_locate(nat, r->s.proto, r->s.xlat.saddr,
+				      r->s.xlat.sport, &bit);
+	struct ns_rec got;
+	int32_t pos;
+
+	NSDP_TABLE_ASSERT_WRITER(nat->table, NSDP_TABLE_FASTPATH);
+	if (nsdp_table_find_v6(nat->table, r->s.proto, r->v6.orig_saddr,
+			       r->s.orig.sport, r->v6.orig_daddr,
+			       r->s.orig.dport, &got) >= 0)
+		return -EEXIST;
+	if (pm && (pm->bits[bit / 64] & (1ull << (bit % 64)))) {
+		got = *r;
+		session_stamp(nat, &got.s, NS_EV_DELETE, now);
+		session_record_v6(nat, &got);
+		return -EADDRINUSE;
+	}
+	if (nsdp_table_apply_pos_v6(nat->table, &r->s, &pos) != 0)
+		return -ENOSPC;
+	if (nsdp_table_at_v6(nat->table, (uint32_t)pos, &got) != 0 ||
+	    got.s.timestamp_ns != r->s.timestamp_ns ||
+	    got.s.epoch != r->s.epoch)
+		return -EEXIST;
+	map_mark(nat, pm, bit);
+	nsdp_nat64_side_adopt(nat, &nat->side6[pos], r, now);
+	return 0;
+}
+
 /* Whether the table and its IPv6 table have room for one more session;
  * else *why says why not. */
 static int table6_room(struct nsdp_nat *nat, uint64_t **why)

@@ -29,6 +29,10 @@ void nsdp_nat_side_adopt(const struct nsdp_nat *nat, struct side *sd,
  * taken as the standby takes it, unmarked. */
 int nsdp_nat_session_adopt(struct nsdp_nat *nat, const struct ns_session *s,
 			   uint64_t now);
+/* The same for an IPv6 session (NAT64 or NAT66: the caller checked that
+ * this gateway translates its family). */
+int nsdp_nat6_session_adopt(struct nsdp_nat *nat, const struct ns_rec *r,
+			    uint64_t now);
 
 /* Create the session of p's outbound flow into *s; its position, or -1
  * with *why the counter of the reason. */
