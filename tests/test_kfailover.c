@@ -1257,6 +1257,13 @@ Test(failover, keepalived_moves_a_kernel_gateways_flows)
 	wait_log(2, "kernel-active.log", "provisional epoch 514", 20);
 	wait_log(2, "kernel-active.log", "progress: active", 20);
 	t_active = nsdp_now_s() - t0;
+	/* The handover's ask and the active's each wait [agent]
+	 * promote_wait_ms per seed, the standby's stop at most its watch's
+	 * 2 ping_ms: seconds, not the seeds' timeouts in turn (16 s before). */
+	cr_expect_leq(t_active - t_vip, 5.0,
+		      "gateway 2's active replicated %.1f s after it held the "
+		      "addresses",
+		      t_active - t_vip);
 	f_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_F);
 	f_x = udp_to_server(f_c, udp_server, "f");
 	cr_assert(in_range(f_x, GW2_PORTS_LO));

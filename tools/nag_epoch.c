@@ -16,15 +16,16 @@
 #include "nsdp_time.h"
 
 /* The store as a first or periodic ask for an epoch: each connect and
- * reply bounded by [store] connect_timeout_ms, so that a store that hangs
+ * reply bounded by [agent] promote_wait_ms, so that a store that hangs
  * (a master stopped) does not hold the caller. */
-static struct nsa_store_conf store_quick(const struct nsa_store_conf *store)
+static struct nsa_store_conf store_quick(const struct nsa_config *c)
 {
-	struct nsa_store_conf q = *store;
+	struct nsa_store_conf q = c->store;
 
-	q.io_timeout_ms = q.connect_timeout_ms;
-	if (q.epoch_wait_ms > (unsigned int)q.connect_timeout_ms)
-		q.epoch_wait_ms = (unsigned int)q.connect_timeout_ms;
+	q.connect_timeout_ms = (int)c->promote_wait_ms;
+	q.io_timeout_ms = (int)c->promote_wait_ms;
+	if (q.epoch_wait_ms > c->promote_wait_ms)
+		q.epoch_wait_ms = c->promote_wait_ms;
 	return q;
 }
 
@@ -51,7 +52,7 @@ int nag_epoch_take(struct nsa_config *c, struct nag_epoch *pe)
 	uint32_t p;
 	int64_t e;
 
-	pe->quick = store_quick(&c->store);
+	pe->quick = store_quick(c);
 	pe->store = &c->store;
 	e = nsa_epoch_take(&pe->quick, c->epoch_floor, err, sizeof(err));
 	p = nsa_epoch_provisional(c->epoch_floor, c->gateway_id);
@@ -119,7 +120,7 @@ void nag_epoch_register(struct nag_epoch *pe, double t)
 
 int64_t nag_epoch_handover(const struct nsa_config *c, uint32_t floor)
 {
-	struct nsa_store_conf q = store_quick(&c->store);
+	struct nsa_store_conf q = store_quick(c);
 	char err[512], what[64];
 	int64_t e;
 

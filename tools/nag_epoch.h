@@ -14,7 +14,7 @@
 struct nag_epoch {
 	/* A provisional epoch not yet made known to the store, else 0; the
 	 * next try; the store as it is asked (each connect and reply within
-	 * [store] connect_timeout_ms) and as the fence is raised. */
+	 * [agent] promote_wait_ms) and as the fence is raised. */
 	uint32_t provisional;
 	double next_register;
 	struct nsa_store_conf quick;

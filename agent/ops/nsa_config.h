@@ -36,6 +36,9 @@ struct nsa_config {
 	/* An active with epoch 0 takes one above this (the highest epoch the
 	 * node's standby applied: keepalived-kernel-notify.sh passes it). */
 	uint32_t epoch_floor;
+	/* An active's first ask for an epoch (epoch 0) and a standby's
+	 * handover wait at most this long for each connect and reply, ms. */
+	unsigned int promote_wait_ms;
 
 	struct nsa_store_conf store;
 	char password_file[PATH_MAX];

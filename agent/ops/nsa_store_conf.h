@@ -38,6 +38,11 @@ struct nsa_store_conf {
 	 * 0 = 5 000 ms. Not a key: callers that must not wait set it on a
 	 * copy (a promotion's first try for an epoch). */
 	int io_timeout_ms;
+	/* A topology read (nsa_topology_fetch) over every seed ends within
+	 * this many ms, each seed's connect and reply bounded by what is
+	 * left; 0 = no bound but each seed's own. Not a key: a standby's
+	 * watch of a hung store sets it on its copy. */
+	int fetch_budget_ms;
 	/* After natsync:epoch was raised: WAIT for a replica this long
 	 * where its master has one; 0 = no WAIT. */
 	unsigned int epoch_wait_ms;

@@ -477,6 +477,11 @@ struct nsa_standby *nsa_standby_create_on(const struct nsa_config *conf,
 	    (sb->store_quick.io_timeout_ms == 0 ||
 	     sb->store_quick.io_timeout_ms > 2 * (int)sb->conf.ping_ms))
 		sb->store_quick.io_timeout_ms = 2 * (int)sb->conf.ping_ms;
+	/* And a topology read over every seed as long in all, so that the
+	 * watch of a hung store does not hold a stop (a handover) seeds
+	 * times over. */
+	if (sb->conf.ping_ms > 0)
+		sb->store_quick.fetch_budget_ms = 2 * (int)sb->conf.ping_ms;
 	nsa_topowatch_init(&sb->watch, &sb->store_quick,
 			   sb->conf.topology_check_ms, &sb->stop, sb_wake, sb);
 	nsa_lag_batch_init(&sb->lag);

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "nsa_cluster.h"
 
@@ -392,6 +393,8 @@ int nsa_topology_fetch(const struct nsa_store_conf *conf,
 	char tried[512] = "";
 	struct nsa_topology *first =
 		NULL; /* from a node whose cluster is down */
+	struct nsa_store_conf bounded = *conf;
+	struct timespec t0, now;
 	size_t used = 0;
 	int rc = -EINVAL;
 
@@ -399,20 +402,50 @@ int nsa_topology_fetch(const struct nsa_store_conf *conf,
 		nsa_set_err(err, errlen, "no store seeds configured");
 		return -EINVAL;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (unsigned int i = 0; i < conf->n_seeds; i++) {
 		const struct nsa_addr *seed = &conf->seeds[i];
 		redisContext *c = NULL;
 		int n, up;
 
+		if (conf->fetch_budget_ms > 0) {
+			long left;
+
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			left = conf->fetch_budget_ms -
+			       ((now.tv_sec - t0.tv_sec) * 1000L +
+				(now.tv_nsec - t0.tv_nsec) / 1000000L);
+			if (left <= 0) {
+				if (rc != 0) {
+					size_t l = strlen(reason);
+
+					snprintf(reason + l, sizeof(reason) - l,
+						 " (%d ms passed)",
+						 conf->fetch_budget_ms);
+				}
+				break;
+			}
+			bounded.connect_timeout_ms =
+				(int)(left < conf->connect_timeout_ms ||
+						      conf->connect_timeout_ms <=
+							      0
+					      ? left
+					      : conf->connect_timeout_ms);
+			bounded.io_timeout_ms =
+				(int)(left < conf->io_timeout_ms ||
+						      conf->io_timeout_ms <= 0
+					      ? left
+					      : conf->io_timeout_ms);
+		}
 		n = snprintf(tried + used, sizeof(tried) - used, "%s%s:%u",
 			     i ? ", " : "", seed->host, seed->port);
 		if (n > 0 && (size_t)n < sizeof(tried) - used)
 			used += (size_t)n;
 
-		rc = store_open(conf, seed, &c, reason, sizeof(reason));
+		rc = store_open(&bounded, seed, &c, reason, sizeof(reason));
 		if (rc)
 			continue;
-		rc = topology_from_seed(conf, c, seed, t, reason,
+		rc = topology_from_seed(&bounded, c, seed, t, reason,
 					sizeof(reason));
 		up = rc == 0 && (!t->cluster || cluster_state_ok(c));
 		redisFree(c);
