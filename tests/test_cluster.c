@@ -665,6 +665,18 @@ Test(cluster_epoch, the_next_epoch_after_the_masters_failover_is_above)
 	cr_expect_neq(epoch_master_port(), master);
 }
 
+/* Whether the shell command cmd (a format over one port) succeeds
+ * within 10 s, tried every 100 ms. */
+static int sh_within_10s(const char *cmd, int port)
+{
+	for (int i = 0; i < 100; i++) {
+		if (nst_sh(cmd, port) == 0)
+			return 1;
+		nsdp_sleep_ms(100);
+	}
+	return 0;
+}
+
 /* A replica that the master's CLUSTER NODES does not list as its live
  * replica (the cluster's gossip not yet caught up with a replica that
  * just attached; here a plain server replicating from the epoch key's
@@ -675,7 +687,7 @@ Test(cluster_epoch, a_replica_the_cluster_does_not_list_is_still_waited_for)
 {
 	const int ports[] = {REPLICATED_PORT};
 	const char *dir = nst_run_dir_make("cluster-epoch-extra");
-	int master, pid, extra = REPLICATED_PORT + 6, up = 0;
+	int master, pid, extra = REPLICATED_PORT + 6, up;
 	int64_t e0, e;
 
 	conf_seeds(ports, 1);
@@ -686,13 +698,9 @@ Test(cluster_epoch, a_replica_the_cluster_does_not_list_is_still_waited_for)
 			    "--logfile %s/extra.log --replicaof 127.0.0.1 %d",
 			    extra, dir, dir, dir, master),
 		     0);
-	for (int i = 0; i < 100 && !up; i++) {
-		up = nst_sh("redis-cli -p %d INFO replication | "
-			    "grep -q '^master_link_status:up'",
-			    extra) == 0;
-		if (!up)
-			nsdp_sleep_ms(100);
-	}
+	up = sh_within_10s("redis-cli -p %d INFO replication | "
+			   "grep -q '^master_link_status:up'",
+			   extra);
 	cr_assert(up, "the extra replica of %d never synced", master);
 	e0 = nsa_epoch_take(&conf, 0, err, sizeof(err));
 	cr_assert_gt(e0, 0, "%s", err);
@@ -701,14 +709,9 @@ Test(cluster_epoch, a_replica_the_cluster_does_not_list_is_still_waited_for)
 	pid = replica_pid_of(master);
 	cr_assert_gt(pid, 0);
 	cr_assert_eq(kill(pid, SIGKILL), 0);
-	up = 0;
-	for (int i = 0; i < 100 && !up; i++) {
-		up = nst_sh("redis-cli -p %d CLUSTER NODES | "
-			    "grep -q 'slave,fail '",
-			    master) == 0;
-		if (!up)
-			nsdp_sleep_ms(100);
-	}
+	up = sh_within_10s("redis-cli -p %d CLUSTER NODES | "
+			   "grep -q 'slave,fail '",
+			   master);
 	cr_assert(up, "%d never flagged its dead replica fail", master);
 
 	pid = nst_sh("kill -STOP $(cat %s/extra.pid)", dir);

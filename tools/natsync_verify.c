@@ -370,9 +370,10 @@ static int check_args(const struct verify_opts *o)
 
 /* Compare every pair of the tables asked for (quiet: no lines); 1 when
  * all are equal and the store held no bad value. */
-static int compare_all(const struct verify_opts *o, const struct nv_table *store,
-		       const struct nv_table *source, const struct nv_table *standby,
-		       int quiet)
+static int compare_all(const struct verify_opts *o,
+		       const struct nv_table *store,
+		       const struct nv_table *source,
+		       const struct nv_table *standby, int quiet)
 {
 	int ok = 1;
 

@@ -97,8 +97,8 @@ int nv_get_session(const struct nsa_config *conf, const char *tuple,
 			tuple);
 		return 2;
 	}
-	if (nv_table_read_store(&t, conf,
-			     ns_key_slot(key, ns_key_of(&want.s, key))) < 0) {
+	if (nv_table_read_store(
+		    &t, conf, ns_key_slot(key, ns_key_of(&want.s, key))) < 0) {
 		free(t.s);
 		return 2;
 	}

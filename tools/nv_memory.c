@@ -21,7 +21,7 @@ static const char *figure(char *buf, size_t cap, double v)
 /* --memory-base: the store's growth since base per session of store (the
  * table read from it), in all and for each family. 0, or -EIO (logged). */
 int nv_memory_report(const struct nsa_config *conf,
-			 const struct nv_table *store, uint64_t base)
+		     const struct nv_table *store, uint64_t base)
 {
 	struct nsa_storemem before = {.used_memory = base}, after;
 	struct nsa_storemem_live live = {0};

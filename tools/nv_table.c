@@ -191,7 +191,7 @@ static int node_read(const struct nsa_store_conf *sc,
  * MGET; the log's segments and checkpoints merged); in the log layout only
  * segments signed with conf's batch key, if any. */
 int nv_table_read_store(struct nv_table *t, const struct nsa_config *conf,
-			    int only_slot)
+			int only_slot)
 {
 	const struct nsa_store_conf *sc = &conf->store;
 	struct nsa_topology *topo = calloc(1, sizeof(*topo));
