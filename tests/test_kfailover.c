@@ -1183,6 +1183,21 @@ static void store_signal(int sig)
 		     0);
 }
 
+/* How soon after gateway 2 holds the addresses its active must
+ * replicate with the store hung: 1.0-1.15 s measured alone, 2.6 s in a
+ * loaded suite, 3.2 s under AddressSanitizer; 16 s before the epoch asks
+ * were bounded. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HANDOVER_BOUND_S 8.0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HANDOVER_BOUND_S 8.0
+#endif
+#endif
+#ifndef HANDOVER_BOUND_S
+#define HANDOVER_BOUND_S 5.0
+#endif
+
 /*
  * keepalived elects the active gateway and moves the addresses: both
  * keepalived start BACKUP (nopreempt); gateway 1, of the higher priority,
@@ -1260,7 +1275,7 @@ Test(failover, keepalived_moves_a_kernel_gateways_flows)
 	/* The handover's ask and the active's each wait [agent]
 	 * promote_wait_ms per seed, the standby's stop at most its watch's
 	 * 2 ping_ms: seconds, not the seeds' timeouts in turn (16 s before). */
-	cr_expect_leq(t_active - t_vip, 5.0,
+	cr_expect_leq(t_active - t_vip, HANDOVER_BOUND_S,
 		      "gateway 2's active replicated %.1f s after it held the "
 		      "addresses",
 		      t_active - t_vip);
