@@ -15,8 +15,9 @@
  * The kernel source (nsdp_ksrc.h) runs on a thread of its own and
  * produces into lane 0.
  *
- * Not here: watching the gateway's liveness (natsync_agent.c), the writers
- * themselves (nsa_active.c; nsa_source_replicate only starts them).
+ * Not here: watching the gateway's liveness (tools/nag_active.c), the
+ * writers themselves (nsa_active.c; nsa_source_replicate only starts
+ * them).
  */
 #include <errno.h>
 #include <limits.h>
