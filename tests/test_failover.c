@@ -457,6 +457,9 @@ struct flow6 {
 	uint16_t tcp_port, udp_port;
 	pthread_t thread;
 	int quiet, speak;
+	/* the value of quiet the client last acted on, stored after its
+	 * send: once it reads 1, nothing more is on its way */
+	int quiet_seen;
 	uint64_t tcp_sent, tcp_echoed, tcp_mismatch, tcp_closed, accepts;
 	uint64_t udp_sent, udp_replies;
 	uint64_t spoken, heard; /* server-first bytes sent, received */
@@ -537,8 +540,9 @@ static void client6_step(struct flow6 *fl, int tfd, int ufd, double *next_tick,
 {
 	uint8_t buf[4096];
 	double t = nsdp_now_s();
+	int quiet = LOAD6(fl, quiet);
 
-	if (t >= *next_tick && !LOAD6(fl, quiet)) {
+	if (t >= *next_tick && !quiet) {
 		uint8_t msg[32];
 		uint64_t base = LOAD6(fl, tcp_sent);
 		ssize_t n;
@@ -552,6 +556,7 @@ static void client6_step(struct flow6 *fl, int tfd, int ufd, double *next_tick,
 			ADD6(fl, udp_sent, 1);
 		*next_tick = t + TICK_MS / 1000.0;
 	}
+	__atomic_store_n(&fl->quiet_seen, quiet, __ATOMIC_RELEASE);
 	if (p[3].revents & (POLLIN | POLLHUP | POLLERR)) {
 		ssize_t n = recv(tfd, buf, sizeof(buf), 0);
 
@@ -1050,7 +1055,11 @@ static void flows6_quiet(void)
 
 		__atomic_store_n(&fl->speak, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&fl->quiet, 1, __ATOMIC_RELEASE);
-		cr_assert(WAIT_FOR(LOAD6(fl, tcp_echoed) == LOAD6(fl, tcp_sent),
+		/* A send that read quiet before it was set may still be on
+		 * its way: wait until the client has read it set. */
+		cr_assert(WAIT_FOR(LOAD6(fl, quiet_seen) &&
+					   LOAD6(fl, tcp_echoed) ==
+						   LOAD6(fl, tcp_sent),
 				   5),
 			  "%s: %lu of %lu bytes echoed before the move",
 			  fl->name, (unsigned long)LOAD6(fl, tcp_echoed),
