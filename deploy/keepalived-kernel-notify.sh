@@ -55,10 +55,10 @@ stop_role() {
 	local pidf="$dir/kernel-$1.pid" pid
 	[ -f "$pidf" ] || return 0
 	pid=$(cat "$pidf")
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+	if [ -n "$pid" ] && ns_alive "$pid"; then
 		kill -"${2:-TERM}" "$pid"
 		for _ in $(seq 750); do
-			kill -0 "$pid" 2>/dev/null || break
+			ns_alive "$pid" || break
 			sleep 0.02
 		done
 		kill -KILL "$pid" 2>/dev/null || true
@@ -72,7 +72,7 @@ stop_role() {
 # exits with status 2 at start).
 start_role() {
 	local pidf="$dir/kernel-$1.pid" pid
-	if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
+	if [ -f "$pidf" ] && ns_alive "$(cat "$pidf")"; then
 		echo "keepalived-kernel-notify: the $1 agent runs already" >&2
 		return 0
 	fi
@@ -82,7 +82,7 @@ start_role() {
 	pid=$!
 	echo "$pid" >"$pidf"
 	for _ in $(seq 10); do
-		if ! kill -0 "$pid" 2>/dev/null; then
+		if ! ns_alive "$pid"; then
 			echo "keepalived-kernel-notify: the $1 agent exited; see $dir/kernel-$1.log" >&2
 			rm -f "$pidf"
 			return 1

@@ -25,6 +25,17 @@ NATSYNC_PACKAGES+=(keepalived)
 
 ns_say() { echo "==> $*" >&2; }
 
+# ns_alive PID: whether process PID runs. One that exited but is not yet
+# reaped (a zombie) does not: a program started in the background of a
+# shell that has gone is reaped by init, which may take seconds.
+ns_alive() {
+	local stat
+	kill -0 "$1" 2>/dev/null || return 1
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	[ "${stat%% *}" != Z ]
+}
+
 # Install the Debian packages that are missing (apt-get update first).
 ns_install_deps() {
 	local missing=() p

@@ -199,7 +199,7 @@ do_stop() {
 		[ -f "$f" ] || continue
 		pid=$(cat "$f")
 		for ((p = 0; p < 100; p++)); do
-			kill -0 "$pid" 2>/dev/null || break
+			ns_alive "$pid" || break
 			sleep 0.05
 		done
 		kill -9 "$pid" 2>/dev/null || true

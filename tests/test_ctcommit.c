@@ -529,7 +529,7 @@ Test(ctcommit, commits_nat66_tcp_udp_and_icmpv6_echo_with_their_translation)
 static void stop_agent(int pid)
 {
 	kill(pid, SIGTERM);
-	for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+	for (int i = 0; i < 100 && nst_running(pid); i++)
 		nsdp_sleep_ms(100);
 	kill(pid, SIGKILL);
 }

@@ -46,7 +46,7 @@
 static void stop_standby(int pid)
 {
 	kill(pid, SIGTERM);
-	for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+	for (int i = 0; i < 100 && nst_running(pid); i++)
 		nsdp_sleep_ms(100);
 	kill(pid, SIGKILL);
 }

@@ -230,7 +230,7 @@ static void write_configs(unsigned int ringbuf_bytes)
 static void stop_pid(int pid)
 {
 	kill(pid, SIGTERM);
-	for (int i = 0; i < 150 && kill(pid, 0) == 0; i++)
+	for (int i = 0; i < 150 && nst_running(pid); i++)
 		nsdp_sleep_ms(100);
 	kill(pid, SIGKILL);
 }
