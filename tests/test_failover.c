@@ -793,9 +793,11 @@ static long status_value(char id, const char *name)
 
 static pid_t gw_a, gw_b, agent_a, agent_b, fresh_standby;
 
+/* Not a zombie either: the programs run in the background of a shell
+ * that exited, and the init that reaps them may take seconds. */
 static int alive(pid_t pid)
 {
-	return pid > 0 && kill(pid, 0) == 0;
+	return pid > 0 && nst_running(pid);
 }
 
 /* External mode: natsync-agent as a secondary process of gateway id,
