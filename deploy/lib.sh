@@ -240,17 +240,17 @@ ns_bench_cleanup() {
 	rm -rf "$run"
 }
 
-# ns_test_rounds DIR FILTER LINES NAME=VALUE...: a benchmark that is a
-# test run many times over (the failover tests' rounds): run test_failover
+# ns_test_rounds DIR TEST FILTER LINES NAME=VALUE...: a benchmark that is
+# a test run many times over (the failover tests' rounds): run tests/TEST
 # of build DIR (relative to the top) with --filter FILTER and the
 # environment given, print its lines starting with LINES to stderr and its
 # RESULT lines to stdout; on failure its whole output to stderr, exit 1.
 ns_test_rounds() {
-	local dir=$1 filter=$2 lines=$3 out
-	shift 3
+	local dir=$1 test=$2 filter=$3 lines=$4 out
+	shift 4
 	out=$(env NATSYNC_SOURCE_ROOT="$NS_TOP" \
 		NATSYNC_BUILD_ROOT="$NS_TOP/$dir" "$@" \
-		"$NS_TOP/$dir/tests/test_failover" --jobs 1 \
+		"$NS_TOP/$dir/tests/$test" --jobs 1 \
 		--filter "$filter" 2>&1) || {
 		printf '%s\n' "$out" >&2
 		echo "the run of $filter with $* failed" >&2

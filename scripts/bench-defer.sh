@@ -33,7 +33,7 @@ ns_install_deps
 ns_build "$dir" -Dtests=enabled >&2
 for mode in off on; do
 	ns_say "bench-defer: $rounds failovers, defer $mode"
-	ns_test_rounds "$dir" 'failover/with_defer_*' 'defer=' \
+	ns_test_rounds "$dir" test_failover 'failover/with_defer_*' 'defer=' \
 		NATSYNC_DEFER_ROUNDS="$rounds" NATSYNC_DEFER=$mode \
 		NATSYNC_DEFER_MAX_US="$defer_max_us"
 done

@@ -28,6 +28,8 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,7 +203,7 @@ static int role_pid(int gw, const char *role)
  * asserts it did. */
 static void wait_log(int gw, const char *file, const char *pattern, int secs)
 {
-	cr_assert_eq(nst_sh("for i in $(seq %d); do grep -q '%s' %s && exit 0; "
+	cr_assert_eq(nst_sh("for i in $(seq %d); do grep -qs '%s' %s && exit 0; "
 			    "sleep 0.1; done; exit 1",
 			    secs * 10, pattern, gw_path(gw, file)),
 		     0, "no '%s' in %s", pattern, gw_path(gw, file));
@@ -210,7 +212,7 @@ static void wait_log(int gw, const char *file, const char *pattern, int secs)
 static void stop_pid(int pid)
 {
 	kill(pid, SIGTERM);
-	for (int i = 0; i < 150 && kill(pid, 0) == 0; i++)
+	for (int i = 0; i < 150 && nst_running(pid); i++)
 		nsdp_sleep_ms(100);
 	kill(pid, SIGKILL);
 }
@@ -247,6 +249,9 @@ static void stop_all(void)
 		nst_sh("for f in %s/gw*/kernel-*.pid; do [ -f \"$f\" ] && "
 		       "kill -9 $(cat \"$f\") 2>/dev/null; done; true",
 		       run_dir);
+	/* And any agent a notify script still running in the background
+	 * started after that (the direct failover's). */
+	nst_sh("pkill -9 -f 'natsync-agent .*source.netns=k3gw' ; true");
 	nst_store_stop(STORE_PORT);
 	net_teardown();
 }
@@ -1312,6 +1317,325 @@ Test(failover, keepalived_moves_a_kernel_gateways_flows)
 	close(u_c);
 	close(udp_server);
 	close(listener);
+}
+
+/* ---- failing over and back, with and without keepalived --------------- */
+
+/* A UDP flow, one datagram every 20 ms from the client to the server, which
+ * echoes it; its thread notes the longest time between two replies since
+ * the test last cleared it (the outage) and each change of the source the
+ * server saw it from (the translation). */
+#define PING_MS 20
+
+static struct {
+	int stop, client, server;
+	uint64_t replies, last_us, gap_us, sources;
+	uint16_t xport;
+} ping;
+
+#define PLOAD(f) __atomic_load_n(&ping.f, __ATOMIC_ACQUIRE)
+#define PSTORE(f, v) __atomic_store_n(&ping.f, (v), __ATOMIC_RELEASE)
+
+static void *ping_main(void *arg)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(UDP_PORT),
+				 .sin_addr.s_addr = htonl(SERVER)};
+	double next = 0;
+
+	(void)arg;
+	while (!PLOAD(stop)) {
+		struct pollfd p[2] = {{ping.client, POLLIN, 0},
+				      {ping.server, POLLIN, 0}};
+		struct sockaddr_in from;
+		socklen_t len = sizeof(from);
+		char buf[64];
+		double t = nsdp_now_s();
+
+		if (t >= next) {
+			sendto(ping.client, "ping", 4, MSG_DONTWAIT,
+			       (struct sockaddr *)&to, sizeof(to));
+			next = t + PING_MS / 1000.0;
+		}
+		if (poll(p, 2, 5) <= 0)
+			continue;
+		if ((p[1].revents & POLLIN) &&
+		    recvfrom(ping.server, buf, sizeof(buf), MSG_DONTWAIT,
+			     (struct sockaddr *)&from, &len) > 0) {
+			if (ntohs(from.sin_port) != PLOAD(xport)) {
+				PSTORE(xport, ntohs(from.sin_port));
+				__atomic_add_fetch(&ping.sources, 1,
+						   __ATOMIC_RELEASE);
+			}
+			sendto(ping.server, buf, 4, MSG_DONTWAIT,
+			       (struct sockaddr *)&from, len);
+		}
+		if ((p[0].revents & POLLIN) &&
+		    recv(ping.client, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+			uint64_t now = (uint64_t)(nsdp_now_s() * 1e6);
+			uint64_t last = PLOAD(last_us);
+
+			if (last && now - last > PLOAD(gap_us))
+				PSTORE(gap_us, now - last);
+			PSTORE(last_us, now);
+			__atomic_add_fetch(&ping.replies, 1, __ATOMIC_RELEASE);
+		}
+	}
+	return NULL;
+}
+
+/* Lines of gateway gw's file that match pattern. */
+static int log_lines(int gw, const char *file, const char *pattern)
+{
+	char cmd[1024], line[32] = "";
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "grep -c '%s' %s 2>/dev/null", pattern,
+		 gw_path(gw, file));
+	f = popen(cmd, "r");
+	if (!f)
+		return 0;
+	if (!fgets(line, sizeof(line), f))
+		line[0] = 0;
+	pclose(f);
+	return atoi(line);
+}
+
+/* Wait (secs at most) until more than seen lines of gateway gw's file
+ * match pattern; asserts it. */
+static void wait_more_lines(int gw, const char *file, const char *pattern,
+			    int seen, int secs)
+{
+	for (int i = 0; i < secs * 20 && log_lines(gw, file, pattern) <= seen;
+	     i++)
+		nsdp_sleep_ms(50);
+	cr_assert_gt(log_lines(gw, file, pattern), seen,
+		     "no new '%s' in %s within %d s", pattern,
+		     gw_path(gw, file), secs);
+}
+
+/* Gateway gw's links fail (up = 0) or come back. Without keepalived
+ * (direct), the test makes its moves: the addresses leave a failed
+ * gateway for its peer, the neighbours forget where they were, and the
+ * notify script is called as keepalived would (FAULT on the failed one,
+ * MASTER on its peer, both in the background as keepalived runs them;
+ * BACKUP when the links come back). */
+static void gw_links(int gw, int up, int direct)
+{
+	static char fault[4096];
+	int peer = 3 - gw;
+
+	cr_assert_eq(nst_sh("ip -n k3gw%d link set k3g%di %s && "
+			    "ip -n k3gw%d link set k3g%do %s",
+			    gw, gw, up ? "up" : "down", gw, gw,
+			    up ? "up" : "down"),
+		     0);
+	if (!direct)
+		return;
+	if (up) {
+		cr_assert_eq(notify(gw, "BACKUP"), 0);
+		return;
+	}
+	cr_assert_eq(nst_sh("set -e\n"
+			    "ip -n k3gw%d addr del 10.73.0.1/24 dev k3g%di\n"
+			    "ip -n k3gw%d addr del 203.0.113.1/24 dev k3g%do\n"
+			    "ip -n k3gw%d addr add 10.73.0.1/24 dev k3g%di\n"
+			    "ip -n k3gw%d addr add 203.0.113.1/24 dev k3g%do\n"
+			    "ip -n k3c neigh flush dev k3cbr\n"
+			    "ip -n k3s neigh flush dev k3sbr\n",
+			    gw, gw, gw, gw, peer, peer, peer, peer),
+		     0, "cannot move the addresses");
+	/* keepalived forks its notify scripts and goes on. */
+	snprintf(fault, sizeof(fault), "%s", notify_command(gw));
+	cr_assert_eq(nst_sh("{ %s INSTANCE NAT FAULT & %s INSTANCE NAT MASTER "
+			    "& wait; } >>%s 2>&1 &",
+			    fault, notify_command(peer),
+			    nst_run_path("notify.out")),
+		     0);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The p-th percentile (nearest rank) of n sorted values. */
+static uint64_t percentile(const uint64_t *v, int n, double p)
+{
+	int i = (int)(p / 100.0 * n + 0.999999) - 1;
+
+	return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+#define MAX_ROUNDS 64
+
+/*
+ * keepalived moves the pair's flows over and back: gateway 1 (priority
+ * 150) is MASTER, a UDP flow (a datagram every 20 ms, echoed) and a TCP
+ * connection go through it. Each round the master's links fail: its
+ * keepalived goes FAULT (its notify starts its standby agent), its peer's
+ * becomes MASTER, takes the addresses and swaps its agents; the flows go
+ * on through it with their translation, and the UDP outage (the longest
+ * time between two replies) is noted. The failed gateway's links come
+ * back: it stays BACKUP (nopreempt), its standby loads the sessions, and
+ * the next round fails the other one. Two rounds in the suite: over and
+ * back.
+ *
+ * NATSYNC_FAILOVER_ROUNDS=N (at most 64) makes N rounds and prints the
+ * outage's p50 and p99 (scripts/bench-failover.sh --gateway kernel);
+ * NATSYNC_FAILOVER_DIRECT=1 does the same without keepalived, the
+ * addresses moved and the notify script called by the test at once: the
+ * gateway's own part.
+ */
+Test(failover, keepalived_moves_the_flows_over_and_back, .timeout = 1200)
+{
+	const char *env = getenv("NATSYNC_FAILOVER_ROUNDS");
+	const char *d = getenv("NATSYNC_FAILOVER_DIRECT");
+	int rounds = env ? atoi(env) : 2, direct = d && !strcmp(d, "1");
+	const char *how = direct ? "direct" : "keepalived";
+	uint64_t outage[MAX_ROUNDS], vip[MAX_ROUNDS], active[MAX_ROUNDS];
+	int listener, udp_server, a_c, a_s, cur = 1;
+	uint16_t a_x;
+	pthread_t pinger;
+
+	nst_need_root("network namespaces, nftables, BPF and conntrack need "
+		      "root");
+	if (rounds < 1 || rounds > MAX_ROUNDS)
+		rounds = rounds < 1 ? 1 : MAX_ROUNDS;
+	snprintf(run_dir, sizeof(run_dir), "%s",
+		 nst_run_dir_make(direct ? "kfailover-direct"
+					 : "kfailover-rounds"));
+	own_ids = 1;
+	net_setup();
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
+	make_gw_dir(1);
+	make_gw_dir(2);
+	if (direct) {
+		cr_assert_eq(notify(2, "BACKUP"), 0);
+		cr_assert_eq(notify(1, "MASTER"), 0);
+	} else {
+		cr_assert_eq(nst_sh("ip -n k3gw1 addr flush dev k3g1i && "
+				    "ip -n k3gw1 addr flush dev k3g1o"),
+			     0);
+		keepalived_start(1);
+		keepalived_start(2);
+	}
+	wait_log(1, "kernel-active.log", "progress: active", 30);
+	wait_log(2, "kernel-standby.log", "standby: synced", 30);
+	cr_assert(holds_pool(1) && !holds_pool(2),
+		  "gateway 1 (priority 150) is not the only master");
+
+	listener = nst_socket_in("k3s", SOCK_STREAM, SERVER, TCP_PORT);
+	cr_assert_eq(listen(listener, 8), 0);
+	udp_server = nst_socket_in("k3s", SOCK_DGRAM, SERVER, UDP_PORT);
+	a_c = tcp_connect(listener, PORT_A, &a_s, &a_x);
+	cr_assert(in_range(a_x, GW1_PORTS_LO));
+	memset(&ping, 0, sizeof(ping));
+	ping.client = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_U);
+	ping.server = udp_server;
+	pthread_create(&pinger, NULL, ping_main, NULL);
+	for (int i = 0; i < 500 && PLOAD(replies) < 10; i++)
+		nsdp_sleep_ms(20);
+	cr_assert_geq(PLOAD(replies), 10, "no UDP replies through gateway 1");
+	cr_assert(in_range(PLOAD(xport), GW1_PORTS_LO));
+	cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 1));
+	wait_committed("k3gw2", PORT_A, TCP_PORT, a_x);
+	wait_committed("k3gw2", PORT_U, UDP_PORT, PLOAD(xport));
+
+	for (int r = 0; r < rounds; r++) {
+		int next = 3 - cur, synced, backup, progress;
+		uint64_t replies;
+		double t0, t_vip = -1;
+
+		synced = log_lines(cur, "kernel-standby.log",
+				   "standby: synced");
+		backup = log_lines(cur, "keepalived.log",
+				   "Entering BACKUP STATE");
+		progress = log_lines(next, "kernel-active.log",
+				     "progress: active");
+		PSTORE(gap_us, 0);
+		replies = PLOAD(replies);
+		t0 = nsdp_now_s();
+		gw_links(cur, 0, direct);
+		for (int i = 0; i < 2000; i++) {
+			if (t_vip < 0 && holds_pool(next))
+				t_vip = nsdp_now_s() - t0;
+			if (t_vip >= 0 && PLOAD(replies) >= replies + 5)
+				break;
+			nsdp_sleep_ms(10);
+		}
+		cr_assert_geq(t_vip, 0,
+			      "round %d: gateway %d never took the "
+			      "addresses; see %s",
+			      r, next, gw_path(next, "keepalived.log"));
+		cr_assert_geq(PLOAD(replies), replies + 5,
+			      "round %d: the UDP flow did not go on through "
+			      "gateway %d",
+			      r, next);
+		outage[r] = PLOAD(gap_us);
+		vip[r] = (uint64_t)(t_vip * 1e6);
+		cr_assert_eq(PLOAD(sources), 1,
+			     "round %d: the server saw the UDP flow from %lu "
+			     "sources (now port %u)",
+			     r, (unsigned long)PLOAD(sources),
+			     (unsigned)PLOAD(xport));
+		cr_assert(tcp_xfer(a_c, a_s, XFER_BYTES, 2 * r + 2),
+			  "round %d: TCP client to server through gateway %d",
+			  r, next);
+		cr_assert(tcp_xfer(a_s, a_c, XFER_BYTES, 2 * r + 3),
+			  "round %d: TCP server to client through gateway %d",
+			  r, next);
+		wait_more_lines(next, "kernel-active.log", "progress: active",
+				progress, 30);
+		active[r] = (uint64_t)((nsdp_now_s() - t0) * 1e6);
+		printf("kfailover %s round %d: gateway %d -> %d, the "
+		       "addresses moved %.0f ms after the links failed, UDP "
+		       "outage %.0f ms, its active replicated %.0f ms after "
+		       "the links failed\n",
+		       how, r, cur, next, vip[r] / 1e3, outage[r] / 1e3,
+		       active[r] / 1e3);
+		fflush(stdout);
+
+		/* The failed gateway comes back as a standby, loads the
+		 * sessions (its standby started when it failed) and stays
+		 * one. */
+		gw_links(cur, 1, direct);
+		wait_more_lines(cur, "kernel-standby.log", "standby: synced",
+				synced, 30);
+		if (!direct) {
+			wait_more_lines(cur, "keepalived.log",
+					"Entering BACKUP STATE", backup, 30);
+			nsdp_sleep_ms(1500);
+		}
+		cr_assert(holds_pool(next) && !holds_pool(cur),
+			  "round %d: gateway %d took the addresses back", r,
+			  cur);
+		wait_committed(cur == 1 ? "k3gw1" : "k3gw2", PORT_U, UDP_PORT,
+			       PLOAD(xport));
+		cur = next;
+	}
+	PSTORE(stop, 1);
+	pthread_join(pinger, NULL);
+	keepalived_stop();
+	close(ping.client);
+	close(a_c);
+	close(a_s);
+	close(udp_server);
+	close(listener);
+	qsort(outage, (size_t)rounds, sizeof(outage[0]), cmp_u64);
+	qsort(vip, (size_t)rounds, sizeof(vip[0]), cmp_u64);
+	qsort(active, (size_t)rounds, sizeof(active[0]), cmp_u64);
+	printf("RESULT kfailover how=%s rounds=%d outage_p50_ms=%.0f "
+	       "outage_p99_ms=%.0f outage_max_ms=%.0f moved_p50_ms=%.0f "
+	       "moved_p99_ms=%.0f active_p50_ms=%.0f active_p99_ms=%.0f\n",
+	       how, rounds, percentile(outage, rounds, 50) / 1e3,
+	       percentile(outage, rounds, 99) / 1e3, outage[rounds - 1] / 1e3,
+	       percentile(vip, rounds, 50) / 1e3,
+	       percentile(vip, rounds, 99) / 1e3,
+	       percentile(active, rounds, 50) / 1e3,
+	       percentile(active, rounds, 99) / 1e3);
 }
 
 /* ---- a promotion reads back what the fenced active never published --- */
