@@ -368,11 +368,8 @@ static int gw_setup(struct gw *g)
 	struct nsdp_nat_conf nc = g->conf.gw.nat;
 	unsigned int lcore;
 
-	g->store_quick = g->conf.agent.store;
-	g->store_quick.connect_timeout_ms = (int)g->conf.gw.promote_wait_ms;
-	g->store_quick.io_timeout_ms = (int)g->conf.gw.promote_wait_ms;
-	if (g->store_quick.epoch_wait_ms > g->conf.gw.promote_wait_ms)
-		g->store_quick.epoch_wait_ms = g->conf.gw.promote_wait_ms;
+	g->store_quick = nsa_store_conf_quick(&g->conf.agent.store,
+					      g->conf.gw.promote_wait_ms);
 	g->want_active = g->conf.agent.role == NSA_ROLE_ACTIVE;
 	g->store_loop = g->conf.agent.store;
 	g->store_loop.connect_timeout_ms = GW_STORE_LOOP_MS;

@@ -105,7 +105,7 @@ static const struct
 						gw.fence_check_ms, 10, 60000,
 						"200",
 						"While active, how often the store's promotion epoch (`natsync:epoch`, its gateway pair's counter) is read, ms: a newer epoch means another gateway was promoted, and this one demotes itself. The bound on how long a partitioned old active forwards (its store writes stop at the promotion; see docs/failure-modes.md)."),
-					NSA_NUM("gateway", "promote_wait_ms", gw.promote_wait_ms, 1, 60000, "50", "A promotion asks the store for its epoch and waits at most this long, ms (each connect and each reply). Without an answer by then it forwards at once on a provisional epoch made from the highest epoch it saw and the low byte of `[agent] gateway_id` (which must then be nonzero and differ between the gateways of a store), and makes it known to the store once the store answers (see docs/gateway-and-failover.md). With a `gateway_id` whose low byte is 0 the promotion is refused instead."),
+					NSA_NUM("gateway", "promote_wait_ms", gw.promote_wait_ms, 1, 60000, "50", "A promotion asks the store for its epoch and waits at most this long, ms (for the topology over all seeds together, then each connect and each reply). Without an answer by then it forwards at once on a provisional epoch made from the highest epoch it saw and the low byte of `[agent] gateway_id` (which must then be nonzero and differ between the gateways of a store), and makes it known to the store once the store answers (see docs/gateway-and-failover.md). With a `gateway_id` whose low byte is 0 the promotion is refused instead."),
 					NSA_BOOL(
 						"gateway", "defer", gw.defer,
 						"no",

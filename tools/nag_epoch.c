@@ -15,18 +15,12 @@
 #include "nsa_sdnotify.h"
 #include "nsdp_time.h"
 
-/* The store as a first or periodic ask for an epoch: each connect and
- * reply bounded by [agent] promote_wait_ms, so that a store that hangs
- * (a master stopped) does not hold the caller. */
+/* The store as a first or periodic ask for an epoch, bounded by [agent]
+ * promote_wait_ms, so that a store that hangs (a master stopped) does
+ * not hold the caller. */
 static struct nsa_store_conf store_quick(const struct nsa_config *c)
 {
-	struct nsa_store_conf q = c->store;
-
-	q.connect_timeout_ms = (int)c->promote_wait_ms;
-	q.io_timeout_ms = (int)c->promote_wait_ms;
-	if (q.epoch_wait_ms > c->promote_wait_ms)
-		q.epoch_wait_ms = c->promote_wait_ms;
-	return q;
+	return nsa_store_conf_quick(&c->store, c->promote_wait_ms);
 }
 
 /* The fence raised, logged after what (the epoch and where it came

@@ -53,6 +53,23 @@ struct nsa_store_conf {
 	uint32_t pair;
 };
 
+/* A copy of c for a caller that must not wait on a store that hangs (a
+ * promotion's or an active's first ask for an epoch): each connect and
+ * reply, a replica's WAIT, and the topology read over every seed together
+ * bounded by wait_ms. */
+static inline struct nsa_store_conf
+nsa_store_conf_quick(const struct nsa_store_conf *c, unsigned int wait_ms)
+{
+	struct nsa_store_conf q = *c;
+
+	q.connect_timeout_ms = (int)wait_ms;
+	q.io_timeout_ms = (int)wait_ms;
+	q.fetch_budget_ms = (int)wait_ms;
+	if (q.epoch_wait_ms > wait_ms)
+		q.epoch_wait_ms = wait_ms;
+	return q;
+}
+
 /* Parse "host:port" into addr; 0 or -EINVAL. */
 int nsa_addr_parse(const char *s, struct nsa_addr *addr);
 
