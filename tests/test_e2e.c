@@ -1071,7 +1071,8 @@ Test(e2e, a_hung_store_costs_an_active_promote_wait_ms_not_one_per_seed)
 	for (int i = 0; i < HUNG_SEEDS; i++) {
 		struct sockaddr_in a = {.sin_family = AF_INET,
 					.sin_port = htons(HUNG_PORT + i),
-					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+					.sin_addr.s_addr =
+						htonl(INADDR_LOOPBACK)};
 		int one = 1;
 
 		fds[i] = socket(AF_INET, SOCK_STREAM, 0);

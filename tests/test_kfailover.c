@@ -203,10 +203,11 @@ static int role_pid(int gw, const char *role)
  * asserts it did. */
 static void wait_log(int gw, const char *file, const char *pattern, int secs)
 {
-	cr_assert_eq(nst_sh("for i in $(seq %d); do grep -qs '%s' %s && exit 0; "
-			    "sleep 0.1; done; exit 1",
-			    secs * 10, pattern, gw_path(gw, file)),
-		     0, "no '%s' in %s", pattern, gw_path(gw, file));
+	cr_assert_eq(
+		nst_sh("for i in $(seq %d); do grep -qs '%s' %s && exit 0; "
+		       "sleep 0.1; done; exit 1",
+		       secs * 10, pattern, gw_path(gw, file)),
+		0, "no '%s' in %s", pattern, gw_path(gw, file));
 }
 
 static void stop_pid(int pid)
@@ -1549,8 +1550,8 @@ Test(failover, keepalived_moves_the_flows_over_and_back, .timeout = 1200)
 		uint64_t replies;
 		double t0, t_vip = -1;
 
-		synced = log_lines(cur, "kernel-standby.log",
-				   "standby: synced");
+		synced =
+			log_lines(cur, "kernel-standby.log", "standby: synced");
 		backup = log_lines(cur, "keepalived.log",
 				   "Entering BACKUP STATE");
 		progress = log_lines(next, "kernel-active.log",
