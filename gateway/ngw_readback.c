@@ -118,42 +118,10 @@ static void *rb_main(void *arg)
 					     .batch_key = rb->agent->batch_key,
 					     .batch_key_len =
 						     rb->agent->batch_key_len};
-	struct nsa_topology *topo = calloc(1, sizeof(*topo));
-	int lr = NSA_LOADER_DONE;
 
-	if (!topo ||
-	    nsa_topology_fetch(&rb->store, topo, rb->err, sizeof(rb->err))) {
-		if (!topo)
-			snprintf(rb->err, sizeof(rb->err), "out of memory");
-		rb->failed = 1;
-		free(topo);
-		__atomic_store_n(&rb->done, 1, __ATOMIC_RELEASE);
-		return NULL;
-	}
-	if (rb->store.layout == NSA_LAYOUT_LOG && topo->cluster &&
-	    topo->n_nodes > 1) {
-		for (int t = 0; t < RB_LOAD_TRIES; t++) {
-			lr = nsa_loader_run_every(&rb->store, topo, 0, &sink,
-						  RB_TIMEOUT_MS, rb->err,
-						  sizeof(rb->err));
-			if (lr != NSA_LOADER_RACED)
-				break;
-		}
-	} else {
-		for (unsigned int i = 0; i < topo->n_nodes; i++) {
-			for (int t = 0; t < RB_LOAD_TRIES; t++) {
-				lr = nsa_loader_run(&rb->store, topo, i, 0,
-						    &sink, RB_TIMEOUT_MS,
-						    rb->err, sizeof(rb->err));
-				if (lr != NSA_LOADER_RACED)
-					break;
-			}
-			if (lr != NSA_LOADER_DONE)
-				break;
-		}
-	}
-	rb->failed = lr != NSA_LOADER_DONE;
-	free(topo);
+	rb->failed = nsa_loader_run_all(&rb->store, &sink, RB_TIMEOUT_MS,
+					RB_LOAD_TRIES, rb->err,
+					sizeof(rb->err)) != NSA_LOADER_DONE;
 	__atomic_store_n(&rb->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nsa_loader.h"
@@ -272,4 +273,50 @@ int nsa_loader_run_every(const struct nsa_store_conf *conf,
 			 char *err, size_t errlen)
 {
 	return run(conf, topo, 0, 1, by_slot, sink, timeout_ms, err, errlen);
+}
+
+/* run() of one load (every: all masters at once), again while a
+ * compaction round overtook it, tries times at most. */
+static int run_tries(const struct nsa_store_conf *conf,
+		     const struct nsa_topology *topo, unsigned int node,
+		     int every, const struct nsa_loader_sink *sink,
+		     int timeout_ms, int tries, char *err, size_t errlen)
+{
+	int lr = NSA_LOADER_FAILED;
+
+	for (int t = 0; t < tries; t++) {
+		lr = run(conf, topo, node, every, 0, sink, timeout_ms, err,
+			 errlen);
+		if (lr != NSA_LOADER_RACED)
+			break;
+	}
+	return lr;
+}
+
+int nsa_loader_run_all(const struct nsa_store_conf *conf,
+		       const struct nsa_loader_sink *sink, int timeout_ms,
+		       int tries, char *err, size_t errlen)
+{
+	struct nsa_topology *topo = calloc(1, sizeof(*topo));
+	int lr = NSA_LOADER_DONE;
+
+	if (!topo) {
+		snprintf(err, errlen, "out of memory");
+		return NSA_LOADER_FAILED;
+	}
+	if (nsa_topology_fetch(conf, topo, err, errlen) != 0) {
+		free(topo);
+		return NSA_LOADER_FAILED;
+	}
+	if (conf->layout == NSA_LAYOUT_LOG && topo->cluster &&
+	    topo->n_nodes > 1)
+		lr = run_tries(conf, topo, 0, 1, sink, timeout_ms, tries, err,
+			       errlen);
+	else
+		for (unsigned int i = 0;
+		     i < topo->n_nodes && lr == NSA_LOADER_DONE; i++)
+			lr = run_tries(conf, topo, i, 0, sink, timeout_ms,
+				       tries, err, errlen);
+	free(topo);
+	return lr;
 }

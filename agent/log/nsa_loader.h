@@ -73,6 +73,18 @@ int nsa_loader_run_every(const struct nsa_store_conf *conf,
 			 const struct nsa_loader_sink *sink, int timeout_ms,
 			 char *err, size_t errlen);
 
+/* Blocking: the store's topology read, then every master's sessions
+ * into sink as a standby loads them (log layout on a cluster: one load of
+ * every master, each segment read once; otherwise master by master), a
+ * load that a compaction round overtook (NSA_LOADER_RACED) read again up
+ * to tries times. NSA_LOADER_DONE when every master was read whole,
+ * otherwise what the failing load returned (NSA_LOADER_FAILED too when
+ * the topology could not be read, or there is no memory), with the
+ * reason in err. */
+int nsa_loader_run_all(const struct nsa_store_conf *conf,
+		       const struct nsa_loader_sink *sink, int timeout_ms,
+		       int tries, char *err, size_t errlen);
+
 void nsa_loader_close(struct nsa_loader *ld);
 
 #endif
