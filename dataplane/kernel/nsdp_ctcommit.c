@@ -38,7 +38,8 @@
  *   active has given to this flow since (its delete was missed, or the
  *   entry outlived it), so that entry is deleted (by its reply tuple,
  *   evicted) and the create sent again. Three such turns are free, more
- *   count as failures. Any other failure is retried; after
+ *   count as failures (with keep_existing, a refused create is left as
+ *   the kernel has it instead). Any other failure is retried; after
  *   NSDP_CTCOMMIT_ATTEMPTS failures the record is counted in errors.
  *
  * Not here: which records to commit (the standby's subscriber decides),
@@ -280,11 +281,15 @@ static void refuse(struct nsdp_ctcommit *c, uint64_t *why)
 	CT_STAT_ADD(c, refused, 1);
 }
 
-static uint8_t first_op(const struct ns_session *s)
+/* With keep_existing a refresh is a create too: an entry the kernel has
+ * is left alone. */
+static uint8_t first_op(const struct nsdp_ctcommit *c,
+			const struct ns_session *s)
 {
-	return s->event == NS_EV_DELETE	   ? CT_DELETE
-	       : s->event == NS_EV_REFRESH ? CT_UPDATE
-					   : CT_CREATE;
+	return s->event == NS_EV_DELETE ? CT_DELETE
+	       : s->event == NS_EV_REFRESH && !c->conf.keep_existing
+		       ? CT_UPDATE
+		       : CT_CREATE;
 }
 
 /* s, and its second line when it has one. */
@@ -329,12 +334,12 @@ int nsdp_ctcommit_add(struct nsdp_ctcommit *c, const struct ns_session *s)
 			return 1;
 		}
 		set_item(it, s);
-		it->op = first_op(s);
+		it->op = first_op(c, s);
 		CT_STAT_ADD(c, coalesced, 1);
 		return 0;
 	}
 	it = &c->q[c->n];
-	*it = (struct ct_item){.op = first_op(s)};
+	*it = (struct ct_item){.op = first_op(c, s)};
 	set_item(it, s);
 	c->index[h] = (uint16_t)(++c->n);
 	return 0;
@@ -441,6 +446,10 @@ static void settle(struct nsdp_ctcommit *c, struct ct_item *it)
 	} else if (err == ENOENT && it->op == CT_DELETE) {
 		it->done = 1;
 		CT_STAT_ADD(c, deleted, 1);
+	} else if (err == EEXIST && it->op == CT_CREATE &&
+		   c->conf.keep_existing) {
+		it->done = 1;
+		CT_STAT_ADD(c, kept, 1);
 	} else if ((err == EEXIST && it->op == CT_CREATE) ||
 		   (err == ENOENT && it->op == CT_UPDATE)) {
 		/* EEXIST after a refused update: the reply tuple is taken. */
@@ -549,6 +558,7 @@ void nsdp_ctcommit_stats(const struct nsdp_ctcommit *c,
 	LOAD(refused_duplicate);
 	LOAD(coalesced);
 	LOAD(evicted);
+	LOAD(kept);
 	LOAD(messages);
 	LOAD(sends);
 	LOAD(last_error);

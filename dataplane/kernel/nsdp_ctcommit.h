@@ -43,6 +43,11 @@ struct nsdp_ctcommit_conf {
 	/* Conntrack zone the entries are written into (CTA_ZONE); 0 = the
 	 * default zone. */
 	uint16_t zone;
+	/* 1: a create the kernel refuses as existing (EEXIST: the flow's own
+	 * entry, or another flow's holding the translated address and port)
+	 * is left as the kernel has it, counted in kept: no update, no
+	 * eviction. A read-back of what a live gateway may hold newer. */
+	int keep_existing;
 };
 
 struct nsdp_ctcommit_stats {
@@ -62,6 +67,8 @@ struct nsdp_ctcommit_stats {
 	/* entries of other flows deleted because they held the translated
 	 * address and port a newer record gives to its flow */
 	uint64_t evicted;
+	/* creates left out as the kernel had an entry (keep_existing) */
+	uint64_t kept;
 	uint64_t messages; /* ctnetlink messages sent */
 	uint64_t sends; /* sendmsg calls */
 	int last_error; /* errno of the last error counted, 0 = none */
