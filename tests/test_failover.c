@@ -76,6 +76,7 @@
 #include "nst_netns.h"
 #include "nst_session.h"
 #include "nst_skip.h"
+#include "nst_stats.h"
 #include "nst_store.h"
 
 #define STORE_PORT 7800
@@ -1864,21 +1865,6 @@ Test(failover, a_gateway_configured_active_waits_for_its_cold_load)
 	store_signal(SIGCONT, 0);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The p-th percentile (nearest rank) of n sorted values. */
-static uint64_t percentile(const uint64_t *v, int n, double p)
-{
-	int i = (int)(p / 100.0 * n + 0.999999) - 1;
-
-	return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
-
 #define MAX_ROUNDS 64
 
 /*
@@ -1980,15 +1966,16 @@ Test(failover, keepalived_moves_the_flows_when_the_active_dies, .timeout = 900)
 	if (nat64)
 		flows6_end_whole();
 	cr_expect_eq(LOAD(n_udp_sources), 1);
-	qsort(outage, (size_t)rounds, sizeof(outage[0]), cmp_u64);
-	qsort(promoted, (size_t)rounds, sizeof(promoted[0]), cmp_u64);
+	nst_sort_u64(outage, (size_t)rounds);
+	nst_sort_u64(promoted, (size_t)rounds);
 	printf("RESULT failover how=%s rounds=%d outage_p50_ms=%.0f "
 	       "outage_p99_ms=%.0f outage_max_ms=%.0f promoted_p50_ms=%.0f "
 	       "promoted_p99_ms=%.0f\n",
-	       how, rounds, percentile(outage, rounds, 50) / 1e3,
-	       percentile(outage, rounds, 99) / 1e3, outage[rounds - 1] / 1e3,
-	       percentile(promoted, rounds, 50) / 1e3,
-	       percentile(promoted, rounds, 99) / 1e3);
+	       how, rounds, nst_percentile(outage, rounds, 50) / 1e3,
+	       nst_percentile(outage, rounds, 99) / 1e3,
+	       outage[rounds - 1] / 1e3,
+	       nst_percentile(promoted, rounds, 50) / 1e3,
+	       nst_percentile(promoted, rounds, 99) / 1e3);
 }
 
 /* Cut (up = 0) or heal the VRRP link: nftables in A's keepalived

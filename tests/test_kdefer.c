@@ -35,6 +35,7 @@
 #include "nst_agents.h"
 #include "nst_netns.h"
 #include "nst_skip.h"
+#include "nst_stats.h"
 #include "nst_store.h"
 
 #define STORE_PORT 7980
@@ -591,13 +592,6 @@ Test(kdefer, the_held_record_equals_the_one_the_bpf_capture_makes)
 	close(server);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* flows new flows one after the other, each one's first packet timed from
  * the client's send to the server; p50 and p99 in µs. */
 static void first_packet_latency(const struct fam *f, int server,
@@ -616,9 +610,9 @@ static void first_packet_latency(const struct fam *f, int server,
 		lat[i] = t1 - t0;
 		close(fd);
 	}
-	qsort(lat, flows, sizeof(*lat), cmp_u64);
-	*p50 = (double)lat[flows / 2] / 1e3;
-	*p99 = (double)lat[(flows * 99) / 100] / 1e3;
+	nst_sort_u64(lat, flows);
+	*p50 = (double)nst_percentile(lat, flows, 50) / 1e3;
+	*p99 = (double)nst_percentile(lat, flows, 99) / 1e3;
 	free(lat);
 }
 

@@ -44,6 +44,7 @@
 #include "nst_netns.h"
 #include "nst_session.h"
 #include "nst_skip.h"
+#include "nst_stats.h"
 #include "nsa_fence.h"
 #include "nst_store.h"
 
@@ -462,6 +463,30 @@ static void three_flows(int *listener, int *udp_server, int *u_c, uint16_t *u_x)
 		  fl.b_x, *u_x);
 }
 
+/* The test's run directory name and its network. */
+static void pair_net(const char *name)
+{
+	snprintf(run_dir, sizeof(run_dir), "%s", nst_run_dir_make(name));
+	net_setup();
+}
+
+/* The store, and the pair as keepalived starts it, through the notify
+ * script: gateway 2 BACKUP (its standby committing into its conntrack,
+ * synced), gateway 1 MASTER (its active capturing with BPF,
+ * replicating). */
+static void pair_agents(void)
+{
+	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
+	make_gw_dir(1);
+	make_gw_dir(2);
+	cr_assert_eq(notify(2, "BACKUP"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(2, "kernel-standby.log", "standby: synced", 30);
+	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(1, "kernel-active.log", "progress: active", 10);
+}
+
 TestSuite(failover, .fini = stop_all, .timeout = 300);
 
 Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
@@ -474,20 +499,8 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
 		      "root");
-	snprintf(run_dir, sizeof(run_dir), "%s", nst_run_dir_make("kfailover"));
-	net_setup();
-	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
-	make_gw_dir(1);
-	make_gw_dir(2);
-
-	/* Gateway 2 is the backup: its standby commits into its conntrack.
-	 * Gateway 1 is the master: its active captures with BPF. */
-	cr_assert_eq(notify(2, "BACKUP"), 0, "see %s",
-		     nst_run_path("notify.out"));
-	wait_log(2, "kernel-standby.log", "standby: synced", 30);
-	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
-		     nst_run_path("notify.out"));
-	wait_log(1, "kernel-active.log", "progress: active", 10);
+	pair_net("kfailover");
+	pair_agents();
 
 	/* Three flows through gateway 1, talking both ways. */
 	t0 = nsdp_now_s();
@@ -762,19 +775,9 @@ Test(failover, a_forwarded_port_flow_continues_on_the_peer)
 
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
 		      "root");
-	snprintf(run_dir, sizeof(run_dir), "%s",
-		 nst_run_dir_make("kfailover-dnat"));
-	net_setup();
+	pair_net("kfailover-dnat");
 	add_forwarding("ip");
-	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
-	make_gw_dir(1);
-	make_gw_dir(2);
-	cr_assert_eq(notify(2, "BACKUP"), 0, "see %s",
-		     nst_run_path("notify.out"));
-	wait_log(2, "kernel-standby.log", "standby: synced", 30);
-	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
-		     nst_run_path("notify.out"));
-	wait_log(1, "kernel-active.log", "progress: active", 10);
+	pair_agents();
 
 	client = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, FWD_TO);
 	server_p = nst_socket_in("k3s", SOCK_DGRAM, SERVER, FWD_P);
@@ -1050,21 +1053,11 @@ Test(failover, ipv6_tcp_and_udp_flows_continue_on_the_peer)
 
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
 		      "root");
-	snprintf(run_dir, sizeof(run_dir), "%s",
-		 nst_run_dir_make("kfailover-v6"));
-	net_setup();
+	pair_net("kfailover-v6");
 	net6_add(0);
 	add_forwarding("ip");
 	add_forwarding("ip6");
-	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
-	make_gw_dir(1);
-	make_gw_dir(2);
-	cr_assert_eq(notify(2, "BACKUP"), 0, "see %s",
-		     nst_run_path("notify.out"));
-	wait_log(2, "kernel-standby.log", "standby: synced", 30);
-	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
-		     nst_run_path("notify.out"));
-	wait_log(1, "kernel-active.log", "progress: active", 10);
+	pair_agents();
 	f6_make("k3gw2");
 
 	cr_assert_eq(kill(role_pid(1, "active"), SIGKILL), 0);
@@ -1180,6 +1173,22 @@ static int holds_pool(int gw)
 		      gw, gw) == 0;
 }
 
+/* Gateway 1's keepalived, then, once it is MASTER, gateway 2's. Started
+ * together, the one whose master-down timer fires first becomes MASTER
+ * (gateway 1's is 0.2 s shorter, its priority higher), and nopreempt
+ * keeps it there: on a loaded machine gateway 2's could start first
+ * enough to win. */
+static void keepalived_pair_start(void)
+{
+	keepalived_start(1);
+	for (int i = 0; i < 200 && !holds_pool(1); i++)
+		nsdp_sleep_ms(50);
+	cr_assert(holds_pool(1), "gateway 1's keepalived did not become "
+				 "MASTER alone; see %s",
+		  gw_path(1, "keepalived.log"));
+	keepalived_start(2);
+}
+
 /* SIGSTOP or SIGCONT to every master of the store. */
 static void store_signal(int sig)
 {
@@ -1241,8 +1250,7 @@ Test(failover, keepalived_moves_a_kernel_gateways_flows)
 	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
 	make_gw_dir(1);
 	make_gw_dir(2);
-	keepalived_start(1);
-	keepalived_start(2);
+	keepalived_pair_start();
 	wait_log(1, "kernel-active.log", "progress: active", 30);
 	wait_log(2, "kernel-standby.log", "standby: synced", 30);
 	cr_assert(holds_pool(1) && !holds_pool(2),
@@ -1455,21 +1463,6 @@ static void gw_links(int gw, int up, int direct)
 		     0);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The p-th percentile (nearest rank) of n sorted values. */
-static uint64_t percentile(const uint64_t *v, int n, double p)
-{
-	int i = (int)(p / 100.0 * n + 0.999999) - 1;
-
-	return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
-
 #define MAX_ROUNDS 64
 
 /*
@@ -1520,8 +1513,7 @@ Test(failover, keepalived_moves_the_flows_over_and_back, .timeout = 1200)
 		cr_assert_eq(nst_sh("ip -n k3gw1 addr flush dev k3g1i && "
 				    "ip -n k3gw1 addr flush dev k3g1o"),
 			     0);
-		keepalived_start(1);
-		keepalived_start(2);
+		keepalived_pair_start();
 	}
 	wait_log(1, "kernel-active.log", "progress: active", 30);
 	wait_log(2, "kernel-standby.log", "standby: synced", 30);
@@ -1625,18 +1617,18 @@ Test(failover, keepalived_moves_the_flows_over_and_back, .timeout = 1200)
 	close(a_s);
 	close(udp_server);
 	close(listener);
-	qsort(outage, (size_t)rounds, sizeof(outage[0]), cmp_u64);
-	qsort(vip, (size_t)rounds, sizeof(vip[0]), cmp_u64);
-	qsort(active, (size_t)rounds, sizeof(active[0]), cmp_u64);
+	nst_sort_u64(outage, (size_t)rounds);
+	nst_sort_u64(vip, (size_t)rounds);
+	nst_sort_u64(active, (size_t)rounds);
 	printf("RESULT kfailover how=%s rounds=%d outage_p50_ms=%.0f "
 	       "outage_p99_ms=%.0f outage_max_ms=%.0f moved_p50_ms=%.0f "
 	       "moved_p99_ms=%.0f active_p50_ms=%.0f active_p99_ms=%.0f\n",
-	       how, rounds, percentile(outage, rounds, 50) / 1e3,
-	       percentile(outage, rounds, 99) / 1e3, outage[rounds - 1] / 1e3,
-	       percentile(vip, rounds, 50) / 1e3,
-	       percentile(vip, rounds, 99) / 1e3,
-	       percentile(active, rounds, 50) / 1e3,
-	       percentile(active, rounds, 99) / 1e3);
+	       how, rounds, nst_percentile(outage, rounds, 50) / 1e3,
+	       nst_percentile(outage, rounds, 99) / 1e3,
+	       outage[rounds - 1] / 1e3, nst_percentile(vip, rounds, 50) / 1e3,
+	       nst_percentile(vip, rounds, 99) / 1e3,
+	       nst_percentile(active, rounds, 50) / 1e3,
+	       nst_percentile(active, rounds, 99) / 1e3);
 }
 
 /* ---- a promotion reads back what the fenced active never published --- */
@@ -1671,6 +1663,20 @@ static int store_key_cmd(const struct ns_session *s, int del)
 	return done;
 }
 
+/* A session A wrote to the store and never announced, of rec's gateway
+ * and epoch: the client's port sport to the server's dport, translated
+ * to xport. */
+static void write_unannounced(const struct ns_session *rec, uint16_t sport,
+			      uint16_t dport, uint16_t xport)
+{
+	struct ns_session s =
+		nst_session(IPPROTO_UDP, NS_EV_CREATE, rec->gateway_id,
+			    rec->epoch, 600000, nsdp_realtime_ns());
+
+	nst_session_snat(&s, CLIENT, sport, SERVER, dport, POOL, xport);
+	cr_assert_eq(store_key_cmd(&s, 0), 1);
+}
+
 /* Gateway 2's conntrack entries of UDP flows to port dport from the
  * client's port sport (0: any port). */
 static int ct_count(uint16_t sport, uint16_t dport)
@@ -1693,25 +1699,15 @@ static int ct_count(uint16_t sport, uint16_t dport)
 Test(failover,
      a_kernel_promotion_reads_back_what_the_fenced_active_never_published)
 {
-	struct ns_session rec, s;
+	struct ns_session rec;
 	int listener, udp_server, u_c, n = -1;
 	uint16_t u_x;
 	double t0;
 
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
 		      "root");
-	snprintf(run_dir, sizeof(run_dir), "%s",
-		 nst_run_dir_make("kfailover-readback"));
-	net_setup();
-	cr_assert_eq(nst_store_start_fresh(STORE_PORT, STORE_MASTERS, 0), 0);
-	make_gw_dir(1);
-	make_gw_dir(2);
-	cr_assert_eq(notify(2, "BACKUP"), 0, "see %s",
-		     nst_run_path("notify.out"));
-	wait_log(2, "kernel-standby.log", "standby: synced", 30);
-	cr_assert_eq(notify(1, "MASTER"), 0, "see %s",
-		     nst_run_path("notify.out"));
-	wait_log(1, "kernel-active.log", "progress: active", 10);
+	pair_net("kfailover-readback");
+	pair_agents();
 
 	/* U through gateway 1, announced: in gateway 2's conntrack. */
 	three_flows(&listener, &udp_server, &u_c, &u_x);
@@ -1723,14 +1719,9 @@ Test(failover,
 	 * UNANNOUNCED sessions of its gateway id and epoch. */
 	kill(role_pid(1, "active"), SIGKILL);
 	cr_assert_eq(store_key_cmd(&rec, 1), 1, "U deleted on its master");
-	for (int i = 0; i < UNANNOUNCED; i++) {
-		s = nst_session(IPPROTO_UDP, NS_EV_CREATE, rec.gateway_id,
-				rec.epoch, 600000, nsdp_realtime_ns());
-		nst_session_snat(&s, CLIENT, UNANNOUNCED_SPORT + i, SERVER,
-				 UNANNOUNCED_PORT, POOL,
-				 GW1_PORTS_LO + 5000 + i);
-		cr_assert_eq(store_key_cmd(&s, 0), 1);
-	}
+	for (int i = 0; i < UNANNOUNCED; i++)
+		write_unannounced(&rec, UNANNOUNCED_SPORT + i, UNANNOUNCED_PORT,
+				  GW1_PORTS_LO + 5000 + i);
 	cr_assert_eq(ct_count(0, UNANNOUNCED_PORT), 0);
 
 	/* B promoted as keepalived does it. */
@@ -1750,6 +1741,108 @@ Test(failover,
 		     n, UNANNOUNCED);
 	cr_assert_eq(ct_count(PORT_U, UDP_PORT), 0,
 		     "U, deleted unannounced, is in gateway 2's conntrack");
+	close(u_c);
+	close(udp_server);
+	close(listener);
+}
+
+/* The numbers of gateway 2's active's read-back line: the sessions of an
+ * earlier epoch it wrote into conntrack and those it left out; 0 when
+ * there is no such line. */
+static int readback_counts(unsigned long *written, unsigned long *kept)
+{
+	char cmd[1024], line[1024] = "";
+	const char *p;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "grep -h 'read-back after provisional' %s",
+		 gw_path(2, "kernel-active.log"));
+	f = popen(cmd, "r");
+	if (!f)
+		return 0;
+	if (!fgets(line, sizeof(line), f))
+		line[0] = 0;
+	pclose(f);
+	p = strstr(line, "earlier epoch: ");
+	return p && sscanf(p,
+			   "earlier epoch: %lu written into conntrack, "
+			   "%lu left out",
+			   written, kept) == 2;
+}
+
+/* As above, with the store hung at the promotion: the handover gets no
+ * epoch and cannot read the store, and gateway 2's active replicates on a
+ * provisional epoch (514). Once the store answers and takes that epoch,
+ * the active reads every master back into its conntrack: the sessions A
+ * wrote unannounced go in, but not one whose translated port a flow new
+ * on gateway 2 (F) holds by then, and F's entry is left as it is. */
+/* The unannounced session on F's translated port, to F's server port
+ * (the reply tuple F's entry holds). */
+#define TAKEN_SPORT 6100
+
+Test(failover, a_provisional_kernel_promotion_reads_back_once_the_store_answers)
+{
+	struct ns_session rec;
+	int listener, udp_server, u_c, f_c, n = -1;
+	unsigned long written = 0, kept = 0;
+	uint16_t u_x, f_x;
+
+	nst_need_root("network namespaces, nftables, BPF and conntrack need "
+		      "root");
+	/* Provisional epochs need each gateway's own id. */
+	own_ids = 1;
+	pair_net("kfailover-provisional-readback");
+	pair_agents();
+	three_flows(&listener, &udp_server, &u_c, &u_x);
+	rec = store_wait(IPPROTO_UDP, PORT_U, UDP_PORT, 1);
+	wait_committed("k3gw2", PORT_U, UDP_PORT, u_x);
+
+	/* Gateway 1 fails; gateway 2 forwards (its agents not yet
+	 * swapped) and F is new on it. */
+	kill(role_pid(1, "active"), SIGKILL);
+	move_addresses();
+	f_c = nst_socket_in("k3c", SOCK_DGRAM, CLIENT, PORT_F);
+	f_x = udp_to_server(f_c, udp_server, "f");
+	cr_assert(in_range(f_x, GW2_PORTS_LO), "F translated to %u", f_x);
+
+	/* What A wrote before it died and never announced: UNANNOUNCED
+	 * sessions, and one on the port F holds now. */
+	for (int i = 0; i < UNANNOUNCED; i++)
+		write_unannounced(&rec, UNANNOUNCED_SPORT + i, UNANNOUNCED_PORT,
+				  GW1_PORTS_LO + 5000 + i);
+	write_unannounced(&rec, TAKEN_SPORT, UDP_PORT, f_x);
+
+	/* Gateway 2 promoted with the store hung. */
+	store_signal(SIGSTOP);
+	cr_assert_eq(notify(2, "MASTER"), 0, "see %s",
+		     nst_run_path("notify.out"));
+	wait_log(2, "kernel-active.log", "provisional epoch 514", 20);
+	cr_assert_eq(ct_count(0, UNANNOUNCED_PORT), 0,
+		     "gateway 2's conntrack has unannounced sessions before "
+		     "the store answered");
+
+	/* The store answers: the epoch is made known, the store read back. */
+	store_signal(SIGCONT);
+	wait_log(2, "kernel-active.log",
+		 "read-back after provisional epoch 514", 20);
+	n = ct_count(0, UNANNOUNCED_PORT);
+	cr_assert(readback_counts(&written, &kept), "no read-back counts in %s",
+		  gw_path(2, "kernel-active.log"));
+	cr_log_info("read-back: %lu written, %lu left out; %d sessions to "
+		    "port %d in gateway 2's conntrack\n",
+		    written, kept, n, UNANNOUNCED_PORT);
+	cr_assert_eq(n, UNANNOUNCED,
+		     "gateway 2's conntrack holds %d sessions to port %d, not "
+		     "the %d A wrote unannounced",
+		     n, UNANNOUNCED_PORT, UNANNOUNCED);
+	cr_assert_eq(ct_count(TAKEN_SPORT, UDP_PORT), 0,
+		     "the session on F's port went into conntrack");
+	cr_assert_eq(written, UNANNOUNCED);
+	cr_assert_geq(kept, 1, "the session on F's port was not left out");
+	/* F still translates as before, both ways. */
+	cr_assert_eq(udp_to_server(f_c, udp_server, "f-after"), f_x);
+	cr_assert(udp_to_client(udp_server, f_c, f_x, "f-after-reply"));
+	close(f_c);
 	close(u_c);
 	close(udp_server);
 	close(listener);

@@ -14,6 +14,7 @@
 
 #include "nag_active.h"
 #include "nag_metrics.h"
+#include "nag_readback.h"
 #include "nsa_active.h"
 #include "nsa_cli.h"
 #include "nsa_host.h"
@@ -31,6 +32,10 @@
 /* A source stopped (the kernel one, or the synthetic one before its last
  * event): how long the writers get for the rest. */
 #define SOURCE_STOP_DRAIN_MS 10000
+/* The kernel active's read-back after a provisional epoch waits this long
+ * at most for its queued records to reach the store (its own ends of
+ * flows among them). */
+#define READBACK_DRAIN_S 2.0
 
 static void kernel_table_dump(const struct nsa_source *src,
 			      const struct nsa_config *conf)
@@ -101,6 +106,10 @@ struct active_run {
 	uint64_t last_acked;
 	int drained;
 	struct nag_epoch *epoch; /* a provisional epoch to make known */
+	/* The kernel source's read-back once the store took that epoch:
+	 * due since readback_due (0: not due), running while readback. */
+	double readback_due;
+	struct nag_readback *readback;
 	int gateway_gone; /* the gateway we attached to died */
 };
 
@@ -176,6 +185,30 @@ static void active_progress(struct active_run *r, double t)
 	r->last_progress = t;
 }
 
+/* A kernel active whose provisional epoch the store took reads the store
+ * back into conntrack (nag_readback.h) once its queued records are in,
+ * or READBACK_DRAIN_S passed. */
+static void active_readback(struct active_run *r, double t)
+{
+	struct nag_epoch *pe = r->epoch;
+
+	if (r->readback) {
+		if (nag_readback_poll(r->readback))
+			r->readback = NULL;
+		return;
+	}
+	if (!r->src.ksrc || !pe || pe->made_known == 0)
+		return;
+	if (r->readback_due == 0)
+		r->readback_due = t;
+	if (nsa_active_drain(r->active, 0) != 0 &&
+	    t - r->readback_due < READBACK_DRAIN_S)
+		return;
+	r->readback = nag_readback_start(r->conf, pe->made_known);
+	pe->made_known = 0;
+	r->readback_due = 0;
+}
+
 /* Until stopped, the synthetic source is done, --duration passed or the
  * gateway we attached to is gone (r->gateway_gone). */
 static void active_loop(struct active_run *r, double duration)
@@ -190,6 +223,7 @@ static void active_loop(struct active_run *r, double duration)
 		if (r->src.ksrc && nsa_cli_dump_requested())
 			kernel_table_dump(&r->src, conf);
 		nag_epoch_register(r->epoch, t);
+		active_readback(r, t);
 		if (r->src.synth && !r->drained &&
 		    active_synth_done(r, duration))
 			break;
@@ -214,6 +248,10 @@ static void active_stop(struct active_run *r)
 {
 	const struct nsa_config *conf = r->conf;
 
+	if (r->readback) {
+		nag_readback_finish(r->readback);
+		r->readback = NULL;
+	}
 	if (r->gateway_gone) {
 		NSA_ERR("the gateway (DPDK primary process) is gone; "
 			"replicating what is left in its lanes, then stopping");

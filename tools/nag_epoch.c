@@ -109,6 +109,7 @@ void nag_epoch_register(struct nag_epoch *pe, double t)
 		snprintf(err, sizeof(err),
 			 "provisional epoch %u made known to the store", ours);
 		fence(pe->store, err);
+		pe->made_known = ours;
 	}
 }
 

@@ -16,6 +16,9 @@ struct nag_epoch {
 	 * next try; the store as it is asked (each connect and reply within
 	 * [agent] promote_wait_ms) and as the fence is raised. */
 	uint32_t provisional;
+	/* The provisional epoch once the store took it (fence raised),
+	 * until the caller reads the store back (nag_readback.h); else 0. */
+	uint32_t made_known;
 	double next_register;
 	struct nsa_store_conf quick;
 	const struct nsa_store_conf *store;
