@@ -118,6 +118,7 @@ int gw_stats(struct gw *g, char *reply, size_t len)
 	NAT(adopted);
 	NAT(adopt_known);
 	NAT(adopt_port_taken);
+	NAT(forgotten);
 #undef NAT
 	STAT_LINE(reply, len, used, "defer.p50_us", gw_defer_pct(g, 0.50));
 	STAT_LINE(reply, len, used, "defer.p99_us", gw_defer_pct(g, 0.99));

@@ -11,7 +11,12 @@
  * records have reached the store (its ends of flows among them), a thread
  * reads every master as a standby loads them and hands each session of
  * an earlier epoch that the table lacks (NAT44, NAT64, NAT66) to the fast
- * path (nsdp_nat_adopt), which takes it if its port is still free.
+ * path (nsdp_nat_adopt), which takes it if its port is still free. The
+ * sessions of an earlier epoch it finds in the table are marked; once the
+ * store was read whole, the fast path ends those of an earlier epoch left
+ * unmarked (nsdp_nat_readback_forget): the old active ended them and the
+ * store no longer holds them, so the table, the store and a standby end
+ * equal.
  *
  * Not here: the lcore's side of it (dataplane/nat/nsdp_nat_ctl.c).
  */
@@ -27,7 +32,6 @@
 #include "nsa_loader.h"
 #include "nsa_log.h"
 #include "nsdp_nat.h"
-#include "nsdp_table.h"
 #include "nsdp_time.h"
 
 /* How long the read-back waits for this gateway's queued records to
@@ -44,7 +48,6 @@ struct gw_readback {
 	pthread_t thread;
 	struct nsa_store_conf store;
 	const struct nsa_config *agent;
-	struct nsdp_table *table;
 	struct nsdp_nat *nat;
 	uint32_t epoch;
 	int stop; /* atomic: the gateway demotes or exits */
@@ -53,18 +56,6 @@ struct gw_readback {
 	char err[512];
 	int failed;
 };
-
-/* Whether the table holds r's flow (any thread). */
-static int rb_known(const struct nsdp_table *t, const struct ns_rec *r)
-{
-	struct ns_rec in;
-
-	if (ns_family_is_v6(r->s.family))
-		return nsdp_table_find_v6(t, r->s.proto, r->v6.orig_saddr,
-					  r->s.orig.sport, r->v6.orig_daddr,
-					  r->s.orig.dport, &in) >= 0;
-	return nsdp_table_find(t, r->s.proto, &r->s.orig, &in.s) >= 0;
-}
 
 /* Hand r to the fast path, waiting for room in its queue. */
 static void rb_hand(struct gw_readback *rb, const struct ns_rec *r)
@@ -101,7 +92,7 @@ static unsigned int rb_apply(void *arg, unsigned int node,
 		r.s = s[i];
 		if (ns_family_is_v6(s[i].family))
 			memcpy(&r.v6, &s[i + 1], sizeof(r.v6));
-		if (rb_known(rb->table, &r))
+		if (nsdp_nat_readback_known(rb->nat, &r))
 			rb->known++;
 		else
 			rb_hand(rb, &r);
@@ -151,6 +142,18 @@ static void rb_end(struct gw *g)
 		 " dropped (queue full)",
 		 rb->epoch, rb->read, rb->handed, rb->known, rb->foreign,
 		 rb->lost);
+	/* Read whole and still active: what the table holds of an earlier
+	 * epoch and the store did not is what the old active ended without
+	 * announcing it; the fast path ends it too (nat.forgotten). */
+	if (!rb->failed && !__atomic_load_n(&rb->stop, __ATOMIC_RELAXED) &&
+	    nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE &&
+	    !nsdp_nat_forgetting(g->nat)) {
+		nsdp_nat_readback_forget(g->nat, rb->epoch);
+		NSA_INFO("read-back after provisional epoch %u: the sessions "
+			 "of an earlier epoch the store no longer holds are "
+			 "ended (nat.forgotten)",
+			 rb->epoch);
+	}
 	g->readbacks++;
 	free(rb);
 	g->readback = NULL;
@@ -183,7 +186,6 @@ void gw_readback_poll(struct gw *g, double t)
 	}
 	rb->store = g->conf.agent.store;
 	rb->agent = &g->conf.agent;
-	rb->table = g->table;
 	rb->nat = g->nat;
 	rb->epoch = g->readback_epoch;
 	g->readback_epoch = 0;

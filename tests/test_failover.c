@@ -2611,11 +2611,86 @@ static void store_unannounced(uint32_t gateway_id, uint32_t epoch, uint32_t n,
 		redisFree(c[i]);
 }
 
+/* Sessions B loads at its start and A then ends without announcing it:
+ * GONE NAT44 ones (flows 1000.. of nst_session_flow, translated to
+ * POOL_FIRST:21000..) and GONE66 NAT66 ones (from fd00:2::N to the IPv6
+ * server, translated to outside_address6:21100..), of A's gateway id and
+ * epoch; written into the store (del 0) or deleted from it (del 1), on
+ * the master of each key's slot. */
+#define GONE 6
+#define GONE66 2
+
+static void store_gone(uint32_t epoch, int del)
+{
+	static struct nsa_topology topo;
+	struct nsa_store_conf sc = {.n_seeds = 1, .connect_timeout_ms = 1000};
+	char err[256];
+
+	snprintf(sc.seeds[0].host, sizeof(sc.seeds[0].host), "127.0.0.1");
+	sc.seeds[0].port = STORE_PORT;
+	cr_assert_eq(nsa_topology_fetch(&sc, &topo, err, sizeof(err)), 0, "%s",
+		     err);
+	for (uint32_t i = 0; i < GONE + GONE66; i++) {
+		struct ns_rec rec = {.s = nst_session(IPPROTO_UDP, NS_EV_CREATE,
+						      1, epoch, 600000,
+						      nsdp_realtime_ns())};
+		uint8_t key[NS_KEY_V6_LEN], val[NS_RECORD_MAX_LEN];
+		size_t key_len = NS_KEY_LEN;
+		redisContext *c;
+		redisReply *r;
+		int len;
+
+		if (i < GONE) {
+			nst_session_flow(&rec.s, 1000 + i);
+			rec.s.xlat.saddr = 0xc633640au; /* POOL_FIRST */
+			rec.s.xlat.sport = (uint16_t)(21000 + i);
+			ns_key_build(rec.s.proto, &rec.s.orig, key);
+		} else {
+			rec.s.family = NS_FAMILY_NAT66;
+			rec.s.orig.sport = (uint16_t)(41000 + i);
+			rec.s.orig.dport = UDP66_PORT;
+			rec.s.xlat.sport = (uint16_t)(21100 + i);
+			rec.s.xlat.dport = UDP66_PORT;
+			cr_assert_eq(inet_pton(AF_INET6, "fd00:2::1:0",
+					       rec.v6.orig_saddr),
+				     1);
+			rec.v6.orig_saddr[15] = (uint8_t)i;
+			cr_assert_eq(inet_pton(AF_INET6, SERVER66_ADDR,
+					       rec.v6.orig_daddr),
+				     1);
+			cr_assert_eq(inet_pton(AF_INET6, OUTSIDE6_ADDR,
+					       rec.v6.xlat_saddr),
+				     1);
+			memcpy(rec.v6.xlat_daddr, rec.v6.orig_daddr, 16);
+			ns_key_build_v6(rec.s.proto, rec.v6.orig_saddr,
+					rec.s.orig.sport, rec.v6.orig_daddr,
+					rec.s.orig.dport, key);
+			key_len = NS_KEY_V6_LEN;
+		}
+		len = ns_record_encode(&rec.s, val, sizeof(val));
+		cr_assert_gt(len, 0);
+		c = redisConnect("127.0.0.1",
+				 topo.nodes[topo.slot_node[ns_key_slot(
+							key, key_len)]]
+					 .addr.port);
+		cr_assert(c && !c->err);
+		r = del ? redisCommand(c, "DEL %b", key, key_len)
+			: redisCommand(c, "SET %b %b PX %u", key, key_len, val,
+				       (size_t)len, rec.s.timeout_ms);
+		cr_assert(r && r->type != REDIS_REPLY_ERROR, "%s refused",
+			  del ? "DEL" : "SET");
+		freeReplyObject(r);
+		redisFree(c);
+	}
+}
+
 /* A active, B a synced standby, a 3-master store holding 60 sessions of
  * A's that nobody published (store_unannounced with pool_addr, n_ports;
- * with NAT64 and NAT66 on, 20 NAT66 ones too), in run directory name. */
+ * with NAT64 and NAT66 on, 20 NAT66 ones too), in run directory name.
+ * With gone, B also loaded store_gone's sessions at its start, which the
+ * store no longer holds. */
 static void unannounced_pair(const char *name, uint32_t pool_addr,
-			     uint32_t n_ports)
+			     uint32_t n_ports, int gone)
 {
 	nst_need_root("needs root for network namespaces");
 	external = 0;
@@ -2627,9 +2702,15 @@ static void unannounced_pair(const char *name, uint32_t pool_addr,
 	gw_a = start_gateway('A', "");
 	cr_assert(WAIT_FOR(status_has('A', "mode=active"), 20),
 		  "A was not promoted; see %s", nst_run_path("gwA.log"));
+	if (gone)
+		store_gone((uint32_t)status_value('A', "epoch"), 0);
 	gw_b = start_gateway('B', "");
 	cr_assert(WAIT_FOR(status_has('B', "synced=yes"), 20),
 		  "B never loaded the table; see %s", nst_run_path("gwB.log"));
+	if (gone) {
+		cr_assert_eq(stat_value('B', "table.live"), GONE + GONE66);
+		store_gone((uint32_t)status_value('A', "epoch"), 1);
+	}
 	store_unannounced(1, (uint32_t)status_value('A', "epoch"), 60,
 			  pool_addr, n_ports, nat64 ? 20 : 0);
 }
@@ -2646,7 +2727,7 @@ Test(failover, a_promotion_reads_back_what_the_fenced_active_never_published)
 {
 	char reply[4096];
 
-	unannounced_pair("failover-unannounced", 0, 0);
+	unannounced_pair("failover-unannounced", 0, 0, 0);
 	nsdp_sleep_ms(200);
 	cr_expect_eq(stat_value('B', "table.live"), 0,
 		     "B was told of sessions nobody published");
@@ -2668,8 +2749,11 @@ Test(failover, a_promotion_reads_back_what_the_fenced_active_never_published)
  * ports marked: here 60 NAT44 ones with translated sources in B's pool,
  * the last 10 on the ports of the first 10, and 20 NAT66 ones, the last 2
  * on the ports of the first 2, so that 50 + 18 are taken and 10 + 2
- * refused (their ends recorded): the store, B and a fresh standby end
- * with the same 68.
+ * refused (their ends recorded). B also loaded, at its start, 6 NAT44
+ * and 2 NAT66 sessions that A then ended without announcing it (deleted
+ * from the store alone): once the store was read whole, B ends them too
+ * (nat.forgotten 8). The store, B and a fresh standby end with the same
+ * 68.
  */
 Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
 {
@@ -2679,14 +2763,14 @@ Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
 
 	nat64 = 1;
 	unannounced_pair("failover-unannounced-provisional",
-			 0xc633640au /* POOL_FIRST */, 50);
+			 0xc633640au /* POOL_FIRST */, 50, 1);
 
 	store_signal(SIGSTOP, 0);
 	stop_pid(&gw_a, SIGKILL);
 	cr_assert_eq(ctl('B', "promote", reply, sizeof(reply)), 0, "%s", reply);
 	cr_assert(status_has('B', "provisional=yes"),
 		  "B is not on a provisional epoch with the store stopped");
-	cr_expect_eq(stat_value('B', "table.live"), 0);
+	cr_expect_eq(stat_value('B', "table.live"), GONE + GONE66);
 	store_signal(SIGCONT, 0);
 	cr_assert(WAIT_FOR(!status_has('B', "provisional=yes"), 20),
 		  "B did not make its epoch known to the store; see %s",
@@ -2700,6 +2784,14 @@ Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
 	cr_expect_eq(stat_value('B', "nat.adopted"), 68);
 	cr_expect_eq(stat_value('B', "nat.adopt_known"), 0);
 	cr_expect_eq(stat_value('B', "nat.adopt_port_taken"), 12);
+	cr_assert(WAIT_FOR(stat_value('B', "nat.forgotten") == GONE + GONE66,
+			   10),
+		  "B ended %ld of the %d sessions the store no longer "
+		  "holds; see %s",
+		  stat_value('B', "nat.forgotten"), GONE + GONE66,
+		  nst_run_path("gwB.log"));
+	cr_expect_eq(stat_value('B', "table.live"), 68);
+	cr_expect_eq(stat_value('B', "table.live_v6"), 18);
 	cr_expect_eq(status_value('B', "ports_in_use"), 68);
 	/* The 10 ends go out with flush_us: a second is ample. */
 	nsdp_sleep_ms(1000);

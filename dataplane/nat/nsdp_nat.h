@@ -170,6 +170,11 @@ struct nsdp_nat_stats {
 	 * because another session holds their port now (their end is
 	 * recorded, so that the store drops them too). */
 	uint64_t adopted, adopt_known, adopt_port_taken;
+	/* Sessions of an earlier epoch the read-back did not find in the
+	 * store (the old active ended them and never announced it): ended,
+	 * their ports freed and their ends recorded
+	 * (nsdp_nat_readback_forget). */
+	uint64_t forgotten;
 };
 
 struct nsdp_nat;
@@ -256,6 +261,20 @@ unsigned int nsdp_nat_deferred(const struct nsdp_nat *nat);
  * full: try again shortly) or -EAFNOSUPPORT (a family this gateway does
  * not translate). */
 int nsdp_nat_adopt(struct nsdp_nat *nat, const struct ns_rec *r);
+
+/* Whether the table holds r's flow (any thread: the read-back's); if it
+ * does and this gateway translates r's family, the session is marked as
+ * found in the store, so that nsdp_nat_readback_forget keeps it. */
+int nsdp_nat_readback_known(struct nsdp_nat *nat, const struct ns_rec *r);
+
+/* After a read-back that read the store whole: the lcore ends, once the
+ * sessions queued by nsdp_nat_adopt are taken, every live session of an
+ * epoch below epoch that the read-back did not find (nat.forgotten), a
+ * slice of positions per housekeeping, and clears the marks. */
+void nsdp_nat_readback_forget(struct nsdp_nat *nat, uint32_t epoch);
+
+/* Whether a forget walk is due or running. */
+int nsdp_nat_forgetting(const struct nsdp_nat *nat);
 
 /* Outside ports in use in the port maps (for tests and status). */
 uint64_t nsdp_nat_ports_in_use(const struct nsdp_nat *nat);

@@ -38,6 +38,7 @@
 #include <rte_malloc.h>
 
 #include "nsdp_nat64.h"
+#include "nsdp_nat6.h"
 #include "nsdp_nat66.h"
 #include "nsdp_nat_arp.h"
 #include "nsdp_nat_defer.h"
@@ -157,6 +158,60 @@ static void adopt_step(struct nsdp_nat *nat, uint64_t now)
 	}
 }
 
+/* A forget walk's positions per housekeeping, of each family. */
+#define FORGET_SLICE 1024
+
+/* Whether the live session at a position survives the forget walk below
+ * epoch: the read-back saw it (the mark cleared for the next one), or
+ * its epoch is this gateway's own or later. */
+static int forget_keeps(struct side *sd, uint32_t epoch, uint32_t s_epoch)
+{
+	if (__atomic_load_n(&sd->seen, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&sd->seen, 0, __ATOMIC_RELAXED);
+		return 1;
+	}
+	return s_epoch >= epoch;
+}
+
+/* A slice of the forget walk (nsdp_nat_readback_forget): IPv4 positions,
+ * then IPv6 ones; at the end the walk is done. */
+static void forget_step(struct nsdp_nat *nat, uint64_t now)
+{
+	uint32_t epoch = __atomic_load_n(&nat->forget_epoch, __ATOMIC_ACQUIRE);
+	uint32_t i;
+
+	for (i = 0; i < FORGET_SLICE && nat->forget_pos < nat->n_positions;
+	     i++) {
+		uint32_t pos = nat->forget_pos++;
+		struct side *sd = &nat->side[pos];
+		struct ns_session s;
+
+		if (!sd->live || nsdp_table_at(nat->table, pos, &s) != 0 ||
+		    !side_owns(sd, &s) || forget_keeps(sd, epoch, s.epoch))
+			continue;
+		nsdp_nat_session_close(nat, (int32_t)pos, &s, now);
+		NSDP_STAT_INC(nat->st.forgotten);
+	}
+	for (i = 0; i < FORGET_SLICE && nat->side6 &&
+		    nat->forget_pos6 < nat->n_positions6;
+	     i++) {
+		uint32_t pos = nat->forget_pos6++;
+		struct side6 *sd6 = &nat->side6[pos];
+		struct ns_rec r;
+
+		if (!sd6->sd.live ||
+		    nsdp_table_at_v6(nat->table, pos, &r) != 0 ||
+		    !side6_owns(sd6, &r) ||
+		    forget_keeps(&sd6->sd, epoch, r.s.epoch))
+			continue;
+		nsdp_nat64_session_close(nat, (int32_t)pos, &r, now);
+		NSDP_STAT_INC(nat->st.forgotten);
+	}
+	if (nat->forget_pos >= nat->n_positions &&
+	    (!nat->side6 || nat->forget_pos6 >= nat->n_positions6))
+		__atomic_store_n(&nat->forget_epoch, 0, __ATOMIC_RELEASE);
+}
+
 void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 			struct nsdp_nat_tx *tx)
 {
@@ -194,6 +249,10 @@ void nsdp_nat_housekeep(struct nsdp_nat *nat, uint64_t now_ns,
 	}
 	if (unlikely(!rte_ring_empty(nat->adopt)))
 		adopt_step(nat, now_ns);
+	else if (unlikely(__atomic_load_n(&nat->forget_epoch,
+					  __ATOMIC_RELAXED)) &&
+		 nat->mode == NSDP_NAT_ACTIVE)
+		forget_step(nat, now_ns);
 	nsdp_nat_defer_release(nat, now_ns, tx);
 	nat->last_housekeep_ns = now_ns;
 }
@@ -317,6 +376,42 @@ int nsdp_nat_adopt(struct nsdp_nat *nat, const struct ns_rec *r)
 	return rte_ring_sp_enqueue_elem(nat->adopt, &copy, sizeof(copy)) == 0
 		       ? 0
 		       : -ENOBUFS;
+}
+
+int nsdp_nat_readback_known(struct nsdp_nat *nat, const struct ns_rec *r)
+{
+	struct ns_rec in;
+	int32_t pos;
+
+	if (ns_family_is_v6(r->s.family)) {
+		pos = nsdp_table_find_v6(nat->table, r->s.proto,
+					 r->v6.orig_saddr, r->s.orig.sport,
+					 r->v6.orig_daddr, r->s.orig.dport,
+					 &in);
+		if (pos >= 0 && nat->side6 &&
+		    (r->s.family != NS_FAMILY_NAT66 || nat->nat66))
+			__atomic_store_n(&nat->side6[pos].sd.seen, 1,
+					 __ATOMIC_RELAXED);
+		return pos >= 0;
+	}
+	pos = nsdp_table_find(nat->table, r->s.proto, &r->s.orig, &in.s);
+	if (pos >= 0)
+		__atomic_store_n(&nat->side[pos].seen, 1, __ATOMIC_RELAXED);
+	return pos >= 0;
+}
+
+void nsdp_nat_readback_forget(struct nsdp_nat *nat, uint32_t epoch)
+{
+	/* The cursors are the lcore's once forget_epoch is set: reset them
+	 * before (no walk runs now, the last one having ended). */
+	nat->forget_pos = 0;
+	nat->forget_pos6 = 0;
+	__atomic_store_n(&nat->forget_epoch, epoch, __ATOMIC_RELEASE);
+}
+
+int nsdp_nat_forgetting(const struct nsdp_nat *nat)
+{
+	return __atomic_load_n(&nat->forget_epoch, __ATOMIC_ACQUIRE) != 0;
 }
 
 enum nsdp_nat_mode nsdp_nat_mode(const struct nsdp_nat *nat)

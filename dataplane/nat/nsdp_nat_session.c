@@ -269,6 +269,7 @@ static void side_set(struct side *sd, const struct ns_session *s, uint8_t tcp,
 	sd->proto = s->proto;
 	sd->timeout_ms = s->timeout_ms;
 	sd->tcp = tcp;
+	__atomic_store_n(&sd->seen, 0, __ATOMIC_RELAXED);
 	sd->live = 1;
 }
 
@@ -336,6 +337,7 @@ int nsdp_nat_session_adopt(struct nsdp_nat *nat, const struct ns_session *s,
 		return -EEXIST;
 	map_mark(nat, pm, bit);
 	nsdp_nat_side_adopt(nat, &nat->side[pos], s, now);
+	__atomic_store_n(&nat->side[pos].seen, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -546,6 +548,7 @@ int nsdp_nat6_session_adopt(struct nsdp_nat *nat, const struct ns_rec *r,
 		return -EEXIST;
 	map_mark(nat, pm, bit);
 	nsdp_nat64_side_adopt(nat, &nat->side6[pos], r, now);
+	__atomic_store_n(&nat->side6[pos].sd.seen, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 

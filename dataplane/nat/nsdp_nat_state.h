@@ -80,7 +80,10 @@ struct side {
 	uint8_t proto;
 	uint8_t live;
 	uint8_t tcp; /* enum tcp_state */
-	uint8_t pad;
+	/* A promotion's read-back found the session in the store (set by
+	 * the read-back's thread, cleared by the lcore's forget walk; atomic
+	 * both ways). */
+	uint8_t seen;
 };
 
 struct port_map {
@@ -186,6 +189,11 @@ struct nsdp_nat {
 	uint32_t announce_next;
 	uint32_t sweep_pos;
 	uint32_t sweep_pos6;
+	/* nsdp_nat_readback_forget: the epoch below which a live session the
+	 * read-back did not see is ended (0: none due; atomic, set by the
+	 * control thread, cleared by the lcore), and the walk's cursors. */
+	uint32_t forget_epoch;
+	uint32_t forget_pos, forget_pos6;
 	uint32_t announce6; /* an unsolicited NA is due (promotion) */
 	uint16_t ip_id; /* IPv4 identification of translated packets */
 	uint64_t last_housekeep_ns;
