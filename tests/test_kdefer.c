@@ -667,8 +667,13 @@ Test(kdefer, ipv6_first_packet_latency_with_defer_off_and_on)
 /* ---- failover ----------------------------------------------------------- */
 
 #define FO_RATE 2000 /* new flows a second, both families together */
-#define FO_FLOWS 2000
+#define FO_FLOWS 8000 /* 4 s of them: the failure comes while they go */
+/* The agent dies once each family had FO_MIN_ARRIVED flows through, at
+ * least FO_KILL_AFTER_MS and at most FO_KILL_BY_MS after the flows
+ * began: on a loaded machine the first ones come late. */
 #define FO_KILL_AFTER_MS 500
+#define FO_KILL_BY_MS 3000
+#define FO_MIN_ARRIVED (FO_RATE * FO_KILL_AFTER_MS / 4000)
 
 /* Flow i of a round is of family fo_fams[i % 2]: the two families share
  * one gateway pair, one standby and one failure. */
@@ -679,6 +684,7 @@ static struct {
 	uint16_t first_port;
 	unsigned int sent;
 	uint8_t arrived[65536]; /* by translated (here: client) port */
+	unsigned long n_arrived[2]; /* atomic: by fo_fams' index */
 } fo;
 
 /* What a round found for one family. */
@@ -722,8 +728,11 @@ static void *fo_server(void *arg)
 			continue;
 		for (int k = 0; k < 2; k++)
 			if ((p[k].revents & POLLIN) &&
-			    arrival(p[k].fd, 0, &port))
+			    arrival(p[k].fd, 0, &port) && !fo.arrived[port]) {
 				fo.arrived[port] = 1;
+				__atomic_add_fetch(&fo.n_arrived[k], 1,
+						   __ATOMIC_RELEASE);
+			}
 	}
 	return NULL;
 }
@@ -754,10 +763,11 @@ static void committed_ports(const struct fam *f, uint16_t first, unsigned int n,
 }
 
 /* One round: flows of both families through gateway A (k5df-g) from
- * first_port on, A dies FO_KILL_AFTER_MS into them, as a host that fails
- * takes its agent and its forwarding: the agent stops (SIGSTOP: its queue
- * stays bound), A's forwarding stops (an inet nftables drop, a few ms
- * later), the agent is SIGKILLed. The flows whose first datagram reached
+ * first_port on, A dies in the middle of them (once FO_MIN_ARRIVED of each
+ * family went through, FO_KILL_AFTER_MS to FO_KILL_BY_MS into them), as a
+ * host that fails takes its agent and its forwarding: the agent stops
+ * (SIGSTOP: its queue stays bound), A's forwarding stops (an inet
+ * nftables drop, a few ms later), the agent is SIGKILLed. The flows whose first datagram reached
  * the server and whose entry is not in gateway B's conntrack 2 s later
  * are lost_at_failover; out[k] counts family fo_fams[k]'s. */
 static void fo_round(unsigned int defer_max_us, uint16_t first_port,
@@ -771,11 +781,19 @@ static void fo_round(unsigned int defer_max_us, uint16_t first_port,
 
 	active_start(defer_max_us);
 	memset(fo.arrived, 0, sizeof(fo.arrived));
+	memset(fo.n_arrived, 0, sizeof(fo.n_arrived));
 	fo.first_port = first_port;
 	fo.stop = 0;
 	pthread_create(&server, NULL, fo_server, NULL);
 	pthread_create(&client, NULL, fo_client, NULL);
 	nsdp_sleep_ms(FO_KILL_AFTER_MS);
+	for (int i = 0; i < (FO_KILL_BY_MS - FO_KILL_AFTER_MS) / 10 &&
+			(__atomic_load_n(&fo.n_arrived[0], __ATOMIC_ACQUIRE) <=
+				 FO_MIN_ARRIVED ||
+			 __atomic_load_n(&fo.n_arrived[1], __ATOMIC_ACQUIRE) <=
+				 FO_MIN_ARRIVED);
+	     i++)
+		nsdp_sleep_ms(10);
 	t0 = mono_ns();
 	kill(active_pid, SIGSTOP);
 	cr_assert_eq(nst_sh("ip netns exec k5df-g nft add table inet k5dead && "
@@ -810,7 +828,7 @@ static void fo_round(unsigned int defer_max_us, uint16_t first_port,
 			"agent)\n",
 			defer_max_us ? "on" : "off", fam_v(fo_fams[k]),
 			out[k].arrived, out[k].lost, sent, window_ms);
-		cr_assert_gt(out[k].arrived, FO_RATE * FO_KILL_AFTER_MS / 4000,
+		cr_assert_gt(out[k].arrived, FO_MIN_ARRIVED,
 			     "too few IPv%d flows went through before the "
 			     "failure",
 			     fam_v(fo_fams[k]));
