@@ -925,7 +925,8 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 	nst_agents_configure(seeds, &plan, 0);
 	pid = nst_agent_spawn("standby", "");
 	nst_wait_synced(pid);
-	rc = nst_sh("%s -c %s --set agent.epoch=0 --set source.dump= >%s 2>%s",
+	rc = nst_sh("%s -c %s --set agent.epoch=0 --set source.dump= "
+		    "--set agent.promote_wait_ms=5000 >%s 2>%s",
 		    nst_build("tools/natsync-agent"),
 		    nst_run_path("active.ini"), nst_run_path("first.out"),
 		    nst_run_path("first.log"));
@@ -940,7 +941,8 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 			    "0.1; done; exit 1",
 			    nst_run_path("standby.log")),
 		     0, "the standby did not resubscribe");
-	rc = nst_sh("%s -c %s --set agent.epoch=0 --set source.seed=8 >%s 2>%s",
+	rc = nst_sh("%s -c %s --set agent.epoch=0 --set source.seed=8 "
+		    "--set agent.promote_wait_ms=5000 >%s 2>%s",
 		    nst_build("tools/natsync-agent"),
 		    nst_run_path("active.ini"), nst_run_path("active.out"),
 		    nst_run_path("active.log"));
