@@ -2669,10 +2669,10 @@ static void store_gone(uint32_t epoch, int del)
 		}
 		len = ns_record_encode(&rec.s, val, sizeof(val));
 		cr_assert_gt(len, 0);
-		c = redisConnect("127.0.0.1",
-				 topo.nodes[topo.slot_node[ns_key_slot(
-							key, key_len)]]
-					 .addr.port);
+		c = redisConnect(
+			"127.0.0.1",
+			topo.nodes[topo.slot_node[ns_key_slot(key, key_len)]]
+				.addr.port);
 		cr_assert(c && !c->err);
 		r = del ? redisCommand(c, "DEL %b", key, key_len)
 			: redisCommand(c, "SET %b %b PX %u", key, key_len, val,
@@ -2784,12 +2784,12 @@ Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
 	cr_expect_eq(stat_value('B', "nat.adopted"), 68);
 	cr_expect_eq(stat_value('B', "nat.adopt_known"), 0);
 	cr_expect_eq(stat_value('B', "nat.adopt_port_taken"), 12);
-	cr_assert(WAIT_FOR(stat_value('B', "nat.forgotten") == GONE + GONE66,
-			   10),
-		  "B ended %ld of the %d sessions the store no longer "
-		  "holds; see %s",
-		  stat_value('B', "nat.forgotten"), GONE + GONE66,
-		  nst_run_path("gwB.log"));
+	cr_assert(
+		WAIT_FOR(stat_value('B', "nat.forgotten") == GONE + GONE66, 10),
+		"B ended %ld of the %d sessions the store no longer "
+		"holds; see %s",
+		stat_value('B', "nat.forgotten"), GONE + GONE66,
+		nst_run_path("gwB.log"));
 	cr_expect_eq(stat_value('B', "table.live"), 68);
 	cr_expect_eq(stat_value('B', "table.live_v6"), 18);
 	cr_expect_eq(status_value('B', "ports_in_use"), 68);

@@ -1183,8 +1183,9 @@ static void keepalived_pair_start(void)
 	keepalived_start(1);
 	for (int i = 0; i < 200 && !holds_pool(1); i++)
 		nsdp_sleep_ms(50);
-	cr_assert(holds_pool(1), "gateway 1's keepalived did not become "
-				 "MASTER alone; see %s",
+	cr_assert(holds_pool(1),
+		  "gateway 1's keepalived did not become "
+		  "MASTER alone; see %s",
 		  gw_path(1, "keepalived.log"));
 	keepalived_start(2);
 }

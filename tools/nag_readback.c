@@ -74,10 +74,10 @@ static void *rb_main(void *arg)
 	if (!rb->ct) {
 		rb->failed = 1;
 	} else {
-		rb->failed = nsa_loader_run_all(&c->store, &sink,
-						RB_TIMEOUT_MS, RB_LOAD_TRIES,
-						rb->err, sizeof(rb->err)) !=
-			     NSA_LOADER_DONE;
+		rb->failed =
+			nsa_loader_run_all(&c->store, &sink, RB_TIMEOUT_MS,
+					   RB_LOAD_TRIES, rb->err,
+					   sizeof(rb->err)) != NSA_LOADER_DONE;
 		nsdp_ctcommit_flush(rb->ct);
 		nsdp_ctcommit_stats(rb->ct, &rb->cs);
 		nsdp_ctcommit_close(rb->ct);
@@ -121,9 +121,8 @@ void nag_readback_finish(struct nag_readback *rb)
 		 " written into conntrack, %" PRIu64
 		 " left out (conntrack had the flow, or another flow holds "
 		 "its port), %" PRIu64 " errors, %" PRIu64 " refused",
-		 rb->epoch, rb->read, rb->older, rb->cs.committed,
-		 rb->cs.kept, rb->cs.errors,
-		 rb->cs.refused);
+		 rb->epoch, rb->read, rb->older, rb->cs.committed, rb->cs.kept,
+		 rb->cs.errors, rb->cs.refused);
 	free(rb);
 }
 
