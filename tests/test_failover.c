@@ -1791,8 +1791,8 @@ Test(failover, promotion_is_refused_when_no_epoch_can_be_had)
 	cr_expect_eq(status_value('B', "epoch"), NSA_EPOCH_STEP);
 }
 
-/* The port of the master that owns natsync:epoch. */
-static int epoch_master_port(void)
+/* The test store's topology (asserts it was read). */
+static const struct nsa_topology *store_topology(void)
 {
 	static struct nsa_topology topo;
 	struct nsa_store_conf sc = {.n_seeds = 1, .connect_timeout_ms = 1000};
@@ -1802,9 +1802,16 @@ static int epoch_master_port(void)
 	sc.seeds[0].port = STORE_PORT;
 	cr_assert_eq(nsa_topology_fetch(&sc, &topo, err, sizeof(err)), 0, "%s",
 		     err);
-	return topo
-		.nodes[topo.slot_node[ns_key_slot(NSA_EPOCH_KEY,
-						  strlen(NSA_EPOCH_KEY))]]
+	return &topo;
+}
+
+/* The port of the master that owns natsync:epoch. */
+static int epoch_master_port(void)
+{
+	const struct nsa_topology *t = store_topology();
+
+	return t->nodes[t->slot_node[ns_key_slot(NSA_EPOCH_KEY,
+						 strlen(NSA_EPOCH_KEY))]]
 		.addr.port;
 }
 
@@ -2622,14 +2629,7 @@ static void store_unannounced(uint32_t gateway_id, uint32_t epoch, uint32_t n,
 
 static void store_gone(uint32_t epoch, int del)
 {
-	static struct nsa_topology topo;
-	struct nsa_store_conf sc = {.n_seeds = 1, .connect_timeout_ms = 1000};
-	char err[256];
-
-	snprintf(sc.seeds[0].host, sizeof(sc.seeds[0].host), "127.0.0.1");
-	sc.seeds[0].port = STORE_PORT;
-	cr_assert_eq(nsa_topology_fetch(&sc, &topo, err, sizeof(err)), 0, "%s",
-		     err);
+	const struct nsa_topology *t = store_topology();
 	for (uint32_t i = 0; i < GONE + GONE66; i++) {
 		struct ns_rec rec = {.s = nst_session(IPPROTO_UDP, NS_EV_CREATE,
 						      1, epoch, 600000,
@@ -2671,7 +2671,7 @@ static void store_gone(uint32_t epoch, int del)
 		cr_assert_gt(len, 0);
 		c = redisConnect(
 			"127.0.0.1",
-			topo.nodes[topo.slot_node[ns_key_slot(key, key_len)]]
+			t->nodes[t->slot_node[ns_key_slot(key, key_len)]]
 				.addr.port);
 		cr_assert(c && !c->err);
 		r = del ? redisCommand(c, "DEL %b", key, key_len)
