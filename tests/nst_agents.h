@@ -36,6 +36,21 @@ void nst_agents_configure(const char *seeds, const struct nst_source_plan *p,
  * set. */
 void nst_agents_layout(const char *layout);
 
+/* A store layout as a Criterion test parameter: the parameter is copied
+ * into the test's own process, where a pointer to a string of the parent
+ * is not valid, so the name itself. NST_LAYOUTS: both, keys first. */
+struct nst_layout {
+	char name[8];
+};
+
+#define NST_LAYOUTS           \
+	{                     \
+		{"keys"},     \
+		{             \
+			"log" \
+		}             \
+	}
+
 /* The pid a background shell wrote to path (asserts it is there). */
 int nst_read_pid(const char *path);
 

@@ -48,6 +48,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -1358,27 +1359,34 @@ static void failover_scenario(const char *name)
 		  addr);
 }
 
-/* With NAT64 flows beside the NAT44 ones (the same gateways). */
-Test(failover, tcp_and_udp_flows_survive_the_active_gateways_death)
+/* In both store layouts (schema/FORMAT.md), with NAT64 flows beside the
+ * NAT44 ones (the same gateways). In the log layout B's cold load merges
+ * the segments A wrote, and B, promoted, writes segments of its own (and
+ * compacts A's). */
+ParameterizedTestParameters(failover,
+			    tcp_and_udp_flows_survive_the_active_gateways_death)
 {
+	static struct nst_layout layouts[] = NST_LAYOUTS;
+
+	return cr_make_param_array(struct nst_layout, layouts, 2);
+}
+
+ParameterizedTest(struct nst_layout *l, failover,
+		  tcp_and_udp_flows_survive_the_active_gateways_death)
+{
+	char name[32];
+
 	external = 0;
 	nat64 = 1;
-	failover_scenario("failover-threads");
+	layout = l->name;
+	snprintf(name, sizeof(name), "failover-%s", l->name);
+	failover_scenario(name);
 }
 
 Test(failover, flows_survive_with_the_agents_as_secondary_processes)
 {
 	external = 1;
 	failover_scenario("failover-external");
-}
-
-/* The same in the log layout: B's cold load merges the segments A wrote,
- * and B, promoted, writes segments of its own (and compacts A's). */
-Test(failover, tcp_and_udp_flows_survive_in_the_log_layout)
-{
-	external = 0;
-	layout = "log";
-	failover_scenario("failover-log");
 }
 
 /* ---- split brain ------------------------------------------------------------ */

@@ -25,6 +25,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
@@ -160,6 +161,10 @@ static void make_gw_dir(int gw)
  * otherwise both use the example's 1. */
 static int own_ids;
 
+/* The agents' [store] layout (schema/FORMAT.md): keys unless a test sets
+ * it. */
+static const char *layout = "keys";
+
 static const char *notify_command(int gw)
 {
 	static char cmd[4096];
@@ -170,11 +175,12 @@ static const char *notify_command(int gw)
 		 "--set source.dump= --set standby.dump= --set "
 		 "standby.table_capacity=65536 --set "
 		 "standby.table_capacity_v6=1024 --set agent.progress_ms=200 "
-		 "--set agent.gateway_id=%d'",
+		 "--set agent.gateway_id=%d --set store.layout=%s'",
 		 nst_src("deploy/keepalived-kernel-notify.sh"),
 		 nst_src("deploy/kernel-active.example.ini"),
 		 nst_src("deploy/kernel-standby.example.ini"), run_dir, gw,
-		 nst_build("tools/natsync-agent"), gw, gw, own_ids ? gw : 1);
+		 nst_build("tools/natsync-agent"), gw, gw, own_ids ? gw : 1,
+		 layout);
 	return cmd;
 }
 
@@ -260,15 +266,65 @@ static void stop_all(void)
 
 /* ---- the store and the gateways' tables ----------------------------- */
 
+/* The log layout's record of the flow of tuple t as natsync-verify --get
+ * prints it (the master's segments and checkpoints merged, as a standby
+ * loads them): 1 and *out's gateway, epoch and translation, or 0. */
+static int store_get_logged(uint8_t proto, const struct ns_tuple *t,
+			    struct ns_session *out)
+{
+	struct in_addr a = {.s_addr = htonl(t->saddr)},
+		       d = {.s_addr = htonl(t->daddr)};
+	char sa[INET_ADDRSTRLEN], da[INET_ADDRSTRLEN], xa[INET_ADDRSTRLEN];
+	char js[1024], *p;
+	unsigned int gw, epoch, xport;
+	FILE *f;
+	size_t n;
+
+	inet_ntop(AF_INET, &a, sa, sizeof(sa));
+	inet_ntop(AF_INET, &d, da, sizeof(da));
+	if (nst_sh("%s -S 127.0.0.1:%d -L log --get %u:%s:%u-%s:%u >%s "
+		   "2>/dev/null",
+		   nst_build("tools/natsync-verify"), STORE_PORT, proto, sa,
+		   t->sport, da, t->dport, nst_run_path("get.json")) != 0)
+		return 0;
+	f = fopen(nst_run_path("get.json"), "r");
+	cr_assert(f != NULL);
+	n = fread(js, 1, sizeof(js) - 1, f);
+	fclose(f);
+	js[n] = 0;
+	p = strstr(js, "\"gateway_id\":");
+	cr_assert(p && sscanf(p, "\"gateway_id\":%u,\"epoch\":%u", &gw,
+			      &epoch) == 2,
+		  "natsync-verify --get printed %s", js);
+	p = strstr(js, "\"new_saddr\":\"");
+	cr_assert(p && sscanf(p, "\"new_saddr\":\"%15[0-9.]\"", xa) == 1,
+		  "natsync-verify --get printed %s", js);
+	p = strstr(js, "\"new_sport\":");
+	cr_assert(p && sscanf(p, "\"new_sport\":%u", &xport) == 1,
+		  "natsync-verify --get printed %s", js);
+	cr_assert_eq(inet_pton(AF_INET, xa, &a), 1);
+	memset(out, 0, sizeof(*out));
+	out->proto = proto;
+	out->gateway_id = gw;
+	out->epoch = epoch;
+	out->orig = *t;
+	out->xlat.saddr = ntohl(a.s_addr);
+	out->xlat.sport = (uint16_t)xport;
+	return 1;
+}
+
 /* The record the store holds for the flow from the client's port to the
- * server's dport: 1 and *out, or 0 when there is none. Each master is
- * asked; those that do not own the key's slot answer MOVED. */
+ * server's dport: 1 and *out, or 0 when there is none. In the keys layout
+ * each master is asked; those that do not own the key's slot answer
+ * MOVED. */
 static int store_get_tuple(uint8_t proto, const struct ns_tuple *t,
 			   struct ns_session *out)
 {
 	uint8_t key[NS_KEY_LEN];
 	int found = 0;
 
+	if (strcmp(layout, "log") == 0)
+		return store_get_logged(proto, t, out);
 	ns_key_build(proto, t, key);
 	for (int i = 0; i < STORE_MASTERS && !found; i++) {
 		redisContext *c = redisConnect("127.0.0.1", STORE_PORT + i);
@@ -489,7 +545,21 @@ static void pair_agents(void)
 
 TestSuite(failover, .fini = stop_all, .timeout = 300);
 
-Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
+/* In both store layouts (schema/FORMAT.md): in the log layout gateway 2's
+ * standby loads the segments gateway 1 wrote, and the store's records are
+ * read the way a standby reads them (natsync-verify --get). */
+ParameterizedTestParameters(
+	failover,
+	kernel_gateway_flows_continue_on_the_peer_with_their_translation)
+{
+	static struct nst_layout layouts[] = NST_LAYOUTS;
+
+	return cr_make_param_array(struct nst_layout, layouts, 2);
+}
+
+ParameterizedTest(
+	struct nst_layout *l, failover,
+	kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 {
 	int listener, udp_server, a_c, a_s, b_c, b_s, d_c, d_s, u_c, e_c, f_c;
 	uint16_t a_x, b_x, d_x, u_x, e_x, e_new, f_x;
@@ -499,7 +569,8 @@ Test(failover, kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
 		      "root");
-	pair_net("kfailover");
+	layout = l->name;
+	pair_net(strcmp(layout, "log") == 0 ? "kfailover-log" : "kfailover");
 	pair_agents();
 
 	/* Three flows through gateway 1, talking both ways. */
