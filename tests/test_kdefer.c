@@ -18,6 +18,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -130,6 +131,10 @@ static int table_present(void)
 	return v4 == v6 ? v4 : 2;
 }
 
+/* The agents' [store] layout (schema/FORMAT.md): keys unless a test sets
+ * it. */
+static const char *layout = "keys";
+
 /* The active with the kernel source; defer_max_us 0: defer off. Returns
  * once its defer table is in place (or, off, once it runs). */
 static void active_start(unsigned int defer_max_us)
@@ -140,10 +145,10 @@ static void active_start(unsigned int defer_max_us)
 	n = nst_agent_ini(text, sizeof(text), "active", 1, 200, 256, "0",
 			  SEEDS);
 	snprintf(text + n, sizeof(text) - n,
-		 "[rings]\nlanes = 1\n"
+		 "layout = %s\n[rings]\nlanes = 1\n"
 		 "[source]\ntype = kernel\nnetns = k5df-g\n"
 		 "defer = %s\ndefer_max_us = %u\n",
-		 defer_max_us ? "yes" : "no",
+		 layout, defer_max_us ? "yes" : "no",
 		 defer_max_us ? defer_max_us : 2000);
 	nst_write_file(nst_run_path("active.ini"), text);
 	active_pid = nst_agent_spawn("active", "");
@@ -846,9 +851,19 @@ static void fo_round(unsigned int defer_max_us, uint16_t first_port,
  * loaded machine does not let a first packet go unacknowledged), none is,
  * of either family: a first packet left only once the store had its
  * record, which the store publishes to the standby.
+ * In both store layouts (one test, its parameter the layout).
  */
-Test(kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies,
-     .timeout = 240)
+ParameterizedTestParameters(
+	kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies)
+{
+	static struct nst_layout layouts[] = NST_LAYOUTS;
+
+	return cr_make_param_array(struct nst_layout, layouts, 2);
+}
+
+ParameterizedTest(struct nst_layout *l, kdefer,
+		  with_defer_no_new_flow_is_lost_when_the_gateway_dies,
+		  .timeout = 240)
 {
 	const char *env = getenv("NATSYNC_KDEFER_MAX_US");
 	unsigned int max_us =
@@ -857,7 +872,9 @@ Test(kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies,
 	char text[1024];
 	int n, standby;
 
-	rig_start("kdefer-failover");
+	layout = l->name;
+	rig_start(strcmp(layout, "log") == 0 ? "kdefer-failover-log"
+					     : "kdefer-failover");
 	cr_assert_eq(nst_sh("set -e; ip netns del k5df-b 2>/dev/null || true; "
 			    "ip netns add k5df-b; "
 			    "for t in ip ip6; do "
@@ -869,9 +886,10 @@ Test(kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies,
 		     0);
 	n = nst_agent_ini(text, sizeof(text), "standby", 2, 0, 256, "0", SEEDS);
 	snprintf(text + n, sizeof(text) - n,
-		 "[standby]\ntable_capacity = 65536\n"
+		 "layout = %s\n[standby]\ntable_capacity = 65536\n"
 		 "table_capacity_v6 = 65536\ncommit = conntrack\n"
-		 "commit_netns = k5df-b\n");
+		 "commit_netns = k5df-b\n",
+		 layout);
 	nst_write_file(nst_run_path("standby.ini"), text);
 	standby = nst_agent_spawn("standby", "");
 	nst_wait_synced(standby);
