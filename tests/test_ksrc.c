@@ -15,6 +15,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -205,6 +206,10 @@ static void *client_main(void *arg)
 	return NULL;
 }
 
+/* The agents' and natsync-verify's [store] layout (schema/FORMAT.md):
+ * keys unless a test sets it. */
+static const char *layout = "keys";
+
 static void write_configs(unsigned int ringbuf_bytes)
 {
 	char text[1024];
@@ -212,18 +217,19 @@ static void write_configs(unsigned int ringbuf_bytes)
 
 	n = nst_agent_ini(text, sizeof(text), "standby", 1, 0, 256, "0", SEEDS);
 	snprintf(text + n, sizeof(text) - n,
+		 "layout = %s\n"
 		 "[standby]\ntable_capacity = %u\ntable_capacity_v6 = 4096\n"
 		 "dump = %s\n",
-		 4 * n_flows > 65536 ? 4 * n_flows : 65536,
+		 layout, 4 * n_flows > 65536 ? 4 * n_flows : 65536,
 		 nst_run_path("standby.tbl"));
 	nst_write_file(nst_run_path("standby.ini"), text);
 	n = nst_agent_ini(text, sizeof(text), "active", 1, 200, 256, "0",
 			  SEEDS);
 	snprintf(text + n, sizeof(text) - n,
-		 "[rings]\nlanes = 1\n"
+		 "layout = %s\n[rings]\nlanes = 1\n"
 		 "[source]\ntype = kernel\nnetns = k1ks-g\n"
 		 "ringbuf_size = %u\ndump = %s\n",
-		 ringbuf_bytes, nst_run_path("source.tbl"));
+		 layout, ringbuf_bytes, nst_run_path("source.tbl"));
 	nst_write_file(nst_run_path("active.ini"), text);
 }
 
@@ -254,8 +260,9 @@ static unsigned long conntrack_count(void)
 static void verify_equal(int standby_pid, unsigned long expect)
 {
 	unsigned long store = 0, source = 0, standby = 0;
-	int rc = nst_sh("%s -S " SEEDS " -i -s %s -b %s -p %d -t 30 >%s 2>&1",
-			nst_build("tools/natsync-verify"),
+	int rc = nst_sh("%s -S " SEEDS " -L %s -i -s %s -b %s -p %d -t 30 "
+			">%s 2>&1",
+			nst_build("tools/natsync-verify"), layout,
 			nst_run_path("source.tbl"), nst_run_path("standby.tbl"),
 			standby_pid, nst_run_path("verify.out"));
 
@@ -397,17 +404,30 @@ static void run_stop(struct run *r)
 	pthread_join(r->server, NULL);
 }
 
-Test(ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
+/* In both store layouts (one test, its parameter the layout). */
+ParameterizedTestParameters(
+	ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
+{
+	static struct nst_layout layouts[] = NST_LAYOUTS;
+
+	return cr_make_param_array(struct nst_layout, layouts, 2);
+}
+
+ParameterizedTest(
+	struct nst_layout *l, ksrc,
+	every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
 {
 	const char *env = getenv("NATSYNC_KSRC_FLOWS");
 	unsigned long flows;
 	struct run r;
 
 	nst_need_root("network namespaces, nftables and BPF need root");
+	layout = l->name;
 	if (env && atoi(env) > 0 && atoi(env) <= MAX_FLOWS)
 		n_flows = (unsigned int)atoi(env);
 	flows = 2UL * n_flows;
-	run_start(&r, "ksrc", 4 << 20, "");
+	run_start(&r, strcmp(layout, "log") == 0 ? "ksrc-log" : "ksrc", 4 << 20,
+		  "");
 	make_flows();
 
 	/* Every entry as conntrack holds it now, in the store and on the
