@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -718,7 +719,17 @@ TestSuite(ctcommit_standby, .timeout = 240);
  * families into their namespaces; a resync that finds the store empty
  * deletes them all, and the next one, after the store has them back,
  * commits them again. */
-Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
+/* In both store layouts (one test, its parameter the layout). */
+ParameterizedTestParameters(ctcommit_standby,
+			    the_namespace_table_equals_the_standby_table)
+{
+	static struct nst_layout layouts[] = NST_LAYOUTS;
+
+	return cr_make_param_array(struct nst_layout, layouts, 2);
+}
+
+ParameterizedTest(struct nst_layout *l, ctcommit_standby,
+		  the_namespace_table_equals_the_standby_table)
 {
 	const struct nst_source_plan plan = {
 		.flows = SB_FLOWS, .events = 3 * SB_FLOWS, .rate = 20000};
@@ -730,9 +741,11 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 	nst_need_root("writes namespaces' conntrack tables");
 	netns_fresh(NS_LIVE);
 	netns_fresh(NS_COLD);
-	nst_run_dir_make("ctcommit_standby");
+	nst_run_dir_make(strcmp(l->name, "log") == 0 ? "ctcommit_standby-log"
+						     : "ctcommit_standby");
 	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", SB_PORT);
 	cr_assert_eq(nst_store_start_fresh(SB_PORT, 0, 0), 0);
+	nst_agents_layout(l->name);
 	nst_agents_configure(seeds, &plan, 0);
 	/* The last sections: the active's [source], the standby's
 	 * [standby]. */
@@ -756,8 +769,8 @@ Test(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 	cr_assert_eq(rc, 0, "see %s", nst_run_path("active.log"));
 	/* The store holds the source's table; the standby has it all once
 	 * natsync-verify says so (it dumps the standby, live.tbl). */
-	cr_assert_eq(nst_sh("%s -S %s -s %s -b %s -p %d -t 30 >%s 2>&1",
-			    nst_build("tools/natsync-verify"), seeds,
+	cr_assert_eq(nst_sh("%s -S %s -L %s -s %s -b %s -p %d -t 30 >%s 2>&1",
+			    nst_build("tools/natsync-verify"), seeds, l->name,
 			    nst_run_path("source.tbl"),
 			    nst_run_path("live.tbl"), pid,
 			    nst_run_path("verify.out")),
