@@ -9,6 +9,7 @@
 #ifndef NST_AGENTS_H
 #define NST_AGENTS_H
 
+#include <criterion/parameterized.h>
 #include <stddef.h>
 
 /* What the active's synthetic source produces. */
@@ -38,18 +39,20 @@ void nst_agents_layout(const char *layout);
 
 /* A store layout as a Criterion test parameter: the parameter is copied
  * into the test's own process, where a pointer to a string of the parent
- * is not valid, so the name itself. NST_LAYOUTS: both, keys first. */
+ * is not valid, so the name itself. */
 struct nst_layout {
 	char name[8];
 };
 
-#define NST_LAYOUTS           \
-	{                     \
-		{"keys"},     \
-		{             \
-			"log" \
-		}             \
-	}
+/* A test run once in each store layout, keys then log: its body follows,
+ * with the layout in l (a struct nst_layout *). */
+#define NST_LAYOUTS_TEST(suite, name, ...)                           \
+	ParameterizedTestParameters(suite, name)                     \
+	{                                                            \
+		static struct nst_layout p[] = {{"keys"}, {"log"}};  \
+		return cr_make_param_array(struct nst_layout, p, 2); \
+	}                                                            \
+	ParameterizedTest(struct nst_layout *l, suite, name, ##__VA_ARGS__)
 
 /* The pid a background shell wrote to path (asserts it is there). */
 int nst_read_pid(const char *path);

@@ -7,7 +7,6 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <criterion/parameterized.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -720,16 +719,7 @@ TestSuite(ctcommit_standby, .timeout = 240);
  * deletes them all, and the next one, after the store has them back,
  * commits them again. */
 /* In both store layouts (one test, its parameter the layout). */
-ParameterizedTestParameters(ctcommit_standby,
-			    the_namespace_table_equals_the_standby_table)
-{
-	static struct nst_layout layouts[] = NST_LAYOUTS;
-
-	return cr_make_param_array(struct nst_layout, layouts, 2);
-}
-
-ParameterizedTest(struct nst_layout *l, ctcommit_standby,
-		  the_namespace_table_equals_the_standby_table)
+NST_LAYOUTS_TEST(ctcommit_standby, the_namespace_table_equals_the_standby_table)
 {
 	const struct nst_source_plan plan = {
 		.flows = SB_FLOWS, .events = 3 * SB_FLOWS, .rate = 20000};

@@ -48,7 +48,6 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <criterion/parameterized.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -1363,16 +1362,7 @@ static void failover_scenario(const char *name)
  * NAT44 ones (the same gateways). In the log layout B's cold load merges
  * the segments A wrote, and B, promoted, writes segments of its own (and
  * compacts A's). */
-ParameterizedTestParameters(failover,
-			    tcp_and_udp_flows_survive_the_active_gateways_death)
-{
-	static struct nst_layout layouts[] = NST_LAYOUTS;
-
-	return cr_make_param_array(struct nst_layout, layouts, 2);
-}
-
-ParameterizedTest(struct nst_layout *l, failover,
-		  tcp_and_udp_flows_survive_the_active_gateways_death)
+NST_LAYOUTS_TEST(failover, tcp_and_udp_flows_survive_the_active_gateways_death)
 {
 	char name[32];
 

@@ -18,7 +18,6 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <criterion/parameterized.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -853,17 +852,8 @@ static void fo_round(unsigned int defer_max_us, uint16_t first_port,
  * record, which the store publishes to the standby.
  * In both store layouts (one test, its parameter the layout).
  */
-ParameterizedTestParameters(
-	kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies)
-{
-	static struct nst_layout layouts[] = NST_LAYOUTS;
-
-	return cr_make_param_array(struct nst_layout, layouts, 2);
-}
-
-ParameterizedTest(struct nst_layout *l, kdefer,
-		  with_defer_no_new_flow_is_lost_when_the_gateway_dies,
-		  .timeout = 240)
+NST_LAYOUTS_TEST(kdefer, with_defer_no_new_flow_is_lost_when_the_gateway_dies,
+		 .timeout = 240)
 {
 	const char *env = getenv("NATSYNC_KDEFER_MAX_US");
 	unsigned int max_us =

@@ -25,7 +25,6 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <criterion/parameterized.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
@@ -548,17 +547,8 @@ TestSuite(failover, .fini = stop_all, .timeout = 300);
 /* In both store layouts (schema/FORMAT.md): in the log layout gateway 2's
  * standby loads the segments gateway 1 wrote, and the store's records are
  * read the way a standby reads them (natsync-verify --get). */
-ParameterizedTestParameters(
+NST_LAYOUTS_TEST(
 	failover,
-	kernel_gateway_flows_continue_on_the_peer_with_their_translation)
-{
-	static struct nst_layout layouts[] = NST_LAYOUTS;
-
-	return cr_make_param_array(struct nst_layout, layouts, 2);
-}
-
-ParameterizedTest(
-	struct nst_layout *l, failover,
 	kernel_gateway_flows_continue_on_the_peer_with_their_translation)
 {
 	int listener, udp_server, a_c, a_s, b_c, b_s, d_c, d_s, u_c, e_c, f_c;

@@ -15,7 +15,6 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <criterion/parameterized.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -405,17 +404,8 @@ static void run_stop(struct run *r)
 }
 
 /* In both store layouts (one test, its parameter the layout). */
-ParameterizedTestParameters(
+NST_LAYOUTS_TEST(
 	ksrc, every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
-{
-	static struct nst_layout layouts[] = NST_LAYOUTS;
-
-	return cr_make_param_array(struct nst_layout, layouts, 2);
-}
-
-ParameterizedTest(
-	struct nst_layout *l, ksrc,
-	every_new_nat_flow_is_one_create_and_the_store_equals_conntrack)
 {
 	const char *env = getenv("NATSYNC_KSRC_FLOWS");
 	unsigned long flows;
