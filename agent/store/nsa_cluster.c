@@ -419,9 +419,13 @@ int nsa_topology_fetch(const struct nsa_store_conf *conf,
 				if (rc != 0) {
 					size_t l = strlen(reason);
 
-					snprintf(reason + l, sizeof(reason) - l,
-						 " (%d ms passed)",
-						 conf->fetch_budget_ms);
+					/* What passed, measured: the budget
+					 * plus the last seed's overrun. */
+					snprintf(
+						reason + l, sizeof(reason) - l,
+						" (%ld ms passed, budget %d ms)",
+						conf->fetch_budget_ms - left,
+						conf->fetch_budget_ms);
 				}
 				break;
 			}
