@@ -173,6 +173,10 @@ if [ "$asan" = 1 ]; then
 	# predecessor_left, logcompact's rounds and standby's
 	# log_cold_load_during_compaction_gives_the_exact_table, 23 rounds of
 	# it): about 140 s of the phase's test time (docs/testing.md).
+	# The tests run in both store layouts (NST_LAYOUTS_TEST) run in the
+	# keys layout alone here: both in the plain suite; the log layout's
+	# code runs here in faults-log and e2e's log runs.
+	export NATSYNC_TEST_LAYOUT=keys
 	selection=(--suite unit --suite integration --suite failover --suite faults
 		"--test-args=--filter=!(standby/cold_load_of_a_million*|e2e/late_standby_converges*|e2e/log_compaction_keeps_the_store_bounded*)")
 	[ $# -eq 0 ] || selection=("$@")
@@ -185,7 +189,7 @@ if [ "$asan" = 1 ]; then
 	stop_stores build-asan
 	[ "$rc" -eq 0 ] || failed+=("asan tests")
 	show_reports "$reports" || failed+=("asan reports")
-	unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+	unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS NATSYNC_TEST_LAYOUT
 fi
 
 if [ "$tsan" = 1 ]; then

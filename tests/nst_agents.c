@@ -42,6 +42,18 @@ int nst_agent_ini(char *text, size_t size, const char *role,
 	return n;
 }
 
+size_t nst_layouts(struct nst_layout *p)
+{
+	const char *only = getenv("NATSYNC_TEST_LAYOUT");
+	size_t n = 0;
+
+	if (!only || !*only || strcmp(only, "log") != 0)
+		snprintf(p[n++].name, sizeof(p->name), "keys");
+	if (!only || !*only || strcmp(only, "keys") != 0)
+		snprintf(p[n++].name, sizeof(p->name), "log");
+	return n;
+}
+
 void nst_agents_configure(const char *seeds, const struct nst_source_plan *p,
 			  unsigned int progress_ms)
 {

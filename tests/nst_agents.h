@@ -44,13 +44,18 @@ struct nst_layout {
 	char name[8];
 };
 
-/* A test run once in each store layout, keys then log: its body follows,
+/* The layouts of an NST_LAYOUTS_TEST: both (keys then log) into p, or
+ * the one NATSYNC_TEST_LAYOUT names (keys or log). Their count. */
+size_t nst_layouts(struct nst_layout *p);
+
+/* A test run once in each store layout (nst_layouts): its body follows,
  * with the layout in l (a struct nst_layout *). */
 #define NST_LAYOUTS_TEST(suite, name, ...)                           \
 	ParameterizedTestParameters(suite, name)                     \
 	{                                                            \
-		static struct nst_layout p[] = {{"keys"}, {"log"}};  \
-		return cr_make_param_array(struct nst_layout, p, 2); \
+		static struct nst_layout p[2];                       \
+		size_t n = nst_layouts(p);                           \
+		return cr_make_param_array(struct nst_layout, p, n); \
 	}                                                            \
 	ParameterizedTest(struct nst_layout *l, suite, name, ##__VA_ARGS__)
 
