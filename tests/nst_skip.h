@@ -13,4 +13,18 @@ __attribute__((noreturn)) void nst_skip(const char *why);
  * skips as root too, to see what a skip does without giving up root. */
 void nst_need_root(const char *why);
 
+/* 1 in a build with AddressSanitizer (gcc's __SANITIZE_ADDRESS__,
+ * clang's __has_feature), else 0: the time bounds that allow for its
+ * slower processes. */
+#if defined(__SANITIZE_ADDRESS__)
+#define NST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NST_ASAN 1
+#endif
+#endif
+#ifndef NST_ASAN
+#define NST_ASAN 0
+#endif
+
 #endif

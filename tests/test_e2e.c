@@ -20,6 +20,7 @@
 
 #include "nsdp_time.h"
 #include "nst_agents.h"
+#include "nst_skip.h"
 #include "nst_store.h"
 
 #define CLUSTER_PORT 7400
@@ -1027,16 +1028,7 @@ Test(cli, bad_configuration_exits_2_with_a_message_naming_it)
 
 /* The CPU 3 s of retrying may cost: under AddressSanitizer the agent's
  * start alone took about half a second on a loaded machine. */
-#if defined(__SANITIZE_ADDRESS__)
-#define RETRY_CPU_S "1.5"
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RETRY_CPU_S "1.5"
-#endif
-#endif
-#ifndef RETRY_CPU_S
-#define RETRY_CPU_S "0.5"
-#endif
+#define RETRY_CPU_S (NST_ASAN ? 1.5 : 0.5)
 
 Test(cli, unreachable_store_is_retried_with_backoff_without_spinning)
 {
@@ -1058,7 +1050,7 @@ Test(cli, unreachable_store_is_retried_with_backoff_without_spinning)
 		     0);
 	cr_assert_eq(nst_sh("grep -qi 'refused' %s", nst_run_path("log")), 0,
 		     "the log does not say why the store is unreachable");
-	cr_assert_eq(nst_sh("awk '{ exit !($1 + $2 < " RETRY_CPU_S ") }' %s",
+	cr_assert_eq(nst_sh("awk '{ exit !($1 + $2 < %.1f) }' %s", RETRY_CPU_S,
 			    nst_run_path("cpu")),
 		     0, "the agent spun while the store was unreachable");
 }
@@ -1068,16 +1060,7 @@ Test(cli, unreachable_store_is_retried_with_backoff_without_spinning)
 #define HUNG_PORT 7580 /* HUNG_SEEDS listeners from here */
 #define HUNG_SEEDS 8
 #define HUNG_WAIT_MS 400
-#if defined(__SANITIZE_ADDRESS__)
-#define HUNG_TOOK_S 3.0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HUNG_TOOK_S 3.0
-#endif
-#endif
-#ifndef HUNG_TOOK_S
-#define HUNG_TOOK_S 2.0
-#endif
+#define HUNG_TOOK_S (NST_ASAN ? 3.0 : 2.0)
 
 /*
  * An active with `epoch = 0` whose store hangs: all 8 seeds accept

@@ -1389,16 +1389,7 @@ Test(failover, flows_survive_with_the_agents_as_secondary_processes)
  * polling and the load of the suite; under AddressSanitizer every part of
  * the gateway runs two to three times slower (a fresh-clone run measured
  * 1.32 s there). */
-#if defined(__SANITIZE_ADDRESS__)
-#define DEMOTE_SLACK_S 2.0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DEMOTE_SLACK_S 2.0
-#endif
-#endif
-#ifndef DEMOTE_SLACK_S
-#define DEMOTE_SLACK_S 1.0
-#endif
+#define DEMOTE_SLACK_S (NST_ASAN ? 2.0 : 1.0)
 
 /* A natsync-agent standby that has seen no batch: the table it cold-loads
  * is what the store holds. It dumps to standby.tbl. */

@@ -1264,16 +1264,7 @@ static void store_signal(int sig)
  * replicate with the store hung: 1.0-1.15 s measured alone, 2.6 s in a
  * loaded suite, 3.2 s under AddressSanitizer; 16 s before the epoch asks
  * were bounded. */
-#if defined(__SANITIZE_ADDRESS__)
-#define HANDOVER_BOUND_S 8.0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HANDOVER_BOUND_S 8.0
-#endif
-#endif
-#ifndef HANDOVER_BOUND_S
-#define HANDOVER_BOUND_S 5.0
-#endif
+#define HANDOVER_BOUND_S (NST_ASAN ? 8.0 : 5.0)
 
 /*
  * keepalived elects the active gateway and moves the addresses: both

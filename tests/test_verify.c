@@ -25,6 +25,7 @@
 #include "nsa_cluster.h"
 #include "nsa_config.h"
 #include "nst_session.h"
+#include "nst_skip.h"
 #include "nst_store.h"
 
 #define STORE_PORT 7940
@@ -497,14 +498,7 @@ Test(verify, missing_or_unreadable_table_file_is_refused)
  * runtimes read log_path from UBSAN_OPTIONS last), not to the reports a
  * sanitizer run counts; a real report still fails the test (exit
  * status 1, not 2). */
-#if defined(__SANITIZE_ADDRESS__)
-#define VERIFY_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define VERIFY_ASAN 1
-#endif
-#endif
-#ifdef VERIFY_ASAN
+#if NST_ASAN
 #define MEMORY_LIMIT                                                \
 	"ASAN_OPTIONS=\"$ASAN_OPTIONS:allocator_may_return_null=1:" \
 	"max_allocation_size_mb=64:log_path=stderr\" "              \
