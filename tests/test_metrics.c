@@ -9,7 +9,7 @@
  * natsync-gateway (net_null ports) with a plain store: its /metrics and
  * --ctl health as a standby and as an active, with and without the store.
  *
- * Redis on 7600-7602 and 7605, HTTP on 9600-9605.
+ * Redis on 7600-7602, 7605 and 7606, HTTP on 9600-9606.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -186,6 +186,7 @@ static void stop_all(void)
 	       "pkill -KILL -f '/tests/run/metrics-[a-z]*/'; true");
 	nst_store_stop(MX_CLUSTER_PORT);
 	nst_store_stop(7605);
+	nst_store_stop(7606);
 }
 
 TestSuite(metrics, .fini = stop_all, .timeout = 240);
@@ -458,6 +459,45 @@ Test(metrics, bad_listen_values_port_in_use_and_bad_requests)
 	cr_assert_eq(http("GET", HTTP_BAD, "/healthz", "healthz"), 200);
 	cr_assert_eq(kill(sb, 0), 0);
 	stop_pid(sb);
+}
+
+/* A store whose cluster serves only part of the slots (a cluster being
+ * formed, slots left unassigned; cluster-require-full-coverage no keeps
+ * its state ok): the standby loads what is there but is not ready until
+ * every slot is served, then resyncs and is. */
+#define MX_PARTIAL_PORT 7606
+#define HTTP_PARTIAL "127.0.0.1:9606"
+
+Test(metrics, a_standby_is_not_ready_while_the_store_serves_part_of_the_slots)
+{
+	const struct nst_source_plan plan = {1000, 1000, 0, 0};
+	int sb;
+
+	nst_run_dir_make("metrics-partial");
+	cr_assert_eq(nst_store_start_fresh(MX_PARTIAL_PORT, 1, 0), 0);
+	cr_assert_eq(nst_sh("redis-cli -p %d cluster delslotsrange 8192 16383 "
+			    ">/dev/null",
+			    MX_PARTIAL_PORT),
+		     0);
+	nst_agents_configure("127.0.0.1:7606", &plan, 0);
+	sb = nst_agent_spawn("standby", "--set metrics.listen=" HTTP_PARTIAL);
+	nst_wait_synced(sb);
+	/* Synced (what the store holds is loaded); two checks of the
+	 * topology later it must still say why it is not ready. */
+	nsdp_sleep_ms(2500);
+	cr_assert_eq(http("GET", HTTP_PARTIAL, "/readyz", "readyz"), 503,
+		     "ready while the store serves 8192 of 16384 slots");
+	cr_assert(nst_run_file_has("readyz", "8192 of 16384 slots"));
+	cr_assert(nst_run_file_has("standby.log", "8192 of 16384 slots"));
+
+	cr_assert_eq(nst_sh("redis-cli -p %d cluster addslotsrange 8192 16383 "
+			    ">/dev/null",
+			    MX_PARTIAL_PORT),
+		     0);
+	cr_assert(wait_ready(HTTP_PARTIAL, 200, 10),
+		  "not ready once the store serves every slot");
+	stop_pid(sb);
+	nst_store_stop(MX_PARTIAL_PORT);
 }
 
 /* natsync-gateway on two net_null ports (no traffic to route, but its

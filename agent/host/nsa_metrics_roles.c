@@ -314,6 +314,13 @@ int nsa_metrics_standby_ready(const struct nsa_standby *sb, char *why,
 		snprintf(why, whylen, "the cold load has not finished");
 		return 0;
 	}
+	if (!st.live && st.slots_served < NS_SLOTS) {
+		snprintf(why, whylen,
+			 "the store serves %u of %u slots (a cluster being "
+			 "formed, or slots unassigned)",
+			 st.slots_served, NS_SLOTS);
+		return 0;
+	}
 	if (!st.live) {
 		snprintf(why, whylen,
 			 "not subscribed to every master with its sessions "

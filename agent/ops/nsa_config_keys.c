@@ -60,7 +60,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("agent", "progress_ms", progress_ms, 0, 3600000, "1000", "Period of the progress line, ms; `0` = no progress line."),
 	NSA_STR("agent", "eal_args", eal_args, NSA_DEFAULT_EAL_ARGS, "DPDK EAL arguments, space separated."),
 	NSA_ENUM("agent", "log_level", verbosity, nsa_level_names, "info", "Log lines above this level are not printed."),
-	NSA_SEEDS("store", "seeds", store, "127.0.0.1:7000", "Store nodes asked in order for the topology: a Redis Cluster or one plain server. The first node reporting `cluster_state:ok` is believed; the first answer only when none does."),
+	NSA_SEEDS("store", "seeds", store, "127.0.0.1:7000", "Store nodes asked in order for the topology: a Redis Cluster or one plain server. The first node reporting `cluster_state:ok` with a master for every slot is believed; the first answer only when none does."),
 	NSA_STR("store", "user", store.user, "", "ACL user for AUTH; empty = AUTH with the password alone."),
 	NSA_STR("store", "password_file", password_file, "", "File holding the store password on one line (see Secret files); empty = no AUTH. The password is never printed."),
 	NSA_STR("store", "batch_key_file", batch_key_file, "", "File holding the batch key on one line (see Secret files). With it an active signs every batch and a standby applies only batches signed with it; empty = unsigned batches."),

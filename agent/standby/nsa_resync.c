@@ -93,14 +93,27 @@ static void node_scope(const struct nsa_standby *sb, unsigned int node,
 			   nsa_loader_slot_read(&sb->nodes[node].ld, s);
 }
 
+/* Every master loaded: synced (once), and live when the store serves
+ * every slot. A store that serves part of them (a cluster being formed,
+ * slots left unassigned) holds sessions nobody can read: not live until
+ * the topology check sees the rest served and resyncs (said once per
+ * count). */
 static void sync_check(struct nsa_standby *sb)
 {
-	unsigned int i;
+	unsigned int i, served = nsa_topology_slots_served(&sb->topo);
 
 	for (i = 0; i < sb->n_nodes; i++)
 		if (!sb->nodes[i].loaded_once)
 			return;
-	__atomic_store_n(&sb->st.live, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&sb->st.slots_served, served, __ATOMIC_RELAXED);
+	if (served < NS_SLOTS && served != sb->slots_warned) {
+		sb->slots_warned = served;
+		NSA_WARN("standby: the store serves %u of %u slots (a cluster "
+			 "being formed, or slots unassigned): not ready until "
+			 "it serves every slot",
+			 served, NS_SLOTS);
+	}
+	__atomic_store_n(&sb->st.live, served == NS_SLOTS, __ATOMIC_RELAXED);
 	if (sb->st.synced)
 		return;
 	__atomic_store_n(&sb->st.synced, 1, __ATOMIC_RELAXED);

@@ -614,6 +614,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(dead_subscriptions);
 	LOAD(synced);
 	LOAD(live);
+	LOAD(slots_served);
 	LOAD(lag_count);
 	LOAD(lag_sum_us);
 	LOAD(lag_max_us);

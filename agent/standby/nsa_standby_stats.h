@@ -43,6 +43,8 @@ struct nsa_standby_stats {
 	/* subscribed to every master, each loaded since: what /readyz says
 	 * (synced stays set when the store goes away; this does not) */
 	int live;
+	/* slots the store's masters serve, of NS_SLOTS, at the last load */
+	unsigned int slots_served;
 	uint64_t lag_count, lag_sum_us, lag_max_us;
 	uint64_t fenced; /* batches dropped: epoch older than seen */
 	/* batches of other gateway pairs sharing the store: passed over */

@@ -4,10 +4,12 @@
  * A topology is what one seed answered: the masters of CLUSTER SLOTS (or the
  * seed alone when the server is not a cluster), which master serves each
  * slot, and whether notifications go over sharded pub/sub. The first seed
- * whose node says the cluster is up (cluster_state:ok) is believed: a
- * master cut off from most of its cluster says fail, and keeps claiming
- * the slots its replica has taken over meanwhile. Only when no seed says ok
- * is the first answer used. Masters are
+ * whose node says the cluster is up (cluster_state:ok) and whose map has
+ * a master for every slot is believed: a master cut off from most of its
+ * cluster says fail, and keeps claiming the slots its replica has taken
+ * over meanwhile; a node of a cluster being formed (with
+ * cluster-require-full-coverage no) says ok while it knows only its own
+ * slots. Only when no seed says both is the first answer used. Masters are
  * numbered by the lowest slot they own, so the active side and the standby,
  * asking different seeds, give a master the same index and the same channel.
  *
@@ -451,7 +453,9 @@ int nsa_topology_fetch(const struct nsa_store_conf *conf,
 			continue;
 		rc = topology_from_seed(&bounded, c, seed, t, reason,
 					sizeof(reason));
-		up = rc == 0 && (!t->cluster || cluster_state_ok(c));
+		up = rc == 0 && (!t->cluster ||
+				 (nsa_topology_slots_served(t) == NS_SLOTS &&
+				  cluster_state_ok(c)));
 		redisFree(c);
 		if (up) {
 			free(first);
@@ -488,6 +492,15 @@ void nsa_topology_channel(const struct nsa_topology *t, unsigned int node,
 int nsa_addr_equal(const struct nsa_addr *x, const struct nsa_addr *y)
 {
 	return x->port == y->port && strcmp(x->host, y->host) == 0;
+}
+
+unsigned int nsa_topology_slots_served(const struct nsa_topology *t)
+{
+	unsigned int s, n = 0;
+
+	for (s = 0; s < NS_SLOTS; s++)
+		n += t->slot_covered[s] != 0;
+	return n;
 }
 
 int nsa_topology_find(const struct nsa_topology *t, const struct nsa_addr *addr)

@@ -65,6 +65,10 @@ int nsa_topology_fetch(const struct nsa_store_conf *conf,
 void nsa_topology_channel(const struct nsa_topology *t, unsigned int node,
 			  char buf[NS_CHANNEL_MAX]);
 
+/* The slots some master serves: NS_SLOTS once a cluster is formed; fewer
+ * while one is being formed or slots are left unassigned. */
+unsigned int nsa_topology_slots_served(const struct nsa_topology *t);
+
 /* Index of the master at addr, or -1. */
 int nsa_topology_find(const struct nsa_topology *t,
 		      const struct nsa_addr *addr);
