@@ -113,6 +113,8 @@ static void sync_check(struct nsa_standby *sb)
 			 "it serves every slot",
 			 served, NS_SLOTS);
 	}
+	if (served == NS_SLOTS)
+		sb->slots_warned = 0;
 	__atomic_store_n(&sb->st.live, served == NS_SLOTS, __ATOMIC_RELAXED);
 	if (sb->st.synced)
 		return;
