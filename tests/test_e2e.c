@@ -341,7 +341,8 @@ ParameterizedTest(struct e2e_layout *l, e2e,
 	nst_agents_configure(seeds, &plan, 0);
 	pid = nst_agent_spawn("standby", "");
 	nst_wait_synced(pid);
-	rc = nst_sh("%s -c %s --set agent.epoch=0 >%s 2>%s",
+	rc = nst_sh("%s -c %s --set agent.epoch=0 "
+		    "--set agent.promote_wait_ms=5000 >%s 2>%s",
 		    nst_build("tools/natsync-agent"),
 		    nst_run_path("active.ini"), nst_run_path("active.out"),
 		    nst_run_path("active.log"));
@@ -541,6 +542,7 @@ Test(e2e, log_promoted_active_compacts_what_its_predecessor_left)
 			    LOG_PROMOTED_PORT),
 		     0);
 	rc = nst_sh("%s -c %s --set agent.epoch=0 "
+		    "--set agent.promote_wait_ms=5000 "
 		    "--set store.log_compact_min_kb=64 "
 		    "--set store.log_compact_grace_ms=200 >%s 2>%s",
 		    nst_build("tools/natsync-agent"),
@@ -597,9 +599,11 @@ static void pairs_ini(const char *seeds, const char *layout, const char *name,
 
 	/* Log layout: both pairs' actives compact, one round at a time
 	 * (the store's compaction lease; docs/gateway-and-failover.md,
-	 * Gateway pairs). A reply bound far above a busy sanitizer run's:
-	 * the actives' first epoch ask must not end on a provisional
-	 * epoch. */
+	 * Gateway pairs). Bounds far above a busy sanitizer run's replies:
+	 * the actives' first epoch ask ([agent] promote_wait_ms, 50 ms by
+	 * default) must not end on a provisional epoch (a CI-like run under
+	 * AddressSanitizer: d2's ask gave up, its late INCRBY raised the
+	 * counter to 768, and its provisional 258 was below it). */
 	n += snprintf(text + n, sizeof(text) - n,
 		      "layout = %s\nconnect_timeout_ms = 5000\n"
 		      "log_compact_min_kb = 256\nlog_compact_grace_ms = 300\n",
@@ -611,7 +615,8 @@ static void pairs_ini(const char *seeds, const char *layout, const char *name,
 			 4 * PAIRS_FLOWS, nst_run_path(file));
 	else
 		snprintf(text + n, sizeof(text) - n,
-			 "[agent]\nepoch = 0\n[rings]\nlanes = 1\n"
+			 "[agent]\nepoch = 0\npromote_wait_ms = 5000\n"
+			 "[rings]\nlanes = 1\n"
 			 "[source]\ntype = synth\nflows = %u\nevents = %lu\n"
 			 "rate = %lu\nseed = %u\nrefresh_pct = 50\n"
 			 "dump = %s\n",
