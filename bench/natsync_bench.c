@@ -48,7 +48,7 @@ static void usage(FILE *out)
 		"with the classic SET+PUBLISH per event.\n"
 		"\n"
 		"  --store H:P[,H:P..]   store seeds (default 127.0.0.1:7000)\n"
-		"  --layout keys|log     [store] layout (default keys)\n"
+		"  --layout keys|log     [store] layout (default log)\n"
 		"  --mode M              natsync (default): replicate through "
 		"the\n"
 		"                        writers to an in-process standby;\n"
@@ -272,7 +272,7 @@ int main(int argc, char **argv)
 		.repeat = 1,
 	};
 	const char *store = "127.0.0.1:7000";
-	const char *layout = "keys";
+	const char *layout = "log";
 	uint64_t events = 1000000, flows = 200000, rate = 0;
 	uint64_t workers = 0, batch = 0, inflight = 0;
 	int rate_given = 0, sessions_given = 0, record_given = 0;

@@ -12,7 +12,7 @@
 #
 #   deploy/demo.sh [--events 2000000] [--flows 200000] [--masters 3]
 #                  [--replicas 0] [--port 7000] [--workers 1] [--lanes 1]
-#                  [--batch 256] [--rate 0] [--plain] [--layout keys|log]
+#                  [--batch 256] [--rate 0] [--plain] [--layout log|keys]
 #                  [--v6-pct 0]
 # --v6-pct P: P % of the flows are IPv6 (half NAT66, half NAT64), the
 # standby with an IPv6 table as large as its IPv4 one.
@@ -31,8 +31,8 @@ lanes=1
 batch=256
 rate=0
 plain=0
-# [store] layout of both agents (schema/FORMAT.md).
-layout=keys
+# [store] layout of both agents (schema/FORMAT.md): log, the default.
+layout=log
 v6_pct=0
 ns_options demo.sh --events=events --flows=flows --masters=masters \
 	--replicas=replicas --port=port --workers=workers --lanes=lanes \

@@ -6,8 +6,9 @@
 #      natsync's value size (a v1 IPv4 record),
 #   2. natsync-bench --mode naive: one synchronous SET of a JSON value and
 #      one PUBLISH per event, on one connection,
-#   3. natsync-bench --mode natsync with a standby attached (48-byte values),
-#   4. the same in the log layout ([store] layout = log: one SET of the
+#   3. natsync-bench --layout keys --mode natsync with a standby attached
+#      (48-byte values, one SET per session),
+#   4. the same in the log layout (the default, [store] layout = log: one SET of the
 #      whole batch per batch, schema/FORMAT.md).
 # Prints each rate and ends with
 #   RATIO natsync/redis-benchmark=X natsync-log/redis-benchmark=Y natsync/naive=Z
@@ -60,8 +61,8 @@ naive_line=$("$bench" --store "127.0.0.1:$port" --mode naive \
 	--events "$naive_events" --flows "$flows" | grep '^RESULT ')
 
 flushall
-ns_say "natsync-bench --mode natsync --events $events --flows $flows --standby"
-natsync_line=$("$bench" --store "127.0.0.1:$port" --mode natsync \
+ns_say "natsync-bench --layout keys --mode natsync --events $events --flows $flows --standby"
+natsync_line=$("$bench" --store "127.0.0.1:$port" --layout keys --mode natsync \
 	--events "$events" --flows "$flows" --standby | grep '^RESULT ')
 
 flushall

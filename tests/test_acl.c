@@ -1,13 +1,14 @@
 /*
  * test_acl.c - least privilege: a 3-master cluster whose users come from
  * deploy/redis-users.acl.example (passwords filled in). The real active
- * writers log in as natsync-active and the real standby as natsync-standby,
+ * writers log in as natsync-active-keys (the keys layout) and the real
+ * standby as natsync-standby,
  * with passwords read from 0600 files; replication works end to end, and
  * each user is refused what it must not do: the standby's user cannot write
  * or publish, the active's user cannot read or subscribe. natsync-gateway
  * does what natsync-gateway does (writers, subscriber, the promotion
- * epoch) and no more. In the log layout the active logs in as
- * natsync-active-log: it replicates, and compacts the log (SCAN, MGET,
+ * epoch) and no more. In the log layout (the default) the active logs in
+ * as natsync-active: it replicates, and compacts the log (SCAN, MGET,
  * SET of checkpoints, PEXPIRE), and still cannot subscribe.
  */
 #include <errno.h>
@@ -70,10 +71,10 @@ static void acl_up(void)
 		    nst_run_path("users.acl"));
 	cr_assert_eq(rc, 0, "cannot start the cluster with ACLs");
 	write_secret("active.pw", "active-pw-1");
+	/* CHANGE-ME-ACTIVE-KEYS, after the substitution above */
+	write_secret("active-keys.pw", "active-pw-1-KEYS");
 	write_secret("standby.pw", "standby-pw-2");
 	write_secret("gateway.pw", "gateway-pw-3");
-	/* CHANGE-ME-ACTIVE-LOG, after the substitution above */
-	write_secret("active-log.pw", "active-pw-1-LOG");
 }
 
 static void acl_down(void)
@@ -201,8 +202,8 @@ static void replicate_as(const char *suser, const char *spw, const char *auser,
 
 Test(acl, active_and_standby_users_replicate_with_least_privilege)
 {
-	replicate_as("natsync-standby", "standby.pw", "natsync-active",
-		     "active.pw");
+	replicate_as("natsync-standby", "standby.pw", "natsync-active-keys",
+		     "active-keys.pw");
 }
 
 /* Commands and whether the user's ACL refuses them (NOPERM). */
@@ -266,9 +267,9 @@ Test(acl, the_active_user_cannot_scan_or_subscribe)
 		{"SSUBSCRIBE ns:b:{0}", 1},
 	};
 
-	assert_acl("natsync-active", "active-pw-1", cases,
+	assert_acl("natsync-active-keys", "active-pw-1-KEYS", cases,
 		   sizeof(cases) / sizeof(cases[0]));
-	assert_acl("natsync-active", "active-pw-1", subscribe, 1);
+	assert_acl("natsync-active-keys", "active-pw-1-KEYS", subscribe, 1);
 }
 
 /* A gateway is a standby (subscriber and loads), then an active (writers),
@@ -379,9 +380,9 @@ Test(acl, the_active_log_user_replicates_and_compacts_the_log)
 	char err[512];
 
 	acl_layout = "log";
-	replicate_as("natsync-standby", "standby.pw", "natsync-active-log",
-		     "active-log.pw");
-	config_as(&conf, "natsync-active-log", "active-log.pw");
+	replicate_as("natsync-standby", "standby.pw", "natsync-active",
+		     "active.pw");
+	config_as(&conf, "natsync-active", "active.pw");
 	acl_layout = "keys";
 	cr_assert_eq(nsa_topology_fetch(&conf.store, &topo, err, sizeof(err)),
 		     0, "%s", err);
@@ -396,13 +397,13 @@ Test(acl, the_active_log_user_replicates_and_compacts_the_log)
 
 		cr_assert_eq(nsa_compact_node(&conf.store, &topo, i, &rd, &res,
 					      err, sizeof(err)),
-			     0, "compaction as natsync-active-log: %s", err);
+			     0, "compaction as natsync-active: %s", err);
 		records += res.records;
 		live += res.live;
 	}
 	/* Every session written once, all alive. */
 	cr_assert_eq(records, SESSIONS);
 	cr_assert_eq(live, SESSIONS);
-	assert_acl("natsync-active-log", "active-pw-1-LOG", cases,
+	assert_acl("natsync-active", "active-pw-1", cases,
 		   sizeof(cases) / sizeof(cases[0]));
 }

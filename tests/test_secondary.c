@@ -268,7 +268,7 @@ static void write_agent_config(int port, unsigned int lanes)
 	cr_assert_not_null(f);
 	fprintf(f,
 		"[agent]\nrole = active\ngateway_id = 9\nprogress_ms = 1000\n"
-		"[store]\nseeds = 127.0.0.1:%d\n"
+		"[store]\nseeds = 127.0.0.1:%d\nlayout = keys\n"
 		"[active]\nflush_us = 500\n"
 		"[rings]\nlanes = %u\n",
 		port, lanes);

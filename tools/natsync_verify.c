@@ -171,7 +171,7 @@ static void usage(FILE *out)
 		"  -u, --user USER         ACL user for the store\n"
 		"  -L, --layout keys|log   how the store holds the sessions\n"
 		"                          (default from --config: [store]\n"
-		"                          layout)\n"
+		"                          layout, log when unset)\n"
 		"  -P, --password-file F   file holding the store password\n"
 		"  -s, --source FILE       table file the source wrote\n"
 		"  -b, --standby FILE      table file the standby dumped\n"
