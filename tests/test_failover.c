@@ -1402,9 +1402,9 @@ static pid_t fresh_standby_start(void)
 		 "[agent]\nrole = standby\ngateway_id = 3\nprogress_ms = 0\n"
 		 "eal_args = --no-huge --no-shconf -m 256 --no-pci "
 		 "--no-telemetry -l 0\n"
-		 "[store]\nseeds = 127.0.0.1:%d\n"
+		 "[store]\nseeds = 127.0.0.1:%d\nlayout = %s\n"
 		 "[standby]\ntable_capacity = 4096\ndump = %s\n%s",
-		 STORE_PORT, nst_run_path("standby.tbl"),
+		 STORE_PORT, layout, nst_run_path("standby.tbl"),
 		 nat64 ? "table_capacity_v6 = 1024\n" : "");
 	nst_write_file(nst_run_path("standby.ini"), text);
 	pid = (pid_t)nst_agent_spawn("standby", "");
@@ -1421,8 +1421,8 @@ static int verify_store_against_standby(pid_t pid, unsigned long *store,
 	unsigned long source;
 	int rc;
 
-	rc = nst_sh("%s -S 127.0.0.1:%d -b %s -p %d -t 10 >%s 2>&1",
-		    nst_build("tools/natsync-verify"), STORE_PORT,
+	rc = nst_sh("%s -S 127.0.0.1:%d -L %s -b %s -p %d -t 10 >%s 2>&1",
+		    nst_build("tools/natsync-verify"), STORE_PORT, layout,
 		    nst_run_path("standby.tbl"), (int)pid,
 		    nst_run_path("verify.out"));
 	nst_sh("cat %s >&2", nst_run_path("verify.out"));
@@ -2453,9 +2453,10 @@ Test(failover, a_gateway_pair_fences_only_its_own_writers)
 	n = nst_agent_ini(text, sizeof(text), "active", 1 << 8 | 1, 0, 256,
 			  "0-1", "127.0.0.1:7800");
 	snprintf(text + n, sizeof(text) - n,
-		 "connect_timeout_ms = 5000\n[agent]\nepoch = 0\n"
+		 "layout = %s\nconnect_timeout_ms = 5000\n[agent]\nepoch = 0\n"
 		 "[rings]\nlanes = 1\n[source]\ntype = synth\nflows = 20000\n"
-		 "events = 2000000\nrate = 20000\nseed = 3\n");
+		 "events = 2000000\nrate = 20000\nseed = 3\n",
+		 layout);
 	/* Pair 1's active runs until the test stops it (100 s of events):
 	 * a fixed time could end before B's promotion on a slow run. */
 	nst_write_file(nst_run_path("pair1.ini"), text);

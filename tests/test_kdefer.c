@@ -312,9 +312,9 @@ static const char *proto_record(const struct fam *f, const char *proto,
 	char cmd[512];
 
 	snprintf(cmd, sizeof(cmd),
-		 "%s -S " SEEDS " --get '%s:%s:%u-%s:%u' 2>/dev/null",
-		 nst_build("tools/natsync-verify"), proto, f->key_client, port,
-		 f->key_server, SERVER_PORT);
+		 "%s -S " SEEDS " -L %s --get '%s:%s:%u-%s:%u' 2>/dev/null",
+		 nst_build("tools/natsync-verify"), layout, proto,
+		 f->key_client, port, f->key_server, SERVER_PORT);
 	fp = popen(cmd, "r");
 	cr_assert_not_null(fp);
 	if (!fgets(buf, (int)len, fp))

@@ -564,10 +564,10 @@ static void assert_forwarded6_record(void)
 	unsigned int sport = FIRST_PORT + FLOWS6;
 	char want[256];
 
-	cr_assert_eq(nst_sh("%s -S " SEEDS " --get 'udp:[fd71::2]:%u-"
+	cr_assert_eq(nst_sh("%s -S " SEEDS " -L %s --get 'udp:[fd71::2]:%u-"
 			    "[fd71::1]:%d' >%s 2>&1",
-			    nst_build("tools/natsync-verify"), sport, FWD6_PORT,
-			    nst_run_path("get.out")),
+			    nst_build("tools/natsync-verify"), layout, sport,
+			    FWD6_PORT, nst_run_path("get.out")),
 		     0,
 		     "the store holds no record of the forwarded flow; see %s",
 		     nst_run_path("get.out"));
@@ -692,9 +692,9 @@ Test(ksrc, an_agent_started_on_a_running_gateway_replicates_its_entries)
 	dump_kernel_table(r.active);
 	verify_equal(r.standby, flows);
 	cr_assert_eq(nst_sh("%s -S " SEEDS
-			    " --get icmp:10.71.0.2:%u-" SERVER_ADDR
+			    " -L %s --get icmp:10.71.0.2:%u-" SERVER_ADDR
 			    ":0 >%s 2>&1",
-			    nst_build("tools/natsync-verify"), ECHO_ID,
+			    nst_build("tools/natsync-verify"), layout, ECHO_ID,
 			    nst_run_path("get.out")),
 		     0, "the store holds no echo of identifier %d; see %s",
 		     ECHO_ID, nst_run_path("get.out"));

@@ -162,7 +162,7 @@ static void all_equal(void)
 static int verify_with(const char *prefix, const char *source,
 		       const char *standby)
 {
-	int rc = nst_sh("%s %s -S %s -s %s -b %s >%s 2>&1", prefix,
+	int rc = nst_sh("%s %s -S %s -L keys -s %s -b %s >%s 2>&1", prefix,
 			nst_build("tools/natsync-verify"), SEEDS, source,
 			standby, nst_run_path("verify.out"));
 
@@ -694,7 +694,7 @@ Test(verify, mixed_ipv4_and_ipv6_store_compares_and_gets_exactly)
 		inet_ntop(AF_INET6, r[2].v6.orig_saddr, sa, sizeof(sa)));
 	cr_assert_not_null(
 		inet_ntop(AF_INET6, r[2].v6.orig_daddr, da, sizeof(da)));
-	rc = nst_sh("%s -S %s --get '%u:[%s]:%u-[%s]:%u' >%s 2>&1",
+	rc = nst_sh("%s -S %s -L keys --get '%u:[%s]:%u-[%s]:%u' >%s 2>&1",
 		    nst_build("tools/natsync-verify"), SEEDS, r[2].s.proto, sa,
 		    r[2].s.orig.sport, da, r[2].s.orig.dport,
 		    nst_run_path("verify.out"));
