@@ -272,7 +272,7 @@ int main(int argc, char **argv)
 		.repeat = 1,
 	};
 	const char *store = "127.0.0.1:7000";
-	const char *layout = "log";
+	const char *layout = NULL; /* [store] layout's default */
 	uint64_t events = 1000000, flows = 200000, rate = 0;
 	uint64_t workers = 0, batch = 0, inflight = 0;
 	int rate_given = 0, sessions_given = 0, record_given = 0;
@@ -386,7 +386,7 @@ int main(int argc, char **argv)
 
 	nsa_config_defaults(&conf);
 	if (nsb_conf_set(&conf, "store.seeds=%s", store) ||
-	    nsb_conf_set(&conf, "store.layout=%s", layout) ||
+	    (layout && nsb_conf_set(&conf, "store.layout=%s", layout)) ||
 	    nsb_conf_set(&conf, "agent.eal_args=%s -m %u", BENCH_EAL_ARGS,
 			 mem_mb) ||
 	    nsb_conf_set(&conf, "source.type=synth") ||

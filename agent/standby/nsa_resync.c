@@ -105,16 +105,12 @@ static void sync_check(struct nsa_standby *sb)
 	for (i = 0; i < sb->n_nodes; i++)
 		if (!sb->nodes[i].loaded_once)
 			return;
-	__atomic_store_n(&sb->st.slots_served, served, __ATOMIC_RELAXED);
-	if (served < NS_SLOTS && served != sb->slots_warned) {
-		sb->slots_warned = served;
+	if (served < NS_SLOTS && served != sb->st.slots_served)
 		NSA_WARN("standby: the store serves %u of %u slots (a cluster "
 			 "being formed, or slots unassigned): not ready until "
 			 "it serves every slot",
 			 served, NS_SLOTS);
-	}
-	if (served == NS_SLOTS)
-		sb->slots_warned = 0;
+	__atomic_store_n(&sb->st.slots_served, served, __ATOMIC_RELAXED);
 	__atomic_store_n(&sb->st.live, served == NS_SLOTS, __ATOMIC_RELAXED);
 	if (sb->st.synced)
 		return;

@@ -77,9 +77,6 @@ struct nsa_standby {
 	 * meanwhile. */
 	int load_all;
 	int reset; /* the run loop must tear down and start over */
-	/* the slots served when the standby last said the store serves
-	 * only part of them (0: not said) */
-	unsigned int slots_warned;
 
 	struct nsa_topowatch watch;
 	uint8_t scope[NS_SLOTS];
