@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -833,4 +834,108 @@ Test(cluster_live, each_gateway_pair_has_its_own_counter_and_fence)
 		cr_expect(still_open(c[m][0]));
 		redisFree(c[m][0]);
 	}
+}
+
+/* ---- a first ask for an epoch that gave up, and ran later ---- */
+
+/* The pid of the redis-server on port. */
+static int server_pid(int port)
+{
+	redisContext *c = raw_connect(port);
+	redisReply *r = redisCommand(c, "INFO server");
+	const char *at = r && r->type == REDIS_REPLY_STRING
+				 ? strstr(r->str, "process_id:")
+				 : NULL;
+	int pid = at ? atoi(at + strlen("process_id:")) : 0;
+
+	freeReplyObject(r);
+	redisFree(c);
+	cr_assert_gt(pid, 0, "no process_id from %d", port);
+	return pid;
+}
+
+/* The pair's counter, or -1. */
+static int64_t counter_of(uint32_t pair)
+{
+	struct nsa_store_conf q = conf;
+	uint64_t e;
+
+	q.pair = pair;
+	if (nsa_fence_read(&q, NULL, &e, err, sizeof(err)) < 0)
+		return -1;
+	return (int64_t)e;
+}
+
+/* A first ask of q for an epoch above floor, made while the counter's
+ * master is stopped (SIGSTOP) past q's bound: the ask gives up, the
+ * master continues, and the ask's EVAL, already sent, runs late. The
+ * counter it leaves. */
+static int64_t late_ask(const struct nsa_store_conf *q, uint64_t floor,
+			int master_pid, int64_t before)
+{
+	int64_t e, now = before;
+
+	cr_assert_eq(kill(master_pid, SIGSTOP), 0);
+	e = nsa_epoch_take(q, floor, err, sizeof(err));
+	kill(master_pid, SIGCONT);
+	cr_assert_lt(e, 0, "the ask did not give up: epoch %lld",
+		     (long long)e);
+	for (int i = 0; i < 50 && now == before; i++) {
+		nsdp_sleep_ms(100);
+		now = counter_of(q->pair);
+	}
+	cr_assert_gt(now, before, "the late ask never ran (counter %lld)",
+		     (long long)now);
+	return now;
+}
+
+/* A gateway whose first ask for an epoch gave up (its store hung past
+ * [agent] promote_wait_ms) forwards on a provisional epoch; the ask it
+ * gave up may still run once the store continues, and leaves the
+ * counter one generation up, at an epoch nobody uses. Making the
+ * provisional epoch known then registers it as if that late ask had never
+ * run: before, the provisional active found the counter above its epoch
+ * and fenced itself, and the counter fenced the active it replaced too. */
+Test(cluster_live, a_late_first_ask_does_not_fence_its_own_provisional_epoch)
+{
+	const uint32_t pair = 40;
+	char key[NSA_PAIR_NAME_MAX];
+	struct nsa_store_conf q;
+	int seeds[CLUSTER_MASTERS - 1], n = 0, master, pid;
+	int64_t e;
+
+	/* Seed the topology from the other masters, so that the ask reads
+	 * it and hangs on the counter's EVAL alone. */
+	conf_seeds((const int[]){CLUSTER_PORT}, 1);
+	{
+		redisContext *c = raw_connect(CLUSTER_PORT);
+
+		nsa_epoch_key(pair, key);
+		master = server_slot_master_port(
+			c, server_keyslot(c, key, strlen(key)));
+		redisFree(c);
+	}
+	cr_assert_gt(master, 0);
+	for (int m = 0; m < CLUSTER_MASTERS; m++)
+		if (CLUSTER_PORT + m != master)
+			seeds[n++] = CLUSTER_PORT + m;
+	conf_seeds(seeds, (unsigned int)n);
+	conf.pair = pair;
+	pid = server_pid(master);
+
+	/* The active being replaced took 256. */
+	e = nsa_epoch_take(&conf, 0, err, sizeof(err));
+	cr_assert_eq(e, 256, "%s", err);
+
+	/* Its successor (node 1 of the pair) asks with floor 0, gives up
+	 * and forwards on 257, above 256; its ask runs late: 512. */
+	q = nsa_store_conf_quick(&conf, 200);
+	cr_assert_eq(nsa_epoch_provisional(0, pair << 8 | 1), 257);
+	cr_assert_eq(late_ask(&q, 0, pid, 256), 512);
+	e = nsa_epoch_register(&q, 257, err, sizeof(err));
+	cr_assert_eq(e, 257,
+		     "the provisional epoch 257 was fenced by its own late "
+		     "ask: the store's counter is %lld (%s)",
+		     (long long)e, err);
+	cr_assert_eq(counter_of(pair), 257);
 }
