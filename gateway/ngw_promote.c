@@ -166,6 +166,9 @@ static int64_t gw_promote_epoch(struct gw *g, char *reply, size_t len)
 	 * that it applies every batch the old active published before the
 	 * fence (the barrier), and the table misses none of them. */
 	floor = g->conf.agent.epoch > 0 ? g->conf.agent.epoch - 1 : 0;
+	/* An ask that gives up may still run later: its token lets the
+	 * provisional epoch's registration undo it. */
+	g->store_quick.epoch_token = nsa_epoch_token_new();
 	e = gw_take_epoch(g, &g->store_quick, floor, err, sizeof(err));
 	if (e < 0)
 		return gw_provisional_epoch(g, floor, err, reply, len);
@@ -390,6 +393,7 @@ void gw_check_fence(struct gw *g, double t)
 void gw_register_provisional(struct gw *g, double t)
 {
 	uint32_t ours = g->provisional;
+	struct nsa_store_conf reg;
 	char err[512];
 	int64_t e;
 
@@ -397,7 +401,11 @@ void gw_register_provisional(struct gw *g, double t)
 	    nsdp_nat_mode(g->nat) != NSDP_NAT_ACTIVE)
 		return;
 	g->next_register = t + GW_RETRY_MS / 1000.0;
-	e = nsa_epoch_register(&g->store_loop, ours, err, sizeof(err));
+	/* With the first ask's token: if that ask ran late, the counter
+	 * above ours is its epoch, which nobody uses. */
+	reg = g->store_loop;
+	reg.epoch_token = g->store_quick.epoch_token;
+	e = nsa_epoch_register(&reg, ours, err, sizeof(err));
 	if (e < 0) {
 		NSA_DEBUG("provisional epoch %u: the store does not answer "
 			  "yet (%s)",

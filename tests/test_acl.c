@@ -302,6 +302,10 @@ Test(acl, the_gateway_user_replicates_takes_epochs_and_nothing_more)
 		{"DEL natsync:epoch:2", 1},
 		{"GET natsync:epoch:2", 0},
 		{"INCRBY natsync:epochs 1", 1},
+		/* the taker key beside each counter, and no other */
+		{"SET {natsync:epoch}:other x", 1},
+		{"SET {natsync:epoch:2}:other x", 1},
+		{"GET {natsync:epoch}:taker", 0},
 	};
 	static struct nsa_config conf;
 	unsigned int killed = 0;

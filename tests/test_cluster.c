@@ -930,6 +930,7 @@ Test(cluster_live, a_late_first_ask_does_not_fence_its_own_provisional_epoch)
 	/* Its successor (node 1 of the pair) asks with floor 0, gives up
 	 * and forwards on 257, above 256; its ask runs late: 512. */
 	q = nsa_store_conf_quick(&conf, 200);
+	q.epoch_token = 0xb1;
 	cr_assert_eq(nsa_epoch_provisional(0, pair << 8 | 1), 257);
 	cr_assert_eq(late_ask(&q, 0, pid, 256), 512);
 	e = nsa_epoch_register(&q, 257, err, sizeof(err));
@@ -938,4 +939,37 @@ Test(cluster_live, a_late_first_ask_does_not_fence_its_own_provisional_epoch)
 		     "ask: the store's counter is %lld (%s)",
 		     (long long)e, err);
 	cr_assert_eq(counter_of(pair), 257);
+
+	/* Node 2 takes over from 257 with floor 0 (provisional 258); its
+	 * ask runs late (512), then a newer active (another token) takes
+	 * 768: the newer one stands, and 258 is fenced. */
+	conf.epoch_token = 0xa1;
+	q.epoch_token = 0xb2;
+	cr_assert_eq(nsa_epoch_provisional(0, pair << 8 | 2), 258);
+	cr_assert_eq(late_ask(&q, 0, pid, 257), 512);
+	e = nsa_epoch_take(&conf, 0, err, sizeof(err));
+	cr_assert_eq(e, 768, "%s", err);
+	e = nsa_epoch_register(&q, 258, err, sizeof(err));
+	cr_assert_eq(e, 768, "a newer active's epoch was undone: %lld (%s)",
+		     (long long)e, err);
+	cr_assert_eq(counter_of(pair), 768);
+
+	/* A successor with a stale floor (0: provisional 258, below 768)
+	 * is fenced, as it would be without its late ask (1024), and the
+	 * counter goes back to 768, so the active on 768 is not fenced by
+	 * an epoch nobody uses. */
+	cr_assert_eq(late_ask(&q, 0, pid, 768), 1024);
+	e = nsa_epoch_register(&q, 258, err, sizeof(err));
+	cr_assert_eq(e, 768, "%s", err);
+	cr_assert_eq(counter_of(pair), 768);
+	cr_assert_eq(nsa_fence_check(&conf, NULL, 768, err, sizeof(err)), 0,
+		     "%s", err);
+
+	/* With the floor at the counter (what the notify script gives),
+	 * the late ask stays below the provisional epoch (1024 < 1026),
+	 * which is registered, and again on a second call. */
+	cr_assert_eq(late_ask(&q, 768, pid, 768), 1024);
+	cr_assert_eq(nsa_epoch_register(&q, 1026, err, sizeof(err)), 1026);
+	cr_assert_eq(nsa_epoch_register(&q, 1026, err, sizeof(err)), 1026);
+	cr_assert_eq(counter_of(pair), 1026);
 }

@@ -47,6 +47,9 @@ int nag_epoch_take(struct nsa_config *c, struct nag_epoch *pe)
 	int64_t e;
 
 	pe->quick = store_quick(c);
+	/* An ask that gives up may still run later: its token lets the
+	 * provisional epoch's registration (with pe->quick) undo it. */
+	pe->quick.epoch_token = nsa_epoch_token_new();
 	pe->store = &c->store;
 	e = nsa_epoch_take(&pe->quick, c->epoch_floor, err, sizeof(err));
 	p = nsa_epoch_provisional(c->epoch_floor, c->gateway_id);

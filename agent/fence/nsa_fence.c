@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "nsa_fence.h"
 
@@ -28,6 +31,37 @@ const char *nsa_epoch_key(uint32_t pair, char *buf)
 		snprintf(buf, NSA_PAIR_NAME_MAX, "%s", NSA_EPOCH_KEY);
 	else
 		snprintf(buf, NSA_PAIR_NAME_MAX, "%s:%u", NSA_EPOCH_KEY, pair);
+	return buf;
+}
+
+const char *nsa_epoch_taker_key(uint32_t pair, char *buf)
+{
+	char key[NSA_PAIR_NAME_MAX];
+
+	snprintf(buf, NSA_PAIR_NAME_MAX, "{%s}:taker", nsa_epoch_key(pair, key));
+	return buf;
+}
+
+uint64_t nsa_epoch_token_new(void)
+{
+	uint64_t t = 0;
+	struct timespec ts;
+
+	if (getrandom(&t, sizeof(t), 0) != (ssize_t)sizeof(t)) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		t = (uint64_t)getpid() << 40 ^ (uint64_t)ts.tv_sec << 20 ^
+		    (uint64_t)ts.tv_nsec;
+	}
+	return t != 0 ? t : 1;
+}
+
+/* conf's token as the scripts take it: a new one when it has none. */
+static const char *token_of(const struct nsa_store_conf *conf, char *buf,
+			    size_t len)
+{
+	uint64_t t = conf->epoch_token;
+
+	snprintf(buf, len, "%016" PRIx64, t != 0 ? t : nsa_epoch_token_new());
 	return buf;
 }
 
@@ -117,36 +151,60 @@ static redisReply *key_command(const struct nsa_store_conf *conf,
 	return NULL;
 }
 
-/* Atomic on the key's master: the counter raised to the next multiple of
- * NSA_EPOCH_STEP (ARGV[2]) above both its value and ARGV[1], returned.
- * INCRBY, not SET, so that a user allowed this cannot set the counter
- * back (the ACL of deploy/redis-users.acl.example). */
+/* Atomic on the key's master: the counter (KEYS[1]) raised to the next
+ * multiple of NSA_EPOCH_STEP (ARGV[2]) above both its value and ARGV[1],
+ * returned; the taker key (KEYS[2]) set to "value before token"
+ * (ARGV[3]). INCRBY, not SET, so that a user allowed this cannot set the
+ * counter back (the ACL of deploy/redis-users.acl.example). */
 static const char take_script[] =
 	"local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
 	"local f = math.max(c, tonumber(ARGV[1])) "
 	"local s = tonumber(ARGV[2]) "
-	"return redis.call('INCRBY', KEYS[1], "
-	"(math.floor(f / s) + 1) * s - c)";
-/* Atomic: the counter raised to ARGV[1] when below it; its value after. */
+	"local e = redis.call('INCRBY', KEYS[1], "
+	"(math.floor(f / s) + 1) * s - c) "
+	"redis.call('SET', KEYS[2], e .. ' ' .. c .. ' ' .. ARGV[3]) "
+	"return e";
+/* Atomic: the counter raised to ARGV[1] when below it; its value after.
+ * When above it and the taker key says this token's own ask set it (an
+ * ask that gave up and ran late: nobody uses that epoch), first set back
+ * to the value before that ask. */
 static const char raise_script[] =
 	"local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
 	"local e = tonumber(ARGV[1]) "
-	"if c < e then return redis.call('INCRBY', KEYS[1], e - c) end "
+	"local p = c "
+	"if c > e then "
+	" local t = redis.call('GET', KEYS[2]) "
+	" if t then "
+	"  local te, tp, tt = string.match(t, '^(%d+) (%d+) (%x+)$') "
+	"  if tt == ARGV[3] and tonumber(te) == c then "
+	"   p = tonumber(tp) "
+	"   redis.call('INCRBY', KEYS[1], p - c) "
+	"   c = p "
+	"  end "
+	" end "
+	"end "
+	"if c < e then "
+	" redis.call('INCRBY', KEYS[1], e - c) "
+	" redis.call('SET', KEYS[2], e .. ' ' .. p .. ' ' .. ARGV[3]) "
+	" return e "
+	"end "
 	"return c";
 
-/* Run script on the pair's counter with arg, then WAIT for a replica
- * where its master has one (conf->epoch_wait_ms): the counter's value the
- * script returned, or a negative errno with err. */
+/* Run script on the pair's counter and taker with arg and conf's token,
+ * then WAIT for a replica where its master has one (conf->epoch_wait_ms):
+ * the counter's value the script returned, or a negative errno with
+ * err. */
 static int64_t epoch_script(const struct nsa_store_conf *conf,
 			    const char *script, uint64_t arg, char *err,
 			    size_t errlen)
 {
-	char key[NSA_PAIR_NAME_MAX];
+	char key[NSA_PAIR_NAME_MAX], taker[NSA_PAIR_NAME_MAX], token[24];
 	redisContext *c = NULL;
-	redisReply *r =
-		key_command(conf, NULL, nsa_epoch_key(conf->pair, key), &c, err,
-			    errlen, "EVAL %s 1 %s %llu %u", script, key,
-			    (unsigned long long)arg, NSA_EPOCH_STEP);
+	redisReply *r = key_command(
+		conf, NULL, nsa_epoch_key(conf->pair, key), &c, err, errlen,
+		"EVAL %s 2 %s %s %llu %u %s", script, key,
+		nsa_epoch_taker_key(conf->pair, taker), (unsigned long long)arg,
+		NSA_EPOCH_STEP, token_of(conf, token, sizeof(token)));
 	int64_t rc;
 
 	if (r == NULL)

@@ -34,13 +34,25 @@
 #define NSA_EPOCH_KEY "natsync:epoch"
 /* CLIENT SETNAME of every writer connection; the fence closes these. */
 #define NSA_WRITER_NAME "natsync-writer"
-/* Room for a pair's counter key or writer name. */
-#define NSA_PAIR_NAME_MAX 32
+/* Room for a pair's counter key, taker key or writer name. */
+#define NSA_PAIR_NAME_MAX 48
 /* gateway_id >> NSA_PAIR_SHIFT is its pair. */
 #define NSA_PAIR_SHIFT 8
 
 /* Pair's epoch counter key into buf (NSA_PAIR_NAME_MAX); buf. */
 const char *nsa_epoch_key(uint32_t pair, char *buf);
+
+/* Pair's taker key into buf (NSA_PAIR_NAME_MAX); buf: "{natsync:epoch}:taker"
+ * ("{natsync:epoch:P}:taker"), in the counter's slot, holding "E P T": the
+ * counter's value E, the value P before it and the token T of the process
+ * that set it (nsa_store_conf's epoch_token). */
+const char *nsa_epoch_taker_key(uint32_t pair, char *buf);
+
+/* A new random token for an ask that may give up (nsa_store_conf's
+ * epoch_token): set it on the conf of the ask and of the provisional
+ * epoch's registration, so that the registration knows that ask if it ran
+ * late. Never 0. */
+uint64_t nsa_epoch_token_new(void);
 
 /* Pair's writer connection name into buf (NSA_PAIR_NAME_MAX); buf. */
 const char *nsa_writer_name(uint32_t pair, char *buf);
@@ -70,7 +82,8 @@ static inline uint32_t nsa_epoch_provisional(uint32_t seen, uint32_t gateway_id)
 
 /* A new store epoch: the counter raised atomically (EVAL) to the next
  * multiple of NSA_EPOCH_STEP above both its value and floor, on the
- * master that owns it (following one MOVED), with a fresh connection.
+ * master that owns it (following one MOVED), with a fresh connection;
+ * the taker key records it with the caller's token.
  * Every call returns a different value. Where that master has replicas
  * and conf->epoch_wait_ms is set, the value is returned only once a
  * replica acknowledged it (WAIT 1): one that a promoted replica could
@@ -80,9 +93,12 @@ int64_t nsa_epoch_take(const struct nsa_store_conf *conf, uint64_t floor,
 		       char *err, size_t errlen);
 
 /* A provisional epoch made known: the counter raised to epoch when
- * below it (never lowered), and WAITed for as nsa_epoch_take does. The
- * counter's value after: epoch (registered; again on a second call), or
- * above it (a newer epoch was issued: epoch is fenced), or a negative
+ * below it, and WAITed for as nsa_epoch_take does. A counter above epoch
+ * that an ask with conf's epoch_token set (the taker key names the token:
+ * an ask that gave up and ran late, an epoch nobody uses) is first set back to
+ * what it was before that ask. Otherwise the counter is never lowered.
+ * The counter's value after: epoch (registered; again on a second call),
+ * or above it (a newer epoch was issued: epoch is fenced), or a negative
  * errno with a reason in err. */
 int64_t nsa_epoch_register(const struct nsa_store_conf *conf, uint32_t epoch,
 			   char *err, size_t errlen);

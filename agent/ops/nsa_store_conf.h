@@ -51,6 +51,11 @@ struct nsa_store_conf {
 	/* The gateway pair ([agent] gateway_id >> 8) whose epoch counter
 	 * and writer connections these are (nsa_fence.h). Not a key. */
 	uint32_t pair;
+	/* The token of an epoch ask that may give up and of the provisional
+	 * epoch's registration (nsa_fence.h): a late ask of one's own is
+	 * told from a newer active's by it. 0 = a new one at every call.
+	 * Not a key. */
+	uint64_t epoch_token;
 };
 
 /* A copy of c for a caller that must not wait on a store that hangs (a
