@@ -29,14 +29,6 @@
 
 /* ---- promotion and demotion ------------------------------------------- */
 
-static void max_epoch_cb(const struct ns_session *s, void *arg)
-{
-	uint32_t *max = arg;
-
-	if (s->epoch > *max)
-		*max = s->epoch;
-}
-
 /* The subscriber takes the table back (after a failed promotion or a
  * demotion). */
 static void gw_standby_restart(struct gw *g, const char *why)
@@ -133,7 +125,7 @@ static int64_t gw_provisional_epoch(struct gw *g, uint32_t floor,
 			 "ms that it applied every batch published so far",
 			 g->conf.gw.promote_wait_ms);
 	nsa_standby_stop(g->sb);
-	nsdp_table_walk(g->table, max_epoch_cb, &table_max);
+	table_max = nsa_standby_epoch_known(g->sb);
 	e = nsa_epoch_provisional(table_max > floor ? table_max : floor,
 				  g->conf.agent.gateway_id);
 	if (e == 0) {
@@ -142,9 +134,10 @@ static int64_t gw_provisional_epoch(struct gw *g, uint32_t floor,
 		return -ERANGE;
 	}
 	NSA_WARN("promote: no epoch from the store within %u ms (%s): "
-		 "forwarding at once on provisional epoch %u (above the "
-		 "table's %u); it is made known to the store, and the fence "
-		 "raised, once the store answers",
+		 "forwarding at once on provisional epoch %u (above %u, the "
+		 "highest epoch the table and the subscriber know); it is "
+		 "made known to the store, and the fence raised, once the "
+		 "store answers",
 		 g->conf.gw.promote_wait_ms, why, e, table_max);
 	g->provisional = e;
 	g->next_register = 0;
@@ -190,11 +183,12 @@ static int64_t gw_promote_epoch(struct gw *g, char *reply, size_t len)
 			 GW_PROMOTE_RESYNC_MS);
 	/* From here the fast path is the table's only writer. */
 	nsa_standby_stop(g->sb);
-	nsdp_table_walk(g->table, max_epoch_cb, &table_max);
+	table_max = nsa_standby_epoch_known(g->sb);
 	if (table_max < e)
 		return e;
 	/* The counter is behind the table (a store that lost it): above
-	 * every epoch the table holds, and fence again. */
+	 * every epoch the table and the subscriber know, and fence
+	 * again. */
 	e = gw_take_epoch(g, &g->store_loop, table_max, err, sizeof(err));
 	if (e < 0) {
 		NSA_ERR("promote: refused: no epoch above the table's %u from "

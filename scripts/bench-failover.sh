@@ -25,8 +25,13 @@
 # until the other gateway held the addresses; active: until its active
 # agent replicated.
 #
+# --store down (dpdk only): every master stopped (SIGSTOP) before each
+# kill, so that each promotion forwards on a provisional epoch (the store
+# continues once the flows went on, before the next round); the notify
+# script called at once only: the gateway's own part with no store.
+#
 # Ends with one line per way:
-#   RESULT failover how=direct|keepalived rounds=N outage_p50_ms=..
+#   RESULT failover how=direct|keepalived store=up|down rounds=N outage_p50_ms=..
 #     outage_p99_ms=.. outage_max_ms=.. promoted_p50_ms=.. promoted_p99_ms=..
 #   RESULT kfailover how=direct|keepalived rounds=N outage_p50_ms=..
 #     outage_p99_ms=.. outage_max_ms=.. moved_p50_ms=.. moved_p99_ms=..
@@ -35,14 +40,21 @@
 # 7995-7997): not while the test suite runs.
 #
 #   scripts/bench-failover.sh [--rounds N] [--gateway dpdk|kernel]
-#   (default 20 rounds, at most 64)
+#                             [--store up|down]
+#   (default 20 rounds, at most 64; store up)
 set -euo pipefail
 # shellcheck source=../deploy/lib.sh
 . "$(dirname "$0")/../deploy/lib.sh"
 cd "$NS_TOP"
 
-rounds=20 gateway=dpdk
-ns_options bench-failover.sh --rounds=rounds --gateway=gateway -- "$@"
+rounds=20 gateway=dpdk store=up
+ns_options bench-failover.sh --rounds=rounds --gateway=gateway --store=store -- "$@"
+hows="direct keepalived"
+case $gateway/$store in
+*/up) ;;
+dpdk/down) hows=direct ;;
+*) echo "bench-failover: --store is up or down (down with --gateway dpdk)" >&2; exit 2 ;;
+esac
 case $gateway in
 dpdk) test=test_failover filter='failover/keepalived_moves_the_flows_when*'
 	lines='failover ' group=hugepages ;;
@@ -53,11 +65,11 @@ esac
 dir=${BUILD:-build-test}
 ns_install_deps
 ns_build "$dir" -Dtests=enabled >&2
-for how in direct keepalived; do
+for how in $hows; do
 	direct=0
 	[ "$how" = keepalived ] || direct=1
 	ns_say "bench-failover: $rounds $gateway failovers, $how"
 	ns_test_rounds "$dir" "$test" "$filter" "$lines" \
 		NATSYNC_FAILOVER_ROUNDS="$rounds" NATSYNC_FAILOVER_DIRECT=$direct \
-		NATSYNC_TEST_GROUP=$group
+		NATSYNC_FAILOVER_STORE="$store" NATSYNC_TEST_GROUP=$group
 done

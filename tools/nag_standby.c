@@ -77,25 +77,17 @@ static void standby_progress(struct nsa_standby *sb,
 		st->resyncs, st->bad_messages, standby_lag_avg_us(st));
 }
 
-static void max_epoch_cb(const struct ns_session *s, void *arg)
-{
-	uint32_t *max = arg;
-
-	if (s->epoch > *max)
-		*max = s->epoch;
-}
-
 /* The REPORT line of a stopped standby. epoch_max: the highest epoch of
- * the sessions its table holds (the floor of this node's next active,
- * [agent] epoch_floor). */
+ * its pair it knows (its table's sessions', the batches and the store's
+ * counter it saw: nsa_standby_epoch_known), the floor of this node's next
+ * active ([agent] epoch_floor). */
 static void standby_report(struct nsa_standby *sb, int64_t handover)
 {
 	struct nsa_standby_stats st;
 	struct nsdp_table_stats ts;
-	uint32_t epoch_max = 0;
+	uint32_t epoch_max = nsa_standby_epoch_known(sb);
 	char commit[320];
 
-	nsdp_table_walk(nsa_standby_table(sb), max_epoch_cb, &epoch_max);
 	nsa_standby_stats(sb, &st);
 	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	standby_commit_report(sb, commit, sizeof(commit));
@@ -139,11 +131,12 @@ static void standby_report(struct nsa_standby *sb, int64_t handover)
 static int64_t standby_handover(struct nsa_standby *sb,
 				const struct nsa_config *conf)
 {
-	uint32_t floor = conf->epoch_floor;
+	uint32_t floor = conf->epoch_floor, known = nsa_standby_epoch_known(sb);
 	double t0 = nsdp_now_s();
 	int64_t e;
 
-	nsdp_table_walk(nsa_standby_table(sb), max_epoch_cb, &floor);
+	if (known > floor)
+		floor = known;
 	e = nag_epoch_handover(conf, floor);
 	if (e < 0)
 		return -1;

@@ -173,6 +173,7 @@ static int batch_admit(struct nsa_standby *sb, unsigned int node,
 	 * this batch's publisher published. */
 	if (rc == NSA_ORDER_ROSE)
 		epoch_rose(sb, h, known);
+	nsa_standby_epoch_seen(sb, h->epoch);
 	if (*seq == NSA_SEQ_STALE) {
 		SB_STAT_ADD(sb, stale, 1);
 		return -1;

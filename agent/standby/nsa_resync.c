@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "nsa_commit.h"
+#include "nsa_fence.h"
 #include "nsa_log.h"
 #include "nsa_resync.h"
 #include "nsdp_time.h"
@@ -93,6 +94,23 @@ static void node_scope(const struct nsa_standby *sb, unsigned int node,
 			   nsa_loader_slot_read(&sb->nodes[node].ld, s);
 }
 
+/* The pair's epoch counter as the store holds it now, into epoch_seen:
+ * an active's provisional epoch made known before this standby started
+ * is in no record it loaded. Bounded (the store just answered the load);
+ * a failure leaves epoch_seen as it was. */
+static void epoch_counter_read(struct nsa_standby *sb)
+{
+	struct nsa_store_conf q =
+		nsa_store_conf_quick(&sb->conf.store, SB_EPOCH_READ_MS);
+	uint64_t e;
+	char err[256];
+
+	if (nsa_fence_read(&q, &sb->topo, &e, err, sizeof(err)) == 0)
+		nsa_standby_epoch_seen(sb, e);
+	else
+		NSA_DEBUG("standby: the epoch counter not read (%s)", err);
+}
+
 /* Every master loaded: synced (once), and live when the store serves
  * every slot. A store that serves part of them (a cluster being formed,
  * slots left unassigned) holds sessions nobody can read: not live until
@@ -114,6 +132,7 @@ static void sync_check(struct nsa_standby *sb)
 	__atomic_store_n(&sb->st.live, served == NS_SLOTS, __ATOMIC_RELAXED);
 	if (sb->st.synced)
 		return;
+	epoch_counter_read(sb);
 	__atomic_store_n(&sb->st.synced, 1, __ATOMIC_RELAXED);
 	NSA_INFO("standby: synced, %" PRIu64 " sessions in the table",
 		 __atomic_load_n(&sb->st.loaded, __ATOMIC_RELAXED));

@@ -589,6 +589,23 @@ struct nsdp_table *nsa_standby_table(struct nsa_standby *sb)
 	return sb->table;
 }
 
+static void max_epoch_cb(const struct ns_session *s, void *arg)
+{
+	uint32_t *max = arg;
+
+	if (s->epoch > *max)
+		*max = s->epoch;
+}
+
+uint32_t nsa_standby_epoch_known(struct nsa_standby *sb)
+{
+	uint64_t seen = __atomic_load_n(&sb->st.epoch_seen, __ATOMIC_RELAXED);
+	uint32_t max = 0;
+
+	nsdp_table_walk(sb->table, max_epoch_cb, &max);
+	return seen > max && seen <= UINT32_MAX ? (uint32_t)seen : max;
+}
+
 void nsa_standby_stats(const struct nsa_standby *sb,
 		       struct nsa_standby_stats *s)
 {
@@ -622,6 +639,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(other_pair);
 	LOAD(epoch_regressions);
 	LOAD(epoch_resyncs);
+	LOAD(epoch_seen);
 	LOAD(unauthenticated);
 	LOAD(bad_values);
 	LOAD(lag_parts_count);

@@ -48,6 +48,12 @@ int nsa_standby_barrier(struct nsa_standby *sb, int timeout_ms);
  * without publishing. 0, -ETIMEDOUT, or -ENOTCONN when the subscriber is
  * not running. */
 int nsa_standby_resync_all(struct nsa_standby *sb, int timeout_ms);
+/* The highest epoch of its pair the standby knows: its table's sessions',
+ * and what its subscriber saw (epoch_seen: batches, the store's counter
+ * when it synced; a provisional epoch made known before it started is in
+ * no record it loaded). What a promotion's epoch must be above. Walks
+ * the table as one of its readers. */
+uint32_t nsa_standby_epoch_known(struct nsa_standby *sb);
 void nsa_standby_free(struct nsa_standby *sb);
 
 struct nsdp_table *nsa_standby_table(struct nsa_standby *sb);

@@ -99,4 +99,16 @@ struct nsa_standby {
 
 #define SB_STAT_ADD(sb, f, v) NSDP_STAT_ADD((sb)->st.f, v)
 
+/* Reading the pair's epoch counter when synced: its bound, ms. */
+#define SB_EPOCH_READ_MS 200
+
+/* epoch_seen raised to epoch when below (the subscriber thread alone
+ * writes it). */
+static inline void nsa_standby_epoch_seen(struct nsa_standby *sb,
+					  uint64_t epoch)
+{
+	if (epoch > __atomic_load_n(&sb->st.epoch_seen, __ATOMIC_RELAXED))
+		__atomic_store_n(&sb->st.epoch_seen, epoch, __ATOMIC_RELAXED);
+}
+
 #endif

@@ -55,6 +55,11 @@ struct nsa_standby_stats {
 	/* resyncs of a master begun because a pair's epoch rose on its
 	 * channel: what the fenced active wrote there unannounced */
 	uint64_t epoch_resyncs;
+	/* the highest epoch of its pair this standby knows of: the batches
+	 * it admitted, and the store's counter read when it synced (so a
+	 * provisional epoch made known before it started counts): what a
+	 * promotion's epoch must be above, whatever its table holds */
+	uint64_t epoch_seen;
 	/* batches dropped: a batch key is configured and their HMAC is
 	 * missing or wrong */
 	uint64_t unauthenticated;
