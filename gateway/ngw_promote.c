@@ -103,12 +103,17 @@ static int64_t gw_take_epoch(struct gw *g, const struct nsa_store_conf *conf,
 }
 
 /* No store epoch within promote_wait_ms (why): the subscriber stopped
- * (after a barrier as long), and a provisional epoch above every epoch the
+ * once it answered the barrier asked before the ask (ticket, at t0 ns),
+ * waited for at most what is left of promote_wait_ms since t0, so that
+ * the two waits overlap; and a provisional epoch above every epoch the
  * table holds and floor. The epoch, or -EAGAIN with the reply when this
  * gateway may make none (the subscriber then runs). */
 static int64_t gw_provisional_epoch(struct gw *g, uint32_t floor,
-				    const char *why, char *reply, size_t len)
+				    const char *why, uint64_t ticket,
+				    uint64_t t0, char *reply, size_t len)
 {
+	uint64_t spent_ms = (nsdp_mono_ns() - t0) / 1000000u;
+	unsigned int wait_ms = g->conf.gw.promote_wait_ms;
 	uint32_t table_max = 0, e;
 
 	if (nsa_epoch_provisional(0, g->conf.agent.gateway_id) == 0) {
@@ -120,10 +125,13 @@ static int64_t gw_provisional_epoch(struct gw *g, uint32_t floor,
 			 "error promote: no epoch from the store: %s\n", why);
 		return -EAGAIN;
 	}
-	if (nsa_standby_barrier(g->sb, (int)g->conf.gw.promote_wait_ms) != 0)
+	if (nsa_standby_barrier_wait(
+		    g->sb, ticket,
+		    spent_ms >= wait_ms ? 0 : (int)(wait_ms - spent_ms)) != 0)
 		NSA_WARN("promote: the subscriber did not confirm within %u "
-			 "ms that it applied every batch published so far",
-			 g->conf.gw.promote_wait_ms);
+			 "ms that it applied every batch published before the "
+			 "promotion",
+			 wait_ms);
 	nsa_standby_stop(g->sb);
 	table_max = nsa_standby_epoch_known(g->sb);
 	e = nsa_epoch_provisional(table_max > floor ? table_max : floor,
@@ -151,6 +159,7 @@ static int64_t gw_provisional_epoch(struct gw *g, uint32_t floor,
  * subscriber then runs). */
 static int64_t gw_promote_epoch(struct gw *g, char *reply, size_t len)
 {
+	uint64_t t0 = nsdp_mono_ns(), ticket;
 	uint32_t table_max = 0, floor;
 	char err[512];
 	int64_t e;
@@ -162,9 +171,14 @@ static int64_t gw_promote_epoch(struct gw *g, char *reply, size_t len)
 	/* An ask that gives up may still run later: its token lets the
 	 * provisional epoch's registration undo it. */
 	g->store_quick.epoch_token = nsa_epoch_token_new();
+	/* A barrier asked now is answered while the epoch is asked for:
+	 * what a provisional epoch waits for (a store epoch waits for one
+	 * after its fence, below). */
+	ticket = nsa_standby_barrier_ask(g->sb);
 	e = gw_take_epoch(g, &g->store_quick, floor, err, sizeof(err));
 	if (e < 0)
-		return gw_provisional_epoch(g, floor, err, reply, len);
+		return gw_provisional_epoch(g, floor, err, ticket, t0, reply,
+					    len);
 	if (nsa_standby_barrier(g->sb, GW_BARRIER_MS) != 0)
 		NSA_WARN("promote: the subscriber did not confirm within %d ms "
 			 "that it applied what the old active published "

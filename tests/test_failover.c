@@ -1887,7 +1887,7 @@ Test(failover, a_gateway_configured_active_waits_for_its_cold_load)
  */
 static void failover_rounds(int rounds, int direct, int store_down)
 {
-	uint64_t outage[MAX_ROUNDS], promoted[MAX_ROUNDS];
+	uint64_t outage[MAX_ROUNDS], promoted[MAX_ROUNDS], notified[MAX_ROUNDS];
 	const char *how = direct ? "direct" : "keepalived";
 	char active = 'A', standby = 'B', reply[4096];
 	struct sockaddr_in udp_before;
@@ -1907,7 +1907,7 @@ static void failover_rounds(int rounds, int direct, int store_down)
 		long epoch = status_value(active, "epoch");
 		uint64_t tcp_at_kill, udp_at_kill;
 		double killed_at;
-		char when[64];
+		char when[80];
 
 		__atomic_store_n(&net.udp_gap_us, 0, __ATOMIC_RELEASE);
 		if (store_down)
@@ -1918,8 +1918,12 @@ static void failover_rounds(int rounds, int direct, int store_down)
 		killed_at = nsdp_now_s();
 		tcp_at_kill = LOAD(tcp_sent);
 		udp_at_kill = LOAD(udp_replies);
-		if (direct)
+		notified[r] = 0;
+		if (direct) {
 			cr_assert_eq(keepalived_notify(standby, "MASTER"), 0);
+			notified[r] =
+				(uint64_t)((nsdp_now_s() - killed_at) * 1e6);
+		}
 		cr_assert(WAIT_FOR(status_has(standby, "mode=active"), 20),
 			  "%c was not promoted after %c's death; see %s",
 			  standby, active,
@@ -1947,10 +1951,13 @@ static void failover_rounds(int rounds, int direct, int store_down)
 				  nst_run_path(standby == 'A' ? "gwA.log"
 							      : "gwB.log"));
 		}
-		printf("failover %s round %d: %c -> %c, promoted %.0f ms after "
-		       "the kill, UDP outage %.0f ms%s\n",
-		       how, r, active, standby, promoted[r] / 1e3,
-		       outage[r] / 1e3, store_down ? ", store down" : "");
+		snprintf(when, sizeof(when), "the notify script returned %.0f "
+			 "ms after the kill, ", notified[r] / 1e3);
+		printf("failover %s round %d: %c -> %c, %spromoted %.0f ms "
+		       "after the kill (status), UDP outage %.0f ms%s\n",
+		       how, r, active, standby, direct ? when : "",
+		       promoted[r] / 1e3, outage[r] / 1e3,
+		       store_down ? ", store down" : "");
 		fflush(stdout);
 
 		/* The dead gateway comes back as a standby and stays one. */

@@ -532,18 +532,27 @@ void nsa_standby_stop(struct nsa_standby *sb)
 	sb->running = 0;
 }
 
-/* Ask the subscriber thread for one more of what *req counts, and wait
- * until *done reaches it, at most timeout_ms. */
-static int sb_ask(struct nsa_standby *sb, uint64_t *req, const uint64_t *done,
-		  int timeout_ms)
+/* Ask the subscriber thread for one more of what *req counts: the
+ * ticket to wait for, 0 when it does not run. */
+static uint64_t sb_ask_only(struct nsa_standby *sb, uint64_t *req)
 {
-	uint64_t deadline = nsdp_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	uint64_t want;
 
 	if (!sb || !sb->running)
-		return -ENOTCONN;
+		return 0;
 	want = __atomic_add_fetch(req, 1, __ATOMIC_ACQ_REL);
 	sb_wake(sb);
+	return want;
+}
+
+/* Wait until *done reaches want, at most timeout_ms. */
+static int sb_wait(const struct nsa_standby *sb, uint64_t want,
+		   const uint64_t *done, int timeout_ms)
+{
+	uint64_t deadline = nsdp_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+	if (!sb || !sb->running || want == 0)
+		return -ENOTCONN;
 	while (__atomic_load_n(done, __ATOMIC_ACQUIRE) < want) {
 		if (nsdp_mono_ns() >= deadline)
 			return -ETIMEDOUT;
@@ -552,9 +561,29 @@ static int sb_ask(struct nsa_standby *sb, uint64_t *req, const uint64_t *done,
 	return 0;
 }
 
+/* Ask the subscriber thread for one more of what *req counts, and wait
+ * until *done reaches it, at most timeout_ms. */
+static int sb_ask(struct nsa_standby *sb, uint64_t *req, const uint64_t *done,
+		  int timeout_ms)
+{
+	return sb_wait(sb, sb_ask_only(sb, req), done, timeout_ms);
+}
+
 int nsa_standby_barrier(struct nsa_standby *sb, int timeout_ms)
 {
 	return sb ? sb_ask(sb, &sb->barrier_req, &sb->barrier_done, timeout_ms)
+		  : -ENOTCONN;
+}
+
+uint64_t nsa_standby_barrier_ask(struct nsa_standby *sb)
+{
+	return sb ? sb_ask_only(sb, &sb->barrier_req) : 0;
+}
+
+int nsa_standby_barrier_wait(struct nsa_standby *sb, uint64_t ticket,
+			     int timeout_ms)
+{
+	return sb ? sb_wait(sb, ticket, &sb->barrier_done, timeout_ms)
 		  : -ENOTCONN;
 }
 

@@ -41,6 +41,12 @@ void nsa_standby_stop(struct nsa_standby *sb);
  * table holds everything the old active published. 0, -ETIMEDOUT, or
  * -ENOTCONN when the subscriber is not running. */
 int nsa_standby_barrier(struct nsa_standby *sb, int timeout_ms);
+/* The barrier in two steps, so that the caller can do something else
+ * while the PINGs are answered: ask (the ticket, 0 when the subscriber is
+ * not running), then wait for that ticket as nsa_standby_barrier waits. */
+uint64_t nsa_standby_barrier_ask(struct nsa_standby *sb);
+int nsa_standby_barrier_wait(struct nsa_standby *sb, uint64_t ticket,
+			     int timeout_ms);
 /* Resync every master (each after a resync under way there) and wait
  * until each of those resyncs ended, at most timeout_ms: the table then
  * holds what the store held at the call, published or not. What a
