@@ -878,8 +878,7 @@ static int64_t late_ask(const struct nsa_store_conf *q, uint64_t floor,
 	cr_assert_eq(kill(master_pid, SIGSTOP), 0);
 	e = nsa_epoch_take(q, floor, err, sizeof(err));
 	kill(master_pid, SIGCONT);
-	cr_assert_lt(e, 0, "the ask did not give up: epoch %lld",
-		     (long long)e);
+	cr_assert_lt(e, 0, "the ask did not give up: epoch %lld", (long long)e);
 	for (int i = 0; i < 50 && now == before; i++) {
 		nsdp_sleep_ms(100);
 		now = counter_of(q->pair);

@@ -1951,8 +1951,10 @@ static void failover_rounds(int rounds, int direct, int store_down)
 				  nst_run_path(standby == 'A' ? "gwA.log"
 							      : "gwB.log"));
 		}
-		snprintf(when, sizeof(when), "the notify script returned %.0f "
-			 "ms after the kill, ", notified[r] / 1e3);
+		snprintf(when, sizeof(when),
+			 "the notify script returned %.0f "
+			 "ms after the kill, ",
+			 notified[r] / 1e3);
 		printf("failover %s round %d: %c -> %c, %spromoted %.0f ms "
 		       "after the kill (status), UDP outage %.0f ms%s\n",
 		       how, r, active, standby, direct ? when : "",

@@ -38,7 +38,8 @@ const char *nsa_epoch_taker_key(uint32_t pair, char *buf)
 {
 	char key[NSA_PAIR_NAME_MAX];
 
-	snprintf(buf, NSA_PAIR_NAME_MAX, "{%s}:taker", nsa_epoch_key(pair, key));
+	snprintf(buf, NSA_PAIR_NAME_MAX, "{%s}:taker",
+		 nsa_epoch_key(pair, key));
 	return buf;
 }
 
