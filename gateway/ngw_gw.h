@@ -69,6 +69,7 @@ struct gw {
 	 * the store: the epoch, else 0; the next try to make it known. */
 	uint32_t provisional;
 	double next_register;
+	int register_refused_said; /* the store refused it: said once */
 	/* The read-back of the store after a provisional epoch was made
 	 * known (ngw_readback.h): its epoch and when, while due; the thread
 	 * while it runs; how many ended. */

@@ -414,6 +414,14 @@ void gw_register_provisional(struct gw *g, double t)
 	reg = g->store_loop;
 	reg.epoch_token = g->store_quick.epoch_token;
 	e = nsa_epoch_register(&reg, ours, err, sizeof(err));
+	if (e == -EPROTO && !g->register_refused_said) {
+		/* An answer, not a timeout: e.g. an ACL without the taker
+		 * key (deploy/redis-users.acl.example). Tried again. */
+		NSA_ERR("provisional epoch %u: the store refused to take it "
+			"(%s); trying again every %d ms",
+			ours, err, GW_RETRY_MS);
+		g->register_refused_said = 1;
+	}
 	if (e < 0) {
 		NSA_DEBUG("provisional epoch %u: the store does not answer "
 			  "yet (%s)",

@@ -54,6 +54,13 @@ size_t nst_layouts(struct nst_layout *p)
 	return n;
 }
 
+const char *nst_layout_one(void)
+{
+	const char *only = getenv("NATSYNC_TEST_LAYOUT");
+
+	return only && strcmp(only, "keys") == 0 ? "keys" : "log";
+}
+
 void nst_agents_configure(const char *seeds, const struct nst_source_plan *p,
 			  unsigned int progress_ms)
 {

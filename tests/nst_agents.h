@@ -48,6 +48,24 @@ struct nst_layout {
  * the one NATSYNC_TEST_LAYOUT names (keys or log). Their count. */
 size_t nst_layouts(struct nst_layout *p);
 
+/* The store layout of a test that takes no layout parameter: the one
+ * NATSYNC_TEST_LAYOUT names, log (the default) when it names none. The
+ * plain suite runs such a test in log, the AddressSanitizer phase
+ * (NATSYNC_TEST_LAYOUT=keys, scripts/sanitize.sh) in keys: CI runs it in
+ * both. */
+const char *nst_layout_one(void);
+
+/* A test file's store layout, static const char *var: nst_layout_one()
+ * when the program starts (a constructor), so in every test, unless the
+ * test sets it (an NST_LAYOUTS_TEST's parameter, or a test bound to one
+ * layout). */
+#define NST_LAYOUT_VAR(var)                                                 \
+	static const char *var;                                             \
+	__attribute__((constructor)) static void var##_from_env(void)       \
+	{                                                                   \
+		var = nst_layout_one();                                     \
+	}
+
 /* A test run once in each store layout (nst_layouts): its body follows,
  * with the layout in l (a struct nst_layout *). */
 #define NST_LAYOUTS_TEST(suite, name, ...)                           \

@@ -657,8 +657,9 @@ static void *flow6_main(void *arg)
 
 /* Set by each test: 1 when the agents run as DPDK secondary processes. */
 static int external;
-/* The gateways' [store] layout (schema/FORMAT.md). */
-static const char *layout = "keys";
+/* The gateways' [store] layout (schema/FORMAT.md): the environment's
+ * (nst_layout_one) unless a test sets it. */
+NST_LAYOUT_VAR(layout)
 /* [gateway] promote_wait_ms: the default (50), or longer where a test is
  * about the fence a store epoch raises at once, not about a store that
  * does not answer (on a loaded machine 50 ms may pass). */
@@ -2735,6 +2736,8 @@ static void store_gone(uint32_t epoch, int del)
 static void unannounced_pair(const char *name, uint32_t pool_addr,
 			     uint32_t n_ports, int gone)
 {
+	/* It writes session keys itself: the keys layout. */
+	layout = "keys";
 	nst_need_root("needs root for network namespaces");
 	external = 0;
 	nst_run_dir_make(name);

@@ -130,9 +130,9 @@ static int table_present(void)
 	return v4 == v6 ? v4 : 2;
 }
 
-/* The agents' [store] layout (schema/FORMAT.md): keys unless a test sets
- * it. */
-static const char *layout = "keys";
+/* The agents' [store] layout (schema/FORMAT.md): the environment's
+ * (nst_layout_one) unless a test sets it. */
+NST_LAYOUT_VAR(layout)
 
 /* The active with the kernel source; defer_max_us 0: defer off. Returns
  * once its defer table is in place (or, off, once it runs). */

@@ -160,9 +160,9 @@ static void make_gw_dir(int gw)
  * otherwise both use the example's 1. */
 static int own_ids;
 
-/* The agents' [store] layout (schema/FORMAT.md): keys unless a test sets
- * it. */
-static const char *layout = "keys";
+/* The agents' [store] layout (schema/FORMAT.md): the environment's
+ * (nst_layout_one) unless a test sets it. */
+NST_LAYOUT_VAR(layout)
 
 static const char *notify_command(int gw)
 {
@@ -1757,6 +1757,8 @@ Test(failover,
 	uint16_t u_x;
 	double t0;
 
+	/* It writes and deletes session keys itself: the keys layout. */
+	layout = "keys";
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
 		      "root");
 	pair_net("kfailover-readback");
@@ -1840,6 +1842,8 @@ Test(failover, a_provisional_kernel_promotion_reads_back_once_the_store_answers)
 	unsigned long written = 0, kept = 0;
 	uint16_t u_x, f_x;
 
+	/* It writes session keys itself: the keys layout. */
+	layout = "keys";
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
 		      "root");
 	/* Provisional epochs need each gateway's own id. */

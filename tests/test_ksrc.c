@@ -206,8 +206,8 @@ static void *client_main(void *arg)
 }
 
 /* The agents' and natsync-verify's [store] layout (schema/FORMAT.md):
- * keys unless a test sets it. */
-static const char *layout = "keys";
+ * the environment's (nst_layout_one) unless a test sets it. */
+NST_LAYOUT_VAR(layout)
 
 static void write_configs(unsigned int ringbuf_bytes)
 {

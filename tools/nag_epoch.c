@@ -96,6 +96,14 @@ void nag_epoch_register(struct nag_epoch *pe, double t)
 		return;
 	pe->next_register = t + 1.0;
 	e = nsa_epoch_register(&pe->quick, ours, err, sizeof(err));
+	if (e == -EPROTO && !pe->refused_said) {
+		/* An answer, not a timeout: e.g. an ACL without the taker
+		 * key (deploy/redis-users.acl.example). Tried again. */
+		NSA_ERR("provisional epoch %u: the store refused to take it "
+			"(%s); trying again every second",
+			ours, err);
+		pe->refused_said = 1;
+	}
 	if (e < 0) {
 		NSA_DEBUG("provisional epoch %u: the store does not answer "
 			  "yet (%s)",

@@ -20,6 +20,7 @@ struct nag_epoch {
 	 * until the caller reads the store back (nag_readback.h); else 0. */
 	uint32_t made_known;
 	double next_register;
+	int refused_said; /* the store refused the registration: said once */
 	struct nsa_store_conf quick;
 	const struct nsa_store_conf *store;
 };
