@@ -267,15 +267,17 @@ static void stop_all(void)
 
 /* The log layout's record of the flow of tuple t as natsync-verify --get
  * prints it (the master's segments and checkpoints merged, as a standby
- * loads them): 1 and *out's gateway, epoch and translation, or 0. */
+ * loads them): 1 and *out's gateway, epoch and translation (source and
+ * destination), or 0. */
 static int store_get_logged(uint8_t proto, const struct ns_tuple *t,
 			    struct ns_session *out)
 {
 	struct in_addr a = {.s_addr = htonl(t->saddr)},
 		       d = {.s_addr = htonl(t->daddr)};
 	char sa[INET_ADDRSTRLEN], da[INET_ADDRSTRLEN], xa[INET_ADDRSTRLEN];
+	char xd[INET_ADDRSTRLEN];
 	char js[1024], *p;
-	unsigned int gw, epoch, xport;
+	unsigned int gw, epoch, xport, xdport;
 	FILE *f;
 	size_t n;
 
@@ -298,10 +300,17 @@ static int store_get_logged(uint8_t proto, const struct ns_tuple *t,
 	p = strstr(js, "\"new_saddr\":\"");
 	cr_assert(p && sscanf(p, "\"new_saddr\":\"%15[0-9.]\"", xa) == 1,
 		  "natsync-verify --get printed %s", js);
+	p = strstr(js, "\"new_daddr\":\"");
+	cr_assert(p && sscanf(p, "\"new_daddr\":\"%15[0-9.]\"", xd) == 1,
+		  "natsync-verify --get printed %s", js);
 	p = strstr(js, "\"new_sport\":");
 	cr_assert(p && sscanf(p, "\"new_sport\":%u", &xport) == 1,
 		  "natsync-verify --get printed %s", js);
+	p = strstr(js, "\"new_dport\":");
+	cr_assert(p && sscanf(p, "\"new_dport\":%u", &xdport) == 1,
+		  "natsync-verify --get printed %s", js);
 	cr_assert_eq(inet_pton(AF_INET, xa, &a), 1);
+	cr_assert_eq(inet_pton(AF_INET, xd, &d), 1);
 	memset(out, 0, sizeof(*out));
 	out->proto = proto;
 	out->gateway_id = gw;
@@ -309,6 +318,8 @@ static int store_get_logged(uint8_t proto, const struct ns_tuple *t,
 	out->orig = *t;
 	out->xlat.saddr = ntohl(a.s_addr);
 	out->xlat.sport = (uint16_t)xport;
+	out->xlat.daddr = ntohl(d.s_addr);
+	out->xlat.dport = (uint16_t)xdport;
 	return 1;
 }
 
