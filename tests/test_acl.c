@@ -233,9 +233,13 @@ Test(acl, the_standby_user_cannot_write_or_publish)
 		{"INCRBY natsync:epoch 1", 1},
 		{"FLUSHALL", 1},
 		{"CONFIG SET maxmemory 1", 1},
-		/* what it needs stays allowed */
+		{"SET natsync:epoch 1", 1},
+		/* what it needs stays allowed: it reads its pair's epoch
+		 * counter when it synced and when a pair's epoch falls */
 		{"SCAN 0 MATCH ns:* COUNT 10", 0},
 		{"CLUSTER SLOTS", 0},
+		{"GET natsync:epoch", 0},
+		{"GET natsync:epoch:2", 0},
 	};
 
 	assert_acl("natsync-standby", "standby-pw-2", cases,

@@ -95,8 +95,9 @@ int64_t nsa_epoch_take(const struct nsa_store_conf *conf, uint64_t floor,
 /* A provisional epoch made known: the counter raised to epoch when
  * below it, and WAITed for as nsa_epoch_take does. A counter above epoch
  * that an ask with conf's epoch_token set (the taker key names the token:
- * an ask that gave up and ran late, an epoch nobody uses) is first set back to
- * what it was before that ask. Otherwise the counter is never lowered.
+ * an ask that gave up and ran late, an epoch nobody uses) is first set
+ * back to what it was before that ask. Otherwise the counter is never
+ * lowered.
  * The counter's value after: epoch (registered; again on a second call),
  * or above it (a newer epoch was issued: epoch is fenced), or a negative
  * errno with a reason in err. */
