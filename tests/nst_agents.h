@@ -59,11 +59,11 @@ const char *nst_layout_one(void);
  * when the program starts (a constructor), so in every test, unless the
  * test sets it (an NST_LAYOUTS_TEST's parameter, or a test bound to one
  * layout). */
-#define NST_LAYOUT_VAR(var)                                                 \
-	static const char *var;                                             \
-	__attribute__((constructor)) static void var##_from_env(void)       \
-	{                                                                   \
-		var = nst_layout_one();                                     \
+#define NST_LAYOUT_VAR(var)                                           \
+	static const char *var;                                       \
+	__attribute__((constructor)) static void var##_from_env(void) \
+	{                                                             \
+		var = nst_layout_one();                               \
 	}
 
 /* A test run once in each store layout (nst_layouts): its body follows,
