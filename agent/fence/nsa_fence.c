@@ -154,8 +154,8 @@ static redisReply *key_command(const struct nsa_store_conf *conf,
 
 /* Atomic on the key's master: the counter (KEYS[1]) raised to the next
  * multiple of NSA_EPOCH_STEP (ARGV[2]) above both its value and ARGV[1],
- * returned; the taker key (KEYS[2]) set to "value before token"
- * (ARGV[3]). INCRBY, not SET, so that a user allowed this cannot set the
+ * returned; the taker key (KEYS[2]) set to "value, value before, token"
+ * (the token ARGV[3]). INCRBY, not SET, so that a user allowed this cannot set the
  * counter back (the ACL of deploy/redis-users.acl.example). */
 static const char take_script[] =
 	"local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
@@ -165,10 +165,10 @@ static const char take_script[] =
 	"(math.floor(f / s) + 1) * s - c) "
 	"redis.call('SET', KEYS[2], e .. ' ' .. c .. ' ' .. ARGV[3]) "
 	"return e";
-/* Atomic: the counter raised to ARGV[1] when below it; its value after.
- * When above it and the taker key says this token's own ask set it (an
- * ask that gave up and ran late: nobody uses that epoch), first set back
- * to the value before that ask. */
+/* Atomic: the counter raised to ARGV[1] when below it (the taker key set
+ * as a take sets it); its value after. When above it and the taker key
+ * says this token's own ask set it (an ask that gave up and ran late:
+ * nobody uses that epoch), first set back to the value before that ask. */
 static const char raise_script[] =
 	"local c = tonumber(redis.call('GET', KEYS[1]) or '0') "
 	"local e = tonumber(ARGV[1]) "

@@ -44,8 +44,8 @@ const char *nsa_epoch_key(uint32_t pair, char *buf);
 
 /* Pair's taker key into buf (NSA_PAIR_NAME_MAX); buf: "{natsync:epoch}:taker"
  * ("{natsync:epoch:P}:taker"), in the counter's slot, holding "E P T": the
- * counter's value E, the value P before it and the token T of the process
- * that set it (nsa_store_conf's epoch_token). */
+ * counter's value E, the value P before it and the token T of the ask or
+ * registration that set it (nsa_store_conf's epoch_token). */
 const char *nsa_epoch_taker_key(uint32_t pair, char *buf);
 
 /* A new random token for an ask that may give up (nsa_store_conf's
