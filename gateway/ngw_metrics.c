@@ -73,6 +73,7 @@ int gw_stats(struct gw *g, char *reply, size_t len)
 	NAT(tx_outside);
 	NAT(created);
 	NAT(refreshed);
+	NAT(revived);
 	NAT(closed);
 	NAT(expired);
 	NAT(recorded);
@@ -227,6 +228,7 @@ static const struct nsa_mx_row gateway_rows[] = {
 	NSA_MX_GAUGE(ts.live, "natsync_gateway_sessions", "Sessions in the gateway's table."),
 	SESSIONS(created, "Sessions the fast path created."),
 	SESSIONS(refreshed, "Session refreshes the fast path recorded."),
+	SESSIONS(revived, "Refreshes of sessions whose replicated copy had expired (the store and a standby no longer held them); under defer their packet waited as a new session's first."),
 	SESSIONS(closed, "Sessions closed (TCP FIN/RST)."),
 	SESSIONS(expired, "Sessions expired."),
 	NSA_MX_COUNTER(ns.recorded, "natsync_gateway_records_total", "Records the fast path put in its lane."),

@@ -11,7 +11,7 @@
 # round prints a line; the end, one line per way:
 #   RESULT defer defer=off|on defer_max_us=.. rounds=N flows_seen=..
 #     flows_seen_last_20ms=.. lost_at_failover=.. lost_max=.. held=..
-#     unacknowledged=..
+#     unacknowledged=.. lost_waited=..
 # held: first packets the active held; unacknowledged: those it let go
 # after defer_max_us without the acknowledgement. Each round's held p50
 # and p99 (the active's histogram, 8 us buckets) is the first-packet

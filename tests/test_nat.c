@@ -2340,6 +2340,64 @@ Test(nat, defer_holds_a_new_sessions_first_packet_until_its_record_settles)
 	fx_close(&f);
 }
 
+/*
+ * A packet on a session whose replicated copy has expired (its last
+ * record's stamp plus its timeout passed, while the fast path keeps it: a
+ * packet came since the record, or a promotion restarted the idle timer)
+ * is the first of a session the store and a standby lack: under defer it
+ * waits for its refresh's settlement as a new session's first packet does.
+ * One within the copy's life goes at once.
+ */
+Test(nat, defer_holds_a_packet_on_a_session_whose_replicated_copy_expired)
+{
+	struct nsb_frame f1 = fr_out(IPPROTO_UDP, HOST_A, 4001, REMOTE, 53);
+	struct nsdp_nat_conf c;
+	struct ns_session r[4];
+	struct rte_mbuf *m;
+	struct fx f;
+	uint64_t t0;
+
+	conf_default(&c);
+	c.defer_max_us = 2000;
+	fx_open_conf(&f, &c, 8192, 8192, 0);
+	t0 = f.now;
+	send_in(&f, &f1);
+	cr_assert_eq(drain(&f, r, 4), 1);
+	settle_all(&f);
+	housekeep(&f);
+	rte_pktmbuf_free(take(&f, 1));
+
+	/* 0.4 of the timeout later: no refresh due, the packet goes. */
+	f.now = t0 + UDP_MS * 4 / 10 * MS;
+	m = pass_in(&f, &f1);
+	rte_pktmbuf_free(m);
+	cr_assert_eq(drain(&f, r, 4), 0);
+
+	/* The create's copy ends at t0 + UDP_MS; the fast path keeps the
+	 * session until t0 + 1.4 UDP_MS. Just after the copy's end: a
+	 * refresh, and the packet waits for it. */
+	f.now = t0 + (uint64_t)UDP_MS * MS + MS;
+	send_in(&f, &f1);
+	cr_assert_eq(f.tx.n_outside, 0,
+		     "a packet on a session the store no longer holds went "
+		     "before its refresh settled");
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 1);
+	cr_assert_eq(stats(&f).revived, 1);
+	cr_assert_eq(stats(&f).defer_held, 2);
+	(void)one_record(&f, NS_EV_REFRESH);
+	settle_all(&f);
+	housekeep(&f);
+	rte_pktmbuf_free(take(&f, 1));
+
+	/* The refresh renewed the copy: the next packet goes at once. */
+	f.now += MS;
+	m = pass_in(&f, &f1);
+	rte_pktmbuf_free(m);
+	cr_assert_eq(stats(&f).revived, 1);
+	cr_assert_eq(stats(&f).defer_held, 2);
+	fx_close(&f);
+}
+
 /* n new UDP flows from HOST_A, one packet each; the packets the gateway
  * sent at once. */
 static unsigned int new_udp_flows(struct fx *f, unsigned int n)

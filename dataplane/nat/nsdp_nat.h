@@ -117,6 +117,10 @@ struct nsdp_nat_stats {
 	uint64_t rx_inside, rx_outside;
 	uint64_t tx_inside, tx_outside; /* put on the tx lists */
 	uint64_t created, refreshed, closed, expired;
+	/* refreshes of sessions whose replicated copy had expired (their
+	 * last record's stamp plus its timeout passed: the store and a
+	 * standby no longer hold them); under defer their packet is held */
+	uint64_t revived;
 	uint64_t recorded, record_drops; /* lane full: dropped, counted */
 	/* dropped, by reason */
 	uint64_t standby_drops; /* not active */

@@ -98,14 +98,21 @@ int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos, struct ns_rec *r,
 {
 	struct side6 *sd6 = &nat->side6[pos];
 	struct side *sd = &sd6->sd;
+	int revived;
 
 	if (unlikely(!side6_owns(sd6, r)))
 		nsdp_nat64_side_adopt(nat, sd6, r, now);
 	sd->last_seen_ns = now;
 	if (r->s.proto == IPPROTO_TCP && tcp_track(sd, tcp_flags, inbound))
-		return 1;
-	if (refresh_due(nat, sd, r->s.proto, now))
+		return NSDP_NAT6_CLOSES;
+	revived = side_replica_expired(sd, now);
+	if (refresh_due(nat, sd, r->s.proto, now)) {
 		nsdp_nat64_session_refresh(nat, sd, r, now);
+		if (unlikely(revived)) {
+			NSDP_STAT_INC(nat->st.revived);
+			return NSDP_NAT6_REVIVED;
+		}
+	}
 	return 0;
 }
 
@@ -120,8 +127,14 @@ int nsdp_nat6_session_out(struct nsdp_nat *nat, const struct pkt6 *p,
 	pos = nsdp_table_find_v6(nat->table, p->proto, p->ip6->src_addr,
 				 p->t.sport, p->ip6->dst_addr, p->t.dport, r);
 	if (pos >= 0) {
-		closes = nsdp_nat6_session_touch(nat, pos, r, p->tcp_flags, 0,
-						 now);
+		int touch = nsdp_nat6_session_touch(nat, pos, r, p->tcp_flags,
+						    0, now);
+
+		closes = touch == NSDP_NAT6_CLOSES;
+		/* A session the store and the standby no longer hold: held
+		 * as a new one's first packet. */
+		if (unlikely(touch == NSDP_NAT6_REVIVED) && nat->defer)
+			*defer_seq = nat->rec_seq;
 	} else {
 		if (p->proto == IPPROTO_TCP &&
 		    (p->tcp_flags & TCP_FLAGS_SEEN) != RTE_TCP_SYN_FLAG) {

@@ -244,7 +244,8 @@ int nsdp_nat64_outside(struct nsdp_nat *nat, struct rte_mbuf *m,
 	pos = nsdp_table_find_reply64(nat->table, proto, &p->t, &r);
 	if (pos < 0)
 		return -ENOENT;
-	closes = nsdp_nat6_session_touch(nat, pos, &r, p->tcp_flags, 1, now);
+	closes = nsdp_nat6_session_touch(nat, pos, &r, p->tcp_flags, 1, now) ==
+		 NSDP_NAT6_CLOSES;
 	if (closes) {
 		nsdp_nat64_session_close(nat, pos, &r, now);
 		NSDP_STAT_INC(nat->st.closed);

@@ -230,7 +230,8 @@ void nsdp_nat66_outside(struct nsdp_nat *nat, struct rte_mbuf *m, uint64_t now,
 		drop(m, &nat->st.no_session);
 		return;
 	}
-	if (nsdp_nat6_session_touch(nat, pos, &r, p.tcp_flags, 1, now)) {
+	if (nsdp_nat6_session_touch(nat, pos, &r, p.tcp_flags, 1, now) ==
+	    NSDP_NAT6_CLOSES) {
 		nsdp_nat64_session_close(nat, pos, &r, now);
 		NSDP_STAT_INC(nat->st.closed);
 	}

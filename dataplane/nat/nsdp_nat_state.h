@@ -344,6 +344,17 @@ static inline int refresh_due(const struct nsdp_nat *nat, struct side *sd,
 	       (int64_t)((uint64_t)timeout * NAT_NS_PER_MS / 2);
 }
 
+/* Whether the replicated copy of sd's session has expired: its last
+ * record's stamp plus the timeout it carried is past, so the store and a
+ * standby no longer hold it (a promotion restarts idle timers, so the
+ * fast path may keep a session up to a timeout longer). */
+static inline int side_replica_expired(const struct side *sd, uint64_t now)
+{
+	return sd->timeout_ms != 0 &&
+	       (int64_t)(now - sd->last_record_ns) >=
+		       (int64_t)((uint64_t)sd->timeout_ms * NAT_NS_PER_MS);
+}
+
 static inline int side_owns(const struct side *sd, const struct ns_session *s)
 {
 	return sd->live && sd->proto == s->proto &&
