@@ -47,6 +47,7 @@
 #include "nst_stats.h"
 #include "nsa_fence.h"
 #include "nst_store.h"
+#include "nst_storewrite.h"
 
 #define STORE_PORT 7995
 #define STORE_MASTERS 3
@@ -1701,32 +1702,6 @@ Test(failover, keepalived_moves_the_flows_over_and_back, .timeout = 1200)
 #define UNANNOUNCED_PORT 8002 /* their server port */
 #define UNANNOUNCED_SPORT 6000 /* their client ports, from here */
 
-/* Run cmd (SET or DEL) on the flow's key on every master: the one that
- * owns its slot does it, the others answer MOVED. The masters that did. */
-static int store_key_cmd(const struct ns_session *s, int del)
-{
-	uint8_t key[NS_KEY_LEN], val[NS_RECORD_MAX_LEN];
-	int len = ns_record_encode(s, val, sizeof(val)), done = 0;
-
-	cr_assert_gt(len, 0);
-	ns_key_build(s->proto, &s->orig, key);
-	for (int i = 0; i < STORE_MASTERS; i++) {
-		redisContext *c = redisConnect("127.0.0.1", STORE_PORT + i);
-		redisReply *r;
-
-		cr_assert(c && !c->err, "cannot reach the store on %d",
-			  STORE_PORT + i);
-		r = del ? redisCommand(c, "DEL %b", key, (size_t)NS_KEY_LEN)
-			: redisCommand(c, "SET %b %b PX %u", key,
-				       (size_t)NS_KEY_LEN, val, (size_t)len,
-				       s->timeout_ms);
-		done += r && r->type != REDIS_REPLY_ERROR;
-		freeReplyObject(r);
-		redisFree(c);
-	}
-	return done;
-}
-
 /* A session A wrote to the store and never announced, of rec's gateway
  * and epoch: the client's port sport to the server's dport, translated
  * to xport. */
@@ -1738,7 +1713,7 @@ static void write_unannounced(const struct ns_session *rec, uint16_t sport,
 			    rec->epoch, 600000, nsdp_realtime_ns());
 
 	nst_session_snat(&s, CLIENT, sport, SERVER, dport, POOL, xport);
-	cr_assert_eq(store_key_cmd(&s, 0), 1);
+	nst_store_record(STORE_PORT, layout, &(struct ns_rec){.s = s}, 0);
 }
 
 /* Gateway 2's conntrack entries of UDP flows to port dport from the
@@ -1768,8 +1743,6 @@ Test(failover,
 	uint16_t u_x;
 	double t0;
 
-	/* It writes and deletes session keys itself: the keys layout. */
-	layout = "keys";
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
 		      "root");
 	pair_net("kfailover-readback");
@@ -1784,7 +1757,18 @@ Test(failover,
 	 * follows); what it wrote before is in the store alone: U deleted,
 	 * UNANNOUNCED sessions of its gateway id and epoch. */
 	kill(role_pid(1, "active"), SIGKILL);
-	cr_assert_eq(store_key_cmd(&rec, 1), 1, "U deleted on its master");
+	{
+		/* rec as store_get read it (the log layout's lacks the
+		 * header fields): its flow, A's gateway and epoch. */
+		struct ns_rec gone = {
+			.s = nst_session(IPPROTO_UDP, NS_EV_CREATE,
+					 rec.gateway_id, rec.epoch, 600000,
+					 nsdp_realtime_ns())};
+
+		gone.s.orig = rec.orig;
+		gone.s.xlat = rec.xlat;
+		nst_store_record(STORE_PORT, layout, &gone, 1);
+	}
 	for (int i = 0; i < UNANNOUNCED; i++)
 		write_unannounced(&rec, UNANNOUNCED_SPORT + i, UNANNOUNCED_PORT,
 				  GW1_PORTS_LO + 5000 + i);
@@ -1853,8 +1837,6 @@ Test(failover, a_provisional_kernel_promotion_reads_back_once_the_store_answers)
 	unsigned long written = 0, kept = 0;
 	uint16_t u_x, f_x;
 
-	/* It writes session keys itself: the keys layout. */
-	layout = "keys";
 	nst_need_root("network namespaces, nftables, BPF and conntrack need "
 		      "root");
 	/* Provisional epochs need each gateway's own id. */
