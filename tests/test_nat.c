@@ -2676,6 +2676,48 @@ static struct ns_rec nat64_round_trip(struct fx *f, uint8_t proto,
 	return r;
 }
 
+/* defer_holds_a_packet_on_a_session_whose_replicated_copy_expired, for
+ * NAT64 (nsdp_nat6_session_out): the packet waits for its refresh. */
+Test(nat, nat64_defer_holds_a_packet_on_a_session_whose_copy_expired)
+{
+	struct nsb_frame out = fr_out(IPPROTO_UDP, HOST_A, 40001, REMOTE, 53);
+	struct nsdp_nat_conf c;
+	struct fx f;
+	uint64_t t0;
+
+	conf_nat64(&c);
+	c.defer_max_us = 2000;
+	fx_open_conf(&f, &c, 4096, 4096, 0);
+	t0 = f.now;
+	send6(&f, &out, 64);
+	cr_assert_eq(f.tx.n_outside, 0, "the first packet was not held");
+	(void)one_record64(&f, NS_EV_CREATE);
+	settle_all(&f);
+	housekeep(&f);
+	rte_pktmbuf_free(take(&f, 1));
+
+	/* Within the copy's life: no refresh due, the packet goes. */
+	f.now = t0 + UDP_MS * 4 / 10 * MS;
+	send6(&f, &out, 64);
+	rte_pktmbuf_free(take(&f, 1));
+	no_record(&f);
+
+	/* Past it (the fast path keeps the session until 1.4 UDP_MS):
+	 * the refresh is recorded and the packet waits for it. */
+	f.now = t0 + (uint64_t)UDP_MS * MS + MS;
+	send6(&f, &out, 64);
+	cr_assert_eq(f.tx.n_outside, 0,
+		     "a packet on a session the store no longer holds went "
+		     "before its refresh settled");
+	cr_assert_eq(stats(&f).revived, 1);
+	(void)one_record64(&f, NS_EV_REFRESH);
+	settle_all(&f);
+	housekeep(&f);
+	rte_pktmbuf_free(take(&f, 1));
+	cr_assert_eq(stats(&f).defer_held, 2);
+	fx_close(&f);
+}
+
 Test(nat, nat64_udp_is_translated_exactly_both_ways_and_recorded_once)
 {
 	struct fx f;
