@@ -2495,7 +2495,7 @@ Test(failover,
 	cr_assert(WAIT_FOR(__atomic_load_n(&nf.srv_fd, __ATOMIC_ACQUIRE) >= 0,
 			   5));
 
-	/* 20 flows or a few more through A (their first packets held and
+	/* At least 20 flows through A (their first packets held and
 	 * acknowledged), all seen by the server. */
 	nf_reset();
 	pthread_create(&nf_client, NULL, nf_client_main, NULL);
