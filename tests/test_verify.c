@@ -704,3 +704,23 @@ Test(verify, mixed_ipv4_and_ipv6_store_compares_and_gets_exactly)
 	for (int p = STORE_PORT; p < STORE_PORT + 3; p++)
 		nst_sh("redis-cli -p %d flushall >/dev/null", p);
 }
+
+/* --get of a flow the store does not hold, on a master that holds
+ * nothing: exit 1, said. (With no session read it sorted a null array: an
+ * UndefinedBehaviorSanitizer report under the sanitizer build.) */
+Test(verify, get_of_a_flow_an_empty_store_lacks_exits_1)
+{
+	static const char *const layouts[] = {"keys", "log"};
+
+	fresh("verify-get-empty");
+	for (unsigned int i = 0; i < 2; i++) {
+		int rc = nst_sh("%s -S %s -L %s --get "
+				"udp:10.0.0.1:40000-198.51.100.7:53 >%s 2>&1",
+				nst_build("tools/natsync-verify"), SEEDS,
+				layouts[i], nst_run_path("verify.out"));
+
+		nst_sh("cat %s >&2", nst_run_path("verify.out"));
+		cr_assert_eq(rc, 1, "%s layout: exit %d", layouts[i], rc);
+		cr_assert(verify_says("not in the store"));
+	}
+}
