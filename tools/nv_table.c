@@ -135,6 +135,7 @@ int nv_table_read_file(struct nv_table *t, const char *path)
 	}
 	fclose(f);
 	if (rc == 0)
+		if (t->n > 1) /* none read: t->s may be NULL */
 		qsort(t->s, t->n, sizeof(*t->s), nv_flow_cmp);
 	return rc;
 }
@@ -232,6 +233,7 @@ int nv_table_read_store(struct nv_table *t, const struct nsa_config *conf,
 			"natsync-verify: store: %" PRIu64
 			" values are not valid session records\n",
 			t->bad);
-	qsort(t->s, t->n, sizeof(*t->s), nv_flow_cmp);
+	if (t->n > 1) /* none read: t->s may be NULL */
+		qsort(t->s, t->n, sizeof(*t->s), nv_flow_cmp);
 	return rc;
 }
