@@ -134,8 +134,7 @@ int nv_table_read_file(struct nv_table *t, const char *path)
 			strerror(-rc));
 	}
 	fclose(f);
-	if (rc == 0)
-		if (t->n > 1) /* none read: t->s may be NULL */
+	if (rc == 0 && t->n > 1) /* none read: t->s may be NULL */
 		qsort(t->s, t->n, sizeof(*t->s), nv_flow_cmp);
 	return rc;
 }
