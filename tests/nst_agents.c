@@ -4,6 +4,7 @@
  * background, their logs as the only channel back. The suites own what
  * they start (and kill it); nothing here kills a process.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -123,6 +124,25 @@ int nst_agent_spawn(const char *name, const char *args)
 	return nst_spawn(nst_build("tools/natsync-agent"), name, args, 0);
 }
 
+/* Threads of process pid still listed in /proc (a zombie leader stays
+ * listed until it is reaped). */
+static int task_count(int pid)
+{
+	char path[64];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (d == NULL)
+		return 0;
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
 int nst_running(int pid)
 {
 	char path[64], buf[512];
@@ -141,7 +161,13 @@ int nst_running(int pid)
 	buf[n] = '\0';
 	/* "pid (comm) S ...": the state follows the last ')'. */
 	end = strrchr(buf, ')');
-	return end != NULL && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
+	if (end == NULL || end[1] != ' ')
+		return 0;
+	if (end[2] != 'Z' && end[2] != 'X')
+		return 1;
+	/* A zombie leader whose other threads still exit: they hold its
+	 * files (sockets, queues) until the last one is gone. */
+	return task_count(pid) > 1;
 }
 
 void nst_wait_synced(int standby_pid)

@@ -91,7 +91,10 @@ int nst_agent_spawn(const char *name, const char *args);
 
 /* Whether pid is still running: a spawned program is no child of the test
  * (the shell that started it is gone), so once it exits it is a zombie
- * until init reaps it, which kill(pid, 0) does not tell apart. */
+ * until init reaps it, which kill(pid, 0) does not tell apart. A zombie
+ * leader whose other threads still exit counts as running: they hold the
+ * program's files (its NFQUEUE socket keeps taking packets) until the last
+ * one is gone. */
 int nst_running(int pid);
 
 /* Wait (30 s at most) until the standby logs that it is synced; asserts

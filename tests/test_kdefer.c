@@ -404,18 +404,29 @@ static void hold_case(const struct fam *f)
 	 * and new connections pass unheld (bypass); a new agent replaces
 	 * that table. */
 	active_start(300000);
+	cr_assert_eq(nst_sh("ip netns exec k5df-g grep -q . "
+			    "/proc/net/netfilter/nfnetlink_queue"),
+		     0, "the running agent has no queue bound");
 	kill(active_pid, SIGKILL);
 	/* Gone, not dying: until its queue's socket is closed the kernel
 	 * still queues to it (under AddressSanitizer the exit took longer
-	 * than the 200 ms this waited, and flow d was lost). */
+	 * than the 200 ms this waited, and flow d was lost; its zombie leader
+	 * looked gone while its other threads still held the socket). */
 	for (int i = 0; i < 200 && nst_running(active_pid); i++)
 		nsdp_sleep_ms(50);
 	cr_assert(!nst_running(active_pid), "the killed agent still runs");
 	active_pid = 0;
+	cr_assert_eq(nst_sh("ip netns exec k5df-g sh -c 'for i in $(seq 100); "
+			    "do grep -q . /proc/net/netfilter/nfnetlink_queue"
+			    " || exit 0; sleep 0.1; done; exit 1'"),
+		     0, "the killed agent's queue is still bound 10 s on");
 	cr_assert(table_present());
 	t0 = mono_ns();
 	d = send_from(f, 11003, "d1");
 	t1 = arrival(server, 1000, NULL);
+	if (t1 == 0) /* the queue, if the kernel still has it bound */
+		nst_sh("ip netns exec k5df-g cat "
+		       "/proc/net/netfilter/nfnetlink_queue >&2");
 	cr_assert_neq(t1, 0, "with the agent dead, a new flow is dropped");
 	fprintf(stderr, "kdefer: flow d (agent killed) took %.3f ms\n",
 		(double)(t1 - t0) / 1e6);
