@@ -109,7 +109,7 @@ static const struct
 					NSA_BOOL(
 						"gateway", "defer", gw.defer,
 						"no",
-						"Hold the first packet of every new session until the store has acknowledged its record (and so every standby can have it), as OpenBSD pfsync's defer: then no session whose first packet left the gateway is lost at failover. Costs that packet the time to the store and back (see docs/gateway-and-failover.md); later packets are not held, but for one on a session whose copy the store let expire (counted in `nat.revived`), which waits for its refresh."),
+						"Hold the first packet of every new session until the store has acknowledged its record (and so every standby can have it), as OpenBSD pfsync's defer: then no session whose first packet left the gateway is lost at failover. Costs that packet the time to the store and back (see docs/gateway-and-failover.md); later packets are not held, but for one whose refresh renews a copy the store let expire (counted in `nat.revived`) or that ends within 5 s, which waits for that refresh."),
 					NSA_NUM("gateway", "defer_max_us",
 						gw.defer_max_us, 10, 500000,
 						"2000",

@@ -2398,6 +2398,57 @@ Test(nat, defer_holds_a_packet_on_a_session_whose_replicated_copy_expired)
 	fx_close(&f);
 }
 
+/*
+ * A refresh that lands when the replicated copy has less than
+ * NSDP_NAT_COPY_MARGIN_MS of life left: a failover before it is
+ * acknowledged finds the copy expired in the standby's table (a standby
+ * expires by the record's stamp) and loses the session, so under defer
+ * the packet waits for it. A refresh with more life left goes at once.
+ */
+Test(nat, defer_holds_a_refresh_whose_replicated_copy_is_about_to_expire)
+{
+	struct nsb_frame f1 = fr_out(IPPROTO_UDP, HOST_A, 4002, REMOTE, 53);
+	struct nsdp_nat_conf c;
+	struct ns_session r[4];
+	struct rte_mbuf *m;
+	struct fx f;
+	uint64_t t0;
+
+	conf_default(&c);
+	c.defer_max_us = 2000;
+	fx_open_conf(&f, &c, 8192, 8192, 0);
+	t0 = f.now;
+	send_in(&f, &f1);
+	cr_assert_eq(drain(&f, r, 4), 1);
+	settle_all(&f);
+	housekeep(&f);
+	rte_pktmbuf_free(take(&f, 1));
+
+	/* 0.6 of the timeout on: a refresh, the copy lives 12 s more. */
+	f.now = t0 + UDP_MS * 6 / 10 * MS;
+	m = pass_in(&f, &f1);
+	rte_pktmbuf_free(m);
+	(void)one_record(&f, NS_EV_REFRESH);
+	settle_all(&f);
+	housekeep(&f);
+	cr_assert_eq(stats(&f).defer_held, 1);
+
+	/* 1 s before that refresh's copy ends: the next refresh waits. */
+	f.now = t0 + (UDP_MS * 6 / 10 + UDP_MS - 1000) * MS;
+	send_in(&f, &f1);
+	cr_assert_eq(f.tx.n_outside, 0,
+		     "a refresh 1 s before the store's copy expires went "
+		     "before it settled");
+	cr_assert_eq(nsdp_nat_deferred(f.nat), 1);
+	cr_assert_eq(stats(&f).revived, 0);
+	cr_assert_eq(stats(&f).defer_held, 2);
+	(void)one_record(&f, NS_EV_REFRESH);
+	settle_all(&f);
+	housekeep(&f);
+	rte_pktmbuf_free(take(&f, 1));
+	fx_close(&f);
+}
+
 /* n new UDP flows from HOST_A, one packet each; the packets the gateway
  * sent at once. */
 static unsigned int new_udp_flows(struct fx *f, unsigned int n)
@@ -2710,6 +2761,40 @@ Test(nat, nat64_defer_holds_a_packet_on_a_session_whose_copy_expired)
 		     "a packet on a session the store no longer holds went "
 		     "before its refresh settled");
 	cr_assert_eq(stats(&f).revived, 1);
+	(void)one_record64(&f, NS_EV_REFRESH);
+	settle_all(&f);
+	housekeep(&f);
+	rte_pktmbuf_free(take(&f, 1));
+	cr_assert_eq(stats(&f).defer_held, 2);
+	fx_close(&f);
+}
+
+/* defer_holds_a_refresh_whose_replicated_copy_is_about_to_expire, for
+ * NAT64 (nsdp_nat6_session_out). */
+Test(nat, nat64_defer_holds_a_refresh_whose_copy_is_about_to_expire)
+{
+	struct nsb_frame out = fr_out(IPPROTO_UDP, HOST_A, 40002, REMOTE, 53);
+	struct nsdp_nat_conf c;
+	struct fx f;
+	uint64_t t0;
+
+	conf_nat64(&c);
+	c.defer_max_us = 2000;
+	fx_open_conf(&f, &c, 4096, 4096, 0);
+	t0 = f.now;
+	send6(&f, &out, 64);
+	(void)one_record64(&f, NS_EV_CREATE);
+	settle_all(&f);
+	housekeep(&f);
+	rte_pktmbuf_free(take(&f, 1));
+
+	/* 1 s before the create's copy ends: the refresh waits. */
+	f.now = t0 + (uint64_t)(UDP_MS - 1000) * MS;
+	send6(&f, &out, 64);
+	cr_assert_eq(f.tx.n_outside, 0,
+		     "a refresh 1 s before the store's copy expires went "
+		     "before it settled");
+	cr_assert_eq(stats(&f).revived, 0);
 	(void)one_record64(&f, NS_EV_REFRESH);
 	settle_all(&f);
 	housekeep(&f);

@@ -296,6 +296,7 @@ static inline void translate(struct pkt *p, int inbound, uint32_t addr_host,
 #define TOUCH_WROTE 1u /* the session was stored again (refresh) */
 #define TOUCH_CLOSES 2u /* the packet ends the session (RST) */
 #define TOUCH_REVIVED 4u /* with TOUCH_WROTE: the replicated copy had expired */
+#define TOUCH_FRAGILE 8u /* with TOUCH_WROTE: side_replica_fragile */
 
 /* A packet of the existing session s at pos: idle timer, TCP state,
  * refresh. */
@@ -305,7 +306,7 @@ static inline unsigned int session_touch(struct nsdp_nat *nat, int32_t pos,
 					 uint64_t now)
 {
 	struct side *sd = &nat->side[pos];
-	unsigned int revived;
+	unsigned int revived, fragile;
 
 	if (unlikely(!side_owns(sd, s)))
 		nsdp_nat_side_adopt(nat, sd, s, now);
@@ -315,11 +316,12 @@ static inline unsigned int session_touch(struct nsdp_nat *nat, int32_t pos,
 	/* Before the refresh moves last_record_ns (refresh_due is true
 	 * whenever this is). */
 	revived = side_replica_expired(sd, now) ? TOUCH_REVIVED : 0;
+	fragile = side_replica_fragile(sd, now) ? TOUCH_FRAGILE : 0;
 	if (refresh_due(nat, sd, p->proto, now)) {
 		nsdp_nat_session_refresh(nat, sd, s, now);
 		if (unlikely(revived))
 			NSDP_STAT_INC(nat->st.revived);
-		return TOUCH_WROTE | revived;
+		return TOUCH_WROTE | revived | fragile;
 	}
 	return 0;
 }
@@ -400,10 +402,11 @@ static __rte_always_inline void burst_session(struct nsdp_nat *nat,
 			      : nsdp_table_find(nat->table, p->proto, &p->t, s);
 	if (pos >= 0) {
 		touch = session_touch(nat, pos, s, p, inbound, now);
-		/* A session the store and the standby no longer hold: its
-		 * packet is the first of one they lack (an inbound one goes
-		 * at once, as only the outside port holds). */
-		if (unlikely(touch & TOUCH_REVIVED) && nat->defer && !inbound)
+		/* A session whose copy the store and the standby no longer
+		 * hold, or soon will not: its packet is held as a new one's
+		 * first (an inbound one goes at once, as only the outside
+		 * port holds). */
+		if (unlikely(touch & TOUCH_FRAGILE) && nat->defer && !inbound)
 			b->defer[i] = nat->rec_seq;
 	} else {
 		if (inbound && nat->side6 &&

@@ -98,7 +98,7 @@ int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos, struct ns_rec *r,
 {
 	struct side6 *sd6 = &nat->side6[pos];
 	struct side *sd = &sd6->sd;
-	int revived;
+	int revived, fragile;
 
 	if (unlikely(!side6_owns(sd6, r)))
 		nsdp_nat64_side_adopt(nat, sd6, r, now);
@@ -106,12 +106,13 @@ int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos, struct ns_rec *r,
 	if (r->s.proto == IPPROTO_TCP && tcp_track(sd, tcp_flags, inbound))
 		return NSDP_NAT6_CLOSES;
 	revived = side_replica_expired(sd, now);
+	fragile = side_replica_fragile(sd, now);
 	if (refresh_due(nat, sd, r->s.proto, now)) {
 		nsdp_nat64_session_refresh(nat, sd, r, now);
-		if (unlikely(revived)) {
+		if (unlikely(revived))
 			NSDP_STAT_INC(nat->st.revived);
-			return NSDP_NAT6_REVIVED;
-		}
+		if (unlikely(fragile))
+			return NSDP_NAT6_FRAGILE;
 	}
 	return 0;
 }
@@ -131,9 +132,9 @@ int nsdp_nat6_session_out(struct nsdp_nat *nat, const struct pkt6 *p,
 						    0, now);
 
 		closes = touch == NSDP_NAT6_CLOSES;
-		/* A session the store and the standby no longer hold: held
-		 * as a new one's first packet. */
-		if (unlikely(touch == NSDP_NAT6_REVIVED) && nat->defer)
+		/* A session whose copy the store and the standby no longer
+		 * hold, or soon will not: held as a new one's first packet. */
+		if (unlikely(touch == NSDP_NAT6_FRAGILE) && nat->defer)
 			*defer_seq = nat->rec_seq;
 	} else {
 		if (p->proto == IPPROTO_TCP &&

@@ -42,10 +42,11 @@ static inline int side6_owns(const struct side6 *sd6, const struct ns_rec *r)
 
 /* A packet of the existing IPv6 session r at pos (NAT64 or NAT66): idle
  * timer, TCP state, refresh. NSDP_NAT6_CLOSES when the packet ends the
- * session (RST), NSDP_NAT6_REVIVED when it refreshed a session whose
- * replicated copy had expired (side_replica_expired), else 0. */
+ * session (RST), NSDP_NAT6_FRAGILE when it refreshed a session whose
+ * replicated copy had ended or was about to (side_replica_fragile), else
+ * 0. */
 #define NSDP_NAT6_CLOSES 1
-#define NSDP_NAT6_REVIVED 2
+#define NSDP_NAT6_FRAGILE 2
 int nsdp_nat6_session_touch(struct nsdp_nat *nat, int32_t pos, struct ns_rec *r,
 			    uint8_t tcp_flags, int inbound, uint64_t now);
 

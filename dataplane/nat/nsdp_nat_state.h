@@ -355,6 +355,25 @@ static inline int side_replica_expired(const struct side *sd, uint64_t now)
 		       (int64_t)((uint64_t)sd->timeout_ms * NAT_NS_PER_MS);
 }
 
+/* How long before the replicated copy of a session ends a refresh of it
+ * still risks the session: a standby expires its copy by the record's
+ * stamp, so a failover (detection and promotion: 2 to 3 s with the shipped
+ * keepalived configuration) that begins before the refresh is
+ * acknowledged and ends after the copy's end loses it. */
+#define NSDP_NAT_COPY_MARGIN_MS 5000u
+
+/* Whether the replicated copy of sd's session has ended or ends within
+ * NSDP_NAT_COPY_MARGIN_MS of now: under defer, the packet whose refresh
+ * renews it waits for that refresh as a new session's first packet does. */
+static inline int side_replica_fragile(const struct side *sd, uint64_t now)
+{
+	return sd->timeout_ms != 0 &&
+	       (int64_t)(sd->last_record_ns +
+			 (uint64_t)sd->timeout_ms * NAT_NS_PER_MS - now) <
+		       (int64_t)((uint64_t)NSDP_NAT_COPY_MARGIN_MS *
+				 NAT_NS_PER_MS);
+}
+
 static inline int side_owns(const struct side *sd, const struct ns_session *s)
 {
 	return sd->live && sd->proto == s->proto &&
