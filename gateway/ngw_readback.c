@@ -10,7 +10,7 @@
  * is made known and the fence raised, and this gateway's own queued
  * records have reached the store (its ends of flows among them), a thread
  * reads every master as a standby loads them and hands each session of
- * an earlier epoch that the table lacks (NAT44, NAT64, NAT66) to the fast
+ * this gateway pair and an earlier epoch that the table lacks (NAT44, NAT64, NAT66) to the fast
  * path (nsdp_nat_adopt), which takes it if its port is still free. The
  * sessions of an earlier epoch it finds in the table are marked; once the
  * store was read whole, the fast path ends those of an earlier epoch left
@@ -29,6 +29,7 @@
 #include "ngw_readback.h"
 #include "nsa_active.h"
 #include "nsa_cluster.h"
+#include "nsa_fence.h"
 #include "nsa_loader.h"
 #include "nsa_log.h"
 #include "nsdp_nat.h"
@@ -52,7 +53,7 @@ struct gw_readback {
 	uint32_t epoch;
 	int stop; /* atomic: the gateway demotes or exits */
 	int done; /* atomic: the thread ended */
-	uint64_t read, handed, known, foreign, lost;
+	uint64_t read, handed, known, foreign, lost, other_pair;
 	char err[512];
 	int failed;
 };
@@ -86,8 +87,15 @@ static unsigned int rb_apply(void *arg, unsigned int node,
 	(void)node;
 	for (unsigned int i = 0; i < n; i++) {
 		rb->read++;
-		if (__atomic_load_n(&rb->stop, __ATOMIC_RELAXED) ||
-		    s[i].epoch >= rb->epoch)
+		if (__atomic_load_n(&rb->stop, __ATOMIC_RELAXED))
+			continue;
+		/* Another gateway pair's session: its epochs are not ours
+		 * to compare, nor its sessions ours to take. */
+		if (s[i].gateway_id >> NSA_PAIR_SHIFT != rb->store.pair) {
+			rb->other_pair++;
+			continue;
+		}
+		if (s[i].epoch >= rb->epoch)
 			continue;
 		r.s = s[i];
 		if (ns_family_is_v6(s[i].family))
@@ -139,9 +147,10 @@ static void rb_end(struct gw *g)
 		 " of an earlier epoch missing from the table handed to the "
 		 "fast path, %" PRIu64 " in it already, %" PRIu64
 		 " of a family this gateway does not translate, %" PRIu64
-		 " dropped (queue full)",
+		 " dropped (queue full), %" PRIu64
+		 " of another gateway pair left alone",
 		 rb->epoch, rb->read, rb->handed, rb->known, rb->foreign,
-		 rb->lost);
+		 rb->lost, rb->other_pair);
 	/* Read whole and still active: what the table holds of an earlier
 	 * epoch and the store did not is what the old active ended without
 	 * announcing it; the fast path ends it too (nat.forgotten). */

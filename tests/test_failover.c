@@ -2714,6 +2714,9 @@ Test(failover, a_gateway_pair_fences_only_its_own_writers)
 
 	nst_need_root("needs root for network namespaces");
 	external = 0;
+	/* The epochs asserted are the store's: 1 s for the ask, not 50 ms
+	 * (under AddressSanitizer A's first ask went provisional). */
+	promote_wait_ms = 1000;
 	nst_run_dir_make("failover-pairs");
 	net_setup();
 	cr_assert_eq(nst_store_start(STORE_PORT, 3, 0), 0);
@@ -2837,6 +2840,31 @@ static void store_unannounced(uint32_t gateway_id, uint32_t epoch, uint32_t n,
 	}
 }
 
+/* OTHER_PAIR NAT44 sessions of gateway pair 7 (gateway_id 7 << 8 | 1)
+ * and A's epoch written into the store (del: deleted), translated to
+ * POOL_LAST, ports 20000 and up, which no session of this test's pair
+ * holds. (In the log layout nst_store_record writes them under one
+ * publisher id, so an epoch below the one it wrote before would make
+ * readers pass them over as stale.) */
+#define OTHER_PAIR 7
+static uint32_t other_pair_epoch;
+static void other_pair_sessions(int del)
+{
+	if (!del)
+		other_pair_epoch = (uint32_t)status_value('A', "epoch");
+	for (uint32_t i = 0; i < OTHER_PAIR; i++) {
+		struct ns_rec rec = {.s = nst_session(IPPROTO_UDP, NS_EV_CREATE,
+						      7u << 8 | 1u,
+						      other_pair_epoch, 600000,
+						      nsdp_realtime_ns())};
+
+		nst_session_flow(&rec.s, 1000 + i);
+		rec.s.xlat.saddr = 0xc633640bu; /* POOL_LAST */
+		rec.s.xlat.sport = (uint16_t)(20000 + i);
+		nst_store_record(STORE_PORT, layout, &rec, del);
+	}
+}
+
 /* Sessions B loads at its start and A then ends without announcing it:
  * GONE NAT44 ones (flows 1000.. of nst_session_flow, translated to
  * POOL_FIRST:21000..) and GONE66 NAT66 ones (from fd00:2::N to the IPv6
@@ -2923,6 +2951,7 @@ Test(failover, a_promotion_reads_back_what_the_fenced_active_never_published)
 	char reply[4096];
 
 	unannounced_pair("failover-unannounced", 0, 0, 0);
+	other_pair_sessions(0);
 	nsdp_sleep_ms(200);
 	cr_expect_eq(stat_value('B', "table.live"), 0,
 		     "B was told of sessions nobody published");
@@ -2947,7 +2976,8 @@ Test(failover, a_promotion_reads_back_what_the_fenced_active_never_published)
  * refused (their ends recorded). B also loaded, at its start, 6 NAT44
  * and 2 NAT66 sessions that A then ended without announcing it (deleted
  * from the store alone): once the store was read whole, B ends them too
- * (nat.forgotten 8). The store, B and a fresh standby end with the same
+ * (nat.forgotten 8). Sessions of another gateway pair in the store stay
+ * out of B's table. The store, B and a fresh standby end with the same
  * 68.
  */
 Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
@@ -2959,6 +2989,9 @@ Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
 	nat64 = 1;
 	unannounced_pair("failover-unannounced-provisional",
 			 0xc633640au /* POOL_FIRST */, 50, 1);
+	/* Sessions of another gateway pair (7) sharing the store, on free
+	 * ports of B's pool: the read-back leaves them to their pair. */
+	other_pair_sessions(0);
 
 	store_signal(SIGSTOP, 0);
 	stop_pid(&gw_a, SIGKILL);
@@ -2988,7 +3021,9 @@ Test(failover, a_provisional_promotion_reads_back_once_the_store_answers)
 	cr_expect_eq(stat_value('B', "table.live"), 68);
 	cr_expect_eq(stat_value('B', "table.live_v6"), 18);
 	cr_expect_eq(status_value('B', "ports_in_use"), 68);
-	/* The 10 ends go out with flush_us: a second is ample. */
+	/* The 10 ends go out with flush_us: a second is ample. The other
+	 * pair's sessions go, so that the store holds this pair's alone. */
+	other_pair_sessions(1);
 	nsdp_sleep_ms(1000);
 	fresh_standby = fresh_standby_start();
 	match = verify_store_against_standby(fresh_standby, &store, &standby);

@@ -1825,10 +1825,14 @@ static int readback_counts(unsigned long *written, unsigned long *kept)
  * provisional epoch (514). Once the store answers and takes that epoch,
  * the active reads every master back into its conntrack: the sessions A
  * wrote unannounced go in, but not one whose translated port a flow new
- * on gateway 2 (F) holds by then, and F's entry is left as it is. */
+ * on gateway 2 (F) holds by then, and F's entry is left as it is; the
+ * sessions of another gateway pair sharing the store stay out. */
 /* The unannounced session on F's translated port, to F's server port
  * (the reply tuple F's entry holds). */
 #define TAKEN_SPORT 6100
+/* Sessions of another gateway pair (7) in the store, to this port. */
+#define OTHER_PAIR 5
+#define OTHER_PAIR_PORT 8003
 
 Test(failover, a_provisional_kernel_promotion_reads_back_once_the_store_answers)
 {
@@ -1861,6 +1865,17 @@ Test(failover, a_provisional_kernel_promotion_reads_back_once_the_store_answers)
 		write_unannounced(&rec, UNANNOUNCED_SPORT + i, UNANNOUNCED_PORT,
 				  GW1_PORTS_LO + 5000 + i);
 	write_unannounced(&rec, TAKEN_SPORT, UDP_PORT, f_x);
+	/* And OTHER_PAIR sessions of another gateway pair sharing the
+	 * store: the read-back leaves them to their pair. */
+	{
+		struct ns_session other = rec;
+
+		other.gateway_id = 7u << 8 | 1u;
+		for (int i = 0; i < OTHER_PAIR; i++)
+			write_unannounced(&other, UNANNOUNCED_SPORT + i,
+					  OTHER_PAIR_PORT,
+					  GW1_PORTS_LO + 6000 + i);
+	}
 
 	/* Gateway 2 promoted with the store hung. */
 	store_signal(SIGSTOP);
@@ -1887,6 +1902,9 @@ Test(failover, a_provisional_kernel_promotion_reads_back_once_the_store_answers)
 		     n, UNANNOUNCED_PORT, UNANNOUNCED);
 	cr_assert_eq(ct_count(TAKEN_SPORT, UDP_PORT), 0,
 		     "the session on F's port went into conntrack");
+	cr_assert_eq(ct_count(0, OTHER_PAIR_PORT), 0,
+		     "another gateway pair's sessions went into gateway 2's "
+		     "conntrack");
 	cr_assert_eq(written, UNANNOUNCED);
 	cr_assert_geq(kept, 1, "the session on F's port was not left out");
 	/* F still translates as before, both ways. */

@@ -5,7 +5,7 @@
  * Invariants: the thread owns the committer (opened in the kernel
  * source's namespace and zone, create only: nsdp_ctcommit_conf
  * keep_existing); sessions of this active's epoch or later are its own or
- * a newer active's and are skipped.
+ * a newer active's and are skipped, and so are another gateway pair's.
  *
  * Not here: when to start (nag_active.c: once the epoch is made known and
  * the queued records reached the store); the DPDK gateway's read-back
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "nag_readback.h"
+#include "nsa_fence.h"
 #include "nsa_loader.h"
 #include "nsa_log.h"
 #include "nsdp_ctcommit.h"
@@ -32,7 +33,7 @@ struct nag_readback {
 	struct nsdp_ctcommit *ct;
 	uint32_t epoch;
 	int done; /* atomic: the thread ended */
-	uint64_t read, older;
+	uint64_t read, older, other_pair;
 	struct nsdp_ctcommit_stats cs;
 	int failed;
 	char err[512];
@@ -47,6 +48,11 @@ static unsigned int rb_apply(void *arg, unsigned int node,
 	(void)node;
 	for (unsigned int i = 0; i < n; i++) {
 		rb->read++;
+		/* Another gateway pair's session: not this gateway's. */
+		if (s[i].gateway_id >> NSA_PAIR_SHIFT != rb->conf->store.pair) {
+			rb->other_pair++;
+			continue;
+		}
 		if (s[i].epoch >= rb->epoch)
 			continue;
 		rb->older++;
@@ -120,9 +126,10 @@ void nag_readback_finish(struct nag_readback *rb)
 		 " of an earlier epoch: %" PRIu64
 		 " written into conntrack, %" PRIu64
 		 " left out (conntrack had the flow, or another flow holds "
-		 "its port), %" PRIu64 " errors, %" PRIu64 " refused",
+		 "its port), %" PRIu64 " errors, %" PRIu64 " refused; %" PRIu64
+		 " of another gateway pair left alone",
 		 rb->epoch, rb->read, rb->older, rb->cs.committed, rb->cs.kept,
-		 rb->cs.errors, rb->cs.refused);
+		 rb->cs.errors, rb->cs.refused, rb->other_pair);
 	free(rb);
 }
 
