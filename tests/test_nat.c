@@ -2340,6 +2340,26 @@ Test(nat, defer_holds_a_new_sessions_first_packet_until_its_record_settles)
 	fx_close(&f);
 }
 
+/* A defer fixture (defer_max_us 2000) whose one UDP session, f1's, is
+ * created, its record settled and its packet sent; when that was. */
+static uint64_t defer_session_settled(struct fx *f, const struct nsb_frame *f1)
+{
+	struct nsdp_nat_conf c;
+	struct ns_session r[4];
+	uint64_t t0;
+
+	conf_default(&c);
+	c.defer_max_us = 2000;
+	fx_open_conf(f, &c, 8192, 8192, 0);
+	t0 = f->now;
+	send_in(f, f1);
+	cr_assert_eq(drain(f, r, 4), 1);
+	settle_all(f);
+	housekeep(f);
+	rte_pktmbuf_free(take(f, 1));
+	return t0;
+}
+
 /*
  * A packet on a session whose replicated copy has expired (its last
  * record's stamp plus its timeout passed, while the fast path keeps it: a
@@ -2351,21 +2371,12 @@ Test(nat, defer_holds_a_new_sessions_first_packet_until_its_record_settles)
 Test(nat, defer_holds_a_packet_on_a_session_whose_replicated_copy_expired)
 {
 	struct nsb_frame f1 = fr_out(IPPROTO_UDP, HOST_A, 4001, REMOTE, 53);
-	struct nsdp_nat_conf c;
 	struct ns_session r[4];
 	struct rte_mbuf *m;
 	struct fx f;
 	uint64_t t0;
 
-	conf_default(&c);
-	c.defer_max_us = 2000;
-	fx_open_conf(&f, &c, 8192, 8192, 0);
-	t0 = f.now;
-	send_in(&f, &f1);
-	cr_assert_eq(drain(&f, r, 4), 1);
-	settle_all(&f);
-	housekeep(&f);
-	rte_pktmbuf_free(take(&f, 1));
+	t0 = defer_session_settled(&f, &f1);
 
 	/* 0.4 of the timeout later: no refresh due, the packet goes. */
 	f.now = t0 + UDP_MS * 4 / 10 * MS;
@@ -2408,21 +2419,11 @@ Test(nat, defer_holds_a_packet_on_a_session_whose_replicated_copy_expired)
 Test(nat, defer_holds_a_refresh_whose_replicated_copy_is_about_to_expire)
 {
 	struct nsb_frame f1 = fr_out(IPPROTO_UDP, HOST_A, 4002, REMOTE, 53);
-	struct nsdp_nat_conf c;
-	struct ns_session r[4];
 	struct rte_mbuf *m;
 	struct fx f;
 	uint64_t t0;
 
-	conf_default(&c);
-	c.defer_max_us = 2000;
-	fx_open_conf(&f, &c, 8192, 8192, 0);
-	t0 = f.now;
-	send_in(&f, &f1);
-	cr_assert_eq(drain(&f, r, 4), 1);
-	settle_all(&f);
-	housekeep(&f);
-	rte_pktmbuf_free(take(&f, 1));
+	t0 = defer_session_settled(&f, &f1);
 
 	/* 0.6 of the timeout on: a refresh, the copy lives 12 s more. */
 	f.now = t0 + UDP_MS * 6 / 10 * MS;
