@@ -2784,9 +2784,12 @@ Test(failover, a_gateway_pair_fences_only_its_own_writers)
 	nsdp_sleep_ms(300);
 	pair_writers(1, "writers1-after");
 	pair_writers(2, "writers2-after");
-	cr_expect_eq(nst_sh("cmp -s %s %s", nst_run_path("writers1-before"),
+	/* None closed; one more may open (a log compaction round's, named
+	 * as the pair's writers: a fresh-clone run saw one). */
+	cr_expect_eq(nst_sh("comm -23 %s %s | grep -q .",
+			    nst_run_path("writers1-before"),
 			    nst_run_path("writers1-after")),
-		     0, "pair 1's writer connections changed");
+		     1, "a writer connection of pair 1 was closed");
 	cr_expect_eq(nst_sh("comm -12 %s %s | grep -q .",
 			    nst_run_path("writers2-before"),
 			    nst_run_path("writers2-after")),
