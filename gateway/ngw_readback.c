@@ -10,8 +10,9 @@
  * is made known and the fence raised, and this gateway's own queued
  * records have reached the store (its ends of flows among them), a thread
  * reads every master as a standby loads them and hands each session of
- * this gateway pair and an earlier epoch that the table lacks (NAT44, NAT64, NAT66) to the fast
- * path (nsdp_nat_adopt), which takes it if its port is still free. The
+ * this gateway pair and an earlier epoch that the table lacks (NAT44,
+ * NAT64, NAT66) to the fast path (nsdp_nat_adopt), which takes it if its
+ * port is still free. The
  * sessions of an earlier epoch it finds in the table are marked; once the
  * store was read whole, the fast path ends those of an earlier epoch left
  * unmarked (nsdp_nat_readback_forget): the old active ended them and the
