@@ -410,8 +410,9 @@ static void hold_case(const struct fam *f)
 	kill(active_pid, SIGKILL);
 	/* Gone, not dying: until its queue's socket is closed the kernel
 	 * still queues to it (under AddressSanitizer the exit took longer
-	 * than the 200 ms this waited, and flow d was lost; its zombie leader
-	 * looked gone while its other threads still held the socket). */
+	 * than the 200 ms this waited, and flow d was lost; likely also a
+	 * zombie leader that looked gone while its other threads still held
+	 * the socket, so the test also waits until no queue is bound). */
 	for (int i = 0; i < 200 && nst_running(active_pid); i++)
 		nsdp_sleep_ms(50);
 	cr_assert(!nst_running(active_pid), "the killed agent still runs");
