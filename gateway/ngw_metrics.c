@@ -132,6 +132,8 @@ int gw_stats(struct gw *g, char *reply, size_t len)
 	STAT_LINE(reply, len, used, "table.full_drops", ts.full_drops);
 	STAT_LINE(reply, len, used, "agent.acked", as.acked);
 	STAT_LINE(reply, len, used, "agent.dropped", as.dropped);
+	STAT_LINE(reply, len, used, "agent.settle_abandoned",
+		  as.settle_abandoned);
 	STAT_LINE(reply, len, used, "gateway.promotions", g->promotions);
 	STAT_LINE(reply, len, used, "gateway.demotions", g->demotions);
 	STAT_LINE(reply, len, used, "gateway.fenced", g->fenced);
