@@ -430,6 +430,10 @@ static int gw_setup(struct gw *g)
 		return g->listen_fd;
 	if (ngw_metrics_start(g) != 0)
 		return -EADDRINUSE;
+	if (ngw_caller_start(&g->caller) != 0) {
+		NSA_ERR("cannot start the store-call thread");
+		return -ENOMEM;
+	}
 	if (nsa_standby_start(g->sb) != 0)
 		return -EIO;
 	ngw_fwd_init(&g->fwd, g->nat, g->port_in, g->port_out);
@@ -510,9 +514,8 @@ static int gw_run(struct gw *g, double duration)
 		if (nsa_metrics_wait(g->metrics, 50, g->listen_fd))
 			control_serve(g);
 		gw_unstick(g);
-		gw_register_provisional(g, t);
 		gw_readback_poll(g, t);
-		gw_check_fence(g, t);
+		gw_store_step(g, t);
 		if (g->want_active && t >= g->next_promote &&
 		    gw_load_done(g, t - t0)) {
 			int rc = gw_promote(g, reply, sizeof(reply));
@@ -567,7 +570,7 @@ static void gw_teardown(struct gw *g)
 		close(g->listen_fd);
 		unlink(g->conf.gw.control_socket);
 	}
-	nsa_fence_watch_close(&g->fence_watch);
+	ngw_caller_stop(&g->caller);
 	nsdp_nat_free(g->nat);
 	nsa_standby_free(g->sb);
 	nsdp_table_free(g->table);

@@ -12,6 +12,7 @@
 
 #include "ngw_config.h"
 #include "ngw_fwd.h"
+#include "ngw_storecall.h"
 #include "nsa_fence.h"
 
 /* How long a gateway configured active waits for its cold load. */
@@ -22,9 +23,9 @@
 /* A gateway configured active that cannot promote (no epoch from the
  * store) tries again this often. So does a fence not raised everywhere. */
 #define GW_RETRY_MS 1000
-/* Each connect and reply of the control loop's own store calls (the
- * fence, its watch, a provisional epoch made known), so that a store
- * that hangs does not hold the control socket for long, ms. */
+/* Each connect and reply of the active's own store calls (the fence,
+ * its watch, a provisional epoch made known: on their own thread,
+ * ngw_storecall.h) and of the start's cold-load check, ms. */
 #define GW_STORE_LOOP_MS 200
 /* How long a promotion waits for the subscriber to apply what the old
  * active published before the fence. */
@@ -57,7 +58,10 @@ struct gw {
 	 * lets the other win the election once VRRP sees both. The epoch
 	 * that fenced us, else 0. */
 	uint64_t unfit_epoch;
-	struct nsa_fence_watch fence_watch;
+	/* The active's own store calls (gw_store_step), and the count of
+	 * promotions and demotions, which an answer must match. */
+	struct ngw_caller caller;
+	uint64_t mode_gen;
 	double next_fence_check, next_fence_raise;
 	int fence_raised; /* every master closed the old writers */
 	int fence_read_failing;
@@ -107,12 +111,12 @@ static inline int gw_promote_retried(int rc)
 	return rc < 0 && rc != -ERANGE;
 }
 const char *gw_mode_name(const struct gw *g);
-/* While active, at every loop: demote when a newer epoch took over, and
- * retry a fence not raised everywhere. */
-void gw_check_fence(struct gw *g, double t);
-/* While active on a provisional epoch, every GW_RETRY_MS: make it known
- * to the store, then fence; demote when a newer epoch is there. */
-void gw_register_provisional(struct gw *g, double t);
+/* While active, at every loop, never waiting on the store: demote when
+ * a newer epoch took over (the writers' or the store's, read every
+ * fence_check_ms), retry a fence not raised everywhere, and on a
+ * provisional epoch make it known to the store every GW_RETRY_MS, then
+ * fence (demote when a newer epoch is there). */
+void gw_store_step(struct gw *g, double t);
 
 /* ngw_metrics.c: [metrics] listen served from the main loop (0, or -1
  * said), and the health /readyz and the control socket's "health" tell:

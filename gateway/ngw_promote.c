@@ -287,6 +287,7 @@ int gw_promote(struct gw *g, char *reply, size_t len)
 		gw_writers_start(g, epoch);
 	g->unfit_epoch = 0;
 	g->promotions++;
+	g->mode_gen++;
 	g->next_fence_check = 0;
 	g->fence_read_failing = 0;
 	nsdp_table_stats(g->table, &ts);
@@ -325,6 +326,7 @@ int gw_demote(struct gw *g, char *reply, size_t len)
 		g->active = NULL;
 	}
 	g->provisional = 0;
+	g->mode_gen++;
 	/* The subscriber takes the table back and resyncs it. */
 	gw_standby_restart(g, "demote");
 	g->demotions++;
@@ -358,84 +360,127 @@ static void gw_fenced(struct gw *g, uint64_t epoch, const char *how)
 	}
 }
 
+/* The answer to a fence read: demote when a newer epoch took over. */
+static void gw_read_answered(struct gw *g, const struct ngw_call *k, double t)
+{
+	if (k->rc < 0) {
+		/* Not again before a retry period. */
+		g->next_fence_check = t + GW_RETRY_MS / 1000.0;
+		if (!g->fence_read_failing)
+			NSA_WARN("fence: cannot read the store's epoch (%s); "
+				 "a newer active goes unnoticed until it can",
+				 k->err);
+		g->fence_read_failing = 1;
+		return;
+	}
+	g->fence_read_failing = 0;
+	if (k->value > nsdp_nat_epoch(g->nat))
+		gw_fenced(g, k->value, "the store holds");
+}
+
+/* The answer to a fence raised again (gw_fence's, on the thread). */
+static void gw_raise_answered(struct gw *g, const struct ngw_call *k, double t)
+{
+	g->fence_raised = k->rc == 0;
+	g->next_fence_raise = t + GW_RETRY_MS / 1000.0;
+	if (k->rc == 0)
+		NSA_INFO("fence: %u writer connection(s) of older epochs "
+			 "closed on every master",
+			 k->killed);
+	else
+		NSA_ERR("fence: not raised everywhere (%s); %u writer "
+			"connection(s) closed; trying again every %d ms: "
+			"until then an old active may still write there",
+			k->err, k->killed, GW_RETRY_MS);
+}
+
+/* The answer to a provisional epoch's registration: then fence, or
+ * demote when a newer epoch is there. */
+static void gw_register_answered(struct gw *g, const struct ngw_call *k,
+				 double t)
+{
+	uint32_t ours = g->provisional;
+
+	if (ours == 0 || k->epoch != ours)
+		return;
+	if (k->rc == -EPROTO && !g->register_refused_said) {
+		/* An answer, not a timeout: e.g. an ACL without the taker
+		 * key (deploy/redis-users.acl.example). Tried again. */
+		NSA_ERR("provisional epoch %u: the store refused to take it "
+			"(%s); trying again every %d ms",
+			ours, k->err, GW_RETRY_MS);
+		g->register_refused_said = 1;
+	}
+	if (k->rc < 0) {
+		NSA_DEBUG("provisional epoch %u: the store does not answer "
+			  "yet (%s)",
+			  ours, k->err);
+		return;
+	}
+	g->provisional = 0;
+	if (k->rc > ours) {
+		gw_fenced(g, (uint64_t)k->rc, "the store holds");
+		return;
+	}
+	NSA_INFO("provisional epoch %u made known to the store; raising the "
+		 "fence",
+		 ours);
+	/* The next step asks for the fence at once. */
+	g->fence_raised = 0;
+	g->next_fence_raise = 0;
+	gw_readback_due(g, ours, t);
+}
+
 /* While active: has another gateway been promoted since? The writers
  * learn it when the fence closes their connections; the periodic read
- * learns it whatever the writers do (agent = external). */
-void gw_check_fence(struct gw *g, double t)
+ * learns it whatever the writers do (agent = external). The store calls
+ * (that read, a fence raised again, a provisional epoch made known) run
+ * on the store-call thread, one at a time: this takes the last one's
+ * answer and asks for the next one due, and never waits. */
+void gw_store_step(struct gw *g, double t)
 {
 	uint32_t ours = nsdp_nat_epoch(g->nat);
-	uint64_t epoch = 0;
-	char err[512];
-	int rc;
+	struct ngw_call k;
+	uint64_t epoch;
 
+	if (ngw_caller_take(&g->caller, &k) && k.gen == g->mode_gen &&
+	    !g->stuck && nsdp_nat_mode(g->nat) == NSDP_NAT_ACTIVE) {
+		if (k.op == NGW_CALL_READ)
+			gw_read_answered(g, &k, t);
+		else if (k.op == NGW_CALL_RAISE)
+			gw_raise_answered(g, &k, t);
+		else
+			gw_register_answered(g, &k, t);
+	}
 	if (g->stuck || nsdp_nat_mode(g->nat) != NSDP_NAT_ACTIVE)
 		return;
 	if (g->active && (epoch = nsa_active_fence(g->active)) > ours) {
 		gw_fenced(g, epoch, "the writers read");
 		return;
 	}
-	/* A provisional epoch is fenced for once the store knows it. */
-	if (!g->provisional && !g->fence_raised && t >= g->next_fence_raise)
-		gw_fence(g);
-	if (t < g->next_fence_check)
+	if (ngw_caller_busy(&g->caller))
 		return;
-	g->next_fence_check = t + g->conf.gw.fence_check_ms / 1000.0;
-	rc = nsa_fence_watch_read(&g->fence_watch, &g->store_loop, &epoch, err,
-				  sizeof(err));
-	if (rc < 0) {
-		/* Not again before a retry period: each try may wait
-		 * GW_STORE_LOOP_MS, and the control socket with it. */
-		g->next_fence_check = t + GW_RETRY_MS / 1000.0;
-		if (!g->fence_read_failing)
-			NSA_WARN("fence: cannot read the store's epoch (%s); "
-				 "a newer active goes unnoticed until it can",
-				 err);
-		g->fence_read_failing = 1;
-		return;
-	}
-	g->fence_read_failing = 0;
-	if (epoch > ours)
-		gw_fenced(g, epoch, "the store holds");
-}
-
-void gw_register_provisional(struct gw *g, double t)
-{
-	uint32_t ours = g->provisional;
-	struct nsa_store_conf reg;
-	char err[512];
-	int64_t e;
-
-	if (ours == 0 || g->stuck || t < g->next_register ||
-	    nsdp_nat_mode(g->nat) != NSDP_NAT_ACTIVE)
-		return;
-	g->next_register = t + GW_RETRY_MS / 1000.0;
-	/* With the first ask's token: if that ask ran late, the counter
-	 * above ours is its epoch, which nobody uses. */
-	reg = g->store_loop;
-	reg.epoch_token = g->store_quick.epoch_token;
-	e = nsa_epoch_register(&reg, ours, err, sizeof(err));
-	if (e == -EPROTO && !g->register_refused_said) {
-		/* An answer, not a timeout: e.g. an ACL without the taker
-		 * key (deploy/redis-users.acl.example). Tried again. */
-		NSA_ERR("provisional epoch %u: the store refused to take it "
-			"(%s); trying again every %d ms",
-			ours, err, GW_RETRY_MS);
-		g->register_refused_said = 1;
-	}
-	if (e < 0) {
-		NSA_DEBUG("provisional epoch %u: the store does not answer "
-			  "yet (%s)",
-			  ours, err);
+	memset(&k, 0, sizeof(k));
+	k.gen = g->mode_gen;
+	k.conf = g->store_loop;
+	if (g->provisional && t >= g->next_register) {
+		g->next_register = t + GW_RETRY_MS / 1000.0;
+		/* With the first ask's token: if that ask ran late, the
+		 * counter above ours is its epoch, which nobody uses. */
+		k.op = NGW_CALL_REGISTER;
+		k.conf.epoch_token = g->store_quick.epoch_token;
+		k.epoch = g->provisional;
+	} else if (!g->provisional && !g->fence_raised &&
+		   t >= g->next_fence_raise) {
+		/* A provisional epoch is fenced for once the store knows
+		 * it. */
+		g->next_fence_raise = t + GW_RETRY_MS / 1000.0;
+		k.op = NGW_CALL_RAISE;
+	} else if (t >= g->next_fence_check) {
+		g->next_fence_check = t + g->conf.gw.fence_check_ms / 1000.0;
+		k.op = NGW_CALL_READ;
+	} else {
 		return;
 	}
-	g->provisional = 0;
-	if (e > ours) {
-		gw_fenced(g, (uint64_t)e, "the store holds");
-		return;
-	}
-	NSA_INFO("provisional epoch %u made known to the store; raising the "
-		 "fence",
-		 ours);
-	gw_fence(g);
-	gw_readback_due(g, ours, t);
+	ngw_caller_ask(&g->caller, &k);
 }

@@ -62,6 +62,7 @@
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -751,6 +752,32 @@ static int ctl(char id, const char *cmd, char *buf, size_t len)
 		fclose(f);
 	}
 	return rc;
+}
+
+/* How long one control command took on gateway id's socket, asked
+ * directly (no program started), in ms; -1 without a reply. */
+static double ctl_ms(char id, const char *cmd)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	double t0 = nsdp_now_s();
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	size_t got = 0;
+	char buf[8192];
+	ssize_t n;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s",
+		 nst_run_path(id == 'A' ? "a.sock" : "b.sock"));
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    dprintf(fd, "%s\n", cmd) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while (got < sizeof(buf) &&
+	       (n = read(fd, buf + got, sizeof(buf) - got)) > 0)
+		got += (size_t)n;
+	close(fd);
+	return got > 0 ? 1e3 * (nsdp_now_s() - t0) : -1;
 }
 
 static int status_has(char id, const char *what)
@@ -1639,7 +1666,7 @@ static void store_down_failover(const char *name, int epoch_master_only)
 	unsigned long store = 0, standby = 0, in_store;
 	struct sockaddr_in udp_before;
 	long epoch_a, epoch_b, b_sessions;
-	double t_kill, t_promoted, t_udp, t_flowing;
+	double t_kill, t_promoted, t_udp, t_flowing, worst_ms = 0;
 	int match;
 
 	external = 0;
@@ -1691,6 +1718,25 @@ static void store_down_failover(const char *name, int epoch_master_only)
 	       1e3 * (t_promoted - t_kill), 1e3 * (t_udp - t_kill),
 	       1e3 * (t_flowing - t_kill), epoch_b, epoch_a);
 	cr_expect(status_has('B', "provisional=yes"));
+	/* The control socket answers at once while the store hangs: B's
+	 * own store calls (its epoch's registration, the fence's read,
+	 * GW_STORE_LOOP_MS each, every second) run beside it. */
+	for (int i = 0; i < 20; i++) {
+		double ms = ctl_ms('B', "status");
+
+		worst_ms = ms < 0 || ms > worst_ms ? ms : worst_ms;
+		if (ms < 0)
+			break;
+		nsdp_sleep_ms(100);
+	}
+	printf("store down (%s): the slowest of 20 status answers from B "
+	       "took %.1f ms\n",
+	       epoch_master_only ? "the epoch key's master" : "every master",
+	       worst_ms);
+	cr_expect(worst_ms >= 0 && worst_ms < 150,
+		  "B's control socket took %.1f ms to answer status with the "
+		  "store stopped",
+		  worst_ms);
 
 	/* The store answers again: B's epoch is made known, the fence
 	 * raised, and what B queued reaches the store. */
