@@ -248,7 +248,10 @@ static int slot_range_add(struct nsa_topology *t, const redisReply *e,
 			  const struct nsa_addr *seed, char *err, size_t errlen)
 {
 	const redisReply *m;
-	struct nsa_addr addr;
+	/* Zeroed: no uninitialized byte after the host's end goes into the
+	 * topology (its nodes are copied whole, and compared whole by the
+	 * cluster test). */
+	struct nsa_addr addr = {0};
 	long long start, end;
 	int node;
 
