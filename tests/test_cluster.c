@@ -556,6 +556,11 @@ static void replicated_up(void)
 static void replicated_down(void)
 {
 	store_down(REPLICATED_PORT);
+	/* The plain replica of a_replica_the_cluster_does_not_list_*, left
+	 * running when that test failed: the next cluster on these ports
+	 * would have it as one more replica. */
+	nst_sh("redis-cli -p %d SHUTDOWN NOSAVE >/dev/null 2>&1; true",
+	       REPLICATED_PORT + 6);
 }
 
 TestSuite(cluster_epoch, .init = replicated_up, .fini = replicated_down,
