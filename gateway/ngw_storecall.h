@@ -15,8 +15,8 @@
 #include "nsa_fence.h"
 
 enum ngw_call_op {
-	NGW_CALL_READ,	   /* nsa_fence_watch_read */
-	NGW_CALL_RAISE,	   /* nsa_fence_raise */
+	NGW_CALL_READ, /* nsa_fence_watch_read */
+	NGW_CALL_RAISE, /* nsa_fence_raise */
 	NGW_CALL_REGISTER, /* nsa_epoch_register */
 };
 
