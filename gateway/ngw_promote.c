@@ -41,17 +41,13 @@ static void gw_standby_restart(struct gw *g, const char *why)
 			why, strerror(-rc));
 }
 
-/* Close the writers of older epochs on every master (nsa_fence.h). A
- * master that cannot be reached keeps its old writers until a later try
- * (gw_run) reaches it. */
-static void gw_fence(struct gw *g)
+/* A fence raised (rc 0) or not everywhere (rc < 0, why in err), killed
+ * writer connections closed, at t: noted, and said. */
+static void gw_fence_done(struct gw *g, int64_t rc, unsigned int killed,
+			  const char *err, double t)
 {
-	unsigned int killed = 0;
-	char err[512];
-	int rc = nsa_fence_raise(&g->store_loop, &killed, err, sizeof(err));
-
 	g->fence_raised = rc == 0;
-	g->next_fence_raise = nsdp_now_s() + GW_RETRY_MS / 1000.0;
+	g->next_fence_raise = t + GW_RETRY_MS / 1000.0;
 	if (rc == 0)
 		NSA_INFO("fence: %u writer connection(s) of older epochs "
 			 "closed on every master",
@@ -61,6 +57,18 @@ static void gw_fence(struct gw *g)
 			"connection(s) closed; trying again every %d ms: "
 			"until then an old active may still write there",
 			err, killed, GW_RETRY_MS);
+}
+
+/* Close the writers of older epochs on every master (nsa_fence.h), now:
+ * a promotion's. A master that cannot be reached keeps its old writers
+ * until a later try (gw_store_step) reaches it. */
+static void gw_fence(struct gw *g)
+{
+	unsigned int killed = 0;
+	char err[512];
+	int rc = nsa_fence_raise(&g->store_loop, &killed, err, sizeof(err));
+
+	gw_fence_done(g, rc, killed, err, nsdp_now_s());
 }
 
 /* When stuck: has the lcore confirmed that it is a standby since? Then the
@@ -381,17 +389,7 @@ static void gw_read_answered(struct gw *g, const struct ngw_call *k, double t)
 /* The answer to a fence raised again (gw_fence's, on the thread). */
 static void gw_raise_answered(struct gw *g, const struct ngw_call *k, double t)
 {
-	g->fence_raised = k->rc == 0;
-	g->next_fence_raise = t + GW_RETRY_MS / 1000.0;
-	if (k->rc == 0)
-		NSA_INFO("fence: %u writer connection(s) of older epochs "
-			 "closed on every master",
-			 k->killed);
-	else
-		NSA_ERR("fence: not raised everywhere (%s); %u writer "
-			"connection(s) closed; trying again every %d ms: "
-			"until then an old active may still write there",
-			k->err, k->killed, GW_RETRY_MS);
+	gw_fence_done(g, k->rc, k->killed, k->err, t);
 }
 
 /* The answer to a provisional epoch's registration: then fence, or
