@@ -438,6 +438,7 @@ static void gw_register_answered(struct gw *g, const struct ngw_call *k,
 void gw_store_step(struct gw *g, double t)
 {
 	uint32_t ours = nsdp_nat_epoch(g->nat);
+	double *next, period;
 	struct ngw_call k;
 	uint64_t epoch;
 
@@ -456,29 +457,32 @@ void gw_store_step(struct gw *g, double t)
 		gw_fenced(g, epoch, "the writers read");
 		return;
 	}
-	if (ngw_caller_busy(&g->caller))
-		return;
 	memset(&k, 0, sizeof(k));
 	k.gen = g->mode_gen;
 	k.conf = g->store_loop;
 	if (g->provisional && t >= g->next_register) {
-		g->next_register = t + GW_RETRY_MS / 1000.0;
 		/* With the first ask's token: if that ask ran late, the
 		 * counter above ours is its epoch, which nobody uses. */
 		k.op = NGW_CALL_REGISTER;
 		k.conf.epoch_token = g->store_quick.epoch_token;
 		k.epoch = g->provisional;
+		next = &g->next_register;
+		period = GW_RETRY_MS / 1000.0;
 	} else if (!g->provisional && !g->fence_raised &&
 		   t >= g->next_fence_raise) {
 		/* A provisional epoch is fenced for once the store knows
 		 * it. */
-		g->next_fence_raise = t + GW_RETRY_MS / 1000.0;
 		k.op = NGW_CALL_RAISE;
+		next = &g->next_fence_raise;
+		period = GW_RETRY_MS / 1000.0;
 	} else if (t >= g->next_fence_check) {
-		g->next_fence_check = t + g->conf.gw.fence_check_ms / 1000.0;
 		k.op = NGW_CALL_READ;
+		next = &g->next_fence_check;
+		period = g->conf.gw.fence_check_ms / 1000.0;
 	} else {
 		return;
 	}
-	ngw_caller_ask(&g->caller, &k);
+	/* Due again a period on, once asked (not while a call runs). */
+	if (ngw_caller_ask(&g->caller, &k) == 0)
+		*next = t + period;
 }

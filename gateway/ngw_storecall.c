@@ -99,16 +99,6 @@ int ngw_caller_ask(struct ngw_caller *c, const struct ngw_call *call)
 	return rc;
 }
 
-int ngw_caller_busy(struct ngw_caller *c)
-{
-	int busy;
-
-	pthread_mutex_lock(&c->mu);
-	busy = c->asked || c->answered;
-	pthread_mutex_unlock(&c->mu);
-	return busy;
-}
-
 int ngw_caller_take(struct ngw_caller *c, struct ngw_call *out)
 {
 	int got = 0;

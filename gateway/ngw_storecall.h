@@ -56,8 +56,6 @@ int ngw_caller_start(struct ngw_caller *c);
 void ngw_caller_stop(struct ngw_caller *c);
 /* Ask for call; -EBUSY while one is asked or its answer not taken. */
 int ngw_caller_ask(struct ngw_caller *c, const struct ngw_call *call);
-/* Whether a call is asked and not yet taken back. */
-int ngw_caller_busy(struct ngw_caller *c);
 /* Take the answer: 1 with it in out, 0 when none is there. */
 int ngw_caller_take(struct ngw_caller *c, struct ngw_call *out);
 

@@ -780,6 +780,12 @@ static double ctl_ms(char id, const char *cmd)
 	return got > 0 ? 1e3 * (nsdp_now_s() - t0) : -1;
 }
 
+/* Gateway id's log, in the run directory. */
+static const char *gw_log(char id)
+{
+	return id == 'A' ? "gwA.log" : "gwB.log";
+}
+
 static int status_has(char id, const char *what)
 {
 	char buf[4096];
@@ -787,9 +793,8 @@ static int status_has(char id, const char *what)
 	return ctl(id, "status", buf, sizeof(buf)) == 0 && strstr(buf, what);
 }
 
-/* The number after "<sep>name=" in the reply to control command cmd, or
- * -1: stats are one per line, status fields separated by spaces. */
-/* The number after "<sep>name=" in a control reply, or -1. */
+/* The number after "<sep>name=" in a control reply, or -1: stats are one
+ * per line, status fields separated by spaces. */
 static long reply_value(const char *buf, char sep, const char *name)
 {
 	char key[128];
@@ -2020,9 +2025,7 @@ static void failover_rounds(int rounds, int direct, int store_down)
 			cr_assert(status_has(standby, "mode=active"),
 				  "%c was fenced when it made its epoch known; "
 				  "see %s",
-				  standby,
-				  nst_run_path(standby == 'A' ? "gwA.log"
-							      : "gwB.log"));
+				  standby, nst_run_path(gw_log(standby)));
 		}
 		snprintf(when, sizeof(when),
 			 "the notify script returned %.0f "
@@ -2394,7 +2397,7 @@ static unsigned long run_file_count(const char *name, const char *what)
  * gateway id's log. */
 static unsigned long promote_unconfirmed(char id)
 {
-	const char *log = id == 'A' ? "gwA.log" : "gwB.log";
+	const char *log = gw_log(id);
 
 	return run_file_count(log, "promote: the subscriber did not confirm") +
 	       run_file_count(log, "promote: the resync of every master after "
@@ -2566,8 +2569,7 @@ Test(failover, with_defer_no_new_session_is_lost_when_the_active_dies,
 		       reply_value(st, '\n', "agent.settle_abandoned"));
 		if (lost_looked > 0) /* how the promotion went */
 			nst_sh("grep -E ' (warn|error): ' %s | tail -n 20",
-			       nst_run_path(standby == 'A' ? "gwA.log"
-							   : "gwB.log"));
+			       nst_run_path(gw_log(standby)));
 		fflush(stdout);
 		cr_assert_gt(seen, 100, "too few new flows reached the server");
 		lost_total += lost;
