@@ -261,14 +261,19 @@ static unsigned int check_emitted(void *arg, const struct ns_session *s,
 	return n;
 }
 
-Test(logmerge, the_newest_record_per_session_wins_in_any_order)
+/* MANY_RECORDS records of MANY_FLOWS flows into a merge sized for expect
+ * sessions (0: grown as it fills): the newest of each live flow comes
+ * out, once. */
+static void newest_wins(size_t expect)
 {
 	static struct newest ref[MANY_FLOWS];
 	const uint64_t now = nsdp_realtime_ns();
 	struct nsa_logmerge m;
 	uint64_t x = 88172645463325252ull, want = 0;
 
+	memset(ref, 0, sizeof(ref));
 	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	cr_assert_eq(nsa_logmerge_expect(&m, expect), 0);
 	for (uint32_t i = 0; i < MANY_RECORDS; i++) {
 		struct ns_session s;
 		uint32_t flow;
@@ -309,6 +314,76 @@ Test(logmerge, the_newest_record_per_session_wins_in_any_order)
 	for (uint32_t f = 0; f < MANY_FLOWS; f++)
 		cr_assert_neq(ref[f].seen, 1, "flow %u live but not emitted",
 			      f);
+	nsa_logmerge_free(&m);
+}
+
+Test(logmerge, the_newest_record_per_session_wins_in_any_order)
+{
+	newest_wins(0);
+}
+
+/* Sized up front, its pages faulted in by a thread of its own while it
+ * fills: the same merge. */
+Test(logmerge, a_merge_sized_up_front_merges_the_same)
+{
+	newest_wins(1000000);
+}
+
+static unsigned int mark_flows(void *arg, const struct ns_session *s,
+			       unsigned int n)
+{
+	uint8_t *seen = arg;
+
+	for (unsigned int i = 0; i < n; i++) {
+		uint32_t flow = s[i].timeout_ms - 1000;
+
+		cr_assert_eq(seen[flow], 0, "flow %u emitted twice", flow);
+		seen[flow] = 1;
+	}
+	return n;
+}
+
+/* Past the size it was given a merge grows as any (its faulting thread
+ * stopped first: the entries move); freed at once, the thread stops. */
+Test(logmerge, a_sized_merge_grows_past_its_size)
+{
+	enum { FLOWS_PAST = 400000 };
+	static uint8_t seen[FLOWS_PAST];
+	const uint64_t now = nsdp_realtime_ns();
+	struct nsa_logmerge m;
+
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	cr_assert_eq(nsa_logmerge_expect(&m, 1000000), 0);
+	cr_assert_eq(m.cap, (size_t)1 << 21);
+	cr_assert_not_null(m.prefault);
+	nsa_logmerge_free(&m);
+	cr_assert_null(m.prefault);
+
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	cr_assert_eq(nsa_logmerge_expect(&m, 262144), 0);
+	cr_assert_eq(m.cap, (size_t)1 << 19);
+	for (uint32_t i = 0; i < FLOWS_PAST; i++) {
+		struct ns_session s =
+			nst_session(6, NS_EV_CREATE, 1, 1, 1000 + i, now + i);
+
+		nst_session_flow(&s, i);
+		cr_assert_eq(nsa_logmerge_record(&m, &s), 0);
+	}
+	cr_assert_eq(m.cap, (size_t)1 << 20);
+	cr_assert_null(m.prefault);
+	cr_assert_eq(nsa_logmerge_emit(&m, now, mark_flows, seen), FLOWS_PAST);
+	nsa_logmerge_free(&m);
+
+	/* Too small to be worth a thread, or given a budget: as before. */
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	cr_assert_eq(nsa_logmerge_expect(&m, 1000), 0);
+	cr_assert_null(m.prefault);
+	nsa_logmerge_free(&m);
+	cr_assert_eq(nsa_logmerge_init(&m), 0);
+	m.max_bytes = 1 << 20;
+	cr_assert_eq(nsa_logmerge_expect(&m, 1000000), 0);
+	cr_assert_null(m.prefault);
+	cr_assert_eq(m.cap, 1024);
 	nsa_logmerge_free(&m);
 }
 

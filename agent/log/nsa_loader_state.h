@@ -33,6 +33,10 @@ struct nsa_loader_sink {
 	/* Optional: n values (log layout: segments and checkpoints) of bytes
 	 * in all came from the store, as each reply of them is read. */
 	void (*read)(void *arg, uint64_t n, uint64_t bytes);
+	/* Optional, log layout: the sessions the load may bring at most (a
+	 * whole table's load: its capacity), to size the merge up front
+	 * (nsa_logmerge_expect); 0 lets it grow as it fills. */
+	size_t expect;
 };
 
 /* nsa_loader_on_readable() and nsa_loader_run(): */

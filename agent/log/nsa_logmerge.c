@@ -12,10 +12,13 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "ns_batch.h"
 #include "ns_slot.h"
@@ -126,6 +129,74 @@ static void *block_grow(void *p, size_t old, size_t bytes)
 	return q;
 }
 
+/* ---- faulting a sized merge's pages in ahead of it --------------------
+ * A cold load's merge of 1 000 000 sessions touches about 100 MB that no
+ * one touched before: the kernel zeroes each page as it is first written,
+ * in the loader's thread, and here (a virtual machine whose host takes
+ * freed memory back) that was a third of reading the store. A merge sized
+ * up front (nsa_logmerge_expect) has a thread fault the pages in with
+ * MADV_POPULATE_WRITE, which writes nothing: the index first (the merge
+ * writes it anywhere), then the entries a little ahead of the dense fill.
+ * A page the merge reaches first it faults itself, as before. */
+#define PREFAULT_STEP HUGE_PAGE
+#define PREFAULT_LEAD (16u << 20)
+#define PREFAULT_NAP_NS 100000
+/* Sessions a merge is sized for at most (an index of 128 MB): past them
+ * it grows as any. */
+#define EXPECT_MAX ((size_t)1 << 23)
+
+struct nsa_logmerge_prefault {
+	pthread_t thread;
+	uint8_t *idx, *e;
+	size_t idx_len, e_len;
+	atomic_size_t e_used; /* bytes of e the merge has reserved */
+	atomic_int stop;
+};
+
+static void *prefault_main(void *arg)
+{
+	struct nsa_logmerge_prefault *pf = arg;
+	const struct timespec nap = {.tv_nsec = PREFAULT_NAP_NS};
+	size_t done, n;
+
+	for (done = 0; done < pf->idx_len; done += n) {
+		n = pf->idx_len - done < PREFAULT_STEP ? pf->idx_len - done
+						       : PREFAULT_STEP;
+		if (atomic_load_explicit(&pf->stop, memory_order_relaxed) ||
+		    madvise(pf->idx + done, n, MADV_POPULATE_WRITE) != 0)
+			return NULL; /* stopped, or a kernel without it */
+	}
+	for (done = 0; done < pf->e_len;) {
+		if (atomic_load_explicit(&pf->stop, memory_order_relaxed))
+			return NULL;
+		if (done >=
+		    atomic_load_explicit(&pf->e_used, memory_order_relaxed) +
+			    PREFAULT_LEAD) {
+			nanosleep(&nap, NULL);
+			continue;
+		}
+		n = pf->e_len - done < PREFAULT_STEP ? pf->e_len - done
+						     : PREFAULT_STEP;
+		if (madvise(pf->e + done, n, MADV_POPULATE_WRITE) != 0)
+			return NULL;
+		done += n;
+	}
+	return NULL;
+}
+
+/* Stop the thread (before the merge's blocks move or go). */
+static void prefault_stop(struct nsa_logmerge *m)
+{
+	struct nsa_logmerge_prefault *pf = m->prefault;
+
+	if (pf == NULL)
+		return;
+	atomic_store_explicit(&pf->stop, 1, memory_order_relaxed);
+	pthread_join(pf->thread, NULL);
+	free(pf);
+	m->prefault = NULL;
+}
+
 #define IDX_BYTES(cap) ((cap) * sizeof(uint64_t))
 #define ENTRIES_BYTES(cap) ((cap) / 2 * sizeof(struct nsa_logmerge_entry))
 
@@ -164,6 +235,7 @@ int nsa_logmerge_init(struct nsa_logmerge *m)
 
 void nsa_logmerge_free(struct nsa_logmerge *m)
 {
+	prefault_stop(m);
 	block_free(m->idx, IDX_BYTES(m->cap));
 	block_free(m->e, ENTRIES_BYTES(m->cap));
 	free(m->idx6);
@@ -205,12 +277,13 @@ static void idx_put(uint64_t *idx, size_t cap, uint64_t h, size_t pos)
 static int grow(struct nsa_logmerge *m)
 {
 	size_t cap = m->cap * 2, i;
-	uint64_t *idx = block_alloc(IDX_BYTES(cap));
-	struct nsa_logmerge_entry *e =
-		idx ? block_grow(m->e, ENTRIES_BYTES(m->cap),
-				 ENTRIES_BYTES(cap))
-		    : NULL;
+	uint64_t *idx;
+	struct nsa_logmerge_entry *e;
 
+	prefault_stop(m); /* the entries may move */
+	idx = block_alloc(IDX_BYTES(cap));
+	e = idx ? block_grow(m->e, ENTRIES_BYTES(m->cap), ENTRIES_BYTES(cap))
+		: NULL;
 	if (e == NULL) {
 		block_free(idx, IDX_BYTES(cap));
 		return -ENOMEM;
@@ -221,6 +294,49 @@ static int grow(struct nsa_logmerge *m)
 	m->cap = cap;
 	for (i = 0; i < m->used; i++)
 		idx_put(idx, cap, key_hash(e[i].key), i);
+	return 0;
+}
+
+int nsa_logmerge_expect(struct nsa_logmerge *m, size_t sessions)
+{
+	struct nsa_logmerge_prefault *pf;
+	size_t cap = MERGE_MIN_CAP;
+	struct nsa_logmerge_entry *e;
+	uint64_t *idx;
+
+	if (sessions > EXPECT_MAX)
+		sessions = EXPECT_MAX;
+	while (cap < 2 * sessions)
+		cap *= 2;
+	if (m->used || m->used6 || m->prefault || m->max_bytes ||
+	    cap <= m->cap || IDX_BYTES(cap) < MERGE_HUGE_BYTES)
+		return 0;
+	pf = calloc(1, sizeof(*pf));
+	idx = block_alloc(IDX_BYTES(cap));
+	e = block_alloc(ENTRIES_BYTES(cap));
+	if (pf == NULL || idx == NULL || e == NULL) {
+		free(pf);
+		block_free(idx, IDX_BYTES(cap));
+		block_free(e, ENTRIES_BYTES(cap));
+		return -ENOMEM;
+	}
+	block_free(m->idx, IDX_BYTES(m->cap));
+	block_free(m->e, ENTRIES_BYTES(m->cap));
+	m->idx = idx;
+	m->e = e;
+	m->cap = cap;
+	if (merge_bytes(cap) > m->peak_bytes)
+		m->peak_bytes = merge_bytes(cap);
+	pf->idx = (uint8_t *)idx;
+	pf->idx_len = block_len(IDX_BYTES(cap));
+	pf->e = (uint8_t *)e;
+	pf->e_len = block_len(ENTRIES_BYTES(cap));
+	if (pthread_create(&pf->thread, NULL, prefault_main, pf) != 0) {
+		free(pf); /* sized all the same, faulted as it fills */
+		return 0;
+	}
+	pthread_setname_np(pf->thread, "nsa-prefault");
+	m->prefault = pf;
 	return 0;
 }
 
@@ -244,6 +360,11 @@ static int reserve(struct nsa_logmerge *m, size_t n)
 		if (during > m->peak_bytes)
 			m->peak_bytes = during;
 	}
+	if (m->prefault)
+		atomic_store_explicit(&m->prefault->e_used,
+				      (m->used + n) *
+					      sizeof(struct nsa_logmerge_entry),
+				      memory_order_relaxed);
 	return 0;
 }
 

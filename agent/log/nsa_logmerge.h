@@ -16,6 +16,7 @@
 
 struct nsa_logmerge_entry;
 struct nsa_logmerge_entry6;
+struct nsa_logmerge_prefault;
 
 struct nsa_logmerge {
 	struct nsa_logmerge_entry *e; /* the sessions, dense: used of them */
@@ -44,12 +45,25 @@ struct nsa_logmerge {
 	/* Set while a checkpoint is merged: its records are flagged so
 	 * (nsa_logmerge_emit_checkpoint). */
 	int from_checkpoint;
+	/* The thread faulting a sized merge's pages in (nsa_logmerge_expect),
+	 * or NULL. */
+	struct nsa_logmerge_prefault *prefault;
 };
 
 /* Empty; 0 or -ENOMEM. A merge that would outgrow max_bytes says
  * -ENOBUFS, and holds part of what it was given: start it anew. */
 int nsa_logmerge_init(struct nsa_logmerge *m);
 void nsa_logmerge_free(struct nsa_logmerge *m);
+
+/* An empty merge about to take up to sessions IPv4 sessions (a whole
+ * table's load): sized for them now (8 388 608 at most), so that it never
+ * grows nor rehashes below that, and a thread of its own faults its pages
+ * in on another core, the index first, then the entries a little ahead of
+ * their use, while the merge goes on. Nothing on a merge that holds
+ * sessions, has max_bytes, or would be small (an index under 4 MB). 0, or
+ * -ENOMEM (the merge as it was, still usable). nsa_logmerge_free, or the
+ * merge outgrowing the size, stops the thread. */
+int nsa_logmerge_expect(struct nsa_logmerge *m, size_t sessions);
 
 /* Merge one segment value (a batch as published): 0, -ENOMEM, -ENOBUFS, or the
  * decoder's negative errno when it is not a valid batch (nothing merged).

@@ -358,7 +358,11 @@ void nsa_sb_resync_start(struct nsa_standby *sb, unsigned int node)
 		.batch_key = sb->conf.batch_key,
 		.batch_key_len = sb->conf.batch_key_len,
 		.unauthenticated = resync_unauthenticated,
-		.read = resync_read};
+		.read = resync_read,
+		/* A load of the whole store may fill the table. */
+		.expect = sb->load_all || sb->n_nodes == 1
+				  ? sb->conf.table_capacity
+				  : 0};
 	char err[256] = "";
 	unsigned int i;
 
