@@ -273,7 +273,7 @@ static void newest_wins(size_t expect)
 
 	memset(ref, 0, sizeof(ref));
 	cr_assert_eq(nsa_logmerge_init(&m), 0);
-	cr_assert_eq(nsa_logmerge_expect(&m, expect), 0);
+	nsa_logmerge_expect(&m, expect);
 	for (uint32_t i = 0; i < MANY_RECORDS; i++) {
 		struct ns_session s;
 		uint32_t flow;
@@ -322,9 +322,9 @@ Test(logmerge, the_newest_record_per_session_wins_in_any_order)
 	newest_wins(0);
 }
 
-/* Sized up front, its pages faulted in by a thread of its own while it
- * fills: the same merge. */
-Test(logmerge, a_merge_sized_up_front_merges_the_same)
+/* Told it may take a million, its pages faulted in by a thread of its own
+ * once it holds 65 536: the same merge. */
+Test(logmerge, a_merge_told_its_size_merges_the_same)
 {
 	newest_wins(1000000);
 }
@@ -343,9 +343,24 @@ static unsigned int mark_flows(void *arg, const struct ns_session *s,
 	return n;
 }
 
-/* Past the size it was given a merge grows as any (its faulting thread
- * stopped first: the entries move); freed at once, the thread stops. */
-Test(logmerge, a_sized_merge_grows_past_its_size)
+/* Flows [first, last) created into m. */
+static void create_flows(struct nsa_logmerge *m, uint32_t first, uint32_t last,
+			 uint64_t now)
+{
+	for (uint32_t i = first; i < last; i++) {
+		struct ns_session s =
+			nst_session(6, NS_EV_CREATE, 1, 1, 1000 + i, now + i);
+
+		nst_session_flow(&s, i);
+		cr_assert_eq(nsa_logmerge_record(m, &s), 0);
+	}
+}
+
+/* A merge told its size starts faulting blocks for it at 65 536
+ * sessions, moves into them at its next growth once their index is
+ * faulted in (here given 1 s), past them grows as any (the thread stopped
+ * first: the entries move), and emits every session once. */
+Test(logmerge, a_merge_told_its_size_moves_into_it_then_grows_past)
 {
 	enum { FLOWS_PAST = 400000 };
 	static uint8_t seen[FLOWS_PAST];
@@ -353,38 +368,43 @@ Test(logmerge, a_sized_merge_grows_past_its_size)
 	struct nsa_logmerge m;
 
 	cr_assert_eq(nsa_logmerge_init(&m), 0);
-	cr_assert_eq(nsa_logmerge_expect(&m, 1000000), 0);
-	cr_assert_eq(m.cap, (size_t)1 << 21);
-	cr_assert_not_null(m.prefault);
-	nsa_logmerge_free(&m);
+	nsa_logmerge_expect(&m, 262144);
+	create_flows(&m, 0, 65535, now);
 	cr_assert_null(m.prefault);
-
-	cr_assert_eq(nsa_logmerge_init(&m), 0);
-	cr_assert_eq(nsa_logmerge_expect(&m, 262144), 0);
-	cr_assert_eq(m.cap, (size_t)1 << 19);
-	for (uint32_t i = 0; i < FLOWS_PAST; i++) {
-		struct ns_session s =
-			nst_session(6, NS_EV_CREATE, 1, 1, 1000 + i, now + i);
-
-		nst_session_flow(&s, i);
-		cr_assert_eq(nsa_logmerge_record(&m, &s), 0);
-	}
+	create_flows(&m, 65535, 65536, now);
+	cr_assert_not_null(m.prefault);
+	cr_assert_eq(m.cap, (size_t)1 << 17);
+	nsdp_sleep_ms(1000);
+	create_flows(&m, 65536, 65537, now);
+	cr_assert_eq(m.cap, (size_t)1 << 19, "not moved into its size");
+	create_flows(&m, 65537, FLOWS_PAST, now);
 	cr_assert_eq(m.cap, (size_t)1 << 20);
 	cr_assert_null(m.prefault);
 	cr_assert_eq(nsa_logmerge_emit(&m, now, mark_flows, seen), FLOWS_PAST);
 	nsa_logmerge_free(&m);
+}
 
-	/* Too small to be worth a thread, or given a budget: as before. */
+/* A small load told a large size never starts the thread; one freed
+ * while the thread runs stops it. */
+Test(logmerge, a_small_merge_told_a_large_size_stays_small)
+{
+	const uint64_t now = nsdp_realtime_ns();
+	struct nsa_logmerge m;
+
 	cr_assert_eq(nsa_logmerge_init(&m), 0);
-	cr_assert_eq(nsa_logmerge_expect(&m, 1000), 0);
+	nsa_logmerge_expect(&m, 8000000);
+	create_flows(&m, 0, 1000, now);
 	cr_assert_null(m.prefault);
+	cr_assert_eq(m.cap, 2048);
+	cr_assert_lt(m.peak_bytes, 1u << 20);
 	nsa_logmerge_free(&m);
+
 	cr_assert_eq(nsa_logmerge_init(&m), 0);
-	m.max_bytes = 1 << 20;
-	cr_assert_eq(nsa_logmerge_expect(&m, 1000000), 0);
-	cr_assert_null(m.prefault);
-	cr_assert_eq(m.cap, 1024);
+	nsa_logmerge_expect(&m, 8000000);
+	create_flows(&m, 0, 65536, now);
+	cr_assert_not_null(m.prefault);
 	nsa_logmerge_free(&m);
+	cr_assert_null(m.prefault);
 }
 
 /* A merge given max_bytes says -ENOBUFS instead of growing past it, and

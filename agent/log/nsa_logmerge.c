@@ -129,74 +129,6 @@ static void *block_grow(void *p, size_t old, size_t bytes)
 	return q;
 }
 
-/* ---- faulting a sized merge's pages in ahead of it --------------------
- * A cold load's merge of 1 000 000 sessions touches about 100 MB that no
- * one touched before: the kernel zeroes each page as it is first written,
- * in the loader's thread, and here (a virtual machine whose host takes
- * freed memory back) that was a third of reading the store. A merge sized
- * up front (nsa_logmerge_expect) has a thread fault the pages in with
- * MADV_POPULATE_WRITE, which writes nothing: the index first (the merge
- * writes it anywhere), then the entries a little ahead of the dense fill.
- * A page the merge reaches first it faults itself, as before. */
-#define PREFAULT_STEP HUGE_PAGE
-#define PREFAULT_LEAD (16u << 20)
-#define PREFAULT_NAP_NS 100000
-/* Sessions a merge is sized for at most (an index of 128 MB): past them
- * it grows as any. */
-#define EXPECT_MAX ((size_t)1 << 23)
-
-struct nsa_logmerge_prefault {
-	pthread_t thread;
-	uint8_t *idx, *e;
-	size_t idx_len, e_len;
-	atomic_size_t e_used; /* bytes of e the merge has reserved */
-	atomic_int stop;
-};
-
-static void *prefault_main(void *arg)
-{
-	struct nsa_logmerge_prefault *pf = arg;
-	const struct timespec nap = {.tv_nsec = PREFAULT_NAP_NS};
-	size_t done, n;
-
-	for (done = 0; done < pf->idx_len; done += n) {
-		n = pf->idx_len - done < PREFAULT_STEP ? pf->idx_len - done
-						       : PREFAULT_STEP;
-		if (atomic_load_explicit(&pf->stop, memory_order_relaxed) ||
-		    madvise(pf->idx + done, n, MADV_POPULATE_WRITE) != 0)
-			return NULL; /* stopped, or a kernel without it */
-	}
-	for (done = 0; done < pf->e_len;) {
-		if (atomic_load_explicit(&pf->stop, memory_order_relaxed))
-			return NULL;
-		if (done >=
-		    atomic_load_explicit(&pf->e_used, memory_order_relaxed) +
-			    PREFAULT_LEAD) {
-			nanosleep(&nap, NULL);
-			continue;
-		}
-		n = pf->e_len - done < PREFAULT_STEP ? pf->e_len - done
-						     : PREFAULT_STEP;
-		if (madvise(pf->e + done, n, MADV_POPULATE_WRITE) != 0)
-			return NULL;
-		done += n;
-	}
-	return NULL;
-}
-
-/* Stop the thread (before the merge's blocks move or go). */
-static void prefault_stop(struct nsa_logmerge *m)
-{
-	struct nsa_logmerge_prefault *pf = m->prefault;
-
-	if (pf == NULL)
-		return;
-	atomic_store_explicit(&pf->stop, 1, memory_order_relaxed);
-	pthread_join(pf->thread, NULL);
-	free(pf);
-	m->prefault = NULL;
-}
-
 #define IDX_BYTES(cap) ((cap) * sizeof(uint64_t))
 #define ENTRIES_BYTES(cap) ((cap) / 2 * sizeof(struct nsa_logmerge_entry))
 
@@ -218,6 +150,8 @@ static size_t v6_bytes(size_t cap)
 {
 	return IDX_BYTES(cap) + ENTRIES6_BYTES(cap);
 }
+
+static void prefault_stop(struct nsa_logmerge *m);
 
 int nsa_logmerge_init(struct nsa_logmerge *m)
 {
@@ -272,6 +206,173 @@ static void idx_put(uint64_t *idx, size_t cap, uint64_t h, size_t pos)
 	idx[j] = (uint64_t)HASH_TAG(h) << 32 | (uint32_t)(pos + 1);
 }
 
+/* ---- a merge sized for what it expects -------------------------------
+ * A cold load's merge of 1 000 000 sessions touches about 100 MB that no
+ * one touched before: the kernel zeroes each page as it is first written,
+ * in the loader's thread, and here (a virtual machine whose host takes
+ * freed memory back) that was a third of reading the store; doubling the
+ * index rehashed every session once more each time. Told how many
+ * sessions may come (nsa_logmerge_expect), a merge that reaches
+ * EXPECT_START sessions, and so looks large, maps blocks for them and a
+ * thread of its own faults their pages in on another core with
+ * MADV_POPULATE_WRITE (which writes nothing): the index first, then the
+ * entries. At its next growth after the index is faulted in, the merge
+ * moves into those blocks (one copy, one rehash) and the thread goes on
+ * with the entries a little ahead of their use. A small load never
+ * starts it; a page the merge reaches first it faults itself. */
+#define EXPECT_START ((size_t)1 << 16)
+/* Sessions a merge is sized for at most (an index of 128 MB): past them
+ * it grows as any. */
+#define EXPECT_MAX ((size_t)1 << 23)
+#define PREFAULT_STEP HUGE_PAGE
+#define PREFAULT_LEAD (16u << 20)
+#define PREFAULT_NAP_NS 100000
+
+struct nsa_logmerge_prefault {
+	pthread_t thread;
+	uint64_t *idx; /* the blocks sized for cap, the merge's once moved */
+	struct nsa_logmerge_entry *e;
+	size_t cap, idx_len, e_len;
+	int moved; /* the merge lives in idx and e */
+	atomic_int idx_ready; /* the index is faulted in */
+	atomic_size_t e_used; /* bytes of e the merge has reserved */
+	atomic_int stop;
+};
+
+/* Fault [p, p + len) in, step by step, until stop: 0, or -1 stopped or
+ * refused (a kernel without MADV_POPULATE_WRITE). */
+static int prefault_range(struct nsa_logmerge_prefault *pf, uint8_t *p,
+			  size_t len)
+{
+	size_t done, n;
+
+	for (done = 0; done < len; done += n) {
+		n = len - done < PREFAULT_STEP ? len - done : PREFAULT_STEP;
+		if (atomic_load_explicit(&pf->stop, memory_order_relaxed) ||
+		    madvise(p + done, n, MADV_POPULATE_WRITE) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void *prefault_main(void *arg)
+{
+	struct nsa_logmerge_prefault *pf = arg;
+	const struct timespec nap = {.tv_nsec = PREFAULT_NAP_NS};
+	size_t done, n;
+
+	if (prefault_range(pf, (uint8_t *)pf->idx, pf->idx_len) != 0)
+		return NULL;
+	atomic_store_explicit(&pf->idx_ready, 1, memory_order_release);
+	for (done = 0; done < pf->e_len; done += n) {
+		while (done >=
+		       atomic_load_explicit(&pf->e_used, memory_order_relaxed) +
+			       PREFAULT_LEAD) {
+			if (atomic_load_explicit(&pf->stop,
+						 memory_order_relaxed))
+				return NULL;
+			nanosleep(&nap, NULL);
+		}
+		n = pf->e_len - done < PREFAULT_STEP ? pf->e_len - done
+						     : PREFAULT_STEP;
+		if (prefault_range(pf, (uint8_t *)pf->e + done, n) != 0)
+			return NULL;
+	}
+	return NULL;
+}
+
+/* Stop the thread; the blocks go too unless the merge moved into them. */
+static void prefault_stop(struct nsa_logmerge *m)
+{
+	struct nsa_logmerge_prefault *pf = m->prefault;
+
+	if (pf == NULL)
+		return;
+	atomic_store_explicit(&pf->stop, 1, memory_order_relaxed);
+	pthread_join(pf->thread, NULL);
+	if (!pf->moved) {
+		block_free(pf->idx, IDX_BYTES(pf->cap));
+		block_free(pf->e, ENTRIES_BYTES(pf->cap));
+	}
+	free(pf);
+	m->prefault = NULL;
+}
+
+/* The blocks for m->expect sessions, and the thread that faults them in
+ * (nothing when they would be no larger, or out of memory: the merge
+ * grows as any). */
+static void prefault_start(struct nsa_logmerge *m)
+{
+	struct nsa_logmerge_prefault *pf;
+	size_t cap = m->cap;
+
+	while (cap < 2 * m->expect)
+		cap *= 2;
+	m->expect = 0; /* once */
+	if (cap <= 2 * m->cap ||
+	    (m->max_bytes &&
+	     merge_bytes(cap) + merge_bytes(m->cap) > m->max_bytes))
+		return;
+	pf = calloc(1, sizeof(*pf));
+	if (pf == NULL)
+		return;
+	pf->cap = cap;
+	pf->idx = block_alloc(IDX_BYTES(cap));
+	pf->e = block_alloc(ENTRIES_BYTES(cap));
+	pf->idx_len = block_len(IDX_BYTES(cap));
+	pf->e_len = block_len(ENTRIES_BYTES(cap));
+	if (pf->idx == NULL || pf->e == NULL ||
+	    pthread_create(&pf->thread, NULL, prefault_main, pf) != 0) {
+		block_free(pf->idx, IDX_BYTES(cap));
+		block_free(pf->e, ENTRIES_BYTES(cap));
+		free(pf);
+		return;
+	}
+	pthread_setname_np(pf->thread, "nsa-prefault");
+	m->prefault = pf;
+	if (merge_bytes(cap) + merge_bytes(m->cap) > m->peak_bytes)
+		m->peak_bytes = merge_bytes(cap) + merge_bytes(m->cap);
+}
+
+/* Into the sized blocks, their index faulted in: the entries copied, the
+ * index rebuilt; the thread goes on with the entries. */
+static void prefault_move(struct nsa_logmerge *m)
+{
+	struct nsa_logmerge_prefault *pf = m->prefault;
+	size_t i;
+
+	memcpy(pf->e, m->e, m->used * sizeof(*m->e));
+	block_free(m->idx, IDX_BYTES(m->cap));
+	block_free(m->e, ENTRIES_BYTES(m->cap));
+	m->idx = pf->idx;
+	m->e = pf->e;
+	m->cap = pf->cap;
+	pf->moved = 1;
+	for (i = 0; i < m->used; i++)
+		idx_put(m->idx, m->cap, key_hash(m->e[i].key), i);
+}
+
+/* Whether the merge moves into the sized blocks now, to hold need
+ * sessions; the blocks go when too small for them by now. */
+static int prefault_ready(struct nsa_logmerge *m, size_t need)
+{
+	struct nsa_logmerge_prefault *pf = m->prefault;
+
+	if (pf == NULL || pf->moved)
+		return 0;
+	if (2 * need > pf->cap) {
+		prefault_stop(m);
+		return 0;
+	}
+	return atomic_load_explicit(&pf->idx_ready, memory_order_acquire);
+}
+
+void nsa_logmerge_expect(struct nsa_logmerge *m, size_t sessions)
+{
+	if (m->prefault == NULL)
+		m->expect = sessions < EXPECT_MAX ? sessions : EXPECT_MAX;
+}
+
 /* Twice the index (rebuilt from the entries) and room for as many entries
  * as it may index. */
 static int grow(struct nsa_logmerge *m)
@@ -280,7 +381,8 @@ static int grow(struct nsa_logmerge *m)
 	uint64_t *idx;
 	struct nsa_logmerge_entry *e;
 
-	prefault_stop(m); /* the entries may move */
+	if (m->prefault && m->prefault->moved)
+		prefault_stop(m); /* the entries may move */
 	idx = block_alloc(IDX_BYTES(cap));
 	e = idx ? block_grow(m->e, ENTRIES_BYTES(m->cap), ENTRIES_BYTES(cap))
 		: NULL;
@@ -297,49 +399,6 @@ static int grow(struct nsa_logmerge *m)
 	return 0;
 }
 
-int nsa_logmerge_expect(struct nsa_logmerge *m, size_t sessions)
-{
-	struct nsa_logmerge_prefault *pf;
-	size_t cap = MERGE_MIN_CAP;
-	struct nsa_logmerge_entry *e;
-	uint64_t *idx;
-
-	if (sessions > EXPECT_MAX)
-		sessions = EXPECT_MAX;
-	while (cap < 2 * sessions)
-		cap *= 2;
-	if (m->used || m->used6 || m->prefault || m->max_bytes ||
-	    cap <= m->cap || IDX_BYTES(cap) < MERGE_HUGE_BYTES)
-		return 0;
-	pf = calloc(1, sizeof(*pf));
-	idx = block_alloc(IDX_BYTES(cap));
-	e = block_alloc(ENTRIES_BYTES(cap));
-	if (pf == NULL || idx == NULL || e == NULL) {
-		free(pf);
-		block_free(idx, IDX_BYTES(cap));
-		block_free(e, ENTRIES_BYTES(cap));
-		return -ENOMEM;
-	}
-	block_free(m->idx, IDX_BYTES(m->cap));
-	block_free(m->e, ENTRIES_BYTES(m->cap));
-	m->idx = idx;
-	m->e = e;
-	m->cap = cap;
-	if (merge_bytes(cap) > m->peak_bytes)
-		m->peak_bytes = merge_bytes(cap);
-	pf->idx = (uint8_t *)idx;
-	pf->idx_len = block_len(IDX_BYTES(cap));
-	pf->e = (uint8_t *)e;
-	pf->e_len = block_len(ENTRIES_BYTES(cap));
-	if (pthread_create(&pf->thread, NULL, prefault_main, pf) != 0) {
-		free(pf); /* sized all the same, faulted as it fills */
-		return 0;
-	}
-	pthread_setname_np(pf->thread, "nsa-prefault");
-	m->prefault = pf;
-	return 0;
-}
-
 size_t nsa_logmerge_bytes(const struct nsa_logmerge *m)
 {
 	return (m->idx ? merge_bytes(m->cap) : 0) +
@@ -350,8 +409,16 @@ size_t nsa_logmerge_bytes(const struct nsa_logmerge *m)
  * grow holds the old index and the new one at once). */
 static int reserve(struct nsa_logmerge *m, size_t n)
 {
+	if (m->expect && m->used + n >= EXPECT_START)
+		prefault_start(m);
 	while (2 * (m->used + n) > m->cap) {
-		size_t during = merge_bytes(2 * m->cap) + IDX_BYTES(m->cap);
+		size_t during;
+
+		if (prefault_ready(m, m->used + n)) {
+			prefault_move(m);
+			continue;
+		}
+		during = merge_bytes(2 * m->cap) + IDX_BYTES(m->cap);
 
 		if (m->max_bytes && during > m->max_bytes)
 			return -ENOBUFS;
@@ -360,7 +427,7 @@ static int reserve(struct nsa_logmerge *m, size_t n)
 		if (during > m->peak_bytes)
 			m->peak_bytes = during;
 	}
-	if (m->prefault)
+	if (m->prefault && m->prefault->moved)
 		atomic_store_explicit(&m->prefault->e_used,
 				      (m->used + n) *
 					      sizeof(struct nsa_logmerge_entry),

@@ -45,8 +45,10 @@ struct nsa_logmerge {
 	/* Set while a checkpoint is merged: its records are flagged so
 	 * (nsa_logmerge_emit_checkpoint). */
 	int from_checkpoint;
-	/* The thread faulting a sized merge's pages in (nsa_logmerge_expect),
-	 * or NULL. */
+	/* Sessions it may take (nsa_logmerge_expect; 0 once the blocks for
+	 * them are asked for), and the thread faulting those blocks in, or
+	 * NULL. */
+	size_t expect;
 	struct nsa_logmerge_prefault *prefault;
 };
 
@@ -55,15 +57,15 @@ struct nsa_logmerge {
 int nsa_logmerge_init(struct nsa_logmerge *m);
 void nsa_logmerge_free(struct nsa_logmerge *m);
 
-/* An empty merge about to take up to sessions IPv4 sessions (a whole
- * table's load): sized for them now (8 388 608 at most), so that it never
- * grows nor rehashes below that, and a thread of its own faults its pages
- * in on another core, the index first, then the entries a little ahead of
- * their use, while the merge goes on. Nothing on a merge that holds
- * sessions, has max_bytes, or would be small (an index under 4 MB). 0, or
- * -ENOMEM (the merge as it was, still usable). nsa_logmerge_free, or the
- * merge outgrowing the size, stops the thread. */
-int nsa_logmerge_expect(struct nsa_logmerge *m, size_t sessions);
+/* A merge that may take up to sessions IPv4 sessions (a whole table's
+ * load; 8 388 608 at most): once it holds 65 536, blocks sized for them
+ * are mapped and a thread of its own faults their pages in on another
+ * core, the index first, then the entries a little ahead of their use;
+ * at its next growth after that the merge moves into them and never
+ * grows nor rehashes again below sessions. A merge that stays small
+ * costs nothing more. nsa_logmerge_free, or the merge outgrowing them,
+ * stops the thread. */
+void nsa_logmerge_expect(struct nsa_logmerge *m, size_t sessions);
 
 /* Merge one segment value (a batch as published): 0, -ENOMEM, -ENOBUFS, or the
  * decoder's negative errno when it is not a valid batch (nothing merged).

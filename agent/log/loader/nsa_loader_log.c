@@ -141,9 +141,7 @@ static int log_begin(struct nsa_loader *ld)
 	nsa_logmerge_free(&lg->merge);
 	if (nsa_logmerge_init(&lg->merge) != 0 || send_mark(ld) < 0)
 		return -ENOMEM;
-	/* Sized for the table: without it (out of memory) the merge grows
-	 * as it fills. */
-	(void)nsa_logmerge_expect(&lg->merge, ld->sink.expect);
+	nsa_logmerge_expect(&lg->merge, ld->sink.expect);
 	if (ld->topo->cluster) {
 		uint32_t kept = 0;
 
