@@ -105,7 +105,8 @@ int main(int argc, char **argv)
 	cpu_set_t online;
 	int cpus = 0, i, rc = 0;
 
-	for (i = 1; i < argc; i++) {
+	/* Options come in pairs but --help. */
+	for (i = 1; i < argc; i += 2) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			usage(stdout);
 			return 0;
@@ -132,7 +133,6 @@ int main(int argc, char **argv)
 				argv[i], argv[i + 1]);
 			return 2;
 		}
-		i++;
 	}
 	if (sched_getaffinity(0, sizeof(online), &online) != 0)
 		return 1;
