@@ -13,6 +13,7 @@
 #include "ns_batch.h"
 #include "ns_record.h"
 #include "ns_slot.h"
+#include "nst_crc16.h"
 #include "nst_session.h"
 
 #define IP(a, b, c, d) \
@@ -292,20 +293,6 @@ Test(slot, crc16_matches_xmodem_vectors)
 	cr_assert_eq(ns_crc16("A", 1), 0x58e5);
 }
 
-/* CRC16-XMODEM a bit at a time, straight from the polynomial. */
-static uint16_t crc16_bitwise(const uint8_t *p, size_t len)
-{
-	uint16_t crc = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		crc ^= (uint16_t)(p[i] << 8);
-		for (int b = 0; b < 8; b++)
-			crc = crc & 0x8000 ? (uint16_t)(crc << 1) ^ 0x1021
-					   : (uint16_t)(crc << 1);
-	}
-	return crc;
-}
-
 /* Eight bytes at a time must give what one at a time gives, at every
  * length (the 8-byte steps and the tail) and alignment. */
 Test(slot, crc16_by_eight_matches_the_polynomial)
@@ -320,10 +307,10 @@ Test(slot, crc16_by_eight_matches_the_polynomial)
 	for (size_t off = 0; off < 8; off++)
 		for (size_t len = 0; len + off <= 128; len++)
 			cr_assert_eq(ns_crc16(buf + off, len),
-				     crc16_bitwise(buf + off, len),
+				     nst_crc16_bitwise(buf + off, len),
 				     "offset %zu length %zu", off, len);
 	memset(buf, 0xff, sizeof(buf));
-	cr_assert_eq(ns_crc16(buf, 64), crc16_bitwise(buf, 64));
+	cr_assert_eq(ns_crc16(buf, 64), nst_crc16_bitwise(buf, 64));
 }
 
 Test(slot, key_slot_matches_cluster_spec_examples)

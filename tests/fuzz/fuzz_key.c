@@ -21,22 +21,10 @@
 #include <string.h>
 
 #include "ns_slot.h"
+#include "../nst_crc16.h"
 #include "nst_fuzz.h"
 
 static uint32_t ref_channel_n[NS_SLOTS];
-
-static uint16_t ref_crc16(const uint8_t *p, size_t len)
-{
-	uint16_t crc = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		crc ^= (uint16_t)(p[i] << 8);
-		for (int b = 0; b < 8; b++)
-			crc = crc & 0x8000 ? (uint16_t)(crc << 1) ^ 0x1021
-					   : (uint16_t)(crc << 1);
-	}
-	return crc;
-}
 
 /* keyHashSlot() of the cluster specification. */
 static uint16_t ref_slot(const uint8_t *k, size_t len)
@@ -47,13 +35,13 @@ static uint16_t ref_slot(const uint8_t *k, size_t len)
 		if (k[s] == '{')
 			break;
 	if (s == len)
-		return ref_crc16(k, len) & 16383;
+		return nst_crc16_bitwise(k, len) & 16383;
 	for (e = s + 1; e < len; e++)
 		if (k[e] == '}')
 			break;
 	if (e == len || e == s + 1)
-		return ref_crc16(k, len) & 16383;
-	return ref_crc16(k + s + 1, e - s - 1) & 16383;
+		return nst_crc16_bitwise(k, len) & 16383;
+	return nst_crc16_bitwise(k + s + 1, e - s - 1) & 16383;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -67,7 +55,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	for (uint32_t n = 0; left > 0; n++) {
 		int len = snprintf(num, sizeof(num), "%u", n);
 		uint16_t slot =
-			ref_crc16((const uint8_t *)num, (size_t)len) & 16383;
+			nst_crc16_bitwise((const uint8_t *)num, (size_t)len) &
+			16383;
 
 		if (!seen[slot]) {
 			seen[slot] = 1;
@@ -166,9 +155,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint16_t crc = ns_crc16(data, size), slot = ns_key_slot(data, size);
 
-	NST_FUZZ_CHECK(crc == ref_crc16(data, size),
+	NST_FUZZ_CHECK(crc == nst_crc16_bitwise(data, size),
 		       "crc16 %04x, reference %04x", crc,
-		       ref_crc16(data, size));
+		       nst_crc16_bitwise(data, size));
 	NST_FUZZ_CHECK(slot == ref_slot(data, size), "slot %u, reference %u",
 		       slot, ref_slot(data, size));
 	check_parse(data, size);
