@@ -1926,6 +1926,37 @@ Test(standby, log_cold_load_of_three_masters_reads_each_segment_once,
 	pair_close(sb, &a);
 }
 
+/* A cold load past 65 536 sessions sizes its merge for the table and
+ * has a thread fault the merge's pages in (nsa_logmerge_expect); the merge
+ * moves into those blocks as it grows: the table is the store's all the
+ * same, each segment read once. */
+Test(standby, log_cold_load_of_a_large_store_is_exact,
+     .fini = layout_stores_down)
+{
+	const struct layout_param p = {NSA_LAYOUT_LOG, LOG_CLUSTER_PORT};
+	const uint32_t n = 200000;
+	struct nsa_standby_stats st;
+	struct active a;
+	struct nsa_standby *sb;
+	uint64_t values, bytes;
+
+	layout_cluster_up(&p);
+	active_open(&a, p.port, NSA_PUBLISH_AUTO, n);
+	a.log = 1;
+	active_write_range(&a, 0, n, NS_EV_CREATE, 0);
+	active_write_range(&a, 0, n / 10, NS_EV_DELETE, 0);
+	values = log_values_in_store(&a, &bytes);
+	sb = standby_start(p.port, NSA_PUBLISH_AUTO, n + n / 4);
+	cr_assert(wait_synced(sb, 60), "cold load did not finish");
+	cr_assert(table_exact(nsa_standby_table(sb), &a));
+	nsa_standby_stats(sb, &st);
+	cr_assert_eq(st.loaded, n - n / 10);
+	cr_assert_eq(st.load_values, values);
+	cr_assert_eq(st.load_bytes, bytes);
+	cr_assert_eq(st.bad_values, 0);
+	pair_close(sb, &a);
+}
+
 /* nsa_compact_node() on master 0 of topo: one round of active id (and
  * epoch), merging what was sent by until_ns. err holds 256 bytes. */
 static int compact_node0(const struct nsa_store_conf *sc,
