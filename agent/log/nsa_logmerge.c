@@ -208,10 +208,10 @@ static void idx_put(uint64_t *idx, size_t cap, uint64_t h, size_t pos)
 
 /* ---- a merge sized for what it expects -------------------------------
  * A cold load's merge of 1 000 000 sessions touches about 100 MB that no
- * one touched before: the kernel zeroes each page as it is first written,
- * in the loader's thread, and here (a virtual machine whose host takes
- * freed memory back) that was a third of reading the store; doubling the
- * index rehashed every session once more each time. Told how many
+ * one touched before, which the kernel zeroes page by page in the thread
+ * that first writes it (slowly where a virtual machine's host takes freed
+ * memory back; docs/performance.md, Cold load), and doubling the index
+ * rehashes every session once more each time. Told how many
  * sessions may come (nsa_logmerge_expect), a merge that reaches
  * EXPECT_START sessions, and so looks large, maps blocks for them and a
  * thread of its own faults their pages in on another core with

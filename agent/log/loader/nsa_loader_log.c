@@ -153,8 +153,7 @@ static int log_begin(struct nsa_loader *ld)
 				kept++;
 			}
 		/* A load of every master of a covered cluster keeps every
-		 * record: no record's slot to hash (a CRC16 of each key was
-		 * 12 % of a cold load's time). */
+		 * record: no record's slot to hash. */
 		lg->merge.keep_slots = kept < NS_SLOTS ? lg->keep_slots : NULL;
 	}
 	lg->merge.batch_key = ld->sink.batch_key;
