@@ -65,8 +65,8 @@ static const uint16_t crc16_tab[256] = {
  * register folds into the first two of the eight bytes and each byte's
  * share is one lookup, none waiting on another: a session key's slot
  * (16 B) is two steps instead of sixteen dependent ones (every key the
- * writers send, every entry a table creates, every record a cold load
- * keeps). */
+ * writers send, every entry a table creates, every record a resync of
+ * one master keeps). */
 static uint16_t crc8_tab[8][256];
 static pthread_once_t crc8_once = PTHREAD_ONCE_INIT;
 
