@@ -562,6 +562,9 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 	assert_metric("standby.prom", "natsync_ready",
 		      "role=\"gateway\",gateway_id=\"3\"", 1);
 	assert_metric("standby.prom", "natsync_standby_synced", NULL, 1);
+	/* [standby] priority = high by default: nice -10 as root. */
+	assert_metric("standby.prom", "natsync_standby_subscriber_nice", NULL,
+		      geteuid() == 0 ? -10 : 0);
 	assert_metric("standby.prom", "natsync_records_acked_total", NULL, 0);
 
 	/* A second gateway on the same metrics port stops at start. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -430,6 +431,8 @@ static void config_key(struct nsa_config *conf, const char *key)
 
 /* [standby] topology_check_ms of the standbys the next tests start. */
 static unsigned int topology_check_ms = 1000;
+/* [standby] priority of the standbys started from now on. */
+static int standby_priority = NSA_PRIORITY_HIGH;
 /* [store] layout of the standbys the next tests start. */
 static enum nsa_layout standby_layout = NSA_LAYOUT_KEYS;
 
@@ -457,6 +460,7 @@ standby_start_as(int port, enum nsa_publish_mode mode, uint32_t capacity,
 	 * subscription began is a replay. */
 	conf.clock_slack_ms = 500;
 	conf.topology_check_ms = topology_check_ms;
+	conf.priority = standby_priority;
 	config_key(&conf, key);
 	sb = nsa_standby_create(&conf);
 	cr_assert_not_null(sb);
@@ -1244,6 +1248,36 @@ Test(standby, unknown_publisher_past_seq_1_after_the_load_is_a_gap,
 	nsa_standby_stats(sb, &st);
 	cr_assert_eq(st.gaps, a.topo.n_nodes);
 	pair_close(sb, &a);
+}
+
+/* [standby] priority = high runs the subscriber thread at nice -10 (as
+ * root, which CI is; without CAP_SYS_NICE it stays at the process's nice,
+ * which the stats say); normal leaves it at the process's. Read from the
+ * stats, and from the kernel for the thread that has it. */
+Test(standby, the_subscriber_runs_at_the_priority_configured,
+     .init = cluster_up, .fini = cluster_down)
+{
+	const int base = getpriority(PRIO_PROCESS, 0);
+	struct nsa_standby_stats st;
+	struct nsa_standby *sb;
+
+	for (int high = 1; high >= 0; high--) {
+		int want = high && geteuid() == 0 ? NSA_STANDBY_NICE_HIGH
+						  : base;
+
+		standby_priority = high ? NSA_PRIORITY_HIGH
+					: NSA_PRIORITY_NORMAL;
+		sb = standby_synced(CLUSTER_PORT, NSA_PUBLISH_AUTO, 10000);
+		nsa_standby_stats(sb, &st);
+		cr_assert_eq(st.subscriber_nice, want, "priority %s: nice %d",
+			     high ? "high" : "normal", st.subscriber_nice);
+		cr_assert_eq(nst_sh("ps -L -o nice= -p %d | grep -qx ' *%d'",
+				    (int)getpid(), want),
+			     0, "no thread of this process at nice %d", want);
+		nsa_standby_stop(sb);
+		nsa_standby_free(sb);
+	}
+	standby_priority = NSA_PRIORITY_HIGH;
 }
 
 Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,

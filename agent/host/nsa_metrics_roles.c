@@ -268,6 +268,10 @@ void nsa_metrics_standby(struct nsa_mx *m, struct nsa_standby *sb,
 	v.synced = (uint64_t)v.st.synced;
 	nsa_mx_table(m, standby_rows,
 		     sizeof(standby_rows) / sizeof(standby_rows[0]), &v);
+	nsa_mx_gauge(m, "natsync_standby_subscriber_nice",
+		     (double)v.st.subscriber_nice,
+		     "The nice value the subscriber thread runs at ([standby] "
+		     "priority; the process's when raising it was refused).");
 	lag_histogram(m, &v.st);
 	if (nsa_standby_commit_stats(sb, &cs) == 0)
 		nsa_mx_table(m, conntrack_rows,

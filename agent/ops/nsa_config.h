@@ -20,6 +20,11 @@
 enum nsa_role { NSA_ROLE_ACTIVE, NSA_ROLE_STANDBY };
 enum nsa_commit { NSA_COMMIT_NONE, NSA_COMMIT_CONNTRACK };
 
+/* [standby] priority: the subscriber thread's nice value (high:
+ * NSA_STANDBY_NICE_HIGH, as conntrackd's Nice). */
+enum nsa_priority { NSA_PRIORITY_NORMAL, NSA_PRIORITY_HIGH };
+#define NSA_STANDBY_NICE_HIGH (-10)
+
 /* [source] type: where an active's records come from. */
 enum nsa_source_type {
 	NSA_SOURCE_NONE, /* a gateway's lanes */
@@ -105,6 +110,7 @@ struct nsa_config {
 	unsigned int commit_mark; /* CTA_MARK of committed entries, 0 = none */
 	unsigned int
 		commit_zone; /* CTA_ZONE of committed entries, 0 = default */
+	int priority; /* enum nsa_priority of the subscriber thread */
 
 	/* [agent] */
 	unsigned int progress_ms; /* progress line period, 0 = none */

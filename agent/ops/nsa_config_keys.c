@@ -29,6 +29,8 @@ static const char *const nsa_level_names[] = {"error", "warn", "info", "debug",
 static const char *const nsa_source_names[] = {"none", "synth", "kernel", NULL};
 static const char *const nsa_commit_names[] = {"none", "conntrack", NULL};
 _Static_assert(NSA_COMMIT_CONNTRACK == 1, "nsa_commit_names follow the enum");
+static const char *const nsa_priority_names[] = {"normal", "high", NULL};
+_Static_assert(NSA_PRIORITY_HIGH == 1, "nsa_priority_names follow the enum");
 
 /* [store] layout */
 static const char *const nsa_layout_names[] = {"keys", "log", NULL};
@@ -124,6 +126,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("standby", "commit_batch_bytes", commit_batch_bytes, 0, 1048576, "65536", "Bytes of ctnetlink messages the commit sends per sendmsg; `0` = one message at a time, each awaited (slow, for comparison)."),
 	NSA_NUM("standby", "commit_mark", commit_mark, 0, UINT32_MAX, "0", "Conntrack mark of the entries the commit writes, so that rules and a kernel session source can tell them apart; `0` = no mark set."),
 	NSA_NUM("standby", "commit_zone", commit_zone, 0, 65535, "0", "Conntrack zone the commit writes its entries into (the zone the standby gateway's rules give the NAT'd traffic, `ct zone set`); `0` = the default zone. One zone per agent: run the active with `[source] zone` set to the same zone."),
+	NSA_ENUM("standby", "priority", priority, nsa_priority_names, "high", "`high`: the subscriber thread (it applies the batches, loads and resyncs) runs at nice -10, as conntrackd's `Nice`, so that a busy host's other threads do not delay what the standby applies (on 2 shared cores it halved the lag's p99 at 400 000 sessions/s, docs/performance.md); it needs `CAP_SYS_NICE` (root has it), and without it the thread stays at the process's nice (logged once, `subscriber_nice` in REPORT and metrics says which). `normal`: the process's nice."),
 
 	/* Prometheus metrics and health (nsa_metrics.h). */
 	NSA_STR("metrics", "listen", metrics_listen, "", "Where the program serves `/metrics` (Prometheus text format), `/healthz` and `/readyz` over HTTP: `ADDR:PORT` (IPv4) or `[ADDR]:PORT` (IPv6), e.g. `127.0.0.1:9464`; empty = off. A port in use stops the program at start (exit status 1)."),

@@ -55,6 +55,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -406,10 +408,32 @@ static void sb_run(struct nsa_standby *sb)
 	}
 }
 
+/* [standby] priority = high: this thread at NSA_STANDBY_NICE_HIGH (its
+ * own nice value: Linux keeps one per thread), or as it was when that is
+ * refused (no CAP_SYS_NICE). The nice it runs at goes to the stats. */
+static void sb_priority(struct nsa_standby *sb)
+{
+	const id_t tid = (id_t)syscall(SYS_gettid);
+	int nice;
+
+	if (sb->conf.priority == NSA_PRIORITY_HIGH &&
+	    setpriority(PRIO_PROCESS, tid, NSA_STANDBY_NICE_HIGH) != 0)
+		NSA_WARN("standby: the subscriber stays at the process's "
+			 "priority ([standby] priority = high needs "
+			 "CAP_SYS_NICE): %s",
+			 strerror(errno));
+	errno = 0;
+	nice = getpriority(PRIO_PROCESS, tid);
+	if (errno == 0)
+		__atomic_store_n(&sb->st.subscriber_nice, nice,
+				 __ATOMIC_RELAXED);
+}
+
 static void *sb_main(void *arg)
 {
 	struct nsa_standby *sb = arg;
 
+	sb_priority(sb);
 	while (!sb_stopping(sb)) {
 		if (sb_setup(sb) < 0)
 			break;
@@ -659,6 +683,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(stale);
 	LOAD(dead_subscriptions);
 	LOAD(synced);
+	LOAD(subscriber_nice);
 	LOAD(live);
 	LOAD(slots_served);
 	LOAD(lag_count);

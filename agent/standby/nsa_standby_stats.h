@@ -40,6 +40,9 @@ struct nsa_standby_stats {
 	/* subscriptions given up: silent, PING unanswered ([standby] ping_ms) */
 	uint64_t dead_subscriptions;
 	int synced; /* cold load finished */
+	/* the subscriber thread's nice value ([standby] priority; the
+	 * process's when raising it was refused) */
+	int subscriber_nice;
 	/* subscribed to every master, each loaded since: what /readyz says
 	 * (synced stays set when the store goes away; this does not) */
 	int live;
