@@ -6,7 +6,9 @@
 #      steps over 50 us are time the machine did not run it (the host, an
 #      interrupt), the floor under any latency measured here,
 #   2. for each rate R of --rates: natsync-bench --layout log --events
-#      R x --seconds --flows F --standby --rate R, the store emptied first.
+#      R x --seconds --flows F --standby --rate R, the store emptied first;
+#      with --priority P, --set standby.priority=P too (high: the
+#      standby's subscriber thread at nice -10; root).
 # Prints each run and, per rate, the spread over the runs:
 #   HICCUP run=1 cpu=0 lost_pct=1.07 over_1ms=12 over_2ms=4 max_ms=4.45
 #   RUN run=1 rate=400000 achieved=399530 lag_p50_us=.. lag_p99_us=..
@@ -16,6 +18,7 @@
 #
 #   PORT=7610 scripts/bench-lag.sh [--runs 3] [--rates 100000,200000,400000]
 #                                  [--flows 200000] [--seconds 10]
+#                                  [--priority normal|high]
 # BUILD=dir uses (and builds) that meson build directory. Nothing else
 # should run on the machine meanwhile: its other work shows as lag.
 set -euo pipefail
@@ -25,9 +28,11 @@ cd "$NS_TOP"
 
 port=${PORT:-7610}
 build=${BUILD:-build-bench-compare}
-runs=3 rates=100000,200000,400000 flows=200000 seconds=10
+runs=3 rates=100000,200000,400000 flows=200000 seconds=10 priority=""
 ns_options bench-lag.sh --runs=runs --rates=rates --flows=flows \
-	--seconds=seconds -- "$@"
+	--seconds=seconds --priority=priority -- "$@"
+extra=()
+[ -z "$priority" ] || extra=(--set "standby.priority=$priority")
 
 ns_build_program bench-lag.sh "$build" bench/natsync-bench
 bench=$program
@@ -59,7 +64,7 @@ for ((i = 1; i <= runs; i++)); do
 		ns_say "run $i/$runs: natsync-bench --layout log --rate $r"
 		line=$("$bench" --store "127.0.0.1:$port" --layout log \
 			--events $((r * seconds)) --flows "$flows" --standby \
-			--rate "$r" | grep '^RESULT ')
+			--rate "$r" "${extra[@]}" | grep '^RESULT ')
 		echo "RUN run=$i rate=$r achieved=$(field "$line" rate)" \
 			"lag_p50_us=$(field "$line" lag_p50_us)" \
 			"lag_p99_us=$(field "$line" lag_p99_us)" \

@@ -536,7 +536,7 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 		 "--vdev=net_null1 -l 0,1\n"
 		 "[store]\nseeds = 127.0.0.1:%d\n"
 		 "[rings]\nlanes = 1\nring_size = 4096\n"
-		 "[standby]\ntable_capacity = 4096\n"
+		 "[standby]\ntable_capacity = 4096\npriority = high\n"
 		 "[gateway]\ninside_port = net_null0\n"
 		 "outside_port = net_null1\ninside_address = 10.1.0.1\n"
 		 "pool = 192.0.2.1-192.0.2.2\nports = 20000-29999\n"
@@ -562,7 +562,7 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 	assert_metric("standby.prom", "natsync_ready",
 		      "role=\"gateway\",gateway_id=\"3\"", 1);
 	assert_metric("standby.prom", "natsync_standby_synced", NULL, 1);
-	/* [standby] priority = high by default: nice -10 as root. */
+	/* [standby] priority = high: nice -10 as root. */
 	assert_metric("standby.prom", "natsync_standby_subscriber_nice", NULL,
 		      geteuid() == 0 ? -10 : 0);
 	assert_metric("standby.prom", "natsync_records_acked_total", NULL, 0);

@@ -432,7 +432,7 @@ static void config_key(struct nsa_config *conf, const char *key)
 /* [standby] topology_check_ms of the standbys the next tests start. */
 static unsigned int topology_check_ms = 1000;
 /* [standby] priority of the standbys started from now on. */
-static int standby_priority = NSA_PRIORITY_HIGH;
+static int standby_priority = NSA_PRIORITY_NORMAL;
 /* [store] layout of the standbys the next tests start. */
 static enum nsa_layout standby_layout = NSA_LAYOUT_KEYS;
 
@@ -1277,7 +1277,6 @@ Test(standby, the_subscriber_runs_at_the_priority_configured,
 		nsa_standby_stop(sb);
 		nsa_standby_free(sb);
 	}
-	standby_priority = NSA_PRIORITY_HIGH;
 }
 
 Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
