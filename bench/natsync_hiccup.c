@@ -107,7 +107,8 @@ int main(int argc, char **argv)
 
 	/* Options come in pairs but --help. */
 	for (i = 1; i < argc; i += 2) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+		if (strcmp(argv[i], "--help") == 0 ||
+		    strcmp(argv[i], "-h") == 0) {
 			usage(stdout);
 			return 0;
 		}
@@ -144,8 +145,9 @@ int main(int argc, char **argv)
 		sp[cpus].gap_ns = (uint64_t)gap_us * 1000ull;
 		if (pthread_create(&sp[cpus].thread, NULL, spin, &sp[cpus]) !=
 		    0) {
-			fprintf(stderr, "natsync-hiccup: cannot start a thread "
-					"for CPU %d\n",
+			fprintf(stderr,
+				"natsync-hiccup: cannot start a thread "
+				"for CPU %d\n",
 				i);
 			rc = 1;
 			break;

@@ -1262,11 +1262,11 @@ Test(standby, the_subscriber_runs_at_the_priority_configured,
 	struct nsa_standby *sb;
 
 	for (int high = 1; high >= 0; high--) {
-		int want = high && geteuid() == 0 ? NSA_STANDBY_NICE_HIGH
-						  : base;
+		int want =
+			high && geteuid() == 0 ? NSA_STANDBY_NICE_HIGH : base;
 
-		standby_priority = high ? NSA_PRIORITY_HIGH
-					: NSA_PRIORITY_NORMAL;
+		standby_priority =
+			high ? NSA_PRIORITY_HIGH : NSA_PRIORITY_NORMAL;
 		sb = standby_synced(CLUSTER_PORT, NSA_PUBLISH_AUTO, 10000);
 		nsa_standby_stats(sb, &st);
 		cr_assert_eq(st.subscriber_nice, want, "priority %s: nice %d",
