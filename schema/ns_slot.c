@@ -68,9 +68,10 @@ static const uint16_t crc16_tab[256] = {
  * writers send, every entry a table creates, every record a resync of
  * one master keeps). */
 static uint16_t crc8_tab[8][256];
-static pthread_once_t crc8_once = PTHREAD_ONCE_INIT;
 
-static void crc8_init(void)
+/* At load time, before main and any thread: no check on each call (the
+ * fast path computes a slot for every session it creates). */
+__attribute__((constructor)) static void crc8_init(void)
 {
 	for (unsigned int b = 0; b < 256; b++) {
 		crc8_tab[0][b] = crc16_tab[b];
@@ -87,15 +88,11 @@ uint16_t ns_crc16(const void *buf, size_t len)
 	const uint8_t *p = buf;
 	uint16_t crc = 0;
 
-	if (len >= 8) {
-		pthread_once(&crc8_once, crc8_init);
-		for (; len >= 8; p += 8, len -= 8)
-			crc = crc8_tab[7][(crc >> 8) ^ p[0]] ^
-			      crc8_tab[6][(crc & 0xff) ^ p[1]] ^
-			      crc8_tab[5][p[2]] ^ crc8_tab[4][p[3]] ^
-			      crc8_tab[3][p[4]] ^ crc8_tab[2][p[5]] ^
-			      crc8_tab[1][p[6]] ^ crc8_tab[0][p[7]];
-	}
+	for (; len >= 8; p += 8, len -= 8)
+		crc = crc8_tab[7][(crc >> 8) ^ p[0]] ^
+		      crc8_tab[6][(crc & 0xff) ^ p[1]] ^ crc8_tab[5][p[2]] ^
+		      crc8_tab[4][p[3]] ^ crc8_tab[3][p[4]] ^
+		      crc8_tab[2][p[5]] ^ crc8_tab[1][p[6]] ^ crc8_tab[0][p[7]];
 	for (size_t i = 0; i < len; i++)
 		crc = (uint16_t)(crc << 8) ^ crc16_tab[(crc >> 8) ^ p[i]];
 	return crc;
