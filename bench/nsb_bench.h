@@ -66,6 +66,9 @@ struct nsb_result {
 	/* The lag's parts: until the batch was sent, and from then on. */
 	uint64_t send_p50_us, send_p99_us, send_p999_us;
 	uint64_t deliver_p50_us, deliver_p99_us, deliver_p999_us;
+	/* the standby's subscriber thread at the end: [standby] priority */
+	int subscriber_nice, subscriber_rtprio;
+	uint64_t subscriber_lowered;
 	uint64_t drops;
 	const char *standby_match; /* "yes", "no" or "n/a" */
 	unsigned int workers, batch, inflight;

@@ -155,6 +155,9 @@ static void standby_figures(struct nsa_standby *sb,
 	r->deliver_p50_us = nsa_standby_lag_part_percentile_us(&st, 0, 50);
 	r->deliver_p99_us = nsa_standby_lag_part_percentile_us(&st, 0, 99);
 	r->deliver_p999_us = nsa_standby_lag_part_percentile_us(&st, 0, 99.9);
+	r->subscriber_nice = st.subscriber_nice;
+	r->subscriber_rtprio = st.subscriber_rtprio;
+	r->subscriber_lowered = st.subscriber_lowered;
 	nsdp_table_stats(nsa_standby_table(sb), &ts);
 	r->table_bytes_per_slot =
 		(double)ts.memory_bytes / (double)conf->table_capacity;

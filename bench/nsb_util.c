@@ -146,6 +146,11 @@ void nsb_result_print(const struct nsb_result *r)
 		       r->send_p50_us, r->send_p99_us, r->send_p999_us,
 		       r->deliver_p50_us, r->deliver_p99_us,
 		       r->deliver_p999_us);
+	if (r->send_p50_us || r->deliver_p50_us)
+		printf(" subscriber_nice=%d subscriber_rtprio=%d"
+		       " subscriber_lowered=%" PRIu64,
+		       r->subscriber_nice, r->subscriber_rtprio,
+		       r->subscriber_lowered);
 	printf(" live=%" PRIu64 " value_bytes=%.0f store_bytes_per_session=%s"
 	       " table_bytes_per_slot=%s table_bytes_per_session=%s",
 	       r->live, r->value_bytes,

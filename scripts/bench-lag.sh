@@ -7,8 +7,11 @@
 #      interrupt), the floor under any latency measured here,
 #   2. for each rate R of --rates: natsync-bench --layout log --events
 #      R x --seconds --flows F --standby --rate R, the store emptied first;
-#      with --priority P, --set standby.priority=P too (high: the
-#      standby's subscriber thread at nice -10; root).
+#      with --priority P, --set standby.priority=P too (the default,
+#      realtime: the standby's subscriber thread under SCHED_FIFO; high:
+#      at nice -10; both need root); with --store-rt, the store itself
+#      under SCHED_FIFO 1 for the runs (`chrt`: what an operator may do
+#      for a store that shares its cores with busy threads).
 # Prints each run and, per rate, the spread over the runs:
 #   HICCUP run=1 cpu=0 lost_pct=1.07 over_1ms=12 over_2ms=4 max_ms=4.45
 #   RUN run=1 rate=400000 achieved=399530 lag_p50_us=.. lag_p99_us=..
@@ -18,7 +21,8 @@
 #
 #   PORT=7610 scripts/bench-lag.sh [--runs 3] [--rates 100000,200000,400000]
 #                                  [--flows 200000] [--seconds 10]
-#                                  [--priority normal|high]
+#                                  [--priority normal|high|realtime]
+#                                  [--store-rt]
 # BUILD=dir uses (and builds) that meson build directory. Nothing else
 # should run on the machine meanwhile: its other work shows as lag.
 set -euo pipefail
@@ -29,8 +33,9 @@ cd "$NS_TOP"
 port=${PORT:-7610}
 build=${BUILD:-build-bench-compare}
 runs=3 rates=100000,200000,400000 flows=200000 seconds=10 priority=""
+store_rt=""
 ns_options bench-lag.sh --runs=runs --rates=rates --flows=flows \
-	--seconds=seconds --priority=priority -- "$@"
+	--seconds=seconds --priority=priority --store-rt=store_rt=1 -- "$@"
 extra=()
 [ -z "$priority" ] || extra=(--set "standby.priority=$priority")
 
@@ -45,6 +50,13 @@ hiccup="$NS_TOP/$build/bench/natsync-hiccup"
 trap ns_store_stop EXIT
 ns_store_start "one plain Redis on 127.0.0.1:$port" \
 	--plain --port "$port" --dir "$NS_TOP/deploy/run/bench-$port"
+
+if [ -n "$store_rt" ]; then
+	store_pid=$(redis-cli -p "$port" INFO server | tr -d '\r' |
+		sed -n 's/^process_id://p')
+	chrt -f -p 1 "$store_pid"
+	ns_say "the store (pid $store_pid) under SCHED_FIFO 1"
+fi
 
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
@@ -71,7 +83,10 @@ for ((i = 1; i <= runs; i++)); do
 			"lag_p999_us=$(field "$line" lag_p999_us)" \
 			"send_p99_us=$(field "$line" send_p99_us)" \
 			"deliver_p99_us=$(field "$line" deliver_p99_us)" \
-			"standby_match=$(field "$line" standby_match)"
+			"standby_match=$(field "$line" standby_match)" \
+			"subscriber_rtprio=$(field "$line" subscriber_rtprio)" \
+			"subscriber_nice=$(field "$line" subscriber_nice)" \
+			"subscriber_lowered=$(field "$line" subscriber_lowered)"
 		p99s[$r]="${p99s[$r]:-} $(field "$line" lag_p99_us)"
 		p50s[$r]="${p50s[$r]:-} $(field "$line" lag_p50_us)"
 	done

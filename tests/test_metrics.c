@@ -536,7 +536,7 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 		 "--vdev=net_null1 -l 0,1\n"
 		 "[store]\nseeds = 127.0.0.1:%d\n"
 		 "[rings]\nlanes = 1\nring_size = 4096\n"
-		 "[standby]\ntable_capacity = 4096\npriority = high\n"
+		 "[standby]\ntable_capacity = 4096\n"
 		 "[gateway]\ninside_port = net_null0\n"
 		 "outside_port = net_null1\ninside_address = 10.1.0.1\n"
 		 "pool = 192.0.2.1-192.0.2.2\nports = 20000-29999\n"
@@ -556,15 +556,26 @@ Test(metrics, gateway_serves_metrics_and_health_as_standby_and_active)
 	cr_assert(wait_gw_health(0, 15), "never ready as a synced standby");
 	cr_assert(nst_run_file_has("health", "^ok ready mode=standby"));
 	cr_assert_eq(http("GET", HTTP_GATEWAY, "/readyz", "readyz"), 200);
-	scrape_checked(HTTP_GATEWAY, "standby.prom");
+	/* [standby] priority = realtime (the default): SCHED_FIFO as root
+	 * once its first quiet window is over (agent/standby/nsa_prio.h). */
+	for (int i = 0; i < 30; i++) {
+		scrape_checked(HTTP_GATEWAY, "standby.prom");
+		if (metric("standby.prom", "natsync_standby_subscriber_rtprio",
+			   NULL) == (geteuid() == 0 ? 1 : 0))
+			break;
+		usleep(100000);
+	}
+	assert_metric("standby.prom", "natsync_standby_subscriber_rtprio", NULL,
+		      geteuid() == 0 ? 1 : 0);
+	assert_metric("standby.prom", "natsync_standby_subscriber_nice", NULL,
+		      0);
+	assert_metric("standby.prom",
+		      "natsync_standby_subscriber_lowered_total", NULL, 0);
 	assert_metric("standby.prom", "natsync_gateway_mode",
 		      "mode=\"standby\"", 1);
 	assert_metric("standby.prom", "natsync_ready",
 		      "role=\"gateway\",gateway_id=\"3\"", 1);
 	assert_metric("standby.prom", "natsync_standby_synced", NULL, 1);
-	/* [standby] priority = high: nice -10 as root. */
-	assert_metric("standby.prom", "natsync_standby_subscriber_nice", NULL,
-		      geteuid() == 0 ? -10 : 0);
 	assert_metric("standby.prom", "natsync_records_acked_total", NULL, 0);
 
 	/* A second gateway on the same metrics port stops at start. */

@@ -30,9 +30,11 @@
 #include "nsa_fence.h"
 #include "nsa_logmerge.h"
 #include "nsa_order.h"
+#include "nsa_prio.h"
 #include "nsa_standby.h"
 #include "nsdp_time.h"
 #include "nst_session.h"
+#include "nst_skip.h"
 #include "nst_store.h"
 
 #define CLUSTER_PORT 7300
@@ -1250,33 +1252,133 @@ Test(standby, unknown_publisher_past_seq_1_after_the_load_is_a_gap,
 	pair_close(sb, &a);
 }
 
-/* [standby] priority = high runs the subscriber thread at nice -10 (as
- * root, which CI is; without CAP_SYS_NICE it stays at the process's nice,
- * which the stats say); normal leaves it at the process's. Read from the
- * stats, and from the kernel for the thread that has it. */
+/* The subscriber's stats once it runs at what was asked (the governor
+ * raises it after its first quiet window), or after 3 s. */
+static void priority_settled(struct nsa_standby *sb, int nice, int rtprio,
+			     struct nsa_standby_stats *st)
+{
+	for (int i = 0; i < 300; i++) {
+		nsa_standby_stats(sb, st);
+		if (st->subscriber_nice == nice &&
+		    st->subscriber_rtprio == rtprio)
+			return;
+		usleep(10000);
+	}
+}
+
+/* [standby] priority = realtime runs the subscriber thread under
+ * SCHED_FIFO at NSA_STANDBY_RTPRIO, high at nice -10 (as root, which CI
+ * is; without CAP_SYS_NICE realtime falls back to high, high to the
+ * process's nice, which the stats say); normal leaves it at the
+ * process's. Read from the stats, and from the kernel for the thread
+ * that has it. */
 Test(standby, the_subscriber_runs_at_the_priority_configured,
      .init = cluster_up, .fini = cluster_down)
 {
 	const int base = getpriority(PRIO_PROCESS, 0);
+	const int root = geteuid() == 0;
 	struct nsa_standby_stats st;
 	struct nsa_standby *sb;
 
-	for (int high = 1; high >= 0; high--) {
-		int want =
-			high && geteuid() == 0 ? NSA_STANDBY_NICE_HIGH : base;
+	for (int level = NSA_PRIORITY_REALTIME; level >= NSA_PRIORITY_NORMAL;
+	     level--) {
+		int want_rt = level == NSA_PRIORITY_REALTIME && root
+				      ? NSA_STANDBY_RTPRIO
+				      : 0;
+		int want_nice = level != NSA_PRIORITY_NORMAL && root &&
+						!want_rt
+					? NSA_STANDBY_NICE_HIGH
+					: base;
 
-		standby_priority =
-			high ? NSA_PRIORITY_HIGH : NSA_PRIORITY_NORMAL;
+		standby_priority = level;
 		sb = standby_synced(CLUSTER_PORT, NSA_PUBLISH_AUTO, 10000);
-		nsa_standby_stats(sb, &st);
-		cr_assert_eq(st.subscriber_nice, want, "priority %s: nice %d",
-			     high ? "high" : "normal", st.subscriber_nice);
-		cr_assert_eq(nst_sh("ps -L -o nice= -p %d | grep -qx ' *%d'",
-				    (int)getpid(), want),
-			     0, "no thread of this process at nice %d", want);
+		priority_settled(sb, want_nice, want_rt, &st);
+		cr_assert_eq(st.subscriber_nice, want_nice,
+			     "priority %d: nice %d", level,
+			     st.subscriber_nice);
+		cr_assert_eq(st.subscriber_rtprio, want_rt,
+			     "priority %d: rtprio %d", level,
+			     st.subscriber_rtprio);
+		cr_assert_eq(st.subscriber_lowered, 0);
+		if (!want_rt)
+			cr_assert_eq(nst_sh("ps -L -o cls=,nice= -p %d | "
+					    "grep -qE '^ *TS +%d *$'",
+					    (int)getpid(), want_nice),
+				     0, "no thread of this process at nice %d",
+				     want_nice);
+		else
+			cr_assert_eq(nst_sh("ps -L -o cls=,rtprio= -p %d | "
+					    "grep -qE '^ *FF +%d *$'",
+					    (int)getpid(), want_rt),
+				     0, "no thread of this process at FIFO %d",
+				     want_rt);
 		nsa_standby_stop(sb);
 		nsa_standby_free(sb);
 	}
+	standby_priority = NSA_PRIORITY_NORMAL;
+}
+
+/* The governor (agent/standby/nsa_prio.h) on a thread of its own: raised
+ * after a quiet window, lowered to the process's priority by a window
+ * over half a core, held lowered for NSA_PRIO_HOLD_MIN_NS, raised again
+ * after; lowered twice soon after being raised, held twice as long. */
+static void *prio_governed(void *arg)
+{
+	struct nsa_prio *p = arg;
+	uint64_t t0 = nsdp_mono_ns(), t;
+
+	nsa_prio_init(p, NSA_PRIORITY_REALTIME, t0);
+	/* Quiet: raised at the first window's end. */
+	while ((t = nsdp_mono_ns()) - t0 < NSA_PRIO_WINDOW_NS + 20000000ull) {
+		usleep(5000);
+		nsa_prio_govern(p, nsdp_mono_ns());
+	}
+	if (p->rtprio != NSA_STANDBY_RTPRIO)
+		return "not raised after a quiet window";
+	/* Busy (a spinning loop): lowered within two windows. */
+	t0 = nsdp_mono_ns();
+	while (p->lowered == 0 &&
+	       (t = nsdp_mono_ns()) - t0 < 3 * NSA_PRIO_WINDOW_NS)
+		nsa_prio_govern(p, t);
+	if (p->lowered != 1 || p->rtprio != 0)
+		return "not lowered by a busy window";
+	/* Quiet again: held lowered for the hold, raised after it. */
+	t0 = nsdp_mono_ns();
+	while ((t = nsdp_mono_ns()) - t0 < NSA_PRIO_HOLD_MIN_NS * 9 / 10) {
+		usleep(5000);
+		nsa_prio_govern(p, nsdp_mono_ns());
+	}
+	if (p->rtprio != 0)
+		return "raised before its hold was over";
+	while ((t = nsdp_mono_ns()) - t0 < NSA_PRIO_HOLD_MIN_NS +
+						   3 * NSA_PRIO_WINDOW_NS &&
+	       p->rtprio == 0) {
+		usleep(5000);
+		nsa_prio_govern(p, nsdp_mono_ns());
+	}
+	if (p->rtprio != NSA_STANDBY_RTPRIO)
+		return "not raised again after its hold";
+	/* Busy again at once: lowered, and held twice as long now. */
+	while (p->lowered == 1)
+		nsa_prio_govern(p, nsdp_mono_ns());
+	if (p->held_until_ns - nsdp_mono_ns() <=
+	    NSA_PRIO_HOLD_MIN_NS + NSA_PRIO_WINDOW_NS)
+		return "the second hold is not longer";
+	return NULL;
+}
+
+Test(standby, a_busy_subscriber_is_lowered_then_raised_again)
+{
+	struct nsa_prio p;
+	pthread_t t;
+	void *why;
+
+	nst_need_root("raising a thread's priority needs CAP_SYS_NICE");
+	cr_assert_eq(pthread_create(&t, NULL, prio_governed, &p), 0);
+	cr_assert_eq(pthread_join(t, &why), 0);
+	cr_assert_null(why, "%s (lowered %lu, rtprio %d)", (char *)why,
+		       (unsigned long)p.lowered, p.rtprio);
+	cr_assert_eq(p.lowered, 2);
 }
 
 Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,

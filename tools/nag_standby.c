@@ -103,7 +103,8 @@ static void standby_report(struct nsa_standby *sb, int64_t handover)
 	       " epoch_regressions=%" PRIu64 " epoch_resyncs=%" PRIu64
 	       " lag_avg_us=%.0f lag_max_us=%" PRIu64 " lag_count=%" PRIu64
 	       " epoch_max=%" PRIu32 " handover_epoch=%" PRId64
-	       " subscriber_nice=%d%s\n",
+	       " subscriber_nice=%d subscriber_rtprio=%d"
+	       " subscriber_lowered=%" PRIu64 "%s\n",
 	       ts.live, ts.live_v6, st.batches, st.records, st.loaded,
 	       st.load_values, st.load_bytes, st.gaps, st.resyncs, st.repairs,
 	       st.repair_values, st.repair_bytes, st.refused_segments,
@@ -111,7 +112,8 @@ static void standby_report(struct nsa_standby *sb, int64_t handover)
 	       st.dead_subscriptions, st.bad_messages, ts.full_drops, st.fenced,
 	       st.other_pair, st.epoch_regressions, st.epoch_resyncs,
 	       standby_lag_avg_us(&st), st.lag_max_us, st.lag_count, epoch_max,
-	       handover < 0 ? 0 : handover, st.subscriber_nice, commit);
+	       handover < 0 ? 0 : handover, st.subscriber_nice,
+	       st.subscriber_rtprio, st.subscriber_lowered, commit);
 	fflush(stdout);
 }
 

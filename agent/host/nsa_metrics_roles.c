@@ -271,7 +271,16 @@ void nsa_metrics_standby(struct nsa_mx *m, struct nsa_standby *sb,
 	nsa_mx_gauge(m, "natsync_standby_subscriber_nice",
 		     (double)v.st.subscriber_nice,
 		     "The nice value the subscriber thread runs at ([standby] "
-		     "priority; the process's when raising it was refused).");
+		     "priority = high; the process's otherwise, while lowered "
+		     "or when raising it was refused).");
+	nsa_mx_gauge(m, "natsync_standby_subscriber_rtprio",
+		     (double)v.st.subscriber_rtprio,
+		     "The SCHED_FIFO priority the subscriber thread runs at "
+		     "([standby] priority = realtime), 0 when not real-time.");
+	nsa_mx_counter(m, "natsync_standby_subscriber_lowered_total",
+		       v.st.subscriber_lowered,
+		       "Times the subscriber thread was lowered to the "
+		       "process's priority for taking over half a core.");
 	lag_histogram(m, &v.st);
 	if (nsa_standby_commit_stats(sb, &cs) == 0)
 		nsa_mx_table(m, conntrack_rows,

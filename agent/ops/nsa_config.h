@@ -20,10 +20,17 @@
 enum nsa_role { NSA_ROLE_ACTIVE, NSA_ROLE_STANDBY };
 enum nsa_commit { NSA_COMMIT_NONE, NSA_COMMIT_CONNTRACK };
 
-/* [standby] priority: the subscriber thread's nice value (high:
- * NSA_STANDBY_NICE_HIGH, as conntrackd's Nice). */
-enum nsa_priority { NSA_PRIORITY_NORMAL, NSA_PRIORITY_HIGH };
+/* [standby] priority: the subscriber thread's (high: nice
+ * NSA_STANDBY_NICE_HIGH, as conntrackd's Nice; realtime: SCHED_FIFO at
+ * NSA_STANDBY_RTPRIO, as conntrackd's Scheduler; agent/standby/nsa_prio.h
+ * lowers either while the thread is busy). */
+enum nsa_priority {
+	NSA_PRIORITY_NORMAL,
+	NSA_PRIORITY_HIGH,
+	NSA_PRIORITY_REALTIME
+};
 #define NSA_STANDBY_NICE_HIGH (-10)
+#define NSA_STANDBY_RTPRIO 1
 
 /* [source] type: where an active's records come from. */
 enum nsa_source_type {

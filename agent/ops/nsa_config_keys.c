@@ -29,8 +29,10 @@ static const char *const nsa_level_names[] = {"error", "warn", "info", "debug",
 static const char *const nsa_source_names[] = {"none", "synth", "kernel", NULL};
 static const char *const nsa_commit_names[] = {"none", "conntrack", NULL};
 _Static_assert(NSA_COMMIT_CONNTRACK == 1, "nsa_commit_names follow the enum");
-static const char *const nsa_priority_names[] = {"normal", "high", NULL};
-_Static_assert(NSA_PRIORITY_HIGH == 1, "nsa_priority_names follow the enum");
+static const char *const nsa_priority_names[] = {"normal", "high", "realtime",
+						 NULL};
+_Static_assert(NSA_PRIORITY_REALTIME == 2,
+	       "nsa_priority_names follow the enum");
 
 /* [store] layout */
 static const char *const nsa_layout_names[] = {"keys", "log", NULL};
@@ -126,7 +128,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("standby", "commit_batch_bytes", commit_batch_bytes, 0, 1048576, "65536", "Bytes of ctnetlink messages the commit sends per sendmsg; `0` = one message at a time, each awaited (slow, for comparison)."),
 	NSA_NUM("standby", "commit_mark", commit_mark, 0, UINT32_MAX, "0", "Conntrack mark of the entries the commit writes, so that rules and a kernel session source can tell them apart; `0` = no mark set."),
 	NSA_NUM("standby", "commit_zone", commit_zone, 0, 65535, "0", "Conntrack zone the commit writes its entries into (the zone the standby gateway's rules give the NAT'd traffic, `ct zone set`); `0` = the default zone. One zone per agent: run the active with `[source] zone` set to the same zone."),
-	NSA_ENUM("standby", "priority", priority, nsa_priority_names, "normal", "`high`: the subscriber thread (it applies the batches, loads and resyncs) runs at nice -10, as conntrackd's `Nice`, so that other busy threads of the host do not delay what the standby applies: where the standby shares its cores with busy work (on 2 cores beside an active and the store it halved the lag's p99 at 400 000 sessions/s, and took CPU from that active: docs/performance.md). It needs `CAP_SYS_NICE` (root has it); without it the thread stays at the process's nice (logged once; `subscriber_nice` in REPORT and metrics says which). `normal`: the process's nice."),
+	NSA_ENUM("standby", "priority", priority, nsa_priority_names, "realtime", "The subscriber thread's (it applies the batches, loads and resyncs): a batch that comes while every core is busy waits for a scheduler slice, milliseconds, unless the subscriber may preempt what runs. `realtime`: `SCHED_FIFO` priority 1, as conntrackd's `Scheduler`; `high`: nice -10, as conntrackd's `Nice`; `normal`: the process's. Either raised level holds only while the thread takes less than half a core: a 100 ms window over that lowers it to the process's priority for 1 s, doubling up to 64 s while it keeps coming back busy (a flat-out load or resync, a standby that cannot keep up), so that it never takes a busy host's CPU for long. On 2 cores beside an active and the store at 400 000 sessions/s, the lag's p99 was 4-6 ms `normal`, 2-3.5 ms `high`, 1.2-2.8 ms `realtime` (docs/performance.md). Raising needs `CAP_SYS_NICE` (root has it; both systemd units keep it) and, for `realtime` in a cgroup with real-time group scheduling, a real-time budget: refused, `realtime` falls back to `high` and `high` to the process's priority, logged once. `subscriber_rtprio`, `subscriber_nice` and `subscriber_lowered` in REPORT and metrics say what it runs at."),
 
 	/* Prometheus metrics and health (nsa_metrics.h). */
 	NSA_STR("metrics", "listen", metrics_listen, "", "Where the program serves `/metrics` (Prometheus text format), `/healthz` and `/readyz` over HTTP: `ADDR:PORT` (IPv4) or `[ADDR]:PORT` (IPv6), e.g. `127.0.0.1:9464`; empty = off. A port in use stops the program at start (exit status 1)."),

@@ -55,8 +55,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -361,6 +359,17 @@ static void sb_dispatch(struct nsa_standby *sb, const struct sb_pollset *ps)
 	}
 }
 
+/* The subscriber's priority now, for the stats. */
+static void sb_priority_stats(struct nsa_standby *sb)
+{
+	__atomic_store_n(&sb->st.subscriber_nice, sb->prio.nice,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&sb->st.subscriber_rtprio, sb->prio.rtprio,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&sb->st.subscriber_lowered, sb->prio.lowered,
+			 __ATOMIC_RELAXED);
+}
+
 static void sb_run(struct nsa_standby *sb)
 {
 	struct sb_pollset ps;
@@ -395,6 +404,8 @@ static void sb_run(struct nsa_standby *sb)
 		}
 		sb_dispatch(sb, &ps);
 		now = nsdp_mono_ns();
+		nsa_prio_govern(&sb->prio, now);
+		sb_priority_stats(sb);
 		for (i = 0; i < sb->n_nodes && !sb->reset; i++) {
 			if (sub_check_alive(sb, i, now) < 0)
 				sb->reset = 1;
@@ -408,33 +419,16 @@ static void sb_run(struct nsa_standby *sb)
 	}
 }
 
-/* [standby] priority = high: this thread at NSA_STANDBY_NICE_HIGH (its
- * own nice value: Linux keeps one per thread), or as it was when that is
- * refused (no CAP_SYS_NICE). The nice it runs at goes to the stats. */
-static void sb_priority(struct nsa_standby *sb)
-{
-	const id_t tid = (id_t)syscall(SYS_gettid);
-	int nice;
-
-	if (sb->conf.priority == NSA_PRIORITY_HIGH &&
-	    setpriority(PRIO_PROCESS, tid, NSA_STANDBY_NICE_HIGH) != 0)
-		NSA_WARN("standby: the subscriber stays at the process's "
-			 "priority ([standby] priority = high needs "
-			 "CAP_SYS_NICE): %s",
-			 strerror(errno));
-	errno = 0;
-	nice = getpriority(PRIO_PROCESS, tid);
-	if (errno == 0)
-		__atomic_store_n(&sb->st.subscriber_nice, nice,
-				 __ATOMIC_RELAXED);
-}
-
 static void *sb_main(void *arg)
 {
 	struct nsa_standby *sb = arg;
 
-	sb_priority(sb);
+	nsa_prio_init(&sb->prio, sb->conf.priority, nsdp_mono_ns());
+	sb_priority_stats(sb);
 	while (!sb_stopping(sb)) {
+		/* A setup loads: at the process's priority. */
+		nsa_prio_lower(&sb->prio);
+		sb_priority_stats(sb);
 		if (sb_setup(sb) < 0)
 			break;
 		sb->reset = 0;
@@ -684,6 +678,8 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(dead_subscriptions);
 	LOAD(synced);
 	LOAD(subscriber_nice);
+	LOAD(subscriber_rtprio);
+	LOAD(subscriber_lowered);
 	LOAD(live);
 	LOAD(slots_served);
 	LOAD(lag_count);

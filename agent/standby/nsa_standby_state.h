@@ -17,6 +17,7 @@
 #include "nsa_lag.h"
 #include "nsa_loader.h"
 #include "nsa_order.h"
+#include "nsa_prio.h"
 #include "nsa_standby_stats.h"
 #include "nsa_sub.h"
 #include "nsa_topowatch.h"
@@ -86,6 +87,7 @@ struct nsa_standby {
 
 	struct nsa_standby_stats st;
 	struct nsa_lag_batch lag; /* of the batch being applied */
+	struct nsa_prio prio;	  /* the subscriber thread's, [standby] priority */
 	/* nsa_standby_barrier: asked (by the caller), pinged for and done
 	 * (by the thread). */
 	uint64_t barrier_req, barrier_sent, barrier_done;

@@ -40,9 +40,13 @@ struct nsa_standby_stats {
 	/* subscriptions given up: silent, PING unanswered ([standby] ping_ms) */
 	uint64_t dead_subscriptions;
 	int synced; /* cold load finished */
-	/* the subscriber thread's nice value ([standby] priority; the
-	 * process's when raising it was refused) */
+	/* the subscriber thread's nice value and SCHED_FIFO priority (0:
+	 * not real-time) now ([standby] priority; the process's while
+	 * lowered or when raising it was refused), and how often it was
+	 * lowered for taking over half a core (agent/standby/nsa_prio.h) */
 	int subscriber_nice;
+	int subscriber_rtprio;
+	uint64_t subscriber_lowered;
 	/* subscribed to every master, each loaded since: what /readyz says
 	 * (synced stays set when the store goes away; this does not) */
 	int live;
