@@ -1331,7 +1331,7 @@ static void *prio_governed(void *arg)
 	/* Quiet: raised at the first window's end. */
 	while ((t = nsdp_mono_ns()) - t0 < NSA_PRIO_WINDOW_NS + 20000000ull) {
 		usleep(5000);
-		nsa_prio_govern(p, nsdp_mono_ns());
+		nsa_prio_govern(p, nsdp_mono_ns(), 0, 0);
 	}
 	if (p->rtprio != NSA_STANDBY_RTPRIO)
 		return "not raised after a quiet window";
@@ -1339,14 +1339,14 @@ static void *prio_governed(void *arg)
 	t0 = nsdp_mono_ns();
 	while (p->lowered == 0 &&
 	       (t = nsdp_mono_ns()) - t0 < 3 * NSA_PRIO_WINDOW_NS)
-		nsa_prio_govern(p, t);
+		nsa_prio_govern(p, t, 0, 0);
 	if (p->lowered != 1 || p->rtprio != 0)
 		return "not lowered by a busy window";
 	/* Quiet again: held lowered for the hold, raised after it. */
 	t0 = nsdp_mono_ns();
 	while ((t = nsdp_mono_ns()) - t0 < NSA_PRIO_HOLD_MIN_NS * 9 / 10) {
 		usleep(5000);
-		nsa_prio_govern(p, nsdp_mono_ns());
+		nsa_prio_govern(p, nsdp_mono_ns(), 0, 0);
 	}
 	if (p->rtprio != 0)
 		return "raised before its hold was over";
@@ -1354,13 +1354,13 @@ static void *prio_governed(void *arg)
 						   3 * NSA_PRIO_WINDOW_NS &&
 	       p->rtprio == 0) {
 		usleep(5000);
-		nsa_prio_govern(p, nsdp_mono_ns());
+		nsa_prio_govern(p, nsdp_mono_ns(), 0, 0);
 	}
 	if (p->rtprio != NSA_STANDBY_RTPRIO)
 		return "not raised again after its hold";
 	/* Busy again at once: lowered, and held twice as long now. */
 	while (p->lowered == 1)
-		nsa_prio_govern(p, nsdp_mono_ns());
+		nsa_prio_govern(p, nsdp_mono_ns(), 0, 0);
 	if (p->held_until_ns - nsdp_mono_ns() <=
 	    NSA_PRIO_HOLD_MIN_NS + NSA_PRIO_WINDOW_NS)
 		return "the second hold is not longer";
@@ -1379,6 +1379,58 @@ Test(standby, a_busy_subscriber_is_lowered_then_raised_again)
 	cr_assert_null(why, "%s (lowered %lu, rtprio %d)", (char *)why,
 		       (unsigned long)p.lowered, p.rtprio);
 	cr_assert_eq(p.lowered, 2);
+}
+
+/* The governor with a stream flat out: records that waited 30 ms on the
+ * active on average (record made -> batch sent) lower a quiet thread,
+ * which stays lowered past its hold while they keep waiting that long and
+ * rises once they wait 0.3 ms. The counters are those the subscriber
+ * hands it (the number of records applied, the sum of their waits). */
+static void *prio_outrun(void *arg)
+{
+	struct nsa_prio *p = arg;
+	uint64_t t0 = nsdp_mono_ns(), n = 0, wait = 0;
+
+	nsa_prio_init(p, NSA_PRIORITY_REALTIME, t0);
+	while (nsdp_mono_ns() - t0 < NSA_PRIO_WINDOW_NS + 20000000ull) {
+		usleep(5000);
+		n += 100, wait += 100 * 300;
+		nsa_prio_govern(p, nsdp_mono_ns(), n, wait);
+	}
+	if (p->rtprio != NSA_STANDBY_RTPRIO)
+		return "not raised while records waited 0.3 ms";
+	t0 = nsdp_mono_ns();
+	while (nsdp_mono_ns() - t0 < NSA_PRIO_HOLD_MIN_NS + 5 * NSA_PRIO_WINDOW_NS) {
+		usleep(5000);
+		n += 100, wait += 100 * 30000;
+		nsa_prio_govern(p, nsdp_mono_ns(), n, wait);
+	}
+	if (p->lowered != 1 || p->rtprio != 0)
+		return "not lowered, or raised again, while records waited 30 ms";
+	t0 = nsdp_mono_ns();
+	while (p->rtprio == 0 && nsdp_mono_ns() - t0 < NSA_PRIO_HOLD_MAX_NS) {
+		usleep(5000);
+		n += 100, wait += 100 * 300;
+		nsa_prio_govern(p, nsdp_mono_ns(), n, wait);
+	}
+	if (p->rtprio != NSA_STANDBY_RTPRIO ||
+	    nsdp_mono_ns() - t0 > 3 * NSA_PRIO_WINDOW_NS)
+		return "not raised within two windows of records waiting 0.3 ms";
+	return NULL;
+}
+
+Test(standby, a_subscriber_is_lowered_while_the_stream_outruns_the_active)
+{
+	struct nsa_prio p;
+	pthread_t t;
+	void *why;
+
+	nst_need_root("raising a thread's priority needs CAP_SYS_NICE");
+	cr_assert_eq(pthread_create(&t, NULL, prio_outrun, &p), 0);
+	cr_assert_eq(pthread_join(t, &why), 0);
+	cr_assert_null(why, "%s (lowered %lu, rtprio %d)", (char *)why,
+		       (unsigned long)p.lowered, p.rtprio);
+	cr_assert_eq(p.lowered, 1);
 }
 
 Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,

@@ -121,19 +121,33 @@ void nsa_prio_lower(struct nsa_prio *p)
 	prio_read(p);
 }
 
-void nsa_prio_govern(struct nsa_prio *p, uint64_t now_ns)
+/* The mean wait on the active of the records of the window closing. */
+static uint64_t window_wait_us(struct nsa_prio *p, uint64_t sent,
+			       uint64_t sent_wait_us)
 {
-	uint64_t cpu, wall;
+	uint64_t n = sent - p->win_sent;
+
+	return n ? (sent_wait_us - p->win_sent_wait_us) / n : 0;
+}
+
+void nsa_prio_govern(struct nsa_prio *p, uint64_t now_ns, uint64_t sent,
+		     uint64_t sent_wait_us)
+{
+	uint64_t cpu, wall, wait_us;
 
 	if (p->want == NSA_PRIORITY_NORMAL ||
 	    now_ns - p->win_start_ns < NSA_PRIO_WINDOW_NS)
 		return;
-	cpu = thread_cpu_ns();
+	cpu = thread_cpu_ns() - p->win_cpu_ns;
 	wall = now_ns - p->win_start_ns;
+	wait_us = window_wait_us(p, sent, sent_wait_us);
 	p->win_start_ns = now_ns;
-	if (p->raised && 2 * (cpu - p->win_cpu_ns) > wall) {
-		/* Over half a core: lowered, for longer each time it comes
-		 * back busy soon after being raised. */
+	p->win_sent = sent;
+	p->win_sent_wait_us = sent_wait_us;
+	if (p->raised && (2 * cpu > wall || wait_us >= NSA_PRIO_BEHIND_US)) {
+		/* Over half a core, or a stream flat out: lowered, for
+		 * longer each time it comes back so soon after being
+		 * raised. */
 		if (now_ns - p->raised_at_ns >= NSA_PRIO_CALM_NS)
 			p->hold_ns = NSA_PRIO_HOLD_MIN_NS;
 		nsa_prio_lower(p);
@@ -142,7 +156,7 @@ void nsa_prio_govern(struct nsa_prio *p, uint64_t now_ns)
 		if (p->hold_ns < NSA_PRIO_HOLD_MAX_NS)
 			p->hold_ns *= 2;
 	} else if (!p->raised && now_ns >= p->held_until_ns &&
-		   4 * (cpu - p->win_cpu_ns) <= wall) {
+		   4 * cpu <= wall && wait_us < NSA_PRIO_CALM_US) {
 		prio_raise(p, now_ns);
 	}
 	p->win_cpu_ns = thread_cpu_ns();

@@ -404,7 +404,8 @@ static void sb_run(struct nsa_standby *sb)
 		}
 		sb_dispatch(sb, &ps);
 		now = nsdp_mono_ns();
-		nsa_prio_govern(&sb->prio, now);
+		nsa_prio_govern(&sb->prio, now, sb->st.lag_parts_count,
+				sb->st.lag_send_sum_us);
 		sb_priority_stats(sb);
 		for (i = 0; i < sb->n_nodes && !sb->reset; i++) {
 			if (sub_check_alive(sb, i, now) < 0)
@@ -693,6 +694,7 @@ void nsa_standby_stats(const struct nsa_standby *sb,
 	LOAD(unauthenticated);
 	LOAD(bad_values);
 	LOAD(lag_parts_count);
+	LOAD(lag_send_sum_us);
 	LOAD(lag_send_max_us);
 	LOAD(lag_deliver_max_us);
 	for (i = 0; i < NSA_STANDBY_LAG_BUCKETS; i++) {

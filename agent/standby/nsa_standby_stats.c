@@ -29,6 +29,7 @@ void nsa_standby_lag_record(struct nsa_standby_stats *s,
 	if (lag->send_us == 0 && lag->deliver_us == 0)
 		return;
 	NSDP_STAT_INC(s->lag_parts_count);
+	NSDP_STAT_ADD(s->lag_send_sum_us, lag->send_us);
 	NSDP_STAT_INC(s->lag_send_hist[nsa_lag_bucket(lag->send_us)]);
 	NSDP_STAT_INC(s->lag_deliver_hist[nsa_lag_bucket(lag->deliver_us)]);
 	max_store(&s->lag_send_max_us, lag->send_us);

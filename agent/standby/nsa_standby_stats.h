@@ -78,6 +78,7 @@ struct nsa_standby_stats {
 	/* The lag's two parts (struct nsa_lag), for the records of batches
 	 * that said when they were sent: until sent, and from then on. */
 	uint64_t lag_parts_count, lag_send_max_us, lag_deliver_max_us;
+	uint64_t lag_send_sum_us; /* of the send parts: their mean */
 	uint64_t lag_send_hist[NSA_STANDBY_LAG_BUCKETS];
 	uint64_t lag_deliver_hist[NSA_STANDBY_LAG_BUCKETS];
 };
