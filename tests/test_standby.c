@@ -1285,8 +1285,7 @@ Test(standby, the_subscriber_runs_at_the_priority_configured,
 		int want_rt = level == NSA_PRIORITY_REALTIME && root
 				      ? NSA_STANDBY_RTPRIO
 				      : 0;
-		int want_nice = level != NSA_PRIORITY_NORMAL && root &&
-						!want_rt
+		int want_nice = level != NSA_PRIORITY_NORMAL && root && !want_rt
 					? NSA_STANDBY_NICE_HIGH
 					: base;
 
@@ -1294,8 +1293,7 @@ Test(standby, the_subscriber_runs_at_the_priority_configured,
 		sb = standby_synced(CLUSTER_PORT, NSA_PUBLISH_AUTO, 10000);
 		priority_settled(sb, want_nice, want_rt, &st);
 		cr_assert_eq(st.subscriber_nice, want_nice,
-			     "priority %d: nice %d", level,
-			     st.subscriber_nice);
+			     "priority %d: nice %d", level, st.subscriber_nice);
 		cr_assert_eq(st.subscriber_rtprio, want_rt,
 			     "priority %d: rtprio %d", level,
 			     st.subscriber_rtprio);
@@ -1350,8 +1348,8 @@ static void *prio_governed(void *arg)
 	}
 	if (p->rtprio != 0)
 		return "raised before its hold was over";
-	while ((t = nsdp_mono_ns()) - t0 < NSA_PRIO_HOLD_MIN_NS +
-						   3 * NSA_PRIO_WINDOW_NS &&
+	while ((t = nsdp_mono_ns()) - t0 <
+		       NSA_PRIO_HOLD_MIN_NS + 3 * NSA_PRIO_WINDOW_NS &&
 	       p->rtprio == 0) {
 		usleep(5000);
 		nsa_prio_govern(p, nsdp_mono_ns(), 0, 0);
@@ -1400,7 +1398,8 @@ static void *prio_outrun(void *arg)
 	if (p->rtprio != NSA_STANDBY_RTPRIO)
 		return "not raised while records waited 0.3 ms";
 	t0 = nsdp_mono_ns();
-	while (nsdp_mono_ns() - t0 < NSA_PRIO_HOLD_MIN_NS + 5 * NSA_PRIO_WINDOW_NS) {
+	while (nsdp_mono_ns() - t0 <
+	       NSA_PRIO_HOLD_MIN_NS + 5 * NSA_PRIO_WINDOW_NS) {
 		usleep(5000);
 		n += 100, wait += 100 * 30000;
 		nsa_prio_govern(p, nsdp_mono_ns(), n, wait);

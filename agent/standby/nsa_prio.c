@@ -33,15 +33,14 @@ static uint64_t thread_cpu_ns(void)
 static void prio_read(struct nsa_prio *p)
 {
 	struct sched_param sp;
-	int nice;
+	int nice, policy;
 
 	errno = 0;
 	nice = getpriority(PRIO_PROCESS, (id_t)prio_tid());
 	if (errno == 0)
 		p->nice = nice;
-	p->rtprio = sched_getparam(0, &sp) == 0 &&
-				    (sched_getscheduler(0) & ~SCHED_RESET_ON_FORK) ==
-					    SCHED_FIFO
+	policy = sched_getscheduler(0) & ~SCHED_RESET_ON_FORK;
+	p->rtprio = policy == SCHED_FIFO && sched_getparam(0, &sp) == 0
 			    ? sp.sched_priority
 			    : 0;
 }
@@ -97,8 +96,7 @@ static void prio_raise(struct nsa_prio *p, uint64_t now_ns)
 	prio_read(p);
 }
 
-void nsa_prio_init(struct nsa_prio *p, enum nsa_priority want,
-		   uint64_t now_ns)
+void nsa_prio_init(struct nsa_prio *p, enum nsa_priority want, uint64_t now_ns)
 {
 	memset(p, 0, sizeof(*p));
 	p->want = want;

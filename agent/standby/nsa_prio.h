@@ -57,8 +57,7 @@ struct nsa_prio {
 
 /* On the thread it governs: lowered to begin with (the first window
  * decides), base priority remembered. */
-void nsa_prio_init(struct nsa_prio *p, enum nsa_priority want,
-		   uint64_t now_ns);
+void nsa_prio_init(struct nsa_prio *p, enum nsa_priority want, uint64_t now_ns);
 /* Each turn of the thread's loop, with the number of records applied
  * whose send time was known and the sum of their waits on the active so
  * far (both only rise): closes a window when one is over and raises or

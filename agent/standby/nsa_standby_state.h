@@ -87,7 +87,7 @@ struct nsa_standby {
 
 	struct nsa_standby_stats st;
 	struct nsa_lag_batch lag; /* of the batch being applied */
-	struct nsa_prio prio;	  /* the subscriber thread's, [standby] priority */
+	struct nsa_prio prio; /* the subscriber thread's, [standby] priority */
 	/* nsa_standby_barrier: asked (by the caller), pinged for and done
 	 * (by the thread). */
 	uint64_t barrier_req, barrier_sent, barrier_done;
