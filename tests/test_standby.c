@@ -1365,18 +1365,25 @@ static void *prio_governed(void *arg)
 	return NULL;
 }
 
-Test(standby, a_busy_subscriber_is_lowered_then_raised_again)
+/* Run a governor's story (a thread function returning why it failed, or
+ * NULL) on a thread of its own; it was lowered that many times. */
+static void governed(void *(*story)(void *), uint64_t lowered)
 {
 	struct nsa_prio p;
 	pthread_t t;
 	void *why;
 
 	nst_need_root("raising a thread's priority needs CAP_SYS_NICE");
-	cr_assert_eq(pthread_create(&t, NULL, prio_governed, &p), 0);
+	cr_assert_eq(pthread_create(&t, NULL, story, &p), 0);
 	cr_assert_eq(pthread_join(t, &why), 0);
 	cr_assert_null(why, "%s (lowered %lu, rtprio %d)", (char *)why,
 		       (unsigned long)p.lowered, p.rtprio);
-	cr_assert_eq(p.lowered, 2);
+	cr_assert_eq(p.lowered, lowered);
+}
+
+Test(standby, a_busy_subscriber_is_lowered_then_raised_again)
+{
+	governed(prio_governed, 2);
 }
 
 /* The governor with a stream flat out: records that waited 30 ms on the
@@ -1420,16 +1427,7 @@ static void *prio_outrun(void *arg)
 
 Test(standby, a_subscriber_is_lowered_while_the_stream_outruns_the_active)
 {
-	struct nsa_prio p;
-	pthread_t t;
-	void *why;
-
-	nst_need_root("raising a thread's priority needs CAP_SYS_NICE");
-	cr_assert_eq(pthread_create(&t, NULL, prio_outrun, &p), 0);
-	cr_assert_eq(pthread_join(t, &why), 0);
-	cr_assert_null(why, "%s (lowered %lu, rtprio %d)", (char *)why,
-		       (unsigned long)p.lowered, p.rtprio);
-	cr_assert_eq(p.lowered, 1);
+	governed(prio_outrun, 1);
 }
 
 Test(standby, bad_messages_are_counted_and_change_nothing, .init = cluster_up,
