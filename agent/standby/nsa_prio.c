@@ -72,23 +72,28 @@ static int prio_set(enum nsa_priority level, int base_nice)
 
 static void prio_raise(struct nsa_prio *p, uint64_t now_ns)
 {
-	int err;
+	enum nsa_priority asked = p->want;
+	int err, first_err = 0;
 
+	/* Refused: the level below, down to the process's; one line says
+	 * what was asked, why it was refused and what the thread got. */
 	while (p->want != NSA_PRIORITY_NORMAL &&
 	       (err = prio_set(p->want, p->base_nice)) != 0) {
-		enum nsa_priority lower = p->want - 1;
-
+		if (!first_err)
+			first_err = err;
+		p->want = p->want - 1;
+	}
+	if (first_err)
 		NSA_WARN("standby: the subscriber cannot run at [standby] "
 			 "priority = %s (%s: it needs CAP_SYS_NICE%s); it "
 			 "runs at %s",
-			 prio_names[p->want], strerror(err),
-			 p->want == NSA_PRIORITY_REALTIME
+			 prio_names[asked], strerror(first_err),
+			 asked == NSA_PRIORITY_REALTIME
 				 ? ", and a real-time budget in its cgroup"
 				 : "",
-			 lower == NSA_PRIORITY_NORMAL ? "the process's priority"
-						      : prio_names[lower]);
-		p->want = lower;
-	}
+			 p->want == NSA_PRIORITY_NORMAL
+				 ? "the process's priority"
+				 : prio_names[p->want]);
 	if (p->want != NSA_PRIORITY_NORMAL) {
 		p->raised = 1;
 		p->raised_at_ns = now_ns;
