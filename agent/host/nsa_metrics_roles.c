@@ -280,7 +280,8 @@ void nsa_metrics_standby(struct nsa_mx *m, struct nsa_standby *sb,
 	nsa_mx_counter(m, "natsync_standby_subscriber_lowered_total",
 		       v.st.subscriber_lowered,
 		       "Times the subscriber thread was lowered to the "
-		       "process's priority for taking over half a core.");
+		       "process's priority: a 100 ms window over half a "
+		       "core, or whose records waited 20 ms on the active.");
 	lag_histogram(m, &v.st);
 	if (nsa_standby_commit_stats(sb, &cs) == 0)
 		nsa_mx_table(m, conntrack_rows,

@@ -133,18 +133,20 @@ static uint64_t window_wait_us(struct nsa_prio *p, uint64_t sent,
 	return n ? (sent_wait_us - p->win_sent_wait_us) / n : 0;
 }
 
-void nsa_prio_govern(struct nsa_prio *p, uint64_t now_ns, uint64_t sent,
-		     uint64_t sent_wait_us)
+int nsa_prio_govern(struct nsa_prio *p, uint64_t now_ns, uint64_t sent,
+		    uint64_t sent_wait_us)
 {
-	uint64_t cpu, wall, wait_us;
+	uint64_t cpu_now, cpu, wall, wait_us;
 
 	if (p->want == NSA_PRIORITY_NORMAL ||
 	    now_ns - p->win_start_ns < NSA_PRIO_WINDOW_NS)
-		return;
-	cpu = thread_cpu_ns() - p->win_cpu_ns;
+		return 0;
+	cpu_now = thread_cpu_ns();
+	cpu = cpu_now - p->win_cpu_ns;
 	wall = now_ns - p->win_start_ns;
 	wait_us = window_wait_us(p, sent, sent_wait_us);
 	p->win_start_ns = now_ns;
+	p->win_cpu_ns = cpu_now;
 	p->win_sent = sent;
 	p->win_sent_wait_us = sent_wait_us;
 	if (p->raised && (2 * cpu > wall || wait_us >= NSA_PRIO_BEHIND_US)) {
@@ -162,5 +164,5 @@ void nsa_prio_govern(struct nsa_prio *p, uint64_t now_ns, uint64_t sent,
 		   4 * cpu <= wall && wait_us < NSA_PRIO_CALM_US) {
 		prio_raise(p, now_ns);
 	}
-	p->win_cpu_ns = thread_cpu_ns();
+	return 1;
 }

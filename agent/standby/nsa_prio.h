@@ -61,9 +61,10 @@ void nsa_prio_init(struct nsa_prio *p, enum nsa_priority want, uint64_t now_ns);
 /* Each turn of the thread's loop, with the number of records applied
  * whose send time was known and the sum of their waits on the active so
  * far (both only rise): closes a window when one is over and raises or
- * lowers the thread. Cheap between windows. */
-void nsa_prio_govern(struct nsa_prio *p, uint64_t now_ns, uint64_t sent,
-		     uint64_t sent_wait_us);
+ * lowers the thread; 1 when a window closed (what the thread runs at may
+ * have changed), else 0 at the cost of a comparison. */
+int nsa_prio_govern(struct nsa_prio *p, uint64_t now_ns, uint64_t sent,
+		    uint64_t sent_wait_us);
 /* Back to the process's priority (before work known to be heavy); not
  * counted as lowered. */
 void nsa_prio_lower(struct nsa_prio *p);

@@ -404,9 +404,9 @@ static void sb_run(struct nsa_standby *sb)
 		}
 		sb_dispatch(sb, &ps);
 		now = nsdp_mono_ns();
-		nsa_prio_govern(&sb->prio, now, sb->st.lag_parts_count,
-				sb->st.lag_send_sum_us);
-		sb_priority_stats(sb);
+		if (nsa_prio_govern(&sb->prio, now, sb->st.lag_parts_count,
+				    sb->st.lag_send_sum_us))
+			sb_priority_stats(sb);
 		for (i = 0; i < sb->n_nodes && !sb->reset; i++) {
 			if (sub_check_alive(sb, i, now) < 0)
 				sb->reset = 1;

@@ -43,7 +43,8 @@ struct nsa_standby_stats {
 	/* the subscriber thread's nice value and SCHED_FIFO priority (0:
 	 * not real-time) now ([standby] priority; the process's while
 	 * lowered or when raising it was refused), and how often it was
-	 * lowered for taking over half a core (agent/standby/nsa_prio.h) */
+	 * lowered for taking over half a core or for records that waited
+	 * long on the active (agent/standby/nsa_prio.h) */
 	int subscriber_nice;
 	int subscriber_rtprio;
 	uint64_t subscriber_lowered;
