@@ -491,6 +491,24 @@ void nsdp_table_prefetch(const struct nsdp_table *t, const struct ns_session *s)
 	rte_prefetch0(&t->replies[home_bucket(t, key_hash(s->proto, &r))]);
 }
 
+void nsdp_table_prefetch_entry(const struct nsdp_table *t,
+			       const struct ns_session *s)
+{
+	uint32_t h, m;
+	const struct idx_bucket *bk;
+
+	if (ns_family_is_v6(s->family))
+		return;
+	h = key_hash(s->proto, &s->orig);
+	bk = &t->flows[home_bucket(t, h)];
+	for (m = sig_match(bk, (uint16_t)h); m; m &= m - 1) {
+		uint32_t ref = bk->ref[__builtin_ctz(m)];
+
+		if (ref != 0)
+			rte_prefetch0(&t->entries[ref - 1]);
+	}
+}
+
 /* over: apply s even when it is older than the entry. x: s's second
  * line, in the IPv6 table (s's addresses folded by the caller). */
 int nsdp_table_apply_x(struct nsdp_table *t, const struct ns_session *s,

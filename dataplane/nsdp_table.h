@@ -155,6 +155,11 @@ int nsdp_table_apply_store(struct nsdp_table *t, const struct ns_session *s);
 void nsdp_table_prefetch(const struct nsdp_table *t,
 			 const struct ns_session *s);
 
+/* Writer hint, the second stage: once s's buckets are in (after
+ * nsdp_table_prefetch), bring in the entries they point at for s. */
+void nsdp_table_prefetch_entry(const struct nsdp_table *t,
+			       const struct ns_session *s);
+
 /* Apply a record read from the store by a resync that began at generation
  * gen: ignored when a live record changed the entry since gen. The entry is
  * marked as seen by resync mark. */

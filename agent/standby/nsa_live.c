@@ -182,9 +182,11 @@ static int batch_admit(struct nsa_standby *sb, unsigned int node,
 }
 
 /* Records decoded and their table buckets prefetched before the first of
- * them is applied: the applies overlap their cache misses (and, with the
- * table in 4 KiB pages, their TLB misses), which were most of the
- * subscriber's time at 400 000 records/s. */
+ * them is applied, then the entries those buckets point at: the applies
+ * overlap their cache misses (and, with the table in 4 KiB pages, their
+ * TLB misses), which were most of the subscriber's time at 400 000
+ * records/s. The entries' stage took the subscriber's CPU time for
+ * 2 000 000 records at 1 000 000/s from 790-930 ms to 600-740 ms. */
 #define LIVE_CHUNK 16
 
 /* Apply every record of an admitted batch, queue what the table took for
@@ -207,6 +209,8 @@ static void batch_apply(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 			      ns_batch_iter_next_rec(&it, &r[got]) == 1;
 		     got++)
 			nsdp_table_prefetch(sb->table, &r[got].s);
+		for (i = 0; i < got; i++)
+			nsdp_table_prefetch_entry(sb->table, &r[i].s);
 		for (i = 0; i < got; i++) {
 			const struct ns_session *s = &r[i].s; /* any family */
 			/* A STORE batch corrects what a refused write told
