@@ -287,11 +287,16 @@ int ns_record_decode_rec(const uint8_t *buf, size_t len, struct ns_rec *out)
 
 	if (rc < 0)
 		return rc;
-	memset(out, 0, sizeof(*out));
 	if (buf[OFF_FAMILY] != NS_FAMILY_IPV4) {
+		memset(out, 0, sizeof(*out));
 		decode_v6(buf, out);
 		return rc;
 	}
+	/* Every other byte of out->s is set below. Zeroing the whole of out
+	 * at once compiled to a string store that took half the decode, a
+	 * standby's most frequent call. */
+	memset(out->s.reserved, 0, sizeof(out->s.reserved));
+	memset(&out->v6, 0, sizeof(out->v6));
 	get_header(buf, &out->s);
 	get_tuple(buf + OFF_ORIG, &out->s.orig);
 	get_tuple(buf + OFF_XLAT, &out->s.xlat);
