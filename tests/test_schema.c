@@ -97,6 +97,26 @@ Test(record, decode_zeroes_reserved_and_ignores_trailing_bytes)
 		cr_assert_eq(d.reserved[i], 0);
 }
 
+/* The standby's decode (both lines): an IPv4 record sets the head and
+ * leaves its reserved bytes and the unused second line zero, whatever the
+ * buffer held before. */
+Test(record, decode_rec_of_ipv4_zeroes_reserved_and_the_second_line)
+{
+	static const uint8_t zero[sizeof(struct ns_session_v6)];
+	struct ns_session want;
+	struct ns_rec d;
+
+	memset(&d, 0x55, sizeof(d));
+	cr_assert_eq(ns_record_decode(known_wire, sizeof(known_wire), &want),
+		     NS_RECORD_V1_IPV4_LEN);
+	cr_assert_eq(ns_record_decode_rec(known_wire, sizeof(known_wire), &d),
+		     NS_RECORD_V1_IPV4_LEN);
+	cr_assert_arr_eq(&d.s, &want, sizeof(want));
+	for (size_t i = 0; i < sizeof(d.s.reserved); i++)
+		cr_assert_eq(d.s.reserved[i], 0);
+	cr_assert_arr_eq(&d.v6, zero, sizeof(zero));
+}
+
 Test(record, encode_rejects_small_buffer)
 {
 	struct ns_session s = known_session();
