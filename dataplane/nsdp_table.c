@@ -481,27 +481,30 @@ static int32_t entry_create(struct nsdp_table *t, uint32_t h,
 	return pos;
 }
 
-void nsdp_table_prefetch(const struct nsdp_table *t, const struct ns_session *s)
+uint32_t nsdp_table_prefetch(const struct nsdp_table *t,
+			     const struct ns_session *s)
 {
 	struct ns_tuple r = reply_tuple(&s->xlat);
+	uint32_t h;
 
 	if (ns_family_is_v6(s->family))
-		return;
-	rte_prefetch0(&t->flows[home_bucket(t, key_hash(s->proto, &s->orig))]);
+		return 0;
+	h = key_hash(s->proto, &s->orig);
+	rte_prefetch0(&t->flows[home_bucket(t, h)]);
 	rte_prefetch0(&t->replies[home_bucket(t, key_hash(s->proto, &r))]);
+	return h;
 }
 
 void nsdp_table_prefetch_entry(const struct nsdp_table *t,
-			       const struct ns_session *s)
+			       const struct ns_session *s, uint32_t hint)
 {
-	uint32_t h, m;
+	uint32_t m;
 	const struct idx_bucket *bk;
 
 	if (ns_family_is_v6(s->family))
 		return;
-	h = key_hash(s->proto, &s->orig);
-	bk = &t->flows[home_bucket(t, h)];
-	for (m = sig_match(bk, (uint16_t)h); m; m &= m - 1) {
+	bk = &t->flows[home_bucket(t, hint)];
+	for (m = sig_match(bk, (uint16_t)hint); m; m &= m - 1) {
 		uint32_t ref = bk->ref[__builtin_ctz(m)];
 
 		if (ref != 0)

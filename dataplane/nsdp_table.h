@@ -151,14 +151,16 @@ int nsdp_table_apply_store(struct nsdp_table *t, const struct ns_session *s);
 
 /* Writer hint: bring in what applying s will touch (its buckets in both
  * indexes), so that a burst of applies overlaps its cache misses: call it
- * for record i + k while applying record i. */
-void nsdp_table_prefetch(const struct nsdp_table *t,
-			 const struct ns_session *s);
+ * for record i + k while applying record i. Returns the hint that
+ * nsdp_table_prefetch_entry takes for s. */
+uint32_t nsdp_table_prefetch(const struct nsdp_table *t,
+			     const struct ns_session *s);
 
-/* Writer hint, the second stage: once s's buckets are in (after
- * nsdp_table_prefetch), bring in the entries they point at for s. */
+/* Writer hint, the second stage: once s's buckets are in, bring in the
+ * entries they point at for s; hint is what nsdp_table_prefetch returned
+ * for s (its flow key's hash, not computed again). */
 void nsdp_table_prefetch_entry(const struct nsdp_table *t,
-			       const struct ns_session *s);
+			       const struct ns_session *s, uint32_t hint);
 
 /* Apply a record read from the store by a resync that began at generation
  * gen: ignored when a live record changed the entry since gen. The entry is

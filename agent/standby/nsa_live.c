@@ -196,6 +196,7 @@ static void batch_apply(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 {
 	struct ns_batch_iter it;
 	struct ns_rec r[LIVE_CHUNK];
+	uint32_t hint[LIVE_CHUNK];
 	uint64_t n = 0, seen = 0;
 	unsigned int got, i;
 
@@ -208,9 +209,9 @@ static void batch_apply(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 		for (got = 0; got < LIVE_CHUNK &&
 			      ns_batch_iter_next_rec(&it, &r[got]) == 1;
 		     got++)
-			nsdp_table_prefetch(sb->table, &r[got].s);
+			hint[got] = nsdp_table_prefetch(sb->table, &r[got].s);
 		for (i = 0; i < got; i++)
-			nsdp_table_prefetch_entry(sb->table, &r[i].s);
+			nsdp_table_prefetch_entry(sb->table, &r[i].s, hint[i]);
 		for (i = 0; i < got; i++) {
 			const struct ns_session *s = &r[i].s; /* any family */
 			/* A STORE batch corrects what a refused write told
