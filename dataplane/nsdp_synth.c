@@ -55,6 +55,7 @@
 
 #include <rte_cycles.h>
 #include <rte_pause.h>
+#include <rte_prefetch.h>
 
 #include "nsdp_synth.h"
 #include "nsdp_stat.h"
@@ -104,7 +105,7 @@ struct nsdp_synth_worker {
 	uint64_t nflows;
 	uint64_t events;
 	uint64_t last_stamp_ns; /* nsdp_stamp_next() */
-	uint8_t *alive;
+	uint64_t *alive; /* one bit a flow: small enough to stay cached */
 	struct ns_session *last;
 	struct ns_session burst[NSDP_SYNTH_BURST];
 	struct nsdp_synth_undo undo[NSDP_SYNTH_BURST];
@@ -218,6 +219,35 @@ static void nsdp_synth_line(const struct nsdp_synth_conf *conf, uint64_t i,
 }
 
 /* The fields of flow i's record that never change. */
+static inline int nsdp_synth_alive(const struct nsdp_synth_worker *wk,
+				   uint64_t k)
+{
+	return (int)(wk->alive[k / 64] >> (k % 64)) & 1;
+}
+
+static inline void nsdp_synth_set_alive(struct nsdp_synth_worker *wk,
+					uint64_t k, int alive)
+{
+	uint64_t bit = 1ull << (k % 64);
+
+	wk->alive[k / 64] =
+		alive ? wk->alive[k / 64] | bit : wk->alive[k / 64] & ~bit;
+}
+
+/* n flow states, zeroed, each on a cache line of its own (an ns_session is
+ * one line): calloc's 16-byte alignment would split every state over two. */
+static struct ns_session *nsdp_synth_lines(uint64_t n)
+{
+	size_t bytes = (size_t)n * sizeof(struct ns_session);
+	struct ns_session *p;
+
+	bytes = (bytes + 63) & ~(size_t)63;
+	p = aligned_alloc(64, bytes ? bytes : 64);
+	if (p != NULL)
+		memset(p, 0, bytes);
+	return p;
+}
+
 static void nsdp_synth_flow_init(const struct nsdp_synth_conf *conf, uint64_t i,
 				 struct ns_session *r)
 {
@@ -368,8 +398,8 @@ struct nsdp_synth *nsdp_synth_create(const struct nsdp_synth_conf *conf,
 		wk->nflows = (conf->flows - w + nworkers - 1) / nworkers;
 		wk->events = conf->events / nworkers +
 			     (w < conf->events % nworkers ? 1 : 0);
-		wk->alive = calloc(wk->nflows, 1);
-		wk->last = calloc(wk->nflows, sizeof(*wk->last));
+		wk->alive = calloc((wk->nflows + 63) / 64, sizeof(uint64_t));
+		wk->last = nsdp_synth_lines(wk->nflows);
 		if (wk->alive == NULL || wk->last == NULL) {
 			nsdp_synth_free(s);
 			errno = ENOMEM;
@@ -408,6 +438,28 @@ static inline int nsdp_synth_stopped(const struct nsdp_synth *s)
 	return __atomic_load_n(&s->stop, __ATOMIC_RELAXED);
 }
 
+/* Run the burst's draws ahead on a copy of the generator and prefetch the
+ * flow state each event will read and write, so that the burst's misses on
+ * the flows' states (one line each, random over the flows) overlap instead
+ * of stalling one event after the other. What is drawn is unchanged: the
+ * copy is thrown away. A flow drawn twice in one burst can make the copy
+ * take a different branch than the real pass; that costs a useless
+ * prefetch, never a different event. */
+static void nsdp_synth_prefetch_burst(const struct nsdp_synth_worker *wk,
+				      unsigned int n)
+{
+	uint64_t x[4] = {wk->s[0], wk->s[1], wk->s[2], wk->s[3]};
+	unsigned int j;
+
+	for (j = 0; j < n; j++) {
+		uint64_t k = nsdp_below(x, wk->nflows);
+
+		rte_prefetch0(&wk->last[k]);
+		if (nsdp_synth_alive(wk, k))
+			(void)nsdp_below(x, 100);
+	}
+}
+
 /* Generate event j of the burst for a random owned flow and apply it to the
  * flow's state, remembering what it replaced. */
 static void nsdp_synth_step(const struct nsdp_synth *s,
@@ -419,9 +471,9 @@ static void nsdp_synth_step(const struct nsdp_synth *s,
 	struct nsdp_synth_undo *u = &wk->undo[j];
 
 	u->k = k;
-	u->alive = wk->alive[k];
+	u->alive = nsdp_synth_alive(wk, k);
 	u->last = wk->last[k];
-	if (!wk->alive[k]) {
+	if (!u->alive) {
 		nsdp_synth_flow_init(&s->conf, k * s->nworkers + w, r);
 		r->event = NS_EV_CREATE;
 	} else {
@@ -432,9 +484,9 @@ static void nsdp_synth_step(const struct nsdp_synth *s,
 	}
 	r->timestamp_ns = nsdp_stamp_next(&wk->last_stamp_ns, now_ns);
 	if (r->event == NS_EV_DELETE) {
-		wk->alive[k] = 0;
+		nsdp_synth_set_alive(wk, k, 0);
 	} else {
-		wk->alive[k] = 1;
+		nsdp_synth_set_alive(wk, k, 1);
 		wk->last[k] = *r;
 	}
 }
@@ -446,7 +498,7 @@ static void nsdp_synth_rollback(struct nsdp_synth_worker *wk, unsigned int from,
 	while (n > from) {
 		const struct nsdp_synth_undo *u = &wk->undo[--n];
 
-		wk->alive[u->k] = u->alive;
+		nsdp_synth_set_alive(wk, u->k, u->alive);
 		wk->last[u->k] = u->last;
 	}
 }
@@ -556,6 +608,7 @@ int nsdp_synth_run(struct nsdp_synth *s, unsigned int w)
 		now_ns = nsdp_realtime_ns();
 		if (issued >= wk->events / 2)
 			now_ns -= s->conf.clock_step_back_ms * NSDP_NS_PER_MS;
+		nsdp_synth_prefetch_burst(wk, n);
 		for (j = 0; j < n; j++)
 			nsdp_synth_step(s, wk, w, j, now_ns);
 
@@ -625,7 +678,7 @@ uint64_t nsdp_synth_final_table(const struct nsdp_synth *s,
 
 		struct ns_rec r;
 
-		if (!wk->alive[k])
+		if (!nsdp_synth_alive(wk, k))
 			continue;
 		live++;
 		if (fn == NULL)
