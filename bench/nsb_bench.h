@@ -69,6 +69,10 @@ struct nsb_result {
 	/* the standby's subscriber thread at the end: [standby] priority */
 	int subscriber_nice, subscriber_rtprio;
 	uint64_t subscriber_lowered;
+	/* After the standby synced: its subscriptions lost (the store
+	 * closing one that fell too far behind: Redis's
+	 * client-output-buffer-limit pubsub) and its resyncs. */
+	uint64_t standby_resubscribes, standby_resyncs;
 	uint64_t drops;
 	const char *standby_match; /* "yes", "no" or "n/a" */
 	unsigned int workers, batch, inflight;

@@ -138,14 +138,20 @@ static const char *standby_verdict(struct nsa_standby *sb,
 	return mismatches == 0 ? "yes" : "no";
 }
 
-/* The standby's figures: lag percentiles and the table's memory. */
+/* The standby's figures: lag percentiles, the table's memory, and the
+ * subscriptions lost and resyncs since it synced (at): a standby the
+ * store cut off mid-run reloaded its master instead of applying the
+ * stream, which a flat-out run must not pass off as keeping up. */
 static void standby_figures(struct nsa_standby *sb,
+			    const struct nsa_standby_stats *at,
 			    const struct nsa_config *conf, struct nsb_result *r)
 {
 	struct nsa_standby_stats st;
 	struct nsdp_table_stats ts;
 
 	nsa_standby_stats(sb, &st);
+	r->standby_resubscribes = st.resubscribes - at->resubscribes;
+	r->standby_resyncs = st.resyncs - at->resyncs;
 	r->lag_p50_us = nsa_standby_lag_percentile_us(&st, 50);
 	r->lag_p99_us = nsa_standby_lag_percentile_us(&st, 99);
 	r->lag_p999_us = nsa_standby_lag_percentile_us(&st, 99.9);
@@ -222,6 +228,7 @@ int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,
 	struct nsa_active_stats st;
 	struct nsdp_synth_stats ss = {0};
 	struct nsa_storemem_live live = {0};
+	struct nsa_standby_stats synced;
 	double t0;
 	int rc = 1, drained;
 
@@ -242,6 +249,8 @@ int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,
 		goto out;
 	if (o->standby && !(sb = standby_attach(conf)))
 		goto out;
+	if (sb)
+		nsa_standby_stats(sb, &synced);
 	active = nsb_writers_start(conf, &src, "active");
 	if (!active)
 		goto out;
@@ -263,7 +272,7 @@ int nsb_natsync_run(const struct nsa_config *conf, const struct nsb_opts *o,
 	r->live_v6 = live.live_v6;
 	if (sb) {
 		r->standby_match = standby_verdict(sb, src.synth, st.acked);
-		standby_figures(sb, conf, r);
+		standby_figures(sb, &synced, conf, r);
 	}
 	rc = drained ? 0 : 1;
 out:

@@ -148,9 +148,12 @@ void nsb_result_print(const struct nsb_result *r)
 		       r->deliver_p999_us);
 	if (r->send_p50_us || r->deliver_p50_us)
 		printf(" subscriber_nice=%d subscriber_rtprio=%d"
-		       " subscriber_lowered=%" PRIu64,
+		       " subscriber_lowered=%" PRIu64
+		       " standby_resubscribes=%" PRIu64
+		       " standby_resyncs=%" PRIu64,
 		       r->subscriber_nice, r->subscriber_rtprio,
-		       r->subscriber_lowered);
+		       r->subscriber_lowered, r->standby_resubscribes,
+		       r->standby_resyncs);
 	printf(" live=%" PRIu64 " value_bytes=%.0f store_bytes_per_session=%s"
 	       " table_bytes_per_slot=%s table_bytes_per_session=%s",
 	       r->live, r->value_bytes,

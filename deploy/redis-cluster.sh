@@ -18,6 +18,12 @@
 # (so that a master killed right away has a replica to be promoted), and
 # --node-timeout (ms) is how long a master may be silent before its replica
 # takes over.
+# Each master lets a subscriber's backlog reach 256 MiB (64 MiB for a
+# minute) before it closes the subscription, where Redis's default is
+# 32 MiB (8 MiB): a standby that falls behind in a burst catches up from
+# the stream instead of being cut off and resyncing its master
+# (docs/failure-modes.md). NS_PUBSUB_LIMIT="HARD SOFT SECONDS" sets
+# another.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,6 +39,7 @@ plain=0
 acl=""
 maxmemory=0
 node_timeout=2000
+pubsub_limit=${NS_PUBSUB_LIMIT:-256mb 64mb 60}
 addr_per_node=0
 ns_options redis-cluster.sh --masters=masters --replicas=replicas \
 	--port=port --dir=dir --plain=plain=1 --acl=acl --maxmemory=maxmemory \
@@ -69,7 +76,8 @@ start_node() {
 	local args=(--port "$p" --bind "$host" --dir "$ndir" --daemonize yes
 		--pidfile "$ndir/redis.pid" --logfile "$ndir/redis.log"
 		--save "" --appendonly no --protected-mode no
-		--maxmemory "$maxmemory")
+		--maxmemory "$maxmemory"
+		--client-output-buffer-limit "pubsub $pubsub_limit")
 	if [ "$addr_per_node" = 1 ]; then
 		args+=(--bind-source-addr "$host")
 	fi

@@ -266,6 +266,29 @@ Test(cluster_live, fetch_finds_three_masters_covering_every_slot)
 	}
 }
 
+/* deploy/redis-cluster.sh lets a subscriber's backlog reach 256 MiB (64 MiB
+ * for a minute) on every master, not Redis's 32 MiB (8 MiB): a standby
+ * behind in a burst is not cut off and made to resync. */
+Test(cluster_live, every_master_lets_a_subscribers_backlog_reach_256_MiB)
+{
+	for (int i = 0; i < CLUSTER_MASTERS; i++) {
+		redisContext *c = raw_connect(CLUSTER_PORT + i);
+		redisReply *r =
+			redisCommand(c, "CONFIG GET client-output-buffer-limit");
+
+		cr_assert(r && r->type == REDIS_REPLY_ARRAY &&
+				  r->elements == 2 &&
+				  r->element[1]->type == REDIS_REPLY_STRING,
+			  "CONFIG GET on %d", CLUSTER_PORT + i);
+		cr_expect(strstr(r->element[1]->str,
+				 "pubsub 268435456 67108864 60") != NULL,
+			  "master %d: %s", CLUSTER_PORT + i,
+			  r->element[1]->str);
+		freeReplyObject(r);
+		redisFree(c);
+	}
+}
+
 Test(cluster_live, masters_are_numbered_by_their_lowest_slot)
 {
 	const int ports[] = {CLUSTER_PORT + 2};
