@@ -51,6 +51,7 @@
 #define PORT_ACL_STANDBY 7216
 #define PORT_SETTLE 7217
 #define PORT_LOG_REWRITE 7218
+#define PORT_GROW 7219
 #define PORT_FENCE 7220 /* 7220-7222 */
 #define PORT_RESHARD 7203
 #define PORT_ASK 7206 /* 7206-7208 */
@@ -379,6 +380,9 @@ struct sub {
 	uint8_t *next_ev; /* [n_flows] next expected event per flow */
 	uint64_t n_records; /* written by the thread, NSDP_STAT_* */
 	uint64_t n_batches, bad_decode, bad_seq, bad_order;
+	/* The most records in one batch, and the batches above 256 (the
+	 * tests' batch_size); NSDP_STAT_*: read while the thread runs. */
+	uint64_t max_batch, over_256;
 	struct pubseq ps[64];
 	unsigned int n_ps;
 };
@@ -391,6 +395,7 @@ static void sub_batch(struct sub *s, const char *channel, const uint8_t *buf,
 	struct ns_batch_iter it;
 	struct ns_session r;
 	unsigned int i;
+	uint64_t n;
 	int rc;
 
 	if (ns_batch_decode(buf, len, &h, &body) != 0) {
@@ -413,7 +418,9 @@ static void sub_batch(struct sub *s, const char *channel, const uint8_t *buf,
 		s->ps[i].last = h.seq;
 	}
 	ns_batch_iter_init(&it, body, h.body_len);
+	n = 0;
 	while ((rc = ns_batch_iter_next(&it, &r)) == 1) {
+		n++;
 		uint32_t f = record_flow(&r);
 		const struct plan *p = s->plan;
 		uint8_t n_ev =
@@ -431,6 +438,10 @@ static void sub_batch(struct sub *s, const char *channel, const uint8_t *buf,
 	}
 	if (rc < 0)
 		s->bad_decode++;
+	if (n > NSDP_STAT_READ(s->max_batch))
+		NSDP_STAT_ADD(s->max_batch, n - s->max_batch);
+	if (n > 256)
+		NSDP_STAT_INC(s->over_256);
 }
 
 static void sub_reply(struct sub *s, redisReply *r)
@@ -638,6 +649,60 @@ static int store_has(redisContext *rc, const struct ns_session *want)
 	     same_record(&got, want);
 	freeReplyObject(r);
 	return ok;
+}
+
+/* A writer behind (a lane a quarter full or more) lets a batch grow from
+ * batch_size up to 4 times that; once it keeps up every batch closes at
+ * batch_size again. Every record is notified either way, in order. */
+Test(active, a_writer_behind_grows_its_batches_one_that_keeps_up_does_not,
+     .timeout = 120)
+{
+	struct nsdp_lane **lanes = lanes_create(1, 65536);
+	struct nsa_active_stats st;
+	struct nsa_config c;
+	struct nsa_active *a;
+	uint64_t batches, over;
+	struct plan p;
+	struct sub s;
+
+	store_up(PORT_GROW, 0);
+	plan_init(&p, 45000);
+	conf_for(&c, PORT_GROW, 1, NSA_PUBLISH_AUTO);
+	c.flush_us = 200000; /* batches close full, not on time */
+	sub_start(&s, PORT_GROW, &p, NSA_PUBLISH_AUTO);
+	/* 40 000 records wait before the writer starts: over a quarter of
+	 * the lane, behind. */
+	for (uint32_t i = 0; i < 40000; i++)
+		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+	a = writer_up(&c, lanes, 1);
+	cr_assert_eq(nsa_active_drain(a, 60000), 0, "drained");
+	for (int i = 0; i < 3000 && NSDP_STAT_READ(s.n_records) < 40000; i++)
+		nsdp_sleep_ms(5);
+	cr_assert_eq(NSDP_STAT_READ(s.n_records), 40000);
+	batches = NSDP_STAT_READ(s.n_batches);
+	over = NSDP_STAT_READ(s.over_256);
+	cr_expect_eq(NSDP_STAT_READ(s.max_batch), 1024,
+		     "the largest batch behind: %llu records",
+		     (unsigned long long)NSDP_STAT_READ(s.max_batch));
+	cr_expect_gt(over, 0);
+	/* 157 batches of 256 at least without growing. */
+	cr_expect_lt(batches, 157, "%llu batches for 40 000 records",
+		     (unsigned long long)batches);
+	/* Then 5 000 more, 100 at a time, 50 000 /s: the writer keeps up. */
+	for (uint32_t i = 40000; i < 45000; i++) {
+		plan_write(&p, lanes, 1, i, NS_EV_CREATE);
+		if (i % 100 == 99)
+			nsdp_sleep_ms(2);
+	}
+	cr_assert_eq(nsa_active_drain(a, 60000), 0, "drained");
+	nsa_active_stats(a, &st);
+	assert_every_record_acked(&st, p.n_records);
+	sub_finish(&s, p.n_records);
+	sub_assert_complete(&s, &p);
+	cr_expect_eq(s.over_256, over,
+		     "%llu batches above 256 records while keeping up",
+		     (unsigned long long)(s.over_256 - over));
+	writer_down(a, &p);
 }
 
 Test(active, lone_record_is_flushed_within_the_deadline, .timeout = 60)

@@ -80,7 +80,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("store", "log_compact_budget_mb", log_compact_budget_mb, 1, 1048576, "256", "Log layout: a compaction round merges the sessions a range of slots at a time so that its merge holds at most this many MiB (about 100 to 200 B a session); each range reads the log again."),
 	NSA_NUM("store", "log_compact_wait_ms", log_compact_wait_ms, 1, 600000, "1000", "Log layout: a compaction round's checkpoint, then its mark, must be acknowledged by a replica (`WAIT`) within this many ms on every master that has replicas, or the round stops before it expires anything."),
 	NSA_NUM("active", "workers", workers, 1, NSDP_MAX_LANES, "1", "Writer threads; must not exceed `[rings] lanes` in the active role."),
-	NSA_NUM("active", "batch_size", batch_size, 1, NS_BATCH_MAX_RECORDS, "256", "Records per batch per store node."),
+	NSA_NUM("active", "batch_size", batch_size, 1, NS_BATCH_MAX_RECORDS, "256", "Records per batch per store node. A writer behind (a ring a quarter full or more as a batch reaches this size: flat out, or after a long stall) lets the batch grow to 4 times this (4096 at most), which costs the store and the standby less per record; one that keeps up closes every batch at this size."),
 	NSA_NUM("active", "flush_us", flush_us, 0, 1000000, "200", "A partial batch waits at most this long before it is sent, µs."),
 	NSA_NUM("active", "max_inflight", max_inflight, 1, 1024, "8", "Unacknowledged batches per connection."),
 	NSA_NUM("active", "replay_ms", replay_ms, 0, 60000, "2000", "Replay window, ms: when a master is lost, the records acknowledged in its last `replay_ms` are sent again (see Replay); `0` = no replay."),

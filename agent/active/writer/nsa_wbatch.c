@@ -33,9 +33,17 @@
 
 /* ---- batches ---------------------------------------------------------- */
 
-struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
+unsigned int nsa_batch_cap(const struct nsa_writer *w)
 {
 	unsigned int bs = w->a->conf.batch_size;
+
+	return bs > NS_BATCH_MAX_RECORDS / NSA_BATCH_GROW ? NS_BATCH_MAX_RECORDS
+							  : bs * NSA_BATCH_GROW;
+}
+
+struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
+{
+	unsigned int bs = nsa_batch_cap(w);
 	struct nsa_batch *b = w->free_batches;
 
 	if (b != NULL) {
@@ -61,6 +69,7 @@ struct nsa_batch *nsa_batch_get(struct nsa_writer *w)
 	}
 	b->next_free = NULL;
 	b->count = 0;
+	b->grows = 0;
 	b->lines = 0;
 	b->epoch = w->a->conf.epoch;
 	b->pending = 0;

@@ -10,6 +10,9 @@
 
 #include "nsa_writer.h"
 
+/* The most records a batch holds: [active] batch_size times
+ * NSA_BATCH_GROW, NS_BATCH_MAX_RECORDS at most (nsa_batch_push). */
+unsigned int nsa_batch_cap(const struct nsa_writer *w);
 /* An empty batch, opened now with the next wseq; NULL without memory. */
 struct nsa_batch *nsa_batch_get(struct nsa_writer *w);
 void nsa_batch_put(struct nsa_writer *w, struct nsa_batch *b);

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rte_ring.h>
+
 #include "nsa_log.h"
 #include "nsa_wbatch.h"
 #include "nsa_wpipe.h"
@@ -314,8 +316,39 @@ void nsa_log_resync_send(struct nsa_writer *w)
 	}
 }
 
+/* Whether the writer is behind: one of its lanes holds a quarter of its
+ * capacity or more (16 384 records of the default 65 536, some 40 ms of a
+ * 400 000 /s stream: a stream flat out, or the backlog of a long stall). */
+static int lanes_behind(const struct nsa_writer *w)
+{
+	unsigned int l;
+
+	for (l = 0; l < w->n_lanes; l++) {
+		const struct rte_ring *r = w->lanes[l]->ring;
+
+		if (rte_ring_count(r) >= rte_ring_get_capacity(r) / 4)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether b, at batch_size records or more, stays open: it grows up to
+ * nsa_batch_cap() when, as it reached batch_size, the writer was behind
+ * (lanes_behind). The records waiting would wait for a batch anyway, and
+ * one larger batch costs the store, the standby and the writer less per
+ * record than several (a segment and a notification each): a stream flat
+ * out gets batches of up to NSA_BATCH_GROW times batch_size, one that
+ * keeps up (or is behind by less) gets batch_size, its lag untouched. A
+ * growing batch still closes when its oldest record has waited flush_us. */
+static int batch_grows(const struct nsa_writer *w, struct nsa_batch *b)
+{
+	if (b->count == w->a->conf.batch_size)
+		b->grows = lanes_behind(w);
+	return b->grows && b->count < nsa_batch_cap(w);
+}
+
 /* Count s, just encoded (len bytes) at the end of c's open batch, into it,
- * and close the batch once it is full. */
+ * and close the batch once it is full (batch_grows). */
 int nsa_batch_push(struct nsa_writer *w, struct nsa_link *c,
 		   const struct ns_session *s, uint8_t rflag, size_t len)
 {
@@ -337,7 +370,7 @@ int nsa_batch_push(struct nsa_writer *w, struct nsa_link *c,
 	b->lines++;
 	if (s->epoch > b->epoch)
 		b->epoch = s->epoch;
-	if (b->count >= w->a->conf.batch_size)
+	if (b->count >= w->a->conf.batch_size && !batch_grows(w, b))
 		return nsa_batch_close(w, c);
 	return 0;
 }

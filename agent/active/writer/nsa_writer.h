@@ -33,6 +33,10 @@
 #include "nsdp_stat.h"
 
 #define NSA_BURST 256
+/* A batch at [active] batch_size grows up to this many times that
+ * (NS_BATCH_MAX_RECORDS at most) when the writer is behind: a lane a
+ * quarter full (nsa_batch_push). */
+#define NSA_BATCH_GROW 4
 #define NSA_MAX_CONNS (NSA_MAX_NODES + 8)
 #define NSA_MAX_ASK 32
 #define NSA_MAX_LOGGED_KINDS 16
@@ -80,6 +84,9 @@ struct nsa_batch {
 	uint64_t wseq; /* writer-wide opening order, merges resends */
 	uint64_t open_ns;
 	unsigned int count; /* records */
+	/* Reached batch_size while the writer was behind: closes at
+	 * nsa_batch_cap() instead. */
+	int grows;
 	/* Lines in sess, rflags and ticket: an IPv6 record takes two (its
 	 * second line flagged NSA_REC_LINE2), so a record's entry is at its
 	 * head's line. */
@@ -102,9 +109,9 @@ struct nsa_batch {
 	uint16_t channel_slot;
 	int lost, taken, rewrite;
 	uint64_t lost_ns;
-	struct ns_session *sess; /* [2 * batch_size] lines, for resending */
-	uint8_t *rflags; /* [2 * batch_size] NSA_REC_* per line */
-	uint64_t *ticket; /* [2 * batch_size] settle ledger ids, 0: none */
+	struct ns_session *sess; /* [2 * nsa_batch_cap()] lines, to resend */
+	uint8_t *rflags; /* [2 * nsa_batch_cap()] NSA_REC_* per line */
+	uint64_t *ticket; /* [2 * nsa_batch_cap()] settle ledger ids, 0: none */
 	uint8_t *body; /* ns_batch header + records in wire form */
 	size_t body_len;
 	/* Log layout: while its segment is sent and not yet answered, the
