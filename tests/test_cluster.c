@@ -273,8 +273,8 @@ Test(cluster_live, every_master_lets_a_subscribers_backlog_reach_256_MiB)
 {
 	for (int i = 0; i < CLUSTER_MASTERS; i++) {
 		redisContext *c = raw_connect(CLUSTER_PORT + i);
-		redisReply *r =
-			redisCommand(c, "CONFIG GET client-output-buffer-limit");
+		redisReply *r = redisCommand(
+			c, "CONFIG GET client-output-buffer-limit");
 
 		cr_assert(r && r->type == REDIS_REPLY_ARRAY &&
 				  r->elements == 2 &&
