@@ -25,6 +25,15 @@ NATSYNC_PACKAGES+=(keepalived)
 
 ns_say() { echo "==> $*" >&2; }
 
+# The median of the numbers on stdin, one a line (the mean of the middle
+# two for an even count; 0 for none). The benchmarks' summaries use it.
+ns_median() {
+	sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) { print 0; exit }
+		print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+	}'
+}
+
 # ns_alive PID: whether process PID runs. One that exited but is not yet
 # reaped (a zombie) does not: a program started in the background of a
 # shell that has gone is reaped by init, which may take seconds.

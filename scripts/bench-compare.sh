@@ -98,14 +98,6 @@ ratios() {
 	}'
 }
 
-# The median of the numbers on stdin, one a line.
-median() {
-	sort -g | awk '{ v[NR] = $1 } END {
-		if (NR == 0) { print 0; exit }
-		printf "%.2f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-	}'
-}
-
 all=()
 for run in $(seq 1 "$runs"); do
 	measure
@@ -131,7 +123,8 @@ echo "RATE natsync=$natsync_rate value_bytes=$natsync_value (standby attached, s
 echo "RATE natsync-log=$log_rate value_bytes=$(field "$log_line" value_bytes) (log layout, standby attached, standby_match=$(field "$log_line" standby_match), standby_resubscribes=$(field "$log_line" standby_resubscribes))"
 # The median of one ratio over the runs (its name holds a slash: no sed).
 of_all() {
-	printf '%s\n' "${all[@]}" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }' | median
+	printf '%.2f' "$(printf '%s\n' "${all[@]}" | tr ' ' '\n' |
+		awk -F= -v k="$1" '$1 == k { print $2 }' | ns_median)"
 }
 echo "RATIO natsync/redis-benchmark=$(of_all natsync/redis-benchmark)" \
 	"natsync-log/redis-benchmark=$(of_all natsync-log/redis-benchmark)" \

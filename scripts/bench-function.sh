@@ -84,9 +84,8 @@ for ((i = 0; i < runs; i++)); do
 	fcall+=("$(run fcall)")
 	echo "RUN records=$records batches=$batches pair=${pair[-1]} fcall=${fcall[-1]}"
 done
-median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-p=$(median "${pair[@]}")
-f=$(median "${fcall[@]}")
+p=$(printf '%s\n' "${pair[@]}" | ns_median)
+f=$(printf '%s\n' "${fcall[@]}" | ns_median)
 awk -v r="$records" -v p="$p" -v f="$f" 'BEGIN {
 	printf "FUNCTION records=%d pair=%d fcall=%d fcall/pair=%.2f\n", r, p, f, f / p
 }'

@@ -92,13 +92,12 @@ for ((i = 1; i <= runs; i++)); do
 	done
 done
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for r in "${rate_list[@]}"; do
 	# shellcheck disable=SC2086
 	sorted=$(printf '%s\n' ${p99s[$r]} | sort -n)
 	# shellcheck disable=SC2086
 	echo "RESULT lag rate=$r runs=$runs" \
-		"p99_us=$(printf '%s\n' "$sorted" | head -1)/$(printf '%s\n' "$sorted" | median)/$(printf '%s\n' "$sorted" | tail -1)" \
-		"p50_us_median=$(printf '%s\n' ${p50s[$r]} | median)" \
+		"p99_us=$(printf '%s\n' "$sorted" | head -1)/$(printf '%s\n' "$sorted" | ns_median)/$(printf '%s\n' "$sorted" | tail -1)" \
+		"p50_us_median=$(printf '%s\n' ${p50s[$r]} | ns_median)" \
 		"under_2ms=$(printf '%s\n' "$sorted" | awk '$1 <= 2000' | wc -l)"
 done
