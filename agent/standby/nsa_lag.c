@@ -12,21 +12,6 @@
 #include "nsa_lag.h"
 #include "nsdp_time.h"
 
-unsigned int nsa_lag_bucket(uint64_t us)
-{
-	unsigned int e;
-
-	if (us < NSA_STANDBY_LAG_SUB)
-		return (unsigned int)us;
-	e = 63 - (unsigned int)__builtin_clzll(us);
-	if (e >= NSA_STANDBY_LAG_TOP_EXP)
-		return NSA_STANDBY_LAG_BUCKETS - 1;
-	return NSA_STANDBY_LAG_SUB +
-	       (e - NSA_STANDBY_LAG_SUB_EXP) * NSA_STANDBY_LAG_SUB +
-	       (unsigned int)(us >> (e - NSA_STANDBY_LAG_SUB_EXP)) -
-	       NSA_STANDBY_LAG_SUB;
-}
-
 /* The largest lag bucket b holds (not for the last, open-ended one). */
 static uint64_t lag_bucket_top(unsigned int b)
 {
@@ -70,6 +55,7 @@ uint64_t nsa_lag_percentile_us(const uint64_t hist[NSA_STANDBY_LAG_BUCKETS],
 void nsa_lag_batch_init(struct nsa_lag_batch *lb)
 {
 	lb->n = 0;
+	lb->stamped = 0;
 	lb->ns_per_tsc = rte_get_tsc_hz() ? 1e9 / (double)rte_get_tsc_hz() : 0;
 }
 
@@ -80,17 +66,19 @@ void nsa_lag_batch_end(struct nsa_lag_batch *lb,
 		       void *arg)
 {
 	uint64_t now = nsdp_realtime_ns(), tsc_now = rte_rdtsc();
-	uint64_t sent = lb->sent_ns;
+	uint64_t sent = lb->sent_ns, tsc = 0, at = now;
 	uint32_t i;
 
-	for (i = 0; i < lb->n; i++) {
-		uint64_t at = now - (uint64_t)((double)(tsc_now - lb->tsc[i]) *
-					       lb->ns_per_tsc);
-		struct nsa_lag l = {
-			.total_us =
-				at > lb->ts[i] ? (at - lb->ts[i]) / 1000 : 0,
-		};
+	for (i = 0; i < lb->stamped; i++) {
+		struct nsa_lag l = {0};
 
+		/* Records stamped together share their time. */
+		if (i == 0 || lb->tsc[i] != tsc) {
+			tsc = lb->tsc[i];
+			at = now - (uint64_t)((double)(tsc_now - tsc) *
+					      lb->ns_per_tsc);
+		}
+		l.total_us = at > lb->ts[i] ? (at - lb->ts[i]) / 1000 : 0;
 		if (sent) {
 			l.send_us = sent > lb->ts[i] ? (sent - lb->ts[i]) / 1000
 						     : 0;
@@ -99,5 +87,6 @@ void nsa_lag_batch_end(struct nsa_lag_batch *lb,
 		record(arg, &l);
 	}
 	lb->n = 0;
+	lb->stamped = 0;
 	lb->sent_ns = 0;
 }

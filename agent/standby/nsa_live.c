@@ -227,6 +227,7 @@ static void batch_apply(struct nsa_standby *sb, const struct ns_batch_hdr *h,
 				nsa_commit_take(sb->ct, sb->table, s, &seen);
 			nsa_lag_batch_mark(&sb->lag, s->timestamp_ns);
 		}
+		nsa_lag_batch_stamp(&sb->lag);
 	} while (got == LIVE_CHUNK);
 	nsa_lag_batch_end(&sb->lag, lag_record, &sb->st);
 	SB_STAT_ADD(sb, batches, 1);
