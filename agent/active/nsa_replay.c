@@ -18,8 +18,13 @@
  * liveness, and freezes the window while it retries) and the counters.
  */
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "nsa_replay.h"
 
@@ -69,6 +74,37 @@ void nsa_replay_trim(struct nsa_replay *r, uint64_t cutoff)
 		replay_evict(r, cutoff);
 }
 
+/* The window is megabytes written once and read back only after a lost
+ * master (and its oldest record's time as it leaves): streaming stores
+ * skip reading each line in before it is written, and keep the window
+ * from evicting the writer's own working set. The writer's thread alone
+ * reads the window, which sees its own stores in order. */
+static void rec_write(struct nsa_replay_rec *rec, const struct ns_session *s,
+		      uint64_t wseq, uint64_t acked_ns)
+{
+#ifdef __SSE2__
+	_Static_assert(sizeof(*rec) == 80 && sizeof(*s) == 64 &&
+			       offsetof(struct nsa_replay_rec, wseq) == 64 &&
+			       offsetof(struct nsa_replay_rec, acked_ns) == 72,
+		       "a replay record is five 16-byte stores");
+	if (((uintptr_t)rec & 15) == 0) {
+		__m128i *d = (__m128i *)rec;
+		const __m128i *v = (const __m128i *)s;
+
+		_mm_stream_si128(d, _mm_loadu_si128(v));
+		_mm_stream_si128(d + 1, _mm_loadu_si128(v + 1));
+		_mm_stream_si128(d + 2, _mm_loadu_si128(v + 2));
+		_mm_stream_si128(d + 3, _mm_loadu_si128(v + 3));
+		_mm_stream_si128(d + 4, _mm_set_epi64x((long long)acked_ns,
+						       (long long)wseq));
+		return;
+	}
+#endif
+	rec->s = *s;
+	rec->wseq = wseq;
+	rec->acked_ns = acked_ns;
+}
+
 int nsa_replay_keep(struct nsa_replay *r, const struct ns_session *s,
 		    uint64_t wseq, uint64_t acked_ns, uint64_t cutoff)
 {
@@ -82,11 +118,9 @@ int nsa_replay_keep(struct nsa_replay *r, const struct ns_session *s,
 	if (pos >= r->cap)
 		pos -= r->cap;
 	rec = &r->rp[pos];
-	rec->s = *s;
+	rec_write(rec, s, wseq, acked_ns);
 	if (ns_session_lines(s) == 2)
 		r->v6[pos] = *ns_session_v6_of(s);
-	rec->wseq = wseq;
-	rec->acked_ns = acked_ns;
 	r->count++;
 	return early;
 }
