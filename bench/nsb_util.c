@@ -54,14 +54,11 @@ int nsb_conf_set(struct nsa_config *conf, const char *fmt, ...)
 struct nsa_active *nsb_writers_start(const struct nsa_config *conf,
 				     struct nsa_source *src, const char *who)
 {
-	struct nsa_active *active =
-		nsa_active_create(conf, src->lanes, src->n_lanes);
+	struct nsa_active *active = nsa_source_replicate(src, conf);
 
-	if (active && nsa_active_start(active) == 0)
-		return active;
-	NSA_ERR("%s: cannot start the writers", who);
-	nsb_writers_stop(active);
-	return NULL;
+	if (!active)
+		NSA_ERR("%s: the writers did not start", who);
+	return active;
 }
 
 void nsb_writers_stop(struct nsa_active *active)

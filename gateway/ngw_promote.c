@@ -262,6 +262,8 @@ static void gw_writers_start(struct gw *g, uint32_t epoch)
 
 	c.epoch = epoch;
 	g->active = nsa_active_create(&c, &g->lane, 1);
+	if (g->active)
+		nsa_active_polling_lcores(g->active, &g->fwd_lcore, 1);
 	if (!g->active || nsa_active_start(g->active) != 0)
 		NSA_ERR("promote: cannot start the replication writers; "
 			"the gateway forwards but does not replicate");

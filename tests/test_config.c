@@ -145,6 +145,7 @@ static void nst_expect_error(const char *text, const char *want)
 	X(num, max_inflight, 8, 1024) \
 	X(num, replay_ms, 2000, 0) \
 	X(num, replay_records, 131072, 16777216) \
+	X(str, writer_cpus, "auto", "0,2-3") \
 	X(num, lanes, 1, 4) \
 	X(num, ring_size, 65536, 1024) \
 	X(num, attach, 0, 1) \
@@ -298,6 +299,7 @@ static const char full_ini[] =
 	"  max_inflight = 1024\n"
 	"  replay_ms = 0\n"
 	"  replay_records = 16777216\n"
+	"writer_cpus = 0,2-3\n"
 	"\n"
 	"[rings]\n"
 	"lanes = 4\n"
@@ -376,7 +378,7 @@ Test(config, unknown_key_is_rejected_with_file_line_section_key)
 	nst_expect_error("[active]\nworkers = 1\nbogus = 3\n",
 			 "agent.ini:3: [active] bogus: unknown key (known: "
 			 "workers, batch_size, flush_us, max_inflight, "
-			 "replay_ms, replay_records)");
+			 "replay_ms, replay_records, writer_cpus)");
 }
 
 Test(config, unknown_section_is_rejected)
@@ -581,6 +583,60 @@ Test(config, set_errors_name_the_key)
 	cr_assert_str_eq(err, "--set batch_size=1: expected section.key=value");
 	cr_assert_eq(nsa_config_set(&c, "active.batch_size", err, sizeof(err)),
 		     -1);
+}
+
+/* writer_cpus: auto and all as they are, a list of CPUs this process may
+ * run on; anything else refused at finish, naming the key and why. */
+Test(config, writer_cpus_takes_auto_all_or_a_list_of_cpus_this_host_has)
+{
+	static const struct {
+		const char *value, *err;
+	} cases[] = {
+		{"auto", NULL},
+		{"all", NULL},
+		{"0", NULL},
+		{"0-0,0", NULL},
+		{"1-0", "[active] writer_cpus: range 1-0 is backwards"},
+		{"4096", "[active] writer_cpus: CPU 4096 is not one this "
+			 "process may run on"},
+		{"0,", "[active] writer_cpus: '0,' is not a CPU list"},
+		{"", "[active] writer_cpus: '' is not a CPU list"},
+		{"any", "[active] writer_cpus: 'any' is not a CPU list"},
+		{"0-", "[active] writer_cpus: '0-' is not a CPU list"},
+	};
+	cpu_set_t set;
+	char err[512], buf[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct nsa_config c;
+		int rc;
+
+		nsa_config_defaults(&c);
+		snprintf(c.writer_cpus, sizeof(c.writer_cpus), "%s",
+			 cases[i].value);
+		err[0] = '\0';
+		rc = nsa_config_finish(&c, err, sizeof(err));
+		if (!cases[i].err) {
+			cr_expect_eq(rc, 0, "'%s': %s", cases[i].value, err);
+			continue;
+		}
+		cr_expect_eq(rc, -1, "'%s' was taken", cases[i].value);
+		cr_expect_eq(strncmp(err, cases[i].err, strlen(cases[i].err)),
+			     0, "'%s': %s", cases[i].value, err);
+	}
+	cr_assert_eq(nsa_cpu_list_parse("0,0", &set, err, sizeof(err)), 0);
+	nsa_cpu_list_format(&set, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "0");
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	CPU_SET(2, &set);
+	CPU_SET(3, &set);
+	CPU_SET(5, &set);
+	nsa_cpu_list_format(&set, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "0,2-3,5");
+	CPU_ZERO(&set);
+	nsa_cpu_list_format(&set, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "none");
 }
 
 /* Defaults, password_file = path, then finish. */

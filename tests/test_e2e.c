@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nsdp_time.h"
@@ -45,6 +46,7 @@
 #define LOG_LOST_PORT 7456
 #define MIX_PORT 7411
 #define LOG_MIX_PORT 7711
+#define CPUS_PORT 7414
 #define PAIRS_PORT 7470 /* 3 nodes: 7470-7472 */
 #define LOG_PAIRS_PORT 7475 /* 3 nodes: 7475-7477 */
 
@@ -1136,4 +1138,73 @@ Test(e2e, a_hung_store_costs_an_active_promote_wait_ms_not_one_per_seed)
 	printf("hung store: provisional epoch %.0f ms after the active "
 	       "started (%d seeds, promote_wait_ms %d)\n",
 	       took * 1e3, HUNG_SEEDS, HUNG_WAIT_MS);
+}
+
+static void cpus_down(void)
+{
+	nst_store_stop(CPUS_PORT);
+}
+
+/* Start an active whose synthetic source polls on lcore 1 (CPU 1) with
+ * [active] writer_cpus = value; 0 when its writer thread came to run on
+ * the CPU list want (its Cpus_allowed_list in /proc), within 10 s. */
+static int writer_runs_on(const char *value, const char *want)
+{
+	char text[2048], seeds[32];
+	int pid, n, rc = 1;
+
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", CPUS_PORT);
+	n = nst_agent_ini(text, sizeof(text), "active", 1, 0, 256, "0-1",
+			  seeds);
+	snprintf(text + n, sizeof(text) - n,
+		 "[active]\nwriter_cpus = %s\n[rings]\nlanes = 1\n"
+		 "[source]\ntype = synth\nflows = 100\nevents = 1000000\n"
+		 "rate = 1000\n",
+		 value);
+	nst_write_file(nst_run_path("active.ini"), text);
+	pid = nst_agent_spawn("active", "");
+	for (int i = 0; i < 100 && rc != 0 && nst_running(pid); i++) {
+		nsdp_sleep_ms(100);
+		rc = nst_sh("for t in /proc/%d/task/*; do "
+			    "[ \"$(cat $t/comm)\" = nsa-writer-0 ] && "
+			    "awk '/^Cpus_allowed_list/ {print $2}' $t/status; "
+			    "done > %s; grep -qx '%s' %s",
+			    pid, nst_run_path("writer.cpus"), want,
+			    nst_run_path("writer.cpus"));
+	}
+	nst_sh("printf 'writer_cpus = %s: the writer runs on ' >&2; "
+	       "cat %s >&2; tail -n 5 %s >&2",
+	       value, nst_run_path("writer.cpus"), nst_run_path("active.log"));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return rc;
+}
+
+/* A writer that shares a CPU with a polling lcore waits for it while the
+ * lcore waits for the writer: writer_cpus = auto keeps the writers off
+ * the synthetic source's CPUs, a list pins them, all leaves them be. */
+Test(e2e, writer_cpus_auto_keeps_the_writers_off_the_source_lcores_cpus,
+     .fini = cpus_down)
+{
+	const long online = sysconf(_SC_NPROCESSORS_ONLN);
+	char others[32], every[32];
+
+	cr_assert_geq(online, 2, "needs 2 CPUs: the source's and another");
+	/* Every CPU but 1, the source's: "0" or "0,2-N". */
+	if (online == 2)
+		snprintf(others, sizeof(others), "0");
+	else if (online == 3)
+		snprintf(others, sizeof(others), "0,2");
+	else
+		snprintf(others, sizeof(others), "0,2-%ld", online - 1);
+	snprintf(every, sizeof(every), "0-%ld", online - 1);
+	nst_run_dir_make("e2e-writer-cpus");
+	cr_assert_eq(nst_store_start(CPUS_PORT, 0, 0), 0);
+	cr_expect_eq(writer_runs_on("auto", others), 0,
+		     "auto: the writer is not on CPUs %s", others);
+	cr_expect(nst_run_file_has("active.log", "writers on CPUs"));
+	cr_expect_eq(writer_runs_on("all", every), 0,
+		     "all: the writer is not on CPUs %s", every);
+	cr_expect_eq(writer_runs_on("1", "1"), 0,
+		     "1: the writer is not on CPU 1");
 }

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,8 @@
 #include "nsa_wreply.h"
 #include "nsa_wsettle.h"
 #include "nsdp_time.h"
+
+#include <rte_lcore.h>
 
 /* A connection with replies due and silent for this long is dead. */
 #define NSA_REPLY_TIMEOUT_NS (5000ull * 1000000ull)
@@ -273,6 +276,12 @@ static void *writer_main(void *arg)
 
 	snprintf(name, sizeof(name), "nsa-writer-%u", w->idx);
 	pthread_setname_np(pthread_self(), name);
+	if (w->a->writer_pinned &&
+	    pthread_setaffinity_np(pthread_self(), sizeof(w->a->writer_set),
+				   &w->a->writer_set) != 0)
+		NSA_WARN("writer %u: could not keep to [active] writer_cpus "
+			 "(%s): it runs on any CPU",
+			 w->idx, strerror(errno));
 	w->now_ns = nsdp_mono_ns();
 	if (nsa_writer_connect(w) != 0)
 		return NULL;
@@ -389,6 +398,60 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 	return a;
 }
 
+void nsa_active_polling_lcores(struct nsa_active *a, const unsigned int *lcores,
+			       unsigned int n)
+{
+	CPU_ZERO(&a->polling);
+	for (unsigned int i = 0; i < n; i++) {
+		rte_cpuset_t cs = rte_lcore_cpuset(lcores[i]);
+
+		CPU_OR(&a->polling, &a->polling, &cs);
+	}
+}
+
+/* [active] writer_cpus: the set the writers keep to, or none (pinned 0).
+ * auto: the online CPUs less those of the lcores that poll (a writer that
+ * shares a CPU with one waits for it while the lcore waits for the writer:
+ * flat out on 2 CPUs, 3.9-4.9 M records/s against 5.7-6.9 M with the
+ * writer elsewhere), unless there are none or that leaves none. */
+static void writer_cpus_resolve(struct nsa_active *a)
+{
+	const char *want = a->conf.writer_cpus;
+	const long online = sysconf(_SC_NPROCESSORS_ONLN);
+	char why[160], list[256];
+
+	a->writer_pinned = 0;
+	if (strcmp(want, "all") == 0)
+		return;
+	if (strcmp(want, "auto") != 0) {
+		if (nsa_cpu_list_parse(want, &a->writer_set, why,
+				       sizeof(why)) != 0) {
+			NSA_WARN("active: [active] writer_cpus: %s: writers "
+				 "run on any CPU",
+				 why);
+			return;
+		}
+		a->writer_pinned = 1;
+		return;
+	}
+	if (CPU_COUNT(&a->polling) == 0)
+		return;
+	CPU_ZERO(&a->writer_set);
+	for (long c = 0; c < online && c < CPU_SETSIZE; c++)
+		if (!CPU_ISSET(c, &a->polling))
+			CPU_SET(c, &a->writer_set);
+	if (CPU_COUNT(&a->writer_set) == 0) {
+		NSA_INFO("active: writer_cpus = auto: a polling lcore runs on "
+			 "every CPU; writers run on any CPU");
+		return;
+	}
+	nsa_cpu_list_format(&a->writer_set, list, sizeof(list));
+	NSA_INFO("active: writers on CPUs %s (writer_cpus = auto: not on "
+		 "the CPUs of the lcores that poll)",
+		 list);
+	a->writer_pinned = 1;
+}
+
 int nsa_active_start(struct nsa_active *a)
 {
 	unsigned int i;
@@ -396,6 +459,7 @@ int nsa_active_start(struct nsa_active *a)
 
 	if (a == NULL || a->running)
 		return -EINVAL;
+	writer_cpus_resolve(a);
 	__atomic_store_n(&a->stop, 0, __ATOMIC_SEQ_CST);
 	for (i = 0; i < a->n_writers; i++) {
 		rc = pthread_create(&a->w[i]->thread, NULL, writer_main,

@@ -35,6 +35,13 @@ struct nsa_active *nsa_active_create(const struct nsa_config *conf,
 				     struct nsdp_lane **lanes,
 				     unsigned int n_lanes);
 
+/* The EAL lcores of this process that poll (the synthetic source's, the
+ * gateway's forwarding lcore):
+ * [active] writer_cpus = auto keeps the writers off their CPUs. Before
+ * nsa_active_start; none by default. */
+void nsa_active_polling_lcores(struct nsa_active *a, const unsigned int *lcores,
+			       unsigned int n);
+
 /* Start the writers. Each connects on its own thread, retrying with backoff
  * until stopped, so this does not wait for the store to be reachable. */
 int nsa_active_start(struct nsa_active *a);

@@ -352,6 +352,8 @@ struct nsa_active *nsa_source_replicate(struct nsa_source *src,
 	struct nsa_active *a =
 		nsa_active_create(conf, src->lanes, src->n_lanes);
 
+	if (a && src->synth)
+		nsa_active_polling_lcores(a, src->lcores, src->n_lanes);
 	if (a && nsa_active_start(a) == 0)
 		return a;
 	NSA_ERR("active: cannot start the writers");

@@ -407,6 +407,17 @@ int nsa_config_finish(struct nsa_config *c, char *err, size_t errlen)
 			 c->workers, c->lanes);
 		return -1;
 	}
+	if (strcmp(c->writer_cpus, "auto") != 0 &&
+	    strcmp(c->writer_cpus, "all") != 0) {
+		cpu_set_t set;
+		char why[160];
+
+		if (nsa_cpu_list_parse(c->writer_cpus, &set, why,
+				       sizeof(why)) != 0) {
+			snprintf(err, errlen, "[active] writer_cpus: %s", why);
+			return -1;
+		}
+	}
 	if (c->password_file[0] &&
 	    nsa_read_secret("password_file", c->password_file,
 			    c->store.password, sizeof(c->store.password), &len,

@@ -9,6 +9,7 @@
 #define NSA_CONFIG_H
 
 #include <limits.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +71,9 @@ struct nsa_config {
 	 * writer. */
 	unsigned int replay_ms;
 	unsigned int replay_records;
+	/* The CPUs the writer threads run on: "auto", "all" or a list
+	 * (nsa_cpu_list_parse). */
+	char writer_cpus[256];
 
 	/* [rings] */
 	unsigned int lanes; /* rings, one per producer lcore */
@@ -180,6 +184,14 @@ void nsa_config_print(const struct nsa_config *c, FILE *out);
 /* Print the Markdown reference of every key, the agent's and extra's (may
  * be NULL): docs/configuration.md below its marker line. */
 void nsa_config_reference(const struct nsa_key_table *extra, FILE *out);
+
+/* Parse a CPU list such as "0,2-3" into set: 0, or -1 with why (a CPU
+ * that is not online, a range backwards, text that is not a list). */
+int nsa_cpu_list_parse(const char *text, cpu_set_t *set, char *why,
+		       size_t whylen);
+
+/* Print set as a CPU list ("0,2-3"; "none" when empty) into buf. */
+void nsa_cpu_list_format(const cpu_set_t *set, char *buf, size_t len);
 
 /* Set [agent] epoch and what follows from it (the sources' records). */
 void nsa_config_set_epoch(struct nsa_config *c, uint32_t epoch);

@@ -85,6 +85,7 @@ static const struct nsa_key nsa_agent_keys[] = {
 	NSA_NUM("active", "max_inflight", max_inflight, 1, 1024, "8", "Unacknowledged batches per connection."),
 	NSA_NUM("active", "replay_ms", replay_ms, 0, 60000, "2000", "Replay window, ms: when a master is lost, the records acknowledged in its last `replay_ms` are sent again (see Replay); `0` = no replay."),
 	NSA_NUM("active", "replay_records", replay_records, 0, 16777216, "131072", "Most records each writer keeps for the replay window (80 bytes each); beyond it the oldest leave early (logged once). `0` = no replay."),
+	NSA_STR("active", "writer_cpus", writer_cpus, "auto", "The CPUs the writer threads run on: a list such as `0,2-3`; `auto`: every online CPU but those of the lcores that poll in the same process (the synthetic source's, natsync-gateway's forwarding lcore), so that a writer never waits behind one (any CPU when there are none or that leaves none); `all`: any CPU. An agent attached to a gateway's rings does not know the gateway's lcores: list the CPUs its fast path leaves free."),
 	NSA_NUM("rings", "lanes", lanes, 1, NSDP_MAX_LANES, "1", "Rings, one per producer lcore."),
 	NSA_POW2("rings", "ring_size", ring_size, 64, 16777216, "65536", "Records per ring."),
 	NSA_BOOL("rings", "attach", attach, "no", "`yes`: find the gateway's rings by name (agent as a DPDK secondary process); `no`: create them in this process."),

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -578,4 +579,85 @@ void nsa_key_describe(const struct nsa_key *k, char *buf, size_t len)
 		return;
 	}
 	snprintf(buf, len, "?");
+}
+
+/* A CPU list: numbers and ranges A-B separated by commas, every CPU online
+ * (its number below the count of configured CPUs and online now). */
+int nsa_cpu_list_parse(const char *text, cpu_set_t *set, char *why,
+		       size_t whylen)
+{
+	const long n_cpus = sysconf(_SC_NPROCESSORS_CONF);
+	cpu_set_t online;
+	const char *p = text;
+
+	CPU_ZERO(set);
+	if (sched_getaffinity(0, sizeof(online), &online) != 0)
+		CPU_ZERO(&online);
+	do {
+		char *end;
+		unsigned long lo, hi;
+
+		if (!isdigit((unsigned char)*p))
+			goto bad;
+		lo = hi = strtoul(p, &end, 10);
+		p = end;
+		if (*p == '-') {
+			if (!isdigit((unsigned char)p[1]))
+				goto bad;
+			hi = strtoul(p + 1, &end, 10);
+			p = end;
+		}
+		if (hi < lo) {
+			snprintf(why, whylen, "range %lu-%lu is backwards", lo,
+				 hi);
+			return -1;
+		}
+		for (unsigned long c = lo; c <= hi; c++) {
+			/* The agent's process may run on every online CPU
+			 * (its main thread is unpinned after EAL); a CPU
+			 * outside that set cannot take a thread. */
+			if (c >= (unsigned long)n_cpus || c >= CPU_SETSIZE ||
+			    (CPU_COUNT(&online) && !CPU_ISSET(c, &online))) {
+				snprintf(why, whylen,
+					 "CPU %lu is not one this process may "
+					 "run on (%ld CPUs configured)",
+					 c, n_cpus);
+				return -1;
+			}
+			CPU_SET(c, set);
+		}
+	} while (*p++ == ',');
+	if (p[-1] == '\0')
+		return 0;
+bad:
+	snprintf(why, whylen,
+		 "'%s' is not a CPU list (numbers and ranges such as 0,2-3)",
+		 text);
+	return -1;
+}
+
+void nsa_cpu_list_format(const cpu_set_t *set, char *buf, size_t len)
+{
+	size_t at = 0;
+	int c = 0;
+
+	buf[0] = '\0';
+	while (c < CPU_SETSIZE) {
+		int lo;
+
+		if (!CPU_ISSET(c, set)) {
+			c++;
+			continue;
+		}
+		lo = c;
+		while (c + 1 < CPU_SETSIZE && CPU_ISSET(c + 1, set))
+			c++;
+		if (at < len)
+			at += (size_t)snprintf(buf + at, len - at,
+					       lo == c ? "%s%d" : "%s%d-%d",
+					       at ? "," : "", lo, c);
+		c++;
+	}
+	if (at == 0)
+		snprintf(buf, len, "none");
 }

@@ -274,6 +274,10 @@ struct nsa_active {
 	uint64_t compactions, compact_bytes;
 	uint64_t compact_peak, compact_marks_refused;
 	uint64_t compact_lease_skipped;
+	/* [active] writer_cpus resolved at start (writer_pinned 0: any CPU),
+	 * auto from the CPUs of the lcores that poll (nsa_active_polling_lcores). */
+	cpu_set_t writer_set, polling;
+	int writer_pinned;
 	struct nsa_writer *w[];
 };
 
