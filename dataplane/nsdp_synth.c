@@ -77,9 +77,11 @@
 #define NSDP_SYNTH_SLEEP_NS 20000u
 /* A paced worker's events go in bursts of this many at least. */
 #define NSDP_SYNTH_QUANTUM 32u
-/* Spins on a full ring before each short sleep. */
+/* Spins on a full ring before each short sleep; the sleeps double while
+ * the same burst waits, up to 8 times the first. */
 #define NSDP_SYNTH_FULL_SPINS 256
 #define NSDP_SYNTH_FULL_NAP_NS 20000u
+#define NSDP_SYNTH_FULL_NAP_DOUBLINGS 3u
 #define NSDP_SYNTH_MAX_NAP_NS 50000000ull
 
 /* State a burst overwrote, to restore flows whose record the ring refused. */
@@ -320,6 +322,23 @@ static int nsdp_synth_put(const struct nsdp_synth *s, struct nsdp_lane *lane,
 	return 1;
 }
 
+/* One wait on a full ring: a pause, or after NSDP_SYNTH_FULL_SPINS of
+ * them a sleep, doubling with each sleep of the same burst (*naps, 0 at
+ * its start): a ring that stays full (the writers bound by the store)
+ * leaves the CPU to the store and the standby instead of spinning. */
+static void nsdp_synth_full_wait(struct nsdp_synth_worker *wk,
+				 unsigned int *naps)
+{
+	NSDP_STAT_INC(wk->full_waits);
+	if (wk->full_waits % NSDP_SYNTH_FULL_SPINS != 0) {
+		rte_pause();
+		return;
+	}
+	nsdp_sleep_ns(NSDP_SYNTH_FULL_NAP_NS
+		      << RTE_MIN(*naps, NSDP_SYNTH_FULL_NAP_DOUBLINGS));
+	(*naps)++;
+}
+
 /* The burst of a source with IPv6 flows, record by record: how many went
  * in, in order (waiting on a full ring unless wait_when_full is 0; then
  * the first refusal ends the burst, and the rest are dropped). */
@@ -328,7 +347,7 @@ static unsigned int nsdp_synth_put_burst(const struct nsdp_synth *s,
 					 unsigned int w, struct nsdp_lane *lane,
 					 unsigned int n)
 {
-	unsigned int j;
+	unsigned int j, naps = 0;
 
 	for (j = 0; j < n; j++) {
 		uint64_t i = wk->undo[j].k * s->nworkers + w;
@@ -340,11 +359,7 @@ static unsigned int nsdp_synth_put_burst(const struct nsdp_synth *s,
 			}
 			if (nsdp_synth_stopped(s))
 				return j;
-			NSDP_STAT_INC(wk->full_waits);
-			if (wk->full_waits % NSDP_SYNTH_FULL_SPINS == 0)
-				nsdp_sleep_ns(NSDP_SYNTH_FULL_NAP_NS);
-			else
-				rte_pause();
+			nsdp_synth_full_wait(wk, &naps);
 		}
 	}
 	return n;
@@ -511,7 +526,7 @@ static unsigned int nsdp_synth_enqueue_waiting(const struct nsdp_synth *s,
 					       struct nsdp_lane *lane,
 					       unsigned int n)
 {
-	unsigned int done = 0;
+	unsigned int done = 0, naps = 0;
 
 	for (;;) {
 		unsigned int got = rte_ring_sp_enqueue_burst_elem(
@@ -522,11 +537,7 @@ static unsigned int nsdp_synth_enqueue_waiting(const struct nsdp_synth *s,
 		done += got;
 		if (done == n || nsdp_synth_stopped(s))
 			return done;
-		NSDP_STAT_INC(wk->full_waits);
-		if (wk->full_waits % NSDP_SYNTH_FULL_SPINS == 0)
-			nsdp_sleep_ns(NSDP_SYNTH_FULL_NAP_NS);
-		else
-			rte_pause();
+		nsdp_synth_full_wait(wk, &naps);
 	}
 }
 
