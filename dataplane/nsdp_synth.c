@@ -42,7 +42,8 @@
  *
  * Not here: threads or lcore launching (callers run nsdp_synth_run() where
  * they like: an EAL lcore or a plain pthread; nothing depends on
- * rte_lcore_id()), and consuming the lanes.
+ * rte_lcore_id()), consuming the lanes, the PRNG (nsdp_prng.h), the final
+ * table's file (nsdp_synth_dump.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -57,8 +58,9 @@
 #include <rte_pause.h>
 #include <rte_prefetch.h>
 
-#include "nsdp_synth.h"
+#include "nsdp_prng.h"
 #include "nsdp_stat.h"
+#include "nsdp_synth.h"
 #include "nsdp_time.h"
 
 #define NSDP_SYNTH_BURST 32
@@ -120,40 +122,6 @@ struct nsdp_synth {
 	struct nsdp_lane *lanes[NSDP_MAX_LANES];
 	struct nsdp_synth_worker *workers;
 };
-
-static uint64_t nsdp_splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
-static inline uint64_t nsdp_rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-static inline uint64_t nsdp_xoshiro(uint64_t s[4])
-{
-	uint64_t r = nsdp_rotl(s[1] * 5, 7) * 9;
-	uint64_t t = s[1] << 17;
-
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = nsdp_rotl(s[3], 45);
-	return r;
-}
-
-/* Uniform in [0, n) without division (Lemire's multiply-shift). */
-static inline uint64_t nsdp_below(uint64_t s[4], uint64_t n)
-{
-	return (uint64_t)(((unsigned __int128)nsdp_xoshiro(s) * n) >> 64);
-}
 
 static inline uint64_t nsdp_flow_hash(uint64_t i)
 {
@@ -700,55 +668,4 @@ uint64_t nsdp_synth_final_table(const struct nsdp_synth *s,
 		fn(&r.s, arg);
 	}
 	return live;
-}
-
-struct nsdp_dump_ctx {
-	FILE *f;
-	int err;
-};
-
-static void nsdp_dump_one(const struct ns_session *r, void *arg)
-{
-	struct nsdp_dump_ctx *ctx = arg;
-	uint8_t buf[NS_RECORD_MAX_LEN];
-	int len;
-
-	if (ctx->err)
-		return;
-	len = ns_record_encode(r, buf, sizeof(buf));
-	if (len < 0) {
-		ctx->err = len;
-		return;
-	}
-	if (fwrite(buf, 1, (size_t)len, ctx->f) != (size_t)len)
-		ctx->err = -EIO;
-}
-
-int64_t nsdp_synth_dump(const struct nsdp_synth *s, const char *path)
-{
-	struct nsdp_dump_ctx ctx = {0};
-	char tmp[4096];
-	uint64_t n;
-
-	if (s == NULL || path == NULL)
-		return -EINVAL;
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	ctx.f = fopen(tmp, "wb");
-	if (ctx.f == NULL)
-		return -errno;
-	n = nsdp_synth_final_table(s, nsdp_dump_one, &ctx);
-	if (fflush(ctx.f) != 0 && ctx.err == 0)
-		ctx.err = -errno;
-	if (ctx.err == 0 && fsync(fileno(ctx.f)) != 0)
-		ctx.err = -errno;
-	if (fclose(ctx.f) != 0 && ctx.err == 0)
-		ctx.err = -errno;
-	if (ctx.err == 0 && rename(tmp, path) != 0)
-		ctx.err = -errno;
-	if (ctx.err != 0) {
-		unlink(tmp);
-		return ctx.err;
-	}
-	return (int64_t)n;
 }
