@@ -273,15 +273,17 @@ static void *writer_main(void *arg)
 	struct nsa_writer *w = arg;
 	uint64_t idle_since = 0;
 	char name[16];
+	int rc;
 
 	snprintf(name, sizeof(name), "nsa-writer-%u", w->idx);
 	pthread_setname_np(pthread_self(), name);
 	if (w->a->writer_pinned &&
-	    pthread_setaffinity_np(pthread_self(), sizeof(w->a->writer_set),
-				   &w->a->writer_set) != 0)
+	    (rc = pthread_setaffinity_np(pthread_self(),
+					 sizeof(w->a->writer_set),
+					 &w->a->writer_set)) != 0)
 		NSA_WARN("writer %u: could not keep to [active] writer_cpus "
 			 "(%s): it runs on any CPU",
-			 w->idx, strerror(errno));
+			 w->idx, strerror(rc));
 	w->now_ns = nsdp_mono_ns();
 	if (nsa_writer_connect(w) != 0)
 		return NULL;
@@ -412,8 +414,9 @@ void nsa_active_polling_lcores(struct nsa_active *a, const unsigned int *lcores,
 /* [active] writer_cpus: the set the writers keep to, or none (pinned 0).
  * auto: the online CPUs less those of the lcores that poll (a writer that
  * shares a CPU with one waits for it while the lcore waits for the writer:
- * flat out on 2 CPUs, 3.9-4.9 M records/s against 5.7-6.9 M with the
- * writer elsewhere), unless there are none or that leaves none. */
+ * natsync-bench flat out on 2 CPUs, median 6.2 M records/s with the writer
+ * off the source's CPU against 5.5 M left to the scheduler;
+ * docs/performance.md), unless there are none or that leaves none. */
 static void writer_cpus_resolve(struct nsa_active *a)
 {
 	const char *want = a->conf.writer_cpus;
@@ -432,6 +435,8 @@ static void writer_cpus_resolve(struct nsa_active *a)
 			return;
 		}
 		a->writer_pinned = 1;
+		NSA_INFO("active: writers on CPUs %s ([active] writer_cpus)",
+			 want);
 		return;
 	}
 	if (CPU_COUNT(&a->polling) == 0)
