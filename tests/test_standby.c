@@ -1288,16 +1288,28 @@ Test(standby, the_subscriber_runs_at_the_priority_configured,
 		int want_nice = level != NSA_PRIORITY_NORMAL && root && !want_rt
 					? NSA_STANDBY_NICE_HIGH
 					: base;
+		uint64_t lowered_at_sync;
 
 		standby_priority = level;
 		sb = standby_synced(CLUSTER_PORT, NSA_PUBLISH_AUTO, 10000);
+		/* The cold load may have had a quiet window (raised) and then
+		 * a busy one (lowered, held 1 s): by design, and seen under
+		 * AddressSanitizer on a loaded CI machine. A synced standby
+		 * with nothing to apply is never lowered: counted from the
+		 * close of the window the load ended in (a window closes at
+		 * most a poll, 100 ms, after it ends). */
+		usleep(3 * NSA_PRIO_WINDOW_NS / 1000);
+		nsa_standby_stats(sb, &st);
+		lowered_at_sync = st.subscriber_lowered;
 		priority_settled(sb, want_nice, want_rt, &st);
 		cr_assert_eq(st.subscriber_nice, want_nice,
 			     "priority %d: nice %d", level, st.subscriber_nice);
 		cr_assert_eq(st.subscriber_rtprio, want_rt,
 			     "priority %d: rtprio %d", level,
 			     st.subscriber_rtprio);
-		cr_assert_eq(st.subscriber_lowered, 0);
+		cr_assert_eq(st.subscriber_lowered, lowered_at_sync,
+			     "priority %d: lowered %lu times after the sync",
+			     level, (unsigned long)st.subscriber_lowered);
 		if (!want_rt)
 			cr_assert_eq(nst_sh("ps -L -o cls=,nice= -p %d | "
 					    "grep -qE '^ *TS +%d *$'",
