@@ -88,10 +88,18 @@ symbolizer=$(command -v llvm-symbolizer || true)
 # thread N." (it could not stop a thread that was exiting; it then counts
 # that thread's whole stack as reachable and reports any leak after the
 # line, in the same file) is printed and not counted: it finds nothing.
+# Nor is an empty file: the sanitizer opens its log as it begins to write
+# (LeakSanitizer as a process exits), and a process its test killed then
+# (SIGKILL after a grace period) leaves the file with no line; seen once in
+# a fresh-clone run whose 32 tests all passed.
 show_reports() {
 	local dir=$1 n=0 f
 	for f in "$dir"/report.*; do
 		[ -f "$f" ] || continue
+		if [ ! -s "$f" ]; then
+			ns_say "empty sanitizer log, not a report: $f (a process killed as its sanitizer began to write, most likely)"
+			continue
+		fi
 		if [ -s "$f" ] && ! grep -qv '^==[0-9]*==Unable to get registers from thread [0-9]*\.$' "$f"; then
 			ns_say "LeakSanitizer notice, not a report, $f: $(cat "$f")"
 			continue
