@@ -42,8 +42,8 @@
  *
  * Not here: threads or lcore launching (callers run nsdp_synth_run() where
  * they like: an EAL lcore or a plain pthread; nothing depends on
- * rte_lcore_id()), consuming the lanes, the PRNG (nsdp_prng.h), the final
- * table's file (nsdp_synth_dump.c).
+ * rte_lcore_id()), consuming the lanes, the PRNG (nsdp_prng.h), the table
+ * file's format and writing (nsdp_dump.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -58,6 +58,7 @@
 #include <rte_pause.h>
 #include <rte_prefetch.h>
 
+#include "nsdp_dump.h"
 #include "nsdp_prng.h"
 #include "nsdp_stat.h"
 #include "nsdp_synth.h"
@@ -668,4 +669,16 @@ uint64_t nsdp_synth_final_table(const struct nsdp_synth *s,
 		fn(&r.s, arg);
 	}
 	return live;
+}
+
+static uint64_t synth_walk(const void *s,
+			   void (*fn)(const struct ns_session *, void *),
+			   void *arg)
+{
+	return nsdp_synth_final_table(s, fn, arg);
+}
+
+int64_t nsdp_synth_dump(const struct nsdp_synth *s, const char *path)
+{
+	return nsdp_dump_write(path, synth_walk, s);
 }

@@ -16,6 +16,7 @@
 
 #include <rte_prefetch.h>
 
+#include "nsdp_dump.h"
 #include "nsdp_table_impl.h"
 
 /* ---- lookups ------------------------------------------------------ */
@@ -177,52 +178,16 @@ uint64_t nsdp_table_walk(const struct nsdp_table *t,
 	return n + nsdp_table6_walk(t, fn, arg);
 }
 
-struct dump_ctx {
-	FILE *f;
-	int64_t n;
-	int err;
-};
-
-static void dump_one(const struct ns_session *s, void *arg)
+static uint64_t table_walk(const void *t,
+			   void (*fn)(const struct ns_session *, void *),
+			   void *arg)
 {
-	struct dump_ctx *d = arg;
-	uint8_t rec[NS_RECORD_MAX_LEN];
-	int len;
-
-	if (d->err)
-		return;
-	len = ns_record_encode(s, rec, sizeof(rec));
-	if (len < 0) {
-		d->err = len;
-		return;
-	}
-	if (fwrite(rec, 1, (size_t)len, d->f) != (size_t)len)
-		d->err = -EIO;
-	d->n++;
+	return nsdp_table_walk(t, fn, arg);
 }
 
 int64_t nsdp_table_dump(const struct nsdp_table *t, const char *path)
 {
-	struct dump_ctx d = {0};
-	char tmp[4096];
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	d.f = fopen(tmp, "wb");
-	if (!d.f)
-		return -errno;
-	nsdp_table_walk(t, dump_one, &d);
-	if (fflush(d.f) != 0 && !d.err)
-		d.err = -errno;
-	if (fclose(d.f) != 0 && !d.err)
-		d.err = -EIO;
-	if (!d.err && rename(tmp, path) != 0)
-		d.err = -errno;
-	if (d.err) {
-		remove(tmp);
-		return d.err;
-	}
-	return d.n;
+	return nsdp_dump_write(path, table_walk, t);
 }
 
 void nsdp_table_stats(const struct nsdp_table *t, struct nsdp_table_stats *s)

@@ -1,21 +1,19 @@
 /*
- * nsdp_synth_dump.c - the synthetic source's final table written to a
- * file: every live flow's last record in its wire form, one after the
- * other (a table file for natsync-verify), through a temporary file that
- * is synced and renamed into place, so that a reader never sees half of
- * one.
+ * nsdp_dump.c - the table file (nsdp_dump.h): every session a walk gives,
+ * encoded, through a temporary file that is synced and renamed.
  *
- * Not here: which flows are live (nsdp_synth_final_table, nsdp_synth.c).
+ * Not here: which sessions (the walks: nsdp_table_walk, the synthetic
+ * source's nsdp_synth_final_table).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
 
-#include "ns_record.h"
-#include "nsdp_synth.h"
+#include "nsdp_dump.h"
 
 struct nsdp_dump_ctx {
 	FILE *f;
+	int64_t n;
 	int err;
 };
 
@@ -34,22 +32,23 @@ static void nsdp_dump_one(const struct ns_session *r, void *arg)
 	}
 	if (fwrite(buf, 1, (size_t)len, ctx->f) != (size_t)len)
 		ctx->err = -EIO;
+	ctx->n++;
 }
 
-int64_t nsdp_synth_dump(const struct nsdp_synth *s, const char *path)
+int64_t nsdp_dump_write(const char *path, nsdp_dump_walk_fn walk,
+			const void *src)
 {
 	struct nsdp_dump_ctx ctx = {0};
 	char tmp[4096];
-	uint64_t n;
 
-	if (s == NULL || path == NULL)
+	if (src == NULL || path == NULL)
 		return -EINVAL;
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 	ctx.f = fopen(tmp, "wb");
 	if (ctx.f == NULL)
 		return -errno;
-	n = nsdp_synth_final_table(s, nsdp_dump_one, &ctx);
+	walk(src, nsdp_dump_one, &ctx);
 	if (fflush(ctx.f) != 0 && ctx.err == 0)
 		ctx.err = -errno;
 	if (ctx.err == 0 && fsync(fileno(ctx.f)) != 0)
@@ -62,5 +61,5 @@ int64_t nsdp_synth_dump(const struct nsdp_synth *s, const char *path)
 		unlink(tmp);
 		return ctx.err;
 	}
-	return (int64_t)n;
+	return ctx.n;
 }
