@@ -621,20 +621,29 @@ void nsdp_table_entry_remove(struct nsdp_table *t, uint32_t pos)
 	pos_free(t, pos);
 }
 
-uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t)
+uint64_t nsdp_table_purge_slice(struct nsdp_table *t, uint32_t slices)
 {
-	uint64_t n = t->ext ? 0 : nsdp_table6_purge(t);
-	uint32_t i;
+	uint64_t n = t->ext ? 0 : nsdp_table6_purge_slice(t, slices);
+	uint32_t i = t->purge_at, left;
 
-	if (t->active_resyncs || t->tombstones == 0)
+	if (t->active_resyncs || t->tombstones == 0 || slices == 0)
 		return n;
-	for (i = 0; i < t->used_end; i++) {
+	left = t->used_end / slices + (t->used_end % slices != 0);
+	for (; left > 0 && t->tombstones > 0; left--, i++) {
+		if (i >= t->used_end)
+			i = 0;
 		if (packed_state(&t->entries[i].u.p) == ENTRY_TOMB) {
 			nsdp_table_entry_remove(t, i);
 			n++;
 		}
 	}
+	t->purge_at = i;
 	return n;
+}
+
+uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t)
+{
+	return nsdp_table_purge_slice(t, 1);
 }
 
 uint64_t nsdp_table_resync_finish(struct nsdp_table *t, uint64_t gen,

@@ -134,9 +134,17 @@ uint64_t nsdp_table_applied(const struct nsdp_table *t);
 uint64_t nsdp_table_resync_begin(struct nsdp_table *t);
 void nsdp_table_resync_abort(struct nsdp_table *t);
 
-/* Remove every tombstone when no resync is running (call periodically from
- * the writer thread). Returns how many were removed. */
+/* Remove every tombstone when no resync is running (the writer thread).
+ * Returns how many were removed. Its time grows with the table (about
+ * 7 ms for 250 000 positions and 50 000 tombstones on a Xeon vCPU): a
+ * thread with a latency to keep purges in slices instead. */
 uint64_t nsdp_table_purge_tombstones(struct nsdp_table *t);
+
+/* Remove the tombstones of the next 1/slices of the table's positions
+ * (in both families), where the last slice ended, when no resync is
+ * running (the writer thread): `slices` calls sweep every position once,
+ * whatever the table's size. Returns how many were removed. */
+uint64_t nsdp_table_purge_slice(struct nsdp_table *t, uint32_t slices);
 
 /* Apply a live record (create, refresh, delete). Older records than the
  * entry's (by epoch, then timestamp) are ignored. 0, or -ENOSPC when the

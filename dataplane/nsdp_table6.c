@@ -184,13 +184,13 @@ int nsdp_table6_apply_resync(struct nsdp_table *t, const struct ns_session *s,
 	return rc;
 }
 
-uint64_t nsdp_table6_purge(struct nsdp_table *t)
+uint64_t nsdp_table6_purge_slice(struct nsdp_table *t, uint32_t slices)
 {
 	uint64_t n;
 
 	if (!t->v6)
 		return 0;
-	n = nsdp_table_purge_tombstones(enter(t));
+	n = nsdp_table_purge_slice(enter(t), slices);
 	leave(t);
 	return n;
 }

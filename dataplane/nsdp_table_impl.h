@@ -98,6 +98,7 @@ struct nsdp_table {
 	uint32_t free_head, free_tail, free_n;
 	uint64_t gen;
 	uint32_t active_resyncs;
+	uint32_t purge_at; /* where the next purge slice begins */
 	uint32_t writer; /* enum nsdp_table_writer, atomic */
 	/* read by other threads with relaxed atomics */
 	uint64_t live, tombstones, applied, stale_ignored, full_drops;
@@ -267,7 +268,7 @@ int nsdp_table6_apply(struct nsdp_table *t, const struct ns_session *s,
 		      int over);
 int nsdp_table6_apply_resync(struct nsdp_table *t, const struct ns_session *s,
 			     uint64_t gen, uint32_t mark);
-uint64_t nsdp_table6_purge(struct nsdp_table *t);
+uint64_t nsdp_table6_purge_slice(struct nsdp_table *t, uint32_t slices);
 void nsdp_table6_free(struct nsdp_table *t);
 uint64_t nsdp_table6_resync_finish(
 	struct nsdp_table *t, uint64_t gen, uint32_t mark,

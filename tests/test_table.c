@@ -194,6 +194,49 @@ Test(table, tombstones_survive_a_running_resync, .init = table_up,
 	cr_assert_eq(nsdp_table_purge_tombstones(table), 0, "finish purged it");
 }
 
+/* The standby purges in slices (nsdp_table_purge_slice): each call sweeps
+ * its share of the positions, from where the last one ended, so that a
+ * purge never holds the subscriber for the whole table (6-9 ms a second
+ * at 250 000 positions, when it purged all at once). */
+Test(table, tombstones_go_in_slices_of_the_table, .init = table_up,
+     .fini = table_down)
+{
+	struct nsdp_table_stats st;
+	struct ns_session s;
+	uint32_t i;
+
+	/* 400 positions, one in two a tombstone: 50 in each quarter */
+	for (i = 0; i < 400; i++) {
+		s = sess(100 + i, NS_EV_CREATE, 100);
+		cr_assert_eq(nsdp_table_apply(table, &s), 0);
+	}
+	for (i = 0; i < 400; i += 2) {
+		s = sess(100 + i, NS_EV_CREATE, 100);
+		apply_event(table, &s, NS_EV_DELETE, 200);
+	}
+	for (i = 0; i < 4; i++)
+		cr_assert_eq(nsdp_table_purge_slice(table, 4), 50, "slice %u",
+			     i);
+	nsdp_table_stats(table, &st);
+	cr_assert_eq(st.tombstones, 0);
+	cr_assert_eq(st.live, 200);
+	cr_assert_eq(nsdp_table_purge_slice(table, 4), 0);
+
+	/* the sweep goes on where it ended, around the end of the table */
+	for (i = 1; i < 400; i += 100) {
+		s = sess(100 + i, NS_EV_CREATE, 100);
+		apply_event(table, &s, NS_EV_DELETE, 300);
+	}
+	cr_assert_eq(nsdp_table_purge_slice(table, 2), 2);
+	cr_assert_eq(nsdp_table_purge_slice(table, 2), 2);
+	(void)nsdp_table_resync_begin(table);
+	s = sess(101, NS_EV_CREATE, 400);
+	apply_event(table, &s, NS_EV_DELETE, 500);
+	cr_assert_eq(nsdp_table_purge_slice(table, 1), 0, "resync running");
+	nsdp_table_resync_abort(table);
+	cr_assert_eq(nsdp_table_purge_slice(table, 1), 1);
+}
+
 Test(table, reply_lookup_follows_xlat_change, .init = table_up,
      .fini = table_down)
 {

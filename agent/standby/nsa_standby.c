@@ -76,7 +76,13 @@
 #include "nsdp_time.h"
 
 #define SB_SUBSCRIBE_TIMEOUT_MS 2000
+/* Tombstones go in slices, the whole table a second: a slice at most
+ * every millisecond, as much of the table as the time since the last one
+ * is of a second. Purged at once, 250 000 positions held the subscriber
+ * (a realtime thread) for 6-9 ms every second, the p99 lag's most misses
+ * at 400 000 records/s. */
 #define SB_PURGE_PERIOD_NS (1000ull * 1000 * 1000)
+#define SB_PURGE_SLICE_NS (1000ull * 1000)
 
 static inline int sb_stopping(const struct nsa_standby *sb)
 {
@@ -373,7 +379,7 @@ static void sb_priority_stats(struct nsa_standby *sb)
 static void sb_run(struct nsa_standby *sb)
 {
 	struct sb_pollset ps;
-	uint64_t next_purge = nsdp_mono_ns() + SB_PURGE_PERIOD_NS;
+	uint64_t purged_at = nsdp_mono_ns();
 	unsigned int i;
 
 	nsa_sb_resync_start_all(sb);
@@ -390,9 +396,13 @@ static void sb_run(struct nsa_standby *sb)
 		sb_follow_topology(sb);
 		if (sb->reset)
 			break;
-		if (now >= next_purge) {
-			nsdp_table_purge_tombstones(sb->table);
-			next_purge = now + SB_PURGE_PERIOD_NS;
+		if (now - purged_at >= SB_PURGE_SLICE_NS) {
+			uint64_t slices =
+				SB_PURGE_PERIOD_NS / (now - purged_at);
+
+			nsdp_table_purge_slice(sb->table,
+					       slices ? (uint32_t)slices : 1);
+			purged_at = now;
 		}
 		sb_pollset_build(sb, &ps, now);
 		if (poll(ps.pfd, (nfds_t)ps.n, ps.timeout_ms) < 0) {
