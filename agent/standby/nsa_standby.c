@@ -667,53 +667,7 @@ uint32_t nsa_standby_epoch_known(struct nsa_standby *sb)
 void nsa_standby_stats(const struct nsa_standby *sb,
 		       struct nsa_standby_stats *s)
 {
-	const struct nsa_standby_stats *st = &sb->st;
-	unsigned int i;
-
-#define LOAD(f) s->f = __atomic_load_n(&st->f, __ATOMIC_RELAXED)
-	LOAD(batches);
-	LOAD(records);
-	LOAD(loaded);
-	LOAD(load_values);
-	LOAD(load_bytes);
-	LOAD(gaps);
-	LOAD(resyncs);
-	LOAD(repairs);
-	LOAD(repair_values);
-	LOAD(repair_bytes);
-	LOAD(refused_segments);
-	LOAD(bad_messages);
-	LOAD(resubscribes);
-	LOAD(topology_changes);
-	LOAD(stale);
-	LOAD(dead_subscriptions);
-	LOAD(synced);
-	LOAD(subscriber_nice);
-	LOAD(subscriber_rtprio);
-	LOAD(subscriber_lowered);
-	LOAD(live);
-	LOAD(slots_served);
-	LOAD(lag_count);
-	LOAD(lag_sum_us);
-	LOAD(lag_max_us);
-	LOAD(fenced);
-	LOAD(other_pair);
-	LOAD(epoch_regressions);
-	LOAD(epoch_resyncs);
-	LOAD(epoch_seen);
-	LOAD(unauthenticated);
-	LOAD(bad_values);
-	LOAD(lag_parts_count);
-	LOAD(lag_send_sum_us);
-	LOAD(lag_send_max_us);
-	LOAD(lag_deliver_max_us);
-	for (i = 0; i < NSA_STANDBY_LAG_BUCKETS; i++) {
-		LOAD(lag_send_hist[i]);
-		LOAD(lag_deliver_hist[i]);
-	}
-	for (i = 0; i < NSA_STANDBY_LAG_BUCKETS; i++)
-		LOAD(lag_hist[i]);
-#undef LOAD
+	nsa_standby_stats_copy(s, &sb->st);
 }
 
 int nsa_standby_commit_stats(const struct nsa_standby *sb,

@@ -96,6 +96,11 @@ uint64_t nsa_standby_lag_percentile_us(const struct nsa_standby_stats *s,
 uint64_t nsa_standby_lag_part_percentile_us(const struct nsa_standby_stats *s,
 					    int send, double p);
 
+/* Copy every counter of st into s, each read with a relaxed atomic: what
+ * another thread than the subscriber reads (nsa_standby_stats). */
+void nsa_standby_stats_copy(struct nsa_standby_stats *s,
+			    const struct nsa_standby_stats *st);
+
 /* Count one record's lag in s (lag_count, lag_sum_us, lag_max_us and
  * lag_hist; its parts when known), as the subscriber does for every
  * record it applies. */
