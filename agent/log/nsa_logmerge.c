@@ -12,17 +12,14 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 
 #include "ns_batch.h"
 #include "ns_slot.h"
 #include "nsa_logmerge.h"
+#include "nsa_logmerge_pages.h"
 
 #define MERGE_MIN_CAP 1024
 /* Records of a segment whose index slots are fetched MERGE_AHEAD ahead of
@@ -61,74 +58,6 @@ static uint64_t key_hash(const uint8_t *k)
 	return a;
 }
 
-/* Blocks of MERGE_HUGE_BYTES or more are mapped on their own and asked for
- * in transparent huge pages (a hint the kernel may refuse): the merge's
- * random accesses into them then miss the TLB far less. */
-#define MERGE_HUGE_BYTES (4u << 20)
-#define HUGE_PAGE (2u << 20)
-
-static size_t block_len(size_t bytes)
-{
-	return (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-}
-
-/* A zeroed block of bytes, or NULL. */
-static void *block_alloc(size_t bytes)
-{
-	const size_t len = block_len(bytes);
-	size_t head;
-	uint8_t *p;
-
-	if (bytes < MERGE_HUGE_BYTES)
-		return calloc(1, bytes);
-	p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	head = (HUGE_PAGE - (uintptr_t)p % HUGE_PAGE) % HUGE_PAGE;
-	if (head)
-		munmap(p, head);
-	if (head != HUGE_PAGE)
-		munmap(p + head + len, HUGE_PAGE - head);
-	p += head;
-	(void)madvise(p, len, MADV_HUGEPAGE);
-	return p;
-}
-
-static void block_free(void *p, size_t bytes)
-{
-	if (p == NULL)
-		return;
-	if (bytes < MERGE_HUGE_BYTES)
-		free(p);
-	else
-		munmap(p, block_len(bytes));
-}
-
-/* p, a block of old bytes, grown to bytes with its contents; NULL (p
- * left as it was) when out of memory. */
-static void *block_grow(void *p, size_t old, size_t bytes)
-{
-	void *q;
-
-	if (bytes < MERGE_HUGE_BYTES)
-		return realloc(p, bytes);
-	if (old >= MERGE_HUGE_BYTES) {
-		/* The pages move, none is copied. */
-		q = mremap(p, block_len(old), block_len(bytes), MREMAP_MAYMOVE);
-		if (q == MAP_FAILED)
-			return NULL;
-		(void)madvise(q, block_len(bytes), MADV_HUGEPAGE);
-		return q;
-	}
-	q = block_alloc(bytes);
-	if (q == NULL)
-		return NULL;
-	memcpy(q, p, old);
-	free(p);
-	return q;
-}
-
 #define IDX_BYTES(cap) ((cap) * sizeof(uint64_t))
 #define ENTRIES_BYTES(cap) ((cap) / 2 * sizeof(struct nsa_logmerge_entry))
 
@@ -156,8 +85,8 @@ static void prefault_stop(struct nsa_logmerge *m);
 int nsa_logmerge_init(struct nsa_logmerge *m)
 {
 	memset(m, 0, sizeof(*m));
-	m->idx = block_alloc(IDX_BYTES(MERGE_MIN_CAP));
-	m->e = block_alloc(ENTRIES_BYTES(MERGE_MIN_CAP));
+	m->idx = nsa_pages_alloc(IDX_BYTES(MERGE_MIN_CAP));
+	m->e = nsa_pages_alloc(ENTRIES_BYTES(MERGE_MIN_CAP));
 	m->cap = MERGE_MIN_CAP;
 	m->peak_bytes = merge_bytes(MERGE_MIN_CAP);
 	if (m->idx == NULL || m->e == NULL) {
@@ -170,8 +99,8 @@ int nsa_logmerge_init(struct nsa_logmerge *m)
 void nsa_logmerge_free(struct nsa_logmerge *m)
 {
 	prefault_stop(m);
-	block_free(m->idx, IDX_BYTES(m->cap));
-	block_free(m->e, ENTRIES_BYTES(m->cap));
+	nsa_pages_free(m->idx, IDX_BYTES(m->cap));
+	nsa_pages_free(m->e, ENTRIES_BYTES(m->cap));
 	free(m->idx6);
 	free(m->e6);
 	m->idx = NULL;
@@ -211,10 +140,10 @@ static void idx_put(uint64_t *idx, size_t cap, uint64_t h, size_t pos)
  * one touched before, which the kernel zeroes page by page in the thread
  * that first writes it (slowly where a virtual machine's host takes freed
  * memory back; docs/performance.md, Cold load), and doubling the index
- * rehashes every session once more each time. Told how many
- * sessions may come (nsa_logmerge_expect), a merge that reaches
- * EXPECT_START sessions, and so looks large, maps blocks for them and a
- * thread of its own faults their pages in on another core with
+ * rehashes every session once more each time. Told how many sessions
+ * may come (nsa_logmerge_expect), a merge that reaches EXPECT_START
+ * sessions, and so looks large, maps blocks for them and a thread of its
+ * own (nsa_logmerge_pages.c) faults their pages in on another core with
  * MADV_POPULATE_WRITE (which writes nothing): the index first, then the
  * entries. At its next growth after the index is faulted in, the merge
  * moves into those blocks (one copy, one rehash) and the thread goes on
@@ -224,62 +153,14 @@ static void idx_put(uint64_t *idx, size_t cap, uint64_t h, size_t pos)
 /* Sessions a merge is sized for at most (an index of 128 MB): past them
  * it grows as any. */
 #define EXPECT_MAX ((size_t)1 << 23)
-#define PREFAULT_STEP HUGE_PAGE
-#define PREFAULT_LEAD (16u << 20)
-#define PREFAULT_NAP_NS 100000
 
 struct nsa_logmerge_prefault {
-	pthread_t thread;
+	struct nsa_pages_faulter *f; /* its thread */
 	uint64_t *idx; /* the blocks sized for cap, the merge's once moved */
 	struct nsa_logmerge_entry *e;
-	size_t cap, idx_len, e_len;
+	size_t cap;
 	int moved; /* the merge lives in idx and e */
-	atomic_int idx_ready; /* the index is faulted in */
-	atomic_size_t e_used; /* bytes of e the merge has reserved */
-	atomic_int stop;
 };
-
-/* Fault [p, p + len) in, step by step, until stop: 0, or -1 stopped or
- * refused (a kernel without MADV_POPULATE_WRITE). */
-static int prefault_range(struct nsa_logmerge_prefault *pf, uint8_t *p,
-			  size_t len)
-{
-	size_t done, n;
-
-	for (done = 0; done < len; done += n) {
-		n = len - done < PREFAULT_STEP ? len - done : PREFAULT_STEP;
-		if (atomic_load_explicit(&pf->stop, memory_order_relaxed) ||
-		    madvise(p + done, n, MADV_POPULATE_WRITE) != 0)
-			return -1;
-	}
-	return 0;
-}
-
-static void *prefault_main(void *arg)
-{
-	struct nsa_logmerge_prefault *pf = arg;
-	const struct timespec nap = {.tv_nsec = PREFAULT_NAP_NS};
-	size_t done, n;
-
-	if (prefault_range(pf, (uint8_t *)pf->idx, pf->idx_len) != 0)
-		return NULL;
-	atomic_store_explicit(&pf->idx_ready, 1, memory_order_release);
-	for (done = 0; done < pf->e_len; done += n) {
-		while (done >=
-		       atomic_load_explicit(&pf->e_used, memory_order_relaxed) +
-			       PREFAULT_LEAD) {
-			if (atomic_load_explicit(&pf->stop,
-						 memory_order_relaxed))
-				return NULL;
-			nanosleep(&nap, NULL);
-		}
-		n = pf->e_len - done < PREFAULT_STEP ? pf->e_len - done
-						     : PREFAULT_STEP;
-		if (prefault_range(pf, (uint8_t *)pf->e + done, n) != 0)
-			return NULL;
-	}
-	return NULL;
-}
 
 /* Stop the thread; the blocks go too unless the merge moved into them. */
 static void prefault_stop(struct nsa_logmerge *m)
@@ -288,11 +169,10 @@ static void prefault_stop(struct nsa_logmerge *m)
 
 	if (pf == NULL)
 		return;
-	atomic_store_explicit(&pf->stop, 1, memory_order_relaxed);
-	pthread_join(pf->thread, NULL);
+	nsa_pages_fault_stop(pf->f);
 	if (!pf->moved) {
-		block_free(pf->idx, IDX_BYTES(pf->cap));
-		block_free(pf->e, ENTRIES_BYTES(pf->cap));
+		nsa_pages_free(pf->idx, IDX_BYTES(pf->cap));
+		nsa_pages_free(pf->e, ENTRIES_BYTES(pf->cap));
 	}
 	free(pf);
 	m->prefault = NULL;
@@ -317,18 +197,18 @@ static void prefault_start(struct nsa_logmerge *m)
 	if (pf == NULL)
 		return;
 	pf->cap = cap;
-	pf->idx = block_alloc(IDX_BYTES(cap));
-	pf->e = block_alloc(ENTRIES_BYTES(cap));
-	pf->idx_len = block_len(IDX_BYTES(cap));
-	pf->e_len = block_len(ENTRIES_BYTES(cap));
-	if (pf->idx == NULL || pf->e == NULL ||
-	    pthread_create(&pf->thread, NULL, prefault_main, pf) != 0) {
-		block_free(pf->idx, IDX_BYTES(cap));
-		block_free(pf->e, ENTRIES_BYTES(cap));
+	pf->idx = nsa_pages_alloc(IDX_BYTES(cap));
+	pf->e = nsa_pages_alloc(ENTRIES_BYTES(cap));
+	pf->f = pf->idx && pf->e
+			? nsa_pages_fault_start(pf->idx, IDX_BYTES(cap), pf->e,
+						ENTRIES_BYTES(cap))
+			: NULL;
+	if (pf->f == NULL) {
+		nsa_pages_free(pf->idx, IDX_BYTES(cap));
+		nsa_pages_free(pf->e, ENTRIES_BYTES(cap));
 		free(pf);
 		return;
 	}
-	pthread_setname_np(pf->thread, "nsa-prefault");
 	m->prefault = pf;
 	if (merge_bytes(cap) + merge_bytes(m->cap) > m->peak_bytes)
 		m->peak_bytes = merge_bytes(cap) + merge_bytes(m->cap);
@@ -342,8 +222,8 @@ static void prefault_move(struct nsa_logmerge *m)
 	size_t i;
 
 	memcpy(pf->e, m->e, m->used * sizeof(*m->e));
-	block_free(m->idx, IDX_BYTES(m->cap));
-	block_free(m->e, ENTRIES_BYTES(m->cap));
+	nsa_pages_free(m->idx, IDX_BYTES(m->cap));
+	nsa_pages_free(m->e, ENTRIES_BYTES(m->cap));
 	m->idx = pf->idx;
 	m->e = pf->e;
 	m->cap = pf->cap;
@@ -364,7 +244,7 @@ static int prefault_ready(struct nsa_logmerge *m, size_t need)
 		prefault_stop(m);
 		return 0;
 	}
-	return atomic_load_explicit(&pf->idx_ready, memory_order_acquire);
+	return nsa_pages_head_ready(pf->f);
 }
 
 void nsa_logmerge_expect(struct nsa_logmerge *m, size_t sessions)
@@ -383,14 +263,15 @@ static int grow(struct nsa_logmerge *m)
 
 	if (m->prefault && m->prefault->moved)
 		prefault_stop(m); /* the entries may move */
-	idx = block_alloc(IDX_BYTES(cap));
-	e = idx ? block_grow(m->e, ENTRIES_BYTES(m->cap), ENTRIES_BYTES(cap))
+	idx = nsa_pages_alloc(IDX_BYTES(cap));
+	e = idx ? nsa_pages_grow(m->e, ENTRIES_BYTES(m->cap),
+				 ENTRIES_BYTES(cap))
 		: NULL;
 	if (e == NULL) {
-		block_free(idx, IDX_BYTES(cap));
+		nsa_pages_free(idx, IDX_BYTES(cap));
 		return -ENOMEM;
 	}
-	block_free(m->idx, IDX_BYTES(m->cap));
+	nsa_pages_free(m->idx, IDX_BYTES(m->cap));
 	m->idx = idx;
 	m->e = e;
 	m->cap = cap;
@@ -428,10 +309,9 @@ static int reserve(struct nsa_logmerge *m, size_t n)
 			m->peak_bytes = during;
 	}
 	if (m->prefault && m->prefault->moved)
-		atomic_store_explicit(&m->prefault->e_used,
-				      (m->used + n) *
-					      sizeof(struct nsa_logmerge_entry),
-				      memory_order_relaxed);
+		nsa_pages_tail_used(m->prefault->f,
+				    (m->used + n) *
+					    sizeof(struct nsa_logmerge_entry));
 	return 0;
 }
 

@@ -1,9 +1,9 @@
 /*
  * nsdp_ksrc_state.h - the kernel session source's state, shared by its
- * two files only: nsdp_ksrc_open.c opens it (BPF program, ctnetlink
+ * three files only: nsdp_ksrc_open.c opens it (BPF program, ctnetlink
  * sockets, live set) and registers the callbacks of nsdp_ksrc.c, whose
- * thread moves events into the lane. Nothing outside dataplane/kernel/
- * includes it.
+ * thread moves events into the lane; nsdp_ksrc_ct.c reads ctnetlink's
+ * entries for both. Nothing outside dataplane/kernel/ includes it.
  */
 #ifndef NSDP_KSRC_STATE_H
 #define NSDP_KSRC_STATE_H
@@ -81,10 +81,16 @@ int nsdp_ksrc_on_destroyed(const struct nlmsghdr *nlh,
 			   enum nf_conntrack_msg_type type,
 			   struct nf_conntrack *ct, void *arg);
 
-/* nsdp_ksrc.c: a ctnetlink handle opened in namespace netns_fd (-1:
+/* nsdp_ksrc_ct.c: a ctnetlink handle opened in namespace netns_fd (-1:
  * this thread's), subscribed to groups; NULL with errno. */
 struct nfct_handle *nsdp_ksrc_nfct_open_in(int netns_fd, unsigned int groups);
-/* nf_conntrack_max: how many entries the namespace's table holds at most. */
+/* nsdp_ksrc_ct.c: nf_conntrack_max, how many entries the namespace's
+ * table holds at most. */
 uint64_t nsdp_ksrc_conntrack_max(void);
+/* nsdp_ksrc_ct.c: an entry as ctnetlink gives it (nlh its message): 1 and
+ * its key, the BPF program's for the same entry, when it is one k keeps;
+ * else 0. */
+int nsdp_ksrc_ct_key(const struct nsdp_ksrc *k, const struct nlmsghdr *nlh,
+		     const struct nf_conntrack *ct, struct nsdp_kern_key *key);
 
 #endif
