@@ -1146,9 +1146,11 @@ static void cpus_down(void)
 }
 
 /* Start an active whose synthetic source polls on lcore 1 (CPU 1) with
- * [active] writer_cpus = value; 0 when its writer thread came to run on
- * the CPU list want (its Cpus_allowed_list in /proc), within 10 s. */
-static int writer_runs_on(const char *value, const char *want)
+ * [active] writer_cpus = value and [store] layout (the store on loopback);
+ * 0 when its writer thread came to run on the CPU list want (its
+ * Cpus_allowed_list in /proc), within 10 s. */
+static int writer_runs_on(const char *value, const char *layout,
+			  const char *want)
 {
 	char text[2048], seeds[32];
 	int pid, n, rc = 1;
@@ -1157,10 +1159,10 @@ static int writer_runs_on(const char *value, const char *want)
 	n = nst_agent_ini(text, sizeof(text), "active", 1, 0, 256, "0-1",
 			  seeds);
 	snprintf(text + n, sizeof(text) - n,
-		 "[active]\nwriter_cpus = %s\n[rings]\nlanes = 1\n"
-		 "[source]\ntype = synth\nflows = 100\nevents = 1000000\n"
-		 "rate = 1000\n",
-		 value);
+		 "layout = %s\n[active]\nwriter_cpus = %s\n[rings]\n"
+		 "lanes = 1\n[source]\ntype = synth\nflows = 100\n"
+		 "events = 1000000\nrate = 1000\n",
+		 layout, value);
 	nst_write_file(nst_run_path("active.ini"), text);
 	pid = nst_agent_spawn("active", "");
 	for (int i = 0; i < 100 && rc != 0 && nst_running(pid); i++) {
@@ -1172,9 +1174,10 @@ static int writer_runs_on(const char *value, const char *want)
 			    pid, nst_run_path("writer.cpus"), want,
 			    nst_run_path("writer.cpus"));
 	}
-	nst_sh("printf 'writer_cpus = %s: the writer runs on ' >&2; "
-	       "cat %s >&2; tail -n 5 %s >&2",
-	       value, nst_run_path("writer.cpus"), nst_run_path("active.log"));
+	nst_sh("printf 'writer_cpus = %s, layout = %s: the writer runs on ' "
+	       ">&2; cat %s >&2; tail -n 5 %s >&2",
+	       value, layout, nst_run_path("writer.cpus"),
+	       nst_run_path("active.log"));
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	return rc;
@@ -1182,7 +1185,9 @@ static int writer_runs_on(const char *value, const char *want)
 
 /* A writer that shares a CPU with a polling lcore waits for it while the
  * lcore waits for the writer: writer_cpus = auto keeps the writers off
- * the synthetic source's CPUs, a list pins them, all leaves them be. */
+ * the synthetic source's CPUs, a list pins them, all leaves them be. The
+ * keys layout's store on this host needs a CPU more than the writers:
+ * auto leaves them be there. */
 Test(e2e, writer_cpus_auto_keeps_the_writers_off_the_source_lcores_cpus,
      .fini = cpus_down)
 {
@@ -1200,11 +1205,18 @@ Test(e2e, writer_cpus_auto_keeps_the_writers_off_the_source_lcores_cpus,
 	snprintf(every, sizeof(every), "0-%ld", online - 1);
 	nst_run_dir_make("e2e-writer-cpus");
 	cr_assert_eq(nst_store_start(CPUS_PORT, 0, 0), 0);
-	cr_expect_eq(writer_runs_on("auto", others), 0,
+	cr_expect_eq(writer_runs_on("auto", "log", others), 0,
 		     "auto: the writer is not on CPUs %s", others);
 	cr_expect(nst_run_file_has("active.log", "writers on CPUs"));
-	cr_expect_eq(writer_runs_on("all", every), 0,
+	cr_expect_eq(writer_runs_on("all", "log", every), 0,
 		     "all: the writer is not on CPUs %s", every);
-	cr_expect_eq(writer_runs_on("1", "1"), 0,
+	cr_expect_eq(writer_runs_on("1", "log", "1"), 0,
 		     "1: the writer is not on CPU 1");
+	cr_expect_eq(writer_runs_on("auto", "keys", every), 0,
+		     "auto, keys layout, store on loopback: the writer is not "
+		     "on CPUs %s",
+		     every);
+	cr_expect(nst_run_file_has("active.log", "store is on this host"));
+	cr_expect_eq(writer_runs_on("1", "keys", "1"), 0,
+		     "1, keys layout: the writer is not on CPU 1");
 }

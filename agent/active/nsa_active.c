@@ -26,6 +26,7 @@
  * (nsa_active_health.c), the log layout's compactor (nsa_compactor.c), the
  * replay window (nsa_replay.c), the wire formats (schema/).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -411,12 +413,39 @@ void nsa_active_polling_lcores(struct nsa_active *a, const unsigned int *lcores,
 	}
 }
 
+/* Whether every seed of the store is a loopback address: the store runs
+ * on this host, on its CPUs. */
+static int store_on_loopback(const struct nsa_store_conf *st)
+{
+	for (unsigned int i = 0; i < st->n_seeds; i++) {
+		const char *h = st->seeds[i].host;
+		struct in_addr a4;
+		struct in6_addr a6;
+
+		if (strcmp(h, "localhost") == 0)
+			continue;
+		if (inet_pton(AF_INET, h, &a4) == 1 &&
+		    (ntohl(a4.s_addr) >> 24) == 127)
+			continue;
+		if (inet_pton(AF_INET6, h, &a6) == 1 &&
+		    (IN6_IS_ADDR_LOOPBACK(&a6) ||
+		     (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127)))
+			continue;
+		return 0;
+	}
+	return st->n_seeds > 0;
+}
+
 /* [active] writer_cpus: the set the writers keep to, or none (pinned 0).
  * auto: the online CPUs less those of the lcores that poll (a writer that
  * shares a CPU with one waits for it while the lcore waits for the writer:
  * natsync-bench flat out on 2 CPUs, median 6.2 M records/s with the writer
  * off the source's CPU against 5.5 M left to the scheduler;
- * docs/performance.md), unless there are none or that leaves none. */
+ * docs/performance.md), unless there are none or that leaves none, or the
+ * keys layout's store is on this host: there the store, one command a
+ * session, needs a CPU of its own more than the writers do (456 000-507 000
+ * sessions/s with the writer kept to the other CPU, 557 000-653 000 left to
+ * the scheduler, which put the store alone on it). */
 static void writer_cpus_resolve(struct nsa_active *a)
 {
 	const char *want = a->conf.writer_cpus;
@@ -441,6 +470,13 @@ static void writer_cpus_resolve(struct nsa_active *a)
 	}
 	if (CPU_COUNT(&a->polling) == 0)
 		return;
+	if (a->conf.store.layout == NSA_LAYOUT_KEYS &&
+	    store_on_loopback(&a->conf.store)) {
+		NSA_INFO("active: writer_cpus = auto: the keys layout's store "
+			 "is on this host (loopback), whose CPUs it needs more "
+			 "than the writers; writers run on any CPU");
+		return;
+	}
 	CPU_ZERO(&a->writer_set);
 	for (long c = 0; c < online && c < CPU_SETSIZE; c++)
 		if (!CPU_ISSET(c, &a->polling))
