@@ -28,6 +28,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -35,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
