@@ -75,7 +75,8 @@ void *nsa_pages_grow(void *p, size_t old, size_t bytes)
 		return realloc(p, bytes);
 	if (old >= MERGE_HUGE_BYTES) {
 		/* The pages move, none is copied. */
-		q = mremap(p, nsa_pages_len(old), nsa_pages_len(bytes), MREMAP_MAYMOVE);
+		q = mremap(p, nsa_pages_len(old), nsa_pages_len(bytes),
+			   MREMAP_MAYMOVE);
 		if (q == MAP_FAILED)
 			return NULL;
 		(void)madvise(q, nsa_pages_len(bytes), MADV_HUGEPAGE);
