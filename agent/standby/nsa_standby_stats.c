@@ -4,8 +4,8 @@
  * them all for another thread.
  *
  * Invariants: one writer (the subscriber thread), relaxed atomics, so that
- * nsa_standby_stats_copy() can copy them from another thread; percentiles are
- * computed on such a copy.
+ * nsa_standby_stats_copy() can copy them from another thread; percentiles
+ * are computed on such a copy.
  *
  * Not here: the histogram's buckets (nsa_lag.c), the other counters (each
  * counted where it happens).

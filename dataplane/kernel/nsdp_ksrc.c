@@ -58,7 +58,8 @@
  * file and never the reverse: the BPF program loaded, the ctnetlink
  * sockets in the namespace, the live set), a ctnetlink entry's key and
  * whether the source keeps it (nsdp_ksrc_ct.c), the BPF program
- * (nsdp_kern.bpf.c), the live set (nsdp_klive.c), the configuration and the REPORT line (agent/, tools/).
+ * (nsdp_kern.bpf.c), the live set (nsdp_klive.c), the configuration and
+ * the REPORT line (agent/, tools/).
  */
 #include <arpa/inet.h>
 #include <errno.h>
